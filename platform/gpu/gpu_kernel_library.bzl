@@ -1,0 +1,123 @@
+"""gpu_kernel_library: HIP sources compiled for AMD (hipcc) or NVIDIA (nvcc).
+
+Kernels are written once in HIP spelling (see hip_compat.h). The build
+configuration picks the device compiler:
+
+  --config=rocm   hipcc, --offload-arch for each of $(DSA_ROCM_ARCHS)
+  --config=cuda   nvcc, -gencode for each of $(DSA_CUDA_ARCHS), plus PTX
+  (default)       no device code: the library holds only its headers, and
+                  host code sees neither DSA_GPU_ROCM nor DSA_GPU_CUDA.
+
+Each source becomes one object file in a genrule; the objects are linked with
+alwayslink, because hipcc's kernel registration lives in static constructors
+that a linker otherwise drops from an archive (and a shared object would
+silently lose its kernels).
+"""
+
+load("@local_config_cuda//:defs.bzl", "NVCC_COMPILER", "NVCC_FOUND", "NVCC_INSTALL_HINT")
+load("@local_config_rocm//:defs.bzl", "HIPCC_COMPILER", "HIPCC_FOUND", "HIPCC_INSTALL_HINT")
+
+_ROCM = "//platform/gpu:build_rocm"
+_CUDA = "//platform/gpu:build_cuda"
+
+def _missing(compiler, hint):
+    return "echo '%s not found; install %s' >&2; exit 1" % (compiler, hint)
+
+def _hipcc_cmd():
+    if not HIPCC_FOUND:
+        return _missing(HIPCC_COMPILER, HIPCC_INSTALL_HINT)
+    return " ".join([
+        "archs=$$(echo '$(DSA_ROCM_ARCHS)' | tr ',' ' ');",
+        "flags=; for a in $$archs; do flags=\"$$flags --offload-arch=$$a\"; done;",
+        HIPCC_COMPILER,
+        "-std=c++17 -O3 -fPIC -Wall",
+        "-D__HIP_PLATFORM_AMD__ -DDSA_GPU_ROCM=1",
+        "-I. -I$(GENDIR)",
+        "$$flags",
+        "-x hip -c $(location {src}) -o $@",
+    ])
+
+def _nvcc_cmd():
+    if not NVCC_FOUND:
+        return _missing(NVCC_COMPILER, NVCC_INSTALL_HINT)
+    return " ".join([
+        "archs=$$(echo '$(DSA_CUDA_ARCHS)' | tr ',' ' ');",
+        "flags=; for a in $$archs; do",
+        "flags=\"$$flags -gencode=arch=compute_$$a,code=sm_$$a\"; last=$$a; done;",
+        # PTX of the newest target, so newer GPUs can JIT it.
+        "flags=\"$$flags -gencode=arch=compute_$$last,code=compute_$$last\";",
+        NVCC_COMPILER,
+        "-std=c++17 -O3 -Xcompiler -fPIC -Xcompiler -Wall",
+        "-DDSA_GPU_CUDA=1",
+        "-I. -I$(GENDIR)",
+        "$$flags",
+        "-x cu -c $(location {src}) -o $@",
+    ])
+
+def gpu_kernel_library(
+        name,
+        srcs,
+        hdrs = [],
+        device_hdrs = [],
+        deps = [],
+        visibility = None,
+        testonly = False):
+    """A C++ library whose sources are HIP kernels and their launchers.
+
+    Args:
+      name: the cc_library's name.
+      srcs: .hip.cc files, in HIP spelling.
+      hdrs: plain C++ headers declaring the host launchers (no HIP types), for
+        code built by the C++ compiler.
+      device_hdrs: further headers the device sources include.
+      deps: cc_library deps of the host side.
+      visibility: as for cc_library.
+      testonly: as for cc_library.
+    """
+    all_hdrs = hdrs + device_hdrs + ["//platform/gpu:hip_compat.h"]
+    rocm_objs = []
+    cuda_objs = []
+    for src in srcs:
+        stem = src.replace(".hip.cc", "").replace("/", "_")
+        for backend, cmd, objs in [
+            ("rocm", _hipcc_cmd(), rocm_objs),
+            ("cuda", _nvcc_cmd(), cuda_objs),
+        ]:
+            out = "_%s_%s/%s.o" % (name, backend, stem)
+            native.genrule(
+                name = "%s_%s_%s" % (name, stem, backend),
+                srcs = [src] + all_hdrs,
+                outs = [out],
+                cmd = cmd.replace("{src}", src),
+                message = "Compiling %s for %s" % (src, backend),
+                tags = ["manual"],
+                testonly = testonly,
+                visibility = ["//visibility:private"],
+            )
+            objs.append(out)
+
+    native.cc_library(
+        name = name,
+        srcs = select({
+            _ROCM: rocm_objs,
+            _CUDA: cuda_objs,
+            "//conditions:default": [],
+        }),
+        hdrs = hdrs,
+        defines = select({
+            _ROCM: ["DSA_GPU_ROCM=1"],
+            _CUDA: ["DSA_GPU_CUDA=1"],
+            "//conditions:default": [],
+        }),
+        deps = deps + select({
+            _ROCM: ["@local_config_rocm//:hip_runtime"],
+            _CUDA: ["@local_config_cuda//:cudart_static"],
+            "//conditions:default": [],
+        }),
+        alwayslink = True,
+        # Linked into each binary, never as its own shared object: the device
+        # runtime (static cudart) is resolved at the final link.
+        linkstatic = True,
+        visibility = visibility,
+        testonly = testonly,
+    )

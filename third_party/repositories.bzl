@@ -1,0 +1,89 @@
+"""Every external repository of the workspace, all local: nothing is fetched.
+
+Libraries come from Debian's packages (see testing/setup_debian.sh), wrapped
+so that the tree names them with the labels of their own Bazel builds.
+"""
+
+load(
+    "//third_party:system_libs.bzl",
+    "absl_repository",
+    "gpu_toolkit_repository",
+    "system_repository",
+)
+
+def dsa_dependencies():
+    """Declares the workspace's repositories. Call from WORKSPACE."""
+
+    # Bazel's own helpers: local stand-ins for what Bazel would download.
+    native.local_repository(name = "rules_cc", path = "third_party/rules_cc")
+    native.local_repository(name = "rules_java", path = "third_party/rules_java")
+    native.local_repository(
+        name = "remote_coverage_tools",
+        path = "third_party/remote_coverage_tools",
+    )
+
+    # Debian's packaged rules (bazel-rules-proto, bazel-platforms, bazel-skylib).
+    native.local_repository(name = "rules_proto", path = "/usr/share/bazel/rules/proto")
+    native.local_repository(name = "platforms", path = "/usr/share/bazel/tools/platforms")
+    native.local_repository(name = "bazel_skylib", path = "/usr/share/bazel/tools/skylib")
+
+    absl_repository(
+        name = "com_google_absl",
+        packages = {
+            "algorithm": ["algorithm"],
+            "base": ["core_headers"],
+            "container": ["flat_hash_map", "flat_hash_set", "inlined_vector"],
+            "hash": ["hash"],
+            "memory": ["memory"],
+            "status": ["status", "statusor"],
+            "strings": ["strings", "str_format"],
+            "synchronization": ["synchronization"],
+            "time": ["time"],
+            "types": ["optional", "span", "variant"],
+        },
+    )
+
+    system_repository(
+        name = "com_google_protobuf",
+        build_file = "//third_party:protobuf.BUILD",
+        debian_package = "libprotobuf-dev protobuf-compiler",
+        required_paths = [
+            "/usr/bin/protoc",
+            "/usr/include/google/protobuf/message.h",
+        ],
+        symlinks = {"/usr/bin/protoc": "protoc"},
+    )
+
+    system_repository(
+        name = "com_google_googletest",
+        build_file = "//third_party:googletest.BUILD",
+        debian_package = "libgtest-dev libgmock-dev",
+        required_paths = [
+            "/usr/include/gtest/gtest.h",
+            "/usr/include/gmock/gmock.h",
+        ],
+    )
+
+    system_repository(
+        name = "com_google_benchmark",
+        build_file = "//third_party:benchmark.BUILD",
+        debian_package = "libbenchmark-dev",
+        required_paths = ["/usr/include/benchmark/benchmark.h"],
+    )
+
+    # GPU compilers are optional: only --config=rocm / --config=cuda need them.
+    gpu_toolkit_repository(
+        name = "local_config_rocm",
+        build_file = "//third_party/gpus:rocm.BUILD",
+        compiler = "/usr/bin/hipcc",
+        prefix = "HIPCC",
+        install_hint = "apt-get install hipcc libamdhip64-dev rocm-device-libs",
+    )
+
+    gpu_toolkit_repository(
+        name = "local_config_cuda",
+        build_file = "//third_party/gpus:cuda.BUILD",
+        compiler = "/usr/local/cuda/bin/nvcc",
+        prefix = "NVCC",
+        install_hint = "the CUDA 13 toolkit at /usr/local/cuda (not a Debian package)",
+    )
