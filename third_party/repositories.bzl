@@ -30,16 +30,32 @@ def dsa_dependencies():
     absl_repository(
         name = "com_google_absl",
         packages = {
-            "algorithm": ["algorithm"],
-            "base": ["core_headers"],
-            "container": ["flat_hash_map", "flat_hash_set", "inlined_vector"],
+            "algorithm": ["algorithm", "container=algorithm_container"],
+            "base": ["core_headers", "base"],
+            "cleanup": ["cleanup"],
+            "container": [
+                "btree",
+                "fixed_array",
+                "flat_hash_map",
+                "flat_hash_set",
+                "inlined_vector",
+            ],
+            "functional": ["bind_front", "function_ref"],
             "hash": ["hash"],
             "memory": ["memory"],
+            "meta": ["type_traits"],
+            "numeric": ["bits", "int128"],
+            "random": [
+                "bit_gen_ref=random_bit_gen_ref",
+                "distributions=random_distributions",
+                "random=random_random",
+            ],
             "status": ["status", "statusor"],
             "strings": ["strings", "str_format"],
             "synchronization": ["synchronization"],
             "time": ["time"],
             "types": ["optional", "span", "variant"],
+            "utility": ["utility"],
         },
     )
 

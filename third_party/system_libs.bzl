@@ -33,9 +33,11 @@ def _absl_repository_impl(rctx):
     rctx.file("BUILD.bazel", "")
     for package, targets in rctx.attr.packages.items():
         lines = ["package(default_visibility = [\"//visibility:public\"])", ""]
-        for target in targets:
-            # Header-only targets have no pkg-config module with a library.
-            linkopts = _pkg_config_libs(rctx, "absl_" + target)
+        for entry in targets:
+            # "target" uses pkg-config module absl_<target>; "target=module"
+            # names the module where Abseil's CMake name differs.
+            target, _, module = entry.partition("=")
+            linkopts = _pkg_config_libs(rctx, "absl_" + (module or target))
             linkopts = [o for o in linkopts if o.startswith("-l")]
             lines.append("cc_library(")
             lines.append("    name = \"%s\"," % target)
@@ -47,8 +49,9 @@ def _absl_repository_impl(rctx):
 absl_repository = repository_rule(
     implementation = _absl_repository_impl,
     attrs = {
-        # Abseil package -> targets in it, named as in Abseil's own BUILD files
-        # (and, for each, the pkg-config module absl_<target>).
+        # Abseil package -> targets in it, named as in Abseil's own BUILD files;
+        # each links what `pkg-config --libs absl_<target>` says (or
+        # absl_<module> for an entry written "target=module").
         "packages": attr.string_list_dict(mandatory = True),
     },
     local = True,

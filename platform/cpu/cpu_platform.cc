@@ -1,0 +1,161 @@
+#include "platform/cpu/cpu_platform.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "platform/plugin_util.h"
+
+namespace dsa::platform {
+namespace {
+
+#if defined(__x86_64__)
+constexpr const char* kHostArch = "x86_64";
+#elif defined(__aarch64__)
+constexpr const char* kHostArch = "aarch64";
+#else
+constexpr const char* kHostArch = "unknown";
+#endif
+
+constexpr const char* kKnownArchs[] = {kHostArch};
+
+// The CPU reference runs both prefill branches; it is not CUDA-alike and has
+// no decode context parallelism.
+constexpr ArchCapabilities kCapabilities[] = {
+    {kHostArch, /*is_cuda_alike=*/0, DSA_FP8_E4M3FN, /*warp_size=*/1,
+     /*sparse_mla_dense_mha_prefill=*/1,
+     /*sparse_mla_decode_context_parallel=*/0},
+};
+
+DsaStatusCode CapabilitiesForArch(const char* arch, DsaCapabilities* out,
+                                  char* error, size_t error_size) {
+  return FillCapabilities(kCapabilities, "cpu", arch, out, error, error_size);
+}
+
+std::string CpuModelName() {
+  std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (f == nullptr) return kHostArch;
+  char line[512];
+  std::string name = kHostArch;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::strncmp(line, "model name", 10) == 0) {
+      const char* colon = std::strchr(line, ':');
+      if (colon != nullptr) {
+        name = colon + 1;
+        while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) {
+          name.erase(name.begin());
+        }
+        while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) {
+          name.pop_back();
+        }
+      }
+      break;
+    }
+  }
+  std::fclose(f);
+  return name;
+}
+
+DsaStatusCode ProbeDevices(DsaDeviceInfo* out, char* error,
+                           size_t error_size) {
+  if (out == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cpu: NULL device record");
+  }
+  DsaDeviceInfo info;
+  std::memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  info.device_count = 1;  // the host
+  CopyFixedString(info.arch, kHostArch);
+  CopyFixedString(info.name, CpuModelName().c_str());
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page_size > 0) {
+    info.total_memory_bytes =
+        static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  }
+  const size_t n =
+      out->struct_size < sizeof(info) ? out->struct_size : sizeof(info);
+  std::memcpy(out, &info, n);
+  out->struct_size = n;
+  return DSA_STATUS_OK;
+}
+
+// Host allocations aligned for 64-byte vector loads.
+DsaStatusCode DeviceMalloc(size_t bytes, void** out, char* error,
+                           size_t error_size) {
+  if (out == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cpu: NULL output pointer");
+  }
+  *out = nullptr;
+  const size_t rounded = ((bytes == 0 ? 1 : bytes) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (p == nullptr) {
+    return PluginError(DSA_STATUS_UNAVAILABLE, error, error_size,
+                       "cpu: out of memory allocating %zu bytes", bytes);
+  }
+  *out = p;
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode DeviceFree(void* ptr, char*, size_t) {
+  std::free(ptr);
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode DeviceMemcpy(void* dst, const void* src, size_t bytes,
+                           int32_t kind, char* error, size_t error_size) {
+  if (kind < DSA_MEMCPY_HOST_TO_DEVICE || kind > DSA_MEMCPY_DEVICE_TO_DEVICE) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cpu: unknown memcpy kind %d", kind);
+  }
+  if (bytes > 0) std::memmove(dst, src, bytes);
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode DeviceSynchronize(char*, size_t) { return DSA_STATUS_OK; }
+
+DsaPlatformDescriptor MakeDescriptor() {
+  DsaPlatformDescriptor d;
+  std::memset(&d, 0, sizeof(d));
+  d.struct_size = sizeof(d);
+  d.platform_id = "cpu";
+  d.kind = DSA_PLATFORM_KIND_CPU;
+  d.is_accelerator = 0;
+  d.default_arch = kHostArch;
+  d.known_archs = kKnownArchs;
+  d.num_known_archs = sizeof(kKnownArchs) / sizeof(kKnownArchs[0]);
+  d.capabilities_for_arch = &CapabilitiesForArch;
+  d.probe_devices = &ProbeDevices;
+  d.device_malloc = &DeviceMalloc;
+  d.device_free = &DeviceFree;
+  d.device_memcpy = &DeviceMemcpy;
+  d.device_synchronize = &DeviceSynchronize;
+  return d;
+}
+
+DsaStatusCode Initialize(const DsaHostApi* host, char* error,
+                         size_t error_size) {
+  if (host == nullptr || host->register_platform == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cpu: host API lacks register_platform");
+  }
+  static const DsaPlatformDescriptor descriptor = MakeDescriptor();
+  return host->register_platform(host->context, &descriptor, error,
+                                 error_size);
+}
+
+}  // namespace
+
+const DsaPluginApi* CpuPlatformPluginApi() {
+  static const DsaPluginApi api = {
+      sizeof(DsaPluginApi), DSA_PLUGIN_API_MAJOR, DSA_PLUGIN_API_MINOR,
+      "dsa_cpu_platform", &Initialize};
+  return &api;
+}
+
+}  // namespace dsa::platform

@@ -1,0 +1,168 @@
+/*
+ * The C ABI between a host engine and a DeepSeek sparse-attention plugin.
+ *
+ * A plugin shared object exports exactly one symbol, DsaGetPluginApi, which
+ * returns a versioned table (PJRT-style). The host checks the major version
+ * (an ABI break) and the struct sizes, then calls `initialize` with a table of
+ * host functions through which the plugin registers its platform capability
+ * record and its kernels. The plugin never links a registry of its own, so
+ * every plugin in a process registers into the host's one registry.
+ *
+ * Rules for both sides:
+ *  - Every struct starts with `struct_size` (sizeof at the writer's version).
+ *    Minor versions only append fields; a reader ignores fields past the
+ *    writer's struct_size and treats missing trailing fields as absent.
+ *  - Status codes use absl::StatusCode's numbering. On error the callee writes
+ *    a NUL-terminated message of at most `error_size` bytes into `error`.
+ *  - Strings and function pointers handed to the host must stay valid while
+ *    the plugin is loaded; the host never unloads a plugin that registered.
+ *  - A kernel is an opaque function pointer; its signature is fixed by its op
+ *    name and op ABI version (attention/ops.h), so host and plugin must agree
+ *    on both, and a host refuses a version it does not know.
+ */
+#ifndef DSA_PLATFORM_PLUGIN_API_H_
+#define DSA_PLATFORM_PLUGIN_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DSA_PLUGIN_API_MAJOR 1
+#define DSA_PLUGIN_API_MINOR 0
+#define DSA_PLUGIN_GET_API_SYMBOL "DsaGetPluginApi"
+
+#if defined(__GNUC__)
+#define DSA_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define DSA_PLUGIN_EXPORT
+#endif
+
+/* Same numbering as absl::StatusCode. */
+typedef enum DsaStatusCode {
+  DSA_STATUS_OK = 0,
+  DSA_STATUS_INVALID_ARGUMENT = 3,
+  DSA_STATUS_NOT_FOUND = 5,
+  DSA_STATUS_ALREADY_EXISTS = 6,
+  DSA_STATUS_FAILED_PRECONDITION = 9,
+  DSA_STATUS_UNIMPLEMENTED = 12,
+  DSA_STATUS_INTERNAL = 13,
+  DSA_STATUS_UNAVAILABLE = 14,
+} DsaStatusCode;
+
+typedef enum DsaPlatformKind {
+  DSA_PLATFORM_KIND_CPU = 0,
+  DSA_PLATFORM_KIND_ROCM = 1,
+  DSA_PLATFORM_KIND_CUDA = 2,
+} DsaPlatformKind;
+
+typedef enum DsaFp8Format {
+  DSA_FP8_E4M3FN = 1,   /* OCP FP8 E4M3, max 448 (gfx950, NVIDIA, CPU) */
+  DSA_FP8_E4M3FNUZ = 2, /* E4M3 "fnuz", max 240, no negative zero (gfx942) */
+} DsaFp8Format;
+
+#define DSA_ARCH_NAME_SIZE 32
+#define DSA_DEVICE_NAME_SIZE 128
+
+/* What a platform offers on one device architecture. No device needed. */
+typedef struct DsaCapabilities {
+  size_t struct_size;
+  char arch[DSA_ARCH_NAME_SIZE]; /* "gfx942", "sm_90", "x86_64" */
+  int32_t is_cuda_alike;         /* CUDA or ROCm */
+  int32_t kv_cache_fp8_format;   /* DsaFp8Format */
+  int32_t warp_size;             /* 64 AMD CDNA, 32 NVIDIA, 1 CPU */
+  /* The sparse MLA backend runs short prefills on dense causal MHA. */
+  int32_t sparse_mla_dense_mha_prefill;
+  /* The sparse MLA backend accepts decode context parallelism (DCP > 1). */
+  int32_t sparse_mla_decode_context_parallel;
+} DsaCapabilities;
+
+/* What the runtime reports about the machine's devices of one platform. */
+typedef struct DsaDeviceInfo {
+  size_t struct_size;
+  int32_t device_count; /* 0: the runtime is there (or not) but no device */
+  char arch[DSA_ARCH_NAME_SIZE];        /* of device 0 */
+  char name[DSA_DEVICE_NAME_SIZE];      /* of device 0 */
+  uint64_t total_memory_bytes;          /* of device 0 */
+  int32_t runtime_version;              /* driver/runtime version, or 0 */
+} DsaDeviceInfo;
+
+typedef enum DsaMemcpyKind {
+  DSA_MEMCPY_HOST_TO_DEVICE = 1,
+  DSA_MEMCPY_DEVICE_TO_HOST = 2,
+  DSA_MEMCPY_DEVICE_TO_DEVICE = 3,
+} DsaMemcpyKind;
+
+/* A platform: identity, static capabilities per architecture, the device
+ * probe and the device runtime (memory and synchronisation on device 0). */
+typedef struct DsaPlatformDescriptor {
+  size_t struct_size;
+  const char* platform_id;  /* "cpu", "rocm", "cuda" */
+  int32_t kind;             /* DsaPlatformKind */
+  int32_t is_accelerator;   /* 0 only for the CPU platform */
+  const char* default_arch; /* used when no device tells otherwise */
+  const char* const* known_archs;
+  size_t num_known_archs;
+
+  /* Static capabilities of `arch` (one of known_archs). */
+  DsaStatusCode (*capabilities_for_arch)(const char* arch,
+                                         DsaCapabilities* out, char* error,
+                                         size_t error_size);
+  /* Loads the runtime lazily and reports devices. No device is not an error:
+   * OK with device_count = 0. May be NULL (never a device). */
+  DsaStatusCode (*probe_devices)(DsaDeviceInfo* out, char* error,
+                                 size_t error_size);
+
+  /* Device runtime on device 0; each may be NULL when unsupported. */
+  DsaStatusCode (*device_malloc)(size_t bytes, void** out, char* error,
+                                 size_t error_size);
+  DsaStatusCode (*device_free)(void* ptr, char* error, size_t error_size);
+  DsaStatusCode (*device_memcpy)(void* dst, const void* src, size_t bytes,
+                                 int32_t kind /* DsaMemcpyKind */, char* error,
+                                 size_t error_size);
+  DsaStatusCode (*device_synchronize)(char* error, size_t error_size);
+} DsaPlatformDescriptor;
+
+/* One kernel of one op for one platform. */
+typedef struct DsaKernelDescriptor {
+  size_t struct_size;
+  const char* op_name;     /* e.g. "indexer_logits" */
+  uint32_t op_abi_version; /* signature version of the op */
+  const char* platform_id; /* platform the kernel runs on */
+  const void* fn;          /* the op's entry point */
+} DsaKernelDescriptor;
+
+/* Host functions handed to a plugin's initialize. Registrations made during
+ * one initialize take effect together, when it returns OK; nothing takes
+ * effect when it fails. */
+typedef struct DsaHostApi {
+  size_t struct_size;
+  uint32_t major_version;
+  uint32_t minor_version;
+  void* context;
+  DsaStatusCode (*register_platform)(void* context,
+                                     const DsaPlatformDescriptor* platform,
+                                     char* error, size_t error_size);
+  DsaStatusCode (*register_kernel)(void* context,
+                                   const DsaKernelDescriptor* kernel,
+                                   char* error, size_t error_size);
+} DsaHostApi;
+
+typedef struct DsaPluginApi {
+  size_t struct_size;
+  uint32_t major_version; /* DSA_PLUGIN_API_MAJOR the plugin was built with */
+  uint32_t minor_version;
+  const char* plugin_name;
+  DsaStatusCode (*initialize)(const DsaHostApi* host, char* error,
+                              size_t error_size);
+} DsaPluginApi;
+
+typedef const DsaPluginApi* (*DsaGetPluginApiFn)(void);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* DSA_PLATFORM_PLUGIN_API_H_ */

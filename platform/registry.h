@@ -1,0 +1,171 @@
+// The one registry of platforms and kernels.
+//
+// Platform plugins register a capability record (a DsaPlatformDescriptor);
+// kernel libraries register one entry point per (op, platform). The model
+// asks the registry for the active platform's capabilities and for kernels,
+// and knows nothing else about platforms.
+//
+// - Thread-safe. Registry::Global() is a function-local leaky singleton that
+//   lives in this library; plugins loaded at run time reach it only through
+//   the host functions handed to their initialize (plugin_api.h), so every
+//   plugin in a process shares it.
+// - The CPU platform is built in: Global() always has it.
+// - Registering something twice is AlreadyExists, looking up something absent
+//   is NotFound; nothing aborts and nothing is silently replaced.
+// - Registrations are all-or-nothing: RegisterPlugin and Register(batch) take
+//   effect entirely or not at all.
+// - Exactly one accelerator platform is active. It is resolved lazily, at
+//   ActivePlatform(), from the platforms registered by then: an explicit
+//   SelectPlatform() wins; otherwise the one accelerator platform whose
+//   runtime reports a device; otherwise CPU.
+#ifndef DSA_PLATFORM_REGISTRY_H_
+#define DSA_PLATFORM_REGISTRY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "platform/capabilities.h"
+#include "platform/plugin_api.h"
+
+namespace dsa::platform {
+
+// Converts between the C ABI's status codes and absl::Status.
+absl::Status StatusFromC(DsaStatusCode code, absl::string_view message);
+DsaStatusCode StatusToC(const absl::Status& status, char* error,
+                        size_t error_size);
+
+// Memory and synchronisation on a platform's device 0. For the CPU platform
+// "device" memory is host memory.
+class DeviceRuntime {
+ public:
+  explicit DeviceRuntime(const DsaPlatformDescriptor* descriptor,
+                         std::string platform_id)
+      : d_(descriptor), platform_id_(std::move(platform_id)) {}
+
+  bool available() const;
+  absl::StatusOr<void*> Allocate(size_t bytes) const;
+  absl::Status Free(void* ptr) const;
+  absl::Status CopyHostToDevice(void* dst, const void* src, size_t bytes) const;
+  absl::Status CopyDeviceToHost(void* dst, const void* src, size_t bytes) const;
+  absl::Status CopyDeviceToDevice(void* dst, const void* src,
+                                  size_t bytes) const;
+  absl::Status Synchronize() const;
+
+ private:
+  absl::Status Copy(void* dst, const void* src, size_t bytes,
+                    DsaMemcpyKind kind) const;
+  const DsaPlatformDescriptor* d_;
+  std::string platform_id_;
+};
+
+// A registered platform. Cheap to copy; valid while its registry lives.
+class Platform {
+ public:
+  const std::string& id() const;
+  PlatformKind kind() const;
+  bool is_accelerator() const;
+  const std::string& plugin_name() const;
+  const std::string& default_arch() const;
+  const std::vector<std::string>& known_archs() const;
+
+  // Static capabilities of a named architecture; no device needed.
+  // InvalidArgument naming the known ones for an unknown arch.
+  absl::StatusOr<PlatformCapabilities> CapabilitiesForArch(
+      absl::string_view arch) const;
+
+  // The runtime's view of the devices, probed once (the runtime is loaded
+  // lazily at the first call) and cached.
+  absl::StatusOr<DeviceInfo> ProbeDevices() const;
+
+  // Capabilities of device 0's architecture when a device is present,
+  // else of the default architecture.
+  absl::StatusOr<PlatformCapabilities> Capabilities() const;
+
+  DeviceRuntime runtime() const;
+
+ private:
+  friend class Registry;
+  struct Entry;
+  explicit Platform(const Entry* entry) : entry_(entry) {}
+  const Entry* entry_;
+};
+
+// A set of registrations that take effect together.
+struct RegistrationBatch {
+  std::string plugin_name;
+  std::vector<DsaPlatformDescriptor> platforms;
+  std::vector<DsaKernelDescriptor> kernels;
+};
+
+class Registry {
+ public:
+  Registry();  // empty: not even CPU (for tests and embedders)
+  ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  // The process-wide registry, with the CPU platform built in.
+  static Registry& Global();
+
+  // Registers everything in `batch`, or nothing: AlreadyExists when a
+  // platform id or an (op, platform) kernel is registered already (or twice
+  // in the batch), InvalidArgument for a malformed descriptor, NotFound for
+  // a kernel whose platform is neither registered nor in the batch.
+  absl::Status Register(const RegistrationBatch& batch);
+
+  // Checks the plugin's API version and struct size, calls its initialize
+  // with this registry's host functions and commits what it registered.
+  // FailedPrecondition on a major-version mismatch; the plugin's own error
+  // when initialize fails. The registry is unchanged on any error.
+  absl::Status RegisterPlugin(const DsaPluginApi* api);
+
+  absl::StatusOr<Platform> GetPlatform(absl::string_view id) const;
+  std::vector<std::string> PlatformIds() const;  // sorted
+  bool HasPlatform(absl::string_view id) const;
+
+  // The entry point of `op` for `platform`. NotFound when absent;
+  // FailedPrecondition when it was registered with another ABI version.
+  absl::StatusOr<const void*> FindKernel(absl::string_view op,
+                                         uint32_t op_abi_version,
+                                         absl::string_view platform) const;
+  // Ops registered for a platform, sorted.
+  std::vector<std::string> KernelOps(absl::string_view platform) const;
+
+  // Explicit choice of the active platform (e.g. from --platform=). It is
+  // checked when the active platform is resolved, so it may name a platform
+  // whose plugin is loaded later.
+  void SelectPlatform(absl::string_view id);
+  void ClearPlatformSelection();
+  std::optional<std::string> selected_platform() const;
+
+  // Resolves the active platform now (see the file comment). NotFound when
+  // the explicit choice is not registered; FailedPrecondition when several
+  // accelerator platforms report devices and none was chosen.
+  absl::StatusOr<Platform> ActivePlatform() const;
+
+ private:
+  struct KernelEntry {
+    uint32_t op_abi_version;
+    const void* fn;
+    std::string plugin_name;
+  };
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<Platform::Entry>, std::less<>>
+      platforms_;
+  std::map<std::pair<std::string, std::string>, KernelEntry> kernels_;
+  std::optional<std::string> selected_;
+};
+
+}  // namespace dsa::platform
+
+#endif  // DSA_PLATFORM_REGISTRY_H_
