@@ -67,7 +67,7 @@ def dsa_dependencies():
             "/usr/bin/protoc",
             "/usr/include/google/protobuf/message.h",
         ],
-        symlinks = {"/usr/bin/protoc": "protoc"},
+        symlinks = {"/usr/bin/protoc": "bin/protoc"},
     )
 
     system_repository(
