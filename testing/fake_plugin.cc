@@ -1,0 +1,87 @@
+// A configurable plugin for the loader tests, built as several shared objects
+// (testing/BUILD) that each misbehave in one way:
+//   FAKE_PLATFORM_ID     id of the accelerator platform it registers
+//   FAKE_DEVICE_COUNT    devices its probe reports
+//   FAKE_MAJOR_VERSION   API major version it claims
+//   FAKE_INIT_FAILS      registers its platform, then fails initialize
+//   FAKE_NO_EXPORT       does not export DsaGetPluginApi at all
+#include <cstring>
+
+#include "platform/plugin_api.h"
+#include "platform/plugin_util.h"
+
+#ifndef FAKE_PLATFORM_ID
+#define FAKE_PLATFORM_ID "fake"
+#endif
+#ifndef FAKE_DEVICE_COUNT
+#define FAKE_DEVICE_COUNT 0
+#endif
+#ifndef FAKE_MAJOR_VERSION
+#define FAKE_MAJOR_VERSION DSA_PLUGIN_API_MAJOR
+#endif
+
+namespace {
+
+using ::dsa::platform::ArchCapabilities;
+using ::dsa::platform::CopyFixedString;
+using ::dsa::platform::FillCapabilities;
+using ::dsa::platform::PluginError;
+
+constexpr const char* kArchs[] = {"gfx942"};
+constexpr ArchCapabilities kCaps[] = {
+    {"gfx942", 1, DSA_FP8_E4M3FNUZ, 64, 1, 0},
+};
+
+DsaStatusCode Caps(const char* arch, DsaCapabilities* out, char* error,
+                   size_t error_size) {
+  return FillCapabilities(kCaps, FAKE_PLATFORM_ID, arch, out, error,
+                          error_size);
+}
+
+DsaStatusCode Probe(DsaDeviceInfo* out, char*, size_t) {
+  out->device_count = FAKE_DEVICE_COUNT;
+  CopyFixedString(out->arch, FAKE_DEVICE_COUNT > 0 ? "gfx942" : "");
+  CopyFixedString(out->name, "fake accelerator");
+  return DSA_STATUS_OK;
+}
+
+[[maybe_unused]] DsaStatusCode Initialize(const DsaHostApi* host, char* error,
+                         size_t error_size) {
+  static DsaPlatformDescriptor d = [] {
+    DsaPlatformDescriptor x;
+    std::memset(&x, 0, sizeof(x));
+    x.struct_size = sizeof(x);
+    x.platform_id = FAKE_PLATFORM_ID;
+    x.kind = DSA_PLATFORM_KIND_ROCM;
+    x.is_accelerator = 1;
+    x.default_arch = "gfx942";
+    x.known_archs = kArchs;
+    x.num_known_archs = 1;
+    x.capabilities_for_arch = &Caps;
+    x.probe_devices = &Probe;
+    return x;
+  }();
+  DsaStatusCode code =
+      host->register_platform(host->context, &d, error, error_size);
+  if (code != DSA_STATUS_OK) return code;
+#ifdef FAKE_INIT_FAILS
+  return PluginError(DSA_STATUS_FAILED_PRECONDITION, error, error_size,
+                     "%s: simulated initialization failure", FAKE_PLATFORM_ID);
+#else
+  return DSA_STATUS_OK;
+#endif
+}
+
+}  // namespace
+
+#ifndef FAKE_NO_EXPORT
+extern "C" DSA_PLUGIN_EXPORT const DsaPluginApi* DsaGetPluginApi(void) {
+  static const DsaPluginApi api = {sizeof(DsaPluginApi), FAKE_MAJOR_VERSION,
+                                   0, "fake_plugin_" FAKE_PLATFORM_ID,
+                                   &Initialize};
+  return &api;
+}
+#else
+// Something else is exported, so the object is a valid library.
+extern "C" DSA_PLUGIN_EXPORT int DsaSomethingElse(void) { return 42; }
+#endif
