@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages the build needs, from Debian's archive only.
+# Idempotent: a no-op when everything is present.
+#
+#   testing/setup_debian.sh            # Bazel, compilers, system libraries
+#   testing/setup_debian.sh --rocm     # also hipcc and the HIP runtime (~650 MB)
+#
+# The CUDA toolchain (nvcc at /usr/local/cuda) is not a Debian package; the
+# cuda build configuration uses it where present.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap bazel-rules-cc bazel-rules-proto bazel-platforms bazel-skylib
+  default-jre-headless g++ binutils pkg-config
+  libabsl-dev libgtest-dev libgmock-dev libprotobuf-dev protobuf-compiler
+  libbenchmark-dev
+)
+for arg in "$@"; do
+  case "$arg" in
+    --rocm) packages+=(hipcc libamdhip64-dev rocm-device-libs) ;;
+    *) echo "setup_debian.sh: unknown argument '$arg' (expected --rocm)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "setup_debian.sh: apt-get is not available; install these Debian 12 packages by hand: ${missing[*]}" >&2
+  exit 1
+fi
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+  else
+    echo "setup_debian.sh: not root and no sudo; as root run: apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+echo "setup_debian.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq >/dev/null
+"${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs the whole test suite; the README's test command, and what CI runs.
+#
+#   testing/test.sh [extra bazel flags, e.g. --config=asan]
+#
+# On a machine without a GPU, tests tagged `gpu` are excluded. On an NVIDIA
+# or AMD machine the device code is built (--config=cuda / --config=rocm) and
+# the gpu tests run too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+testing/setup_debian.sh
+
+gpu_flags=(--test_tag_filters=-gpu)
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  gpu_flags=(--config=cuda)
+elif [ -e /dev/kfd ] && command -v hipcc >/dev/null 2>&1; then
+  gpu_flags=(--config=rocm)
+fi
+exec bazel test "${gpu_flags[@]}" "$@" //...
