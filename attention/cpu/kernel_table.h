@@ -1,0 +1,20 @@
+// The CPU platform's attention kernels as C ABI descriptors: the one list
+// that both the static registration and the plugin shared object register,
+// so the two can never disagree.
+#ifndef DSA_ATTENTION_CPU_KERNEL_TABLE_H_
+#define DSA_ATTENTION_CPU_KERNEL_TABLE_H_
+
+#include <vector>
+
+#include "platform/plugin_api.h"
+
+namespace dsa::attention::cpu {
+
+inline constexpr char kCpuPlatformId[] = "cpu";
+
+// One descriptor per op of attention/ops.h, for platform "cpu".
+const std::vector<DsaKernelDescriptor>& CpuAttentionKernelDescriptors();
+
+}  // namespace dsa::attention::cpu
+
+#endif  // DSA_ATTENTION_CPU_KERNEL_TABLE_H_

@@ -1,0 +1,35 @@
+#include "attention/cpu/registration.h"
+
+#include "attention/cpu/kernel_table.h"
+#include "attention/ops.h"
+#include "platform/registry.h"
+
+namespace dsa::attention::cpu {
+
+absl::Status RegisterCpuAttentionKernels(platform::Registry& registry) {
+  platform::RegistrationBatch batch;
+  batch.plugin_name = kCpuAttentionPluginName;
+  batch.kernels = CpuAttentionKernelDescriptors();
+  return registry.Register(batch);
+}
+
+namespace {
+
+// Static registrar. It checks first, so a host that also loads the plugin
+// shared object or registers explicitly sees no conflict here; a failure
+// cannot be reported from a static initialiser and shows up as NotFound at
+// lookup instead.
+[[maybe_unused]] const bool kRegistered = [] {
+  platform::Registry& registry = platform::Registry::Global();
+  if (registry
+          .FindKernel(IndexerKWrite::kName, IndexerKWrite::kAbiVersion,
+                      kCpuPlatformId)
+          .status()
+          .code() == absl::StatusCode::kNotFound) {
+    RegisterCpuAttentionKernels(registry).IgnoreError();
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace dsa::attention::cpu

@@ -1,0 +1,116 @@
+// FP8 E4M3 numerics shared by every kernel: the two encodings (OCP e4m3fn
+// and AMD's e4m3fnuz), float32 -> fp8 with round-to-nearest-even and
+// saturation, fp8 -> float32, and the power-of-two ("ue8m0") scale rule the
+// DeepSeek-V3.2 indexer and this project's fp8 MLA cache use.
+//
+// Formats (sign, 4 exponent bits, 3 mantissa bits):
+//   e4m3fn:   bias 7, max 448 (0x7e), NaN 0x7f/0xff, has -0, min normal 2^-6.
+//   e4m3fnuz: bias 8, max 240 (0x7f), NaN 0x80 only, no -0, min normal 2^-7.
+// Conversion saturates: |x| >= max (including infinity) becomes +-max, as the
+// engines' quantisers do (values are pre-scaled so saturation is rare); NaN
+// becomes the format's NaN; a value rounding to zero in e4m3fnuz is +0.
+#ifndef DSA_ATTENTION_DTYPES_FP8_H_
+#define DSA_ATTENTION_DTYPES_FP8_H_
+
+#include <cstdint>
+
+#include "attention/dtypes/dtype.h"
+#include "attention/dtypes/host_device.h"
+
+namespace dsa::attention {
+
+struct Fp8Traits {
+  uint32_t exponent_bias;
+  float max;              // largest finite value
+  uint32_t max_code;      // its bits without the sign
+  float min_normal;       // 2^(1 - bias)
+  float subnormal_step;   // 2^(1 - bias - 3): spacing below min_normal
+  // 2^(23 + log2(subnormal_step)): a float whose ulp is subnormal_step, so
+  // (a + magic) rounds a to the subnormal grid with the FPU's own RNE.
+  float subnormal_magic;
+  bool has_negative_zero;  // e4m3fn: NaN is 0x7f/0xff; e4m3fnuz: NaN is 0x80
+};
+
+inline constexpr Fp8Traits kE4m3fnTraits = {7, 448.0f, 0x7e, 0x1p-6f, 0x1p-9f,
+                                            0x1p14f, true};
+inline constexpr Fp8Traits kE4m3fnuzTraits = {8, 240.0f, 0x7f, 0x1p-7f,
+                                              0x1p-10f, 0x1p13f, false};
+
+// Traits of an fp8 DType; e4m3fn for anything else (callers validate first).
+// Returned by value so device code never takes the address of a host global.
+DSA_HOST_DEVICE constexpr Fp8Traits Fp8TraitsOf(DType dtype) {
+  return dtype == DType::kFloat8E4m3fnuz ? kE4m3fnuzTraits : kE4m3fnTraits;
+}
+
+// Largest finite value: 448 (e4m3fn) or 240 (e4m3fnuz).
+DSA_HOST_DEVICE constexpr float Fp8Max(DType dtype) {
+  return Fp8TraitsOf(dtype).max;
+}
+
+DSA_HOST_DEVICE inline uint8_t FloatToFp8(float x, const Fp8Traits& t) {
+  const uint32_t bits = BitCast<uint32_t>(x);
+  const uint32_t sign = (bits >> 24) & 0x80u;
+  const uint32_t abits = bits & 0x7fffffffu;
+  if (abits > 0x7f800000u) {
+    return t.has_negative_zero ? static_cast<uint8_t>(sign | 0x7fu) : 0x80u;
+  }
+  const float a = BitCast<float>(abits);
+  uint32_t mag;
+  if (a >= t.max) {
+    mag = t.max_code;
+  } else if (a < t.min_normal) {
+    // Subnormal (or zero) result: let the FPU round onto the 2^-9 / 2^-10
+    // grid; the integer difference of the bits is the 3-bit mantissa, and a
+    // carry to 8 is exactly the code of the smallest normal.
+    const float r = a + t.subnormal_magic;
+    mag = BitCast<uint32_t>(r) - BitCast<uint32_t>(t.subnormal_magic);
+  } else {
+    // Normal result: round the float's 23-bit mantissa to 3 bits (RNE); a
+    // mantissa carry moves into the exponent field, which is correct. The
+    // result cannot pass max because a < max and max is a code.
+    const uint32_t r = abits + 0x7ffffu + ((abits >> 20) & 1u);
+    mag = (r >> 20) - ((127u - t.exponent_bias) << 3);
+  }
+  if (mag == 0 && !t.has_negative_zero) return 0;
+  return static_cast<uint8_t>(sign | mag);
+}
+
+DSA_HOST_DEVICE inline float Fp8ToFloat(uint8_t code, const Fp8Traits& t) {
+  const uint32_t mag = code & 0x7fu;
+  const bool negative = (code & 0x80u) != 0;
+  if (t.has_negative_zero ? mag == 0x7fu : code == 0x80u) {
+    return BitCast<float>(0x7fc00000u);
+  }
+  const uint32_t exponent = mag >> 3;
+  const uint32_t mantissa = mag & 7u;
+  float v;
+  if (exponent == 0) {
+    v = static_cast<float>(mantissa) * t.subnormal_step;
+  } else {
+    v = BitCast<float>(((exponent + 127u - t.exponent_bias) << 23) |
+                       (mantissa << 20));
+  }
+  return negative ? -v : v;
+}
+
+// The smallest amax a quantisation scale is derived from: an all-zero (or
+// tiny) vector still gets a finite, non-zero scale.
+inline constexpr float kFp8MinAmax = 1e-4f;
+
+// Scale for a vector with absolute maximum `amax`: max(amax, 1e-4) / fp8_max,
+// rounded UP to a power of two (an "ue8m0" scale: exponent only), so that
+// amax / scale <= fp8_max and nothing saturates. Computed in float32 as the
+// DeepSeek-V3.2 reference quantiser does.
+DSA_HOST_DEVICE inline float Ue8m0Scale(float amax, float fp8_max) {
+  // NaN amax compares false and takes the floor, keeping the scale finite.
+  const float clamped = amax >= kFp8MinAmax ? amax : kFp8MinAmax;
+  uint32_t bits = BitCast<uint32_t>(clamped / fp8_max);
+  if ((bits & 0x007fffffu) != 0) {
+    bits = (bits & 0xff800000u) + 0x00800000u;
+  }
+  return BitCast<float>(bits);
+}
+
+}  // namespace dsa::attention
+
+#endif  // DSA_ATTENTION_DTYPES_FP8_H_

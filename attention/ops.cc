@@ -1,0 +1,403 @@
+#include "attention/ops.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "attention/dtypes/dtype.h"
+#include "attention/tensor.h"
+#include "platform/status_macros.h"
+
+namespace dsa::attention {
+namespace {
+
+constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32,
+                                                      DType::kBFloat16};
+constexpr std::initializer_list<DType> kFp8Types = {DType::kFloat8E4m3fn,
+                                                    DType::kFloat8E4m3fnuz};
+
+absl::Status CheckFp8Dtype(absl::string_view op, absl::string_view arg,
+                           DType dtype) {
+  if (!IsFp8(dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", arg, " is ", DTypeName(dtype),
+                     ", expected float8_e4m3fn or float8_e4m3fnuz"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRope(absl::string_view op, const TensorView& cos_sin_cache,
+                       RopeStyle style, int64_t head_dim) {
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "cos_sin_cache", cos_sin_cache, 2,
+                                  "[max_position, rope_dim]",
+                                  {DType::kFloat32}));
+  const int64_t rope_dim = cos_sin_cache.dim(1);
+  if (rope_dim <= 0 || rope_dim % 2 != 0 || rope_dim > head_dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": cos_sin_cache rope_dim is ", rope_dim,
+        ", expected a positive even number <= head_dim (", head_dim, ")"));
+  }
+  if (style != RopeStyle::kNeox && style != RopeStyle::kInterleaved) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": rope_style ", static_cast<int>(style), " is not a RopeStyle"));
+  }
+  return absl::OkStatus();
+}
+
+// Rank-1 index vector of `n` entries.
+absl::Status CheckIndexVector(absl::string_view op, absl::string_view arg,
+                              const TensorView& t, absl::string_view layout,
+                              DType dtype, int64_t n, absl::string_view why) {
+  DSA_RETURN_IF_ERROR(CheckTensor(op, arg, t, 1, layout, {dtype},
+                                  /*contiguous_last_dim=*/false));
+  return CheckDim(op, arg, t, 0, layout, n, why);
+}
+
+absl::Status CheckIndexerKCache(absl::string_view op,
+                                const TensorView& k_cache, int64_t head_dim) {
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "k_cache", k_cache, 3,
+                                  "[num_blocks, block_size, head_dim + 4]",
+                                  {DType::kUint8}));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "k_cache", k_cache, 2, "head_dim + 4",
+                               head_dim + 4,
+                               "head_dim fp8 values and one fp32 scale"));
+  if (k_cache.dim(1) < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": k_cache block_size is ", k_cache.dim(1),
+                     ", expected at least 1"));
+  }
+  return CheckContiguous(op, "k_cache", k_cache);
+}
+
+// block_table [num_requests, max_blocks] and seq_lens [num_requests].
+absl::Status CheckBlockTable(absl::string_view op,
+                             const TensorView& block_table,
+                             const TensorView& seq_lens) {
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "block_table", block_table, 2,
+                                  "[num_requests, max_blocks]",
+                                  {DType::kInt32},
+                                  /*contiguous_last_dim=*/false));
+  return CheckIndexVector(op, "seq_lens", seq_lens, "[num_requests]",
+                          DType::kInt32, block_table.dim(0),
+                          "block_table's num_requests");
+}
+
+absl::Status CheckPositiveScale(absl::string_view op, absl::string_view arg,
+                                float value) {
+  if (!(value > 0.0f) || !std::isfinite(value)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": ", arg, " is ", value, ", expected a finite value > 0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status IndexerKWrite::Validate(const Args& a) {
+  constexpr absl::string_view op = kName;
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "k", a.k, 2, "[tokens, head_dim]", kFloatTypes));
+  const int64_t tokens = a.k.dim(0);
+  const int64_t head_dim = a.k.dim(1);
+  if (head_dim < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": k head_dim is 0, expected at least 1"));
+  }
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "ln_weight", a.ln_weight, 1,
+                                  "[head_dim]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "ln_weight", a.ln_weight, 0, "head_dim",
+                               head_dim, "k's head_dim"));
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "ln_bias", a.ln_bias, 1, "[head_dim]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "ln_bias", a.ln_bias, 0, "head_dim",
+                               head_dim, "k's head_dim"));
+  DSA_RETURN_IF_ERROR(CheckPositiveScale(op, "ln_eps", a.ln_eps));
+  DSA_RETURN_IF_ERROR(CheckIndexVector(op, "positions", a.positions,
+                                       "[tokens]", DType::kInt64, tokens,
+                                       "k's tokens"));
+  DSA_RETURN_IF_ERROR(CheckRope(op, a.cos_sin_cache, a.rope_style, head_dim));
+  DSA_RETURN_IF_ERROR(CheckIndexVector(op, "slot_mapping", a.slot_mapping,
+                                       "[tokens]", DType::kInt64, tokens,
+                                       "k's tokens"));
+  DSA_RETURN_IF_ERROR(CheckFp8Dtype(op, "cache_dtype", a.cache_dtype));
+  DSA_RETURN_IF_ERROR(CheckIndexerKCache(op, a.k_cache, head_dim));
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "topk_indices", a.topk_indices, 2,
+                                  "[tokens, topk]", {DType::kInt32}));
+  return CheckDim(op, "topk_indices", a.topk_indices, 0, "tokens", tokens,
+                  "k's tokens");
+}
+
+absl::Status IndexerQ::Validate(const Args& a) {
+  constexpr absl::string_view op = kName;
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "q", a.q, 3, "[tokens, heads, head_dim]",
+                                  kFloatTypes));
+  const int64_t tokens = a.q.dim(0);
+  const int64_t heads = a.q.dim(1);
+  const int64_t head_dim = a.q.dim(2);
+  if (heads < 1 || head_dim < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": q is ", DescribeTensor(a.q),
+        ", expected at least one head of at least one dim"));
+  }
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "weights", a.weights, 2,
+                                  "[tokens, heads]", kFloatTypes,
+                                  /*contiguous_last_dim=*/false));
+  DSA_RETURN_IF_ERROR(
+      CheckDim(op, "weights", a.weights, 0, "tokens", tokens, "q's tokens"));
+  DSA_RETURN_IF_ERROR(
+      CheckDim(op, "weights", a.weights, 1, "heads", heads, "q's heads"));
+  DSA_RETURN_IF_ERROR(CheckIndexVector(op, "positions", a.positions,
+                                       "[tokens]", DType::kInt64, tokens,
+                                       "q's tokens"));
+  DSA_RETURN_IF_ERROR(CheckRope(op, a.cos_sin_cache, a.rope_style, head_dim));
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "q_fp8", a.q_fp8, 3,
+                                  "[tokens, heads, head_dim]", kFp8Types));
+  for (int d = 0; d < 3; ++d) {
+    DSA_RETURN_IF_ERROR(CheckDim(op, "q_fp8", a.q_fp8, d,
+                                 d == 0 ? "tokens" : d == 1 ? "heads"
+                                                            : "head_dim",
+                                 a.q.dim(d), "q's shape"));
+  }
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "head_weights", a.head_weights, 2,
+                                  "[tokens, heads]", {DType::kFloat32},
+                                  /*contiguous_last_dim=*/false));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "head_weights", a.head_weights, 0,
+                               "tokens", tokens, "q's tokens"));
+  return CheckDim(op, "head_weights", a.head_weights, 1, "heads", heads,
+                  "q's heads");
+}
+
+absl::Status IndexerLogits::Validate(const Args& a) {
+  constexpr absl::string_view op = kName;
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "q_fp8", a.q_fp8, 3,
+                                  "[rows, heads, head_dim]", kFp8Types));
+  const int64_t rows = a.q_fp8.dim(0);
+  const int64_t heads = a.q_fp8.dim(1);
+  const int64_t head_dim = a.q_fp8.dim(2);
+  if (heads < 1 || head_dim < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": q_fp8 is ", DescribeTensor(a.q_fp8),
+        ", expected at least one head of at least one dim"));
+  }
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "head_weights", a.head_weights, 2,
+                                  "[rows, heads]", {DType::kFloat32},
+                                  /*contiguous_last_dim=*/false));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "head_weights", a.head_weights, 0, "rows",
+                               rows, "q_fp8's rows"));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "head_weights", a.head_weights, 1, "heads",
+                               heads, "q_fp8's heads"));
+  DSA_RETURN_IF_ERROR(CheckIndexerKCache(op, a.k_cache, head_dim));
+  DSA_RETURN_IF_ERROR(CheckBlockTable(op, a.block_table, a.seq_lens));
+  DSA_RETURN_IF_ERROR(CheckIndexVector(op, "row_request", a.row_request,
+                                       "[rows]", DType::kInt32, rows,
+                                       "q_fp8's rows"));
+  DSA_RETURN_IF_ERROR(CheckIndexVector(op, "row_key_start", a.row_key_start,
+                                       "[rows]", DType::kInt32, rows,
+                                       "q_fp8's rows"));
+  DSA_RETURN_IF_ERROR(CheckIndexVector(op, "row_key_end", a.row_key_end,
+                                       "[rows]", DType::kInt32, rows,
+                                       "q_fp8's rows"));
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "logits", a.logits, 2, "[rows, width]",
+                                  {DType::kFloat32}));
+  return CheckDim(op, "logits", a.logits, 0, "rows", rows, "q_fp8's rows");
+}
+
+int64_t IndexerLogits::WorkspaceBytes(int64_t rows, int64_t max_seq_len) {
+  if (rows <= 0 || max_seq_len <= 0) return 0;
+  return rows * max_seq_len * static_cast<int64_t>(sizeof(float));
+}
+
+absl::Status IndexerTopK::Validate(const Args& a) {
+  constexpr absl::string_view op = kName;
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "logits", a.logits, 2, "[rows, width]",
+                                  {DType::kFloat32}));
+  const int64_t rows = a.logits.dim(0);
+  DSA_RETURN_IF_ERROR(CheckIndexVector(op, "row_key_start", a.row_key_start,
+                                       "[rows]", DType::kInt32, rows,
+                                       "logits' rows"));
+  DSA_RETURN_IF_ERROR(CheckIndexVector(op, "row_key_end", a.row_key_end,
+                                       "[rows]", DType::kInt32, rows,
+                                       "logits' rows"));
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "topk_indices", a.topk_indices, 2,
+                                  "[rows, topk]", {DType::kInt32}));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "topk_indices", a.topk_indices, 0, "rows",
+                               rows, "logits' rows"));
+  if (a.topk_indices.dim(1) < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": topk_indices has topk 0, expected at least 1"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t LatentCacheEntryWidth(const LatentCacheFormat& f) {
+  if (IsFp8(f.dtype)) {
+    return int64_t{f.kv_lora_rank} +
+           4 * (int64_t{f.kv_lora_rank} / kLatentFp8TileSize) +
+           2 * int64_t{f.rope_dim};
+  }
+  return int64_t{f.kv_lora_rank} + f.rope_dim;
+}
+
+absl::Status CheckLatentCache(absl::string_view op, const TensorView& kv_cache,
+                              const LatentCacheFormat& f) {
+  if (f.dtype != DType::kBFloat16 && !IsFp8(f.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": cache_format.dtype is ", DTypeName(f.dtype),
+        ", expected bfloat16, float8_e4m3fn or float8_e4m3fnuz"));
+  }
+  if (f.kv_lora_rank < 1 ||
+      (IsFp8(f.dtype) && f.kv_lora_rank % kLatentFp8TileSize != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": cache_format.kv_lora_rank is ", f.kv_lora_rank,
+        IsFp8(f.dtype) ? ", expected a positive multiple of 128 (fp8 tiles)"
+                       : ", expected at least 1"));
+  }
+  if (f.rope_dim < 2 || f.rope_dim % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": cache_format.rope_dim is ", f.rope_dim,
+                     ", expected a positive even number"));
+  }
+  const bool fp8 = IsFp8(f.dtype);
+  DSA_RETURN_IF_ERROR(CheckTensor(
+      op, "kv_cache", kv_cache, 3,
+      fp8 ? "[num_blocks, block_size, kv_lora_rank + kv_lora_rank/32 + "
+            "2*rope_dim] (fp8 layout)"
+          : "[num_blocks, block_size, kv_lora_rank + rope_dim]",
+      {fp8 ? DType::kUint8 : DType::kBFloat16}));
+  DSA_RETURN_IF_ERROR(
+      CheckDim(op, "kv_cache", kv_cache, 2, "entry width",
+               LatentCacheEntryWidth(f),
+               fp8 ? "fp8 latent, fp32 tile scales, bf16 rope"
+                   : "bf16 latent and rope"));
+  if (kv_cache.dim(1) < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": kv_cache block_size is ", kv_cache.dim(1),
+                     ", expected at least 1"));
+  }
+  // Entries are addressed by byte offset within a contiguous entry; blocks
+  // and offsets may be strided.
+  return absl::OkStatus();
+}
+
+absl::Status MlaCacheWrite::Validate(const Args& a) {
+  constexpr absl::string_view op = kName;
+  DSA_RETURN_IF_ERROR(CheckLatentCache(op, a.kv_cache, a.cache_format));
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "kv_c", a.kv_c, 2,
+                                  "[tokens, kv_lora_rank]", kFloatTypes));
+  const int64_t tokens = a.kv_c.dim(0);
+  DSA_RETURN_IF_ERROR(CheckDim(op, "kv_c", a.kv_c, 1, "kv_lora_rank",
+                               a.cache_format.kv_lora_rank,
+                               "cache_format.kv_lora_rank"));
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "k_pe", a.k_pe, 2, "[tokens, rope_dim]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(
+      CheckDim(op, "k_pe", a.k_pe, 0, "tokens", tokens, "kv_c's tokens"));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "k_pe", a.k_pe, 1, "rope_dim",
+                               a.cache_format.rope_dim,
+                               "cache_format.rope_dim"));
+  return CheckIndexVector(op, "slot_mapping", a.slot_mapping, "[tokens]",
+                          DType::kInt64, tokens, "kv_c's tokens");
+}
+
+namespace {
+
+// kv_b_proj [heads * (qk_nope + v), kv_lora_rank].
+absl::Status CheckKvBProj(absl::string_view op, const TensorView& kv_b_proj,
+                          int64_t heads, int64_t qk_nope, int64_t v,
+                          int64_t kv_lora_rank) {
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "kv_b_proj", kv_b_proj, 2,
+                                  "[heads * (qk_nope_head_dim + v_head_dim), "
+                                  "kv_lora_rank]",
+                                  kFloatTypes));
+  DSA_RETURN_IF_ERROR(
+      CheckDim(op, "kv_b_proj", kv_b_proj, 0, "heads * (qk_nope + v)",
+               heads * (qk_nope + v),
+               absl::StrCat(heads, " heads * (", qk_nope, " + ", v, ")")));
+  return CheckDim(op, "kv_b_proj", kv_b_proj, 1, "kv_lora_rank",
+                  kv_lora_rank, "cache_format.kv_lora_rank");
+}
+
+absl::Status CheckAttentionOutput(absl::string_view op,
+                                  const TensorView& output, int64_t tokens,
+                                  int64_t heads) {
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "output", output, 3,
+                                  "[tokens, heads, v_head_dim]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(
+      CheckDim(op, "output", output, 0, "tokens", tokens, "q's tokens"));
+  DSA_RETURN_IF_ERROR(
+      CheckDim(op, "output", output, 1, "heads", heads, "q's heads"));
+  if (output.dim(2) < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": output v_head_dim is 0, expected at least 1"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SparseMla::Validate(const Args& a) {
+  constexpr absl::string_view op = kName;
+  const LatentCacheFormat& f = a.cache_format;
+  DSA_RETURN_IF_ERROR(CheckLatentCache(op, a.kv_cache, f));
+  DSA_RETURN_IF_ERROR(CheckTensor(
+      op, "q", a.q, 3, "[tokens, heads, kv_lora_rank + rope_dim]",
+      kFloatTypes));
+  const int64_t tokens = a.q.dim(0);
+  const int64_t heads = a.q.dim(1);
+  if (heads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": q has 0 heads, expected at least 1"));
+  }
+  DSA_RETURN_IF_ERROR(CheckDim(op, "q", a.q, 2, "kv_lora_rank + rope_dim",
+                               int64_t{f.kv_lora_rank} + f.rope_dim,
+                               "absorbed query: latent and rope parts"));
+  DSA_RETURN_IF_ERROR(CheckBlockTable(op, a.block_table, a.seq_lens));
+  DSA_RETURN_IF_ERROR(CheckIndexVector(op, "token_request", a.token_request,
+                                       "[tokens]", DType::kInt32, tokens,
+                                       "q's tokens"));
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "topk_indices", a.topk_indices, 2,
+                                  "[tokens, topk]", {DType::kInt32}));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "topk_indices", a.topk_indices, 0,
+                               "tokens", tokens, "q's tokens"));
+  if (a.qk_nope_head_dim < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": qk_nope_head_dim is ", a.qk_nope_head_dim,
+                     ", expected >= 0"));
+  }
+  DSA_RETURN_IF_ERROR(CheckPositiveScale(op, "softmax_scale", a.softmax_scale));
+  DSA_RETURN_IF_ERROR(CheckAttentionOutput(op, a.output, tokens, heads));
+  return CheckKvBProj(op, a.kv_b_proj, heads, a.qk_nope_head_dim,
+                      a.output.dim(2), f.kv_lora_rank);
+}
+
+absl::Status DenseMhaPrefill::Validate(const Args& a) {
+  constexpr absl::string_view op = kName;
+  const LatentCacheFormat& f = a.cache_format;
+  DSA_RETURN_IF_ERROR(CheckLatentCache(op, a.kv_cache, f));
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "q", a.q, 3,
+                                  "[tokens, heads, qk_nope_head_dim + rope_dim]",
+                                  kFloatTypes));
+  const int64_t tokens = a.q.dim(0);
+  const int64_t heads = a.q.dim(1);
+  if (heads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": q has 0 heads, expected at least 1"));
+  }
+  if (a.q.dim(2) < f.rope_dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": q head dim is ", a.q.dim(2),
+        ", expected qk_nope_head_dim + rope_dim with rope_dim ", f.rope_dim));
+  }
+  const int64_t qk_nope = a.q.dim(2) - f.rope_dim;
+  DSA_RETURN_IF_ERROR(CheckBlockTable(op, a.block_table, a.seq_lens));
+  DSA_RETURN_IF_ERROR(CheckIndexVector(
+      op, "query_start_loc", a.query_start_loc, "[num_requests + 1]",
+      DType::kInt32, a.block_table.dim(0) + 1, "block_table's num_requests + 1"));
+  DSA_RETURN_IF_ERROR(CheckPositiveScale(op, "softmax_scale", a.softmax_scale));
+  DSA_RETURN_IF_ERROR(CheckAttentionOutput(op, a.output, tokens, heads));
+  return CheckKvBProj(op, a.kv_b_proj, heads, qk_nope, a.output.dim(2),
+                      f.kv_lora_rank);
+}
+
+}  // namespace dsa::attention

@@ -1,0 +1,88 @@
+// Plain strided tensor views, the only way tensors cross the op interface.
+//
+// A view is a data pointer, an explicit element type, a shape and strides in
+// elements; it owns nothing. On GPU platforms `data` is a device pointer, so
+// code that is not a kernel may read only the metadata (shape, strides,
+// dtype), never the elements. The checking helpers here produce the
+// InvalidArgument messages every op uses, worded the same way everywhere:
+//   "indexer_logits: q has 2 dims, expected 3: [rows, heads, head_dim]".
+#ifndef DSA_ATTENTION_TENSOR_H_
+#define DSA_ATTENTION_TENSOR_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "attention/dtypes/dtype.h"
+
+namespace dsa::attention {
+
+inline constexpr int kMaxTensorRank = 4;
+
+// Dimensions and strides above this are rejected so that index arithmetic in
+// int64 can never overflow, whatever a caller passes.
+inline constexpr int64_t kMaxTensorDim = int64_t{1} << 31;
+
+struct TensorView {
+  // Element 0. Inputs are only read; `void*` (not `const void*`) keeps one
+  // view type for inputs and outputs.
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  int32_t rank = 0;
+  int64_t shape[kMaxTensorRank] = {};
+  int64_t strides[kMaxTensorRank] = {};  // in elements, not bytes
+
+  int64_t dim(int i) const { return shape[i]; }
+  int64_t stride(int i) const { return strides[i]; }
+  int64_t num_elements() const;
+  bool empty() const { return num_elements() == 0; }
+
+  template <class T>
+  T* data_as() const {
+    return static_cast<T*>(data);
+  }
+  // Offset in elements of an index of up to four coordinates.
+  int64_t offset(int64_t i0, int64_t i1 = 0, int64_t i2 = 0,
+                 int64_t i3 = 0) const {
+    return i0 * strides[0] + i1 * strides[1] + i2 * strides[2] +
+           i3 * strides[3];
+  }
+};
+
+// A row-major (contiguous) view over `data`.
+TensorView MakeTensorView(const void* data, DType dtype,
+                          std::initializer_list<int64_t> shape);
+
+// "[2, 3, 128] float32"
+std::string DescribeTensor(const TensorView& t);
+
+// Checks a view's rank and element type and its metadata: dims and strides in
+// range, non-null data unless empty, and (by default) a contiguous last
+// dimension, which every kernel needs to read vectors. `layout` names the
+// dims, e.g. "[tokens, heads, head_dim]". InvalidArgument naming `op` and
+// `arg` on any failure.
+absl::Status CheckTensor(absl::string_view op, absl::string_view arg,
+                         const TensorView& t, int rank,
+                         absl::string_view layout,
+                         std::initializer_list<DType> dtypes,
+                         bool contiguous_last_dim = true);
+
+// Checks t.shape[dim] == expected. `dim_name` is the dim's name in the
+// layout ("head_dim") and `why` says where `expected` comes from
+// ("q's heads"), e.g. "indexer_logits: head_weights dim 1 (heads) is 8,
+// expected 4 (q's heads)".
+absl::Status CheckDim(absl::string_view op, absl::string_view arg,
+                      const TensorView& t, int dim,
+                      absl::string_view dim_name, int64_t expected,
+                      absl::string_view why);
+
+// Checks that a view's elements are contiguous in row-major order (caches,
+// whose blocks are addressed by byte offset).
+absl::Status CheckContiguous(absl::string_view op, absl::string_view arg,
+                             const TensorView& t);
+
+}  // namespace dsa::attention
+
+#endif  // DSA_ATTENTION_TENSOR_H_
