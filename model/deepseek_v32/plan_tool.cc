@@ -1,0 +1,419 @@
+#include "model/deepseek_v32/plan_tool.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "model/deepseek_v32/model_config.h"
+#include "model/deepseek_v32/platform_query.h"
+#include "platform/status_macros.h"
+
+namespace dsa::model::deepseek_v32 {
+namespace {
+
+constexpr int kExitUsage = 2;
+
+absl::Status Usage(absl::string_view message) {
+  return absl::InvalidArgumentError(message);
+}
+
+absl::StatusOr<bool> ParseBool(absl::string_view flag,
+                               const std::optional<std::string>& value) {
+  if (!value) return true;  // --capturing
+  if (*value == "true" || *value == "1") return true;
+  if (*value == "false" || *value == "0") return false;
+  return Usage(absl::StrCat("--", flag, "=", *value,
+                            ": expected true or false (or just --", flag,
+                            ")"));
+}
+
+absl::StatusOr<int> ParseInt(absl::string_view flag, absl::string_view value,
+                             int lo, int hi) {
+  int n = 0;
+  const bool digits = !value.empty() &&
+                      std::all_of(value.begin(), value.end(), [](char c) {
+                        return c >= '0' && c <= '9';
+                      });
+  if (!digits || !absl::SimpleAtoi(value, &n) || n < lo || n > hi) {
+    return Usage(absl::StrCat("--", flag, "=", value, ": expected an integer in [",
+                              lo, ", ", hi, "]"));
+  }
+  return n;
+}
+
+// JSON string literal.
+std::string JsonString(absl::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += absl::StrFormat("\\u%04x", static_cast<int>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += "\"";
+  return out;
+}
+
+const char* JsonBool(bool b) { return b ? "true" : "false"; }
+const char* YesNo(bool b) { return b ? "yes" : "no"; }
+
+std::string RequestsText(const std::vector<Request>& requests) {
+  constexpr size_t kShown = 8;
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < requests.size() && i < kShown; ++i) {
+    parts.push_back(absl::StrCat(requests[i].num_context_tokens, "+",
+                                 requests[i].num_new_tokens));
+  }
+  if (requests.size() > kShown) {
+    parts.push_back(absl::StrCat("... (", requests.size() - kShown, " more)"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string ViewText(const AttentionMetadata& m) {
+  return absl::StrCat(m.num_decodes, m.num_decodes == 1 ? " decode" : " decodes",
+                      " (", m.num_decode_tokens, " tok), ", m.num_prefills,
+                      m.num_prefills == 1 ? " prefill" : " prefills", " (",
+                      m.num_prefill_tokens, " tok), prefill_max_seq_len ",
+                      m.prefill_max_seq_len);
+}
+
+std::string PadRight(absl::string_view s, size_t width) {
+  std::string out(s);
+  if (out.size() < width) out.append(width - out.size(), ' ');
+  return out;
+}
+
+}  // namespace
+
+std::string PlanUsage() {
+  return R"(usage: plan --model=NAME|PATH --requests=CONTEXT+NEW[,...] [flags]
+
+Shows what every layer of a DeepSeek-V3.2-family model does in one forward:
+whether its sparse indexer scores, skips (pure short prefill on dense MHA),
+shares an earlier layer's top-k, or only reserves its workspace -- and why.
+
+  --model=NAME|PATH        preset (deepseek-v3.2, glm-5.1, glm-5.2, tiny-v3.2,
+                           tiny-glm-5.1, tiny-glm-5.2) or a .textproto file
+  --platform=ID            cpu, rocm or cuda (default: the active platform)
+  --arch=ARCH              e.g. gfx942, gfx950, sm_90 (default: the device's,
+                           else the platform's default)
+  --requests=C+N[,C+N...]  requests: C tokens already cached, N new tokens
+  --spec_tokens=N          MTP speculative tokens per step (default 0)
+  --cudagraph=MODE         none, piecewise or full (default none; piecewise
+                           when --capturing)
+  --capturing              the forward records a cudagraph
+  --profile_run            profile/dummy run: no attention metadata
+                           (--requests optional)
+  --pcp                    prefill context parallelism
+  --dcp=N                  decode context parallel size (default 1)
+  --force_mqa              prefills use sparse MQA, never dense MHA
+  --format=table|json      output format (default table)
+  --help                   this text
+
+Exit status: 0 on success, 2 for bad arguments, an unknown preset or
+platform, or an unsupported combination (one line on stderr).
+)";
+}
+
+absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
+  static const std::set<std::string>* const kValueFlags =
+      new std::set<std::string>{"model", "platform",  "arch", "requests",
+                                "spec_tokens", "cudagraph", "dcp", "format"};
+  static const std::set<std::string>* const kBoolFlags =
+      new std::set<std::string>{"capturing", "profile_run", "pcp", "force_mqa",
+                                "help"};
+  std::map<std::string, std::optional<std::string>> flags;
+  for (const std::string& arg : args) {
+    if (arg == "-h") {
+      flags["help"] = std::nullopt;
+      continue;
+    }
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
+      return Usage(absl::StrCat("unexpected argument \"", arg,
+                                "\"; flags are --name=value (see --help)"));
+    }
+    const size_t eq = arg.find('=');
+    std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos
+                                                             : eq - 2);
+    std::optional<std::string> value;
+    if (eq != std::string::npos) value = arg.substr(eq + 1);
+    if (kValueFlags->count(name) == 0 && kBoolFlags->count(name) == 0) {
+      return Usage(absl::StrCat("unknown flag --", name, " (see --help)"));
+    }
+    if (kValueFlags->count(name) > 0 && !value) {
+      return Usage(absl::StrCat("--", name, " needs a value: --", name,
+                                "=..."));
+    }
+    if (!flags.emplace(name, value).second) {
+      return Usage(absl::StrCat("--", name, " given twice"));
+    }
+  }
+
+  PlanOptions o;
+  auto get = [&flags](const char* name) -> const std::optional<std::string>* {
+    auto it = flags.find(name);
+    return it == flags.end() ? nullptr : &it->second;
+  };
+  if (get("help") != nullptr) {
+    DSA_ASSIGN_OR_RETURN(o.help, ParseBool("help", *get("help")));
+    if (o.help) return o;
+  }
+  for (const char* name : {"capturing", "profile_run", "pcp", "force_mqa"}) {
+    if (get(name) == nullptr) continue;
+    DSA_ASSIGN_OR_RETURN(bool b, ParseBool(name, *get(name)));
+    if (std::string(name) == "capturing") o.forward.capturing = b;
+    if (std::string(name) == "profile_run") o.profile_run = b;
+    if (std::string(name) == "pcp") o.engine.prefill_context_parallel = b;
+    if (std::string(name) == "force_mqa") o.engine.force_mqa = b;
+  }
+  if (get("model") == nullptr || (*get("model"))->empty()) {
+    return Usage("--model is required (a preset name or a .textproto path)");
+  }
+  o.model = **get("model");
+  if (get("platform") != nullptr) {
+    o.platform = **get("platform");
+    if (o.platform.empty()) return Usage("--platform needs a value");
+  }
+  if (get("arch") != nullptr) {
+    o.arch = **get("arch");
+    if (o.arch.empty()) return Usage("--arch needs a value");
+  }
+  if (get("requests") != nullptr) {
+    absl::StatusOr<std::vector<Request>> requests =
+        ParseRequests(**get("requests"));
+    if (!requests.ok()) {
+      return Usage(absl::StrCat("--requests: ", requests.status().message()));
+    }
+    o.requests = *std::move(requests);
+  } else if (!o.profile_run) {
+    return Usage("--requests is required (e.g. --requests=0+1024), except "
+                 "with --profile_run");
+  }
+  if (get("spec_tokens") != nullptr) {
+    DSA_ASSIGN_OR_RETURN(o.engine.num_speculative_tokens,
+                         ParseInt("spec_tokens", **get("spec_tokens"), 0,
+                                  kMaxSpeculativeTokens));
+  }
+  if (get("dcp") != nullptr) {
+    DSA_ASSIGN_OR_RETURN(o.engine.decode_context_parallel_size,
+                         ParseInt("dcp", **get("dcp"), 1, kMaxContextParallel));
+  }
+  if (get("cudagraph") != nullptr) {
+    absl::StatusOr<CudagraphMode> mode = ParseCudagraphMode(**get("cudagraph"));
+    if (!mode.ok()) {
+      return Usage(absl::StrCat("--cudagraph: ", mode.status().message()));
+    }
+    o.forward.cudagraph_runtime_mode = *mode;
+    if (o.forward.capturing && *mode == CudagraphMode::kNone) {
+      return Usage("--capturing needs --cudagraph=piecewise or full, not none");
+    }
+  } else if (o.forward.capturing) {
+    // A capture records a graph, so some cudagraph mode is on; piecewise is
+    // the one whose attention would otherwise run eagerly.
+    o.forward.cudagraph_runtime_mode = CudagraphMode::kPiecewise;
+  }
+  if (get("format") != nullptr) {
+    const std::string& format = **get("format");
+    if (format == "table") {
+      o.format = PlanFormat::kTable;
+    } else if (format == "json") {
+      o.format = PlanFormat::kJson;
+    } else {
+      return Usage(absl::StrCat("--format=", format,
+                                ": expected table or json"));
+    }
+  }
+  return o;
+}
+
+absl::StatusOr<PlanReport> MakePlanReport(const PlanOptions& options,
+                                          const platform::Registry& registry) {
+  DSA_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(options.model));
+  DSA_ASSIGN_OR_RETURN(
+      platform::PlatformCapabilities capabilities,
+      QueryCapabilities(registry, options.platform, options.arch));
+  DSA_ASSIGN_OR_RETURN(
+      LayerPlanner planner,
+      LayerPlanner::Create(std::move(config), capabilities, options.engine));
+  std::optional<ForwardPlan> plan;
+  if (options.profile_run) {
+    // The requests, when given, must still make a valid batch.
+    if (!options.requests.empty()) {
+      DSA_RETURN_IF_ERROR(planner.BuildMetadata(options.requests).status());
+    }
+    DSA_ASSIGN_OR_RETURN(plan, planner.PlanProfileRun(options.forward));
+  } else {
+    DSA_ASSIGN_OR_RETURN(plan,
+                         planner.PlanForward(options.forward, options.requests));
+  }
+  return PlanReport{std::move(planner), *std::move(plan), options.requests};
+}
+
+std::string RenderPlanJson(const PlanReport& report) {
+  const ForwardPlan& plan = report.plan;
+  std::string out = absl::StrCat(
+      "{\"model\": ", JsonString(report.planner.config().name()),
+      ", \"platform\": ",
+      JsonString(report.planner.capabilities().platform_id),
+      ", \"layers\": [\n");
+  for (size_t i = 0; i < plan.layers.size(); ++i) {
+    const LayerPlan& l = plan.layers[i];
+    absl::StrAppend(
+        &out, "  {\"layer\": ", l.layer, ", \"mtp\": ", JsonBool(l.is_mtp),
+        ", \"indexer\": ", JsonString(IndexerActionName(l.indexer.action)),
+        ", \"prefill_branch\": ",
+        JsonString(PrefillBranchName(l.prefill_branch)),
+        ", \"k_cache_write\": ", JsonBool(l.k_cache_write), "}",
+        i + 1 < plan.layers.size() ? ",\n" : "\n");
+  }
+  absl::StrAppend(&out, "], \"indexer_calls\": {\"scored\": ",
+                  plan.counts.scored, ", \"skipped\": ", plan.counts.skipped,
+                  ", \"shared\": ", plan.counts.shared,
+                  ", \"workspace_only\": ", plan.counts.workspace_only,
+                  "}}\n");
+  return out;
+}
+
+std::string RenderPlanTable(const PlanReport& report) {
+  const LayerPlanner& planner = report.planner;
+  const ModelConfig& config = planner.config();
+  const platform::PlatformCapabilities& caps = planner.capabilities();
+  const ForwardPlan& plan = report.plan;
+  const BatchMetadata* metadata = plan.metadata ? &*plan.metadata : nullptr;
+  const EngineConfig& engine = planner.engine();
+
+  std::string out = absl::StrCat(
+      "model ", config.name(), ": ", config.num_main_layers(),
+      " layers + ", config.num_mtp_layers(), " MTP, ",
+      config.num_indexer_layers(), " with an indexer, index_topk ",
+      config.index_topk(), "\n");
+  absl::StrAppend(&out, "platform ", caps.platform_id, " ",
+                  platform::DeviceArchName(caps.arch), ": CUDA-alike ",
+                  YesNo(caps.is_cuda_alike), ", dense-MHA prefill ",
+                  YesNo(caps.sparse_mla_dense_mha_prefill),
+                  ", decode context parallel ",
+                  YesNo(caps.sparse_mla_decode_context_parallel), "\n");
+  absl::StrAppend(&out, "engine: spec tokens ", engine.num_speculative_tokens,
+                  ", PCP ", YesNo(engine.prefill_context_parallel), ", DCP ",
+                  engine.decode_context_parallel_size, ", force-MQA ",
+                  YesNo(engine.force_mqa), "; cudagraph ",
+                  CudagraphModeName(plan.forward.cudagraph_runtime_mode),
+                  plan.forward.capturing ? " (capturing)" : "", "\n");
+  if (metadata != nullptr) {
+    absl::StrAppend(&out, "batch: ", metadata->num_requests,
+                    metadata->num_requests == 1 ? " request (" : " requests (",
+                    RequestsText(report.requests), "), ", metadata->num_tokens,
+                    " new tokens\n");
+    absl::StrAppend(&out, "  MLA     (decode <= ", metadata->mla.decode_threshold,
+                    " tok): ", ViewText(metadata->mla), ", use_dense_mha ",
+                    YesNo(metadata->mla.use_dense_mha), "\n");
+    absl::StrAppend(&out, "  indexer (decode <= ",
+                    metadata->indexer.decode_threshold,
+                    " tok): ", ViewText(metadata->indexer), "\n");
+  } else {
+    absl::StrAppend(&out,
+                    "batch: profile/dummy run, no attention metadata\n");
+  }
+  out += "\n";
+
+  // Runs of consecutive layers that do the same thing for the same reason.
+  struct Row {
+    std::string layers, kind, indexer, prefill, k_cache, why;
+  };
+  std::vector<Row> rows;
+  rows.push_back({"layers", "kind", "indexer", "prefill", "k_cache", "why"});
+  size_t begin = 0;
+  while (begin < plan.layers.size()) {
+    const LayerPlan& first = plan.layers[begin];
+    const std::string why = DescribeIndexerDecision(first, planner, metadata);
+    size_t end = begin + 1;
+    while (end < plan.layers.size()) {
+      const LayerPlan& l = plan.layers[end];
+      if (l.is_mtp != first.is_mtp || l.indexer != first.indexer ||
+          l.prefill_branch != first.prefill_branch ||
+          l.k_cache_write != first.k_cache_write ||
+          DescribeIndexerDecision(l, planner, metadata) != why) {
+        break;
+      }
+      ++end;
+    }
+    rows.push_back(
+        {end - begin == 1 ? absl::StrCat(first.layer)
+                          : absl::StrCat(first.layer, "-",
+                                         plan.layers[end - 1].layer),
+         first.is_mtp ? "mtp" : "main",
+         std::string(IndexerActionName(first.indexer.action)),
+         std::string(PrefillBranchName(first.prefill_branch)),
+         first.k_cache_write ? "write" : "-", why});
+    begin = end;
+  }
+  size_t w[5] = {0, 0, 0, 0, 0};
+  for (const Row& r : rows) {
+    w[0] = std::max(w[0], r.layers.size());
+    w[1] = std::max(w[1], r.kind.size());
+    w[2] = std::max(w[2], r.indexer.size());
+    w[3] = std::max(w[3], r.prefill.size());
+    w[4] = std::max(w[4], r.k_cache.size());
+  }
+  for (const Row& r : rows) {
+    absl::StrAppend(&out, PadRight(r.layers, w[0] + 2),
+                    PadRight(r.kind, w[1] + 2), PadRight(r.indexer, w[2] + 2),
+                    PadRight(r.prefill, w[3] + 2), PadRight(r.k_cache, w[4] + 2),
+                    r.why, "\n");
+  }
+  const IndexerCallCounts& c = plan.counts;
+  absl::StrAppend(&out, "\nindexer calls: ", c.scored, " scored, ", c.skipped,
+                  " skipped, ", c.shared, " shared, ", c.workspace_only,
+                  " workspace_only\n");
+  return out;
+}
+
+int RunPlanTool(absl::Span<const std::string> args,
+                const platform::Registry& registry, std::ostream& out,
+                std::ostream& err) {
+  auto fail = [&err](const absl::Status& status) {
+    // One line, whatever the message holds.
+    std::string line = absl::StrReplaceAll(status.message(), {{"\n", " "}});
+    err << "plan: " << line << "\n";
+    return kExitUsage;
+  };
+  absl::StatusOr<PlanOptions> options = ParsePlanArgs(args);
+  if (!options.ok()) return fail(options.status());
+  if (options->help) {
+    out << PlanUsage();
+    return 0;
+  }
+  absl::StatusOr<PlanReport> report = MakePlanReport(*options, registry);
+  if (!report.ok()) return fail(report.status());
+  out << (options->format == PlanFormat::kJson ? RenderPlanJson(*report)
+                                               : RenderPlanTable(*report));
+  out.flush();
+  return 0;
+}
+
+}  // namespace dsa::model::deepseek_v32
