@@ -1,0 +1,382 @@
+#include "model/deepseek_v32/plan_tool.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "model/deepseek_v32/model_config.h"
+#include "platform/registry.h"
+#include "testing/status_matchers.h"
+
+namespace dsa::model::deepseek_v32 {
+namespace {
+
+using ::dsa::testing::StatusIs;
+using ::google::protobuf::Struct;
+using ::google::protobuf::Value;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using ::testing::UnorderedElementsAre;
+
+struct Result {
+  int rc;
+  std::string out;
+  std::string err;
+};
+
+// Runs the tool as `plan ARGS...` against the global registry (the cpu, rocm
+// and cuda plugins are linked in).
+Result RunPlan(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  const int rc = RunPlanTool(args, platform::Registry::Global(), out, err);
+  return {rc, out.str(), err.str()};
+}
+
+std::vector<std::string> Keys(const Struct& s) {
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : s.fields()) keys.push_back(key);
+  return keys;
+}
+
+// The JSON layer record, checked for exactly the documented fields and types.
+struct JsonLayer {
+  int layer;
+  bool mtp;
+  std::string indexer;
+  std::string prefill_branch;
+  bool k_cache_write;
+};
+
+struct JsonPlan {
+  std::string model;
+  std::string platform;
+  std::vector<JsonLayer> layers;
+  std::map<std::string, int> calls;
+  // An indexer_calls count; -1 when the JSON lacks it.
+  int call(const std::string& key) const {
+    auto it = calls.find(key);
+    return it == calls.end() ? -1 : it->second;
+  }
+};
+
+// Parses with protobuf's JSON parser into a generic Struct, so malformed JSON
+// fails here, then checks the schema field by field.
+JsonPlan ParsePlanJson(const std::string& text) {
+  JsonPlan plan;
+  Struct root;
+  const auto status = google::protobuf::util::JsonStringToMessage(text, &root);
+  EXPECT_TRUE(status.ok()) << status.ToString() << "\n" << text;
+  EXPECT_THAT(Keys(root), UnorderedElementsAre("model", "platform", "layers",
+                                               "indexer_calls"));
+  const auto& f = root.fields();
+  if (f.count("model") == 0 || f.count("layers") == 0 ||
+      f.count("platform") == 0 || f.count("indexer_calls") == 0) {
+    return plan;
+  }
+  EXPECT_EQ(f.at("model").kind_case(), Value::kStringValue);
+  EXPECT_EQ(f.at("platform").kind_case(), Value::kStringValue);
+  plan.model = f.at("model").string_value();
+  plan.platform = f.at("platform").string_value();
+  EXPECT_EQ(f.at("layers").kind_case(), Value::kListValue);
+  for (const Value& v : f.at("layers").list_value().values()) {
+    EXPECT_EQ(v.kind_case(), Value::kStructValue);
+    const Struct& l = v.struct_value();
+    EXPECT_THAT(Keys(l), UnorderedElementsAre("layer", "mtp", "indexer",
+                                              "prefill_branch",
+                                              "k_cache_write"));
+    const auto& lf = l.fields();
+    EXPECT_EQ(lf.at("layer").kind_case(), Value::kNumberValue);
+    EXPECT_EQ(lf.at("mtp").kind_case(), Value::kBoolValue);
+    EXPECT_EQ(lf.at("indexer").kind_case(), Value::kStringValue);
+    EXPECT_EQ(lf.at("prefill_branch").kind_case(), Value::kStringValue);
+    EXPECT_EQ(lf.at("k_cache_write").kind_case(), Value::kBoolValue);
+    const double layer = lf.at("layer").number_value();
+    EXPECT_EQ(layer, static_cast<int>(layer));
+    plan.layers.push_back({static_cast<int>(layer), lf.at("mtp").bool_value(),
+                           lf.at("indexer").string_value(),
+                           lf.at("prefill_branch").string_value(),
+                           lf.at("k_cache_write").bool_value()});
+    EXPECT_THAT(plan.layers.back().indexer,
+                ::testing::AnyOf("score", "skip", "shared", "workspace_only"));
+    EXPECT_THAT(plan.layers.back().prefill_branch,
+                ::testing::AnyOf("dense_mha", "sparse_mqa", "none"));
+  }
+  EXPECT_EQ(f.at("indexer_calls").kind_case(), Value::kStructValue);
+  const Struct& calls = f.at("indexer_calls").struct_value();
+  EXPECT_THAT(Keys(calls), UnorderedElementsAre("scored", "skipped", "shared",
+                                                "workspace_only"));
+  for (const auto& [key, value] : calls.fields()) {
+    EXPECT_EQ(value.kind_case(), Value::kNumberValue);
+    plan.calls[key] = static_cast<int>(value.number_value());
+  }
+  // The counts are the tally of the layers.
+  std::map<std::string, int> tally = {
+      {"scored", 0}, {"skipped", 0}, {"shared", 0}, {"workspace_only", 0}};
+  for (const JsonLayer& l : plan.layers) {
+    if (l.indexer == "score") ++tally["scored"];
+    if (l.indexer == "skip") ++tally["skipped"];
+    if (l.indexer == "shared") ++tally["shared"];
+    if (l.indexer == "workspace_only") ++tally["workspace_only"];
+  }
+  EXPECT_EQ(plan.calls, tally);
+  // Main layers in order, then the MTP layer(s).
+  for (size_t i = 0; i < plan.layers.size(); ++i) {
+    EXPECT_EQ(plan.layers[i].layer, static_cast<int>(i));
+  }
+  return plan;
+}
+
+JsonPlan RunJson(std::vector<std::string> args) {
+  args.push_back("--format=json");
+  const Result r = RunPlan(args);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  return ParsePlanJson(r.out);
+}
+
+// The seed's probe: GLM-5.1, ROCm, a pure 1K prefill.
+TEST(PlanToolTest, Glm51Rocm1kSkips78AndScoresMtp) {
+  const JsonPlan plan =
+      RunJson({"--model=glm-5.1", "--platform=rocm", "--requests=0+1024"});
+  EXPECT_EQ(plan.model, "glm-5.1");
+  EXPECT_EQ(plan.platform, "rocm");
+  ASSERT_EQ(plan.layers.size(), 79u);
+  EXPECT_EQ(plan.call("skipped"), 78);
+  EXPECT_EQ(plan.call("scored"), 1);
+  for (int i = 0; i < 78; ++i) {
+    EXPECT_FALSE(plan.layers[i].mtp);
+    EXPECT_EQ(plan.layers[i].indexer, "skip");
+    EXPECT_EQ(plan.layers[i].prefill_branch, "dense_mha");
+    EXPECT_TRUE(plan.layers[i].k_cache_write);
+  }
+  EXPECT_TRUE(plan.layers[78].mtp);
+  EXPECT_EQ(plan.layers[78].indexer, "score");
+  EXPECT_TRUE(plan.layers[78].k_cache_write);
+}
+
+TEST(PlanToolTest, Glm51Rocm8kScoresEverywhere) {
+  const JsonPlan plan =
+      RunJson({"--model=glm-5.1", "--platform=rocm", "--requests=0+8192"});
+  EXPECT_EQ(plan.call("scored"), 79);
+  for (const JsonLayer& l : plan.layers) {
+    EXPECT_EQ(l.prefill_branch, "sparse_mqa");
+  }
+}
+
+TEST(PlanToolTest, Glm52SharesAndSkips) {
+  const JsonPlan plan =
+      RunJson({"--model=glm-5.2", "--platform=rocm", "--requests=0+1024"});
+  EXPECT_EQ(plan.call("skipped"), 21);
+  EXPECT_EQ(plan.call("shared"), 57);
+  EXPECT_EQ(plan.call("scored"), 1);
+  EXPECT_EQ(plan.layers[3].indexer, "shared");
+  EXPECT_FALSE(plan.layers[3].k_cache_write);
+  EXPECT_EQ(plan.layers[6].indexer, "skip");
+  EXPECT_EQ(plan.layers[78].indexer, "score");
+}
+
+TEST(PlanToolTest, CasesThatStillScore) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--requests=100+1,0+1024"},                  // mixed batch
+      {"--requests=0+1024", "--cudagraph=full"},    // FULL cudagraph
+      {"--requests=0+1024", "--capturing"},         // capture
+      {"--requests=0+1024", "--force_mqa"},         // force-MQA
+      {"--requests=0+1024", "--pcp"},               // PCP
+      {"--requests=1024+1025"},                     // 2049 > topk
+  };
+  for (std::vector<std::string> args : cases) {
+    args.push_back("--model=glm-5.1");
+    args.push_back("--platform=rocm");
+    const JsonPlan plan = RunJson(args);
+    EXPECT_EQ(plan.call("scored"), 79) << args[0] << " " << args[1];
+    EXPECT_EQ(plan.call("skipped"), 0);
+  }
+}
+
+TEST(PlanToolTest, PiecewiseCudagraphSkips) {
+  const JsonPlan plan = RunJson({"--model=glm-5.1", "--platform=rocm",
+                                 "--requests=0+1024", "--cudagraph=piecewise"});
+  EXPECT_EQ(plan.call("skipped"), 78);
+}
+
+TEST(PlanToolTest, ProfileRunReservesWorkspace) {
+  const JsonPlan plan =
+      RunJson({"--model=glm-5.2", "--platform=rocm", "--profile_run"});
+  EXPECT_EQ(plan.call("workspace_only"), 22);
+  EXPECT_EQ(plan.call("shared"), 57);
+  for (const JsonLayer& l : plan.layers) {
+    EXPECT_FALSE(l.k_cache_write);
+    EXPECT_EQ(l.prefill_branch, "none");
+  }
+}
+
+TEST(PlanToolTest, CpuScoresAndCudaSkipsLikeRocm) {
+  const JsonPlan cpu =
+      RunJson({"--model=glm-5.1", "--platform=cpu", "--requests=0+1024"});
+  EXPECT_EQ(cpu.platform, "cpu");
+  EXPECT_EQ(cpu.call("scored"), 79);
+  const JsonPlan cuda = RunJson({"--model=glm-5.1", "--platform=cuda",
+                                 "--arch=sm_90", "--requests=0+1024"});
+  const JsonPlan rocm = RunJson({"--model=glm-5.1", "--platform=rocm",
+                                 "--arch=gfx950", "--requests=0+1024"});
+  ASSERT_EQ(cuda.layers.size(), rocm.layers.size());
+  for (size_t i = 0; i < cuda.layers.size(); ++i) {
+    EXPECT_EQ(cuda.layers[i].indexer, rocm.layers[i].indexer);
+  }
+  EXPECT_EQ(cuda.call("skipped"), 78);
+}
+
+// MTP=3: 3-token requests are decodes to the indexer, prefills to the MLA.
+TEST(PlanToolTest, SpecTokensThresholdMismatchSkips) {
+  const JsonPlan plan =
+      RunJson({"--model=glm-5.1", "--platform=rocm", "--spec_tokens=3",
+               "--requests=10+3,20+3"});
+  EXPECT_EQ(plan.call("skipped"), 78);
+  EXPECT_EQ(plan.call("scored"), 1);
+}
+
+TEST(PlanToolTest, DcpIsAConfigurationErrorOnRocmOnly) {
+  const Result rocm = RunPlan({"--model=glm-5.1", "--platform=rocm",
+                           "--requests=0+1024", "--dcp=2"});
+  EXPECT_EQ(rocm.rc, 2);
+  EXPECT_THAT(rocm.err, HasSubstr("decode context parallel"));
+  const JsonPlan cuda = RunJson({"--model=glm-5.1", "--platform=cuda",
+                                 "--requests=0+1024", "--dcp=2"});
+  EXPECT_EQ(cuda.call("skipped"), 78);
+}
+
+TEST(PlanToolTest, ModelFromAFile) {
+  ASSERT_OK_AND_ASSIGN(ModelConfig glm, LoadPreset("glm-5.1"));
+  DeepseekV32Config custom = glm.proto();
+  custom.set_name("glm-5.1-topk512");
+  custom.mutable_indexer()->set_index_topk(512);
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path =
+      absl::StrCat(dir != nullptr ? dir : "/tmp", "/glm-topk512.textproto");
+  std::ofstream(path) << custom.DebugString();
+  const JsonPlan plan = RunJson({absl::StrCat("--model=", path),
+                                 "--platform=rocm", "--requests=0+1024"});
+  EXPECT_EQ(plan.model, "glm-5.1-topk512");
+  EXPECT_EQ(plan.call("scored"), 79);  // 1024 > 512
+}
+
+TEST(PlanToolTest, TableShowsEachDecisionAndWhy) {
+  const Result r =
+      RunPlan({"--model=glm-5.1", "--platform=rocm", "--requests=0+1024"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("platform rocm gfx942"));
+  EXPECT_THAT(r.out, HasSubstr("0-77    main  skip     dense_mha  write    "
+                               "pure prefill, max len 1024 <= index_topk "
+                               "2048"));
+  EXPECT_THAT(r.out, HasSubstr("78      mtp   score    dense_mha  write    "
+                               "MTP layer"));
+  EXPECT_THAT(r.out, HasSubstr("indexer calls: 1 scored, 78 skipped, 0 "
+                               "shared, 0 workspace_only"));
+  const Result long_prefill =
+      RunPlan({"--model=glm-5.1", "--platform=rocm", "--requests=0+8192"});
+  EXPECT_THAT(long_prefill.out, HasSubstr("prefill 8192 > index_topk 2048"));
+  EXPECT_THAT(long_prefill.out, HasSubstr("indexer calls: 79 scored, 0 "
+                                          "skipped"));
+  const Result mixed =
+      RunPlan({"--model=glm-5.1", "--platform=rocm", "--requests=100+1,0+1024"});
+  EXPECT_THAT(mixed.out, HasSubstr("mixed batch: 1 decode token"));
+}
+
+TEST(PlanToolTest, HelpGoesToStdout) {
+  const Result r = RunPlan({"--help"});
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_THAT(r.out, StartsWith("usage: plan"));
+  EXPECT_EQ(r.err, "");
+}
+
+// Every error: exit 2, nothing on stdout, exactly one line on stderr.
+TEST(PlanToolTest, ErrorsAreOneLineWithStatus2) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--requests=0+1"}, "--model is required"},
+      {{"--model=glm-5.1"}, "--requests is required"},
+      {{"--model=glm-9", "--requests=0+1"}, "unknown model preset"},
+      {{"--model=glm-5.1", "--requests=0+"}, "--requests: bad request"},
+      {{"--model=glm-5.1", "--requests=0+0"}, "at least one new token"},
+      {{"--model=glm-5.1", "--requests=0+999999"}, "max_position_embeddings"},
+      {{"--model=glm-5.1", "--requests=0+1", "--platform=tpu"},
+       "unknown platform \"tpu\""},
+      {{"--model=glm-5.1", "--requests=0+1", "--platform=rocm",
+        "--arch=sm_90"},
+       "rocm"},
+      {{"--model=glm-5.1", "--requests=0+1", "--platform=rocm", "--dcp=2"},
+       "decode context parallel"},
+      {{"--model=glm-5.1", "--requests=0+1", "--dcp=0"}, "--dcp=0"},
+      {{"--model=glm-5.1", "--requests=0+1", "--spec_tokens=x"},
+       "--spec_tokens=x"},
+      {{"--model=glm-5.1", "--requests=0+1", "--cudagraph=FULL"},
+       "--cudagraph"},
+      {{"--model=glm-5.1", "--requests=0+1", "--capturing",
+        "--cudagraph=none"},
+       "--capturing needs"},
+      {{"--model=glm-5.1", "--requests=0+1", "--format=xml"}, "--format"},
+      {{"--model=glm-5.1", "--requests=0+1", "--pcp=maybe"}, "--pcp=maybe"},
+      {{"--model=glm-5.1", "--requests=0+1", "--nope"}, "unknown flag --nope"},
+      {{"--model=glm-5.1", "--model=glm-5.2", "--requests=0+1"},
+       "--model given twice"},
+      {{"--model", "glm-5.1", "--requests=0+1"}, "--model needs a value"},
+      {{"--model=/no/such/file.textproto", "--requests=0+1"},
+       "cannot open model config file"},
+  };
+  for (const auto& [args, message] : cases) {
+    const Result r = RunPlan(args);
+    EXPECT_EQ(r.rc, 2) << message;
+    EXPECT_EQ(r.out, "") << message;
+    EXPECT_THAT(r.err, StartsWith("plan: ")) << message;
+    EXPECT_THAT(r.err, HasSubstr(message));
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(absl::EndsWith(r.err, "\n"));
+  }
+}
+
+TEST(ParsePlanArgsTest, Defaults) {
+  ASSERT_OK_AND_ASSIGN(PlanOptions o,
+                       ParsePlanArgs(std::vector<std::string>{
+                           "--model=glm-5.1", "--requests=0+1024"}));
+  EXPECT_EQ(o.platform, "");
+  EXPECT_EQ(o.arch, "");
+  EXPECT_EQ(o.format, PlanFormat::kTable);
+  EXPECT_EQ(o.engine.num_speculative_tokens, 0);
+  EXPECT_EQ(o.engine.decode_context_parallel_size, 1);
+  EXPECT_EQ(o.forward.cudagraph_runtime_mode, CudagraphMode::kNone);
+  EXPECT_FALSE(o.forward.capturing);
+  EXPECT_FALSE(o.profile_run);
+  ASSERT_EQ(o.requests.size(), 1u);
+  EXPECT_EQ(o.requests[0].num_new_tokens, 1024);
+}
+
+TEST(ParsePlanArgsTest, CapturingDefaultsToPiecewise) {
+  ASSERT_OK_AND_ASSIGN(PlanOptions o,
+                       ParsePlanArgs(std::vector<std::string>{
+                           "--model=glm-5.1", "--requests=0+1",
+                           "--capturing"}));
+  EXPECT_TRUE(o.forward.capturing);
+  EXPECT_EQ(o.forward.cudagraph_runtime_mode, CudagraphMode::kPiecewise);
+  ASSERT_OK_AND_ASSIGN(PlanOptions full,
+                       ParsePlanArgs(std::vector<std::string>{
+                           "--model=glm-5.1", "--requests=0+1",
+                           "--capturing=true", "--cudagraph=full"}));
+  EXPECT_EQ(full.forward.cudagraph_runtime_mode, CudagraphMode::kFull);
+  EXPECT_THAT(ParsePlanArgs(std::vector<std::string>{
+                  "--model=glm-5.1", "--requests=0+1", "--capturing=false",
+                  "--cudagraph=none"}),
+              ::dsa::testing::IsOk());
+}
+
+}  // namespace
+}  // namespace dsa::model::deepseek_v32
