@@ -180,27 +180,5 @@ TEST(ParseRequestsTest, RejectsMalformedLists) {
   }
 }
 
-TEST(CudagraphModeTest, RoundTrips) {
-  for (CudagraphMode mode : {CudagraphMode::kNone, CudagraphMode::kPiecewise,
-                             CudagraphMode::kFull}) {
-    ASSERT_OK_AND_ASSIGN(CudagraphMode parsed,
-                         ParseCudagraphMode(CudagraphModeName(mode)));
-    EXPECT_EQ(parsed, mode);
-  }
-  EXPECT_THAT(ParseCudagraphMode("FULL_DECODE_ONLY"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("none, piecewise or full")));
-}
-
-TEST(ForwardContextTest, CaptureNeedsACudagraphMode) {
-  ForwardContext forward;
-  forward.capturing = true;
-  EXPECT_THAT(ValidateForwardContext(forward),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("piecewise or full")));
-  forward.cudagraph_runtime_mode = CudagraphMode::kPiecewise;
-  EXPECT_OK(ValidateForwardContext(forward));
-}
-
 }  // namespace
 }  // namespace dsa::model::deepseek_v32
