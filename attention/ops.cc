@@ -51,7 +51,8 @@ absl::Status CheckIndexVector(absl::string_view op, absl::string_view arg,
                               DType dtype, int64_t n, absl::string_view why) {
   DSA_RETURN_IF_ERROR(CheckTensor(op, arg, t, 1, layout, {dtype},
                                   /*contiguous_last_dim=*/false));
-  return CheckDim(op, arg, t, 0, layout, n, why);
+  // "[tokens]" names dim 0 "tokens".
+  return CheckDim(op, arg, t, 0, layout.substr(1, layout.size() - 2), n, why);
 }
 
 absl::Status CheckIndexerKCache(absl::string_view op,

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <iterator>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 namespace dsa::attention::reference {
@@ -40,24 +42,46 @@ uint8_t Fp8Nearest(double x, Fp8Kind kind) {
   if (std::isnan(x)) return kind == Fp8Kind::kE4m3fn ? 0x7f : 0x80;
   const double max = Fp8MaxValue(kind);
   x = std::clamp(x, -max, max);
-  int best = -1;
-  double best_distance = 0;
-  for (int c = 0; c < 256; ++c) {
-    const uint8_t code = static_cast<uint8_t>(c);
-    if (IsNanCode(code, kind)) continue;
-    const double v = Fp8Value(code, kind);
-    const double distance = std::fabs(v - x);
-    if (best < 0 || distance < best_distance ||
-        (distance == best_distance && (code & 1) == 0 && (best & 1) == 1)) {
-      best = c;
-      best_distance = distance;
+  // Every finite code by value (built once per format); the nearest is one
+  // of the two entries around x. Equal values (the two zeros of e4m3fn)
+  // are resolved below.
+  static const auto* const tables = [] {
+    auto* t = new std::vector<std::pair<double, uint8_t>>[2];
+    for (int k = 0; k < 2; ++k) {
+      const Fp8Kind fk = k == 0 ? Fp8Kind::kE4m3fn : Fp8Kind::kE4m3fnuz;
+      for (int c = 0; c < 256; ++c) {
+        const uint8_t code = static_cast<uint8_t>(c);
+        if (!IsNanCode(code, fk)) t[k].emplace_back(Fp8Value(code, fk), code);
+      }
+      std::sort(t[k].begin(), t[k].end());
+    }
+    return t;
+  }();
+  const auto& table = tables[kind == Fp8Kind::kE4m3fn ? 0 : 1];
+  auto above = std::lower_bound(
+      table.begin(), table.end(), x,
+      [](const std::pair<double, uint8_t>& e, double v) { return e.first < v; });
+  uint8_t best;
+  if (above == table.begin()) {
+    best = above->second;
+  } else if (above == table.end()) {
+    best = std::prev(above)->second;
+  } else {
+    const auto below = std::prev(above);
+    const double d_below = x - below->first;
+    const double d_above = above->first - x;
+    if (d_below != d_above) {
+      best = d_below < d_above ? below->second : above->second;
+    } else {
+      // A tie: the code with the even mantissa.
+      best = (below->second & 1) == 0 ? below->second : above->second;
     }
   }
   // Zero has two codes in e4m3fn; keep the sign of x as IEEE rounding does.
-  if (Fp8Value(static_cast<uint8_t>(best), kind) == 0.0) {
+  if (Fp8Value(best, kind) == 0.0) {
     return (kind == Fp8Kind::kE4m3fn && std::signbit(x)) ? 0x80 : 0x00;
   }
-  return static_cast<uint8_t>(best);
+  return best;
 }
 
 double Fp8Ulp(double x, Fp8Kind kind) {
