@@ -42,6 +42,12 @@ MATCHER_P2(StatusIs, code, message_matcher,
          ::testing::Matches(message_matcher)(std::string(status.message()));
 }
 
+// StatusIs(code): any message.
+template <typename Code>
+auto StatusIs(Code code) {
+  return StatusIs(code, ::testing::_);
+}
+
 }  // namespace dsa::testing
 
 #define DSA_TESTING_CONCAT_INNER(a, b) a##b

@@ -1,0 +1,493 @@
+// The layer forward and the stack on the CPU kernels, with the indexer skip
+// on (a CUDA-alike platform's capabilities: ROCm gfx942) and off (the same
+// capabilities with is_cuda_alike false: what every platform did before the
+// skip). Kernels are called through counting wrappers around the registered
+// CPU kernels, so "never calls scoring" is observed, not assumed.
+#include "model/deepseek_v32/model_runner.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/deepseek_v32/reference_stack.h"
+#include "platform/registry.h"
+#include "testing/status_matchers.h"
+
+namespace dsa::model::deepseek_v32 {
+namespace {
+
+using ::dsa::testing::StatusIs;
+using ::testing::HasSubstr;
+
+// Calls of each op, counted by wrappers around the real kernels.
+struct CallCounter {
+  static inline AttentionKernels real;
+  static inline OpCallCounts calls;
+};
+
+template <class Op, typename Op::Fn AttentionKernels::*kMember, int OpCallCounts::*kCount>
+absl::Status Counting(const attention::ExecutionContext& ctx,
+                      const typename Op::Args& args) {
+  ++(CallCounter::calls.*kCount);
+  return (CallCounter::real.*kMember)(ctx, args);
+}
+
+AttentionKernels CountingKernels() {
+  AttentionKernels k;
+  k.indexer_k_write = &Counting<attention::IndexerKWrite, &AttentionKernels::indexer_k_write,
+                                &OpCallCounts::indexer_k_write>;
+  k.indexer_q = &Counting<attention::IndexerQ, &AttentionKernels::indexer_q,
+                          &OpCallCounts::indexer_q>;
+  k.indexer_logits = &Counting<attention::IndexerLogits, &AttentionKernels::indexer_logits,
+                               &OpCallCounts::indexer_logits>;
+  k.indexer_topk = &Counting<attention::IndexerTopK, &AttentionKernels::indexer_topk,
+                             &OpCallCounts::indexer_topk>;
+  k.mla_cache_write = &Counting<attention::MlaCacheWrite, &AttentionKernels::mla_cache_write,
+                                &OpCallCounts::mla_cache_write>;
+  k.sparse_mla = &Counting<attention::SparseMla, &AttentionKernels::sparse_mla,
+                           &OpCallCounts::sparse_mla>;
+  k.dense_mha_prefill = &Counting<attention::DenseMhaPrefill,
+                                  &AttentionKernels::dense_mha_prefill,
+                                  &OpCallCounts::dense_mha_prefill>;
+  return k;
+}
+
+// Fresh random hidden states (never zeros), [tokens, hidden].
+std::vector<float> RandomHidden(int64_t tokens, int64_t hidden, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(tokens * hidden);
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+class ModelRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    platform::Registry& registry = platform::Registry::Global();
+    auto kernels = AttentionKernels::Load(registry, "cpu");
+    ASSERT_TRUE(kernels.ok()) << kernels.status();
+    CallCounter::real = *kernels;
+    CallCounter::calls = {};
+    auto cpu = registry.GetPlatform("cpu");
+    ASSERT_TRUE(cpu.ok());
+    cpu_.emplace(*cpu);
+    auto rocm = registry.GetPlatform("rocm");
+    ASSERT_TRUE(rocm.ok()) << rocm.status();
+    auto caps = rocm->CapabilitiesForArch("gfx942");
+    ASSERT_TRUE(caps.ok());
+    skip_caps_ = *caps;
+    no_skip_caps_ = *caps;
+    no_skip_caps_.is_cuda_alike = false;
+  }
+
+  // A model for `preset` whose decisions follow `caps`, on the CPU kernels.
+  std::unique_ptr<DeepseekV32Model> MakeModel(
+      const std::string& preset, const platform::PlatformCapabilities& caps,
+      RuntimeOptions options = {}, EngineConfig engine = {},
+      uint64_t seed = 7) {
+    auto config = LoadModelConfig(preset);
+    EXPECT_TRUE(config.ok()) << config.status();
+    auto planner = LayerPlanner::Create(*config, caps, engine);
+    EXPECT_TRUE(planner.ok()) << planner.status();
+    auto model = DeepseekV32Model::Create(std::move(*planner), *cpu_,
+                                          CountingKernels(), options, seed);
+    EXPECT_TRUE(model.ok()) << model.status();
+    return std::move(*model);
+  }
+
+  static int64_t Tokens(const std::vector<StepRequest>& requests) {
+    int64_t n = 0;
+    for (const StepRequest& r : requests) n += r.num_new_tokens;
+    return n;
+  }
+
+  std::optional<platform::Platform> cpu_;
+  platform::PlatformCapabilities skip_caps_;
+  platform::PlatformCapabilities no_skip_caps_;
+};
+
+// Tolerance of the stack against the float64 reference (‖out - ref‖/‖ref‖).
+// The reference rounds its own latent values to the cache's type; where the
+// float32 and float64 values of an element straddle a rounding boundary they
+// land on neighbouring bf16/fp8 values. That happens to a few hundredths of a
+// percent of the elements, each off by one ulp (2^-8 relative for bf16), and
+// gives 1e-4 to 8e-4 after 4-9 layers; float32 arithmetic alone is ~1e-6.
+// A real error (a wrong position, key or row) is of order 1.
+constexpr double kReferenceTolerance = 2e-3;
+
+// ‖a - b‖ / ‖b‖ against a float64 reference.
+double RelativeError(const std::vector<float>& a, const std::vector<double>& b) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+struct SkipCase {
+  std::string preset;
+  bool fp8_latent_cache;
+};
+void PrintTo(const SkipCase& c, std::ostream* os) {
+  *os << c.preset << (c.fp8_latent_cache ? " fp8" : " bf16") << " latent cache";
+}
+
+class SkipEquivalenceTest : public ModelRunnerTest,
+                            public ::testing::WithParamInterface<SkipCase> {};
+
+// A pure short prefill: the skip arm scores only on the MTP layer(s), both
+// arms give bitwise-equal outputs and leave identical caches, and both match
+// the float64 reference.
+TEST_P(SkipEquivalenceTest, PureShortPrefillSkipsScoringWithEqualOutputs) {
+  RuntimeOptions options;
+  options.block_size = 16;
+  options.fp8_latent_cache = GetParam().fp8_latent_cache;
+  auto skip = MakeModel(GetParam().preset, skip_caps_, options);
+  auto no_skip = MakeModel(GetParam().preset, no_skip_caps_, options);
+  ASSERT_TRUE(skip && no_skip);
+  const ModelConfig& config = skip->planner().config();
+  const int topk = config.index_topk();
+  const int hidden = config.proto().hidden_size();
+  // Lengths topk-1 and topk, and a short one: every request keeps all keys.
+  const std::vector<StepRequest> requests = {
+      {1, 0, topk - 1}, {2, 0, topk}, {3, 0, 5}};
+  const std::vector<float> x = RandomHidden(Tokens(requests), hidden, 11);
+
+  CallCounter::calls = {};
+  ASSERT_OK_AND_ASSIGN(StepOutput a, skip->Step({}, requests, x));
+  const OpCallCounts skip_calls = CallCounter::calls;
+  CallCounter::calls = {};
+  ASSERT_OK_AND_ASSIGN(StepOutput b, no_skip->Step({}, requests, x));
+  const OpCallCounts no_skip_calls = CallCounter::calls;
+
+  const int mtp_indexers = config.num_mtp_layers();
+  const int main_indexers = config.num_indexer_layers() - mtp_indexers;
+  EXPECT_EQ(a.plan.counts.skipped, main_indexers);
+  EXPECT_EQ(a.plan.counts.scored, mtp_indexers);
+  EXPECT_EQ(skip_calls.indexer_logits, mtp_indexers);
+  EXPECT_EQ(skip_calls.indexer_topk, mtp_indexers);
+  EXPECT_EQ(skip_calls.indexer_q, mtp_indexers);
+  EXPECT_EQ(no_skip_calls.indexer_logits, config.num_indexer_layers());
+  EXPECT_EQ(no_skip_calls.indexer_topk, config.num_indexer_layers());
+  // Keys are written on every indexer layer in both arms; every layer runs
+  // the dense prefill.
+  EXPECT_EQ(skip_calls.indexer_k_write, config.num_indexer_layers());
+  EXPECT_EQ(no_skip_calls.indexer_k_write, config.num_indexer_layers());
+  EXPECT_EQ(skip_calls.dense_mha_prefill, config.num_layers());
+  EXPECT_EQ(skip_calls.sparse_mla, 0);
+  EXPECT_EQ(a.op_calls.indexer_logits, skip_calls.indexer_logits);
+
+  // The same dense computation: equal to the bit on the CPU kernels.
+  ASSERT_EQ(a.hidden.size(), x.size());
+  EXPECT_EQ(std::memcmp(a.hidden.data(), b.hidden.data(), x.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(a.mtp_hidden.data(), b.mtp_hidden.data(), x.size() * 4), 0);
+  for (int l = 0; l < config.num_layers(); ++l) {
+    ASSERT_OK_AND_ASSIGN(auto ka, skip->ReadIndexerKCache(l));
+    ASSERT_OK_AND_ASSIGN(auto kb, no_skip->ReadIndexerKCache(l));
+    EXPECT_EQ(ka, kb) << "indexer K cache of layer " << l;
+    ASSERT_OK_AND_ASSIGN(auto la, skip->ReadLatentCache(l));
+    ASSERT_OK_AND_ASSIGN(auto lb, no_skip->ReadLatentCache(l));
+    EXPECT_EQ(la, lb) << "latent cache of layer " << l;
+  }
+
+  // Each request against the float64 reference over its own sequence.
+  std::vector<LayerWeights> weights;
+  for (int l = 0; l < config.num_layers(); ++l) {
+    weights.push_back(LayerWeights::Random(config, l, 7));
+  }
+  const attention::DType latent =
+      options.fp8_latent_cache ? attention::DType::kFloat8E4m3fnuz
+                               : attention::DType::kBFloat16;
+  int64_t row = 0;
+  for (const StepRequest& r : requests) {
+    const int64_t n = r.num_new_tokens;
+    std::vector<float> xr(x.begin() + row * hidden, x.begin() + (row + n) * hidden);
+    const ReferenceOutput ref =
+        ReferenceForward(config, weights, xr, n, latent, options.rope_theta);
+    std::vector<float> got(a.hidden.begin() + row * hidden,
+                           a.hidden.begin() + (row + n) * hidden);
+    std::vector<float> got_mtp(a.mtp_hidden.begin() + row * hidden,
+                               a.mtp_hidden.begin() + (row + n) * hidden);
+    EXPECT_LT(RelativeError(got, ref.hidden), kReferenceTolerance) << "request " << r.request_id;
+    EXPECT_LT(RelativeError(got_mtp, ref.mtp_hidden), kReferenceTolerance)
+        << "request " << r.request_id;
+    row += n;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Presets, SkipEquivalenceTest,
+    ::testing::Values(SkipCase{"tiny-v3.2", false}, SkipCase{"tiny-v3.2", true},
+                      SkipCase{"tiny-glm-5.1", false},
+                      SkipCase{"tiny-glm-5.2", false},
+                      SkipCase{"tiny-glm-5.2", true}),
+    [](const ::testing::TestParamInfo<SkipCase>& info) {
+      std::string name = info.param.preset + (info.param.fp8_latent_cache ? "_fp8" : "_bf16");
+      for (char& ch : name) {
+        if (ch == '-' || ch == '.') ch = '_';
+      }
+      return name;
+    });
+
+// Keys written during a skipped prefill are scored later exactly as if the
+// prefill had been scored: the next decodes cross topk (topk+1 keys and
+// more) and select the same top-k in both arms.
+void CheckLaterDecodeSelectsTheSameTopK(DeepseekV32Model& skip,
+                                        DeepseekV32Model& no_skip) {
+  const ModelConfig& config = skip.planner().config();
+  const int64_t topk = config.index_topk();
+  const int hidden = config.proto().hidden_size();
+  // One request of exactly topk tokens (dense, skipped), then decodes.
+  std::vector<StepRequest> prefill = {{1, 0, topk}};
+  const std::vector<float> x = RandomHidden(topk, hidden, 21);
+  ASSERT_OK_AND_ASSIGN(StepOutput pa, skip.Step({}, prefill, x));
+  ASSERT_OK_AND_ASSIGN(StepOutput pb, no_skip.Step({}, prefill, x));
+  ASSERT_GT(pa.plan.counts.skipped, 0);
+  ASSERT_EQ(pb.plan.counts.skipped, 0);
+
+  StepOptions capture;
+  capture.capture_topk = true;
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<StepRequest> decode = {{1, topk + step, 1}};
+    const std::vector<float> xd = RandomHidden(1, hidden, 100 + step);
+    CallCounter::calls = {};
+    ASSERT_OK_AND_ASSIGN(StepOutput da, skip.Step({}, decode, xd, capture));
+    EXPECT_EQ(CallCounter::calls.indexer_logits, config.num_indexer_layers())
+        << "a decode scores on every indexer layer";
+    ASSERT_OK_AND_ASSIGN(StepOutput db, no_skip.Step({}, decode, xd, capture));
+    for (int l = 0; l < config.num_layers(); ++l) {
+      EXPECT_EQ(da.topk[l], db.topk[l]) << "layer " << l << " step " << step;
+      // topk + 1 + step keys: the selection is full, no -1 padding.
+      EXPECT_EQ(std::count(da.topk[l].begin(), da.topk[l].end(), -1), 0)
+          << "layer " << l;
+    }
+    EXPECT_EQ(std::memcmp(da.hidden.data(), db.hidden.data(), hidden * 4), 0);
+  }
+}
+
+TEST_F(ModelRunnerTest, LaterDecodeAfterSkippedPrefillSelectsTheSameTopK) {
+  RuntimeOptions options;
+  options.block_size = 16;
+  auto skip = MakeModel("tiny-glm-5.2", skip_caps_, options);
+  auto no_skip = MakeModel("tiny-glm-5.2", no_skip_caps_, options);
+  CheckLaterDecodeSelectsTheSameTopK(*skip, *no_skip);
+}
+
+// The same at the real index_topk: a 2048-token prefill skipped, decodes at
+// 2049 and beyond.
+TEST_F(ModelRunnerTest, DecodeAt2049AfterSkipped2048PrefillSelectsTheSameTopK) {
+  auto base = LoadModelConfig("tiny-v3.2");
+  ASSERT_TRUE(base.ok());
+  DeepseekV32Config proto = base->proto();
+  proto.set_name("tiny-v3.2-topk2048");
+  proto.set_num_hidden_layers(2);
+  proto.set_num_attention_heads(2);
+  proto.mutable_indexer()->set_index_topk(2048);
+  proto.mutable_indexer()->set_index_n_heads(2);
+  ASSERT_OK_AND_ASSIGN(ModelConfig config, ModelConfig::FromProto(proto));
+  RuntimeOptions options;
+  options.block_size = 64;
+  options.num_blocks = 40;
+  auto make = [&](const platform::PlatformCapabilities& caps) {
+    auto planner = LayerPlanner::Create(config, caps, {});
+    EXPECT_TRUE(planner.ok());
+    auto model = DeepseekV32Model::Create(std::move(*planner), *cpu_,
+                                          CountingKernels(), options, 3);
+    EXPECT_TRUE(model.ok()) << model.status();
+    return std::move(*model);
+  };
+  auto skip = make(skip_caps_);
+  auto no_skip = make(no_skip_caps_);
+  CheckLaterDecodeSelectsTheSameTopK(*skip, *no_skip);
+}
+
+// Every case the seed lists as "still scores", in the skip arm.
+TEST_F(ModelRunnerTest, MixedLongMtpFullGraphAndCaptureStillScore) {
+  RuntimeOptions options;
+  options.block_size = 16;
+  const std::string preset = "tiny-v3.2";
+  const int hidden = 256;
+
+  struct Case {
+    std::string name;
+    ForwardContext forward;
+    EngineConfig engine;
+  };
+  ForwardContext full;
+  full.cudagraph_runtime_mode = CudagraphMode::kFull;
+  ForwardContext capture;
+  capture.cudagraph_runtime_mode = CudagraphMode::kPiecewise;
+  capture.capturing = true;
+  EngineConfig force_mqa;
+  force_mqa.force_mqa = true;
+  for (const Case& c : std::vector<Case>{{"full cudagraph", full, {}},
+                                         {"capturing", capture, {}},
+                                         {"force-MQA", {}, force_mqa}}) {
+    SCOPED_TRACE(c.name);
+    auto model = MakeModel(preset, skip_caps_, options, c.engine);
+    const ModelConfig& config = model->planner().config();
+    const std::vector<StepRequest> requests = {{1, 0, 20}};
+    CallCounter::calls = {};
+    ASSERT_OK_AND_ASSIGN(StepOutput out,
+                         model->Step(c.forward, requests, RandomHidden(20, hidden, 5)));
+    EXPECT_EQ(out.plan.counts.skipped, 0);
+    EXPECT_EQ(CallCounter::calls.indexer_logits, config.num_indexer_layers());
+    EXPECT_EQ(CallCounter::calls.indexer_topk, config.num_indexer_layers());
+  }
+
+  // A mixed batch (a decode beside a prefill) and a prefill longer than
+  // topk (65 > 64): every indexer layer scores.
+  auto model = MakeModel(preset, skip_caps_, options);
+  const ModelConfig& config = model->planner().config();
+  ASSERT_OK(model->Step({}, {{1, 0, 10}}, RandomHidden(10, hidden, 1)).status());
+  CallCounter::calls = {};
+  ASSERT_OK_AND_ASSIGN(
+      StepOutput mixed,
+      model->Step({}, {{1, 10, 1}, {2, 0, 30}}, RandomHidden(31, hidden, 2)));
+  EXPECT_EQ(mixed.plan.counts.skipped, 0);
+  EXPECT_EQ(CallCounter::calls.indexer_logits, config.num_indexer_layers());
+  // Decodes go sparse, the prefill dense.
+  EXPECT_EQ(CallCounter::calls.sparse_mla, config.num_layers());
+  EXPECT_EQ(CallCounter::calls.dense_mha_prefill, config.num_layers());
+
+  CallCounter::calls = {};
+  ASSERT_OK_AND_ASSIGN(StepOutput longer,
+                       model->Step({}, {{3, 0, 65}}, RandomHidden(65, hidden, 3)));
+  EXPECT_EQ(longer.plan.counts.skipped, 0);
+  EXPECT_EQ(CallCounter::calls.indexer_logits, config.num_indexer_layers());
+  EXPECT_EQ(CallCounter::calls.sparse_mla, config.num_layers());
+  EXPECT_EQ(CallCounter::calls.dense_mha_prefill, 0);
+}
+
+// With MTP=3 the indexer counts 3-token requests as decodes while the MLA
+// counts them as prefills; such a batch still skips, and equals the arm that
+// scores.
+TEST_F(ModelRunnerTest, MtpThreeTokenBatchStillSkipsWithEqualOutputs) {
+  RuntimeOptions options;
+  options.block_size = 16;
+  EngineConfig mtp3;
+  mtp3.num_speculative_tokens = 3;
+  auto skip = MakeModel("tiny-glm-5.1", skip_caps_, options, mtp3);
+  auto no_skip = MakeModel("tiny-glm-5.1", no_skip_caps_, options, mtp3);
+  const ModelConfig& config = skip->planner().config();
+  const int hidden = config.proto().hidden_size();
+  const std::vector<StepRequest> prefill = {{1, 0, 10}, {2, 0, 20}};
+  const std::vector<float> x = RandomHidden(30, hidden, 8);
+  ASSERT_OK(skip->Step({}, prefill, x).status());
+  ASSERT_OK(no_skip->Step({}, prefill, x).status());
+  const std::vector<StepRequest> verify = {{1, 10, 3}, {2, 20, 3}};
+  const std::vector<float> xv = RandomHidden(6, hidden, 9);
+  CallCounter::calls = {};
+  ASSERT_OK_AND_ASSIGN(StepOutput a, skip->Step({}, verify, xv));
+  EXPECT_EQ(a.plan.metadata->indexer.num_decodes, 2);
+  EXPECT_EQ(a.plan.metadata->mla.num_prefills, 2);
+  EXPECT_EQ(a.plan.counts.skipped, config.num_indexer_layers() - config.num_mtp_layers());
+  EXPECT_EQ(CallCounter::calls.indexer_logits, config.num_mtp_layers());
+  ASSERT_OK_AND_ASSIGN(StepOutput b, no_skip->Step({}, verify, xv));
+  EXPECT_EQ(std::memcmp(a.hidden.data(), b.hidden.data(), a.hidden.size() * 4), 0);
+}
+
+// A profile run has no metadata: indexer layers reserve the workspace for
+// the largest step, and nothing is computed or written.
+TEST_F(ModelRunnerTest, ProfileRunReservesWorkspaceAndWritesNothing) {
+  RuntimeOptions options;
+  options.block_size = 16;
+  options.num_blocks = 8;
+  options.max_model_len = 1024;
+  options.max_num_batched_tokens = 512;
+  auto model = MakeModel("tiny-glm-5.2", skip_caps_, options);
+  const ModelConfig& config = model->planner().config();
+  std::vector<std::vector<uint8_t>> before;
+  for (int l = 0; l < config.num_layers(); ++l) {
+    ASSERT_OK_AND_ASSIGN(auto k, model->ReadIndexerKCache(l));
+    ASSERT_OK_AND_ASSIGN(auto lat, model->ReadLatentCache(l));
+    before.push_back(std::move(k));
+    before.push_back(std::move(lat));
+  }
+  EXPECT_EQ(model->reserved_workspace_bytes(), 0);
+  CallCounter::calls = {};
+  ASSERT_OK_AND_ASSIGN(ForwardPlan plan, model->ProfileRun({}));
+  EXPECT_EQ(plan.counts.workspace_only, config.num_indexer_layers());
+  EXPECT_GE(model->reserved_workspace_bytes(),
+            attention::IndexerLogits::WorkspaceBytes(512, 1024));
+  const OpCallCounts& calls = CallCounter::calls;
+  EXPECT_EQ(calls.indexer_k_write + calls.indexer_q + calls.indexer_logits +
+                calls.indexer_topk + calls.mla_cache_write + calls.sparse_mla +
+                calls.dense_mha_prefill,
+            0);
+  for (int l = 0; l < config.num_layers(); ++l) {
+    ASSERT_OK_AND_ASSIGN(auto k, model->ReadIndexerKCache(l));
+    ASSERT_OK_AND_ASSIGN(auto lat, model->ReadLatentCache(l));
+    EXPECT_EQ(k, before[2 * l]) << "layer " << l;
+    EXPECT_EQ(lat, before[2 * l + 1]) << "layer " << l;
+  }
+}
+
+TEST_F(ModelRunnerTest, BadStepsAreClearErrorsAndAllocateNothing) {
+  RuntimeOptions options;
+  options.block_size = 16;
+  options.num_blocks = 4;  // 64 tokens
+  options.max_model_len = 4096;
+  options.max_num_batched_tokens = 100;
+  auto model = MakeModel("tiny-v3.2", skip_caps_, options);
+  EXPECT_THAT(model->Step({}, {{1, 0, 8}}, RandomHidden(7, 256, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("hidden has 1792 values, expected 8 tokens")));
+  EXPECT_THAT(model->Step({}, {{1, 5, 8}}, RandomHidden(8, 256, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("claims 5 context tokens but the cache holds 0")));
+  EXPECT_THAT(model->Step({}, {{1, 0, 101}}, RandomHidden(101, 256, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("exceed max_num_batched_tokens 100")));
+  EXPECT_THAT(model->Step({}, {{1, 0, 40}, {2, 0, 40}}, RandomHidden(80, 256, 1)),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("needs 6 more cache blocks")));
+  EXPECT_THAT(model->Step({}, {{1, 0, 0}}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // Nothing was allocated by the failed steps: the whole cache is still free.
+  ASSERT_OK(model->Step({}, {{1, 0, 64}}, RandomHidden(64, 256, 1)).status());
+  EXPECT_OK(model->Release(1));
+  EXPECT_THAT(model->Release(1), StatusIs(absl::StatusCode::kNotFound));
+}
+
+// Steps reuse the cache: a prefill in two chunks and then decodes give the
+// float64 reference of the whole sequence, on the dense and the sparse path.
+TEST_F(ModelRunnerTest, IncrementalStepsMatchTheWholeSequenceReference) {
+  for (bool force_mqa : {false, true}) {
+    SCOPED_TRACE(force_mqa ? "sparse MQA prefill" : "dense MHA prefill");
+    RuntimeOptions options;
+    options.block_size = 16;
+    EngineConfig engine;
+    engine.force_mqa = force_mqa;
+    auto model = MakeModel("tiny-glm-5.2", skip_caps_, options, engine);
+    const ModelConfig& config = model->planner().config();
+    const int hidden = config.proto().hidden_size();
+    const int64_t total = 40;  // <= topk: the sparse path keeps every key
+    const std::vector<float> x = RandomHidden(total, hidden, 31);
+    std::vector<float> got;
+    int64_t done = 0;
+    for (int64_t chunk : {int64_t{23}, int64_t{14}, int64_t{1}, int64_t{1}, int64_t{1}}) {
+      std::vector<float> xs(x.begin() + done * hidden, x.begin() + (done + chunk) * hidden);
+      ASSERT_OK_AND_ASSIGN(StepOutput out, model->Step({}, {{9, done, chunk}}, xs));
+      got.insert(got.end(), out.hidden.begin(), out.hidden.end());
+      done += chunk;
+    }
+    std::vector<LayerWeights> weights;
+    for (int l = 0; l < config.num_layers(); ++l) {
+      weights.push_back(LayerWeights::Random(config, l, 7));
+    }
+    const ReferenceOutput ref = ReferenceForward(
+        config, weights, x, total, attention::DType::kBFloat16, options.rope_theta);
+    EXPECT_LT(RelativeError(got, ref.hidden), kReferenceTolerance);
+  }
+}
+
+}  // namespace
+}  // namespace dsa::model::deepseek_v32
