@@ -12,17 +12,46 @@ void Linear(absl::Span<const float> x, int64_t tokens, int64_t in,
             int num_threads) {
   y.assign(static_cast<size_t>(tokens * out), 0.0f);
   if (tokens == 0 || out == 0) return;
-  // Rows of the output split over threads; each row is a dot product per
-  // output feature, vectorised by the compiler over `in`.
+  // Rows of the output split over threads. Each dot product keeps kLanes
+  // partial sums, which the compiler maps onto SIMD lanes (a single float
+  // accumulator is a serial dependency it may not reorder), and two tokens
+  // share each weight row while it is in cache.
+  constexpr int kLanes = 16;
+  auto dot2 = [&](const float* x0, const float* x1, const float* wr,
+                  float* out0, float* out1) {
+    float a0[kLanes] = {}, a1[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= in; i += kLanes) {
+      for (int k = 0; k < kLanes; ++k) {
+        a0[k] += x0[i + k] * wr[i + k];
+        a1[k] += x1[i + k] * wr[i + k];
+      }
+    }
+    float s0 = 0.0f, s1 = 0.0f;
+    for (; i < in; ++i) {
+      s0 += x0[i] * wr[i];
+      s1 += x1[i] * wr[i];
+    }
+    for (int k = 0; k < kLanes; ++k) {
+      s0 += a0[k];
+      s1 += a1[k];
+    }
+    *out0 = s0;
+    *out1 = s1;
+  };
   auto rows = [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const float* xr = x.data() + t * in;
-      float* yr = y.data() + t * out;
+    for (int64_t t = begin; t < end; t += 2) {
+      // An odd last token is paired with itself; its duplicate is dropped.
+      const int64_t t1 = t + 1 < end ? t + 1 : t;
+      const float* x0 = x.data() + t * in;
+      const float* x1 = x.data() + t1 * in;
+      float* y0 = y.data() + t * out;
+      float* y1 = y.data() + t1 * out;
       for (int64_t o = 0; o < out; ++o) {
-        const float* wr = w.data() + o * in;
-        float acc = 0.0f;
-        for (int64_t i = 0; i < in; ++i) acc += xr[i] * wr[i];
-        yr[o] = acc;
+        float r0, r1;
+        dot2(x0, x1, w.data() + o * in, &r0, &r1);
+        y0[o] = r0;
+        y1[o] = r1;
       }
     }
   };
