@@ -142,6 +142,7 @@ class IndexerOpsTest : public testing::OpTest {
     DType fp8;
     RopeStyle style;
     int64_t tokens;
+    int64_t head_dim = kHeadDim, rope_dim = kRopeDim;
     std::vector<float> k, ln_weight, ln_bias, cos_sin;
     std::vector<int64_t> positions, slots;
     HostIndexerCache cache{1, 1, kHeadDim};
@@ -151,19 +152,23 @@ class IndexerOpsTest : public testing::OpTest {
   // Builds valid arguments for `tokens` tokens into a cache of `num_blocks`
   // blocks; about a fifth of the tokens are padding (slot -1).
   KWrite MakeKWrite(DType fp8, RopeStyle style, DType k_dtype, int64_t tokens,
-                    int64_t num_blocks, int64_t block_size, bool strided_k) {
+                    int64_t num_blocks, int64_t block_size, bool strided_k,
+                    int64_t head_dim = kHeadDim,
+                    int64_t rope_dim = kRopeDim) {
     KWrite w;
     w.fp8 = fp8;
     w.style = style;
     w.tokens = tokens;
-    w.cache = HostIndexerCache(num_blocks, block_size, kHeadDim);
+    w.head_dim = head_dim;
+    w.rope_dim = rope_dim;
+    w.cache = HostIndexerCache(num_blocks, block_size, head_dim);
     // wk(x) rows with an offset, so the LayerNorm mean matters.
-    w.k = RandomFloats(tokens * kHeadDim, 2.0);
+    w.k = RandomFloats(tokens * head_dim, 2.0);
     for (float& v : w.k) v += 0.75f;
-    w.ln_weight = RandomFloats(kHeadDim, 0.5);
+    w.ln_weight = RandomFloats(head_dim, 0.5);
     for (float& v : w.ln_weight) v += 1.0f;
-    w.ln_bias = RandomFloats(kHeadDim, 0.2);
-    w.cos_sin = testing::RopeCosSinCache(kMaxPosition, kRopeDim);
+    w.ln_bias = RandomFloats(head_dim, 0.2);
+    w.cos_sin = testing::RopeCosSinCache(kMaxPosition, rope_dim);
     std::vector<int64_t> free_slots(w.cache.num_slots());
     std::iota(free_slots.begin(), free_slots.end(), 0);
     std::shuffle(free_slots.begin(), free_slots.end(), rng());
@@ -176,7 +181,7 @@ class IndexerOpsTest : public testing::OpTest {
     IndexerKWrite::Args& a = w.args;
     if (strided_k) {
       // k as the second half of a fused [tokens, 2 * head_dim] projection.
-      std::vector<float> fused = RandomFloats(tokens * 2 * kHeadDim);
+      std::vector<float> fused = RandomFloats(tokens * 2 * head_dim);
       if (k_dtype == DType::kBFloat16) {
         for (float& v : w.k) {
           v = static_cast<float>(
@@ -184,35 +189,35 @@ class IndexerOpsTest : public testing::OpTest {
         }
       }
       for (int64_t t = 0; t < tokens; ++t) {
-        std::copy(w.k.begin() + t * kHeadDim, w.k.begin() + (t + 1) * kHeadDim,
-                  fused.begin() + t * 2 * kHeadDim + kHeadDim);
+        std::copy(w.k.begin() + t * head_dim, w.k.begin() + (t + 1) * head_dim,
+                  fused.begin() + t * 2 * head_dim + head_dim);
       }
       TensorView view =
-          MakeTensorView(nullptr, k_dtype, {tokens, kHeadDim});
-      view.strides[0] = 2 * kHeadDim;
+          MakeTensorView(nullptr, k_dtype, {tokens, head_dim});
+      view.strides[0] = 2 * head_dim;
       if (k_dtype == DType::kBFloat16) {
         std::vector<uint16_t> bits(fused.size());
         for (size_t i = 0; i < fused.size(); ++i) {
           bits[i] = reference::Bf16Nearest(fused[i]);
         }
-        a.k = ToDeviceStrided(bits, view, kHeadDim);
+        a.k = ToDeviceStrided(bits, view, head_dim);
       } else {
-        a.k = ToDeviceStrided(fused, view, kHeadDim);
+        a.k = ToDeviceStrided(fused, view, head_dim);
       }
     } else {
-      a.k = FloatsToDevice(w.k, k_dtype, {tokens, kHeadDim});
+      a.k = FloatsToDevice(w.k, k_dtype, {tokens, head_dim});
     }
-    a.ln_weight = FloatsToDevice(w.ln_weight, k_dtype, {kHeadDim});
-    a.ln_bias = FloatsToDevice(w.ln_bias, k_dtype, {kHeadDim});
+    a.ln_weight = FloatsToDevice(w.ln_weight, k_dtype, {head_dim});
+    a.ln_bias = FloatsToDevice(w.ln_bias, k_dtype, {head_dim});
     a.ln_eps = 1e-6f;
     a.positions = ToDevice(w.positions, DType::kInt64, {tokens});
     a.cos_sin_cache =
-        ToDevice(w.cos_sin, DType::kFloat32, {kMaxPosition, kRopeDim});
+        ToDevice(w.cos_sin, DType::kFloat32, {kMaxPosition, rope_dim});
     a.rope_style = style;
     a.slot_mapping = ToDevice(w.slots, DType::kInt64, {tokens});
     a.k_cache = w.cache.View();
     a.k_cache = ToDevice(w.cache.bytes, DType::kUint8,
-                         {num_blocks, block_size, kHeadDim + 4});
+                         {num_blocks, block_size, head_dim + 4});
     a.cache_dtype = fp8;
     a.topk_indices = ToDevice(std::vector<int32_t>(tokens * 64, kIndexPoison),
                               DType::kInt32, {tokens, 64});
@@ -221,15 +226,15 @@ class IndexerOpsTest : public testing::OpTest {
 
   // The exact (float64) normalised and roped key of token t.
   std::vector<double> ExactKey(const KWrite& w, int64_t t) {
-    std::vector<double> x(w.k.begin() + t * kHeadDim,
-                          w.k.begin() + (t + 1) * kHeadDim);
+    std::vector<double> x(w.k.begin() + t * w.head_dim,
+                          w.k.begin() + (t + 1) * w.head_dim);
     std::vector<double> y = reference::LayerNorm(
         x, std::vector<double>(w.ln_weight.begin(), w.ln_weight.end()),
         std::vector<double>(w.ln_bias.begin(), w.ln_bias.end()), 1e-6);
     const int64_t pos = w.positions[t];
     reference::Rope(y,
-                    std::vector<double>(w.cos_sin.begin() + pos * kRopeDim,
-                                        w.cos_sin.begin() + (pos + 1) * kRopeDim),
+                    std::vector<double>(w.cos_sin.begin() + pos * w.rope_dim,
+                                        w.cos_sin.begin() + (pos + 1) * w.rope_dim),
                     w.style == RopeStyle::kNeox);
     return y;
   }
@@ -248,7 +253,7 @@ class IndexerOpsTest : public testing::OpTest {
     for (int64_t slot = 0; slot < got.num_slots(); ++slot) {
       const int64_t t = token_of[slot];
       if (t < 0) {
-        ASSERT_TRUE(std::equal(got.values(slot), got.values(slot) + kHeadDim,
+        ASSERT_TRUE(std::equal(got.values(slot), got.values(slot) + w.head_dim,
                                w.cache.values(slot)) &&
                     std::equal(got.scale_bytes(slot), got.scale_bytes(slot) + 4,
                                w.cache.scale_bytes(slot)))
@@ -281,6 +286,22 @@ TEST_P(IndexerOpsTest, KWriteMatchesReference) {
         ASSERT_THAT(Run<IndexerKWrite>(w.args), IsOk());
         ExpectKWritten(w);
       }
+    }
+  }
+}
+
+// The tiny presets' indexer: head_dim 64, rope 32 (tiny-v3.2 NeoX,
+// tiny-glm-5.x interleaved).
+TEST_P(IndexerOpsTest, KWriteAtTinyPresetDims) {
+  for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
+    for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
+      SCOPED_TRACE(absl::StrCat(FormatName(fp8), " rope ",
+                                static_cast<int>(style)));
+      KWrite w = MakeKWrite(fp8, style, DType::kBFloat16, 40, 3, 16,
+                            /*strided_k=*/false, /*head_dim=*/64,
+                            /*rope_dim=*/32);
+      ASSERT_THAT(Run<IndexerKWrite>(w.args), IsOk());
+      ExpectKWritten(w);
     }
   }
 }
@@ -400,18 +421,25 @@ TEST_P(IndexerOpsTest, KWriteRejectsBadArguments) {
 
 TEST_P(IndexerOpsTest, QMatchesReference) {
   constexpr int64_t kTokens = 23, kHeads = 4;
+  struct Dims {
+    int64_t head_dim, rope_dim;
+  };
+  // DeepSeek-V3.2 / GLM-5.x indexer (128, rope 64) and the tiny presets'
+  // (64, rope 32).
+  for (const Dims dims : {Dims{kHeadDim, kRopeDim}, Dims{64, 32}}) {
+  const int64_t head_dim = dims.head_dim, rope_dim = dims.rope_dim;
   for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
     for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
       for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
         for (bool strided : {false, true}) {
-          SCOPED_TRACE(absl::StrCat(FormatName(fp8), " rope ",
-                                    static_cast<int>(style), " ",
+          SCOPED_TRACE(absl::StrCat(FormatName(fp8), " head_dim ", head_dim,
+                                    " rope ", static_cast<int>(style), " ",
                                     DTypeName(dtype), strided ? " strided" : ""));
           const reference::Fp8Kind kind = KindOf(fp8);
           // Heads of different sizes, so their scales differ.
-          std::vector<float> q = RandomFloats(kTokens * kHeads * kHeadDim);
+          std::vector<float> q = RandomFloats(kTokens * kHeads * head_dim);
           for (int64_t i = 0; i < static_cast<int64_t>(q.size()); ++i) {
-            q[i] *= std::exp2(static_cast<int>((i / kHeadDim) % kHeads) - 2);
+            q[i] *= std::exp2(static_cast<int>((i / head_dim) % kHeads) - 2);
           }
           std::vector<float> weights = RandomFloats(kTokens * kHeads);
           std::vector<int64_t> positions;
@@ -419,22 +447,22 @@ TEST_P(IndexerOpsTest, QMatchesReference) {
             positions.push_back(RandomInt(0, kMaxPosition - 1));
           }
           const std::vector<float> cos_sin =
-              testing::RopeCosSinCache(kMaxPosition, kRopeDim);
+              testing::RopeCosSinCache(kMaxPosition, rope_dim);
           IndexerQ::Args a;
           // Strided: per-head padding in q, weights every other column, and
           // head_weights rows with padding, as fused projections give them.
           constexpr int64_t kQPad = 16, kWPad = 3;
           if (strided) {
             std::vector<float> padded =
-                RandomFloats(kTokens * kHeads * (kHeadDim + kQPad));
+                RandomFloats(kTokens * kHeads * (head_dim + kQPad));
             for (int64_t i = 0; i < kTokens * kHeads; ++i) {
-              std::copy(q.begin() + i * kHeadDim, q.begin() + (i + 1) * kHeadDim,
-                        padded.begin() + i * (kHeadDim + kQPad));
+              std::copy(q.begin() + i * head_dim, q.begin() + (i + 1) * head_dim,
+                        padded.begin() + i * (head_dim + kQPad));
             }
             TensorView qv =
-                MakeTensorView(nullptr, dtype, {kTokens, kHeads, kHeadDim});
-            qv.strides[0] = kHeads * (kHeadDim + kQPad);
-            qv.strides[1] = kHeadDim + kQPad;
+                MakeTensorView(nullptr, dtype, {kTokens, kHeads, head_dim});
+            qv.strides[0] = kHeads * (head_dim + kQPad);
+            qv.strides[1] = head_dim + kQPad;
             std::vector<float> wide = RandomFloats(kTokens * kHeads * 2);
             for (int64_t i = 0; i < kTokens * kHeads; ++i) wide[2 * i] = weights[i];
             TensorView wv = MakeTensorView(nullptr, dtype, {kTokens, kHeads});
@@ -461,17 +489,17 @@ TEST_P(IndexerOpsTest, QMatchesReference) {
               a.weights = ToDeviceStrided(wide, wv);
             }
           } else {
-            a.q = FloatsToDevice(q, dtype, {kTokens, kHeads, kHeadDim});
+            a.q = FloatsToDevice(q, dtype, {kTokens, kHeads, head_dim});
             a.weights = FloatsToDevice(weights, dtype, {kTokens, kHeads});
           }
           a.positions = ToDevice(positions, DType::kInt64, {kTokens});
           a.cos_sin_cache =
-              ToDevice(cos_sin, DType::kFloat32, {kMaxPosition, kRopeDim});
+              ToDevice(cos_sin, DType::kFloat32, {kMaxPosition, rope_dim});
           a.rope_style = style;
           const uint8_t nan_code = fp8 == DType::kFloat8E4m3fnuz ? 0x80 : 0x7f;
           a.q_fp8 = ToDevice(
-              std::vector<uint8_t>(kTokens * kHeads * kHeadDim, nan_code), fp8,
-              {kTokens, kHeads, kHeadDim});
+              std::vector<uint8_t>(kTokens * kHeads * head_dim, nan_code), fp8,
+              {kTokens, kHeads, head_dim});
           const int64_t hw_stride = strided ? kHeads + kWPad : kHeads;
           TensorView hw = MakeTensorView(nullptr, DType::kFloat32, {kTokens, kHeads});
           hw.strides[0] = hw_stride;
@@ -482,17 +510,17 @@ TEST_P(IndexerOpsTest, QMatchesReference) {
           const std::vector<uint8_t> codes = ToHost<uint8_t>(a.q_fp8);
           const std::vector<float> head_weights =
               ToHost<float>(a.head_weights, kTokens * hw_stride);
-          const double c = 1.0 / std::sqrt(double{kHeadDim} * kHeads);
+          const double c = 1.0 / std::sqrt(static_cast<double>(head_dim * kHeads));
           for (int64_t t = 0; t < kTokens; ++t) {
             for (int64_t h = 0; h < kHeads; ++h) {
               const std::string where = absl::StrCat("token ", t, " head ", h);
-              std::vector<double> v(q.begin() + (t * kHeads + h) * kHeadDim,
-                                    q.begin() + (t * kHeads + h + 1) * kHeadDim);
+              std::vector<double> v(q.begin() + (t * kHeads + h) * head_dim,
+                                    q.begin() + (t * kHeads + h + 1) * head_dim);
               reference::Rope(
                   v,
-                  std::vector<double>(cos_sin.begin() + positions[t] * kRopeDim,
+                  std::vector<double>(cos_sin.begin() + positions[t] * rope_dim,
                                       cos_sin.begin() +
-                                          (positions[t] + 1) * kRopeDim),
+                                          (positions[t] + 1) * rope_dim),
                   style == RopeStyle::kNeox);
               double amax = 0;
               for (double x : v) amax = std::max(amax, std::fabs(x));
@@ -505,7 +533,7 @@ TEST_P(IndexerOpsTest, QMatchesReference) {
               // Two float32 roundings of w * scale * c.
               EXPECT_NEAR(got_hw, w * scale * c, 1e-6 * std::fabs(w * scale * c))
                   << where;
-              ExpectQuantized(codes.data() + (t * kHeads + h) * kHeadDim, v,
+              ExpectQuantized(codes.data() + (t * kHeads + h) * head_dim, v,
                               scale, kind, where);
             }
             for (int64_t h = kHeads; h < hw_stride; ++h) {
@@ -516,6 +544,7 @@ TEST_P(IndexerOpsTest, QMatchesReference) {
         }
       }
     }
+  }
   }
 }
 
@@ -580,6 +609,7 @@ TEST_P(IndexerOpsTest, QRejectsBadArguments) {
 // Random logits inputs over a paged cache of random keys.
 struct LogitsCase {
   DType fp8;
+  int64_t head_dim = kHeadDim;
   int64_t heads;
   PagedLayout layout;
   HostIndexerCache cache{1, 1, kHeadDim};
@@ -595,9 +625,9 @@ void ExpectLogits(const LogitsCase& c, const std::vector<float>& logits) {
   const reference::Fp8Kind kind = KindOf(c.fp8);
   int64_t checked = 0;
   for (int64_t i = 0; i < c.rows(); ++i) {
-    std::vector<double> q(c.heads * kHeadDim), w(c.heads);
-    for (int64_t d = 0; d < c.heads * kHeadDim; ++d) {
-      q[d] = reference::Fp8Value(c.q[i * c.heads * kHeadDim + d], kind);
+    std::vector<double> q(c.heads * c.head_dim), w(c.heads);
+    for (int64_t d = 0; d < c.heads * c.head_dim; ++d) {
+      q[d] = reference::Fp8Value(c.q[i * c.heads * c.head_dim + d], kind);
     }
     for (int64_t h = 0; h < c.heads; ++h) w[h] = c.head_weights[i * c.heads + h];
     for (int64_t j = 0; j < c.width; ++j) {
@@ -607,8 +637,8 @@ void ExpectLogits(const LogitsCase& c, const std::vector<float>& logits) {
         continue;
       }
       const int64_t slot = c.layout.Slot(c.row_request[i], j);
-      std::vector<double> k(kHeadDim);
-      for (int64_t d = 0; d < kHeadDim; ++d) {
+      std::vector<double> k(c.head_dim);
+      for (int64_t d = 0; d < c.head_dim; ++d) {
         k[d] = reference::Fp8Value(c.cache.values(slot)[d], kind);
       }
       double magnitude = 0;
@@ -626,19 +656,21 @@ void ExpectLogits(const LogitsCase& c, const std::vector<float>& logits) {
 class LogitsTest : public IndexerOpsTest {
  protected:
   LogitsCase MakeCase(DType fp8, int64_t heads,
-                      const std::vector<int32_t>& seq_lens, int64_t block_size) {
+                      const std::vector<int32_t>& seq_lens, int64_t block_size,
+                      int64_t head_dim = kHeadDim) {
     LogitsCase c;
     c.fp8 = fp8;
     c.heads = heads;
+    c.head_dim = head_dim;
     c.layout = MakePagedLayout(seq_lens, block_size, rng());
-    c.cache = HostIndexerCache(c.layout.num_blocks, block_size, kHeadDim);
+    c.cache = HostIndexerCache(c.layout.num_blocks, block_size, head_dim);
     // Every slot, used or spare, holds a random key: the kernel must read
     // exactly the request's slots to match.
     const double fp8_max = reference::Fp8MaxValue(KindOf(fp8));
     const std::vector<uint8_t> codes =
-        RandomCodes(rng(), c.cache.num_slots() * kHeadDim, fp8, fp8_max / 4);
+        RandomCodes(rng(), c.cache.num_slots() * head_dim, fp8, fp8_max / 4);
     for (int64_t s = 0; s < c.cache.num_slots(); ++s) {
-      std::copy(codes.begin() + s * kHeadDim, codes.begin() + (s + 1) * kHeadDim,
+      std::copy(codes.begin() + s * head_dim, codes.begin() + (s + 1) * head_dim,
                 c.cache.values(s));
       c.cache.set_scale(s, static_cast<float>(std::exp2(RandomInt(-12, -6))));
     }
@@ -668,18 +700,18 @@ class LogitsTest : public IndexerOpsTest {
       c.row_ke.push_back(row[2]);
     }
     c.width = *std::max_element(seq_lens.begin(), seq_lens.end()) + 5;
-    c.q = RandomCodes(rng(), c.rows() * heads * kHeadDim, fp8, fp8_max / 4);
+    c.q = RandomCodes(rng(), c.rows() * heads * head_dim, fp8, fp8_max / 4);
     c.head_weights = RandomFloats(c.rows() * heads);
     return c;
   }
 
   IndexerLogits::Args ToArgs(const LogitsCase& c) {
     IndexerLogits::Args a;
-    a.q_fp8 = ToDevice(c.q, c.fp8, {c.rows(), c.heads, kHeadDim});
+    a.q_fp8 = ToDevice(c.q, c.fp8, {c.rows(), c.heads, c.head_dim});
     a.head_weights =
         ToDevice(c.head_weights, DType::kFloat32, {c.rows(), c.heads});
     a.k_cache = ToDevice(c.cache.bytes, DType::kUint8,
-                         {c.cache.num_blocks, c.cache.block_size, kHeadDim + 4});
+                         {c.cache.num_blocks, c.cache.block_size, c.head_dim + 4});
     const int64_t requests = static_cast<int64_t>(c.layout.seq_lens.size());
     a.block_table = ToDevice(c.layout.block_table, DType::kInt32,
                              {requests, c.layout.max_blocks});
@@ -707,6 +739,17 @@ TEST_P(LogitsTest, MatchesReferenceOverPagedCache) {
       ASSERT_THAT(Run<IndexerLogits>(a), IsOk());
       ExpectLogits(c, ToHost<float>(a.logits));
     }
+  }
+}
+
+TEST_P(LogitsTest, MatchesReferenceAtTinyPresetDims) {
+  for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
+    SCOPED_TRACE(FormatName(fp8));
+    LogitsCase c = MakeCase(fp8, /*heads=*/4, {1, 37, 150}, /*block_size=*/16,
+                            /*head_dim=*/64);
+    IndexerLogits::Args a = ToArgs(c);
+    ASSERT_THAT(Run<IndexerLogits>(a), IsOk());
+    ExpectLogits(c, ToHost<float>(a.logits));
   }
 }
 

@@ -33,9 +33,10 @@ using testing::MakePagedLayout;
 using testing::PagedLayout;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr int64_t kLora = 512;
-constexpr int64_t kRope = 64;
-constexpr int64_t kDim = kLora + kRope;
+// DeepSeek-V3.2 / GLM-5.x latent dims; the tiny presets use 128 / 32.
+// Code below takes kLora, kRope and kDim from the case's format.
+constexpr int32_t kFullLora = 512;
+constexpr int32_t kFullRope = 64;
 
 // Attention tolerance. Kernels accumulate in float32: scores are 576-term
 // (or 192/256-term) dots of O(1) values, whose float32 error is ~1e-6
@@ -49,10 +50,11 @@ constexpr double kAttentionRelTol = 2e-5;
 // bfloat16 outputs add one rounding: 2^-8 of the value.
 constexpr double kBf16RelTol = 1.0 / 256;
 
-std::vector<LatentCacheFormat> AllFormats() {
-  return {{DType::kBFloat16, kLora, kRope},
-          {DType::kFloat8E4m3fn, kLora, kRope},
-          {DType::kFloat8E4m3fnuz, kLora, kRope}};
+std::vector<LatentCacheFormat> AllFormats(int32_t lora = kFullLora,
+                                          int32_t rope = kFullRope) {
+  return {{DType::kBFloat16, lora, rope},
+          {DType::kFloat8E4m3fn, lora, rope},
+          {DType::kFloat8E4m3fnuz, lora, rope}};
 }
 
 std::string FormatName(const LatentCacheFormat& f) {
@@ -71,17 +73,25 @@ struct HostLatentCache {
       : format(f), num_blocks(blocks), block_size(bs),
         bytes(blocks * bs * entry_bytes()) {}
   bool fp8() const { return IsFp8(format.dtype); }
-  int64_t width() const { return fp8() ? 656 : kDim; }  // elements
-  int64_t entry_bytes() const { return fp8() ? 656 : 2 * kDim; }
+  int64_t lora() const { return format.kv_lora_rank; }
+  int64_t rope() const { return format.rope_dim; }
+  int64_t tiles() const { return lora() / 128; }
+  // Elements per entry: bf16 values, or bytes of the fp8 layout.
+  int64_t width() const {
+    return fp8() ? lora() + 4 * tiles() + 2 * rope() : lora() + rope();
+  }
+  int64_t entry_bytes() const { return fp8() ? width() : 2 * width(); }
   int64_t num_slots() const { return num_blocks * block_size; }
   uint8_t* entry(int64_t slot) const {
     return const_cast<uint8_t*>(bytes.data()) + slot * entry_bytes();
   }
-  float tile_scale(int64_t slot, int tile) const {
+  float tile_scale(int64_t slot, int64_t tile) const {
     float s;
-    std::memcpy(&s, entry(slot) + kLora + 4 * tile, 4);
+    std::memcpy(&s, entry(slot) + lora() + 4 * tile, 4);
     return s;
   }
+  // Offset of the bf16 k_pe in an fp8 entry.
+  int64_t rope_offset() const { return lora() + 4 * tiles(); }
   uint16_t bf16_at(const uint8_t* p) const {
     uint16_t v;
     std::memcpy(&v, p, 2);
@@ -89,20 +99,20 @@ struct HostLatentCache {
   }
   // kv_c | k_pe of one entry, decoded in double.
   std::vector<double> Decode(int64_t slot) const {
-    std::vector<double> out(kDim);
+    std::vector<double> out(lora() + rope());
     const uint8_t* e = entry(slot);
     if (!fp8()) {
-      for (int64_t i = 0; i < kDim; ++i) {
+      for (int64_t i = 0; i < lora() + rope(); ++i) {
         out[i] = reference::Bf16Value(bf16_at(e + 2 * i));
       }
       return out;
     }
-    for (int64_t i = 0; i < kLora; ++i) {
+    for (int64_t i = 0; i < lora(); ++i) {
       out[i] = reference::Fp8Value(e[i], KindOf(format.dtype)) *
-               tile_scale(slot, static_cast<int>(i / 128));
+               tile_scale(slot, i / 128);
     }
-    for (int64_t i = 0; i < kRope; ++i) {
-      out[kLora + i] = reference::Bf16Value(bf16_at(e + kLora + 16 + 2 * i));
+    for (int64_t i = 0; i < rope(); ++i) {
+      out[lora() + i] = reference::Bf16Value(bf16_at(e + rope_offset() + 2 * i));
     }
     return out;
   }
@@ -111,28 +121,29 @@ struct HostLatentCache {
               const std::vector<double>& k_pe) {
     uint8_t* e = entry(slot);
     if (!fp8()) {
-      for (int64_t i = 0; i < kLora + kRope; ++i) {
-        const uint16_t b = reference::Bf16Nearest(i < kLora ? kv_c[i]
-                                                            : k_pe[i - kLora]);
+      for (int64_t i = 0; i < lora() + rope(); ++i) {
+        const uint16_t b = reference::Bf16Nearest(
+            i < lora() ? kv_c[i] : k_pe[i - lora()]);
         std::memcpy(e + 2 * i, &b, 2);
       }
       return;
     }
     const reference::Fp8Kind kind = KindOf(format.dtype);
-    for (int tile = 0; tile < kLora / 128; ++tile) {
+    for (int64_t tile = 0; tile < tiles(); ++tile) {
       double amax = 0;
       for (int i = 0; i < 128; ++i) {
         amax = std::max(amax, std::fabs(kv_c[tile * 128 + i]));
       }
       const float scale = static_cast<float>(reference::Ue8m0Scale(amax, kind));
       for (int i = 0; i < 128; ++i) {
-        e[tile * 128 + i] = reference::Fp8Nearest(kv_c[tile * 128 + i] / scale, kind);
+        e[tile * 128 + i] =
+            reference::Fp8Nearest(kv_c[tile * 128 + i] / scale, kind);
       }
-      std::memcpy(e + kLora + 4 * tile, &scale, 4);
+      std::memcpy(e + lora() + 4 * tile, &scale, 4);
     }
-    for (int64_t i = 0; i < kRope; ++i) {
+    for (int64_t i = 0; i < rope(); ++i) {
       const uint16_t b = reference::Bf16Nearest(k_pe[i]);
-      std::memcpy(e + kLora + 16 + 2 * i, &b, 2);
+      std::memcpy(e + rope_offset() + 2 * i, &b, 2);
     }
   }
   // NaN in every field: bf16 NaN bits, the fp8 NaN code, NaN scale bits.
@@ -140,7 +151,7 @@ struct HostLatentCache {
     std::fill(bytes.begin(), bytes.end(), 0xff);
     if (format.dtype == DType::kFloat8E4m3fnuz) {
       for (int64_t s = 0; s < num_slots(); ++s) {
-        std::fill(entry(s), entry(s) + kLora, 0x80);
+        std::fill(entry(s), entry(s) + lora(), 0x80);
       }
     }
   }
@@ -164,8 +175,8 @@ class MlaOpsTest : public testing::OpTest {
                               int64_t block_size) {
     HostLatentCache cache(f, num_blocks, block_size);
     for (int64_t s = 0; s < cache.num_slots(); ++s) {
-      const std::vector<float> kv_c = RandomFloats(kLora);
-      const std::vector<float> k_pe = RandomFloats(kRope);
+      const std::vector<float> kv_c = RandomFloats(cache.lora());
+      const std::vector<float> k_pe = RandomFloats(cache.rope());
       cache.Encode(s, std::vector<double>(kv_c.begin(), kv_c.end()),
                    std::vector<double>(k_pe.begin(), k_pe.end()));
     }
@@ -177,8 +188,10 @@ class MlaOpsTest : public testing::OpTest {
   }
 
   // A kv_b_proj of `heads` heads, rows of N(0, 1/kv_lora) so W c is O(1).
-  std::vector<float> RandomKvBProj(int64_t heads, int64_t nope, int64_t v) {
-    return RandomFloats(heads * (nope + v) * kLora, 1.0 / std::sqrt(kLora));
+  std::vector<float> RandomKvBProj(int64_t heads, int64_t nope, int64_t v,
+                                   int64_t lora) {
+    return RandomFloats(heads * (nope + v) * lora,
+                        1.0 / std::sqrt(static_cast<double>(lora)));
   }
 
   TensorView PoisonedOutput(int64_t tokens, int64_t heads, int64_t v,
@@ -240,6 +253,8 @@ class MlaCacheWriteTest : public MlaOpsTest {
  protected:
   CacheWrite Make(const LatentCacheFormat& f, DType in_dtype, int64_t tokens,
                   int64_t num_blocks, int64_t block_size, bool fused_input) {
+    const int64_t kLora = f.kv_lora_rank, kRope = f.rope_dim;
+    const int64_t kDim = kLora + kRope;
     CacheWrite w;
     w.poisoned = HostLatentCache(f, num_blocks, block_size);
     w.poisoned.Poison();
@@ -286,6 +301,8 @@ class MlaCacheWriteTest : public MlaOpsTest {
   }
 
   void ExpectWritten(const CacheWrite& w) {
+    const int64_t kLora = w.poisoned.lora(), kRope = w.poisoned.rope();
+    const int64_t kDim = kLora + kRope;
     HostLatentCache got = w.poisoned;
     got.bytes = ToHost<uint8_t>(w.args.kv_cache, got.bytes.size());
     std::vector<int64_t> token_of(got.num_slots(), -1);
@@ -338,7 +355,7 @@ class MlaCacheWriteTest : public MlaOpsTest {
         }
       }
       for (int64_t i = 0; i < kRope; ++i) {
-        ASSERT_EQ(got.bf16_at(e + kLora + 16 + 2 * i),
+        ASSERT_EQ(got.bf16_at(e + got.rope_offset() + 2 * i),
                   reference::Bf16Nearest(k_pe[i]))
             << "slot " << slot << " rope element " << i;
       }
@@ -361,7 +378,19 @@ TEST_P(MlaCacheWriteTest, MatchesReference) {
   }
 }
 
+// The tiny presets' latent: kv_lora 128 (one fp8 tile), rope 32.
+TEST_P(MlaCacheWriteTest, MatchesReferenceAtTinyPresetDims) {
+  for (const LatentCacheFormat& f : AllFormats(128, 32)) {
+    SCOPED_TRACE(FormatName(f));
+    CacheWrite w = Make(f, DType::kBFloat16, 30, 3, 16, /*fused_input=*/true);
+    ASSERT_THAT(Run<MlaCacheWrite>(w.args), IsOk());
+    ExpectWritten(w);
+  }
+}
+
 TEST_P(MlaCacheWriteTest, RejectsBadArguments) {
+  constexpr int64_t kLora = kFullLora, kRope = kFullRope;
+  constexpr int64_t kDim = kLora + kRope;
   const LatentCacheFormat fp8{DType::kFloat8E4m3fn, kLora, kRope};
   CacheWrite w = Make(fp8, DType::kFloat32, 10, 2, 16, false);
   MlaCacheWrite::Args a = w.args;
@@ -423,6 +452,8 @@ struct SparseCase {
   std::vector<int32_t> indices;  // [tokens, topk]
   double softmax_scale = 0;
   int64_t tokens() const { return static_cast<int64_t>(token_request.size()); }
+  int64_t lora() const { return format.kv_lora_rank; }
+  int64_t dim() const { return format.kv_lora_rank + format.rope_dim; }
 };
 
 class SparseMlaTest : public MlaOpsTest {
@@ -438,8 +469,8 @@ class SparseMlaTest : public MlaOpsTest {
     c.topk = topk;
     c.layout = MakePagedLayout(seq_lens, block_size, rng());
     c.cache = RandomCache(f, c.layout.num_blocks, block_size);
-    c.kv_b_proj = RandomKvBProj(heads, nope, v);
-    c.softmax_scale = 1.0 / std::sqrt(static_cast<double>(nope + kRope));
+    c.kv_b_proj = RandomKvBProj(heads, nope, v, f.kv_lora_rank);
+    c.softmax_scale = 1.0 / std::sqrt(static_cast<double>(nope + f.rope_dim));
     return c;
   }
 
@@ -458,6 +489,7 @@ class SparseMlaTest : public MlaOpsTest {
   }
 
   SparseMla::Args ToArgs(SparseCase& c, DType dtype) {
+    const int64_t kLora = c.lora(), kDim = c.dim();
     const int64_t tokens = c.tokens();
     c.q = RandomFloats(tokens * c.heads * kDim);
     SparseMla::Args a;
@@ -480,6 +512,7 @@ class SparseMlaTest : public MlaOpsTest {
 
   // Reference outputs per (token, head).
   std::vector<std::vector<double>> Reference(const SparseCase& c) {
+    const int64_t kLora = c.lora(), kDim = c.dim();
     std::vector<std::vector<double>> out;
     for (int64_t t = 0; t < c.tokens(); ++t) {
       std::vector<std::vector<double>> keys, values;
@@ -551,6 +584,22 @@ TEST_P(SparseMlaTest, MatchesReferenceAtTopk2048) {
   }
 }
 
+TEST_P(SparseMlaTest, MatchesReferenceAtTinyPresetDims) {
+  for (const LatentCacheFormat& f : AllFormats(128, 32)) {
+    SCOPED_TRACE(FormatName(f));
+    SparseCase c = MakeCase(f, /*heads=*/4, /*nope=*/64, /*v=*/64,
+                            /*topk=*/64, {1, 50, 130}, /*block_size=*/16);
+    for (int32_t r = 0; r < 3; ++r) {
+      for (int64_t count : {int64_t{1}, int64_t{33}, int64_t{64}}) {
+        AddRow(c, r, count);
+      }
+    }
+    SparseMla::Args a = ToArgs(c, DType::kFloat32);
+    ASSERT_THAT(Run<SparseMla>(a), IsOk());
+    ExpectOutputs(OutputToHost(a.output), Reference(c), DType::kFloat32);
+  }
+}
+
 TEST_P(SparseMlaTest, SameResultOnAnyThreadCount) {
   SparseCase c = MakeCase(AllFormats()[1], 3, 128, 128, 64, {100, 70}, 16);
   for (int i = 0; i < 40; ++i) AddRow(c, i % 2, 64);
@@ -567,6 +616,7 @@ TEST_P(SparseMlaTest, SameResultOnAnyThreadCount) {
 }
 
 TEST_P(SparseMlaTest, RejectsBadArguments) {
+  constexpr int64_t kLora = kFullLora;
   SparseCase c = MakeCase(AllFormats()[2], 2, 128, 128, 8, {20, 9}, 16);
   AddRow(c, 0, 8);
   AddRow(c, 1, 5);
@@ -646,7 +696,8 @@ struct DenseCase {
   std::vector<float> kv_b_proj;
   double softmax_scale = 0;
   int64_t tokens() const { return query_start_loc.back(); }
-  int64_t qk() const { return nope + kRope; }
+  int64_t qk() const { return nope + format.rope_dim; }
+  int64_t lora() const { return format.kv_lora_rank; }
 };
 
 class DenseMhaTest : public SparseMlaTest {
@@ -669,13 +720,14 @@ class DenseMhaTest : public SparseMlaTest {
     }
     c.layout = MakePagedLayout(seq_lens, block_size, rng());
     c.cache = RandomCache(f, c.layout.num_blocks, block_size);
-    c.kv_b_proj = RandomKvBProj(heads, nope, v);
+    c.kv_b_proj = RandomKvBProj(heads, nope, v, f.kv_lora_rank);
     c.q = RandomFloats(c.tokens() * heads * c.qk());
     c.softmax_scale = 1.0 / std::sqrt(static_cast<double>(c.qk()));
     return c;
   }
 
   DenseMhaPrefill::Args ToArgs(DenseCase& c, DType dtype) {
+    const int64_t kLora = c.lora();
     DenseMhaPrefill::Args a;
     const int64_t requests = static_cast<int64_t>(c.layout.seq_lens.size());
     a.q = FloatsToDevice(c.q, dtype, {c.tokens(), c.heads, c.qk()});
@@ -695,6 +747,7 @@ class DenseMhaTest : public SparseMlaTest {
 
   // Keys and values decompressed in double, then causal attention.
   std::vector<std::vector<double>> Reference(const DenseCase& c) {
+    const int64_t kLora = c.lora();
     std::vector<std::vector<double>> out(c.tokens() * c.heads);
     for (size_t r = 0; r + 1 < c.query_start_loc.size(); ++r) {
       const int64_t len = c.layout.seq_lens[r];
@@ -762,6 +815,23 @@ TEST_P(DenseMhaTest, MatchesReference) {
   }
 }
 
+TEST_P(DenseMhaTest, MatchesReferenceAtTinyPresetDims) {
+  struct Dims {
+    int64_t nope, v;
+  };
+  // tiny-v3.2 (qk 64 + 32, v 64) and tiny-glm-5.x (qk 32 + 32, v 64).
+  for (Dims dims : {Dims{64, 64}, Dims{32, 64}}) {
+    for (const LatentCacheFormat& f : AllFormats(128, 32)) {
+      SCOPED_TRACE(absl::StrCat("nope ", dims.nope, " ", FormatName(f)));
+      DenseCase c = MakeCase(f, /*heads=*/4, dims.nope, dims.v,
+                             {{0, 9}, {30, 5}, {2, 1}}, /*block_size=*/16);
+      DenseMhaPrefill::Args a = ToArgs(c, DType::kFloat32);
+      ASSERT_THAT(Run<DenseMhaPrefill>(a), IsOk());
+      ExpectOutputs(OutputToHost(a.output), Reference(c), DType::kFloat32);
+    }
+  }
+}
+
 TEST_P(DenseMhaTest, RejectsBadArguments) {
   DenseCase c = MakeCase(AllFormats()[0], 2, 128, 128, {{4, 3}, {0, 2}}, 16);
   const DenseMhaPrefill::Args good = ToArgs(c, DType::kFloat32);
@@ -822,6 +892,8 @@ class DenseEqualsSparseTest : public DenseMhaTest {
   void Check(const LatentCacheFormat& f, int64_t topk,
              const std::vector<std::pair<int32_t, int32_t>>& requests,
              int64_t heads, int64_t nope, int64_t v, int64_t block_size) {
+    const int64_t kLora = f.kv_lora_rank, kRope = f.rope_dim;
+    const int64_t kDim = kLora + kRope;
     DenseCase d = MakeCase(f, heads, nope, v, requests, block_size);
     DenseMhaPrefill::Args dense = ToArgs(d, DType::kFloat32);
     ASSERT_THAT(Run<DenseMhaPrefill>(dense), IsOk());
@@ -904,6 +976,16 @@ TEST_P(DenseEqualsSparseTest, EveryLengthUpToSmallTopK) {
   for (const LatentCacheFormat& f : AllFormats()) {
     SCOPED_TRACE(FormatName(f));
     Check(f, /*topk=*/64, requests, /*heads=*/2, 128, 128, /*block_size=*/16);
+  }
+}
+
+TEST_P(DenseEqualsSparseTest, EveryLengthUpToTopKAtTinyPresetDims) {
+  // tiny-v3.2: topk 64, 4 heads, kv_lora 128, qk 64 + 32, v 64.
+  std::vector<std::pair<int32_t, int32_t>> requests;
+  for (int32_t len = 1; len <= 64; ++len) requests.push_back({len / 2, len - len / 2});
+  for (const LatentCacheFormat& f : AllFormats(128, 32)) {
+    SCOPED_TRACE(FormatName(f));
+    Check(f, /*topk=*/64, requests, /*heads=*/4, 64, 64, /*block_size=*/16);
   }
 }
 
