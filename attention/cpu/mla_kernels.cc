@@ -105,12 +105,15 @@ absl::Status SparseMlaCpu(const ExecutionContext& ctx,
   const int threads = ResolveNumThreads(ctx.num_threads);
   constexpr int64_t kKeyTile = 32;
   // Tokens per round: phase A writes their latent outputs, phase B applies
-  // W_UV head by head so each weight row is converted once per round.
-  constexpr int64_t kTokenChunk = 32;
-  std::vector<float> latent_out(kTokenChunk * heads * lora);
+  // W_UV head by head so each weight row is converted once per round. A
+  // round's latent outputs are kept within 16 MiB; fewer, larger rounds
+  // mean fewer thread start-ups.
+  const int64_t token_chunk = std::max<int64_t>(
+      1, std::min<int64_t>(tokens, (int64_t{4} << 20) / (heads * lora)));
+  std::vector<float> latent_out(token_chunk * heads * lora);
 
-  for (int64_t chunk = 0; chunk < tokens; chunk += kTokenChunk) {
-    const int64_t chunk_len = std::min(kTokenChunk, tokens - chunk);
+  for (int64_t chunk = 0; chunk < tokens; chunk += token_chunk) {
+    const int64_t chunk_len = std::min(token_chunk, tokens - chunk);
     // Phase A: attention over the latent cache, per token.
     ParallelFor(chunk_len, threads, 1, [&](int, int64_t begin, int64_t end) {
       std::vector<float> q(heads * dim), keys(kKeyTile * dim);
