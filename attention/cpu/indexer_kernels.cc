@@ -182,17 +182,28 @@ absl::Status IndexerLogitsCpu(const ExecutionContext& ctx,
   const float* head_weights = a.head_weights.data_as<const float>();
   float* logits = a.logits.data_as<float>();
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  // Keys are dequantised a tile at a time and reused by every row of a run
-  // of rows of the same request (at most kMaxRun rows, to bound scratch).
+  // Keys are dequantised a tile at a time, transposed ([dim][key]), and
+  // reused by every row of a run of rows of the same request (at most
+  // kMaxRun rows, to bound scratch). Scores are computed in blocks of
+  // kHeadBlock heads x kKeyBlock keys whose accumulators stay in registers:
+  // each step broadcasts one q value per head against a vector of keys, so
+  // no horizontal sums are needed.
   constexpr int64_t kKeyTile = 64;
   constexpr int64_t kMaxRun = 16;
+  constexpr int64_t kHeadBlock = kScoreRows;
+  constexpr int64_t kKeyBlock = kScoreCols;
+  // Heads padded with zero queries (and zero weights) to whole blocks.
+  const int64_t padded_heads = (heads + kHeadBlock - 1) / kHeadBlock * kHeadBlock;
 
   ParallelFor(rows, ResolveNumThreads(ctx.num_threads), 4,
               [&](int, int64_t begin, int64_t end) {
-    std::vector<float> q(kMaxRun * heads * head_dim);
-    std::vector<float> w(kMaxRun * heads);
-    std::vector<float> keys(kKeyTile * head_dim);
-    float key_scale[kKeyTile];
+    std::vector<float> q(kMaxRun * padded_heads * head_dim, 0.0f);
+    std::vector<float> w(kMaxRun * padded_heads, 0.0f);
+    // kKeyBlock columns of padding: a block that starts near the tile's end
+    // reads past it into lanes whose results are discarded.
+    constexpr int64_t kKeyStride = kKeyTile + kKeyBlock;
+    std::vector<float> keys_t(head_dim * kKeyStride, 0.0f);
+    float key_scale[kKeyStride] = {};
     for (int64_t run_begin = begin; run_begin < end;) {
       const int32_t request = LoadIndex<int32_t>(a.row_request, run_begin);
       int64_t run_end = run_begin + 1;
@@ -214,9 +225,9 @@ absl::Status IndexerLogitsCpu(const ExecutionContext& ctx,
         }
         for (int64_t h = 0; h < heads; ++h) {
           const uint8_t* codes = q_codes + a.q_fp8.offset(i, h);
-          float* qh = q.data() + (r * heads + h) * head_dim;
+          float* qh = q.data() + (r * padded_heads + h) * head_dim;
           for (int64_t d = 0; d < head_dim; ++d) qh[d] = table.value[codes[d]];
-          w[r * heads + h] = head_weights[a.head_weights.offset(i, h)];
+          w[r * padded_heads + h] = head_weights[a.head_weights.offset(i, h)];
         }
       }
       for (int64_t tile = lo; tile < hi; tile += kKeyTile) {
@@ -224,8 +235,9 @@ absl::Status IndexerLogitsCpu(const ExecutionContext& ctx,
         for (int64_t j = tile; j < tile_end; ++j) {
           const int64_t slot = SlotOf(a.block_table, request, j, cache.block_size);
           const uint8_t* codes = cache.values(slot);
-          float* k = keys.data() + (j - tile) * head_dim;
-          for (int64_t d = 0; d < head_dim; ++d) k[d] = table.value[codes[d]];
+          for (int64_t d = 0; d < head_dim; ++d) {
+            keys_t[d * kKeyStride + (j - tile)] = table.value[codes[d]];
+          }
           key_scale[j - tile] = LoadUnalignedFloat(cache.scale(slot));
         }
         for (int64_t i = run_begin; i < run_end; ++i) {
@@ -235,17 +247,24 @@ absl::Status IndexerLogitsCpu(const ExecutionContext& ctx,
           const int64_t j1 =
               std::min<int64_t>(tile_end, LoadIndex<int32_t>(a.row_key_end, i));
           float* out = logits + a.logits.offset(i, 0);
-          const float* qr = q.data() + r * heads * head_dim;
-          const float* wr = w.data() + r * heads;
-          for (int64_t j = j0; j < j1; ++j) {
-            const float* k = keys.data() + (j - tile) * head_dim;
-            const float ksc = key_scale[j - tile];
-            float sum = 0.0f;
-            for (int64_t h = 0; h < heads; ++h) {
-              const float s = Dot(qr + h * head_dim, k, head_dim) * ksc;
-              if (s > 0.0f) sum += s * wr[h];
+          const float* qr = q.data() + r * padded_heads * head_dim;
+          const float* wr = w.data() + r * padded_heads;
+          for (int64_t j = j0; j < j1; j += kKeyBlock) {
+            const int64_t col = j - tile;
+            float logit[kKeyBlock] = {};
+            for (int64_t h0 = 0; h0 < padded_heads; h0 += kHeadBlock) {
+              float acc[kHeadBlock][kKeyBlock];
+              ScoreBlock(qr + h0 * head_dim, head_dim,
+                         keys_t.data() + col, kKeyStride, head_dim, acc);
+              for (int64_t hh = 0; hh < kHeadBlock; ++hh) {
+                for (int64_t l = 0; l < kKeyBlock; ++l) {
+                  const float s = acc[hh][l] * key_scale[col + l];
+                  if (s > 0.0f) logit[l] += s * wr[h0 + hh];
+                }
+              }
             }
-            out[j] = sum;
+            const int64_t n = std::min(kKeyBlock, j1 - j);
+            std::copy(logit, logit + n, out + j);
           }
         }
       }

@@ -103,6 +103,30 @@ inline void Axpy(float alpha, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
+// A register block of scores: out[r][c] = sum_d a[r * a_stride + d] *
+// bt[d * bt_stride + c] for kScoreRows rows of `a` against kScoreCols
+// columns of a transposed (dim-major) `bt`. Each step broadcasts one value
+// per row against a vector of columns, so the accumulators stay in
+// registers and no horizontal sums are needed. All kScoreRows rows and
+// kScoreCols columns are read: callers pad their buffers.
+inline constexpr int64_t kScoreRows = 4;
+inline constexpr int64_t kScoreCols = 8;
+inline void ScoreBlock(const float* a, int64_t a_stride, const float* bt,
+                       int64_t bt_stride, int64_t dim,
+                       float out[kScoreRows][kScoreCols]) {
+  float acc[kScoreRows][kScoreCols] = {};
+  for (int64_t d = 0; d < dim; ++d) {
+    const float* b = bt + d * bt_stride;
+    for (int64_t r = 0; r < kScoreRows; ++r) {
+      const float av = a[r * a_stride + d];
+      for (int64_t c = 0; c < kScoreCols; ++c) acc[r][c] += av * b[c];
+    }
+  }
+  for (int64_t r = 0; r < kScoreRows; ++r) {
+    for (int64_t c = 0; c < kScoreCols; ++c) out[r][c] = acc[r][c];
+  }
+}
+
 inline float MaxAbs(const float* x, int64_t n) {
   float m = 0.0f;
   for (int64_t i = 0; i < n; ++i) m = std::fmax(m, std::fabs(x[i]));
