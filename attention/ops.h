@@ -40,7 +40,8 @@
 
 namespace dsa::attention {
 
-// How a call executes; passed by the engine on every call.
+// How a call executes; passed by the engine on every call. It is part of
+// every op's signature: changing it bumps every op's kAbiVersion.
 struct ExecutionContext {
   // GPU platforms: the hipStream_t / cudaStream_t to enqueue on (nullptr is
   // the default stream). Kernels are asynchronous there; the CPU platform
