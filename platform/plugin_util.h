@@ -34,6 +34,63 @@ void CopyFixedString(char (&dst)[N], const char* src) {
   std::snprintf(dst, N, "%s", src != nullptr ? src : "");
 }
 
+// Copies a struct the plugin filled into the caller's, never writing past the
+// caller's struct_size (an older host's struct may be shorter), and records
+// how much was written.
+template <class T>
+void CopyToCaller(const T& value, T* out) {
+  const size_t n = out->struct_size < sizeof(T) ? out->struct_size : sizeof(T);
+  std::memcpy(out, &value, n);
+  out->struct_size = n;
+}
+
+// The callbacks of a platform descriptor (plugin_api.h); the runtime ones may
+// be null.
+struct PlatformCallbacks {
+  decltype(DsaPlatformDescriptor::capabilities_for_arch) capabilities_for_arch;
+  decltype(DsaPlatformDescriptor::probe_devices) probe_devices;
+  decltype(DsaPlatformDescriptor::device_malloc) device_malloc;
+  decltype(DsaPlatformDescriptor::device_free) device_free;
+  decltype(DsaPlatformDescriptor::device_memcpy) device_memcpy;
+  decltype(DsaPlatformDescriptor::device_synchronize) device_synchronize;
+};
+
+template <size_t N>
+DsaPlatformDescriptor MakePlatformDescriptor(
+    const char* platform_id, DsaPlatformKind kind, const char* default_arch,
+    const char* const (&known_archs)[N], const PlatformCallbacks& callbacks) {
+  DsaPlatformDescriptor d;
+  std::memset(&d, 0, sizeof(d));
+  d.struct_size = sizeof(d);
+  d.platform_id = platform_id;
+  d.kind = kind;
+  d.is_accelerator = kind != DSA_PLATFORM_KIND_CPU;
+  d.default_arch = default_arch;
+  d.known_archs = known_archs;
+  d.num_known_archs = N;
+  d.capabilities_for_arch = callbacks.capabilities_for_arch;
+  d.probe_devices = callbacks.probe_devices;
+  d.device_malloc = callbacks.device_malloc;
+  d.device_free = callbacks.device_free;
+  d.device_memcpy = callbacks.device_memcpy;
+  d.device_synchronize = callbacks.device_synchronize;
+  return d;
+}
+
+// The body of a platform plugin's initialize: registers `descriptor` (which
+// must outlive the plugin, e.g. a function-local static) with the host.
+inline DsaStatusCode RegisterPlatformWithHost(
+    const DsaHostApi* host, const DsaPlatformDescriptor& descriptor,
+    char* error, size_t error_size) {
+  if (host == nullptr || host->register_platform == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "%s: host API lacks register_platform",
+                       descriptor.platform_id);
+  }
+  return host->register_platform(host->context, &descriptor, error,
+                                 error_size);
+}
+
 // Static capability record of one architecture, as a plugin keeps it in a
 // table.
 struct ArchCapabilities {
@@ -68,10 +125,7 @@ DsaStatusCode FillCapabilities(const ArchCapabilities (&table)[N],
     c.sparse_mla_dense_mha_prefill = entry.sparse_mla_dense_mha_prefill;
     c.sparse_mla_decode_context_parallel =
         entry.sparse_mla_decode_context_parallel;
-    // Never write past what the host's struct holds.
-    const size_t n = out->struct_size < sizeof(c) ? out->struct_size : sizeof(c);
-    std::memcpy(out, &c, n);
-    out->struct_size = n;
+    CopyToCaller(c, out);
     return DSA_STATUS_OK;
   }
   return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,

@@ -25,6 +25,7 @@ namespace {
 using ::dsa::platform::ArchCapabilities;
 using ::dsa::platform::CopyFixedString;
 using ::dsa::platform::FillCapabilities;
+using ::dsa::platform::MakePlatformDescriptor;
 using ::dsa::platform::PluginError;
 
 constexpr const char* kArchs[] = {"gfx942"};
@@ -47,20 +48,9 @@ DsaStatusCode Probe(DsaDeviceInfo* out, char*, size_t) {
 
 [[maybe_unused]] DsaStatusCode Initialize(const DsaHostApi* host, char* error,
                          size_t error_size) {
-  static DsaPlatformDescriptor d = [] {
-    DsaPlatformDescriptor x;
-    std::memset(&x, 0, sizeof(x));
-    x.struct_size = sizeof(x);
-    x.platform_id = FAKE_PLATFORM_ID;
-    x.kind = DSA_PLATFORM_KIND_ROCM;
-    x.is_accelerator = 1;
-    x.default_arch = "gfx942";
-    x.known_archs = kArchs;
-    x.num_known_archs = 1;
-    x.capabilities_for_arch = &Caps;
-    x.probe_devices = &Probe;
-    return x;
-  }();
+  static const DsaPlatformDescriptor d = MakePlatformDescriptor(
+      FAKE_PLATFORM_ID, DSA_PLATFORM_KIND_ROCM, "gfx942", kArchs,
+      {&Caps, &Probe, nullptr, nullptr, nullptr, nullptr});
   DsaStatusCode code =
       host->register_platform(host->context, &d, error, error_size);
   if (code != DSA_STATUS_OK) return code;

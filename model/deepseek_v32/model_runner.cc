@@ -136,8 +136,8 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
     LayerPlanner planner, platform::Platform platform,
     AttentionKernels kernels, RuntimeOptions options,
     std::vector<LayerWeights> weights) {
+  // Checked on the planner's configuration before it moves into the model.
   const ModelConfig& config = planner.config();
-  const DeepseekV32Config& c = config.proto();
   if (options.max_model_len < 1 ||
       options.max_model_len > config.max_position_embeddings()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -4,8 +4,8 @@
 // on the reference platform. Each iteration prefills fresh requests of the
 // given length and releases them.
 //
-//   bazel run -c opt //model/deepseek_v32:model_runner_benchmark -- \
-//       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+//   bazel run -c opt //model/deepseek_v32:model_runner_benchmark --
+//       --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <memory>
 #include <random>
 #include <string>

@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -66,17 +67,28 @@ std::vector<float> RandomHidden(int64_t tokens, int64_t hidden, uint32_t seed) {
   return x;
 }
 
-class ModelRunnerTest : public ::testing::Test {
+// The platforms whose kernels the stack runs on in these tests. A GPU
+// platform joins by being added here (and to attention's OpTestPlatforms())
+// with its kernel registration linked in; one without a device skips.
+std::vector<std::string> RunnerPlatforms() { return {"cpu"}; }
+
+class ModelRunnerTestBase : public ::testing::Test {
  protected:
-  void SetUp() override {
+  // Kernels and device memory of `platform_id`; decisions from ROCm gfx942's
+  // capabilities (skip) or the same with is_cuda_alike off (no skip).
+  void SetUpPlatform(const std::string& platform_id) {
     platform::Registry& registry = platform::Registry::Global();
-    auto kernels = AttentionKernels::Load(registry, "cpu");
-    ASSERT_TRUE(kernels.ok()) << kernels.status();
+    auto target = registry.GetPlatform(platform_id);
+    if (!target.ok()) GTEST_SKIP() << target.status();
+    auto devices = target->ProbeDevices();
+    if (!devices.ok() || devices->device_count == 0) {
+      GTEST_SKIP() << platform_id << ": no device";
+    }
+    auto kernels = AttentionKernels::Load(registry, platform_id);
+    if (!kernels.ok()) GTEST_SKIP() << kernels.status();
     CallCounter::real = *kernels;
     CallCounter::calls = {};
-    auto cpu = registry.GetPlatform("cpu");
-    ASSERT_TRUE(cpu.ok());
-    cpu_.emplace(*cpu);
+    platform_.emplace(*target);
     auto rocm = registry.GetPlatform("rocm");
     ASSERT_TRUE(rocm.ok()) << rocm.status();
     auto caps = rocm->CapabilitiesForArch("gfx942");
@@ -86,18 +98,27 @@ class ModelRunnerTest : public ::testing::Test {
     no_skip_caps_.is_cuda_alike = false;
   }
 
-  // A model for `preset` whose decisions follow `caps`, on the CPU kernels.
+  // A model for `preset` whose decisions follow `caps`, on the platform's
+  // kernels.
   std::unique_ptr<DeepseekV32Model> MakeModel(
       const std::string& preset, const platform::PlatformCapabilities& caps,
       RuntimeOptions options = {}, EngineConfig engine = {},
       uint64_t seed = 7) {
     auto config = LoadModelConfig(preset);
     EXPECT_TRUE(config.ok()) << config.status();
-    auto planner = LayerPlanner::Create(*config, caps, engine);
+    return MakeModel(*config, caps, options, engine, seed);
+  }
+  std::unique_ptr<DeepseekV32Model> MakeModel(
+      const ModelConfig& config, const platform::PlatformCapabilities& caps,
+      RuntimeOptions options = {}, EngineConfig engine = {},
+      uint64_t seed = 7) {
+    auto planner = LayerPlanner::Create(config, caps, engine);
     EXPECT_TRUE(planner.ok()) << planner.status();
-    auto model = DeepseekV32Model::Create(std::move(*planner), *cpu_,
+    if (!planner.ok()) return nullptr;
+    auto model = DeepseekV32Model::Create(std::move(*planner), *platform_,
                                           CountingKernels(), options, seed);
     EXPECT_TRUE(model.ok()) << model.status();
+    if (!model.ok()) return nullptr;
     return std::move(*model);
   }
 
@@ -107,9 +128,15 @@ class ModelRunnerTest : public ::testing::Test {
     return n;
   }
 
-  std::optional<platform::Platform> cpu_;
+  std::optional<platform::Platform> platform_;
   platform::PlatformCapabilities skip_caps_;
   platform::PlatformCapabilities no_skip_caps_;
+};
+
+class ModelRunnerTest : public ModelRunnerTestBase,
+                        public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override { SetUpPlatform(GetParam()); }
 };
 
 // Tolerance of the stack against the float64 reference (‖out - ref‖/‖ref‖).
@@ -139,8 +166,13 @@ void PrintTo(const SkipCase& c, std::ostream* os) {
   *os << c.preset << (c.fp8_latent_cache ? " fp8" : " bf16") << " latent cache";
 }
 
-class SkipEquivalenceTest : public ModelRunnerTest,
-                            public ::testing::WithParamInterface<SkipCase> {};
+class SkipEquivalenceTest
+    : public ModelRunnerTestBase,
+      public ::testing::WithParamInterface<std::tuple<std::string, SkipCase>> {
+ protected:
+  void SetUp() override { SetUpPlatform(std::get<0>(GetParam())); }
+  const SkipCase& Case() const { return std::get<1>(GetParam()); }
+};
 
 // A pure short prefill: the skip arm scores only on the MTP layer(s), both
 // arms give bitwise-equal outputs and leave identical caches, and both match
@@ -148,9 +180,9 @@ class SkipEquivalenceTest : public ModelRunnerTest,
 TEST_P(SkipEquivalenceTest, PureShortPrefillSkipsScoringWithEqualOutputs) {
   RuntimeOptions options;
   options.block_size = 16;
-  options.fp8_latent_cache = GetParam().fp8_latent_cache;
-  auto skip = MakeModel(GetParam().preset, skip_caps_, options);
-  auto no_skip = MakeModel(GetParam().preset, no_skip_caps_, options);
+  options.fp8_latent_cache = Case().fp8_latent_cache;
+  auto skip = MakeModel(Case().preset, skip_caps_, options);
+  auto no_skip = MakeModel(Case().preset, no_skip_caps_, options);
   ASSERT_TRUE(skip && no_skip);
   const ModelConfig& config = skip->planner().config();
   const int topk = config.index_topk();
@@ -224,12 +256,16 @@ TEST_P(SkipEquivalenceTest, PureShortPrefillSkipsScoringWithEqualOutputs) {
 
 INSTANTIATE_TEST_SUITE_P(
     Presets, SkipEquivalenceTest,
-    ::testing::Values(SkipCase{"tiny-v3.2", false}, SkipCase{"tiny-v3.2", true},
-                      SkipCase{"tiny-glm-5.1", false},
-                      SkipCase{"tiny-glm-5.2", false},
-                      SkipCase{"tiny-glm-5.2", true}),
-    [](const ::testing::TestParamInfo<SkipCase>& info) {
-      std::string name = info.param.preset + (info.param.fp8_latent_cache ? "_fp8" : "_bf16");
+    ::testing::Combine(
+        ::testing::ValuesIn(RunnerPlatforms()),
+        ::testing::Values(SkipCase{"tiny-v3.2", false}, SkipCase{"tiny-v3.2", true},
+                          SkipCase{"tiny-glm-5.1", false},
+                          SkipCase{"tiny-glm-5.2", false},
+                          SkipCase{"tiny-glm-5.2", true})),
+    [](const ::testing::TestParamInfo<std::tuple<std::string, SkipCase>>& info) {
+      const SkipCase& c = std::get<1>(info.param);
+      std::string name = std::get<0>(info.param) + "_" + c.preset +
+                         (c.fp8_latent_cache ? "_fp8" : "_bf16");
       for (char& ch : name) {
         if (ch == '-' || ch == '.') ch = '_';
       }
@@ -272,7 +308,7 @@ void CheckLaterDecodeSelectsTheSameTopK(DeepseekV32Model& skip,
   }
 }
 
-TEST_F(ModelRunnerTest, LaterDecodeAfterSkippedPrefillSelectsTheSameTopK) {
+TEST_P(ModelRunnerTest, LaterDecodeAfterSkippedPrefillSelectsTheSameTopK) {
   RuntimeOptions options;
   options.block_size = 16;
   auto skip = MakeModel("tiny-glm-5.2", skip_caps_, options);
@@ -282,7 +318,7 @@ TEST_F(ModelRunnerTest, LaterDecodeAfterSkippedPrefillSelectsTheSameTopK) {
 
 // The same at the real index_topk: a 2048-token prefill skipped, decodes at
 // 2049 and beyond.
-TEST_F(ModelRunnerTest, DecodeAt2049AfterSkipped2048PrefillSelectsTheSameTopK) {
+TEST_P(ModelRunnerTest, DecodeAt2049AfterSkipped2048PrefillSelectsTheSameTopK) {
   auto base = LoadModelConfig("tiny-v3.2");
   ASSERT_TRUE(base.ok());
   DeepseekV32Config proto = base->proto();
@@ -295,21 +331,14 @@ TEST_F(ModelRunnerTest, DecodeAt2049AfterSkipped2048PrefillSelectsTheSameTopK) {
   RuntimeOptions options;
   options.block_size = 64;
   options.num_blocks = 40;
-  auto make = [&](const platform::PlatformCapabilities& caps) {
-    auto planner = LayerPlanner::Create(config, caps, {});
-    EXPECT_TRUE(planner.ok());
-    auto model = DeepseekV32Model::Create(std::move(*planner), *cpu_,
-                                          CountingKernels(), options, 3);
-    EXPECT_TRUE(model.ok()) << model.status();
-    return std::move(*model);
-  };
-  auto skip = make(skip_caps_);
-  auto no_skip = make(no_skip_caps_);
+  auto skip = MakeModel(config, skip_caps_, options, {}, 3);
+  auto no_skip = MakeModel(config, no_skip_caps_, options, {}, 3);
+  ASSERT_TRUE(skip && no_skip);
   CheckLaterDecodeSelectsTheSameTopK(*skip, *no_skip);
 }
 
 // Every case the seed lists as "still scores", in the skip arm.
-TEST_F(ModelRunnerTest, MixedLongMtpFullGraphAndCaptureStillScore) {
+TEST_P(ModelRunnerTest, MixedLongMtpFullGraphAndCaptureStillScore) {
   RuntimeOptions options;
   options.block_size = 16;
   const std::string preset = "tiny-v3.2";
@@ -369,7 +398,7 @@ TEST_F(ModelRunnerTest, MixedLongMtpFullGraphAndCaptureStillScore) {
 // With MTP=3 the indexer counts 3-token requests as decodes while the MLA
 // counts them as prefills; such a batch still skips, and equals the arm that
 // scores.
-TEST_F(ModelRunnerTest, MtpThreeTokenBatchStillSkipsWithEqualOutputs) {
+TEST_P(ModelRunnerTest, MtpThreeTokenBatchStillSkipsWithEqualOutputs) {
   RuntimeOptions options;
   options.block_size = 16;
   EngineConfig mtp3;
@@ -396,7 +425,7 @@ TEST_F(ModelRunnerTest, MtpThreeTokenBatchStillSkipsWithEqualOutputs) {
 
 // A profile run has no metadata: indexer layers reserve the workspace for
 // the largest step, and nothing is computed or written.
-TEST_F(ModelRunnerTest, ProfileRunReservesWorkspaceAndWritesNothing) {
+TEST_P(ModelRunnerTest, ProfileRunReservesWorkspaceAndWritesNothing) {
   RuntimeOptions options;
   options.block_size = 16;
   options.num_blocks = 8;
@@ -430,7 +459,7 @@ TEST_F(ModelRunnerTest, ProfileRunReservesWorkspaceAndWritesNothing) {
   }
 }
 
-TEST_F(ModelRunnerTest, BadStepsAreClearErrorsAndAllocateNothing) {
+TEST_P(ModelRunnerTest, BadStepsAreClearErrorsAndAllocateNothing) {
   RuntimeOptions options;
   options.block_size = 16;
   options.num_blocks = 4;  // 64 tokens
@@ -459,7 +488,7 @@ TEST_F(ModelRunnerTest, BadStepsAreClearErrorsAndAllocateNothing) {
 
 // Steps reuse the cache: a prefill in two chunks and then decodes give the
 // float64 reference of the whole sequence, on the dense and the sparse path.
-TEST_F(ModelRunnerTest, IncrementalStepsMatchTheWholeSequenceReference) {
+TEST_P(ModelRunnerTest, IncrementalStepsMatchTheWholeSequenceReference) {
   for (bool force_mqa : {false, true}) {
     SCOPED_TRACE(force_mqa ? "sparse MQA prefill" : "dense MHA prefill");
     RuntimeOptions options;
@@ -488,6 +517,12 @@ TEST_F(ModelRunnerTest, IncrementalStepsMatchTheWholeSequenceReference) {
     EXPECT_LT(RelativeError(got, ref.hidden), kReferenceTolerance);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Platforms, ModelRunnerTest,
+                         ::testing::ValuesIn(RunnerPlatforms()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace dsa::model::deepseek_v32

@@ -77,10 +77,7 @@ DsaStatusCode ProbeDevices(DsaDeviceInfo* out, char* error,
     info.total_memory_bytes =
         static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
   }
-  const size_t n =
-      out->struct_size < sizeof(info) ? out->struct_size : sizeof(info);
-  std::memcpy(out, &info, n);
-  out->struct_size = n;
+  CopyToCaller(info, out);
   return DSA_STATUS_OK;
 }
 
@@ -119,34 +116,13 @@ DsaStatusCode DeviceMemcpy(void* dst, const void* src, size_t bytes,
 
 DsaStatusCode DeviceSynchronize(char*, size_t) { return DSA_STATUS_OK; }
 
-DsaPlatformDescriptor MakeDescriptor() {
-  DsaPlatformDescriptor d;
-  std::memset(&d, 0, sizeof(d));
-  d.struct_size = sizeof(d);
-  d.platform_id = "cpu";
-  d.kind = DSA_PLATFORM_KIND_CPU;
-  d.is_accelerator = 0;
-  d.default_arch = kHostArch;
-  d.known_archs = kKnownArchs;
-  d.num_known_archs = sizeof(kKnownArchs) / sizeof(kKnownArchs[0]);
-  d.capabilities_for_arch = &CapabilitiesForArch;
-  d.probe_devices = &ProbeDevices;
-  d.device_malloc = &DeviceMalloc;
-  d.device_free = &DeviceFree;
-  d.device_memcpy = &DeviceMemcpy;
-  d.device_synchronize = &DeviceSynchronize;
-  return d;
-}
-
 DsaStatusCode Initialize(const DsaHostApi* host, char* error,
                          size_t error_size) {
-  if (host == nullptr || host->register_platform == nullptr) {
-    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
-                       "cpu: host API lacks register_platform");
-  }
-  static const DsaPlatformDescriptor descriptor = MakeDescriptor();
-  return host->register_platform(host->context, &descriptor, error,
-                                 error_size);
+  static const DsaPlatformDescriptor descriptor = MakePlatformDescriptor(
+      "cpu", DSA_PLATFORM_KIND_CPU, kHostArch, kKnownArchs,
+      {&CapabilitiesForArch, &ProbeDevices, &DeviceMalloc, &DeviceFree,
+       &DeviceMemcpy, &DeviceSynchronize});
+  return RegisterPlatformWithHost(host, descriptor, error, error_size);
 }
 
 }  // namespace
