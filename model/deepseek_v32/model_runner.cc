@@ -249,21 +249,12 @@ absl::StatusOr<std::vector<uint8_t>> DeepseekV32Model::ReadIndexerKCache(
 absl::StatusOr<ForwardPlan> DeepseekV32Model::ProfileRun(
     const ForwardContext& forward) {
   DSA_ASSIGN_OR_RETURN(ForwardPlan plan, planner_.PlanProfileRun(forward));
-  const int64_t rows = options_.max_num_batched_tokens;
-  for (const LayerPlan& layer : plan.layers) {
-    if (layer.indexer.action != IndexerAction::kWorkspaceOnly) continue;
-    // What the indexer op would need for the largest step: its logits
-    // workspace and the top-k buffer. Nothing is computed or written.
-    DSA_RETURN_IF_ERROR(
-        shared_->workspace
-            .Get(shared_->runtime, attention::IndexerLogits::WorkspaceBytes(
-                                       rows, options_.max_model_len))
-            .status());
-    DSA_RETURN_IF_ERROR(
-        shared_->topk
-            .Get(shared_->runtime,
-                 rows * planner_.config().index_topk() * sizeof(int32_t))
-            .status());
+  // Without metadata the attention computes nothing; indexer layers still
+  // call the indexer, which only reserves its workspace.
+  for (const LayerPlan& layer_plan : plan.layers) {
+    if (layer_plan.indexer.action != IndexerAction::kWorkspaceOnly) continue;
+    DSA_RETURN_IF_ERROR(RunIndexer(*layers_[layer_plan.layer], layer_plan,
+                                   /*step=*/nullptr, nullptr, nullptr));
   }
   return plan;
 }
@@ -374,76 +365,43 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
   return result;
 }
 
-absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
-                                        const StepLayout& layout,
-                                        const std::vector<float>& x,
-                                        std::vector<float>& out) {
+absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
+                                          const StepLayout* step,
+                                          const std::vector<float>* x_in,
+                                          const std::vector<float>* q_c_in) {
   Shared& s = *shared_;
   const DeviceRuntime& rt = s.runtime;
   const ModelConfig& config = planner_.config();
+  const int64_t topk = config.index_topk();
+  if (plan.indexer.action == IndexerAction::kWorkspaceOnly || step == nullptr) {
+    if (plan.indexer.action != IndexerAction::kWorkspaceOnly) {
+      return absl::InternalError(absl::StrCat(
+          "layer ", layer.id, ": an indexer run without metadata must only "
+          "reserve its workspace"));
+    }
+    // A profile or dummy run: reserve what the largest step needs (the
+    // logits workspace and the top-k buffer) and compute or write nothing.
+    const int64_t rows = options_.max_num_batched_tokens;
+    DSA_RETURN_IF_ERROR(
+        s.workspace
+            .Get(rt, attention::IndexerLogits::WorkspaceBytes(
+                         rows, options_.max_model_len))
+            .status());
+    return s.topk.Get(rt, rows * topk * sizeof(int32_t)).status();
+  }
+  const StepLayout& layout = *step;
+  const std::vector<float>& x = *x_in;
+  const std::vector<float>& q_c = *q_c_in;
   const DeepseekV32Config& c = config.proto();
   const LayerWeights& w = layer.weights;
   const int threads = options_.num_threads;
   const int64_t T = layout.num_tokens;
-  const int64_t D = layout.num_decode_tokens;
   const int64_t hidden = c.hidden_size();
-  const int64_t H = c.num_attention_heads();
-  const int64_t nope = c.qk_nope_head_dim(), rope = c.qk_rope_head_dim();
-  const int64_t vdim = c.v_head_dim();
-  const int64_t kv_lora = c.kv_lora_rank();
   const int64_t q_lora = c.q_lora_rank();
-  const int64_t topk = config.index_topk();
-  const int64_t qk = nope + rope;
-
-  auto rope_row = [&](int64_t t) {
-    return s.host_rope.data() + layout.positions[t] * rope;
-  };
-
-  // --- Host: MLA projections, norms and rope.
-  std::vector<float> q_c, q, kv;
-  Linear(x, T, hidden, w.q_a_proj, q_lora, q_c, threads);
-  RmsNormRows(q_c.data(), T, q_lora, q_lora, w.q_a_layernorm, kRmsNormEps);
-  Linear(q_c, T, q_lora, w.q_b_proj, H * qk, q, threads);
-  Linear(x, T, hidden, w.kv_a_proj_with_mqa, kv_lora + rope, kv, threads);
-  RmsNormRows(kv.data(), T, kv_lora, kv_lora + rope, w.kv_a_layernorm,
-              kRmsNormEps);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t h = 0; h < H; ++h) {
-      RopeInterleaved(q.data() + (t * H + h) * qk + nope, rope, rope_row(t));
-    }
-    RopeInterleaved(kv.data() + t * (kv_lora + rope) + kv_lora, rope,
-                    rope_row(t));
-  }
-
-  // --- MLA latent cache write: kv_c and k_pe are strided views of kv.
-  DSA_ASSIGN_OR_RETURN(void* kv_dev, s.kv.Get(rt, kv.size() * sizeof(float)));
-  DSA_RETURN_IF_ERROR(rt.CopyHostToDevice(kv_dev, kv.data(), kv.size() * sizeof(float)));
+  const int64_t rope = c.qk_rope_head_dim();
   const int64_t num_blocks = options_.num_blocks;
   const int64_t block_size = options_.block_size;
-  TensorView latent_cache;
-  if (attention::IsFp8(s.latent_format.dtype)) {
-    latent_cache = MakeTensorView(
-        layer.latent_cache.data(), DType::kUint8,
-        {num_blocks, block_size, attention::LatentCacheEntryWidth(s.latent_format)});
-  } else {
-    latent_cache = MakeTensorView(
-        layer.latent_cache.data(), DType::kBFloat16,
-        {num_blocks, block_size, attention::LatentCacheEntryWidth(s.latent_format)});
-  }
-  {
-    attention::MlaCacheWrite::Args a;
-    a.kv_c = MakeTensorView(kv_dev, DType::kFloat32, {T, kv_lora});
-    a.kv_c.strides[0] = kv_lora + rope;
-    a.k_pe = MakeTensorView(Offset<float>(kv_dev, kv_lora), DType::kFloat32, {T, rope});
-    a.k_pe.strides[0] = kv_lora + rope;
-    a.slot_mapping = MakeTensorView(s.slot_mapping.data(), DType::kInt64, {T});
-    a.kv_cache = latent_cache;
-    a.cache_format = s.latent_format;
-    ++s.counts.mla_cache_write;
-    DSA_RETURN_IF_ERROR(s.kernels.mla_cache_write(s.exec, a));
-  }
 
-  // --- Indexer: keys always written; scoring only when the plan says so.
   DSA_ASSIGN_OR_RETURN(void* topk_dev,
                        s.topk.Get(rt, T * topk * sizeof(int32_t)));
   const TensorView topk_view =
@@ -543,6 +501,83 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
       DSA_RETURN_IF_ERROR(s.kernels.indexer_topk(s.exec, a));
     }
   }
+
+  return absl::OkStatus();
+}
+
+absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
+                                        const StepLayout& layout,
+                                        const std::vector<float>& x,
+                                        std::vector<float>& out) {
+  Shared& s = *shared_;
+  const DeviceRuntime& rt = s.runtime;
+  const ModelConfig& config = planner_.config();
+  const DeepseekV32Config& c = config.proto();
+  const LayerWeights& w = layer.weights;
+  const int threads = options_.num_threads;
+  const int64_t T = layout.num_tokens;
+  const int64_t D = layout.num_decode_tokens;
+  const int64_t hidden = c.hidden_size();
+  const int64_t H = c.num_attention_heads();
+  const int64_t nope = c.qk_nope_head_dim(), rope = c.qk_rope_head_dim();
+  const int64_t vdim = c.v_head_dim();
+  const int64_t kv_lora = c.kv_lora_rank();
+  const int64_t q_lora = c.q_lora_rank();
+  const int64_t topk = config.index_topk();
+  const int64_t qk = nope + rope;
+
+  auto rope_row = [&](int64_t t) {
+    return s.host_rope.data() + layout.positions[t] * rope;
+  };
+
+  // --- Host: MLA projections, norms and rope.
+  std::vector<float> q_c, q, kv;
+  Linear(x, T, hidden, w.q_a_proj, q_lora, q_c, threads);
+  RmsNormRows(q_c.data(), T, q_lora, q_lora, w.q_a_layernorm, kRmsNormEps);
+  Linear(q_c, T, q_lora, w.q_b_proj, H * qk, q, threads);
+  Linear(x, T, hidden, w.kv_a_proj_with_mqa, kv_lora + rope, kv, threads);
+  RmsNormRows(kv.data(), T, kv_lora, kv_lora + rope, w.kv_a_layernorm,
+              kRmsNormEps);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < H; ++h) {
+      RopeInterleaved(q.data() + (t * H + h) * qk + nope, rope, rope_row(t));
+    }
+    RopeInterleaved(kv.data() + t * (kv_lora + rope) + kv_lora, rope,
+                    rope_row(t));
+  }
+
+  // --- MLA latent cache write: kv_c and k_pe are strided views of kv.
+  DSA_ASSIGN_OR_RETURN(void* kv_dev, s.kv.Get(rt, kv.size() * sizeof(float)));
+  DSA_RETURN_IF_ERROR(rt.CopyHostToDevice(kv_dev, kv.data(), kv.size() * sizeof(float)));
+  const int64_t num_blocks = options_.num_blocks;
+  const int64_t block_size = options_.block_size;
+  TensorView latent_cache;
+  if (attention::IsFp8(s.latent_format.dtype)) {
+    latent_cache = MakeTensorView(
+        layer.latent_cache.data(), DType::kUint8,
+        {num_blocks, block_size, attention::LatentCacheEntryWidth(s.latent_format)});
+  } else {
+    latent_cache = MakeTensorView(
+        layer.latent_cache.data(), DType::kBFloat16,
+        {num_blocks, block_size, attention::LatentCacheEntryWidth(s.latent_format)});
+  }
+  {
+    attention::MlaCacheWrite::Args a;
+    a.kv_c = MakeTensorView(kv_dev, DType::kFloat32, {T, kv_lora});
+    a.kv_c.strides[0] = kv_lora + rope;
+    a.k_pe = MakeTensorView(Offset<float>(kv_dev, kv_lora), DType::kFloat32, {T, rope});
+    a.k_pe.strides[0] = kv_lora + rope;
+    a.slot_mapping = MakeTensorView(s.slot_mapping.data(), DType::kInt64, {T});
+    a.kv_cache = latent_cache;
+    a.cache_format = s.latent_format;
+    ++s.counts.mla_cache_write;
+    DSA_RETURN_IF_ERROR(s.kernels.mla_cache_write(s.exec, a));
+  }
+
+  // --- Indexer: keys always written; scoring only when the plan says so.
+  DSA_RETURN_IF_ERROR(RunIndexer(layer, plan, &layout, &x, &q_c));
+  DSA_ASSIGN_OR_RETURN(void* topk_dev,
+                       s.topk.Get(rt, T * topk * sizeof(int32_t)));
 
   // --- Attention: decodes (and prefills on the sparse branch) over top-k,
   // prefills on the dense branch by dense causal MHA.

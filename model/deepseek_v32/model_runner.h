@@ -131,6 +131,13 @@ class DeepseekV32Model {
   absl::Status RunLayer(Layer& layer, const LayerPlan& plan,
                         const StepLayout& layout, const std::vector<float>& x,
                         std::vector<float>& out);
+  // The layer's indexer: writes its keys and, when the plan scores, its
+  // top-k. Without a step (a profile run, plan kWorkspaceOnly) it only
+  // reserves its workspace for the largest step. x and q_c are the layer's
+  // input and normalised q latent.
+  absl::Status RunIndexer(Layer& layer, const LayerPlan& plan,
+                          const StepLayout* step, const std::vector<float>* x,
+                          const std::vector<float>* q_c);
 
   LayerPlanner planner_;
   RuntimeOptions options_;
