@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -321,11 +322,13 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
                 hidden.data() + layout.token_source[t] * hidden_size,
                 hidden_size * sizeof(float));
   }
-  auto to_caller_order = [&](const std::vector<float>& internal, int64_t width) {
-    std::vector<float> out(internal.size());
+  // Rows of `width` values from the step's internal order to the caller's.
+  auto to_caller_order = [&](const auto& internal, int64_t width) {
+    std::remove_const_t<std::remove_reference_t<decltype(internal)>> out(
+        internal.size());
     for (int64_t t = 0; t < tokens; ++t) {
-      std::memcpy(out.data() + layout.token_source[t] * width,
-                  internal.data() + t * width, width * sizeof(float));
+      std::copy_n(internal.begin() + t * width, width,
+                  out.begin() + layout.token_source[t] * width);
     }
     return out;
   };
@@ -345,12 +348,7 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
                            s.topk.Get(rt, internal.size() * sizeof(int32_t)));
       DSA_RETURN_IF_ERROR(rt.CopyDeviceToHost(
           internal.data(), topk_buffer, internal.size() * sizeof(int32_t)));
-      std::vector<int32_t> caller(internal.size());
-      for (int64_t t = 0; t < tokens; ++t) {
-        std::copy_n(internal.begin() + t * topk, topk,
-                    caller.begin() + layout.token_source[t] * topk);
-      }
-      result.topk.push_back(std::move(caller));
+      result.topk.push_back(to_caller_order(internal, topk));
     }
     for (size_t i = 0; i < x.size(); ++i) x[i] += out[i];
     if (l + 1 == config.num_main_layers()) {
