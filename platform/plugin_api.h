@@ -40,16 +40,27 @@ extern "C" {
 #define DSA_PLUGIN_EXPORT
 #endif
 
-/* Same numbering as absl::StatusCode. */
+/* Same numbering as absl::StatusCode (and gRPC). Kernels report running out
+ * of device or host memory as RESOURCE_EXHAUSTED, never as UNAVAILABLE
+ * (which means the runtime itself is missing). */
 typedef enum DsaStatusCode {
   DSA_STATUS_OK = 0,
+  DSA_STATUS_CANCELLED = 1,
+  DSA_STATUS_UNKNOWN = 2,
   DSA_STATUS_INVALID_ARGUMENT = 3,
+  DSA_STATUS_DEADLINE_EXCEEDED = 4,
   DSA_STATUS_NOT_FOUND = 5,
   DSA_STATUS_ALREADY_EXISTS = 6,
+  DSA_STATUS_PERMISSION_DENIED = 7,
+  DSA_STATUS_RESOURCE_EXHAUSTED = 8,
   DSA_STATUS_FAILED_PRECONDITION = 9,
+  DSA_STATUS_ABORTED = 10,
+  DSA_STATUS_OUT_OF_RANGE = 11,
   DSA_STATUS_UNIMPLEMENTED = 12,
   DSA_STATUS_INTERNAL = 13,
   DSA_STATUS_UNAVAILABLE = 14,
+  DSA_STATUS_DATA_LOSS = 15,
+  DSA_STATUS_UNAUTHENTICATED = 16,
 } DsaStatusCode;
 
 typedef enum DsaPlatformKind {
