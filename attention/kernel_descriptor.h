@@ -2,8 +2,10 @@
 //
 // A kernel library (static registration or a plugin shared object) lists its
 // kernels as DsaKernelDescriptor values; this keeps the op name, ABI version
-// and function type together so a descriptor cannot pair one op's name with
-// another op's entry point. Depends on nothing but the C ABI, so a plugin
+// and C entry point type (kernel_api.h) together so a descriptor cannot pair
+// one op's name with another op's entry point. A C++ kernel becomes an entry
+// point through CKernel (kernel_abi.h):
+//   KernelDescriptorFor<SparseMla>("cpu", &CKernel<SparseMla, &SparseMlaCpu>) Depends on nothing but the C ABI, so a plugin
 // shared object can use it without linking a registry.
 #ifndef DSA_ATTENTION_KERNEL_DESCRIPTOR_H_
 #define DSA_ATTENTION_KERNEL_DESCRIPTOR_H_
@@ -16,7 +18,7 @@ namespace dsa::attention {
 // `platform_id` must outlive the registration (a string literal).
 template <class Op>
 DsaKernelDescriptor KernelDescriptorFor(const char* platform_id,
-                                        typename Op::Fn fn) {
+                                        typename Op::CFn fn) {
   DsaKernelDescriptor d{};
   d.struct_size = sizeof(DsaKernelDescriptor);
   d.op_name = Op::kName;

@@ -2,12 +2,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 
-#include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "attention/dtypes/dtype.h"
 #include "attention/tensor.h"
-#include "platform/status_macros.h"
+#include "platform/core_status.h"
 
 namespace dsa::attention {
 namespace {
@@ -17,45 +16,45 @@ constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32,
 constexpr std::initializer_list<DType> kFp8Types = {DType::kFloat8E4m3fn,
                                                     DType::kFloat8E4m3fnuz};
 
-absl::Status CheckFp8Dtype(absl::string_view op, absl::string_view arg,
+Status CheckFp8Dtype(std::string_view op, std::string_view arg,
                            DType dtype) {
   if (!IsFp8(dtype)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": ", arg, " is ", DTypeName(dtype),
+    return InvalidArgumentError(
+        StrCat(op, ": ", arg, " is ", DTypeName(dtype),
                      ", expected float8_e4m3fn or float8_e4m3fnuz"));
   }
-  return absl::OkStatus();
+  return OkStatus();
 }
 
-absl::Status CheckRope(absl::string_view op, const TensorView& cos_sin_cache,
+Status CheckRope(std::string_view op, const TensorView& cos_sin_cache,
                        RopeStyle style, int64_t head_dim) {
   DSA_RETURN_IF_ERROR(CheckTensor(op, "cos_sin_cache", cos_sin_cache, 2,
                                   "[max_position, rope_dim]",
                                   {DType::kFloat32}));
   const int64_t rope_dim = cos_sin_cache.dim(1);
   if (rope_dim <= 0 || rope_dim % 2 != 0 || rope_dim > head_dim) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return InvalidArgumentError(StrCat(
         op, ": cos_sin_cache rope_dim is ", rope_dim,
         ", expected a positive even number <= head_dim (", head_dim, ")"));
   }
   if (style != RopeStyle::kNeox && style != RopeStyle::kInterleaved) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return InvalidArgumentError(StrCat(
         op, ": rope_style ", static_cast<int>(style), " is not a RopeStyle"));
   }
-  return absl::OkStatus();
+  return OkStatus();
 }
 
 // Rank-1 index vector of `n` entries.
-absl::Status CheckIndexVector(absl::string_view op, absl::string_view arg,
-                              const TensorView& t, absl::string_view layout,
-                              DType dtype, int64_t n, absl::string_view why) {
+Status CheckIndexVector(std::string_view op, std::string_view arg,
+                              const TensorView& t, std::string_view layout,
+                              DType dtype, int64_t n, std::string_view why) {
   DSA_RETURN_IF_ERROR(CheckTensor(op, arg, t, 1, layout, {dtype},
                                   /*contiguous_last_dim=*/false));
   // "[tokens]" names dim 0 "tokens".
   return CheckDim(op, arg, t, 0, layout.substr(1, layout.size() - 2), n, why);
 }
 
-absl::Status CheckIndexerKCache(absl::string_view op,
+Status CheckIndexerKCache(std::string_view op,
                                 const TensorView& k_cache, int64_t head_dim) {
   DSA_RETURN_IF_ERROR(CheckTensor(op, "k_cache", k_cache, 3,
                                   "[num_blocks, block_size, head_dim + 4]",
@@ -64,15 +63,15 @@ absl::Status CheckIndexerKCache(absl::string_view op,
                                head_dim + 4,
                                "head_dim fp8 values and one fp32 scale"));
   if (k_cache.dim(1) < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": k_cache block_size is ", k_cache.dim(1),
+    return InvalidArgumentError(
+        StrCat(op, ": k_cache block_size is ", k_cache.dim(1),
                      ", expected at least 1"));
   }
   return CheckContiguous(op, "k_cache", k_cache);
 }
 
 // block_table [num_requests, max_blocks] and seq_lens [num_requests].
-absl::Status CheckBlockTable(absl::string_view op,
+Status CheckBlockTable(std::string_view op,
                              const TensorView& block_table,
                              const TensorView& seq_lens) {
   DSA_RETURN_IF_ERROR(CheckTensor(op, "block_table", block_table, 2,
@@ -84,26 +83,27 @@ absl::Status CheckBlockTable(absl::string_view op,
                           "block_table's num_requests");
 }
 
-absl::Status CheckPositiveScale(absl::string_view op, absl::string_view arg,
+Status CheckPositiveScale(std::string_view op, std::string_view arg,
                                 float value) {
   if (!(value > 0.0f) || !std::isfinite(value)) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return InvalidArgumentError(StrCat(
         op, ": ", arg, " is ", value, ", expected a finite value > 0"));
   }
-  return absl::OkStatus();
+  return OkStatus();
 }
 
 }  // namespace
 
-absl::Status IndexerKWrite::Validate(const Args& a) {
-  constexpr absl::string_view op = kName;
+// Ranks, dtypes, shapes and strides.
+static Status ValidateIndexerKWriteShapes(const IndexerKWrite::Args& a) {
+  constexpr std::string_view op = IndexerKWrite::kName;
   DSA_RETURN_IF_ERROR(
       CheckTensor(op, "k", a.k, 2, "[tokens, head_dim]", kFloatTypes));
   const int64_t tokens = a.k.dim(0);
   const int64_t head_dim = a.k.dim(1);
   if (head_dim < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": k head_dim is 0, expected at least 1"));
+    return InvalidArgumentError(
+        StrCat(op, ": k head_dim is 0, expected at least 1"));
   }
   DSA_RETURN_IF_ERROR(CheckTensor(op, "ln_weight", a.ln_weight, 1,
                                   "[head_dim]", kFloatTypes));
@@ -129,15 +129,16 @@ absl::Status IndexerKWrite::Validate(const Args& a) {
                   "k's tokens");
 }
 
-absl::Status IndexerQ::Validate(const Args& a) {
-  constexpr absl::string_view op = kName;
+// Ranks, dtypes, shapes and strides.
+static Status ValidateIndexerQShapes(const IndexerQ::Args& a) {
+  constexpr std::string_view op = IndexerQ::kName;
   DSA_RETURN_IF_ERROR(CheckTensor(op, "q", a.q, 3, "[tokens, heads, head_dim]",
                                   kFloatTypes));
   const int64_t tokens = a.q.dim(0);
   const int64_t heads = a.q.dim(1);
   const int64_t head_dim = a.q.dim(2);
   if (heads < 1 || head_dim < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return InvalidArgumentError(StrCat(
         op, ": q is ", DescribeTensor(a.q),
         ", expected at least one head of at least one dim"));
   }
@@ -169,15 +170,16 @@ absl::Status IndexerQ::Validate(const Args& a) {
                   "q's heads");
 }
 
-absl::Status IndexerLogits::Validate(const Args& a) {
-  constexpr absl::string_view op = kName;
+// Ranks, dtypes, shapes and strides.
+static Status ValidateIndexerLogitsShapes(const IndexerLogits::Args& a) {
+  constexpr std::string_view op = IndexerLogits::kName;
   DSA_RETURN_IF_ERROR(CheckTensor(op, "q_fp8", a.q_fp8, 3,
                                   "[rows, heads, head_dim]", kFp8Types));
   const int64_t rows = a.q_fp8.dim(0);
   const int64_t heads = a.q_fp8.dim(1);
   const int64_t head_dim = a.q_fp8.dim(2);
   if (heads < 1 || head_dim < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return InvalidArgumentError(StrCat(
         op, ": q_fp8 is ", DescribeTensor(a.q_fp8),
         ", expected at least one head of at least one dim"));
   }
@@ -209,8 +211,9 @@ int64_t IndexerLogits::WorkspaceBytes(int64_t rows, int64_t max_seq_len) {
   return rows * max_seq_len * static_cast<int64_t>(sizeof(float));
 }
 
-absl::Status IndexerTopK::Validate(const Args& a) {
-  constexpr absl::string_view op = kName;
+// Ranks, dtypes, shapes and strides.
+static Status ValidateIndexerTopKShapes(const IndexerTopK::Args& a) {
+  constexpr std::string_view op = IndexerTopK::kName;
   DSA_RETURN_IF_ERROR(CheckTensor(op, "logits", a.logits, 2, "[rows, width]",
                                   {DType::kFloat32}));
   const int64_t rows = a.logits.dim(0);
@@ -225,10 +228,10 @@ absl::Status IndexerTopK::Validate(const Args& a) {
   DSA_RETURN_IF_ERROR(CheckDim(op, "topk_indices", a.topk_indices, 0, "rows",
                                rows, "logits' rows"));
   if (a.topk_indices.dim(1) < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": topk_indices has topk 0, expected at least 1"));
+    return InvalidArgumentError(
+        StrCat(op, ": topk_indices has topk 0, expected at least 1"));
   }
-  return absl::OkStatus();
+  return OkStatus();
 }
 
 int64_t LatentCacheEntryWidth(const LatentCacheFormat& f) {
@@ -240,23 +243,23 @@ int64_t LatentCacheEntryWidth(const LatentCacheFormat& f) {
   return int64_t{f.kv_lora_rank} + f.rope_dim;
 }
 
-absl::Status CheckLatentCache(absl::string_view op, const TensorView& kv_cache,
+Status CheckLatentCache(std::string_view op, const TensorView& kv_cache,
                               const LatentCacheFormat& f) {
   if (f.dtype != DType::kBFloat16 && !IsFp8(f.dtype)) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return InvalidArgumentError(StrCat(
         op, ": cache_format.dtype is ", DTypeName(f.dtype),
         ", expected bfloat16, float8_e4m3fn or float8_e4m3fnuz"));
   }
   if (f.kv_lora_rank < 1 ||
       (IsFp8(f.dtype) && f.kv_lora_rank % kLatentFp8TileSize != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return InvalidArgumentError(StrCat(
         op, ": cache_format.kv_lora_rank is ", f.kv_lora_rank,
         IsFp8(f.dtype) ? ", expected a positive multiple of 128 (fp8 tiles)"
                        : ", expected at least 1"));
   }
   if (f.rope_dim < 2 || f.rope_dim % 2 != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": cache_format.rope_dim is ", f.rope_dim,
+    return InvalidArgumentError(
+        StrCat(op, ": cache_format.rope_dim is ", f.rope_dim,
                      ", expected a positive even number"));
   }
   const bool fp8 = IsFp8(f.dtype);
@@ -272,17 +275,18 @@ absl::Status CheckLatentCache(absl::string_view op, const TensorView& kv_cache,
                fp8 ? "fp8 latent, fp32 tile scales, bf16 rope"
                    : "bf16 latent and rope"));
   if (kv_cache.dim(1) < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": kv_cache block_size is ", kv_cache.dim(1),
+    return InvalidArgumentError(
+        StrCat(op, ": kv_cache block_size is ", kv_cache.dim(1),
                      ", expected at least 1"));
   }
   // Entries are addressed by byte offset within a contiguous entry; blocks
   // and offsets may be strided.
-  return absl::OkStatus();
+  return OkStatus();
 }
 
-absl::Status MlaCacheWrite::Validate(const Args& a) {
-  constexpr absl::string_view op = kName;
+// Ranks, dtypes, shapes and strides.
+static Status ValidateMlaCacheWriteShapes(const MlaCacheWrite::Args& a) {
+  constexpr std::string_view op = MlaCacheWrite::kName;
   DSA_RETURN_IF_ERROR(CheckLatentCache(op, a.kv_cache, a.cache_format));
   DSA_RETURN_IF_ERROR(CheckTensor(op, "kv_c", a.kv_c, 2,
                                   "[tokens, kv_lora_rank]", kFloatTypes));
@@ -304,7 +308,7 @@ absl::Status MlaCacheWrite::Validate(const Args& a) {
 namespace {
 
 // kv_b_proj [heads * (qk_nope + v), kv_lora_rank].
-absl::Status CheckKvBProj(absl::string_view op, const TensorView& kv_b_proj,
+Status CheckKvBProj(std::string_view op, const TensorView& kv_b_proj,
                           int64_t heads, int64_t qk_nope, int64_t v,
                           int64_t kv_lora_rank) {
   DSA_RETURN_IF_ERROR(CheckTensor(op, "kv_b_proj", kv_b_proj, 2,
@@ -314,12 +318,12 @@ absl::Status CheckKvBProj(absl::string_view op, const TensorView& kv_b_proj,
   DSA_RETURN_IF_ERROR(
       CheckDim(op, "kv_b_proj", kv_b_proj, 0, "heads * (qk_nope + v)",
                heads * (qk_nope + v),
-               absl::StrCat(heads, " heads * (", qk_nope, " + ", v, ")")));
+               StrCat(heads, " heads * (", qk_nope, " + ", v, ")")));
   return CheckDim(op, "kv_b_proj", kv_b_proj, 1, "kv_lora_rank",
                   kv_lora_rank, "cache_format.kv_lora_rank");
 }
 
-absl::Status CheckAttentionOutput(absl::string_view op,
+Status CheckAttentionOutput(std::string_view op,
                                   const TensorView& output, int64_t tokens,
                                   int64_t heads) {
   DSA_RETURN_IF_ERROR(CheckTensor(op, "output", output, 3,
@@ -329,16 +333,17 @@ absl::Status CheckAttentionOutput(absl::string_view op,
   DSA_RETURN_IF_ERROR(
       CheckDim(op, "output", output, 1, "heads", heads, "q's heads"));
   if (output.dim(2) < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": output v_head_dim is 0, expected at least 1"));
+    return InvalidArgumentError(
+        StrCat(op, ": output v_head_dim is 0, expected at least 1"));
   }
-  return absl::OkStatus();
+  return OkStatus();
 }
 
 }  // namespace
 
-absl::Status SparseMla::Validate(const Args& a) {
-  constexpr absl::string_view op = kName;
+// Ranks, dtypes, shapes and strides.
+static Status ValidateSparseMlaShapes(const SparseMla::Args& a) {
+  constexpr std::string_view op = SparseMla::kName;
   const LatentCacheFormat& f = a.cache_format;
   DSA_RETURN_IF_ERROR(CheckLatentCache(op, a.kv_cache, f));
   DSA_RETURN_IF_ERROR(CheckTensor(
@@ -347,8 +352,8 @@ absl::Status SparseMla::Validate(const Args& a) {
   const int64_t tokens = a.q.dim(0);
   const int64_t heads = a.q.dim(1);
   if (heads < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": q has 0 heads, expected at least 1"));
+    return InvalidArgumentError(
+        StrCat(op, ": q has 0 heads, expected at least 1"));
   }
   DSA_RETURN_IF_ERROR(CheckDim(op, "q", a.q, 2, "kv_lora_rank + rope_dim",
                                int64_t{f.kv_lora_rank} + f.rope_dim,
@@ -362,8 +367,8 @@ absl::Status SparseMla::Validate(const Args& a) {
   DSA_RETURN_IF_ERROR(CheckDim(op, "topk_indices", a.topk_indices, 0,
                                "tokens", tokens, "q's tokens"));
   if (a.qk_nope_head_dim < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": qk_nope_head_dim is ", a.qk_nope_head_dim,
+    return InvalidArgumentError(
+        StrCat(op, ": qk_nope_head_dim is ", a.qk_nope_head_dim,
                      ", expected >= 0"));
   }
   DSA_RETURN_IF_ERROR(CheckPositiveScale(op, "softmax_scale", a.softmax_scale));
@@ -372,8 +377,9 @@ absl::Status SparseMla::Validate(const Args& a) {
                       a.output.dim(2), f.kv_lora_rank);
 }
 
-absl::Status DenseMhaPrefill::Validate(const Args& a) {
-  constexpr absl::string_view op = kName;
+// Ranks, dtypes, shapes and strides.
+static Status ValidateDenseMhaPrefillShapes(const DenseMhaPrefill::Args& a) {
+  constexpr std::string_view op = DenseMhaPrefill::kName;
   const LatentCacheFormat& f = a.cache_format;
   DSA_RETURN_IF_ERROR(CheckLatentCache(op, a.kv_cache, f));
   DSA_RETURN_IF_ERROR(CheckTensor(op, "q", a.q, 3,
@@ -382,11 +388,11 @@ absl::Status DenseMhaPrefill::Validate(const Args& a) {
   const int64_t tokens = a.q.dim(0);
   const int64_t heads = a.q.dim(1);
   if (heads < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": q has 0 heads, expected at least 1"));
+    return InvalidArgumentError(
+        StrCat(op, ": q has 0 heads, expected at least 1"));
   }
   if (a.q.dim(2) < f.rope_dim) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return InvalidArgumentError(StrCat(
         op, ": q head dim is ", a.q.dim(2),
         ", expected qk_nope_head_dim + rope_dim with rope_dim ", f.rope_dim));
   }
@@ -400,5 +406,30 @@ absl::Status DenseMhaPrefill::Validate(const Args& a) {
   return CheckKvBProj(op, a.kv_b_proj, heads, qk_nope, a.output.dim(2),
                       f.kv_lora_rank);
 }
+
+// ---------------------------------------------------------------------------
+// Validate = the shape checks above, then the aliasing check over every
+// tensor of the op's argument list (kernel_api.h), outputs and in-place
+// caches marked as written.
+
+#define DSA_ALIAS_WRITTEN_IN false
+#define DSA_ALIAS_WRITTEN_OUT true
+#define DSA_ALIAS_WRITTEN_INOUT true
+#define DSA_ALIAS_TENSOR(name, direction) \
+  NamedView{#name, &a.name, DSA_ALIAS_WRITTEN_##direction},
+#define DSA_ALIAS_SKIP3(x, y, z)
+#define DSA_ALIAS_SKIP1(x)
+#define DSA_DEFINE_VALIDATE(CxxName, LIST, PREFIX)                        \
+  Status CxxName::Validate(const Args& a) {                               \
+    DSA_RETURN_IF_ERROR(Validate##CxxName##Shapes(a));                    \
+    return CheckNoAliasing(                                               \
+        kName, {LIST(DSA_ALIAS_TENSOR, DSA_ALIAS_SKIP3, DSA_ALIAS_SKIP3,  \
+                     DSA_ALIAS_SKIP1)});                                  \
+  }
+DSA_ATTENTION_OPS(DSA_DEFINE_VALIDATE)
+#undef DSA_DEFINE_VALIDATE
+#undef DSA_ALIAS_SKIP1
+#undef DSA_ALIAS_SKIP3
+#undef DSA_ALIAS_TENSOR
 
 }  // namespace dsa::attention

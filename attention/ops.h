@@ -3,14 +3,20 @@
 //
 // Each op is a struct with
 //   kName, kAbiVersion  the registry key (platform::Registry::FindKernel and
-//                       DsaKernelDescriptor); bump kAbiVersion on any change
-//                       to Args, so a host never calls a kernel built
-//                       against another layout;
-//   Args                plain tensor views (attention/tensor.h) and scalars;
-//   Fn                  absl::Status (*)(const ExecutionContext&, const Args&);
-//   Validate(args)      the metadata checks (ranks, dtypes, shapes, strides)
-//                       shared by every platform's kernel. They never read
-//                       tensor elements, which may live on a device.
+//                       DsaKernelDescriptor), from attention/kernel_api.h;
+//   Args                plain tensor views (attention/tensor.h) and scalars,
+//                       generated from the op's argument list in
+//                       kernel_api.h, with their defaults;
+//   CArgs, CFn          the C struct and entry point a kernel crosses a
+//                       plugin boundary with (kernel_api.h); hosts call
+//                       kernels through Kernel<Op> (kernel_lookup.h), plugins
+//                       expose C++ kernels through CKernel (kernel_abi.h);
+//   Validate(args)      the metadata checks (ranks, dtypes, shapes, strides,
+//                       overflow, aliasing of outputs) shared by every
+//                       platform's kernel. They never read tensor elements,
+//                       which may live on a device.
+// This header and everything a kernel needs use dsa::Status, not Abseil:
+// kernels run inside plugin shared objects that link no Abseil.
 // Kernels additionally check element values they depend on (slots, block
 // ids, positions, windows, indices) and never read or write outside a view:
 // the CPU kernels check every value before writing anything and return
@@ -34,14 +40,17 @@
 
 #include <cstdint>
 
-#include "absl/status/status.h"
+#include <string_view>
+
 #include "attention/dtypes/dtype.h"
+#include "attention/kernel_api.h"
 #include "attention/tensor.h"
+#include "platform/core_status.h"
 
 namespace dsa::attention {
 
-// How a call executes; passed by the engine on every call. It is part of
-// every op's signature: changing it bumps every op's kAbiVersion.
+// How a call executes; passed by the engine on every call
+// (DsaExecutionContext across the boundary).
 struct ExecutionContext {
   // GPU platforms: the hipStream_t / cudaStream_t to enqueue on (nullptr is
   // the default stream). Kernels are asynchronous there; the CPU platform
@@ -52,9 +61,30 @@ struct ExecutionContext {
 };
 
 enum class RopeStyle : int32_t {
-  kNeox = 0,         // DeepSeek-V3.2's indexer
-  kInterleaved = 1,  // GLM-5.x's indexer
+  kNeox = DSA_ROPE_NEOX,                // DeepSeek-V3.2's indexer
+  kInterleaved = DSA_ROPE_INTERLEAVED,  // GLM-5.x's indexer
 };
+
+// The C++ side of an op's argument list (kernel_api.h): the same fields, as
+// tensor views, enums and LatentCacheFormat, with their defaults.
+#define DSA_CXX_TENSOR_FIELD(name, direction) TensorView name;
+#define DSA_CXX_SCALAR_FIELD(c_type, name, default_value) \
+  c_type name = default_value;
+#define DSA_CXX_ENUM_FIELD(cxx_enum, name, default_value) \
+  cxx_enum name = cxx_enum::default_value;
+#define DSA_CXX_FORMAT_FIELD(name) LatentCacheFormat name;
+
+// The members every op struct has.
+#define DSA_OP_MEMBERS(CxxName, LIST, PREFIX)                            \
+  static constexpr const char* kName = PREFIX##_NAME;                    \
+  static constexpr uint32_t kAbiVersion = PREFIX##_ABI_VERSION;          \
+  using CArgs = Dsa##CxxName##Args;                                      \
+  using CFn = Dsa##CxxName##Fn;                                          \
+  struct Args {                                                          \
+    LIST(DSA_CXX_TENSOR_FIELD, DSA_CXX_SCALAR_FIELD, DSA_CXX_ENUM_FIELD, \
+         DSA_CXX_FORMAT_FIELD)                                           \
+  };                                                                     \
+  static Status Validate(const Args& args)
 
 // ---------------------------------------------------------------------------
 // Indexer K cache, one per indexer layer. uint8 view
@@ -73,23 +103,19 @@ enum class RopeStyle : int32_t {
 // and topk_indices[t, :] = -1 for every token (including padding slots), so
 // that a batch whose scoring is skipped leaves no stale indices behind.
 struct IndexerKWrite {
-  static constexpr const char* kName = "indexer_k_write";
-  static constexpr uint32_t kAbiVersion = 1;
-  struct Args {
-    TensorView k;              // [tokens, head_dim] f32|bf16: wk(x)
-    TensorView ln_weight;      // [head_dim] f32|bf16
-    TensorView ln_bias;        // [head_dim] f32|bf16
-    float ln_eps = 1e-6f;
-    TensorView positions;      // [tokens] int64
-    TensorView cos_sin_cache;  // [max_position, rope_dim] f32
-    RopeStyle rope_style = RopeStyle::kNeox;
-    TensorView slot_mapping;   // [tokens] int64, -1 = skip
-    TensorView k_cache;        // [num_blocks, block_size, head_dim + 4] u8
-    DType cache_dtype = DType::kFloat8E4m3fn;  // fp8 encoding in k_cache
-    TensorView topk_indices;   // [tokens, topk] int32, output (all -1)
-  };
-  using Fn = absl::Status (*)(const ExecutionContext&, const Args&);
-  static absl::Status Validate(const Args& args);
+  // Args (DSA_INDEXER_K_WRITE_ARGS in kernel_api.h):
+  //   TensorView k;              // [tokens, head_dim] f32|bf16: wk(x)
+  //   TensorView ln_weight;      // [head_dim] f32|bf16
+  //   TensorView ln_bias;        // [head_dim] f32|bf16
+  //   float ln_eps = 1e-6f;
+  //   TensorView positions;      // [tokens] int64
+  //   TensorView cos_sin_cache;  // [max_position, rope_dim] f32
+  //   RopeStyle rope_style = RopeStyle::kNeox;
+  //   TensorView slot_mapping;   // [tokens] int64, -1 = skip
+  //   TensorView k_cache;        // [num_blocks, block_size, head_dim + 4] u8
+  //   DType cache_dtype = DType::kFloat8E4m3fn;  // fp8 encoding in k_cache
+  //   TensorView topk_indices;   // [tokens, topk] int32, output (all -1)
+  DSA_OP_MEMBERS(IndexerKWrite, DSA_INDEXER_K_WRITE_ARGS, DSA_OP_INDEXER_K_WRITE);
 };
 
 // (2) Indexer queries: rope on the first rope_dim dims of every head,
@@ -99,19 +125,15 @@ struct IndexerKWrite {
 //                       * heads^-0.5
 // so that logits need no per-head q scale.
 struct IndexerQ {
-  static constexpr const char* kName = "indexer_q";
-  static constexpr uint32_t kAbiVersion = 1;
-  struct Args {
-    TensorView q;              // [tokens, heads, head_dim] f32|bf16: wq_b(q_lat)
-    TensorView weights;        // [tokens, heads] f32|bf16: weights_proj(x)
-    TensorView positions;      // [tokens] int64
-    TensorView cos_sin_cache;  // [max_position, rope_dim] f32
-    RopeStyle rope_style = RopeStyle::kNeox;
-    TensorView q_fp8;          // [tokens, heads, head_dim] fp8, output
-    TensorView head_weights;   // [tokens, heads] f32, output
-  };
-  using Fn = absl::Status (*)(const ExecutionContext&, const Args&);
-  static absl::Status Validate(const Args& args);
+  // Args (DSA_INDEXER_Q_ARGS in kernel_api.h):
+  //   TensorView q;              // [tokens, heads, head_dim] f32|bf16: wq_b(q_lat)
+  //   TensorView weights;        // [tokens, heads] f32|bf16: weights_proj(x)
+  //   TensorView positions;      // [tokens] int64
+  //   TensorView cos_sin_cache;  // [max_position, rope_dim] f32
+  //   RopeStyle rope_style = RopeStyle::kNeox;
+  //   TensorView q_fp8;          // [tokens, heads, head_dim] fp8, output
+  //   TensorView head_weights;   // [tokens, heads] f32, output
+  DSA_OP_MEMBERS(IndexerQ, DSA_INDEXER_Q_ARGS, DSA_OP_INDEXER_Q);
 };
 
 // (3) Indexer logits over the paged indexer K cache:
@@ -120,21 +142,17 @@ struct IndexerQ {
 // -inf for every other column j < logits width. Column j is the request's
 // token j. The cache holds q_fp8's encoding.
 struct IndexerLogits {
-  static constexpr const char* kName = "indexer_logits";
-  static constexpr uint32_t kAbiVersion = 1;
-  struct Args {
-    TensorView q_fp8;          // [rows, heads, head_dim] fp8
-    TensorView head_weights;   // [rows, heads] f32
-    TensorView k_cache;        // [num_blocks, block_size, head_dim + 4] u8
-    TensorView block_table;    // [num_requests, max_blocks] int32
-    TensorView seq_lens;       // [num_requests] int32: tokens in the cache
-    TensorView row_request;    // [rows] int32
-    TensorView row_key_start;  // [rows] int32
-    TensorView row_key_end;    // [rows] int32, <= seq_len, <= logits width
-    TensorView logits;         // [rows, width] f32, output
-  };
-  using Fn = absl::Status (*)(const ExecutionContext&, const Args&);
-  static absl::Status Validate(const Args& args);
+  // Args (DSA_INDEXER_LOGITS_ARGS in kernel_api.h):
+  //   TensorView q_fp8;          // [rows, heads, head_dim] fp8
+  //   TensorView head_weights;   // [rows, heads] f32
+  //   TensorView k_cache;        // [num_blocks, block_size, head_dim + 4] u8
+  //   TensorView block_table;    // [num_requests, max_blocks] int32
+  //   TensorView seq_lens;       // [num_requests] int32: tokens in the cache
+  //   TensorView row_request;    // [rows] int32
+  //   TensorView row_key_start;  // [rows] int32
+  //   TensorView row_key_end;    // [rows] int32, <= seq_len, <= logits width
+  //   TensorView logits;         // [rows, width] f32, output
+  DSA_OP_MEMBERS(IndexerLogits, DSA_INDEXER_LOGITS_ARGS, DSA_OP_INDEXER_LOGITS);
   // Bytes of the logits buffer for `rows` query rows whose windows end at
   // or before `max_seq_len`: what an engine reserves in its profile run.
   static int64_t WorkspaceBytes(int64_t rows, int64_t max_seq_len);
@@ -148,16 +166,12 @@ struct IndexerLogits {
 // deterministic set representation that is cheap on GPUs; the sparse MLA is
 // order-independent.
 struct IndexerTopK {
-  static constexpr const char* kName = "indexer_topk";
-  static constexpr uint32_t kAbiVersion = 1;
-  struct Args {
-    TensorView logits;         // [rows, width] f32
-    TensorView row_key_start;  // [rows] int32
-    TensorView row_key_end;    // [rows] int32, <= width
-    TensorView topk_indices;   // [rows, topk] int32, output
-  };
-  using Fn = absl::Status (*)(const ExecutionContext&, const Args&);
-  static absl::Status Validate(const Args& args);
+  // Args (DSA_INDEXER_TOPK_ARGS in kernel_api.h):
+  //   TensorView logits;         // [rows, width] f32
+  //   TensorView row_key_start;  // [rows] int32
+  //   TensorView row_key_end;    // [rows] int32, <= width
+  //   TensorView topk_indices;   // [rows, topk] int32, output
+  DSA_OP_MEMBERS(IndexerTopK, DSA_INDEXER_TOPK_ARGS, DSA_OP_INDEXER_TOPK);
 };
 
 // ---------------------------------------------------------------------------
@@ -185,22 +199,18 @@ inline constexpr int kLatentFp8TileSize = 128;
 int64_t LatentCacheEntryWidth(const LatentCacheFormat& format);
 // Checks the format itself (dtype, kv_lora_rank a positive multiple of 128
 // for fp8, rope_dim positive and even) and the cache view against it.
-absl::Status CheckLatentCache(absl::string_view op, const TensorView& kv_cache,
+Status CheckLatentCache(std::string_view op, const TensorView& kv_cache,
                               const LatentCacheFormat& format);
 
 // (7) MLA latent cache write at slot_mapping (-1 skipped).
 struct MlaCacheWrite {
-  static constexpr const char* kName = "mla_cache_write";
-  static constexpr uint32_t kAbiVersion = 1;
-  struct Args {
-    TensorView kv_c;          // [tokens, kv_lora_rank] f32|bf16
-    TensorView k_pe;          // [tokens, rope_dim] f32|bf16 (already roped)
-    TensorView slot_mapping;  // [tokens] int64, -1 = skip
-    TensorView kv_cache;      // latent cache, see LatentCacheFormat
-    LatentCacheFormat cache_format;
-  };
-  using Fn = absl::Status (*)(const ExecutionContext&, const Args&);
-  static absl::Status Validate(const Args& args);
+  // Args (DSA_MLA_CACHE_WRITE_ARGS in kernel_api.h):
+  //   TensorView kv_c;          // [tokens, kv_lora_rank] f32|bf16
+  //   TensorView k_pe;          // [tokens, rope_dim] f32|bf16 (already roped)
+  //   TensorView slot_mapping;  // [tokens] int64, -1 = skip
+  //   TensorView kv_cache;      // latent cache, see LatentCacheFormat
+  //   LatentCacheFormat cache_format;
+  DSA_OP_MEMBERS(MlaCacheWrite, DSA_MLA_CACHE_WRITE_ARGS, DSA_OP_MLA_CACHE_WRITE);
 };
 
 // (5) Sparse MLA, absorbed (MQA) form, for prefill and decode tokens alike:
@@ -212,23 +222,19 @@ struct MlaCacheWrite {
 // with W_UV[h] = kv_b_proj rows [h*(nope+v) + nope, (h+1)*(nope+v)). A row
 // without any valid index outputs zeros. Duplicate indices count twice.
 struct SparseMla {
-  static constexpr const char* kName = "sparse_mla";
-  static constexpr uint32_t kAbiVersion = 1;
-  struct Args {
-    TensorView q;              // [tokens, heads, kv_lora_rank + rope_dim] f32|bf16
-    TensorView kv_cache;       // latent cache
-    LatentCacheFormat cache_format;
-    TensorView block_table;    // [num_requests, max_blocks] int32
-    TensorView seq_lens;       // [num_requests] int32
-    TensorView token_request;  // [tokens] int32
-    TensorView topk_indices;   // [tokens, topk] int32, positions or -1
-    TensorView kv_b_proj;      // [heads * (qk_nope + v), kv_lora_rank] f32|bf16
-    int32_t qk_nope_head_dim = 128;
-    float softmax_scale = 0.0f;
-    TensorView output;         // [tokens, heads, v_head_dim] f32|bf16, output
-  };
-  using Fn = absl::Status (*)(const ExecutionContext&, const Args&);
-  static absl::Status Validate(const Args& args);
+  // Args (DSA_SPARSE_MLA_ARGS in kernel_api.h):
+  //   TensorView q;              // [tokens, heads, kv_lora_rank + rope_dim] f32|bf16
+  //   TensorView kv_cache;       // latent cache
+  //   LatentCacheFormat cache_format;
+  //   TensorView block_table;    // [num_requests, max_blocks] int32
+  //   TensorView seq_lens;       // [num_requests] int32
+  //   TensorView token_request;  // [tokens] int32
+  //   TensorView topk_indices;   // [tokens, topk] int32, positions or -1
+  //   TensorView kv_b_proj;      // [heads * (qk_nope + v), kv_lora_rank] f32|bf16
+  //   int32_t qk_nope_head_dim = 128;
+  //   float softmax_scale = 0.0f;
+  //   TensorView output;         // [tokens, heads, v_head_dim] f32|bf16, output
+  DSA_OP_MEMBERS(SparseMla, DSA_SPARSE_MLA_ARGS, DSA_OP_SPARSE_MLA);
 };
 
 // (6) Dense causal MHA prefill over the latent cache. Request r owns query
@@ -243,21 +249,17 @@ struct SparseMla {
 // rows = W_UV[h]; qk_nope = q's last dim - rope_dim. softmax_scale is
 // qk_head_dim^-0.5 (times any yarn mscale^2), the same as the sparse path's.
 struct DenseMhaPrefill {
-  static constexpr const char* kName = "dense_mha_prefill";
-  static constexpr uint32_t kAbiVersion = 1;
-  struct Args {
-    TensorView q;                // [tokens, heads, qk_nope + rope_dim] f32|bf16
-    TensorView kv_cache;         // latent cache
-    LatentCacheFormat cache_format;
-    TensorView block_table;      // [num_requests, max_blocks] int32
-    TensorView seq_lens;         // [num_requests] int32: context + new
-    TensorView query_start_loc;  // [num_requests + 1] int32
-    TensorView kv_b_proj;        // [heads * (qk_nope + v), kv_lora_rank]
-    float softmax_scale = 0.0f;
-    TensorView output;           // [tokens, heads, v_head_dim] f32|bf16
-  };
-  using Fn = absl::Status (*)(const ExecutionContext&, const Args&);
-  static absl::Status Validate(const Args& args);
+  // Args (DSA_DENSE_MHA_PREFILL_ARGS in kernel_api.h):
+  //   TensorView q;                // [tokens, heads, qk_nope + rope_dim] f32|bf16
+  //   TensorView kv_cache;         // latent cache
+  //   LatentCacheFormat cache_format;
+  //   TensorView block_table;      // [num_requests, max_blocks] int32
+  //   TensorView seq_lens;         // [num_requests] int32: context + new
+  //   TensorView query_start_loc;  // [num_requests + 1] int32
+  //   TensorView kv_b_proj;        // [heads * (qk_nope + v), kv_lora_rank]
+  //   float softmax_scale = 0.0f;
+  //   TensorView output;           // [tokens, heads, v_head_dim] f32|bf16
+  DSA_OP_MEMBERS(DenseMhaPrefill, DSA_DENSE_MHA_PREFILL_ARGS, DSA_OP_DENSE_MHA_PREFILL);
 };
 
 }  // namespace dsa::attention

@@ -1,28 +1,33 @@
-// Plain strided tensor views, the only way tensors cross the op interface.
+// Plain strided tensor views, the only way tensors reach a kernel.
 //
 // A view is a data pointer, an explicit element type, a shape and strides in
 // elements; it owns nothing. On GPU platforms `data` is a device pointer, so
 // code that is not a kernel may read only the metadata (shape, strides,
-// dtype), never the elements. The checking helpers here produce the
-// InvalidArgument messages every op uses, worded the same way everywhere:
+// dtype), never the elements. Views cross the plugin boundary as
+// DsaTensorView (attention/kernel_api.h).
+//
+// The checking helpers here produce the InvalidArgument messages every op
+// uses, worded the same way everywhere:
 //   "indexer_logits: q has 2 dims, expected 3: [rows, heads, head_dim]".
+// They run inside plugins, so they use dsa::Status, not Abseil.
 #ifndef DSA_ATTENTION_TENSOR_H_
 #define DSA_ATTENTION_TENSOR_H_
 
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 
-#include "absl/status/status.h"
-#include "absl/strings/string_view.h"
 #include "attention/dtypes/dtype.h"
+#include "platform/core_status.h"
 
 namespace dsa::attention {
 
 inline constexpr int kMaxTensorRank = 4;
 
-// Dimensions and strides above this are rejected so that index arithmetic in
-// int64 can never overflow, whatever a caller passes.
+// Dimensions and strides above this are rejected, and so is a view whose
+// element count or byte extent does not fit in int64 (CheckTensor), so that
+// index arithmetic in int64 can never overflow, whatever a caller passes.
 inline constexpr int64_t kMaxTensorDim = int64_t{1} << 31;
 
 struct TensorView {
@@ -36,6 +41,8 @@ struct TensorView {
 
   int64_t dim(int i) const { return shape[i]; }
   int64_t stride(int i) const { return strides[i]; }
+  // The product of the dims; meaningful once CheckTensor accepted the view
+  // (it saturates at INT64_MAX instead of overflowing).
   int64_t num_elements() const;
   bool empty() const { return num_elements() == 0; }
 
@@ -58,30 +65,51 @@ TensorView MakeTensorView(const void* data, DType dtype,
 // "[2, 3, 128] float32"
 std::string DescribeTensor(const TensorView& t);
 
+// The bytes a view can touch, [data, data + extent): the largest element
+// offset plus one, times the element size. 0 for an empty view; -1 when the
+// view's metadata is out of range or the extent overflows int64.
+int64_t TensorByteExtent(const TensorView& t);
+
 // Checks a view's rank and element type and its metadata: dims and strides in
-// range, non-null data unless empty, and (by default) a contiguous last
-// dimension, which every kernel needs to read vectors. `layout` names the
-// dims, e.g. "[tokens, heads, head_dim]". InvalidArgument naming `op` and
-// `arg` on any failure.
-absl::Status CheckTensor(absl::string_view op, absl::string_view arg,
-                         const TensorView& t, int rank,
-                         absl::string_view layout,
-                         std::initializer_list<DType> dtypes,
-                         bool contiguous_last_dim = true);
+// range, the element count and byte extent representable in int64, non-null
+// data unless empty, and (by default) a contiguous last dimension, which every
+// kernel needs to read vectors. `layout` names the dims, e.g.
+// "[tokens, heads, head_dim]". InvalidArgument naming `op` and `arg` on any
+// failure.
+Status CheckTensor(std::string_view op, std::string_view arg,
+                   const TensorView& t, int rank, std::string_view layout,
+                   std::initializer_list<DType> dtypes,
+                   bool contiguous_last_dim = true);
 
 // Checks t.shape[dim] == expected. `dim_name` is the dim's name in the
 // layout ("head_dim") and `why` says where `expected` comes from
 // ("q's heads"), e.g. "indexer_logits: head_weights dim 1 (heads) is 8,
 // expected 4 (q's heads)".
-absl::Status CheckDim(absl::string_view op, absl::string_view arg,
-                      const TensorView& t, int dim,
-                      absl::string_view dim_name, int64_t expected,
-                      absl::string_view why);
+Status CheckDim(std::string_view op, std::string_view arg, const TensorView& t,
+                int dim, std::string_view dim_name, int64_t expected,
+                std::string_view why);
 
 // Checks that a view's elements are contiguous in row-major order (caches,
 // whose blocks are addressed by byte offset).
-absl::Status CheckContiguous(absl::string_view op, absl::string_view arg,
-                             const TensorView& t);
+Status CheckContiguous(std::string_view op, std::string_view arg,
+                       const TensorView& t);
+
+// A named view in an op's argument list, for the aliasing check.
+struct NamedView {
+  const char* name;
+  const TensorView* view;
+  bool written;  // an output, or a cache updated in place
+};
+
+// Checks what an op writes: every written view maps distinct indices to
+// distinct elements (no zero stride over a dim longer than 1, no strides that
+// make two indices meet), and no written view's bytes overlap those of any
+// other argument, read or written. Ranges are compared by byte extent, so
+// interleaved views that share a range are rejected too; no op of ops.h
+// documents in-place use across two arguments. Call after every view passed
+// CheckTensor.
+Status CheckNoAliasing(std::string_view op,
+                       std::initializer_list<NamedView> views);
 
 }  // namespace dsa::attention
 

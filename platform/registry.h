@@ -9,7 +9,11 @@
 //   lives in this library; plugins loaded at run time reach it only through
 //   the host functions handed to their initialize (plugin_api.h), so every
 //   plugin in a process shares it.
-// - The CPU platform is built in: Global() always has it.
+// - The registry knows no plugin. The C ABI (loading, version and size
+//   checks, normalising descriptors) is platform/plugin_adapter.h, which
+//   hands a plugin's registrations to the registry as a PluginSink; the
+//   built-in default (the CPU platform in Global()) is wired by
+//   //platform:default_platforms.
 // - Registering something twice is AlreadyExists, looking up something absent
 //   is NotFound; nothing aborts and nothing is silently replaced.
 // - Registrations are all-or-nothing: RegisterPlugin and Register(batch) take
@@ -26,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,15 +39,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "platform/absl_status.h"
 #include "platform/capabilities.h"
+#include "platform/plugin_adapter.h"
 #include "platform/plugin_api.h"
+#include "platform/plugin_file.h"
 
 namespace dsa::platform {
-
-// Converts between the C ABI's status codes and absl::Status.
-absl::Status StatusFromC(DsaStatusCode code, absl::string_view message);
-DsaStatusCode StatusToC(const absl::Status& status, char* error,
-                        size_t error_size);
 
 // Memory and synchronisation on a platform's device 0. For the CPU platform
 // "device" memory is host memory.
@@ -107,14 +110,15 @@ struct RegistrationBatch {
   std::vector<DsaKernelDescriptor> kernels;
 };
 
-class Registry {
+class Registry : public PluginSink {
  public:
   Registry();  // empty: not even CPU (for tests and embedders)
-  ~Registry();
+  ~Registry() override;
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
-  // The process-wide registry, with the CPU platform built in.
+  // The process-wide registry. It starts empty; linking
+  // //platform:default_platforms registers the CPU platform into it.
   static Registry& Global();
 
   // Registers everything in `batch`, or nothing: AlreadyExists when a
@@ -126,8 +130,20 @@ class Registry {
   // Checks the plugin's API version and struct size, calls its initialize
   // with this registry's host functions and commits what it registered.
   // FailedPrecondition on a major-version mismatch; the plugin's own error
-  // when initialize fails. The registry is unchanged on any error.
+  // when initialize fails; AlreadyExists for a plugin name registered
+  // already. The registry is unchanged on any error.
   absl::Status RegisterPlugin(const DsaPluginApi* api);
+
+  // Loads a plugin shared object (LoadPluginFile in plugin_adapter.h: a
+  // regular file, a complete ELF object, not loaded already) and registers
+  // it. LoadPlugins stops at the first failure; the ones before it stay.
+  absl::Status LoadPlugin(const std::string& path);
+  absl::Status LoadPlugins(const std::vector<std::string>& paths);
+
+  // PluginSink.
+  bool HasPlugin(const std::string& plugin_name) const override;
+  bool HasPluginFile(const PluginFileIdentity& file) const override;
+  Status Commit(const PluginRegistrations& registrations) override;
 
   absl::StatusOr<Platform> GetPlatform(absl::string_view id) const;
   std::vector<std::string> PlatformIds() const;  // sorted
@@ -160,6 +176,8 @@ class Registry {
     std::string plugin_name;
   };
   mutable absl::Mutex mu_;
+  std::set<std::string> plugins_;
+  std::vector<PluginFileIdentity> plugin_files_;
   std::map<std::string, std::unique_ptr<Platform::Entry>, std::less<>>
       platforms_;
   std::map<std::pair<std::string, std::string>, KernelEntry> kernels_;

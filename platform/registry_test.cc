@@ -101,7 +101,8 @@ TEST_F(RegistryTest, EmptyRegistryFindsNothing) {
   EXPECT_TRUE(registry.PlatformIds().empty());
 }
 
-TEST_F(RegistryTest, GlobalHasCpuBuiltIn) {
+// Linked through //platform:default_platforms, as a host does.
+TEST_F(RegistryTest, DefaultPlatformsPutCpuIntoGlobal) {
   Registry& global = Registry::Global();
   EXPECT_EQ(&global, &Registry::Global());
   ASSERT_OK_AND_ASSIGN(Platform cpu, global.GetPlatform("cpu"));
@@ -117,9 +118,11 @@ TEST_F(RegistryTest, GlobalHasCpuBuiltIn) {
 TEST_F(RegistryTest, RegisteringAPluginTwiceIsAlreadyExistsAndChangesNothing) {
   Registry registry;
   ASSERT_OK(registry.RegisterPlugin(CpuPlatformPluginApi()));
+  // Refused by name before its initialize runs again.
   EXPECT_THAT(registry.RegisterPlugin(CpuPlatformPluginApi()),
               StatusIs(absl::StatusCode::kAlreadyExists,
-                       HasSubstr("platform 'cpu' is already registered")));
+                       HasSubstr("plugin 'dsa_cpu_platform' is already "
+                                 "loaded")));
   EXPECT_THAT(registry.PlatformIds(), ElementsAre("cpu"));
 }
 
@@ -378,7 +381,14 @@ TEST_F(RegistryTest, PluginRegistersPlatformAndKernelTogether) {
   EXPECT_THAT(registry.FindKernel("top_k", 1, "fake_a"), IsOk());
   EXPECT_THAT(registry.RegisterPlugin(&api),
               StatusIs(absl::StatusCode::kAlreadyExists,
-                       HasSubstr("plugin 'good': platform 'fake_a' is already "
+                       HasSubstr("plugin 'good' is already loaded")));
+  // Another plugin registering the same platform collides on the platform.
+  const DsaPluginApi twin = {sizeof(DsaPluginApi), DSA_PLUGIN_API_MAJOR,
+                             DSA_PLUGIN_API_MINOR, "twin",
+                             &InitRegistersPlatformAndKernel};
+  EXPECT_THAT(registry.RegisterPlugin(&twin),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       HasSubstr("plugin 'twin': platform 'fake_a' is already "
                                  "registered (by 'good')")));
 }
 
@@ -398,7 +408,7 @@ TEST_F(RegistryTest, ConcurrentRegistrationAndLookup) {
       for (int i = 0; i < kOpsPerThread; ++i) {
         const std::string& op = names[t * kOpsPerThread + i];
         RegistrationBatch batch;
-        batch.plugin_name = "threads";
+        batch.plugin_name = "thread_batch_" + op;
         batch.kernels = {Kernel(op.c_str(), "cpu")};
         if (!registry.Register(batch).ok()) ++failures;
         if (!registry.FindKernel(op, 1, "cpu").ok()) ++failures;

@@ -1,5 +1,6 @@
-// Early-return helpers for absl::Status and absl::StatusOr, which the pinned
-// Abseil (Debian's 20220623) does not provide.
+// Early-return helpers for absl::Status and absl::StatusOr (the pinned
+// Abseil, Debian's 20220623, provides none). DSA_RETURN_IF_ERROR itself lives
+// in platform/core_status.h and serves dsa::Status and absl::Status alike.
 #ifndef DSA_PLATFORM_STATUS_MACROS_H_
 #define DSA_PLATFORM_STATUS_MACROS_H_
 
@@ -7,18 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-
-#define DSA_STATUS_MACROS_CONCAT_INNER(a, b) a##b
-#define DSA_STATUS_MACROS_CONCAT(a, b) DSA_STATUS_MACROS_CONCAT_INNER(a, b)
-
-// Returns the status from the enclosing function when `expr` is not OK.
-#define DSA_RETURN_IF_ERROR(expr)                        \
-  do {                                                   \
-    ::absl::Status dsa_status_macro_status_ = (expr);    \
-    if (!dsa_status_macro_status_.ok()) {                \
-      return dsa_status_macro_status_;                   \
-    }                                                    \
-  } while (false)
+#include "platform/core_status.h"
 
 // DSA_ASSIGN_OR_RETURN(lhs, expr): evaluates the StatusOr `expr`; on error
 // returns its status, else moves the value into `lhs` (which may declare a

@@ -13,7 +13,6 @@
 #include "absl/strings/str_split.h"
 #include "platform/capabilities.h"
 #include "platform/registry.h"
-#include "testing/plugin_loader.h"
 
 namespace {
 
@@ -65,7 +64,7 @@ int main(int argc, char** argv) {
 
   Registry& registry = Registry::Global();
   for (const std::string& path : plugins) {
-    absl::Status s = dsa::testing::LoadPlugin(registry, path);
+    absl::Status s = registry.LoadPlugin(path);
     if (!s.ok()) {
       std::fprintf(stderr, "host: %s\n", s.ToString().c_str());
       return 1;

@@ -1,8 +1,15 @@
 // Loads real and deliberately broken plugin shared objects into a registry.
 // The test binary gets the paths of the objects as --name=path arguments
 // (see testing/BUILD).
-#include "testing/plugin_loader.h"
 
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -25,6 +32,26 @@ std::string PathOf(const std::string& name) {
   return it == PluginPaths().end() ? "missing-argument-" + name : it->second;
 }
 
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+}
+
+std::string Absolute(const std::string& path) {
+  char buf[PATH_MAX];
+  return realpath(path.c_str(), buf) != nullptr ? buf : path;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using platform::Platform;
@@ -33,7 +60,7 @@ using platform::Registry;
 
 TEST(PluginLoaderTest, LoadsThePlatformPluginsAndQueriesThem) {
   Registry registry;
-  ASSERT_OK(LoadPlugins(registry, {PathOf("cpu"), PathOf("rocm"),
+  ASSERT_OK(registry.LoadPlugins({PathOf("cpu"), PathOf("rocm"),
                                    PathOf("cuda")}));
   EXPECT_THAT(registry.PlatformIds(), ElementsAre("cpu", "cuda", "rocm"));
 
@@ -67,8 +94,8 @@ TEST(PluginLoaderTest, LoadsThePlatformPluginsAndQueriesThem) {
 
 TEST(PluginLoaderTest, WrongMajorVersionIsRefused) {
   Registry registry;
-  ASSERT_OK(LoadPlugin(registry, PathOf("cpu")));
-  EXPECT_THAT(LoadPlugin(registry, PathOf("wrong_major")),
+  ASSERT_OK(registry.LoadPlugin(PathOf("cpu")));
+  EXPECT_THAT(registry.LoadPlugin(PathOf("wrong_major")),
               dsa::testing::StatusIs(
                   absl::StatusCode::kFailedPrecondition,
                   HasSubstr("was built for plugin API 99.0; this host speaks")));
@@ -77,7 +104,7 @@ TEST(PluginLoaderTest, WrongMajorVersionIsRefused) {
 
 TEST(PluginLoaderTest, MissingSymbolIsNotFound) {
   Registry registry;
-  EXPECT_THAT(LoadPlugin(registry, PathOf("no_symbol")),
+  EXPECT_THAT(registry.LoadPlugin(PathOf("no_symbol")),
               dsa::testing::StatusIs(absl::StatusCode::kNotFound,
                                      HasSubstr("does not export DsaGetPluginApi")));
   EXPECT_TRUE(registry.PlatformIds().empty());
@@ -85,7 +112,7 @@ TEST(PluginLoaderTest, MissingSymbolIsNotFound) {
 
 TEST(PluginLoaderTest, MissingFileIsNotFound) {
   Registry registry;
-  EXPECT_THAT(LoadPlugin(registry, "/nonexistent/libnothing.so"),
+  EXPECT_THAT(registry.LoadPlugin("/nonexistent/libnothing.so"),
               dsa::testing::StatusIs(absl::StatusCode::kNotFound,
                                      HasSubstr("cannot load plugin "
                                                "/nonexistent/libnothing.so")));
@@ -93,8 +120,8 @@ TEST(PluginLoaderTest, MissingFileIsNotFound) {
 
 TEST(PluginLoaderTest, FailingInitializeLeavesTheRegistryUnchanged) {
   Registry registry;
-  ASSERT_OK(LoadPlugin(registry, PathOf("cpu")));
-  EXPECT_THAT(LoadPlugin(registry, PathOf("init_fails")),
+  ASSERT_OK(registry.LoadPlugin(PathOf("cpu")));
+  EXPECT_THAT(registry.LoadPlugin(PathOf("init_fails")),
               dsa::testing::StatusIs(
                   absl::StatusCode::kFailedPrecondition,
                   HasSubstr("failed to initialize: fake_init: simulated "
@@ -105,11 +132,25 @@ TEST(PluginLoaderTest, FailingInitializeLeavesTheRegistryUnchanged) {
 
 TEST(PluginLoaderTest, LoadingTheSamePluginTwiceIsAlreadyExists) {
   Registry registry;
-  ASSERT_OK(LoadPlugin(registry, PathOf("rocm")));
-  EXPECT_THAT(LoadPlugin(registry, PathOf("rocm")),
+  ASSERT_OK(registry.LoadPlugin(PathOf("rocm")));
+  // The same file: refused by its identity before anything of it runs.
+  EXPECT_THAT(registry.LoadPlugin(PathOf("rocm")),
               dsa::testing::StatusIs(absl::StatusCode::kAlreadyExists,
-                                     HasSubstr("platform 'rocm' is already "
-                                               "registered")));
+                                     HasSubstr("is already loaded")));
+  // The same file under another name (a symlink): the same identity.
+  const std::string link = TempPath("rocm_link.so");
+  ASSERT_EQ(symlink(Absolute(PathOf("rocm")).c_str(), link.c_str()), 0);
+  EXPECT_THAT(registry.LoadPlugin(link),
+              dsa::testing::StatusIs(absl::StatusCode::kAlreadyExists,
+                                     HasSubstr("is already loaded")));
+  // A copy (another file): refused by the plugin's name, before its
+  // initialize runs.
+  const std::string copy = TempPath("rocm_copy.so");
+  WriteFile(copy, ReadFile(PathOf("rocm")));
+  EXPECT_THAT(registry.LoadPlugin(copy),
+              dsa::testing::StatusIs(
+                  absl::StatusCode::kAlreadyExists,
+                  HasSubstr("plugin 'dsa_rocm_platform' is already loaded")));
   EXPECT_THAT(registry.PlatformIds(), ElementsAre("rocm"));
   // The first load is intact: its callbacks still answer.
   ASSERT_OK_AND_ASSIGN(Platform rocm, registry.GetPlatform("rocm"));
@@ -118,7 +159,7 @@ TEST(PluginLoaderTest, LoadingTheSamePluginTwiceIsAlreadyExists) {
 
 TEST(PluginLoaderTest, TwoAcceleratorsClaimingToBeActiveNeedAChoice) {
   Registry registry;
-  ASSERT_OK(LoadPlugins(registry, {PathOf("cpu"), PathOf("accel_a"),
+  ASSERT_OK(registry.LoadPlugins({PathOf("cpu"), PathOf("accel_a"),
                                    PathOf("accel_b")}));
   EXPECT_THAT(registry.ActivePlatform(),
               dsa::testing::StatusIs(
@@ -134,11 +175,47 @@ TEST(PluginLoaderTest, TwoAcceleratorsClaimingToBeActiveNeedAChoice) {
 
 TEST(PluginLoaderTest, LoadPluginsStopsAtTheFirstFailure) {
   Registry registry;
-  EXPECT_THAT(LoadPlugins(registry, {PathOf("cpu"), PathOf("no_symbol"),
+  EXPECT_THAT(registry.LoadPlugins({PathOf("cpu"), PathOf("no_symbol"),
                                      PathOf("rocm")}),
               dsa::testing::StatusIs(absl::StatusCode::kNotFound,
                                      HasSubstr(PathOf("no_symbol"))));
   EXPECT_THAT(registry.PlatformIds(), ElementsAre("cpu"));
+}
+
+// Hostile paths: each is a clear error, promptly, and leaves the registry
+// empty. (The file checks themselves are tested in
+// //platform:plugin_file_test; these go through the loader end to end.)
+TEST(PluginLoaderTest, RefusesWhatIsNotACompletePluginFile) {
+  Registry registry;
+  const std::string fifo = TempPath("plugin_fifo.so");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string dir = TempPath("plugin_dir.so");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  // The first 2000 bytes of a valid plugin: dlopen would map its segments
+  // past the end of the file and die of SIGBUS.
+  const std::string truncated = TempPath("truncated.so");
+  WriteFile(truncated, ReadFile(PathOf("cpu")).substr(0, 2000));
+  const std::string not_elf = TempPath("not_elf.so");
+  WriteFile(not_elf, "#!/bin/sh\necho this is no shared object\n");
+  const auto start = std::chrono::steady_clock::now();
+  for (const std::string& path :
+       {fifo, dir, std::string("/dev/null"), truncated, not_elf}) {
+    EXPECT_THAT(registry.LoadPlugin(path),
+                dsa::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                       HasSubstr("cannot load plugin")))
+        << path;
+  }
+  // A bare name is never looked up on the library search path.
+  EXPECT_THAT(registry.LoadPlugin("libdsa_cpu_platform.so"),
+              dsa::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("./libdsa_cpu_platform.so")));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE(registry.PlatformIds().empty());
+  // A 900 KB path is echoed capped, not whole.
+  const absl::Status long_path = registry.LoadPlugin("./" +
+                                                     std::string(900000, 'x'));
+  EXPECT_FALSE(long_path.ok());
+  EXPECT_LT(long_path.message().size(), 600u);
 }
 
 }  // namespace

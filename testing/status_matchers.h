@@ -1,4 +1,4 @@
-// GoogleMock matchers for absl::Status and absl::StatusOr<T>; the pinned
+// GoogleMock matchers for absl::Status, absl::StatusOr<T> and dsa::Status; the pinned
 // GoogleTest (Debian's 1.12) and Abseil (20220623) ship none.
 //
 //   EXPECT_THAT(DoIt(), IsOk());
@@ -14,6 +14,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "platform/absl_status.h"
+#include "platform/core_status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -25,6 +27,10 @@ inline const absl::Status& GetStatus(const absl::Status& status) {
 template <typename T>
 const absl::Status& GetStatus(const absl::StatusOr<T>& status_or) {
   return status_or.status();
+}
+// Plugin-side code (kernels, the C-ABI adapter) returns dsa::Status.
+inline absl::Status GetStatus(const ::dsa::Status& status) {
+  return ::dsa::platform::ToAbsl(status);
 }
 
 MATCHER(IsOk, "is OK") {

@@ -7,21 +7,19 @@
 #include <limits>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "attention/cpu/kernel_util.h"
 #include "attention/cpu/kernels.h"
 #include "attention/cpu/parallel.h"
 #include "attention/dtypes/fp8.h"
 #include "attention/ops.h"
-#include "platform/status_macros.h"
+#include "platform/core_status.h"
 
 namespace dsa::attention::cpu {
 namespace {
 
 // positions[t] must index cos_sin_cache for every token that is written
 // (tokens whose slot is -1 are padding and may carry any position).
-absl::Status CheckPositions(absl::string_view op, const TensorView& positions,
+Status CheckPositions(std::string_view op, const TensorView& positions,
                             int64_t max_position,
                             const TensorView* slot_mapping) {
   for (int64_t t = 0; t < positions.dim(0); ++t) {
@@ -30,17 +28,17 @@ absl::Status CheckPositions(absl::string_view op, const TensorView& positions,
     }
     const int64_t pos = LoadIndex<int64_t>(positions, t);
     if (pos < 0 || pos >= max_position) {
-      return absl::OutOfRangeError(absl::StrCat(
+      return OutOfRangeError(StrCat(
           op, ": positions[", t, "] is ", pos, ", outside cos_sin_cache's ",
           max_position, " positions"));
     }
   }
-  return absl::OkStatus();
+  return OkStatus();
 }
 
 // Key windows [start, end) of each row: 0 <= start <= end <= limit, where
 // limit is the row's request length and (for logits) the logits width.
-absl::Status CheckWindows(absl::string_view op, const TensorView& key_start,
+Status CheckWindows(std::string_view op, const TensorView& key_start,
                           const TensorView& key_end, const TensorView* request,
                           const TensorView* seq_lens, int64_t width) {
   for (int64_t i = 0; i < key_start.dim(0); ++i) {
@@ -52,21 +50,21 @@ absl::Status CheckWindows(absl::string_view op, const TensorView& key_start,
           limit, LoadIndex<int32_t>(*seq_lens, LoadIndex<int32_t>(*request, i)));
     }
     if (ks < 0 || ks > ke || ke > limit) {
-      return absl::OutOfRangeError(absl::StrCat(
+      return OutOfRangeError(StrCat(
           op, ": row ", i, " has key window [", ks, ", ", ke,
           "), expected 0 <= start <= end <= ", limit,
           request != nullptr ? " (min of its seq_len and the logits width)"
                              : " (the logits width)"));
     }
   }
-  return absl::OkStatus();
+  return OkStatus();
 }
 
 }  // namespace
 
-absl::Status IndexerKWriteCpu(const ExecutionContext& ctx,
+Status IndexerKWriteCpu(const ExecutionContext& ctx,
                               const IndexerKWrite::Args& a) {
-  constexpr absl::string_view op = IndexerKWrite::kName;
+  constexpr std::string_view op = IndexerKWrite::kName;
   DSA_RETURN_IF_ERROR(IndexerKWrite::Validate(a));
   const int64_t tokens = a.k.dim(0);
   const int64_t head_dim = a.k.dim(1);
@@ -120,12 +118,12 @@ absl::Status IndexerKWriteCpu(const ExecutionContext& ctx,
       StoreUnalignedFloat(cache.scale(slot), scale);
     }
   });
-  return absl::OkStatus();
+  return OkStatus();
 }
 
-absl::Status IndexerQCpu(const ExecutionContext& ctx,
+Status IndexerQCpu(const ExecutionContext& ctx,
                          const IndexerQ::Args& a) {
-  constexpr absl::string_view op = IndexerQ::kName;
+  constexpr std::string_view op = IndexerQ::kName;
   DSA_RETURN_IF_ERROR(IndexerQ::Validate(a));
   const int64_t tokens = a.q.dim(0);
   const int64_t heads = a.q.dim(1);
@@ -158,12 +156,12 @@ absl::Status IndexerQCpu(const ExecutionContext& ctx,
           LoadFloat(a.weights, a.weights.offset(t, h)) * scale * weight_scale;
     }
   });
-  return absl::OkStatus();
+  return OkStatus();
 }
 
-absl::Status IndexerLogitsCpu(const ExecutionContext& ctx,
+Status IndexerLogitsCpu(const ExecutionContext& ctx,
                               const IndexerLogits::Args& a) {
-  constexpr absl::string_view op = IndexerLogits::kName;
+  constexpr std::string_view op = IndexerLogits::kName;
   DSA_RETURN_IF_ERROR(IndexerLogits::Validate(a));
   const int64_t rows = a.q_fp8.dim(0);
   const int64_t heads = a.q_fp8.dim(1);
@@ -271,12 +269,12 @@ absl::Status IndexerLogitsCpu(const ExecutionContext& ctx,
       run_begin = run_end;
     }
   });
-  return absl::OkStatus();
+  return OkStatus();
 }
 
-absl::Status IndexerTopKCpu(const ExecutionContext& ctx,
+Status IndexerTopKCpu(const ExecutionContext& ctx,
                             const IndexerTopK::Args& a) {
-  constexpr absl::string_view op = IndexerTopK::kName;
+  constexpr std::string_view op = IndexerTopK::kName;
   DSA_RETURN_IF_ERROR(IndexerTopK::Validate(a));
   const int64_t rows = a.logits.dim(0);
   const int64_t topk = a.topk_indices.dim(1);
@@ -321,7 +319,7 @@ absl::Status IndexerTopKCpu(const ExecutionContext& ctx,
       std::copy(candidates.begin(), candidates.begin() + topk, out);
     }
   });
-  return absl::OkStatus();
+  return OkStatus();
 }
 
 }  // namespace dsa::attention::cpu

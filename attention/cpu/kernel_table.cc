@@ -3,22 +3,21 @@
 #include <vector>
 
 #include "attention/cpu/kernels.h"
+#include "attention/kernel_abi.h"
 #include "attention/kernel_descriptor.h"
 #include "attention/ops.h"
 
 namespace dsa::attention::cpu {
 
 const std::vector<DsaKernelDescriptor>& CpuAttentionKernelDescriptors() {
+  // Every op of kernel_api.h's list, each C++ kernel <Op>Cpu behind its C
+  // entry point.
+#define DSA_CPU_KERNEL_DESCRIPTOR(CxxName, LIST, PREFIX) \
+  KernelDescriptorFor<CxxName>(kCpuPlatformId,          \
+                               &CKernel<CxxName, &CxxName##Cpu>),
   static const auto* const descriptors = new std::vector<DsaKernelDescriptor>{
-      KernelDescriptorFor<IndexerKWrite>(kCpuPlatformId, &IndexerKWriteCpu),
-      KernelDescriptorFor<IndexerQ>(kCpuPlatformId, &IndexerQCpu),
-      KernelDescriptorFor<IndexerLogits>(kCpuPlatformId, &IndexerLogitsCpu),
-      KernelDescriptorFor<IndexerTopK>(kCpuPlatformId, &IndexerTopKCpu),
-      KernelDescriptorFor<MlaCacheWrite>(kCpuPlatformId, &MlaCacheWriteCpu),
-      KernelDescriptorFor<SparseMla>(kCpuPlatformId, &SparseMlaCpu),
-      KernelDescriptorFor<DenseMhaPrefill>(kCpuPlatformId,
-                                           &DenseMhaPrefillCpu),
-  };
+      DSA_ATTENTION_OPS(DSA_CPU_KERNEL_DESCRIPTOR)};
+#undef DSA_CPU_KERNEL_DESCRIPTOR
   return *descriptors;
 }
 

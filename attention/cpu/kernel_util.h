@@ -9,8 +9,6 @@
 #include <cstdint>
 #include <cstring>
 
-#include "absl/status/status.h"
-#include "absl/strings/string_view.h"
 #include "attention/dtypes/bf16.h"
 #include "attention/dtypes/dtype.h"
 #include "attention/dtypes/fp8.h"
@@ -149,19 +147,19 @@ inline float QuantizeUe8m0(const float* x, int64_t n, const Fp8Traits& traits,
 
 // slot_mapping entries are -1 or a slot in [0, num_slots), each used once
 // (two tokens writing one slot would race).
-absl::Status CheckSlotMapping(absl::string_view op,
+Status CheckSlotMapping(std::string_view op,
                               const TensorView& slot_mapping,
                               int64_t num_slots);
 
 // For every request: 0 <= seq_len <= max_blocks * block_size and the block
 // ids covering its seq_len tokens are in [0, num_blocks).
-absl::Status CheckBlockTableValues(absl::string_view op,
+Status CheckBlockTableValues(std::string_view op,
                                    const TensorView& block_table,
                                    const TensorView& seq_lens,
                                    int64_t num_blocks, int64_t block_size);
 
 // Each entry of `request_of` (rows or tokens) is a request index.
-absl::Status CheckRequestIndices(absl::string_view op, absl::string_view arg,
+Status CheckRequestIndices(std::string_view op, std::string_view arg,
                                  const TensorView& request_of,
                                  int64_t num_requests);
 

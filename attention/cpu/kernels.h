@@ -9,24 +9,23 @@
 #ifndef DSA_ATTENTION_CPU_KERNELS_H_
 #define DSA_ATTENTION_CPU_KERNELS_H_
 
-#include "absl/status/status.h"
 #include "attention/ops.h"
 
 namespace dsa::attention::cpu {
 
-absl::Status IndexerKWriteCpu(const ExecutionContext& ctx,
+Status IndexerKWriteCpu(const ExecutionContext& ctx,
                               const IndexerKWrite::Args& args);
-absl::Status IndexerQCpu(const ExecutionContext& ctx,
+Status IndexerQCpu(const ExecutionContext& ctx,
                          const IndexerQ::Args& args);
-absl::Status IndexerLogitsCpu(const ExecutionContext& ctx,
+Status IndexerLogitsCpu(const ExecutionContext& ctx,
                               const IndexerLogits::Args& args);
-absl::Status IndexerTopKCpu(const ExecutionContext& ctx,
+Status IndexerTopKCpu(const ExecutionContext& ctx,
                             const IndexerTopK::Args& args);
-absl::Status MlaCacheWriteCpu(const ExecutionContext& ctx,
+Status MlaCacheWriteCpu(const ExecutionContext& ctx,
                               const MlaCacheWrite::Args& args);
-absl::Status SparseMlaCpu(const ExecutionContext& ctx,
+Status SparseMlaCpu(const ExecutionContext& ctx,
                           const SparseMla::Args& args);
-absl::Status DenseMhaPrefillCpu(const ExecutionContext& ctx,
+Status DenseMhaPrefillCpu(const ExecutionContext& ctx,
                                 const DenseMhaPrefill::Args& args);
 
 }  // namespace dsa::attention::cpu

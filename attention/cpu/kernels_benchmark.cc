@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "attention/cpu/kernels.h"
 #include "attention/dtypes/bf16.h"
 #include "attention/dtypes/fp8.h"
@@ -107,7 +106,7 @@ struct Paged {
   }
 };
 
-void Check(const absl::Status& status, benchmark::State& state) {
+void Check(const Status& status, benchmark::State& state) {
   if (!status.ok()) state.SkipWithError(std::string(status.message()).c_str());
 }
 

@@ -7,14 +7,12 @@
 #include <limits>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "attention/cpu/kernel_util.h"
 #include "attention/cpu/kernels.h"
 #include "attention/cpu/parallel.h"
 #include "attention/dtypes/dtype.h"
 #include "attention/ops.h"
-#include "platform/status_macros.h"
+#include "platform/core_status.h"
 
 namespace dsa::attention::cpu {
 namespace {
@@ -45,9 +43,9 @@ struct SoftmaxAccumulator {
 
 }  // namespace
 
-absl::Status MlaCacheWriteCpu(const ExecutionContext& ctx,
+Status MlaCacheWriteCpu(const ExecutionContext& ctx,
                               const MlaCacheWrite::Args& a) {
-  constexpr absl::string_view op = MlaCacheWrite::kName;
+  constexpr std::string_view op = MlaCacheWrite::kName;
   DSA_RETURN_IF_ERROR(MlaCacheWrite::Validate(a));
   const int64_t tokens = a.kv_c.dim(0);
   const int64_t lora = a.cache_format.kv_lora_rank;
@@ -66,12 +64,12 @@ absl::Status MlaCacheWriteCpu(const ExecutionContext& ctx,
       cache.Encode(slot, kv_c.data(), k_pe.data());
     }
   });
-  return absl::OkStatus();
+  return OkStatus();
 }
 
-absl::Status SparseMlaCpu(const ExecutionContext& ctx,
+Status SparseMlaCpu(const ExecutionContext& ctx,
                           const SparseMla::Args& a) {
-  constexpr absl::string_view op = SparseMla::kName;
+  constexpr std::string_view op = SparseMla::kName;
   DSA_RETURN_IF_ERROR(SparseMla::Validate(a));
   const LatentCacheFormat& f = a.cache_format;
   const int64_t tokens = a.q.dim(0);
@@ -93,7 +91,7 @@ absl::Status SparseMlaCpu(const ExecutionContext& ctx,
     for (int64_t j = 0; j < topk; ++j) {
       const int64_t idx = indices[a.topk_indices.offset(t, j)];
       if (idx != -1 && (idx < 0 || idx >= seq_len)) {
-        return absl::OutOfRangeError(absl::StrCat(
+        return OutOfRangeError(StrCat(
             op, ": topk_indices[", t, ", ", j, "] is ", idx, ", outside request ",
             r, "'s ", seq_len, " tokens (-1 marks padding)"));
       }
@@ -187,20 +185,20 @@ absl::Status SparseMlaCpu(const ExecutionContext& ctx,
       }
     });
   }
-  return absl::OkStatus();
+  return OkStatus();
 }
 
 namespace {
 
 // query_start_loc: starts at 0, non-decreasing, ends at `tokens`, and no
 // request has more query tokens than tokens in total.
-absl::Status CheckQueryStartLoc(absl::string_view op,
+Status CheckQueryStartLoc(std::string_view op,
                                 const TensorView& query_start_loc,
                                 const TensorView& seq_lens, int64_t tokens) {
   const int64_t requests = seq_lens.dim(0);
   if (LoadIndex<int32_t>(query_start_loc, 0) != 0 ||
       LoadIndex<int32_t>(query_start_loc, requests) != tokens) {
-    return absl::OutOfRangeError(absl::StrCat(
+    return OutOfRangeError(StrCat(
         op, ": query_start_loc runs from ",
         LoadIndex<int32_t>(query_start_loc, 0), " to ",
         LoadIndex<int32_t>(query_start_loc, requests), ", expected 0 to ",
@@ -211,20 +209,20 @@ absl::Status CheckQueryStartLoc(absl::string_view op,
                       LoadIndex<int32_t>(query_start_loc, r);
     const int64_t seq_len = LoadIndex<int32_t>(seq_lens, r);
     if (n < 0 || n > seq_len) {
-      return absl::OutOfRangeError(absl::StrCat(
+      return OutOfRangeError(StrCat(
           op, ": request ", r, " has ", n,
           " query tokens (query_start_loc), expected 0 to its seq_len ",
           seq_len));
     }
   }
-  return absl::OkStatus();
+  return OkStatus();
 }
 
 }  // namespace
 
-absl::Status DenseMhaPrefillCpu(const ExecutionContext& ctx,
+Status DenseMhaPrefillCpu(const ExecutionContext& ctx,
                                 const DenseMhaPrefill::Args& a) {
-  constexpr absl::string_view op = DenseMhaPrefill::kName;
+  constexpr std::string_view op = DenseMhaPrefill::kName;
   DSA_RETURN_IF_ERROR(DenseMhaPrefill::Validate(a));
   const LatentCacheFormat& f = a.cache_format;
   const int64_t tokens = a.q.dim(0);
@@ -332,7 +330,7 @@ absl::Status DenseMhaPrefillCpu(const ExecutionContext& ctx,
       for (int64_t h = 0; h < heads; ++h) run_head(h, threads);
     }
   }
-  return absl::OkStatus();
+  return OkStatus();
 }
 
 }  // namespace dsa::attention::cpu

@@ -16,7 +16,6 @@
 #include "gtest/gtest.h"
 #include "platform/cpu/registration.h"
 #include "platform/registry.h"
-#include "testing/plugin_loader.h"
 #include "testing/status_matchers.h"
 
 namespace dsa::attention {
@@ -36,7 +35,7 @@ std::string& PluginPath() {
 TEST(CpuAttentionPluginTest, RegistersEveryOpThroughTheHostApi) {
   platform::Registry registry;
   ASSERT_THAT(platform::RegisterCpuPlatform(registry), IsOk());
-  ASSERT_THAT(dsa::testing::LoadPlugin(registry, PluginPath()), IsOk());
+  ASSERT_THAT(registry.LoadPlugin(PluginPath()), IsOk());
   EXPECT_THAT(registry.KernelOps("cpu"),
               ElementsAre("dense_mha_prefill", "indexer_k_write",
                           "indexer_logits", "indexer_q", "indexer_topk",
@@ -52,7 +51,7 @@ TEST(CpuAttentionPluginTest, RegistersEveryOpThroughTheHostApi) {
 
   // The plugin's top-k runs: logits 3 1 4 1 5 9 2 6, top-3 of [1, 8) is
   // {5, 9, 6} at positions 4, 5, 7.
-  ASSERT_OK_AND_ASSIGN(IndexerTopK::Fn topk,
+  ASSERT_OK_AND_ASSIGN(Kernel<IndexerTopK> topk,
                        GetKernel<IndexerTopK>(registry, "cpu"));
   std::vector<float> logits = {3, 1, 4, 1, 5, 9, 2, 6};
   std::vector<int32_t> ks = {1}, ke = {8}, out(3, -7);
@@ -73,16 +72,16 @@ TEST(CpuAttentionPluginTest, RegistersEveryOpThroughTheHostApi) {
 TEST(CpuAttentionPluginTest, SecondLoadIsAlreadyExistsAndChangesNothing) {
   platform::Registry registry;
   ASSERT_THAT(platform::RegisterCpuPlatform(registry), IsOk());
-  ASSERT_THAT(dsa::testing::LoadPlugin(registry, PluginPath()), IsOk());
+  ASSERT_THAT(registry.LoadPlugin(PluginPath()), IsOk());
   const std::vector<std::string> before = registry.KernelOps("cpu");
-  EXPECT_THAT(dsa::testing::LoadPlugin(registry, PluginPath()),
+  EXPECT_THAT(registry.LoadPlugin(PluginPath()),
               StatusIs(absl::StatusCode::kAlreadyExists, ::testing::_));
   EXPECT_EQ(registry.KernelOps("cpu"), before);
 }
 
 TEST(CpuAttentionPluginTest, RegistryWithoutCpuPlatformStaysEmpty) {
   platform::Registry registry;  // no platform at all
-  EXPECT_THAT(dsa::testing::LoadPlugin(registry, PluginPath()),
+  EXPECT_THAT(registry.LoadPlugin(PluginPath()),
               StatusIs(absl::StatusCode::kNotFound, ::testing::_));
   EXPECT_THAT(registry.KernelOps("cpu"), IsEmpty());
 }

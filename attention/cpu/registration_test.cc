@@ -48,8 +48,8 @@ TEST(CpuAttentionRegistrationTest, ExplicitRegistrationIntoOwnRegistry) {
   ASSERT_THAT(platform::RegisterCpuPlatform(registry), IsOk());
   ASSERT_THAT(RegisterCpuAttentionKernels(registry), IsOk());
   EXPECT_EQ(registry.KernelOps("cpu"), kAllOps);
-  ASSERT_OK_AND_ASSIGN(IndexerQ::Fn fn, GetKernel<IndexerQ>(registry, "cpu"));
-  EXPECT_NE(fn, nullptr);
+  ASSERT_OK_AND_ASSIGN(Kernel<IndexerQ> fn, GetKernel<IndexerQ>(registry, "cpu"));
+  EXPECT_TRUE(fn);
 }
 
 TEST(CpuAttentionRegistrationTest, DescriptorsPairNamesWithVersions) {
@@ -59,7 +59,7 @@ TEST(CpuAttentionRegistrationTest, DescriptorsPairNamesWithVersions) {
   for (const DsaKernelDescriptor& d : table) {
     EXPECT_EQ(d.struct_size, sizeof(DsaKernelDescriptor));
     EXPECT_STREQ(d.platform_id, "cpu");
-    EXPECT_EQ(d.op_abi_version, 1u) << d.op_name;
+    EXPECT_EQ(d.op_abi_version, 2u) << d.op_name;
     EXPECT_NE(d.fn, nullptr) << d.op_name;
   }
 }

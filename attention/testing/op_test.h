@@ -83,7 +83,7 @@ class OpTest : public ::testing::TestWithParam<std::string> {
   // Runs an op's kernel for this platform and waits for it.
   template <class Op>
   absl::Status Run(const typename Op::Args& args) {
-    absl::StatusOr<typename Op::Fn> fn =
+    absl::StatusOr<Kernel<Op>> fn =
         GetKernel<Op>(platform::Registry::Global(), GetParam());
     if (!fn.ok()) return fn.status();
     absl::Status status = (*fn)(ctx_, args);

@@ -6,19 +6,20 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "attention/kernel_lookup.h"
 #include "attention/ops.h"
 #include "platform/registry.h"
 
 namespace dsa::model::deepseek_v32 {
 
 struct AttentionKernels {
-  attention::IndexerKWrite::Fn indexer_k_write = nullptr;
-  attention::IndexerQ::Fn indexer_q = nullptr;
-  attention::IndexerLogits::Fn indexer_logits = nullptr;
-  attention::IndexerTopK::Fn indexer_topk = nullptr;
-  attention::MlaCacheWrite::Fn mla_cache_write = nullptr;
-  attention::SparseMla::Fn sparse_mla = nullptr;
-  attention::DenseMhaPrefill::Fn dense_mha_prefill = nullptr;
+  attention::Kernel<attention::IndexerKWrite> indexer_k_write;
+  attention::Kernel<attention::IndexerQ> indexer_q;
+  attention::Kernel<attention::IndexerLogits> indexer_logits;
+  attention::Kernel<attention::IndexerTopK> indexer_topk;
+  attention::Kernel<attention::MlaCacheWrite> mla_cache_write;
+  attention::Kernel<attention::SparseMla> sparse_mla;
+  attention::Kernel<attention::DenseMhaPrefill> dense_mha_prefill;
 
   // All seven kernels of `platform_id`; NotFound naming the first missing op.
   static absl::StatusOr<AttentionKernels> Load(

@@ -25,36 +25,36 @@ namespace {
 using ::dsa::testing::StatusIs;
 using ::testing::HasSubstr;
 
-// Calls of each op, counted by wrappers around the real kernels.
+// Calls of each op, counted by C entry points wrapped around the real
+// kernels' (the way a probe in an engine would interpose on a plugin).
 struct CallCounter {
   static inline AttentionKernels real;
   static inline OpCallCounts calls;
 };
 
-template <class Op, typename Op::Fn AttentionKernels::*kMember, int OpCallCounts::*kCount>
-absl::Status Counting(const attention::ExecutionContext& ctx,
-                      const typename Op::Args& args) {
+template <class Op, attention::Kernel<Op> AttentionKernels::*kMember,
+          int OpCallCounts::*kCount>
+DsaStatusCode Counting(const DsaExecutionContext* ctx,
+                       const typename Op::CArgs* args, char* error,
+                       size_t error_size) {
   ++(CallCounter::calls.*kCount);
-  return (CallCounter::real.*kMember)(ctx, args);
+  return (CallCounter::real.*kMember).c_fn()(ctx, args, error, error_size);
 }
 
 AttentionKernels CountingKernels() {
   AttentionKernels k;
-  k.indexer_k_write = &Counting<attention::IndexerKWrite, &AttentionKernels::indexer_k_write,
-                                &OpCallCounts::indexer_k_write>;
-  k.indexer_q = &Counting<attention::IndexerQ, &AttentionKernels::indexer_q,
-                          &OpCallCounts::indexer_q>;
-  k.indexer_logits = &Counting<attention::IndexerLogits, &AttentionKernels::indexer_logits,
-                               &OpCallCounts::indexer_logits>;
-  k.indexer_topk = &Counting<attention::IndexerTopK, &AttentionKernels::indexer_topk,
-                             &OpCallCounts::indexer_topk>;
-  k.mla_cache_write = &Counting<attention::MlaCacheWrite, &AttentionKernels::mla_cache_write,
-                                &OpCallCounts::mla_cache_write>;
-  k.sparse_mla = &Counting<attention::SparseMla, &AttentionKernels::sparse_mla,
-                           &OpCallCounts::sparse_mla>;
-  k.dense_mha_prefill = &Counting<attention::DenseMhaPrefill,
-                                  &AttentionKernels::dense_mha_prefill,
-                                  &OpCallCounts::dense_mha_prefill>;
+#define DSA_COUNTING_KERNEL(CxxName, field)                                 \
+  k.field = attention::Kernel<attention::CxxName>(                          \
+      &Counting<attention::CxxName, &AttentionKernels::field,               \
+                &OpCallCounts::field>);
+  DSA_COUNTING_KERNEL(IndexerKWrite, indexer_k_write)
+  DSA_COUNTING_KERNEL(IndexerQ, indexer_q)
+  DSA_COUNTING_KERNEL(IndexerLogits, indexer_logits)
+  DSA_COUNTING_KERNEL(IndexerTopK, indexer_topk)
+  DSA_COUNTING_KERNEL(MlaCacheWrite, mla_cache_write)
+  DSA_COUNTING_KERNEL(SparseMla, sparse_mla)
+  DSA_COUNTING_KERNEL(DenseMhaPrefill, dense_mha_prefill)
+#undef DSA_COUNTING_KERNEL
   return k;
 }
 

@@ -1,0 +1,386 @@
+#include "platform/plugin_adapter.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace dsa::platform {
+namespace {
+
+constexpr size_t kErrorSize = 512;
+constexpr size_t kMaxIdLength = 64;
+// More architectures than any platform has; a larger count is garbage.
+constexpr size_t kMaxKnownArchs = 256;
+
+// Plugin strings are read with a bound, so an unterminated one cannot make
+// the host read far past it.
+bool ValidId(const char* id) {
+  if (id == nullptr) return false;
+  const size_t n = strnlen(id, kMaxIdLength + 1);
+  if (n == 0 || n > kMaxIdLength) return false;
+  for (size_t i = 0; i < n; ++i) {
+    const char c = id[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ValidArchName(const char* arch) {
+  if (arch == nullptr) return false;
+  const size_t n = strnlen(arch, DSA_ARCH_NAME_SIZE);
+  return n > 0 && n < DSA_ARCH_NAME_SIZE;
+}
+
+// Bytes of a struct up to and including `field`: the least a writer of API
+// 1.0 provides.
+#define DSA_SIZE_THROUGH(Struct, field) \
+  (offsetof(Struct, field) + sizeof(Struct::field))
+
+constexpr size_t kMinPlatformDescriptorSize =
+    DSA_SIZE_THROUGH(DsaPlatformDescriptor, capabilities_for_arch);
+constexpr size_t kMinKernelDescriptorSize =
+    DSA_SIZE_THROUGH(DsaKernelDescriptor, fn);
+constexpr size_t kMinCapabilitiesSize =
+    DSA_SIZE_THROUGH(DsaCapabilities, sparse_mla_decode_context_parallel);
+constexpr size_t kMinDeviceInfoSize =
+    DSA_SIZE_THROUGH(DsaDeviceInfo, runtime_version);
+constexpr size_t kMinPluginApiSize = DSA_SIZE_THROUGH(DsaPluginApi, initialize);
+
+// Copies the first min(struct_size, sizeof(T)) bytes of `raw` into a zeroed
+// T and sets its struct_size to sizeof(T). Reads nothing past the writer's
+// struct_size.
+template <class T>
+T ReadBounded(const T* raw) {
+  T out;
+  std::memset(&out, 0, sizeof(out));
+  std::memcpy(&out, raw, std::min(raw->struct_size, sizeof(T)));
+  out.struct_size = sizeof(T);
+  return out;
+}
+
+Status ValidatePlatformDescriptor(const DsaPlatformDescriptor& d) {
+  if (!ValidId(d.platform_id)) {
+    return InvalidArgumentError(
+        "platform descriptor: platform_id must be 1-64 characters of "
+        "[a-z0-9_-]");
+  }
+  const std::string id = d.platform_id;
+  if (d.kind < DSA_PLATFORM_KIND_CPU || d.kind > DSA_PLATFORM_KIND_CUDA) {
+    return InvalidArgumentError(
+        StrCat("platform '", id, "': unknown kind ", d.kind));
+  }
+  if ((d.kind == DSA_PLATFORM_KIND_CPU) == (d.is_accelerator != 0)) {
+    return InvalidArgumentError(StrCat(
+        "platform '", id,
+        "': is_accelerator must be 0 for the CPU kind and 1 otherwise"));
+  }
+  if (d.capabilities_for_arch == nullptr) {
+    return InvalidArgumentError(
+        StrCat("platform '", id, "': capabilities_for_arch is NULL"));
+  }
+  if (d.known_archs == nullptr || d.num_known_archs == 0 ||
+      d.num_known_archs > kMaxKnownArchs) {
+    return InvalidArgumentError(StrCat("platform '", id, "': num_known_archs ",
+                                       d.num_known_archs,
+                                       " with known_archs ",
+                                       d.known_archs == nullptr ? "NULL" : "set",
+                                       "; expected 1 to ", kMaxKnownArchs));
+  }
+  if (!ValidArchName(d.default_arch)) {
+    return InvalidArgumentError(StrCat(
+        "platform '", id, "': default_arch must be 1-",
+        DSA_ARCH_NAME_SIZE - 1, " characters"));
+  }
+  bool default_known = false;
+  for (size_t i = 0; i < d.num_known_archs; ++i) {
+    if (!ValidArchName(d.known_archs[i])) {
+      return InvalidArgumentError(StrCat("platform '", id, "': known_archs[",
+                                         i, "] is empty, NULL or longer than ",
+                                         DSA_ARCH_NAME_SIZE - 1,
+                                         " characters"));
+    }
+    default_known =
+        default_known || std::strcmp(d.default_arch, d.known_archs[i]) == 0;
+  }
+  if (!default_known) {
+    return InvalidArgumentError(StrCat(
+        "platform '", id, "': default_arch is not one of known_archs"));
+  }
+  return OkStatus();
+}
+
+// Collects what a plugin registers during initialize.
+struct Staging {
+  PluginRegistrations registrations;
+};
+
+DsaStatusCode StageRegisterPlatform(void* context,
+                                    const DsaPlatformDescriptor* platform,
+                                    char* error, size_t error_size) {
+  if (context == nullptr || platform == nullptr) {
+    return InvalidArgumentError("register_platform: NULL argument")
+        .ToC(error, error_size);
+  }
+  DsaPlatformDescriptor d;
+  const Status s = NormalizePlatformDescriptor(platform, &d);
+  if (!s.ok()) return s.ToC(error, error_size);
+  static_cast<Staging*>(context)->registrations.platforms.push_back(d);
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode StageRegisterKernel(void* context,
+                                  const DsaKernelDescriptor* kernel,
+                                  char* error, size_t error_size) {
+  if (context == nullptr || kernel == nullptr) {
+    return InvalidArgumentError("register_kernel: NULL argument")
+        .ToC(error, error_size);
+  }
+  DsaKernelDescriptor k;
+  const Status s = NormalizeKernelDescriptor(kernel, &k);
+  if (!s.ok()) return s.ToC(error, error_size);
+  static_cast<Staging*>(context)->registrations.kernels.push_back(k);
+  return DSA_STATUS_OK;
+}
+
+std::string PluginName(const DsaPluginApi& api) {
+  if (api.plugin_name == nullptr) return "(unnamed)";
+  const size_t n = strnlen(api.plugin_name, kMaxIdLength + 1);
+  return EchoForMessage(std::string(api.plugin_name, n), kMaxIdLength);
+}
+
+}  // namespace
+
+Status CallbackStatus(DsaStatusCode code, const char* error,
+                      const std::string& what) {
+  if (code == DSA_STATUS_OK) return OkStatus();
+  const std::string message =
+      error != nullptr && error[0] != '\0'
+          ? std::string(error, strnlen(error, kErrorSize - 1))
+          : std::string("no message");
+  const int raw = static_cast<int>(code);
+  if (raw < 1 || raw > 16) {
+    return InternalError(
+        StrCat(what, ": unknown status code ", raw, ": ", message));
+  }
+  return Status(code, StrCat(what, ": ", message));
+}
+
+Status NormalizePlatformDescriptor(const DsaPlatformDescriptor* raw,
+                                   DsaPlatformDescriptor* out) {
+  if (raw == nullptr) {
+    return InvalidArgumentError("platform descriptor is NULL");
+  }
+  if (raw->struct_size < kMinPlatformDescriptorSize) {
+    return InvalidArgumentError(
+        StrCat("platform descriptor struct_size ", raw->struct_size,
+               " is smaller than the minimum ", kMinPlatformDescriptorSize));
+  }
+  const DsaPlatformDescriptor d = ReadBounded(raw);
+  DSA_RETURN_IF_ERROR(ValidatePlatformDescriptor(d));
+  *out = d;
+  return OkStatus();
+}
+
+Status NormalizeKernelDescriptor(const DsaKernelDescriptor* raw,
+                                 DsaKernelDescriptor* out) {
+  if (raw == nullptr) return InvalidArgumentError("kernel descriptor is NULL");
+  if (raw->struct_size < kMinKernelDescriptorSize) {
+    return InvalidArgumentError(
+        StrCat("kernel descriptor struct_size ", raw->struct_size,
+               " is smaller than ", kMinKernelDescriptorSize));
+  }
+  const DsaKernelDescriptor k = ReadBounded(raw);
+  if (!ValidId(k.op_name)) {
+    return InvalidArgumentError(
+        "kernel descriptor: op_name must be 1-64 characters of [a-z0-9_-]");
+  }
+  if (!ValidId(k.platform_id)) {
+    return InvalidArgumentError(StrCat(
+        "kernel '", k.op_name,
+        "': platform_id must be 1-64 characters of [a-z0-9_-]"));
+  }
+  if (k.fn == nullptr) {
+    return InvalidArgumentError(StrCat("kernel '", k.op_name,
+                                       "' for platform '", k.platform_id,
+                                       "': fn is NULL"));
+  }
+  *out = k;
+  return OkStatus();
+}
+
+Status InitializePlugin(const DsaPluginApi* api_ptr, PluginSink& sink,
+                        const std::optional<PluginFileIdentity>& file) {
+  if (api_ptr == nullptr) {
+    return InvalidArgumentError("plugin API table is NULL");
+  }
+  if (api_ptr->struct_size < kMinPluginApiSize) {
+    return FailedPreconditionError(StrCat(
+        "plugin API table has struct_size ", api_ptr->struct_size,
+        ", smaller than the ", kMinPluginApiSize, " bytes of API 1.0"));
+  }
+  const DsaPluginApi api = ReadBounded(api_ptr);
+  const std::string name = PluginName(api);
+  if (api.major_version != DSA_PLUGIN_API_MAJOR) {
+    return FailedPreconditionError(
+        StrCat("plugin '", name, "' was built for plugin API ",
+               api.major_version, ".", api.minor_version,
+               "; this host speaks ", DSA_PLUGIN_API_MAJOR, ".",
+               DSA_PLUGIN_API_MINOR));
+  }
+  if (api.initialize == nullptr) {
+    return InvalidArgumentError(
+        StrCat("plugin '", name, "' has no initialize function"));
+  }
+  if (sink.HasPlugin(name)) {
+    return Status(DSA_STATUS_ALREADY_EXISTS,
+                  StrCat("plugin '", name, "' is already loaded"));
+  }
+  Staging staging;
+  staging.registrations.plugin_name = name;
+  staging.registrations.file = file;
+  DsaHostApi host;
+  std::memset(&host, 0, sizeof(host));
+  host.struct_size = sizeof(host);
+  host.major_version = DSA_PLUGIN_API_MAJOR;
+  host.minor_version = DSA_PLUGIN_API_MINOR;
+  host.context = &staging;
+  host.register_platform = &StageRegisterPlatform;
+  host.register_kernel = &StageRegisterKernel;
+  char error[kErrorSize] = {0};
+  const DsaStatusCode code = api.initialize(&host, error, sizeof(error));
+  error[sizeof(error) - 1] = '\0';
+  DSA_RETURN_IF_ERROR(CallbackStatus(
+      code, error, StrCat("plugin '", name, "' failed to initialize")));
+  const Status committed = sink.Commit(staging.registrations);
+  if (!committed.ok()) {
+    return Status(committed.code(),
+                  StrCat("plugin '", name, "': ", committed.message()));
+  }
+  return OkStatus();
+}
+
+Status LoadPluginFile(const std::string& path, PluginSink& sink) {
+  const std::string shown = EchoForMessage(path, kMaxEchoedPathChars);
+  struct stat st;
+  if (path.find('/') != std::string::npos && ::stat(path.c_str(), &st) != 0 &&
+      errno == ENOENT) {
+    return Status(DSA_STATUS_NOT_FOUND,
+                  StrCat("cannot load plugin ", shown, ": no such file"));
+  }
+  PluginFileIdentity identity;
+  std::string why;
+  if (!CheckPluginFile(path, &identity, &why)) {
+    return InvalidArgumentError(StrCat("cannot load plugin: ", why));
+  }
+  if (sink.HasPluginFile(identity)) {
+    return Status(DSA_STATUS_ALREADY_EXISTS,
+                  StrCat("plugin ", shown, " is already loaded"));
+  }
+  // RTLD_LOCAL: a plugin's symbols never satisfy another's; it reaches the
+  // host only through its API table. CheckPluginFile refused bare names, so
+  // dlopen takes `path` as a path and searches nothing.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* e = dlerror();
+    return InvalidArgumentError(
+        StrCat("cannot load plugin ", shown, ": ",
+               EchoForMessage(e != nullptr ? e : "dlopen failed", 300)));
+  }
+  // Whatever fails from here closes the handle again: nothing of the plugin
+  // was registered, so nothing refers to its code. (When the same file is
+  // open already, this only drops a reference.)
+  auto fail = [&](Status status) {
+    dlclose(handle);
+    return status;
+  };
+  PluginFileIdentity loaded;
+  if (!GetPluginFileIdentity(path, &loaded, &why) || loaded != identity) {
+    return fail(FailedPreconditionError(
+        StrCat("plugin ", shown, " changed while it was being loaded")));
+  }
+  dlerror();
+  auto get_api = reinterpret_cast<DsaGetPluginApiFn>(
+      dlsym(handle, DSA_PLUGIN_GET_API_SYMBOL));
+  if (get_api == nullptr) {
+    return fail(Status(DSA_STATUS_NOT_FOUND,
+                       StrCat("plugin ", shown, " does not export ",
+                              DSA_PLUGIN_GET_API_SYMBOL)));
+  }
+  const DsaPluginApi* api = get_api();
+  if (api == nullptr) {
+    return fail(FailedPreconditionError(StrCat(
+        "plugin ", shown, ": ", DSA_PLUGIN_GET_API_SYMBOL, " returned NULL")));
+  }
+  const Status status = InitializePlugin(api, sink, identity);
+  if (!status.ok()) {
+    return fail(Status(status.code(), StrCat(shown, ": ", status.message())));
+  }
+  return OkStatus();
+}
+
+Status QueryCapabilities(const DsaPlatformDescriptor& platform,
+                         const std::string& arch, DsaCapabilities* out) {
+  const std::string id = platform.platform_id;
+  DsaCapabilities c;
+  std::memset(&c, 0, sizeof(c));
+  c.struct_size = sizeof(c);
+  char error[kErrorSize] = {0};
+  const DsaStatusCode code =
+      platform.capabilities_for_arch(arch.c_str(), &c, error, sizeof(error));
+  error[sizeof(error) - 1] = '\0';
+  DSA_RETURN_IF_ERROR(CallbackStatus(
+      code, error,
+      StrCat("platform '", id, "' capabilities for '", arch, "'")));
+  if (c.struct_size < kMinCapabilitiesSize || c.struct_size > sizeof(c)) {
+    return InternalError(StrCat("platform '", id,
+                                "' wrote a capability record of struct_size ",
+                                c.struct_size, "; expected ",
+                                kMinCapabilitiesSize, " to ", sizeof(c)));
+  }
+  // Fields past what the plugin wrote stay zero (absent).
+  std::memset(reinterpret_cast<char*>(&c) + c.struct_size, 0,
+              sizeof(c) - c.struct_size);
+  c.arch[sizeof(c.arch) - 1] = '\0';
+  *out = c;
+  return OkStatus();
+}
+
+Status QueryDevices(const DsaPlatformDescriptor& platform,
+                    DsaDeviceInfo* out) {
+  const std::string id = platform.platform_id;
+  DsaDeviceInfo info;
+  std::memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  if (platform.probe_devices == nullptr) {
+    *out = info;
+    return OkStatus();
+  }
+  char error[kErrorSize] = {0};
+  const DsaStatusCode code =
+      platform.probe_devices(&info, error, sizeof(error));
+  error[sizeof(error) - 1] = '\0';
+  DSA_RETURN_IF_ERROR(
+      CallbackStatus(code, error, StrCat("platform '", id, "' device probe")));
+  if (info.struct_size < kMinDeviceInfoSize ||
+      info.struct_size > sizeof(info) || info.device_count < 0) {
+    return InternalError(
+        StrCat("platform '", id, "' wrote a malformed device record"));
+  }
+  std::memset(reinterpret_cast<char*>(&info) + info.struct_size, 0,
+              sizeof(info) - info.struct_size);
+  info.arch[sizeof(info.arch) - 1] = '\0';
+  info.name[sizeof(info.name) - 1] = '\0';
+  *out = info;
+  return OkStatus();
+}
+
+}  // namespace dsa::platform
