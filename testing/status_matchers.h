@@ -19,6 +19,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+namespace dsa {
+// How gMock prints a dsa::Status in a failure message.
+inline void PrintTo(const Status& status, std::ostream* os) {
+  *os << ::dsa::platform::ToAbsl(status);
+}
+}  // namespace dsa
+
 namespace dsa::testing {
 
 inline const absl::Status& GetStatus(const absl::Status& status) {
