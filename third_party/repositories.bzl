@@ -11,6 +11,9 @@ load(
     "system_repository",
 )
 
+# A WORKSPACE dependency function, not a macro that makes targets: like
+# rules_cc_dependencies() and friends it takes no `name`.
+# buildifier: disable=unnamed-macro
 def dsa_dependencies():
     """Declares the workspace's repositories. Call from WORKSPACE."""
 
