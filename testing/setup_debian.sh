@@ -4,6 +4,8 @@
 #
 #   testing/setup_debian.sh            # Bazel, compilers, system libraries
 #   testing/setup_debian.sh --rocm     # also hipcc and the HIP runtime (~650 MB)
+#   testing/setup_debian.sh --format   # also clang-format 14, Node.js and npm
+#                                      # (for testing/format.sh)
 #
 # The CUDA toolchain (nvcc at /usr/local/cuda) is not a Debian package; the
 # cuda build configuration uses it where present.
@@ -18,7 +20,15 @@ packages=(
 for arg in "$@"; do
   case "$arg" in
     --rocm) packages+=(hipcc libamdhip64-dev rocm-device-libs) ;;
-    *) echo "setup_debian.sh: unknown argument '$arg' (expected --rocm)" >&2; exit 2 ;;
+    --format)
+      packages+=(clang-format)
+      # Node.js and npm are asked for only when their commands are missing: a
+      # machine may carry them from elsewhere (a newer Node bundles npm), and
+      # Debian's npm package would conflict with that.
+      command -v node >/dev/null 2>&1 || packages+=(nodejs)
+      command -v npm >/dev/null 2>&1 || packages+=(npm)
+      ;;
+    *) echo "setup_debian.sh: unknown argument '$arg' (expected --rocm or --format)" >&2; exit 2 ;;
   esac
 done
 

@@ -11,6 +11,9 @@ load(
     "system_repository",
 )
 
+# A WORKSPACE dependency function, not a macro that makes targets: like
+# rules_cc_dependencies() and friends it takes no `name`.
+# buildifier: disable=unnamed-macro
 def dsa_dependencies():
     """Declares the workspace's repositories. Call from WORKSPACE."""
 
@@ -87,13 +90,14 @@ def dsa_dependencies():
         required_paths = ["/usr/include/benchmark/benchmark.h"],
     )
 
-    # GPU compilers are optional: only --config=rocm / --config=cuda need them.
+    # GPU compilers are optional: only --config=rocm / --config=cuda need them,
+    # and each compile action checks for its compiler when it runs.
     gpu_toolkit_repository(
         name = "local_config_rocm",
         build_file = "//third_party/gpus:rocm.BUILD",
         compiler = "/usr/bin/hipcc",
         prefix = "HIPCC",
-        install_hint = "apt-get install hipcc libamdhip64-dev rocm-device-libs",
+        install_hint = "install it with testing/setup_debian.sh --rocm (Debian packages hipcc libamdhip64-dev rocm-device-libs)",
     )
 
     gpu_toolkit_repository(
@@ -101,5 +105,5 @@ def dsa_dependencies():
         build_file = "//third_party/gpus:cuda.BUILD",
         compiler = "/usr/local/cuda/bin/nvcc",
         prefix = "NVCC",
-        install_hint = "the CUDA 13 toolkit at /usr/local/cuda (not a Debian package)",
+        install_hint = "install the CUDA 13 toolkit at /usr/local/cuda (not a Debian package)",
     )

@@ -14,19 +14,34 @@ that a linker otherwise drops from an archive (and a shared object would
 silently lose its kernels).
 """
 
-load("@local_config_cuda//:defs.bzl", "NVCC_COMPILER", "NVCC_FOUND", "NVCC_INSTALL_HINT")
-load("@local_config_rocm//:defs.bzl", "HIPCC_COMPILER", "HIPCC_FOUND", "HIPCC_INSTALL_HINT")
+load("@local_config_cuda//:defs.bzl", "NVCC_COMPILER", "NVCC_INSTALL_HINT")
+load("@local_config_rocm//:defs.bzl", "HIPCC_COMPILER", "HIPCC_INSTALL_HINT")
 
 _ROCM = "//platform/gpu:build_rocm"
 _CUDA = "//platform/gpu:build_cuda"
 
-def _missing(compiler, hint):
-    return "echo '%s not found; install %s' >&2; exit 1" % (compiler, hint)
+def _require(compiler, hint):
+    """Shell that stops the action with a clear message when `compiler` is absent.
+
+    Tested when the action runs, not when the repository is fetched, so a
+    compiler installed after a failed build is picked up by the next build of
+    the same server. A failed action is never cached, so nothing else needs
+    invalidating.
+    """
+    for text in (compiler, hint):
+        # Both are pasted into the command: no quoting or Make-variable escape.
+        if "'" in text or "$" in text:
+            fail("gpu_kernel_library: %r must not contain ' or $" % text)
+    return "{ [ -f %s ] && [ -x %s ]; } || { echo '%s not found; %s' >&2; exit 1; };" % (
+        compiler,
+        compiler,
+        compiler,
+        hint,
+    )
 
 def _hipcc_cmd():
-    if not HIPCC_FOUND:
-        return _missing(HIPCC_COMPILER, HIPCC_INSTALL_HINT)
     return " ".join([
+        _require(HIPCC_COMPILER, HIPCC_INSTALL_HINT),
         "archs=$$(echo '$(DSA_ROCM_ARCHS)' | tr ',' ' ');",
         "flags=; for a in $$archs; do flags=\"$$flags --offload-arch=$$a\"; done;",
         HIPCC_COMPILER,
@@ -38,9 +53,8 @@ def _hipcc_cmd():
     ])
 
 def _nvcc_cmd():
-    if not NVCC_FOUND:
-        return _missing(NVCC_COMPILER, NVCC_INSTALL_HINT)
     return " ".join([
+        _require(NVCC_COMPILER, NVCC_INSTALL_HINT),
         "archs=$$(echo '$(DSA_CUDA_ARCHS)' | tr ',' ' ');",
         "flags=; for a in $$archs; do",
         "flags=\"$$flags -gencode=arch=compute_$$a,code=sm_$$a\"; last=$$a; done;",
