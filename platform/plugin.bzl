@@ -1,8 +1,12 @@
-"""dsa_plugin_shared_object: a plugin built as a loadable shared object.
+"""Build macros for plugins.
 
-The object exports exactly one C symbol, DsaGetPluginApi (plugin_api.h),
-through a linker version script; everything else is hidden. It is linked with
+dsa_plugin_shared_object: a plugin built as a loadable shared object. The
+object exports exactly one C symbol, DsaGetPluginApi (plugin_api.h), through a
+linker version script; everything else is hidden. It is linked with
 -Wl,--no-undefined so a missing dependency fails the build, not the dlopen.
+
+dsa_platform_plugin: the three targets every platform package (cpu, rocm,
+cuda) has: the plugin library, its static registrar and its shared object.
 """
 
 def dsa_plugin_shared_object(name, api_header, api_function, deps, visibility = None, testonly = False):
@@ -46,5 +50,62 @@ def dsa_plugin_shared_object(name, api_header, api_function, deps, visibility = 
             "-Wl,--no-undefined",
         ],
         testonly = testonly,
+        visibility = visibility,
+    )
+
+def dsa_platform_plugin(name, api_function, textual_hdrs = [], deps = [], visibility = ["//visibility:public"]):
+    """The targets of one platform plugin, in the package of the same name.
+
+    In package //platform/<name> (sources <name>_platform.{h,cc} and
+    registration.{h,cc}) it defines:
+      :<name>_platform        the plugin: its C API table, depending on
+                              nothing but the C ABI, so the same code serves
+                              static linking and the shared object;
+      :registration           RegisterXxxPlatform(Registry&) and the static
+                              registrar (alwayslink, so it is never dropped);
+      :libdsa_<name>_platform.so  the plugin as a loadable shared object.
+
+    Args:
+      name: the platform id, also the package's last component.
+      api_function: fully qualified C++ function returning the plugin's
+        const DsaPluginApi*, declared in <name>_platform.h.
+      textual_hdrs: headers the plugin includes more than once, such as
+        X-macro symbol lists.
+      deps: further dependencies of the plugin library (no Abseil: the
+        shared object must not need it).
+      visibility: of the three targets.
+    """
+    package = native.package_name()
+    if package.split("/")[-1] != name:
+        fail("dsa_platform_plugin(name = \"%s\") belongs in package //platform/%s, not //%s" % (name, name, package))
+    library = name + "_platform"
+    native.cc_library(
+        name = library,
+        srcs = [library + ".cc"],
+        hdrs = [library + ".h"],
+        textual_hdrs = textual_hdrs,
+        deps = deps + [
+            "//platform:plugin_api",
+            "//platform:plugin_util",
+        ],
+        visibility = visibility,
+    )
+    native.cc_library(
+        name = "registration",
+        srcs = ["registration.cc"],
+        hdrs = ["registration.h"],
+        deps = [
+            ":" + library,
+            "//platform:registry",
+            "@com_google_absl//absl/status",
+        ],
+        alwayslink = True,  # registers itself
+        visibility = visibility,
+    )
+    dsa_plugin_shared_object(
+        name = "dsa_" + library,
+        api_function = api_function,
+        api_header = "%s/%s.h" % (package, library),
+        deps = [":" + library],
         visibility = visibility,
     )

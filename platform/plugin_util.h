@@ -5,6 +5,7 @@
 #define DSA_PLATFORM_PLUGIN_UTIL_H_
 
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -92,15 +93,105 @@ inline DsaStatusCode RegisterPlatformWithHost(
 }
 
 // Static capability record of one architecture, as a plugin keeps it in a
-// table.
+// table. A row is built with setters named after DsaCapabilities' fields, so
+// no value can be read as its neighbour's, and AllRowsComplete fails the
+// build when a row leaves a field unset:
+//
+//   constexpr ArchCapabilities kCapabilities[] = {
+//       ArchCapabilities::For("gfx942")
+//           .set_is_cuda_alike(true)
+//           .set_kv_cache_fp8_format(DSA_FP8_E4M3FNUZ)
+//           .set_warp_size(64)
+//           .set_sparse_mla_dense_mha_prefill(true)
+//           .set_sparse_mla_decode_context_parallel(false),
+//   };
+//   static_assert(AllRowsComplete(kCapabilities));
+//
+// The struct stays an aggregate, so positional rows in older code still
+// compile (their fields_set is 0 and AllRowsComplete rejects them).
 struct ArchCapabilities {
-  const char* arch;
-  int32_t is_cuda_alike;
-  DsaFp8Format kv_cache_fp8_format;
-  int32_t warp_size;
-  int32_t sparse_mla_dense_mha_prefill;
-  int32_t sparse_mla_decode_context_parallel;
+  enum Field : uint32_t {
+    kIsCudaAlike = 1u << 0,
+    kKvCacheFp8Format = 1u << 1,
+    kWarpSize = 1u << 2,
+    kSparseMlaDenseMhaPrefill = 1u << 3,
+    kSparseMlaDecodeContextParallel = 1u << 4,
+    kAllFields = (1u << 5) - 1,
+  };
+
+  const char* arch = nullptr;
+  int32_t is_cuda_alike = 0;
+  DsaFp8Format kv_cache_fp8_format = static_cast<DsaFp8Format>(0);
+  int32_t warp_size = 0;
+  int32_t sparse_mla_dense_mha_prefill = 0;
+  int32_t sparse_mla_decode_context_parallel = 0;
+  // The Field bits a setter wrote.
+  uint32_t fields_set = 0;
+
+  static constexpr ArchCapabilities For(const char* arch_name) {
+    ArchCapabilities row;
+    row.arch = arch_name;
+    return row;
+  }
+  constexpr ArchCapabilities set_is_cuda_alike(bool value) const {
+    ArchCapabilities row = *this;
+    row.is_cuda_alike = value ? 1 : 0;
+    row.fields_set |= kIsCudaAlike;
+    return row;
+  }
+  constexpr ArchCapabilities set_kv_cache_fp8_format(DsaFp8Format value) const {
+    ArchCapabilities row = *this;
+    row.kv_cache_fp8_format = value;
+    row.fields_set |= kKvCacheFp8Format;
+    return row;
+  }
+  constexpr ArchCapabilities set_warp_size(int32_t value) const {
+    ArchCapabilities row = *this;
+    row.warp_size = value;
+    row.fields_set |= kWarpSize;
+    return row;
+  }
+  constexpr ArchCapabilities set_sparse_mla_dense_mha_prefill(
+      bool value) const {
+    ArchCapabilities row = *this;
+    row.sparse_mla_dense_mha_prefill = value ? 1 : 0;
+    row.fields_set |= kSparseMlaDenseMhaPrefill;
+    return row;
+  }
+  constexpr ArchCapabilities set_sparse_mla_decode_context_parallel(
+      bool value) const {
+    ArchCapabilities row = *this;
+    row.sparse_mla_decode_context_parallel = value ? 1 : 0;
+    row.fields_set |= kSparseMlaDecodeContextParallel;
+    return row;
+  }
+
+  // Every field set, with values a DsaCapabilities may carry.
+  constexpr bool complete() const {
+    return arch != nullptr && arch[0] != '\0' && fields_set == kAllFields &&
+           warp_size > 0 &&
+           (kv_cache_fp8_format == DSA_FP8_E4M3FN ||
+            kv_cache_fp8_format == DSA_FP8_E4M3FNUZ);
+  }
 };
+
+// For static_assert over a plugin's table: every row complete, no arch twice.
+template <size_t N>
+constexpr bool AllRowsComplete(const ArchCapabilities (&table)[N]) {
+  for (size_t i = 0; i < N; ++i) {
+    if (!table[i].complete()) return false;
+    for (size_t j = 0; j < i; ++j) {
+      const char* a = table[i].arch;
+      const char* b = table[j].arch;
+      while (*a != '\0' && *a == *b) {
+        ++a;
+        ++b;
+      }
+      if (*a == *b) return false;
+    }
+  }
+  return true;
+}
 
 // Looks `arch` up in a plugin's table and fills `out`; InvalidArgument when
 // the table does not have it.

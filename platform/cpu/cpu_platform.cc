@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "platform/plugin_util.h"
@@ -25,10 +26,14 @@ constexpr const char* kKnownArchs[] = {kHostArch};
 // The CPU reference runs both prefill branches; it is not CUDA-alike and has
 // no decode context parallelism.
 constexpr ArchCapabilities kCapabilities[] = {
-    {kHostArch, /*is_cuda_alike=*/0, DSA_FP8_E4M3FN, /*warp_size=*/1,
-     /*sparse_mla_dense_mha_prefill=*/1,
-     /*sparse_mla_decode_context_parallel=*/0},
+    ArchCapabilities::For(kHostArch)
+        .set_is_cuda_alike(false)
+        .set_kv_cache_fp8_format(DSA_FP8_E4M3FN)
+        .set_warp_size(1)
+        .set_sparse_mla_dense_mha_prefill(true)
+        .set_sparse_mla_decode_context_parallel(false),
 };
+static_assert(AllRowsComplete(kCapabilities));
 
 DsaStatusCode CapabilitiesForArch(const char* arch, DsaCapabilities* out,
                                   char* error, size_t error_size) {
@@ -89,10 +94,18 @@ DsaStatusCode DeviceMalloc(size_t bytes, void** out, char* error,
                        "cpu: NULL output pointer");
   }
   *out = nullptr;
-  const size_t rounded = ((bytes == 0 ? 1 : bytes) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded);
+  constexpr size_t kAlignment = 64;
+  // aligned_alloc wants a multiple of the alignment; rounding a size near
+  // SIZE_MAX up would wrap to a tiny allocation.
+  if (bytes > std::numeric_limits<size_t>::max() - (kAlignment - 1)) {
+    return PluginError(DSA_STATUS_RESOURCE_EXHAUSTED, error, error_size,
+                       "cpu: cannot allocate %zu bytes", bytes);
+  }
+  const size_t rounded =
+      ((bytes == 0 ? 1 : bytes) + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded);
   if (p == nullptr) {
-    return PluginError(DSA_STATUS_UNAVAILABLE, error, error_size,
+    return PluginError(DSA_STATUS_RESOURCE_EXHAUSTED, error, error_size,
                        "cpu: out of memory allocating %zu bytes", bytes);
   }
   *out = p;

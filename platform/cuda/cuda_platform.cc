@@ -1,8 +1,9 @@
 #include "platform/cuda/cuda_platform.h"
 
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <string>
 
 #include "platform/plugin_util.h"
@@ -16,91 +17,107 @@ constexpr const char* kDefaultArch = "sm_90";
 
 // Hopper (H100/H200) and Blackwell (B200): OCP E4M3 KV caches, 32-wide warps,
 // dense-MHA prefill and decode context parallelism in the sparse MLA backend.
+constexpr ArchCapabilities NvidiaRow(const char* arch) {
+  return ArchCapabilities::For(arch)
+      .set_is_cuda_alike(true)
+      .set_kv_cache_fp8_format(DSA_FP8_E4M3FN)
+      .set_warp_size(32)
+      .set_sparse_mla_dense_mha_prefill(true)
+      .set_sparse_mla_decode_context_parallel(true);
+}
 constexpr ArchCapabilities kCapabilities[] = {
-    {"sm_90", 1, DSA_FP8_E4M3FN, 32, 1, 1},
-    {"sm_100", 1, DSA_FP8_E4M3FN, 32, 1, 1},
+    NvidiaRow("sm_90"),
+    NvidiaRow("sm_100"),
 };
+static_assert(AllRowsComplete(kCapabilities));
+static_assert(sizeof(kCapabilities) / sizeof(kCapabilities[0]) ==
+                  sizeof(kKnownArchs) / sizeof(kKnownArchs[0]),
+              "one capability row per known arch");
 
-// CUDA driver API entry points, declared here so that nothing includes or
-// links CUDA at build time. CUresult is an int enum; CUdevice an int;
-// CUdeviceptr an unsigned long long; CUcontext an opaque pointer.
+// CUresult values the plugin tells apart (cuda.h).
 constexpr int kCudaSuccess = 0;
+constexpr int kCudaErrorInvalidValue = 1;
+constexpr int kCudaErrorOutOfMemory = 2;
 constexpr int kCudaErrorNoDevice = 100;
+// CUdevice_attribute values.
 constexpr int kAttrComputeCapabilityMajor = 75;
 constexpr int kAttrComputeCapabilityMinor = 76;
 
+// The driver entry points of cuda_symbols.h as typed function pointers.
+// After a successful load every required pointer is set; cuGetErrorString
+// may be null.
 struct CudaApi {
-  int (*cuInit)(unsigned) = nullptr;
-  int (*cuDriverGetVersion)(int*) = nullptr;
-  int (*cuDeviceGetCount)(int*) = nullptr;
-  int (*cuDeviceGet)(int*, int) = nullptr;
-  int (*cuDeviceGetName)(char*, int, int) = nullptr;
-  int (*cuDeviceGetAttribute)(int*, int, int) = nullptr;
-  int (*cuDeviceTotalMem_v2)(size_t*, int) = nullptr;
-  int (*cuGetErrorString)(int, const char**) = nullptr;
-  int (*cuDevicePrimaryCtxRetain)(void**, int) = nullptr;
-  int (*cuCtxSetCurrent)(void*) = nullptr;
-  int (*cuCtxSynchronize)() = nullptr;
-  int (*cuMemAlloc_v2)(unsigned long long*, size_t) = nullptr;
-  int (*cuMemFree_v2)(unsigned long long) = nullptr;
-  int (*cuMemcpyHtoD_v2)(unsigned long long, const void*, size_t) = nullptr;
-  int (*cuMemcpyDtoH_v2)(void*, unsigned long long, size_t) = nullptr;
-  int (*cuMemcpyDtoD_v2)(unsigned long long, unsigned long long,
-                         size_t) = nullptr;
+#define DSA_CUDA_REQUIRED DSA_RUNTIME_SYMBOL_FIELD
+#define DSA_CUDA_OPTIONAL DSA_RUNTIME_SYMBOL_FIELD
+#include "platform/cuda/cuda_symbols.h"
+
+  void Resolve(RuntimeSymbolResolver& resolver) {
+#define DSA_CUDA_REQUIRED DSA_RUNTIME_SYMBOL_RESOLVE_REQUIRED
+#define DSA_CUDA_OPTIONAL DSA_RUNTIME_SYMBOL_RESOLVE_OPTIONAL
+#include "platform/cuda/cuda_symbols.h"
+  }
 };
 
-struct CudaRuntime {
-  RuntimeLoad load = RuntimeLoad::kNotInstalled;
-  std::string library;
-  std::string detail;
-  int init_result = kCudaErrorNoDevice;
+// The driver as loaded and initialised once per process; immutable
+// afterwards, so every call reads `usable` instead of re-checking pointers.
+struct CudaDriver {
+  RuntimeLoadResult load;
+  int init_result = kCudaErrorNoDevice;  // cuInit's, when loaded
+  bool usable = false;                   // loaded and cuInit succeeded
   CudaApi api;
 };
 
-const CudaRuntime& Runtime() {
-  static const CudaRuntime* const runtime = [] {
-    auto* r = new CudaRuntime();
-    static const char* const kCandidates[] = {"libcuda.so.1", "libcuda.so"};
-    CudaApi& a = r->api;
-    const RuntimeSymbol symbols[] = {
-        {"cuInit", reinterpret_cast<void**>(&a.cuInit), true},
-        {"cuDriverGetVersion", reinterpret_cast<void**>(&a.cuDriverGetVersion), true},
-        {"cuDeviceGetCount", reinterpret_cast<void**>(&a.cuDeviceGetCount), true},
-        {"cuDeviceGet", reinterpret_cast<void**>(&a.cuDeviceGet), true},
-        {"cuDeviceGetName", reinterpret_cast<void**>(&a.cuDeviceGetName), true},
-        {"cuDeviceGetAttribute", reinterpret_cast<void**>(&a.cuDeviceGetAttribute), true},
-        {"cuDeviceTotalMem_v2", reinterpret_cast<void**>(&a.cuDeviceTotalMem_v2), true},
-        {"cuGetErrorString", reinterpret_cast<void**>(&a.cuGetErrorString), false},
-        {"cuDevicePrimaryCtxRetain", reinterpret_cast<void**>(&a.cuDevicePrimaryCtxRetain), false},
-        {"cuCtxSetCurrent", reinterpret_cast<void**>(&a.cuCtxSetCurrent), false},
-        {"cuCtxSynchronize", reinterpret_cast<void**>(&a.cuCtxSynchronize), false},
-        {"cuMemAlloc_v2", reinterpret_cast<void**>(&a.cuMemAlloc_v2), false},
-        {"cuMemFree_v2", reinterpret_cast<void**>(&a.cuMemFree_v2), false},
-        {"cuMemcpyHtoD_v2", reinterpret_cast<void**>(&a.cuMemcpyHtoD_v2), false},
-        {"cuMemcpyDtoH_v2", reinterpret_cast<void**>(&a.cuMemcpyDtoH_v2), false},
-        {"cuMemcpyDtoD_v2", reinterpret_cast<void**>(&a.cuMemcpyDtoD_v2), false},
-    };
-    r->load = LoadRuntimeLibrary(kCandidates, symbols, &r->library, &r->detail);
-    if (r->load == RuntimeLoad::kLoaded) r->init_result = a.cuInit(0);
-    return r;
+const CudaDriver& Driver() {
+  static const CudaDriver* const driver = [] {
+    auto* d = new CudaDriver();
+    // DSA_CUDA_DRIVER_LIBRARY names one library to use instead (a specific
+    // driver install, or a test double).
+    const char* override_library = std::getenv("DSA_CUDA_DRIVER_LIBRARY");
+    if (override_library != nullptr && *override_library != '\0') {
+      const char* const candidates[] = {override_library};
+      d->load = LoadRuntimeLibrary(candidates, &d->api);
+    } else {
+      static const char* const kCandidates[] = {"libcuda.so.1", "libcuda.so"};
+      d->load = LoadRuntimeLibrary(kCandidates, &d->api);
+    }
+    if (d->load.loaded()) {
+      d->init_result = d->api.cuInit(0);
+      d->usable = d->init_result == kCudaSuccess;
+    }
+    return d;
   }();
-  return *runtime;
+  return *driver;
 }
 
-const char* CudaErrorText(int err) {
+const char* CudaErrorText(const CudaApi& api, int err) {
   const char* text = nullptr;
-  const CudaRuntime& r = Runtime();
-  if (r.api.cuGetErrorString != nullptr &&
-      r.api.cuGetErrorString(err, &text) == kCudaSuccess && text != nullptr) {
+  if (api.cuGetErrorString != nullptr &&
+      api.cuGetErrorString(err, &text) == kCudaSuccess && text != nullptr) {
     return text;
   }
   return "unknown CUDA error";
 }
 
-DsaStatusCode CudaFail(int err, const char* what, char* error,
-                       size_t error_size) {
-  return PluginError(DSA_STATUS_INTERNAL, error, error_size,
-                     "cuda: %s failed: %s (%d)", what, CudaErrorText(err), err);
+// Out of memory is resource exhaustion, so a caller can free a cache block
+// and retry; UNAVAILABLE is kept for "no driver".
+DsaStatusCode StatusFromCudaError(int err) {
+  switch (err) {
+    case kCudaErrorOutOfMemory:
+      return DSA_STATUS_RESOURCE_EXHAUSTED;
+    case kCudaErrorInvalidValue:
+      return DSA_STATUS_INVALID_ARGUMENT;
+    case kCudaErrorNoDevice:
+      return DSA_STATUS_FAILED_PRECONDITION;
+    default:
+      return DSA_STATUS_INTERNAL;
+  }
+}
+
+DsaStatusCode CudaFail(const CudaApi& api, int err, const char* what,
+                       char* error, size_t error_size) {
+  return PluginError(StatusFromCudaError(err), error, error_size,
+                     "cuda: %s failed: %s (CUresult %d)", what,
+                     CudaErrorText(api, err), err);
 }
 
 DsaStatusCode CapabilitiesForArch(const char* arch, DsaCapabilities* out,
@@ -117,139 +134,190 @@ DsaStatusCode ProbeDevices(DsaDeviceInfo* out, char* error,
   DsaDeviceInfo info;
   std::memset(&info, 0, sizeof(info));
   info.struct_size = sizeof(info);
-  const CudaRuntime& r = Runtime();
-  if (r.load == RuntimeLoad::kMissingSymbol) {
-    return PluginError(DSA_STATUS_UNAVAILABLE, error, error_size, "cuda: %s",
-                       r.detail.c_str());
+  const CudaDriver& d = Driver();
+  // A driver that is not installed means no device; one that is installed
+  // but unusable is an error worth reporting.
+  if (d.load.state == RuntimeLoad::kMissingSymbol) {
+    return PluginError(DSA_STATUS_UNAVAILABLE, error, error_size,
+                       "cuda: the CUDA driver is not usable: %s",
+                       d.load.detail.c_str());
   }
+  const CudaApi& a = d.api;
   // cuInit fails with "no device" on a machine with a driver but no GPU.
-  if (r.load == RuntimeLoad::kLoaded && r.init_result == kCudaSuccess) {
+  if (d.usable) {
     int count = 0;
-    const int err = r.api.cuDeviceGetCount(&count);
+    const int err = a.cuDeviceGetCount(&count);
     if (err != kCudaSuccess && err != kCudaErrorNoDevice) {
-      return CudaFail(err, "cuDeviceGetCount", error, error_size);
+      return CudaFail(a, err, "cuDeviceGetCount", error, error_size);
     }
     info.device_count = err == kCudaSuccess ? count : 0;
     int version = 0;
-    if (r.api.cuDriverGetVersion(&version) == kCudaSuccess) {
+    if (a.cuDriverGetVersion(&version) == kCudaSuccess) {
       info.runtime_version = version;
     }
     int device = 0;
-    if (info.device_count > 0 && r.api.cuDeviceGet(&device, 0) == kCudaSuccess) {
+    if (info.device_count > 0 && a.cuDeviceGet(&device, 0) == kCudaSuccess) {
       char name[DSA_DEVICE_NAME_SIZE] = {0};
-      if (r.api.cuDeviceGetName(name, sizeof(name) - 1, device) ==
-          kCudaSuccess) {
+      if (a.cuDeviceGetName(name, sizeof(name) - 1, device) == kCudaSuccess) {
         CopyFixedString(info.name, name);
       }
       int major = 0, minor = 0;
-      if (r.api.cuDeviceGetAttribute(&major, kAttrComputeCapabilityMajor,
-                                     device) == kCudaSuccess &&
-          r.api.cuDeviceGetAttribute(&minor, kAttrComputeCapabilityMinor,
-                                     device) == kCudaSuccess) {
+      if (a.cuDeviceGetAttribute(&major, kAttrComputeCapabilityMajor, device) ==
+              kCudaSuccess &&
+          a.cuDeviceGetAttribute(&minor, kAttrComputeCapabilityMinor, device) ==
+              kCudaSuccess) {
         std::snprintf(info.arch, sizeof(info.arch), "sm_%d%d", major, minor);
       }
       size_t total = 0;
-      if (r.api.cuDeviceTotalMem_v2(&total, device) == kCudaSuccess) {
+      if (a.cuDeviceTotalMem_v2(&total, device) == kCudaSuccess) {
         info.total_memory_bytes = total;
       }
     }
-  } else if (r.load == RuntimeLoad::kLoaded &&
-             r.init_result != kCudaErrorNoDevice) {
-    return CudaFail(r.init_result, "cuInit", error, error_size);
+  } else if (d.load.loaded() && d.init_result != kCudaErrorNoDevice) {
+    return CudaFail(a, d.init_result, "cuInit", error, error_size);
   }
   CopyToCaller(info, out);
   return DSA_STATUS_OK;
 }
 
-// Makes device 0's primary context current on the calling thread; the
-// runtime API (used by kernels built with nvcc) shares that context.
-DsaStatusCode EnterContext(char* error, size_t error_size) {
-  const CudaRuntime& r = Runtime();
-  const CudaApi& a = r.api;
-  if (r.load != RuntimeLoad::kLoaded || r.init_result != kCudaSuccess ||
-      a.cuDevicePrimaryCtxRetain == nullptr || a.cuCtxSetCurrent == nullptr ||
-      a.cuMemAlloc_v2 == nullptr || a.cuMemFree_v2 == nullptr ||
-      a.cuMemcpyHtoD_v2 == nullptr || a.cuMemcpyDtoH_v2 == nullptr ||
-      a.cuMemcpyDtoD_v2 == nullptr || a.cuCtxSynchronize == nullptr) {
-    return PluginError(DSA_STATUS_UNAVAILABLE, error, error_size,
-                       "cuda: the CUDA driver is not available (%s)",
-                       r.detail.empty() ? "no device" : r.detail.c_str());
-  }
-  static void* context = nullptr;
-  static int retain_result = -1;
-  static std::once_flag once;
-  std::call_once(once, [&] {
+// Device 0's primary context, retained once per process on first use (not
+// at probe time, since retaining creates the context on the GPU).
+struct PrimaryContext {
+  void* context = nullptr;
+  int retain_result = kCudaErrorNoDevice;
+  const char* failed_call = "cuDeviceGet";
+};
+
+const PrimaryContext& RetainedPrimaryContext(const CudaApi& a) {
+  static const PrimaryContext primary = [&a] {
+    PrimaryContext p;
     int device = 0;
-    retain_result = a.cuDeviceGet(&device, 0);
-    if (retain_result == kCudaSuccess) {
-      retain_result = a.cuDevicePrimaryCtxRetain(&context, device);
+    p.retain_result = a.cuDeviceGet(&device, 0);
+    if (p.retain_result == kCudaSuccess) {
+      p.failed_call = "cuDevicePrimaryCtxRetain";
+      p.retain_result = a.cuDevicePrimaryCtxRetain(&p.context, device);
     }
-  });
-  if (retain_result != kCudaSuccess) {
-    return CudaFail(retain_result, "cuDevicePrimaryCtxRetain", error,
+    return p;
+  }();
+  return primary;
+}
+
+// Makes device 0's primary context current on the calling thread, which the
+// runtime API (used by kernels built with nvcc) shares. The context is set
+// only when another one (or none) is current: setting it on every call
+// would cost a driver call per allocation and copy.
+DsaStatusCode EnterContext(const CudaDriver& d, char* error,
+                           size_t error_size) {
+  if (!d.usable) {
+    if (!d.load.loaded()) {
+      return PluginError(DSA_STATUS_UNAVAILABLE, error, error_size,
+                         "cuda: the CUDA driver is not available: %s",
+                         d.load.detail.c_str());
+    }
+    return CudaFail(d.api, d.init_result, "cuInit", error, error_size);
+  }
+  const CudaApi& a = d.api;
+  const PrimaryContext& primary = RetainedPrimaryContext(a);
+  if (primary.retain_result != kCudaSuccess) {
+    return CudaFail(a, primary.retain_result, primary.failed_call, error,
                     error_size);
   }
-  const int err = a.cuCtxSetCurrent(context);
-  if (err != kCudaSuccess) return CudaFail(err, "cuCtxSetCurrent", error, error_size);
+  void* current = nullptr;
+  int err = a.cuCtxGetCurrent(&current);
+  if (err != kCudaSuccess) {
+    return CudaFail(a, err, "cuCtxGetCurrent", error, error_size);
+  }
+  if (current == primary.context) return DSA_STATUS_OK;
+  err = a.cuCtxSetCurrent(primary.context);
+  if (err != kCudaSuccess) {
+    return CudaFail(a, err, "cuCtxSetCurrent", error, error_size);
+  }
   return DSA_STATUS_OK;
 }
 
 DsaStatusCode DeviceMalloc(size_t bytes, void** out, char* error,
                            size_t error_size) {
-  if (DsaStatusCode c = EnterContext(error, error_size); c != DSA_STATUS_OK) {
+  if (out == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: NULL output pointer");
+  }
+  *out = nullptr;
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
     return c;
   }
   unsigned long long ptr = 0;
-  const int err = Runtime().api.cuMemAlloc_v2(&ptr, bytes == 0 ? 1 : bytes);
-  if (err != kCudaSuccess) return CudaFail(err, "cuMemAlloc", error, error_size);
+  const int err = d.api.cuMemAlloc_v2(&ptr, bytes == 0 ? 1 : bytes);
+  if (err != kCudaSuccess) {
+    char what[64];
+    std::snprintf(what, sizeof(what), "cuMemAlloc of %zu bytes", bytes);
+    return CudaFail(d.api, err, what, error, error_size);
+  }
   *out = reinterpret_cast<void*>(static_cast<uintptr_t>(ptr));
   return DSA_STATUS_OK;
 }
 
 DsaStatusCode DeviceFree(void* ptr, char* error, size_t error_size) {
-  if (DsaStatusCode c = EnterContext(error, error_size); c != DSA_STATUS_OK) {
+  if (ptr == nullptr) return DSA_STATUS_OK;  // as free(NULL)
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
     return c;
   }
-  const int err = Runtime().api.cuMemFree_v2(
+  const int err = d.api.cuMemFree_v2(
       static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(ptr)));
-  if (err != kCudaSuccess) return CudaFail(err, "cuMemFree", error, error_size);
+  if (err != kCudaSuccess) {
+    return CudaFail(d.api, err, "cuMemFree", error, error_size);
+  }
   return DSA_STATUS_OK;
 }
 
 DsaStatusCode DeviceMemcpy(void* dst, const void* src, size_t bytes,
                            int32_t kind, char* error, size_t error_size) {
-  if (DsaStatusCode c = EnterContext(error, error_size); c != DSA_STATUS_OK) {
+  if (kind < DSA_MEMCPY_HOST_TO_DEVICE || kind > DSA_MEMCPY_DEVICE_TO_DEVICE) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: unknown memcpy kind %d", kind);
+  }
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
     return c;
   }
-  const CudaApi& a = Runtime().api;
-  const auto d = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(dst));
-  const auto s = static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(src));
+  const CudaApi& a = d.api;
+  const auto dst_ptr =
+      static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(dst));
+  const auto src_ptr =
+      static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(src));
   int err = kCudaSuccess;
+  const char* what = "";
   switch (kind) {
     case DSA_MEMCPY_HOST_TO_DEVICE:
-      err = a.cuMemcpyHtoD_v2(d, src, bytes);
+      what = "cuMemcpyHtoD";
+      err = a.cuMemcpyHtoD_v2(dst_ptr, src, bytes);
       break;
     case DSA_MEMCPY_DEVICE_TO_HOST:
-      err = a.cuMemcpyDtoH_v2(dst, s, bytes);
-      break;
-    case DSA_MEMCPY_DEVICE_TO_DEVICE:
-      err = a.cuMemcpyDtoD_v2(d, s, bytes);
+      what = "cuMemcpyDtoH";
+      err = a.cuMemcpyDtoH_v2(dst, src_ptr, bytes);
       break;
     default:
-      return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
-                         "cuda: unknown memcpy kind %d", kind);
+      what = "cuMemcpyDtoD";
+      err = a.cuMemcpyDtoD_v2(dst_ptr, src_ptr, bytes);
+      break;
   }
-  if (err != kCudaSuccess) return CudaFail(err, "cuMemcpy", error, error_size);
+  if (err != kCudaSuccess) return CudaFail(a, err, what, error, error_size);
   return DSA_STATUS_OK;
 }
 
 DsaStatusCode DeviceSynchronize(char* error, size_t error_size) {
-  if (DsaStatusCode c = EnterContext(error, error_size); c != DSA_STATUS_OK) {
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
     return c;
   }
-  const int err = Runtime().api.cuCtxSynchronize();
+  const int err = d.api.cuCtxSynchronize();
   if (err != kCudaSuccess) {
-    return CudaFail(err, "cuCtxSynchronize", error, error_size);
+    return CudaFail(d.api, err, "cuCtxSynchronize", error, error_size);
   }
   return DSA_STATUS_OK;
 }

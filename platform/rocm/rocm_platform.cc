@@ -21,71 +21,108 @@ constexpr const char* kDefaultArch = "gfx942";
 // (MI300), OCP E4M3 on gfx950 (MI355X) and, in software, on gfx90a. All are
 // CDNA, with 64-wide wavefronts. The sparse MLA backend has a dense-MHA
 // prefill path on every arch and never accepts decode context parallelism.
+constexpr ArchCapabilities CdnaRow(const char* arch, DsaFp8Format fp8) {
+  return ArchCapabilities::For(arch)
+      .set_is_cuda_alike(true)
+      .set_kv_cache_fp8_format(fp8)
+      .set_warp_size(64)
+      .set_sparse_mla_dense_mha_prefill(true)
+      .set_sparse_mla_decode_context_parallel(false);
+}
 constexpr ArchCapabilities kCapabilities[] = {
-    {"gfx90a", 1, DSA_FP8_E4M3FN, 64, 1, 0},
-    {"gfx940", 1, DSA_FP8_E4M3FNUZ, 64, 1, 0},
-    {"gfx942", 1, DSA_FP8_E4M3FNUZ, 64, 1, 0},
-    {"gfx950", 1, DSA_FP8_E4M3FN, 64, 1, 0},
+    CdnaRow("gfx90a", DSA_FP8_E4M3FN),
+    CdnaRow("gfx940", DSA_FP8_E4M3FNUZ),
+    CdnaRow("gfx942", DSA_FP8_E4M3FNUZ),
+    CdnaRow("gfx950", DSA_FP8_E4M3FN),
 };
+static_assert(AllRowsComplete(kCapabilities));
+static_assert(sizeof(kCapabilities) / sizeof(kCapabilities[0]) ==
+                  sizeof(kKnownArchs) / sizeof(kKnownArchs[0]),
+              "one capability row per known arch");
 
-// HIP runtime entry points, declared here so that nothing includes or links
-// HIP at build time. hipError_t is an int enum; devices are ints.
+// hipError_t values the plugin tells apart (hip_runtime_api.h).
 constexpr int kHipSuccess = 0;
+constexpr int kHipErrorInvalidValue = 1;
+constexpr int kHipErrorOutOfMemory = 2;
 constexpr int kHipErrorInsufficientDriver = 35;
 constexpr int kHipErrorNoDevice = 100;
 
+// The HIP entry points of hip_symbols.h as typed function pointers. After a
+// successful load every required pointer is set; hipGetErrorString may be
+// null.
 struct HipApi {
-  int (*hipGetDeviceCount)(int*) = nullptr;
-  int (*hipRuntimeGetVersion)(int*) = nullptr;
-  int (*hipDeviceGetName)(char*, int, int) = nullptr;
-  int (*hipDeviceTotalMem)(size_t*, int) = nullptr;
-  int (*hipMalloc)(void**, size_t) = nullptr;
-  int (*hipFree)(void*) = nullptr;
-  int (*hipMemcpy)(void*, const void*, size_t, int) = nullptr;
-  int (*hipDeviceSynchronize)() = nullptr;
-  const char* (*hipGetErrorString)(int) = nullptr;
+#define DSA_HIP_REQUIRED DSA_RUNTIME_SYMBOL_FIELD
+#define DSA_HIP_OPTIONAL DSA_RUNTIME_SYMBOL_FIELD
+#include "platform/rocm/hip_symbols.h"
+
+  void Resolve(RuntimeSymbolResolver& resolver) {
+#define DSA_HIP_REQUIRED DSA_RUNTIME_SYMBOL_RESOLVE_REQUIRED
+#define DSA_HIP_OPTIONAL DSA_RUNTIME_SYMBOL_RESOLVE_OPTIONAL
+#include "platform/rocm/hip_symbols.h"
+  }
 };
 
+// The runtime as loaded once per process; immutable afterwards, so every
+// call reads `load` instead of re-checking pointers.
 struct HipRuntime {
-  RuntimeLoad load = RuntimeLoad::kNotInstalled;
-  std::string library;
-  std::string detail;
+  RuntimeLoadResult load;
   HipApi api;
 };
 
 const HipRuntime& Runtime() {
   static const HipRuntime* const runtime = [] {
     auto* r = new HipRuntime();
-    static const char* const kCandidates[] = {
-        "libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"};
-    HipApi& a = r->api;
-    const RuntimeSymbol symbols[] = {
-        {"hipGetDeviceCount", reinterpret_cast<void**>(&a.hipGetDeviceCount), true},
-        {"hipRuntimeGetVersion", reinterpret_cast<void**>(&a.hipRuntimeGetVersion), true},
-        {"hipDeviceGetName", reinterpret_cast<void**>(&a.hipDeviceGetName), true},
-        {"hipDeviceTotalMem", reinterpret_cast<void**>(&a.hipDeviceTotalMem), true},
-        {"hipMalloc", reinterpret_cast<void**>(&a.hipMalloc), false},
-        {"hipFree", reinterpret_cast<void**>(&a.hipFree), false},
-        {"hipMemcpy", reinterpret_cast<void**>(&a.hipMemcpy), false},
-        {"hipDeviceSynchronize", reinterpret_cast<void**>(&a.hipDeviceSynchronize), false},
-        {"hipGetErrorString", reinterpret_cast<void**>(&a.hipGetErrorString), false},
-    };
-    r->load = LoadRuntimeLibrary(kCandidates, symbols, &r->library, &r->detail);
+    // DSA_HIP_RUNTIME_LIBRARY names one library to use instead (a specific
+    // ROCm install, or a test double).
+    const char* override_library = std::getenv("DSA_HIP_RUNTIME_LIBRARY");
+    if (override_library != nullptr && *override_library != '\0') {
+      const char* const candidates[] = {override_library};
+      r->load = LoadRuntimeLibrary(candidates, &r->api);
+    } else {
+      static const char* const kCandidates[] = {
+          "libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"};
+      r->load = LoadRuntimeLibrary(kCandidates, &r->api);
+    }
     return r;
   }();
   return *runtime;
 }
 
-const char* HipErrorText(int err) {
-  const HipRuntime& r = Runtime();
-  if (r.api.hipGetErrorString != nullptr) return r.api.hipGetErrorString(err);
-  return "unknown HIP error";
+const char* HipErrorText(const HipApi& api, int err) {
+  const char* text =
+      api.hipGetErrorString != nullptr ? api.hipGetErrorString(err) : nullptr;
+  return text != nullptr ? text : "unknown HIP error";
 }
 
-DsaStatusCode HipFail(int err, const char* what, char* error,
+// Out of memory is resource exhaustion, so a caller can free a cache block
+// and retry; UNAVAILABLE is kept for "no runtime".
+DsaStatusCode StatusFromHipError(int err) {
+  switch (err) {
+    case kHipErrorOutOfMemory:
+      return DSA_STATUS_RESOURCE_EXHAUSTED;
+    case kHipErrorInvalidValue:
+      return DSA_STATUS_INVALID_ARGUMENT;
+    case kHipErrorNoDevice:
+    case kHipErrorInsufficientDriver:
+      return DSA_STATUS_FAILED_PRECONDITION;
+    default:
+      return DSA_STATUS_INTERNAL;
+  }
+}
+
+DsaStatusCode HipFail(const HipApi& api, int err, const char* what, char* error,
                       size_t error_size) {
-  return PluginError(DSA_STATUS_INTERNAL, error, error_size,
-                     "rocm: %s failed: %s (%d)", what, HipErrorText(err), err);
+  return PluginError(StatusFromHipError(err), error, error_size,
+                     "rocm: %s failed: %s (hipError_t %d)", what,
+                     HipErrorText(api, err), err);
+}
+
+// The error for a call that needs the runtime when it did not load.
+DsaStatusCode RuntimeUnavailable(const HipRuntime& r, char* error,
+                                 size_t error_size) {
+  return PluginError(DSA_STATUS_UNAVAILABLE, error, error_size,
+                     "rocm: the HIP runtime is not available: %s",
+                     r.load.detail.c_str());
 }
 
 // The architecture of the first GPU node in the KFD topology, which the
@@ -139,30 +176,32 @@ DsaStatusCode ProbeDevices(DsaDeviceInfo* out, char* error,
   std::memset(&info, 0, sizeof(info));
   info.struct_size = sizeof(info);
   const HipRuntime& r = Runtime();
-  if (r.load == RuntimeLoad::kMissingSymbol) {
-    return PluginError(DSA_STATUS_UNAVAILABLE, error, error_size,
-                       "rocm: %s", r.detail.c_str());
+  // A runtime that is not installed means no device; one that is installed
+  // but unusable is an error worth reporting.
+  if (r.load.state == RuntimeLoad::kMissingSymbol) {
+    return RuntimeUnavailable(r, error, error_size);
   }
-  if (r.load == RuntimeLoad::kLoaded) {
+  if (r.load.loaded()) {
+    const HipApi& a = r.api;
     int count = 0;
-    const int err = r.api.hipGetDeviceCount(&count);
+    const int err = a.hipGetDeviceCount(&count);
     if (err == kHipErrorNoDevice || err == kHipErrorInsufficientDriver) {
       count = 0;
     } else if (err != kHipSuccess) {
-      return HipFail(err, "hipGetDeviceCount", error, error_size);
+      return HipFail(a, err, "hipGetDeviceCount", error, error_size);
     }
     info.device_count = count;
     int version = 0;
-    if (r.api.hipRuntimeGetVersion(&version) == kHipSuccess) {
+    if (a.hipRuntimeGetVersion(&version) == kHipSuccess) {
       info.runtime_version = version;
     }
     if (count > 0) {
       char name[DSA_DEVICE_NAME_SIZE] = {0};
-      if (r.api.hipDeviceGetName(name, sizeof(name) - 1, 0) == kHipSuccess) {
+      if (a.hipDeviceGetName(name, sizeof(name) - 1, 0) == kHipSuccess) {
         CopyFixedString(info.name, name);
       }
       size_t total = 0;
-      if (r.api.hipDeviceTotalMem(&total, 0) == kHipSuccess) {
+      if (a.hipDeviceTotalMem(&total, 0) == kHipSuccess) {
         info.total_memory_bytes = total;
       }
       CopyFixedString(info.arch, FirstGpuArch().c_str());
@@ -172,62 +211,61 @@ DsaStatusCode ProbeDevices(DsaDeviceInfo* out, char* error,
   return DSA_STATUS_OK;
 }
 
-// Device memory on device 0, through the lazily loaded runtime.
-DsaStatusCode RequireMemoryApi(char* error, size_t error_size) {
-  const HipRuntime& r = Runtime();
-  if (r.load != RuntimeLoad::kLoaded || r.api.hipMalloc == nullptr ||
-      r.api.hipFree == nullptr || r.api.hipMemcpy == nullptr ||
-      r.api.hipDeviceSynchronize == nullptr) {
-    return PluginError(DSA_STATUS_UNAVAILABLE, error, error_size,
-                       "rocm: the HIP runtime is not available (%s)",
-                       r.detail.empty() ? "libamdhip64 not found"
-                                        : r.detail.c_str());
-  }
-  return DSA_STATUS_OK;
-}
-
+// Device memory on the current device (device 0 unless the host selected
+// another), through the runtime loaded once.
 DsaStatusCode DeviceMalloc(size_t bytes, void** out, char* error,
                            size_t error_size) {
-  if (DsaStatusCode c = RequireMemoryApi(error, error_size); c != DSA_STATUS_OK) {
-    return c;
+  if (out == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "rocm: NULL output pointer");
   }
-  const int err = Runtime().api.hipMalloc(out, bytes == 0 ? 1 : bytes);
-  if (err != kHipSuccess) return HipFail(err, "hipMalloc", error, error_size);
+  *out = nullptr;
+  const HipRuntime& r = Runtime();
+  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
+  void* ptr = nullptr;
+  const int err = r.api.hipMalloc(&ptr, bytes == 0 ? 1 : bytes);
+  if (err != kHipSuccess) {
+    char what[64];
+    std::snprintf(what, sizeof(what), "hipMalloc of %zu bytes", bytes);
+    return HipFail(r.api, err, what, error, error_size);
+  }
+  *out = ptr;
   return DSA_STATUS_OK;
 }
 
 DsaStatusCode DeviceFree(void* ptr, char* error, size_t error_size) {
-  if (DsaStatusCode c = RequireMemoryApi(error, error_size); c != DSA_STATUS_OK) {
-    return c;
-  }
-  const int err = Runtime().api.hipFree(ptr);
-  if (err != kHipSuccess) return HipFail(err, "hipFree", error, error_size);
+  if (ptr == nullptr) return DSA_STATUS_OK;  // as free(NULL)
+  const HipRuntime& r = Runtime();
+  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
+  const int err = r.api.hipFree(ptr);
+  if (err != kHipSuccess)
+    return HipFail(r.api, err, "hipFree", error, error_size);
   return DSA_STATUS_OK;
 }
 
 DsaStatusCode DeviceMemcpy(void* dst, const void* src, size_t bytes,
                            int32_t kind, char* error, size_t error_size) {
-  if (DsaStatusCode c = RequireMemoryApi(error, error_size); c != DSA_STATUS_OK) {
-    return c;
-  }
   // hipMemcpyKind: HostToDevice 1, DeviceToHost 2, DeviceToDevice 3, the
   // same numbers as DsaMemcpyKind.
   if (kind < DSA_MEMCPY_HOST_TO_DEVICE || kind > DSA_MEMCPY_DEVICE_TO_DEVICE) {
     return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
                        "rocm: unknown memcpy kind %d", kind);
   }
-  const int err = Runtime().api.hipMemcpy(dst, src, bytes, kind);
-  if (err != kHipSuccess) return HipFail(err, "hipMemcpy", error, error_size);
+  const HipRuntime& r = Runtime();
+  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
+  const int err = r.api.hipMemcpy(dst, src, bytes, kind);
+  if (err != kHipSuccess) {
+    return HipFail(r.api, err, "hipMemcpy", error, error_size);
+  }
   return DSA_STATUS_OK;
 }
 
 DsaStatusCode DeviceSynchronize(char* error, size_t error_size) {
-  if (DsaStatusCode c = RequireMemoryApi(error, error_size); c != DSA_STATUS_OK) {
-    return c;
-  }
-  const int err = Runtime().api.hipDeviceSynchronize();
+  const HipRuntime& r = Runtime();
+  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
+  const int err = r.api.hipDeviceSynchronize();
   if (err != kHipSuccess) {
-    return HipFail(err, "hipDeviceSynchronize", error, error_size);
+    return HipFail(r.api, err, "hipDeviceSynchronize", error, error_size);
   }
   return DSA_STATUS_OK;
 }

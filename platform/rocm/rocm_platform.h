@@ -2,8 +2,12 @@
 //
 // Static capabilities per architecture are known without a device, so plans
 // for gfx942 (MI300X) or gfx950 (MI355X) can be made on any machine. The HIP
-// runtime (libamdhip64) is dlopen'ed lazily at the first device probe; with
-// no AMD GPU the probe reports zero devices and no error.
+// runtime (libamdhip64, or the file DSA_HIP_RUNTIME_LIBRARY names) is
+// dlopen'ed once, at the first call that needs it, through the symbol list
+// hip_symbols.h; with no runtime or no AMD GPU the probe reports zero devices
+// and no error. A runtime that lacks a required symbol is refused at load,
+// and device calls then fail UNAVAILABLE naming it. Device out-of-memory is
+// RESOURCE_EXHAUSTED. DSA_ROCM_ARCH overrides the device's architecture.
 //
 // ROCm's sparse MLA rejects decode context parallelism, which the capability
 // record says (sparse_mla_decode_context_parallel = 0).

@@ -1,0 +1,268 @@
+// Tests of the CUDA plugin's driver paths against a stand-in driver
+// (fake_cuda_driver.cc) loaded through DSA_CUDA_DRIVER_LIBRARY, so they run
+// on any machine: the symbol table loads once, the primary context is
+// retained once and made current only when it is not, device memory works,
+// and driver errors become the right status codes (out of memory is
+// RESOURCE_EXHAUSTED, a missing driver UNAVAILABLE). Scenarios that need a
+// different driver run in a fresh process (a threadsafe death test), since a
+// process loads its driver once.
+#include "platform/cuda/cuda_platform.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "platform/plugin_api.h"
+#include "platform/runtime_test_util.h"
+
+namespace dsa::platform {
+namespace {
+
+using ::dsa::testing::EmptyDeviceInfo;
+using ::testing::HasSubstr;
+
+// Absolute paths of the stand-in drivers, from the command line.
+std::map<std::string, std::string>& DriverPaths() {
+  static auto* paths = new std::map<std::string, std::string>{
+      {"fake_driver", ""},                      // the full stand-in
+      {"fake_driver_no_ctx_get_current", ""}};  // lacks cuCtxGetCurrent
+  return *paths;
+}
+
+const DsaPlatformDescriptor& Platform() {
+  static const DsaPlatformDescriptor& platform =
+      ::dsa::testing::RegisteredPlatform(CudaPlatformPluginApi());
+  return platform;
+}
+
+// The stand-in's test hooks, from the same loaded copy the plugin uses
+// (dlopen of an open library returns its handle).
+struct FakeDriverHooks {
+  int (*retain_calls)() = nullptr;
+  int (*set_current_calls)() = nullptr;
+  int (*get_current_calls)() = nullptr;
+  void (*make_foreign_context_current)() = nullptr;
+  void* (*current_context)() = nullptr;
+  void* (*primary_context)() = nullptr;
+};
+
+const FakeDriverHooks& Hooks() {
+  static const FakeDriverHooks hooks = [] {
+    FakeDriverHooks h;
+    void* handle =
+        dlopen(DriverPaths()["fake_driver"].c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      std::fprintf(stderr, "%s\n", dlerror());
+      std::abort();
+    }
+    auto bind = [handle](const char* name, auto** slot) {
+      *slot = reinterpret_cast<std::remove_pointer_t<decltype(slot)>>(
+          dlsym(handle, name));
+      if (*slot == nullptr) {
+        std::fprintf(stderr, "fake driver lacks %s\n", name);
+        std::abort();
+      }
+    };
+    bind("FakeCudaPrimaryCtxRetainCalls", &h.retain_calls);
+    bind("FakeCudaCtxSetCurrentCalls", &h.set_current_calls);
+    bind("FakeCudaCtxGetCurrentCalls", &h.get_current_calls);
+    bind("FakeCudaMakeForeignContextCurrent", &h.make_foreign_context_current);
+    bind("FakeCudaCurrentContext", &h.current_context);
+    bind("FakeCudaPrimaryContext", &h.primary_context);
+    return h;
+  }();
+  return hooks;
+}
+
+TEST(CudaPlatformTest, ProbesTheDriversDevice) {
+  DsaDeviceInfo info = EmptyDeviceInfo();
+  char error[256] = "";
+  ASSERT_EQ(Platform().probe_devices(&info, error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  EXPECT_EQ(info.device_count, 1);
+  EXPECT_STREQ(info.name, "Fake NVIDIA H200");
+  EXPECT_STREQ(info.arch, "sm_90");
+  EXPECT_EQ(info.total_memory_bytes, uint64_t{1} << 30);
+  EXPECT_EQ(info.runtime_version, 13000);
+}
+
+TEST(CudaPlatformTest, MemoryRoundTrip) {
+  const DsaPlatformDescriptor& p = Platform();
+  char error[256] = "";
+  void* a = nullptr;
+  void* b = nullptr;
+  ASSERT_EQ(p.device_malloc(64, &a, error, sizeof(error)), DSA_STATUS_OK)
+      << error;
+  ASSERT_EQ(p.device_malloc(64, &b, error, sizeof(error)), DSA_STATUS_OK)
+      << error;
+  std::vector<char> in(64), out(64, 0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<char>(i * 5);
+  ASSERT_EQ(p.device_memcpy(a, in.data(), in.size(), DSA_MEMCPY_HOST_TO_DEVICE,
+                            error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  ASSERT_EQ(p.device_memcpy(b, a, in.size(), DSA_MEMCPY_DEVICE_TO_DEVICE, error,
+                            sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  ASSERT_EQ(p.device_memcpy(out.data(), b, out.size(),
+                            DSA_MEMCPY_DEVICE_TO_HOST, error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  ASSERT_EQ(p.device_synchronize(error, sizeof(error)), DSA_STATUS_OK) << error;
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(p.device_free(a, error, sizeof(error)), DSA_STATUS_OK) << error;
+  EXPECT_EQ(p.device_free(b, error, sizeof(error)), DSA_STATUS_OK) << error;
+}
+
+TEST(CudaPlatformTest, ContextIsSetOnlyWhenAnotherIsCurrent) {
+  const DsaPlatformDescriptor& p = Platform();
+  const FakeDriverHooks& hooks = Hooks();
+  char error[256] = "";
+  ASSERT_EQ(p.device_synchronize(error, sizeof(error)), DSA_STATUS_OK) << error;
+  ASSERT_EQ(hooks.current_context(), hooks.primary_context());
+
+  // Already current: checked, not set again.
+  const int sets = hooks.set_current_calls();
+  const int gets = hooks.get_current_calls();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(p.device_synchronize(error, sizeof(error)), DSA_STATUS_OK)
+        << error;
+  }
+  EXPECT_EQ(hooks.set_current_calls(), sets);
+  EXPECT_EQ(hooks.get_current_calls(), gets + 5);
+
+  // Another library made its context current: the plugin switches back once.
+  hooks.make_foreign_context_current();
+  ASSERT_EQ(p.device_synchronize(error, sizeof(error)), DSA_STATUS_OK) << error;
+  ASSERT_EQ(p.device_synchronize(error, sizeof(error)), DSA_STATUS_OK) << error;
+  EXPECT_EQ(hooks.set_current_calls(), sets + 1);
+  EXPECT_EQ(hooks.current_context(), hooks.primary_context());
+
+  // A new thread starts with no current context.
+  DsaStatusCode thread_code = DSA_STATUS_UNKNOWN;
+  std::thread([&] {
+    char thread_error[256] = "";
+    thread_code = p.device_synchronize(thread_error, sizeof(thread_error));
+  }).join();
+  EXPECT_EQ(thread_code, DSA_STATUS_OK);
+  EXPECT_EQ(hooks.set_current_calls(), sets + 2);
+
+  // However many calls and threads, the primary context is retained once.
+  EXPECT_EQ(hooks.retain_calls(), 1);
+}
+
+TEST(CudaPlatformTest, OutOfMemoryIsResourceExhausted) {
+  char error[256] = "";
+  void* device = &error;  // must be reset
+  EXPECT_EQ(
+      Platform().device_malloc(size_t{1} << 40, &device, error, sizeof(error)),
+      DSA_STATUS_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(device, nullptr);
+  EXPECT_THAT(error, HasSubstr("cuMemAlloc of 1099511627776 bytes"));
+  EXPECT_THAT(error, HasSubstr("out of memory"));
+}
+
+TEST(CudaPlatformTest, InvalidValueIsInvalidArgument) {
+  char error[256] = "";
+  char host[8] = {0};
+  EXPECT_EQ(
+      Platform().device_memcpy(nullptr, host, sizeof(host),
+                               DSA_MEMCPY_HOST_TO_DEVICE, error, sizeof(error)),
+      DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("cuMemcpyHtoD failed: invalid argument"));
+}
+
+TEST(CudaPlatformTest, RefusesBadArgumentsBeforeTheDriver) {
+  const DsaPlatformDescriptor& p = Platform();
+  char error[256] = "";
+  EXPECT_EQ(p.device_malloc(16, nullptr, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("NULL output pointer"));
+  char a[4], b[4];
+  EXPECT_EQ(p.device_memcpy(a, b, sizeof(a), 0, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("unknown memcpy kind 0"));
+  EXPECT_EQ(p.device_free(nullptr, error, sizeof(error)), DSA_STATUS_OK);
+}
+
+TEST(CudaPlatformTest, CapabilityRows) {
+  const DsaPlatformDescriptor& p = Platform();
+  char error[256] = "";
+  DsaCapabilities caps;
+  for (const char* arch : {"sm_90", "sm_100"}) {
+    SCOPED_TRACE(arch);
+    std::memset(&caps, 0, sizeof(caps));
+    caps.struct_size = sizeof(caps);
+    ASSERT_EQ(p.capabilities_for_arch(arch, &caps, error, sizeof(error)),
+              DSA_STATUS_OK)
+        << error;
+    EXPECT_STREQ(caps.arch, arch);
+    EXPECT_EQ(caps.is_cuda_alike, 1);
+    EXPECT_EQ(caps.kv_cache_fp8_format, DSA_FP8_E4M3FN);
+    EXPECT_EQ(caps.warp_size, 32);
+    EXPECT_EQ(caps.sparse_mla_dense_mha_prefill, 1);
+    EXPECT_EQ(caps.sparse_mla_decode_context_parallel, 1);
+  }
+  EXPECT_EQ(p.capabilities_for_arch("sm_80", &caps, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("'sm_80'"));
+}
+
+// In a fresh process: loads `library` as the driver, probes, allocates, and
+// prints the outcomes on one line for the death test's regex.
+void LoadProbeAllocateAndExit(const std::string& library) {
+  setenv("DSA_CUDA_DRIVER_LIBRARY", library.c_str(), 1);
+  DsaDeviceInfo info = EmptyDeviceInfo();
+  char probe_error[512] = "";
+  const DsaStatusCode probe =
+      Platform().probe_devices(&info, probe_error, sizeof(probe_error));
+  void* device = nullptr;
+  char malloc_error[512] = "";
+  const DsaStatusCode alloc =
+      Platform().device_malloc(16, &device, malloc_error, sizeof(malloc_error));
+  std::fprintf(stderr, "probe=%d devices=%d {%s} malloc=%d {%s}\n", probe,
+               info.device_count, probe_error, alloc, malloc_error);
+  std::exit(0);
+}
+
+TEST(CudaPlatformDeathTest, DriverLackingARequiredSymbolIsRefusedAtLoad) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      LoadProbeAllocateAndExit(DriverPaths()["fake_driver_no_ctx_get_current"]),
+      ::testing::ExitedWithCode(0),
+      "probe=14 devices=0 \\{cuda: the CUDA driver is not usable: "
+      "[^}]*libfake_cuda_driver_no_ctx_get_current.so lacks required symbol "
+      "cuCtxGetCurrent\\} malloc=14 \\{[^}]*lacks required symbol "
+      "cuCtxGetCurrent\\}");
+}
+
+TEST(CudaPlatformDeathTest, MissingDriverMeansNoDeviceAndUnavailable) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(LoadProbeAllocateAndExit("/nonexistent/libcuda.so.1"),
+              ::testing::ExitedWithCode(0),
+              "probe=0 devices=0 \\{\\} malloc=14 \\{cuda: the CUDA driver "
+              "is not available: /nonexistent/libcuda.so.1: cannot open");
+}
+
+}  // namespace
+}  // namespace dsa::platform
+
+// --fake_driver=PATH and --fake_driver_no_ctx_get_current=PATH name the
+// stand-in drivers (Bazel passes them); the full one is the process's driver.
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  auto& paths = dsa::platform::DriverPaths();
+  if (!dsa::testing::ParsePathFlags(argc, argv, &paths)) return 2;
+  setenv("DSA_CUDA_DRIVER_LIBRARY", paths["fake_driver"].c_str(), 1);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,91 @@
+// A stand-in for libamdhip64 with the entry points of hip_symbols.h, over host
+// memory: one device, "gfx942"-sized and named, whose allocations above
+// kFakeDeviceBytes fail with hipErrorOutOfMemory. The ROCm plugin tests load
+// it through DSA_HIP_RUNTIME_LIBRARY to exercise the plugin's runtime paths
+// (load, probe, memory, error codes) on machines without an AMD GPU.
+// Built with FAKE_HIP_WITHOUT_MALLOC it lacks hipMalloc, a required symbol.
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+constexpr int kHipSuccess = 0;
+constexpr int kHipErrorInvalidValue = 1;
+constexpr int kHipErrorOutOfMemory = 2;
+constexpr size_t kFakeDeviceBytes = size_t{1} << 30;
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) int hipGetDeviceCount(int* count) {
+  if (count == nullptr) return kHipErrorInvalidValue;
+  *count = 1;
+  return kHipSuccess;
+}
+
+__attribute__((visibility("default"))) int hipRuntimeGetVersion(int* version) {
+  if (version == nullptr) return kHipErrorInvalidValue;
+  *version = 50203;
+  return kHipSuccess;
+}
+
+__attribute__((visibility("default"))) int hipDeviceGetName(char* name, int len,
+                                                            int device) {
+  if (name == nullptr || len <= 0 || device != 0) return kHipErrorInvalidValue;
+  std::snprintf(name, static_cast<size_t>(len), "Fake AMD Instinct");
+  return kHipSuccess;
+}
+
+__attribute__((visibility("default"))) int hipDeviceTotalMem(size_t* bytes,
+                                                             int device) {
+  if (bytes == nullptr || device != 0) return kHipErrorInvalidValue;
+  *bytes = kFakeDeviceBytes;
+  return kHipSuccess;
+}
+
+#ifndef FAKE_HIP_WITHOUT_MALLOC
+__attribute__((visibility("default"))) int hipMalloc(void** ptr, size_t size) {
+  if (ptr == nullptr) return kHipErrorInvalidValue;
+  if (size > kFakeDeviceBytes) return kHipErrorOutOfMemory;
+  *ptr = std::malloc(size);
+  return *ptr != nullptr ? kHipSuccess : kHipErrorOutOfMemory;
+}
+#endif
+
+__attribute__((visibility("default"))) int hipFree(void* ptr) {
+  std::free(ptr);
+  return kHipSuccess;
+}
+
+__attribute__((visibility("default"))) int hipMemcpy(void* dst, const void* src,
+                                                     size_t size, int kind) {
+  if (kind < 0 || kind > 4) return kHipErrorInvalidValue;
+  if (size > 0 && (dst == nullptr || src == nullptr)) {
+    return kHipErrorInvalidValue;
+  }
+  if (size > 0) std::memmove(dst, src, size);
+  return kHipSuccess;
+}
+
+__attribute__((visibility("default"))) int hipDeviceSynchronize() {
+  return kHipSuccess;
+}
+
+__attribute__((visibility("default"))) const char* hipGetErrorString(
+    int error) {
+  switch (error) {
+    case kHipSuccess:
+      return "no error";
+    case kHipErrorInvalidValue:
+      return "invalid argument";
+    case kHipErrorOutOfMemory:
+      return "out of memory";
+    default:
+      return "unknown error";
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,37 @@
+// The HIP runtime entry points the ROCm platform calls: the one list from
+// which platform/runtime_library.h generates both the struct of function
+// pointers and its loader (see the example there). HIP's headers are not
+// included, so nothing needs them at build time: hipError_t, hipMemcpyKind and
+// hipDevice_t are int-sized enums and ints in HIP's C ABI.
+//
+// Rows: DSA_HIP_REQUIRED(name, ret, args) — a runtime without it is refused at
+// load; DSA_HIP_OPTIONAL(name, ret, args) — may be null, checked where used.
+// The includer defines both macros; this file undefines them. No include
+// guard: it is meant to be included once per expansion.
+
+#ifndef DSA_HIP_REQUIRED
+#error "define DSA_HIP_REQUIRED(name, ret, args) first"
+#endif
+#ifndef DSA_HIP_OPTIONAL
+#error "define DSA_HIP_OPTIONAL(name, ret, args) first"
+#endif
+
+// Device probe.
+DSA_HIP_REQUIRED(hipGetDeviceCount, int, (int* count))
+DSA_HIP_REQUIRED(hipRuntimeGetVersion, int, (int* version))
+DSA_HIP_REQUIRED(hipDeviceGetName, int, (char* name, int len, int device))
+DSA_HIP_REQUIRED(hipDeviceTotalMem, int, (size_t * bytes, int device))
+
+// Memory and synchronisation on the current device (device 0 unless the
+// host selected another).
+DSA_HIP_REQUIRED(hipMalloc, int, (void** ptr, size_t size))
+DSA_HIP_REQUIRED(hipFree, int, (void* ptr))
+DSA_HIP_REQUIRED(hipMemcpy, int,
+                 (void* dst, const void* src, size_t size, int kind))
+DSA_HIP_REQUIRED(hipDeviceSynchronize, int, ())
+
+// Only for error messages; a numeric code is printed without it.
+DSA_HIP_OPTIONAL(hipGetErrorString, const char*, (int error))
+
+#undef DSA_HIP_REQUIRED
+#undef DSA_HIP_OPTIONAL

@@ -1,0 +1,195 @@
+// Tests of the ROCm plugin's runtime paths against a stand-in HIP runtime
+// (fake_hip_runtime.cc) loaded through DSA_HIP_RUNTIME_LIBRARY, so they run
+// on any machine: the symbol table loads once, device memory works, and HIP
+// errors become the right status codes (out of memory is
+// RESOURCE_EXHAUSTED, a missing runtime UNAVAILABLE). Scenarios that need a
+// different runtime run in a fresh process (a threadsafe death test), since
+// a process loads its runtime once.
+#include "platform/rocm/rocm_platform.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "platform/plugin_api.h"
+#include "platform/runtime_test_util.h"
+
+namespace dsa::platform {
+namespace {
+
+using ::testing::HasSubstr;
+
+using ::dsa::testing::EmptyDeviceInfo;
+
+// Absolute paths of the stand-in runtimes, from the command line.
+std::map<std::string, std::string>& RuntimePaths() {
+  static auto* paths = new std::map<std::string, std::string>{
+      {"fake_runtime", ""},             // the full stand-in
+      {"fake_runtime_no_malloc", ""}};  // lacks hipMalloc
+  return *paths;
+}
+
+const DsaPlatformDescriptor& Platform() {
+  static const DsaPlatformDescriptor& platform =
+      ::dsa::testing::RegisteredPlatform(RocmPlatformPluginApi());
+  return platform;
+}
+
+TEST(RocmPlatformTest, ProbesTheRuntimesDevice) {
+  DsaDeviceInfo info = EmptyDeviceInfo();
+  char error[256] = "";
+  ASSERT_EQ(Platform().probe_devices(&info, error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  EXPECT_EQ(info.device_count, 1);
+  EXPECT_STREQ(info.name, "Fake AMD Instinct");
+  EXPECT_STREQ(info.arch, "gfx942");  // DSA_ROCM_ARCH, set by main
+  EXPECT_EQ(info.total_memory_bytes, uint64_t{1} << 30);
+  EXPECT_EQ(info.runtime_version, 50203);
+}
+
+TEST(RocmPlatformTest, MemoryRoundTrip) {
+  const DsaPlatformDescriptor& p = Platform();
+  char error[256] = "";
+  void* device = nullptr;
+  ASSERT_EQ(p.device_malloc(64, &device, error, sizeof(error)), DSA_STATUS_OK)
+      << error;
+  ASSERT_NE(device, nullptr);
+  std::vector<char> in(64), out(64, 0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<char>(i * 7);
+  ASSERT_EQ(p.device_memcpy(device, in.data(), in.size(),
+                            DSA_MEMCPY_HOST_TO_DEVICE, error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  ASSERT_EQ(p.device_synchronize(error, sizeof(error)), DSA_STATUS_OK) << error;
+  ASSERT_EQ(p.device_memcpy(out.data(), device, out.size(),
+                            DSA_MEMCPY_DEVICE_TO_HOST, error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(p.device_free(device, error, sizeof(error)), DSA_STATUS_OK)
+      << error;
+}
+
+TEST(RocmPlatformTest, OutOfMemoryIsResourceExhausted) {
+  char error[256] = "";
+  void* device = &error;  // must be reset
+  EXPECT_EQ(
+      Platform().device_malloc(size_t{1} << 40, &device, error, sizeof(error)),
+      DSA_STATUS_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(device, nullptr);
+  EXPECT_THAT(error, HasSubstr("hipMalloc of 1099511627776 bytes"));
+  EXPECT_THAT(error, HasSubstr("out of memory"));
+}
+
+TEST(RocmPlatformTest, InvalidValueIsInvalidArgument) {
+  char error[256] = "";
+  char host[8] = {0};
+  EXPECT_EQ(
+      Platform().device_memcpy(nullptr, host, sizeof(host),
+                               DSA_MEMCPY_HOST_TO_DEVICE, error, sizeof(error)),
+      DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("hipMemcpy failed: invalid argument"));
+}
+
+TEST(RocmPlatformTest, RefusesBadArgumentsBeforeTheRuntime) {
+  const DsaPlatformDescriptor& p = Platform();
+  char error[256] = "";
+  EXPECT_EQ(p.device_malloc(16, nullptr, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("NULL output pointer"));
+  char a[4], b[4];
+  EXPECT_EQ(p.device_memcpy(a, b, sizeof(a), 7, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("unknown memcpy kind 7"));
+  EXPECT_EQ(p.device_free(nullptr, error, sizeof(error)), DSA_STATUS_OK);
+  EXPECT_EQ(p.probe_devices(nullptr, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+}
+
+TEST(RocmPlatformTest, CapabilityRows) {
+  const DsaPlatformDescriptor& p = Platform();
+  char error[256] = "";
+  DsaCapabilities caps;
+  for (const char* arch : {"gfx90a", "gfx940", "gfx942", "gfx950"}) {
+    SCOPED_TRACE(arch);
+    std::memset(&caps, 0, sizeof(caps));
+    caps.struct_size = sizeof(caps);
+    ASSERT_EQ(p.capabilities_for_arch(arch, &caps, error, sizeof(error)),
+              DSA_STATUS_OK)
+        << error;
+    EXPECT_STREQ(caps.arch, arch);
+    EXPECT_EQ(caps.is_cuda_alike, 1);
+    EXPECT_EQ(caps.warp_size, 64);
+    EXPECT_EQ(caps.sparse_mla_dense_mha_prefill, 1);
+    EXPECT_EQ(caps.sparse_mla_decode_context_parallel, 0);
+    const bool mi300 = std::strncmp(arch, "gfx94", 5) == 0;
+    EXPECT_EQ(caps.kv_cache_fp8_format,
+              mi300 ? DSA_FP8_E4M3FNUZ : DSA_FP8_E4M3FN);
+  }
+  EXPECT_EQ(p.capabilities_for_arch("gfx1100", &caps, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("'gfx1100'"));
+}
+
+// In a fresh process: loads `library` as the HIP runtime, probes, allocates,
+// and prints the outcomes on one line for the death test's regex.
+void LoadProbeAllocateAndExit(const std::string& library) {
+  setenv("DSA_HIP_RUNTIME_LIBRARY", library.c_str(), 1);
+  DsaDeviceInfo info = EmptyDeviceInfo();
+  char probe_error[512] = "";
+  const DsaStatusCode probe =
+      Platform().probe_devices(&info, probe_error, sizeof(probe_error));
+  void* device = nullptr;
+  char malloc_error[512] = "";
+  const DsaStatusCode alloc =
+      Platform().device_malloc(16, &device, malloc_error, sizeof(malloc_error));
+  std::fprintf(stderr, "probe=%d devices=%d {%s} malloc=%d {%s}\n", probe,
+               info.device_count, probe_error, alloc, malloc_error);
+  std::exit(0);
+}
+
+TEST(RocmPlatformDeathTest, RuntimeLackingARequiredSymbolIsRefusedAtLoad) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      LoadProbeAllocateAndExit(RuntimePaths()["fake_runtime_no_malloc"]),
+      ::testing::ExitedWithCode(0),
+      "probe=14 devices=0 \\{rocm: the HIP runtime is not available: "
+      "[^}]*libfake_hip_runtime_no_malloc.so lacks required symbol "
+      "hipMalloc\\} malloc=14 \\{[^}]*lacks required symbol "
+      "hipMalloc\\}");
+}
+
+TEST(RocmPlatformDeathTest, MissingRuntimeMeansNoDeviceAndUnavailable) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(LoadProbeAllocateAndExit("/nonexistent/libamdhip64.so"),
+              ::testing::ExitedWithCode(0),
+              "probe=0 devices=0 \\{\\} malloc=14 \\{rocm: the HIP runtime is "
+              "not available: /nonexistent/libamdhip64.so: cannot open");
+}
+
+TEST(GfxNameFromTargetVersionTest, DecodesKfdVersions) {
+  EXPECT_EQ(GfxNameFromTargetVersion(90010), "gfx90a");
+  EXPECT_EQ(GfxNameFromTargetVersion(90402), "gfx942");
+  EXPECT_EQ(GfxNameFromTargetVersion(90500), "gfx950");
+  EXPECT_EQ(GfxNameFromTargetVersion(0), "");
+}
+
+}  // namespace
+}  // namespace dsa::platform
+
+// --fake_runtime=PATH and --fake_runtime_no_malloc=PATH name the stand-in
+// runtimes (Bazel passes them); the full one is the process's HIP runtime.
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  auto& paths = dsa::platform::RuntimePaths();
+  if (!dsa::testing::ParsePathFlags(argc, argv, &paths)) return 2;
+  setenv("DSA_HIP_RUNTIME_LIBRARY", paths["fake_runtime"].c_str(), 1);
+  setenv("DSA_ROCM_ARCH", "gfx942", 1);
+  return RUN_ALL_TESTS();
+}
