@@ -29,9 +29,20 @@ struct FakeAccelerator {
   static inline std::atomic<int> probes{0};
   static constexpr const char* kArchs[] = {"sm_90", "sm_100"};
   static constexpr ArchCapabilities kCaps[] = {
-      {"sm_90", 1, DSA_FP8_E4M3FN, 32, 1, 1},
-      {"sm_100", 1, DSA_FP8_E4M3FN, 32, 1, 1},
+      ArchCapabilities::For("sm_90")
+          .set_is_cuda_alike(true)
+          .set_kv_cache_fp8_format(DSA_FP8_E4M3FN)
+          .set_warp_size(32)
+          .set_sparse_mla_dense_mha_prefill(true)
+          .set_sparse_mla_decode_context_parallel(true),
+      ArchCapabilities::For("sm_100")
+          .set_is_cuda_alike(true)
+          .set_kv_cache_fp8_format(DSA_FP8_E4M3FN)
+          .set_warp_size(32)
+          .set_sparse_mla_dense_mha_prefill(true)
+          .set_sparse_mla_decode_context_parallel(true),
   };
+  static_assert(AllRowsComplete(kCaps));
 
   static DsaStatusCode Caps(const char* arch, DsaCapabilities* out,
                             char* error, size_t error_size) {

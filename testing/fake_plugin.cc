@@ -22,6 +22,7 @@
 
 namespace {
 
+using ::dsa::platform::AllRowsComplete;
 using ::dsa::platform::ArchCapabilities;
 using ::dsa::platform::CopyFixedString;
 using ::dsa::platform::FillCapabilities;
@@ -30,8 +31,14 @@ using ::dsa::platform::PluginError;
 
 constexpr const char* kArchs[] = {"gfx942"};
 constexpr ArchCapabilities kCaps[] = {
-    {"gfx942", 1, DSA_FP8_E4M3FNUZ, 64, 1, 0},
+    ArchCapabilities::For("gfx942")
+        .set_is_cuda_alike(true)
+        .set_kv_cache_fp8_format(DSA_FP8_E4M3FNUZ)
+        .set_warp_size(64)
+        .set_sparse_mla_dense_mha_prefill(true)
+        .set_sparse_mla_decode_context_parallel(false),
 };
+static_assert(AllRowsComplete(kCaps));
 
 DsaStatusCode Caps(const char* arch, DsaCapabilities* out, char* error,
                    size_t error_size) {
