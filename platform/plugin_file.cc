@@ -272,7 +272,7 @@ bool ReadRegularFile(const std::string& path, size_t max_bytes,
   struct stat st;
   if (!OpenRegularFile(path, &fd, &st, error)) return false;
   const std::string limit =
-      "more than the limit of " + std::to_string(max_bytes) + " bytes";
+      "larger than the limit of " + std::to_string(max_bytes) + " bytes";
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     return Fail(error, path,
                 "is " + std::to_string(st.st_size) + " bytes, " + limit);
@@ -290,7 +290,7 @@ bool ReadRegularFile(const std::string& path, size_t max_bytes,
     }
     if (n == 0) break;
     if (static_cast<size_t>(n) > max_bytes - text.size()) {
-      return Fail(error, path, "holds " + limit);
+      return Fail(error, path, "is " + limit);
     }
     text.append(buffer, static_cast<size_t>(n));
   }

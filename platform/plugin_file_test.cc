@@ -383,11 +383,11 @@ TEST(ReadRegularFileTest, CapsTheSize) {
   const std::string path = WriteFile("big.textproto", std::string(100, 'z'));
   std::string contents = "unchanged", error;
   EXPECT_FALSE(ReadRegularFile(path, 99, &contents, &error));
-  EXPECT_THAT(error, HasSubstr("is 100 bytes, more than the limit of 99"));
+  EXPECT_THAT(error, HasSubstr("is 100 bytes, larger than the limit of 99"));
   EXPECT_EQ(contents, "unchanged");
   // /proc files report size 0 and still hold bytes.
   EXPECT_FALSE(ReadRegularFile("/proc/self/maps", 4, &contents, &error));
-  EXPECT_THAT(error, HasSubstr("holds more than the limit of 4 bytes"));
+  EXPECT_THAT(error, HasSubstr("is larger than the limit of 4 bytes"));
 }
 
 TEST(ReadRegularFileTest, RefusesFifosDirectoriesAndDevices) {

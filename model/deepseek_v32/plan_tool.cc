@@ -11,17 +11,31 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "google/protobuf/util/json_util.h"
 #include "model/deepseek_v32/model_config.h"
+#include "model/deepseek_v32/plan_json.pb.h"
 #include "model/deepseek_v32/platform_query.h"
+#include "platform/plugin_file.h"
 #include "platform/status_macros.h"
 
 namespace dsa::model::deepseek_v32 {
 namespace {
 
 constexpr int kExitUsage = 2;
+constexpr int kExitOutputFailed = 1;
+
+// The most of an error line the tool prints: a safety net behind the capped
+// echo of each user value, so no message can flood a terminal or a log.
+constexpr size_t kMaxErrorLineChars = 400;
 
 absl::Status Usage(absl::string_view message) {
   return absl::InvalidArgumentError(message);
+}
+
+// A user's value as an error message shows it: at most 80 characters, then
+// "... (N bytes)"; control characters escaped.
+std::string Echo(absl::string_view value) {
+  return platform::EchoForMessage(std::string_view(value.data(), value.size()));
 }
 
 absl::StatusOr<bool> ParseBool(absl::string_view flag,
@@ -29,7 +43,7 @@ absl::StatusOr<bool> ParseBool(absl::string_view flag,
   if (!value) return true;  // --capturing
   if (*value == "true" || *value == "1") return true;
   if (*value == "false" || *value == "0") return false;
-  return Usage(absl::StrCat("--", flag, "=", *value,
+  return Usage(absl::StrCat("--", flag, "=", Echo(*value),
                             ": expected true or false (or just --", flag,
                             ")"));
 }
@@ -42,42 +56,31 @@ absl::StatusOr<int> ParseInt(absl::string_view flag, absl::string_view value,
                         return c >= '0' && c <= '9';
                       });
   if (!digits || !absl::SimpleAtoi(value, &n) || n < lo || n > hi) {
-    return Usage(absl::StrCat("--", flag, "=", value, ": expected an integer in [",
-                              lo, ", ", hi, "]"));
+    return Usage(absl::StrCat("--", flag, "=", Echo(value),
+                              ": expected an integer in [", lo, ", ", hi,
+                              "]"));
   }
   return n;
 }
 
-// JSON string literal.
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", static_cast<int>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += "\"";
-  return out;
+// Platform ids ("rocm") and architecture names ("gfx942", "sm_90a",
+// "gfx90a:xnack-") are short words; anything else is refused here, before
+// the registry would echo it whole.
+absl::Status CheckIdentifier(absl::string_view flag, absl::string_view value) {
+  constexpr size_t kMaxIdentifierChars = 64;
+  const bool word =
+      !value.empty() && value.size() <= kMaxIdentifierChars &&
+      std::all_of(value.begin(), value.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+               (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.' ||
+               c == ':' || c == '+';
+      });
+  if (word) return absl::OkStatus();
+  return Usage(absl::StrCat("--", flag, "=", Echo(value), ": expected a name of "
+                            "at most ", kMaxIdentifierChars,
+                            " letters, digits and _-.:+"));
 }
 
-const char* JsonBool(bool b) { return b ? "true" : "false"; }
 const char* YesNo(bool b) { return b ? "yes" : "no"; }
 
 std::string RequestsText(const std::vector<Request>& requests) {
@@ -118,6 +121,7 @@ shares an earlier layer's top-k, or only reserves its workspace -- and why.
 
   --model=NAME|PATH        preset (deepseek-v3.2, glm-5.1, glm-5.2, tiny-v3.2,
                            tiny-glm-5.1, tiny-glm-5.2) or a .textproto file
+                           (a regular file of at most 1 MiB)
   --platform=ID            cpu, rocm or cuda (default: the active platform)
   --arch=ARCH              e.g. gfx942, gfx950, sm_90 (default: the device's,
                            else the platform's default)
@@ -135,7 +139,8 @@ shares an earlier layer's top-k, or only reserves its workspace -- and why.
   --help                   this text
 
 Exit status: 0 on success, 2 for bad arguments, an unknown preset or
-platform, or an unsupported combination (one line on stderr).
+platform, an unreadable model file or an unsupported combination, 1 when the
+output cannot be written (one line on stderr).
 )";
 }
 
@@ -153,7 +158,7 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
       continue;
     }
     if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
-      return Usage(absl::StrCat("unexpected argument \"", arg,
+      return Usage(absl::StrCat("unexpected argument \"", Echo(arg),
                                 "\"; flags are --name=value (see --help)"));
     }
     const size_t eq = arg.find('=');
@@ -162,7 +167,8 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
     std::optional<std::string> value;
     if (eq != std::string::npos) value = arg.substr(eq + 1);
     if (kValueFlags->count(name) == 0 && kBoolFlags->count(name) == 0) {
-      return Usage(absl::StrCat("unknown flag --", name, " (see --help)"));
+      return Usage(
+          absl::StrCat("unknown flag --", Echo(name), " (see --help)"));
     }
     if (kValueFlags->count(name) > 0 && !value) {
       return Usage(absl::StrCat("--", name, " needs a value: --", name,
@@ -197,10 +203,12 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
   if (get("platform") != nullptr) {
     o.platform = **get("platform");
     if (o.platform.empty()) return Usage("--platform needs a value");
+    DSA_RETURN_IF_ERROR(CheckIdentifier("platform", o.platform));
   }
   if (get("arch") != nullptr) {
     o.arch = **get("arch");
     if (o.arch.empty()) return Usage("--arch needs a value");
+    DSA_RETURN_IF_ERROR(CheckIdentifier("arch", o.arch));
   }
   if (get("requests") != nullptr) {
     absl::StatusOr<std::vector<Request>> requests =
@@ -225,7 +233,8 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
   if (get("cudagraph") != nullptr) {
     absl::StatusOr<CudagraphMode> mode = ParseCudagraphMode(**get("cudagraph"));
     if (!mode.ok()) {
-      return Usage(absl::StrCat("--cudagraph: ", mode.status().message()));
+      return Usage(absl::StrCat("--cudagraph=", Echo(**get("cudagraph")),
+                                ": expected none, piecewise or full"));
     }
     o.forward.cudagraph_runtime_mode = *mode;
     if (o.forward.capturing && *mode == CudagraphMode::kNone) {
@@ -243,7 +252,7 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
     } else if (format == "json") {
       o.format = PlanFormat::kJson;
     } else {
-      return Usage(absl::StrCat("--format=", format,
+      return Usage(absl::StrCat("--format=", Echo(format),
                                 ": expected table or json"));
     }
   }
@@ -273,28 +282,37 @@ absl::StatusOr<PlanReport> MakePlanReport(const PlanOptions& options,
   return PlanReport{std::move(planner), *std::move(plan), options.requests};
 }
 
-std::string RenderPlanJson(const PlanReport& report) {
+absl::StatusOr<std::string> RenderPlanJson(const PlanReport& report) {
   const ForwardPlan& plan = report.plan;
-  std::string out = absl::StrCat(
-      "{\"model\": ", JsonString(report.planner.config().name()),
-      ", \"platform\": ",
-      JsonString(report.planner.capabilities().platform_id),
-      ", \"layers\": [\n");
-  for (size_t i = 0; i < plan.layers.size(); ++i) {
-    const LayerPlan& l = plan.layers[i];
-    absl::StrAppend(
-        &out, "  {\"layer\": ", l.layer, ", \"mtp\": ", JsonBool(l.is_mtp),
-        ", \"indexer\": ", JsonString(IndexerActionName(l.indexer.action)),
-        ", \"prefill_branch\": ",
-        JsonString(PrefillBranchName(l.prefill_branch)),
-        ", \"k_cache_write\": ", JsonBool(l.k_cache_write), "}",
-        i + 1 < plan.layers.size() ? ",\n" : "\n");
+  PlanJson json;
+  json.set_model(report.planner.config().name());
+  json.set_platform(report.planner.capabilities().platform_id);
+  for (const LayerPlan& l : plan.layers) {
+    PlanJson::Layer* layer = json.add_layers();
+    layer->set_layer(l.layer);
+    layer->set_mtp(l.is_mtp);
+    layer->set_indexer(std::string(IndexerActionName(l.indexer.action)));
+    layer->set_prefill_branch(std::string(PrefillBranchName(l.prefill_branch)));
+    layer->set_k_cache_write(l.k_cache_write);
   }
-  absl::StrAppend(&out, "], \"indexer_calls\": {\"scored\": ",
-                  plan.counts.scored, ", \"skipped\": ", plan.counts.skipped,
-                  ", \"shared\": ", plan.counts.shared,
-                  ", \"workspace_only\": ", plan.counts.workspace_only,
-                  "}}\n");
+  PlanJson::IndexerCalls* calls = json.mutable_indexer_calls();
+  calls->set_scored(plan.counts.scored);
+  calls->set_skipped(plan.counts.skipped);
+  calls->set_shared(plan.counts.shared);
+  calls->set_workspace_only(plan.counts.workspace_only);
+
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  // false, 0 and an empty layer list are values of the schema, not absent.
+  options.always_print_primitive_fields = true;
+  std::string out;
+  const auto status =
+      google::protobuf::util::MessageToJsonString(json, &out, options);
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat(
+        "cannot print the plan as JSON: ", std::string(status.message())));
+  }
+  out += "\n";
   return out;
 }
 
@@ -397,22 +415,34 @@ int RunPlanTool(absl::Span<const std::string> args,
                 std::ostream& err) {
   auto fail = [&err](const absl::Status& status) {
     // One line, whatever the message holds.
-    std::string line = absl::StrReplaceAll(status.message(), {{"\n", " "}});
-    err << "plan: " << line << "\n";
+    const std::string line =
+        absl::StrReplaceAll(status.message(), {{"\n", " "}});
+    err << "plan: "
+        << platform::EchoForMessage(line, kMaxErrorLineChars) << "\n";
     return kExitUsage;
+  };
+  // Writes `text` and checks that it reached the stream's destination:
+  // `plan > /dev/full` must not exit 0.
+  auto write = [&out, &err](const std::string& text) {
+    out << text;
+    out.flush();
+    if (!out) {
+      err << "plan: cannot write the output\n";
+      return kExitOutputFailed;
+    }
+    return 0;
   };
   absl::StatusOr<PlanOptions> options = ParsePlanArgs(args);
   if (!options.ok()) return fail(options.status());
-  if (options->help) {
-    out << PlanUsage();
-    return 0;
-  }
+  if (options->help) return write(PlanUsage());
   absl::StatusOr<PlanReport> report = MakePlanReport(*options, registry);
   if (!report.ok()) return fail(report.status());
-  out << (options->format == PlanFormat::kJson ? RenderPlanJson(*report)
-                                               : RenderPlanTable(*report));
-  out.flush();
-  return 0;
+  if (options->format == PlanFormat::kJson) {
+    absl::StatusOr<std::string> json = RenderPlanJson(*report);
+    if (!json.ok()) return fail(json.status());
+    return write(*json);
+  }
+  return write(RenderPlanTable(*report));
 }
 
 }  // namespace dsa::model::deepseek_v32
