@@ -106,7 +106,7 @@ const char* FileTypeName(mode_t mode) {
   if (S_ISSOCK(mode)) return "a socket";
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
-  return "not a plain file";
+  return "of an unknown file type";
 }
 
 // Owns a file descriptor.
