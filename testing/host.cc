@@ -65,8 +65,8 @@ bool IsIdentifier(const std::string& value) {
   return !value.empty() && value.size() <= 64 &&
          std::all_of(value.begin(), value.end(), [](char c) {
            return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                  (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-                  c == '.' || c == ':' || c == '+';
+                  (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.' ||
+                  c == ':' || c == '+';
          });
 }
 
@@ -112,8 +112,8 @@ int main(int argc, char** argv) {
   }
   const std::string platform_id = flags["platform"];
   const std::string arch = flags["arch"];
-  for (const auto& [name, value] : {std::pair{"platform", platform_id},
-                                    std::pair{"arch", arch}}) {
+  for (const auto& [name, value] :
+       {std::pair{"platform", platform_id}, std::pair{"arch", arch}}) {
     if (!value.empty() && !IsIdentifier(value)) {
       return Usage(std::string("--") + name + "=" + EchoForMessage(value) +
                    ": expected a name of at most 64 letters, digits and "

@@ -1,6 +1,7 @@
 #include "model/deepseek_v32/batch_metadata.h"
 
 #include <algorithm>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/numbers.h"

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -44,21 +45,18 @@ absl::StatusOr<bool> ParseBool(absl::string_view flag,
   if (*value == "true" || *value == "1") return true;
   if (*value == "false" || *value == "0") return false;
   return Usage(absl::StrCat("--", flag, "=", Echo(*value),
-                            ": expected true or false (or just --", flag,
-                            ")"));
+                            ": expected true or false (or just --", flag, ")"));
 }
 
 absl::StatusOr<int> ParseInt(absl::string_view flag, absl::string_view value,
                              int lo, int hi) {
   int n = 0;
   const bool digits = !value.empty() &&
-                      std::all_of(value.begin(), value.end(), [](char c) {
-                        return c >= '0' && c <= '9';
-                      });
+                      std::all_of(value.begin(), value.end(),
+                                  [](char c) { return c >= '0' && c <= '9'; });
   if (!digits || !absl::SimpleAtoi(value, &n) || n < lo || n > hi) {
     return Usage(absl::StrCat("--", flag, "=", Echo(value),
-                              ": expected an integer in [", lo, ", ", hi,
-                              "]"));
+                              ": expected an integer in [", lo, ", ", hi, "]"));
   }
   return n;
 }
@@ -68,17 +66,16 @@ absl::StatusOr<int> ParseInt(absl::string_view flag, absl::string_view value,
 // the registry would echo it whole.
 absl::Status CheckIdentifier(absl::string_view flag, absl::string_view value) {
   constexpr size_t kMaxIdentifierChars = 64;
-  const bool word =
-      !value.empty() && value.size() <= kMaxIdentifierChars &&
-      std::all_of(value.begin(), value.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-               (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.' ||
-               c == ':' || c == '+';
-      });
+  const bool word = !value.empty() && value.size() <= kMaxIdentifierChars &&
+                    std::all_of(value.begin(), value.end(), [](char c) {
+                      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                             (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+                             c == '.' || c == ':' || c == '+';
+                    });
   if (word) return absl::OkStatus();
-  return Usage(absl::StrCat("--", flag, "=", Echo(value), ": expected a name of "
-                            "at most ", kMaxIdentifierChars,
-                            " letters, digits and _-.:+"));
+  return Usage(absl::StrCat("--", flag, "=", Echo(value),
+                            ": expected a name of at most ",
+                            kMaxIdentifierChars, " letters, digits and _-.:+"));
 }
 
 const char* YesNo(bool b) { return b ? "yes" : "no"; }
@@ -97,8 +94,9 @@ std::string RequestsText(const std::vector<Request>& requests) {
 }
 
 std::string ViewText(const AttentionMetadata& m) {
-  return absl::StrCat(m.num_decodes, m.num_decodes == 1 ? " decode" : " decodes",
-                      " (", m.num_decode_tokens, " tok), ", m.num_prefills,
+  return absl::StrCat(m.num_decodes,
+                      m.num_decodes == 1 ? " decode" : " decodes", " (",
+                      m.num_decode_tokens, " tok), ", m.num_prefills,
                       m.num_prefills == 1 ? " prefill" : " prefills", " (",
                       m.num_prefill_tokens, " tok), prefill_max_seq_len ",
                       m.prefill_max_seq_len);
@@ -146,8 +144,8 @@ output cannot be written (one line on stderr).
 
 absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
   static const std::set<std::string>* const kValueFlags =
-      new std::set<std::string>{"model", "platform",  "arch", "requests",
-                                "spec_tokens", "cudagraph", "dcp", "format"};
+      new std::set<std::string>{"model",       "platform",  "arch", "requests",
+                                "spec_tokens", "cudagraph", "dcp",  "format"};
   static const std::set<std::string>* const kBoolFlags =
       new std::set<std::string>{"capturing", "profile_run", "pcp", "force_mqa",
                                 "help"};
@@ -162,8 +160,8 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
                                 "\"; flags are --name=value (see --help)"));
     }
     const size_t eq = arg.find('=');
-    std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos
-                                                             : eq - 2);
+    std::string name =
+        arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     std::optional<std::string> value;
     if (eq != std::string::npos) value = arg.substr(eq + 1);
     if (kValueFlags->count(name) == 0 && kBoolFlags->count(name) == 0) {
@@ -171,8 +169,8 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
           absl::StrCat("unknown flag --", Echo(name), " (see --help)"));
     }
     if (kValueFlags->count(name) > 0 && !value) {
-      return Usage(absl::StrCat("--", name, " needs a value: --", name,
-                                "=..."));
+      return Usage(
+          absl::StrCat("--", name, " needs a value: --", name, "=..."));
     }
     if (!flags.emplace(name, value).second) {
       return Usage(absl::StrCat("--", name, " given twice"));
@@ -218,8 +216,9 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
     }
     o.requests = *std::move(requests);
   } else if (!o.profile_run) {
-    return Usage("--requests is required (e.g. --requests=0+1024), except "
-                 "with --profile_run");
+    return Usage(
+        "--requests is required (e.g. --requests=0+1024), except "
+        "with --profile_run");
   }
   if (get("spec_tokens") != nullptr) {
     DSA_ASSIGN_OR_RETURN(o.engine.num_speculative_tokens,
@@ -252,8 +251,8 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
     } else if (format == "json") {
       o.format = PlanFormat::kJson;
     } else {
-      return Usage(absl::StrCat("--format=", Echo(format),
-                                ": expected table or json"));
+      return Usage(
+          absl::StrCat("--format=", Echo(format), ": expected table or json"));
     }
   }
   return o;
@@ -276,8 +275,8 @@ absl::StatusOr<PlanReport> MakePlanReport(const PlanOptions& options,
     }
     DSA_ASSIGN_OR_RETURN(plan, planner.PlanProfileRun(options.forward));
   } else {
-    DSA_ASSIGN_OR_RETURN(plan,
-                         planner.PlanForward(options.forward, options.requests));
+    DSA_ASSIGN_OR_RETURN(
+        plan, planner.PlanForward(options.forward, options.requests));
   }
   return PlanReport{std::move(planner), *std::move(plan), options.requests};
 }
@@ -309,8 +308,8 @@ absl::StatusOr<std::string> RenderPlanJson(const PlanReport& report) {
   const auto status =
       google::protobuf::util::MessageToJsonString(json, &out, options);
   if (!status.ok()) {
-    return absl::InternalError(absl::StrCat(
-        "cannot print the plan as JSON: ", std::string(status.message())));
+    return absl::InternalError(absl::StrCat("cannot print the plan as JSON: ",
+                                            std::string(status.message())));
   }
   out += "\n";
   return out;
@@ -325,10 +324,9 @@ std::string RenderPlanTable(const PlanReport& report) {
   const EngineConfig& engine = planner.engine();
 
   std::string out = absl::StrCat(
-      "model ", config.name(), ": ", config.num_main_layers(),
-      " layers + ", config.num_mtp_layers(), " MTP, ",
-      config.num_indexer_layers(), " with an indexer, index_topk ",
-      config.index_topk(), "\n");
+      "model ", config.name(), ": ", config.num_main_layers(), " layers + ",
+      config.num_mtp_layers(), " MTP, ", config.num_indexer_layers(),
+      " with an indexer, index_topk ", config.index_topk(), "\n");
   absl::StrAppend(&out, "platform ", caps.platform_id, " ",
                   platform::DeviceArchName(caps.arch), ": CUDA-alike ",
                   YesNo(caps.is_cuda_alike), ", dense-MHA prefill ",
@@ -346,15 +344,15 @@ std::string RenderPlanTable(const PlanReport& report) {
                     metadata->num_requests == 1 ? " request (" : " requests (",
                     RequestsText(report.requests), "), ", metadata->num_tokens,
                     " new tokens\n");
-    absl::StrAppend(&out, "  MLA     (decode <= ", metadata->mla.decode_threshold,
+    absl::StrAppend(&out,
+                    "  MLA     (decode <= ", metadata->mla.decode_threshold,
                     " tok): ", ViewText(metadata->mla), ", use_dense_mha ",
                     YesNo(metadata->mla.use_dense_mha), "\n");
-    absl::StrAppend(&out, "  indexer (decode <= ",
-                    metadata->indexer.decode_threshold,
+    absl::StrAppend(&out,
+                    "  indexer (decode <= ", metadata->indexer.decode_threshold,
                     " tok): ", ViewText(metadata->indexer), "\n");
   } else {
-    absl::StrAppend(&out,
-                    "batch: profile/dummy run, no attention metadata\n");
+    absl::StrAppend(&out, "batch: profile/dummy run, no attention metadata\n");
   }
   out += "\n";
 
@@ -379,14 +377,13 @@ std::string RenderPlanTable(const PlanReport& report) {
       }
       ++end;
     }
-    rows.push_back(
-        {end - begin == 1 ? absl::StrCat(first.layer)
-                          : absl::StrCat(first.layer, "-",
-                                         plan.layers[end - 1].layer),
-         first.is_mtp ? "mtp" : "main",
-         std::string(IndexerActionName(first.indexer.action)),
-         std::string(PrefillBranchName(first.prefill_branch)),
-         first.k_cache_write ? "write" : "-", why});
+    rows.push_back({end - begin == 1 ? absl::StrCat(first.layer)
+                                     : absl::StrCat(first.layer, "-",
+                                                    plan.layers[end - 1].layer),
+                    first.is_mtp ? "mtp" : "main",
+                    std::string(IndexerActionName(first.indexer.action)),
+                    std::string(PrefillBranchName(first.prefill_branch)),
+                    first.k_cache_write ? "write" : "-", why});
     begin = end;
   }
   size_t w[5] = {0, 0, 0, 0, 0};
@@ -400,8 +397,8 @@ std::string RenderPlanTable(const PlanReport& report) {
   for (const Row& r : rows) {
     absl::StrAppend(&out, PadRight(r.layers, w[0] + 2),
                     PadRight(r.kind, w[1] + 2), PadRight(r.indexer, w[2] + 2),
-                    PadRight(r.prefill, w[3] + 2), PadRight(r.k_cache, w[4] + 2),
-                    r.why, "\n");
+                    PadRight(r.prefill, w[3] + 2),
+                    PadRight(r.k_cache, w[4] + 2), r.why, "\n");
   }
   const IndexerCallCounts& c = plan.counts;
   absl::StrAppend(&out, "\nindexer calls: ", c.scored, " scored, ", c.skipped,
@@ -417,8 +414,8 @@ int RunPlanTool(absl::Span<const std::string> args,
     // One line, whatever the message holds.
     const std::string line =
         absl::StrReplaceAll(status.message(), {{"\n", " "}});
-    err << "plan: "
-        << platform::EchoForMessage(line, kMaxErrorLineChars) << "\n";
+    err << "plan: " << platform::EchoForMessage(line, kMaxErrorLineChars)
+        << "\n";
     return kExitUsage;
   };
   // Writes `text` and checks that it reached the stream's destination:

@@ -100,9 +100,9 @@ JsonPlan ParsePlanJson(const std::string& text) {
   for (const Value& v : f.at("layers").list_value().values()) {
     EXPECT_EQ(v.kind_case(), Value::kStructValue);
     const Struct& l = v.struct_value();
-    EXPECT_THAT(Keys(l), UnorderedElementsAre("layer", "mtp", "indexer",
-                                              "prefill_branch",
-                                              "k_cache_write"));
+    EXPECT_THAT(Keys(l),
+                UnorderedElementsAre("layer", "mtp", "indexer",
+                                     "prefill_branch", "k_cache_write"));
     const auto& lf = l.fields();
     EXPECT_EQ(lf.at("layer").kind_case(), Value::kNumberValue);
     EXPECT_EQ(lf.at("mtp").kind_case(), Value::kBoolValue);
@@ -196,12 +196,12 @@ TEST(PlanToolTest, Glm52SharesAndSkips) {
 
 TEST(PlanToolTest, CasesThatStillScore) {
   const std::vector<std::vector<std::string>> cases = {
-      {"--requests=100+1,0+1024"},                  // mixed batch
-      {"--requests=0+1024", "--cudagraph=full"},    // FULL cudagraph
-      {"--requests=0+1024", "--capturing"},         // capture
-      {"--requests=0+1024", "--force_mqa"},         // force-MQA
-      {"--requests=0+1024", "--pcp"},               // PCP
-      {"--requests=1024+1025"},                     // 2049 > topk
+      {"--requests=100+1,0+1024"},                // mixed batch
+      {"--requests=0+1024", "--cudagraph=full"},  // FULL cudagraph
+      {"--requests=0+1024", "--capturing"},       // capture
+      {"--requests=0+1024", "--force_mqa"},       // force-MQA
+      {"--requests=0+1024", "--pcp"},             // PCP
+      {"--requests=1024+1025"},                   // 2049 > topk
   };
   for (std::vector<std::string> args : cases) {
     args.push_back("--model=glm-5.1");
@@ -247,20 +247,19 @@ TEST(PlanToolTest, CpuScoresAndCudaSkipsLikeRocm) {
 
 // MTP=3: 3-token requests are decodes to the indexer, prefills to the MLA.
 TEST(PlanToolTest, SpecTokensThresholdMismatchSkips) {
-  const JsonPlan plan =
-      RunJson({"--model=glm-5.1", "--platform=rocm", "--spec_tokens=3",
-               "--requests=10+3,20+3"});
+  const JsonPlan plan = RunJson({"--model=glm-5.1", "--platform=rocm",
+                                 "--spec_tokens=3", "--requests=10+3,20+3"});
   EXPECT_EQ(plan.call("skipped"), 78);
   EXPECT_EQ(plan.call("scored"), 1);
 }
 
 TEST(PlanToolTest, DcpIsAConfigurationErrorOnRocmOnly) {
-  const Result rocm = RunPlan({"--model=glm-5.1", "--platform=rocm",
-                           "--requests=0+1024", "--dcp=2"});
+  const Result rocm = RunPlan(
+      {"--model=glm-5.1", "--platform=rocm", "--requests=0+1024", "--dcp=2"});
   EXPECT_EQ(rocm.rc, 2);
   EXPECT_THAT(rocm.err, HasSubstr("decode context parallel"));
-  const JsonPlan cuda = RunJson({"--model=glm-5.1", "--platform=cuda",
-                                 "--requests=0+1024", "--dcp=2"});
+  const JsonPlan cuda = RunJson(
+      {"--model=glm-5.1", "--platform=cuda", "--requests=0+1024", "--dcp=2"});
   EXPECT_EQ(cuda.call("skipped"), 78);
 }
 
@@ -273,8 +272,8 @@ TEST(PlanToolTest, ModelFromAFile) {
   const std::string path =
       absl::StrCat(dir != nullptr ? dir : "/tmp", "/glm-topk512.textproto");
   std::ofstream(path) << custom.DebugString();
-  const JsonPlan plan = RunJson({absl::StrCat("--model=", path),
-                                 "--platform=rocm", "--requests=0+1024"});
+  const JsonPlan plan = RunJson(
+      {absl::StrCat("--model=", path), "--platform=rocm", "--requests=0+1024"});
   EXPECT_EQ(plan.model, "glm-5.1-topk512");
   EXPECT_EQ(plan.call("scored"), 79);  // 1024 > 512
 }
@@ -296,8 +295,8 @@ TEST(PlanToolTest, TableShowsEachDecisionAndWhy) {
   EXPECT_THAT(long_prefill.out, HasSubstr("prefill 8192 > index_topk 2048"));
   EXPECT_THAT(long_prefill.out, HasSubstr("indexer calls: 79 scored, 0 "
                                           "skipped"));
-  const Result mixed =
-      RunPlan({"--model=glm-5.1", "--platform=rocm", "--requests=100+1,0+1024"});
+  const Result mixed = RunPlan(
+      {"--model=glm-5.1", "--platform=rocm", "--requests=100+1,0+1024"});
   EXPECT_THAT(mixed.out, HasSubstr("mixed batch: 1 decode token"));
 }
 
@@ -319,8 +318,7 @@ TEST(PlanToolTest, ErrorsAreOneLineWithStatus2) {
       {{"--model=glm-5.1", "--requests=0+999999"}, "max_position_embeddings"},
       {{"--model=glm-5.1", "--requests=0+1", "--platform=tpu"},
        "unknown platform \"tpu\""},
-      {{"--model=glm-5.1", "--requests=0+1", "--platform=rocm",
-        "--arch=sm_90"},
+      {{"--model=glm-5.1", "--requests=0+1", "--platform=rocm", "--arch=sm_90"},
        "rocm"},
       {{"--model=glm-5.1", "--requests=0+1", "--platform=rocm", "--dcp=2"},
        "decode context parallel"},
@@ -329,8 +327,7 @@ TEST(PlanToolTest, ErrorsAreOneLineWithStatus2) {
        "--spec_tokens=x"},
       {{"--model=glm-5.1", "--requests=0+1", "--cudagraph=FULL"},
        "--cudagraph"},
-      {{"--model=glm-5.1", "--requests=0+1", "--capturing",
-        "--cudagraph=none"},
+      {{"--model=glm-5.1", "--requests=0+1", "--capturing", "--cudagraph=none"},
        "--capturing needs"},
       {{"--model=glm-5.1", "--requests=0+1", "--format=xml"}, "--format"},
       {{"--model=glm-5.1", "--requests=0+1", "--pcp=maybe"}, "--pcp=maybe"},
@@ -393,8 +390,8 @@ TEST(PlanToolTest, FifoModelIsRefusedPromptly) {
 }
 
 TEST(PlanToolTest, DirectoryAndDeviceModelsAreRefused) {
-  Result r = RunPlan({absl::StrCat("--model=", TempPath("")),
-                      "--requests=0+1"});
+  Result r =
+      RunPlan({absl::StrCat("--model=", TempPath("")), "--requests=0+1"});
   ExpectOneLineError(r, "directory");
   EXPECT_THAT(r.err, HasSubstr("is a directory, not a regular file"));
   r = RunPlan({"--model=/dev/zero", "--requests=0+1"});
@@ -425,8 +422,7 @@ TEST(PlanToolTest, HugeArgumentsAreNotEchoedWhole) {
       {"--model=glm-5.1", "--requests=0+1", "--format=" + big},
       {"--model=glm-5.1", "--requests=0+1", "--cudagraph=" + big},
       {"--model=glm-5.1", "--requests=0+1", "--platform=" + big},
-      {"--model=glm-5.1", "--requests=0+1", "--platform=rocm",
-       "--arch=" + big},
+      {"--model=glm-5.1", "--requests=0+1", "--platform=rocm", "--arch=" + big},
       {"--model=glm-5.1", "--requests=0+1", "--pcp=" + big},
       {"--model=glm-5.1", "--requests=0+1", "--" + big},
       {"--model=glm-5.1", "--requests=0+1", "--" + big + "=1"},
@@ -503,10 +499,9 @@ TEST(ParsePlanArgsTest, Defaults) {
 }
 
 TEST(ParsePlanArgsTest, CapturingDefaultsToPiecewise) {
-  ASSERT_OK_AND_ASSIGN(PlanOptions o,
-                       ParsePlanArgs(std::vector<std::string>{
-                           "--model=glm-5.1", "--requests=0+1",
-                           "--capturing"}));
+  ASSERT_OK_AND_ASSIGN(
+      PlanOptions o, ParsePlanArgs(std::vector<std::string>{
+                         "--model=glm-5.1", "--requests=0+1", "--capturing"}));
   EXPECT_TRUE(o.forward.capturing);
   EXPECT_EQ(o.forward.cudagraph_runtime_mode, CudagraphMode::kPiecewise);
   ASSERT_OK_AND_ASSIGN(PlanOptions full,
