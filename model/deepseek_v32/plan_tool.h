@@ -71,7 +71,7 @@ absl::StatusOr<PlanReport> MakePlanReport(const PlanOptions& options,
 // {"model", "platform", "layers": [{"layer", "mtp", "indexer",
 //  "prefill_branch", "k_cache_write"}...], "indexer_calls": {"scored",
 //  "skipped", "shared", "workspace_only"}}, keys in this order. Internal when
-// the printer fails (a string that is not UTF-8).
+// protobuf's printer refuses the message.
 absl::StatusOr<std::string> RenderPlanJson(const PlanReport& report);
 
 // A table for people: the platform and batch, then runs of layers that do
