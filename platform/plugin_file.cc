@@ -76,8 +76,7 @@ std::string MachineName(uint16_t machine) {
 // feature macros; overloads on its result pick the right reading.
 [[maybe_unused]] std::string StrerrorResult(int result, const char* buffer,
                                             int err) {
-  return result == 0 ? std::string(buffer)
-                     : "error " + std::to_string(err);
+  return result == 0 ? std::string(buffer) : "error " + std::to_string(err);
 }
 [[maybe_unused]] std::string StrerrorResult(const char* result, const char*,
                                             int) {
@@ -106,7 +105,7 @@ const char* FileTypeName(mode_t mode) {
   if (S_ISSOCK(mode)) return "a socket";
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
-  return "not a plain file";
+  return "of an unknown file type";
 }
 
 // Owns a file descriptor.
@@ -272,7 +271,7 @@ bool ReadRegularFile(const std::string& path, size_t max_bytes,
   struct stat st;
   if (!OpenRegularFile(path, &fd, &st, error)) return false;
   const std::string limit =
-      "more than the limit of " + std::to_string(max_bytes) + " bytes";
+      "larger than the limit of " + std::to_string(max_bytes) + " bytes";
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     return Fail(error, path,
                 "is " + std::to_string(st.st_size) + " bytes, " + limit);
@@ -290,7 +289,7 @@ bool ReadRegularFile(const std::string& path, size_t max_bytes,
     }
     if (n == 0) break;
     if (static_cast<size_t>(n) > max_bytes - text.size()) {
-      return Fail(error, path, "holds " + limit);
+      return Fail(error, path, "is " + limit);
     }
     text.append(buffer, static_cast<size_t>(n));
   }
@@ -353,19 +352,17 @@ bool CheckPluginFile(const std::string& path, PluginFileIdentity* identity,
                      : c == ELFCLASS64 ? "a 64-bit"
                                        : "an unknown-class") +
                     " ELF object; this host loads " +
-                    (kHostClass == ELFCLASS64 ? "64-bit" : "32-bit") +
-                    " ones");
+                    (kHostClass == ELFCLASS64 ? "64-bit" : "32-bit") + " ones");
   }
   if (ehdr.e_ident[EI_DATA] != kHostData) {
-    return Fail(error, path,
-                std::string("is a ") +
-                    (ehdr.e_ident[EI_DATA] == ELFDATA2MSB ? "big-endian"
-                     : ehdr.e_ident[EI_DATA] == ELFDATA2LSB
-                         ? "little-endian"
-                         : "unknown-byte-order") +
-                    " ELF object; this host is " +
-                    (kHostData == ELFDATA2LSB ? "little-endian"
-                                              : "big-endian"));
+    return Fail(
+        error, path,
+        std::string("is a ") +
+            (ehdr.e_ident[EI_DATA] == ELFDATA2MSB   ? "big-endian"
+             : ehdr.e_ident[EI_DATA] == ELFDATA2LSB ? "little-endian"
+                                                    : "unknown-byte-order") +
+            " ELF object; this host is " +
+            (kHostData == ELFDATA2LSB ? "little-endian" : "big-endian"));
   }
   if (ehdr.e_ident[EI_VERSION] != EV_CURRENT || ehdr.e_version != EV_CURRENT) {
     return Fail(error, path, "has an unknown ELF version");
@@ -397,19 +394,18 @@ bool CheckPluginFile(const std::string& path, PluginFileIdentity* identity,
   }
   const uint64_t ph_bytes = uint64_t{ehdr.e_phnum} * sizeof(Phdr);
   if (!WithinFile(ehdr.e_phoff, ph_bytes, file_size)) {
-    return Fail(error, path,
-                "program header table at bytes " +
-                    Range(ehdr.e_phoff, ph_bytes) +
-                    " lies past the end of the file (" + size_text +
-                    "): truncated?");
+    return Fail(
+        error, path,
+        "program header table at bytes " + Range(ehdr.e_phoff, ph_bytes) +
+            " lies past the end of the file (" + size_text + "): truncated?");
   }
   if (sizeof(ehdr) + ph_bytes > kMaxElfHeaderBytes) {
-    return Fail(error, path,
-                "has " + std::to_string(ehdr.e_phnum) +
-                    " program headers, more than a plugin may have (" +
-                    std::to_string((kMaxElfHeaderBytes - sizeof(ehdr)) /
-                                   sizeof(Phdr)) +
-                    ")");
+    return Fail(
+        error, path,
+        "has " + std::to_string(ehdr.e_phnum) +
+            " program headers, more than a plugin may have (" +
+            std::to_string((kMaxElfHeaderBytes - sizeof(ehdr)) / sizeof(Phdr)) +
+            ")");
   }
 
   // The section header table: not used by dlopen, but a linker always writes
@@ -417,8 +413,7 @@ bool CheckPluginFile(const std::string& path, PluginFileIdentity* identity,
   if (ehdr.e_shoff != 0) {
     if (ehdr.e_shentsize != sizeof(Shdr)) {
       return Fail(error, path,
-                  "has section headers of " +
-                      std::to_string(ehdr.e_shentsize) +
+                  "has section headers of " + std::to_string(ehdr.e_shentsize) +
                       " bytes; this host's are " +
                       std::to_string(sizeof(Shdr)));
     }
@@ -442,11 +437,10 @@ bool CheckPluginFile(const std::string& path, PluginFileIdentity* identity,
     }
     const uint64_t sh_bytes = num_sections * sizeof(Shdr);
     if (!WithinFile(ehdr.e_shoff, sh_bytes, file_size)) {
-      return Fail(error, path,
-                  "section header table at bytes " +
-                      Range(ehdr.e_shoff, sh_bytes) +
-                      " lies past the end of the file (" + size_text +
-                      "): truncated?");
+      return Fail(
+          error, path,
+          "section header table at bytes " + Range(ehdr.e_shoff, sh_bytes) +
+              " lies past the end of the file (" + size_text + "): truncated?");
     }
     if (ehdr.e_shstrndx != SHN_UNDEF && ehdr.e_shstrndx != SHN_XINDEX &&
         ehdr.e_shstrndx >= num_sections) {
@@ -474,11 +468,10 @@ bool CheckPluginFile(const std::string& path, PluginFileIdentity* identity,
     // Any segment the loader reads comes from the file; a linker never
     // writes one past the end, so none may be.
     if (!WithinFile(ph.p_offset, ph.p_filesz, file_size)) {
-      return Fail(error, path,
-                  segment + " covers file bytes " +
-                      Range(ph.p_offset, ph.p_filesz) +
-                      ", past the end of the file (" + size_text +
-                      "): truncated?");
+      return Fail(
+          error, path,
+          segment + " covers file bytes " + Range(ph.p_offset, ph.p_filesz) +
+              ", past the end of the file (" + size_text + "): truncated?");
     }
     if (ph.p_type == PT_LOAD) {
       ++num_load;
@@ -491,9 +484,8 @@ bool CheckPluginFile(const std::string& path, PluginFileIdentity* identity,
       if (ph.p_memsz > std::numeric_limits<ElfW(Addr)>::max() - ph.p_vaddr) {
         return Fail(error, path, segment + " wraps the address space");
       }
-      if (ph.p_align > 1 &&
-          (!IsPowerOfTwo(ph.p_align) ||
-           (ph.p_vaddr - ph.p_offset) % ph.p_align != 0)) {
+      if (ph.p_align > 1 && (!IsPowerOfTwo(ph.p_align) ||
+                             (ph.p_vaddr - ph.p_offset) % ph.p_align != 0)) {
         return Fail(error, path,
                     segment + " is not aligned as its p_align (" +
                         std::to_string(ph.p_align) + ") says");

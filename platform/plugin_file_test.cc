@@ -77,7 +77,7 @@ auto WithinDeadline(const std::string& fifo, F check) {
 }
 
 // The real plugin's bytes with the ELF header changed by `edit`.
-std::string EditedPlugin(void (*edit)(ElfW(Ehdr)*)) {
+std::string EditedPlugin(void (*edit)(ElfW(Ehdr) *)) {
   std::string bytes = ReadAll(kPlugin);
   EXPECT_GT(bytes.size(), sizeof(ElfW(Ehdr)));
   ElfW(Ehdr) ehdr;
@@ -154,8 +154,7 @@ TEST(CheckPluginFileTest, DirectoryDeviceAndSocketAreRefused) {
   address.sun_family = AF_UNIX;
   std::strncpy(address.sun_path, socket_path.c_str(),
                sizeof(address.sun_path) - 1);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) ==
-      0) {
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
     o = Check(socket_path);
     EXPECT_FALSE(o.ok);
     EXPECT_THAT(o.error, HasSubstr("is a socket"));
@@ -181,16 +180,18 @@ TEST(CheckPluginFileTest, BareNameIsNeverSearched) {
   // libc.so.6 exists on the library path; a bare name must not find it.
   const Outcome o = Check("libc.so.6");
   EXPECT_FALSE(o.ok);
-  EXPECT_THAT(o.error, AllOf(StartsWith("libc.so.6: "),
-                             HasSubstr("write ./libc.so.6"),
-                             HasSubstr("library search path")));
+  EXPECT_THAT(o.error,
+              AllOf(StartsWith("libc.so.6: "), HasSubstr("write ./libc.so.6"),
+                    HasSubstr("library search path")));
 }
 
 TEST(CheckPluginFileTest, WrongMagicIsRefused) {
   Outcome o = Check(WriteFile("text.so", "#!/bin/sh\necho not a plugin\n"));
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("is not an ELF file"));
-  o = Check(WriteFile("short.so", "\x7f" "E"));
+  o = Check(WriteFile("short.so",
+                      "\x7f"
+                      "E"));
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("is not an ELF file"));
   o = Check(WriteFile("header.so", ReadAll(kPlugin).substr(0, 40)));
@@ -216,80 +217,83 @@ TEST(CheckPluginFileTest, TruncatedCopiesAreRefused) {
 // Without a section header table (as after some strip tools), the segments
 // themselves show the cut.
 TEST(CheckPluginFileTest, TruncatedSegmentsAreRefusedWithoutSectionTable) {
-  const std::string bytes = EditedPlugin([](ElfW(Ehdr)* e) {
+  const std::string bytes = EditedPlugin([](ElfW(Ehdr) * e) {
     e->e_shoff = 0;
     e->e_shnum = 0;
     e->e_shstrndx = SHN_UNDEF;
   });
   EXPECT_TRUE(Check(WriteFile("nosections.so", bytes)).ok);
-  const Outcome o = Check(WriteFile("nosections_cut.so", bytes.substr(0, 2000)));
+  const Outcome o =
+      Check(WriteFile("nosections_cut.so", bytes.substr(0, 2000)));
   EXPECT_FALSE(o.ok);
-  EXPECT_THAT(o.error, AllOf(HasSubstr("(PT_LOAD) covers file bytes"),
-                             HasSubstr("past the end of the file (2000 bytes)")));
+  EXPECT_THAT(o.error,
+              AllOf(HasSubstr("(PT_LOAD) covers file bytes"),
+                    HasSubstr("past the end of the file (2000 bytes)")));
 }
 
 TEST(CheckPluginFileTest, HeadersForAnotherHostAreRefused) {
-  Outcome o = Check(WriteFile("class.so", EditedPlugin([](ElfW(Ehdr)* e) {
-    e->e_ident[EI_CLASS] =
-        e->e_ident[EI_CLASS] == ELFCLASS64 ? ELFCLASS32 : ELFCLASS64;
-  })));
+  Outcome o = Check(WriteFile("class.so", EditedPlugin([](ElfW(Ehdr) * e) {
+                                e->e_ident[EI_CLASS] =
+                                    e->e_ident[EI_CLASS] == ELFCLASS64
+                                        ? ELFCLASS32
+                                        : ELFCLASS64;
+                              })));
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("-bit ELF object; this host loads"));
 
-  o = Check(WriteFile("endian.so", EditedPlugin([](ElfW(Ehdr)* e) {
-    e->e_ident[EI_DATA] =
-        e->e_ident[EI_DATA] == ELFDATA2LSB ? ELFDATA2MSB : ELFDATA2LSB;
-  })));
+  o = Check(WriteFile("endian.so", EditedPlugin([](ElfW(Ehdr) * e) {
+                        e->e_ident[EI_DATA] = e->e_ident[EI_DATA] == ELFDATA2LSB
+                                                  ? ELFDATA2MSB
+                                                  : ELFDATA2LSB;
+                      })));
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("-endian ELF object; this host is"));
 
-  o = Check(WriteFile("machine.so", EditedPlugin([](ElfW(Ehdr)* e) {
-    e->e_machine = EM_AMDGPU;  // a GPU code object is no host plugin
-  })));
+  o = Check(WriteFile("machine.so", EditedPlugin([](ElfW(Ehdr) * e) {
+                        e->e_machine =
+                            EM_AMDGPU;  // a GPU code object is no host plugin
+                      })));
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("is built for AMDGPU; this host is"));
 
-  o = Check(WriteFile("exec.so", EditedPlugin([](ElfW(Ehdr)* e) {
-    e->e_type = ET_EXEC;
-  })));
+  o = Check(WriteFile(
+      "exec.so", EditedPlugin([](ElfW(Ehdr) * e) { e->e_type = ET_EXEC; })));
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("is an executable, not a shared object"));
 
-  o = Check(WriteFile("object.so", EditedPlugin([](ElfW(Ehdr)* e) {
-    e->e_type = ET_REL;
-  })));
+  o = Check(WriteFile(
+      "object.so", EditedPlugin([](ElfW(Ehdr) * e) { e->e_type = ET_REL; })));
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("relocatable object"));
 }
 
 TEST(CheckPluginFileTest, CorruptTablesAreRefused) {
-  Outcome o = Check(WriteFile("phoff.so", EditedPlugin([](ElfW(Ehdr)* e) {
-    e->e_phoff = ~ElfW(Off){0} - 8;  // offset + size overflows
-  })));
+  Outcome o = Check(WriteFile("phoff.so", EditedPlugin([](ElfW(Ehdr) * e) {
+                                e->e_phoff = ~ElfW(Off){0} -
+                                             8;  // offset + size overflows
+                              })));
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("program header table at bytes"));
 
-  o = Check(WriteFile("phnum.so", EditedPlugin([](ElfW(Ehdr)* e) {
-    e->e_phnum = 0;
-  })));
+  o = Check(WriteFile("phnum.so",
+                      EditedPlugin([](ElfW(Ehdr) * e) { e->e_phnum = 0; })));
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("has no program headers"));
 
-  o = Check(WriteFile("phentsize.so", EditedPlugin([](ElfW(Ehdr)* e) {
-    e->e_phentsize = 8;
-  })));
+  o = Check(WriteFile("phentsize.so", EditedPlugin([](ElfW(Ehdr) * e) {
+                        e->e_phentsize = 8;
+                      })));
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("program headers of 8 bytes"));
 
-  o = Check(WriteFile("shoff.so", EditedPlugin([](ElfW(Ehdr)* e) {
-    e->e_shoff += 4096;
-  })));
+  o = Check(WriteFile(
+      "shoff.so", EditedPlugin([](ElfW(Ehdr) * e) { e->e_shoff += 4096; })));
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("section header table at bytes"));
 
-  o = Check(WriteFile("shstrndx.so", EditedPlugin([](ElfW(Ehdr)* e) {
-    e->e_shstrndx = e->e_shnum;
-  })));
+  o = Check(WriteFile("shstrndx.so", EditedPlugin([](ElfW(Ehdr) * e) {
+                        e->e_shstrndx = e->e_shnum;
+                      })));
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("section name table"));
 }
@@ -311,39 +315,39 @@ TEST(CheckPluginFileTest, CorruptSegmentsAreRefused) {
     }
     return Check(WriteFile(name, bytes));
   };
-  Outcome o = edit_segments("load_past_end.so", PT_LOAD, [](ElfW(Phdr)* p) {
+  Outcome o = edit_segments("load_past_end.so", PT_LOAD, [](ElfW(Phdr) * p) {
     p->p_filesz = p->p_memsz = p->p_filesz + (1 << 20);
   });
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("(PT_LOAD) covers file bytes"));
 
   o = edit_segments("load_filesz.so", PT_LOAD,
-                    [](ElfW(Phdr)* p) { p->p_memsz = p->p_filesz / 2; });
+                    [](ElfW(Phdr) * p) { p->p_memsz = p->p_filesz / 2; });
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("more file bytes"));
 
   o = edit_segments("load_align.so", PT_LOAD,
-                    [](ElfW(Phdr)* p) { p->p_align = 3000; });
+                    [](ElfW(Phdr) * p) { p->p_align = 3000; });
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("not aligned"));
 
   o = edit_segments("no_load.so", PT_LOAD,
-                    [](ElfW(Phdr)* p) { p->p_type = PT_NOTE; });
+                    [](ElfW(Phdr) * p) { p->p_type = PT_NOTE; });
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("has no PT_LOAD segment"));
 
   o = edit_segments("dynamic_past_end.so", PT_DYNAMIC,
-                    [](ElfW(Phdr)* p) { p->p_offset = ~ElfW(Off){0} - 4; });
+                    [](ElfW(Phdr) * p) { p->p_offset = ~ElfW(Off){0} - 4; });
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("(PT_DYNAMIC) covers file bytes"));
 
   o = edit_segments("dynamic_unmapped.so", PT_DYNAMIC,
-                    [](ElfW(Phdr)* p) { p->p_vaddr += 1ull << 40; });
+                    [](ElfW(Phdr) * p) { p->p_vaddr += 1ull << 40; });
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("outside every PT_LOAD"));
 
   o = edit_segments("no_dynamic.so", PT_DYNAMIC,
-                    [](ElfW(Phdr)* p) { p->p_type = PT_NULL; });
+                    [](ElfW(Phdr) * p) { p->p_type = PT_NULL; });
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("has no dynamic section"));
 }
@@ -383,11 +387,11 @@ TEST(ReadRegularFileTest, CapsTheSize) {
   const std::string path = WriteFile("big.textproto", std::string(100, 'z'));
   std::string contents = "unchanged", error;
   EXPECT_FALSE(ReadRegularFile(path, 99, &contents, &error));
-  EXPECT_THAT(error, HasSubstr("is 100 bytes, more than the limit of 99"));
+  EXPECT_THAT(error, HasSubstr("is 100 bytes, larger than the limit of 99"));
   EXPECT_EQ(contents, "unchanged");
   // /proc files report size 0 and still hold bytes.
   EXPECT_FALSE(ReadRegularFile("/proc/self/maps", 4, &contents, &error));
-  EXPECT_THAT(error, HasSubstr("holds more than the limit of 4 bytes"));
+  EXPECT_THAT(error, HasSubstr("is larger than the limit of 4 bytes"));
 }
 
 TEST(ReadRegularFileTest, RefusesFifosDirectoriesAndDevices) {
@@ -395,9 +399,8 @@ TEST(ReadRegularFileTest, RefusesFifosDirectoriesAndDevices) {
   ::unlink(fifo.c_str());
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   std::string contents, error;
-  const bool ok = WithinDeadline(fifo, [&] {
-    return ReadRegularFile(fifo, 1 << 20, &contents, &error);
-  });
+  const bool ok = WithinDeadline(
+      fifo, [&] { return ReadRegularFile(fifo, 1 << 20, &contents, &error); });
   EXPECT_FALSE(ok);
   EXPECT_THAT(error, HasSubstr("is a fifo (named pipe), not a regular file"));
   EXPECT_FALSE(ReadRegularFile(TempDir(), 1 << 20, &contents, &error));

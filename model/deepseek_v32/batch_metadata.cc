@@ -1,11 +1,13 @@
 #include "model/deepseek_v32/batch_metadata.h"
 
 #include <algorithm>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "platform/plugin_file.h"
 #include "platform/status_macros.h"
 
 namespace dsa::model::deepseek_v32 {
@@ -90,7 +92,8 @@ absl::StatusOr<Request> ParseRequest(absl::string_view spec) {
       !absl::SimpleAtoi(parts[0], &r.num_context_tokens) ||
       !absl::SimpleAtoi(parts[1], &r.num_new_tokens)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("bad request \"", spec,
+        absl::StrCat("bad request \"", platform::EchoForMessage(
+                                     std::string_view(spec.data(), spec.size())),
                      "\"; expected CONTEXT+NEW with non-negative integers, "
                      "e.g. 0+1024"));
   }

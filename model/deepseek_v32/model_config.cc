@@ -1,8 +1,11 @@
 #include "model/deepseek_v32/model_config.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
-#include <fstream>
+#include <cerrno>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -12,6 +15,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "model/deepseek_v32/presets_embedded.h"
+#include "platform/plugin_file.h"
 #include "platform/status_macros.h"
 
 namespace dsa::model::deepseek_v32 {
@@ -19,6 +23,10 @@ namespace {
 
 // Preset files are a few hundred bytes; anything this large is not one.
 constexpr int64_t kMaxConfigFileBytes = 1 << 20;
+
+// The most of a parse error message an error echoes: protobuf quotes the
+// offending token, which may be the rest of a long line.
+constexpr size_t kMaxParseErrorChars = 120;
 
 // Collects the parser's first error instead of letting protobuf log it.
 class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
@@ -28,7 +36,8 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
     if (error_.empty()) {
       // The parser counts from 0; editors count from 1.
       error_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ",
-                            message);
+                            platform::EchoForMessage(message,
+                                                     kMaxParseErrorChars));
     }
   }
   void AddWarning(int, google::protobuf::io::ColumnNumber,
@@ -145,7 +154,8 @@ absl::Status Validate(const DeepseekV32Config& p, const Checker& c) {
   if (!IsValidPresetName(p.name())) {
     return c.Error("name", absl::StrCat("must be non-empty and made of "
                                         "[a-z0-9._-], got \"",
-                                        p.name(), "\""));
+                                        platform::EchoForMessage(p.name()),
+                                        "\""));
   }
   DSA_RETURN_IF_ERROR(
       c.InRange("num_hidden_layers", p.num_hidden_layers(), 1, kMaxLayers));
@@ -254,31 +264,24 @@ absl::StatusOr<ModelConfig> LoadPreset(absl::string_view name) {
     return config;
   }
   return absl::NotFoundError(
-      absl::StrCat("unknown model preset \"", name,
+      absl::StrCat("unknown model preset \"", platform::EchoForMessage(
+                       std::string_view(name.data(), name.size())),
                    "\"; known: ", absl::StrJoin(PresetNames(), ", ")));
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open model config file ", path));
+  // Only a regular file, read without blocking: a fifo or a device given as
+  // a model is an error, not a hang.
+  std::string text, error;
+  if (!platform::ReadRegularFile(path, kMaxConfigFileBytes, &text, &error)) {
+    const std::string message = absl::StrCat("model config file ", error);
+    struct stat st;
+    const bool missing = ::stat(path.c_str(), &st) != 0 && errno == ENOENT;
+    return missing ? absl::NotFoundError(message)
+                   : absl::InvalidArgumentError(message);
   }
-  std::string text;
-  char buffer[4096];
-  while (file.read(buffer, sizeof(buffer)) || file.gcount() > 0) {
-    text.append(buffer, static_cast<size_t>(file.gcount()));
-    if (static_cast<int64_t>(text.size()) > kMaxConfigFileBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": larger than ", kMaxConfigFileBytes,
-                       " bytes; not a model config"));
-    }
-  }
-  if (file.bad()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read model config file ", path));
-  }
-  return ParseModelConfig(text, path);
+  return ParseModelConfig(
+      text, platform::EchoForMessage(path, platform::kMaxEchoedPathChars));
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(absl::string_view name_or_path) {

@@ -101,8 +101,11 @@ absl::StatusOr<ModelConfig> LoadPreset(absl::string_view name);
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view textproto,
                                              absl::string_view source);
 
-// Reads, parses and validates a textproto file. NotFound when it cannot be
-// opened.
+// Reads, parses and validates a textproto file: a regular file of at most
+// 1 MiB (a fifo, directory or device is refused without blocking). NotFound
+// when the path names nothing, InvalidArgument for any other problem. Errors
+// echo at most 200 characters of the path and, for a syntax error, the line,
+// column and protobuf's message (capped), never the file's content.
 absl::StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path);
 
 // An embedded preset by name, else, when the argument looks like a path

@@ -7,7 +7,8 @@ set -uo pipefail
 plan="$1"
 failures=0
 fail() {
-  echo "FAIL: $*" >&2
+  local text="$*"
+  echo "FAIL: ${text:0:300}" >&2
   failures=$((failures + 1))
 }
 
@@ -91,6 +92,54 @@ expect_error "unknown model preset" --model=glm-6 --requests=0+1024
 expect_error "--requests" --model=glm-5.1 --requests=1024
 expect_error "unknown flag --frobnicate" --model=glm-5.1 --requests=0+1 --frobnicate
 expect_error "gfx942" --model=glm-5.1 --platform=rocm --arch=gfx1030 --requests=0+1
+
+# Files given as --model: only regular files, refused at once otherwise (a
+# fifo with no writer must not block: `timeout` turns a hang into status 124).
+fifo="${TEST_TMPDIR}/model.fifo"
+rm -f "${fifo}"
+mkfifo "${fifo}"
+out="$(timeout 10 "${plan}" --model="${fifo}" --requests=0+1 2>"${TEST_TMPDIR}/err")"
+rc=$?
+if [[ ${rc} -ne 2 ]]; then fail "fifo as --model: exit ${rc}, want 2 (124: it hung)"; fi
+grep -q "is a fifo (named pipe), not a regular file" "${TEST_TMPDIR}/err" ||
+  fail "fifo as --model: $(cat "${TEST_TMPDIR}/err")"
+expect_error "is a directory, not a regular file" --model="${TEST_TMPDIR}/" --requests=0+1
+expect_error "is a character device" --model=/dev/zero --requests=0+1
+
+# A syntax error names its line and column and quotes no other content.
+printf 'name: "custom"\nnum_hidden_layers: 3\nnum_hidden_layers 4 private_line_3\nprivate_line_4: 1\n' \
+  >"${TEST_TMPDIR}/syntax.textproto"
+expect_error "line 3, column 19" --model="${TEST_TMPDIR}/syntax.textproto" --requests=0+1
+if grep -q "private_line\|custom" "${TEST_TMPDIR}/err"; then
+  fail "a syntax error quotes the file: $(cat "${TEST_TMPDIR}/err")"
+fi
+
+# A long argument is echoed capped. Linux limits one argument to 128 KiB, so
+# 120 KB here (plan_tool_test passes 900 KB through the library).
+long="$(head -c 120000 /dev/zero | tr '\0' q)"
+check_long() {
+  expect_error " bytes)" "$@"
+  local bytes
+  bytes="$(wc -c <"${TEST_TMPDIR}/err")"
+  if [[ ${bytes} -ge 300 ]]; then fail "a long argument: ${bytes} bytes on stderr"; fi
+}
+check_long --model="${long}" --requests=0+1
+check_long --model="/${long}" --requests=0+1
+check_long --model=glm-5.1 --requests="${long}"
+check_long --model=glm-5.1 --requests=0+1 --platform="${long}"
+check_long --model=glm-5.1 --requests=0+1 --"${long}"
+check_long --model=glm-5.1 --requests=0+1 "${long}"
+
+# Output that cannot be written is an error (exit 1, one line), not success.
+for format in json table; do
+  "${plan}" --model=glm-5.1 --platform=rocm --requests=0+1024 --format="${format}" \
+    >/dev/full 2>"${TEST_TMPDIR}/err"
+  rc=$?
+  if [[ ${rc} -ne 1 ]]; then fail "--format=${format} >/dev/full: exit ${rc}, want 1"; fi
+  grep -q "^plan: cannot write the output" "${TEST_TMPDIR}/err" ||
+    fail ">/dev/full: stderr: $(cat "${TEST_TMPDIR}/err")"
+done
+"${plan}" --help >/dev/full 2>/dev/null && fail "--help >/dev/full exited 0"
 
 if [[ ${failures} -ne 0 ]]; then
   echo "${failures} check(s) failed" >&2

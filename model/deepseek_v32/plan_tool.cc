@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -11,17 +12,31 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "google/protobuf/util/json_util.h"
 #include "model/deepseek_v32/model_config.h"
+#include "model/deepseek_v32/plan_json.pb.h"
 #include "model/deepseek_v32/platform_query.h"
+#include "platform/plugin_file.h"
 #include "platform/status_macros.h"
 
 namespace dsa::model::deepseek_v32 {
 namespace {
 
 constexpr int kExitUsage = 2;
+constexpr int kExitOutputFailed = 1;
+
+// The most of an error line the tool prints: a safety net behind the capped
+// echo of each user value, so no message can flood a terminal or a log.
+constexpr size_t kMaxErrorLineChars = 400;
 
 absl::Status Usage(absl::string_view message) {
   return absl::InvalidArgumentError(message);
+}
+
+// A user's value as an error message shows it: at most 80 characters, then
+// "... (N bytes)"; control characters escaped.
+std::string Echo(absl::string_view value) {
+  return platform::EchoForMessage(std::string_view(value.data(), value.size()));
 }
 
 absl::StatusOr<bool> ParseBool(absl::string_view flag,
@@ -29,55 +44,40 @@ absl::StatusOr<bool> ParseBool(absl::string_view flag,
   if (!value) return true;  // --capturing
   if (*value == "true" || *value == "1") return true;
   if (*value == "false" || *value == "0") return false;
-  return Usage(absl::StrCat("--", flag, "=", *value,
-                            ": expected true or false (or just --", flag,
-                            ")"));
+  return Usage(absl::StrCat("--", flag, "=", Echo(*value),
+                            ": expected true or false (or just --", flag, ")"));
 }
 
 absl::StatusOr<int> ParseInt(absl::string_view flag, absl::string_view value,
                              int lo, int hi) {
   int n = 0;
   const bool digits = !value.empty() &&
-                      std::all_of(value.begin(), value.end(), [](char c) {
-                        return c >= '0' && c <= '9';
-                      });
+                      std::all_of(value.begin(), value.end(),
+                                  [](char c) { return c >= '0' && c <= '9'; });
   if (!digits || !absl::SimpleAtoi(value, &n) || n < lo || n > hi) {
-    return Usage(absl::StrCat("--", flag, "=", value, ": expected an integer in [",
-                              lo, ", ", hi, "]"));
+    return Usage(absl::StrCat("--", flag, "=", Echo(value),
+                              ": expected an integer in [", lo, ", ", hi, "]"));
   }
   return n;
 }
 
-// JSON string literal.
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", static_cast<int>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += "\"";
-  return out;
+// Platform ids ("rocm") and architecture names ("gfx942", "sm_90a",
+// "gfx90a:xnack-") are short words; anything else is refused here, before
+// the registry would echo it whole.
+absl::Status CheckIdentifier(absl::string_view flag, absl::string_view value) {
+  constexpr size_t kMaxIdentifierChars = 64;
+  const bool word = !value.empty() && value.size() <= kMaxIdentifierChars &&
+                    std::all_of(value.begin(), value.end(), [](char c) {
+                      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                             (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+                             c == '.' || c == ':' || c == '+';
+                    });
+  if (word) return absl::OkStatus();
+  return Usage(absl::StrCat("--", flag, "=", Echo(value),
+                            ": expected a name of at most ",
+                            kMaxIdentifierChars, " letters, digits and _-.:+"));
 }
 
-const char* JsonBool(bool b) { return b ? "true" : "false"; }
 const char* YesNo(bool b) { return b ? "yes" : "no"; }
 
 std::string RequestsText(const std::vector<Request>& requests) {
@@ -94,8 +94,9 @@ std::string RequestsText(const std::vector<Request>& requests) {
 }
 
 std::string ViewText(const AttentionMetadata& m) {
-  return absl::StrCat(m.num_decodes, m.num_decodes == 1 ? " decode" : " decodes",
-                      " (", m.num_decode_tokens, " tok), ", m.num_prefills,
+  return absl::StrCat(m.num_decodes,
+                      m.num_decodes == 1 ? " decode" : " decodes", " (",
+                      m.num_decode_tokens, " tok), ", m.num_prefills,
                       m.num_prefills == 1 ? " prefill" : " prefills", " (",
                       m.num_prefill_tokens, " tok), prefill_max_seq_len ",
                       m.prefill_max_seq_len);
@@ -118,6 +119,7 @@ shares an earlier layer's top-k, or only reserves its workspace -- and why.
 
   --model=NAME|PATH        preset (deepseek-v3.2, glm-5.1, glm-5.2, tiny-v3.2,
                            tiny-glm-5.1, tiny-glm-5.2) or a .textproto file
+                           (a regular file of at most 1 MiB)
   --platform=ID            cpu, rocm or cuda (default: the active platform)
   --arch=ARCH              e.g. gfx942, gfx950, sm_90 (default: the device's,
                            else the platform's default)
@@ -135,14 +137,15 @@ shares an earlier layer's top-k, or only reserves its workspace -- and why.
   --help                   this text
 
 Exit status: 0 on success, 2 for bad arguments, an unknown preset or
-platform, or an unsupported combination (one line on stderr).
+platform, an unreadable model file or an unsupported combination, 1 when the
+output cannot be written (one line on stderr).
 )";
 }
 
 absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
   static const std::set<std::string>* const kValueFlags =
-      new std::set<std::string>{"model", "platform",  "arch", "requests",
-                                "spec_tokens", "cudagraph", "dcp", "format"};
+      new std::set<std::string>{"model",       "platform",  "arch", "requests",
+                                "spec_tokens", "cudagraph", "dcp",  "format"};
   static const std::set<std::string>* const kBoolFlags =
       new std::set<std::string>{"capturing", "profile_run", "pcp", "force_mqa",
                                 "help"};
@@ -153,20 +156,21 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
       continue;
     }
     if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
-      return Usage(absl::StrCat("unexpected argument \"", arg,
+      return Usage(absl::StrCat("unexpected argument \"", Echo(arg),
                                 "\"; flags are --name=value (see --help)"));
     }
     const size_t eq = arg.find('=');
-    std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos
-                                                             : eq - 2);
+    std::string name =
+        arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     std::optional<std::string> value;
     if (eq != std::string::npos) value = arg.substr(eq + 1);
     if (kValueFlags->count(name) == 0 && kBoolFlags->count(name) == 0) {
-      return Usage(absl::StrCat("unknown flag --", name, " (see --help)"));
+      return Usage(
+          absl::StrCat("unknown flag --", Echo(name), " (see --help)"));
     }
     if (kValueFlags->count(name) > 0 && !value) {
-      return Usage(absl::StrCat("--", name, " needs a value: --", name,
-                                "=..."));
+      return Usage(
+          absl::StrCat("--", name, " needs a value: --", name, "=..."));
     }
     if (!flags.emplace(name, value).second) {
       return Usage(absl::StrCat("--", name, " given twice"));
@@ -197,10 +201,12 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
   if (get("platform") != nullptr) {
     o.platform = **get("platform");
     if (o.platform.empty()) return Usage("--platform needs a value");
+    DSA_RETURN_IF_ERROR(CheckIdentifier("platform", o.platform));
   }
   if (get("arch") != nullptr) {
     o.arch = **get("arch");
     if (o.arch.empty()) return Usage("--arch needs a value");
+    DSA_RETURN_IF_ERROR(CheckIdentifier("arch", o.arch));
   }
   if (get("requests") != nullptr) {
     absl::StatusOr<std::vector<Request>> requests =
@@ -210,8 +216,9 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
     }
     o.requests = *std::move(requests);
   } else if (!o.profile_run) {
-    return Usage("--requests is required (e.g. --requests=0+1024), except "
-                 "with --profile_run");
+    return Usage(
+        "--requests is required (e.g. --requests=0+1024), except "
+        "with --profile_run");
   }
   if (get("spec_tokens") != nullptr) {
     DSA_ASSIGN_OR_RETURN(o.engine.num_speculative_tokens,
@@ -225,7 +232,8 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
   if (get("cudagraph") != nullptr) {
     absl::StatusOr<CudagraphMode> mode = ParseCudagraphMode(**get("cudagraph"));
     if (!mode.ok()) {
-      return Usage(absl::StrCat("--cudagraph: ", mode.status().message()));
+      return Usage(absl::StrCat("--cudagraph=", Echo(**get("cudagraph")),
+                                ": expected none, piecewise or full"));
     }
     o.forward.cudagraph_runtime_mode = *mode;
     if (o.forward.capturing && *mode == CudagraphMode::kNone) {
@@ -243,8 +251,8 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
     } else if (format == "json") {
       o.format = PlanFormat::kJson;
     } else {
-      return Usage(absl::StrCat("--format=", format,
-                                ": expected table or json"));
+      return Usage(
+          absl::StrCat("--format=", Echo(format), ": expected table or json"));
     }
   }
   return o;
@@ -267,34 +275,43 @@ absl::StatusOr<PlanReport> MakePlanReport(const PlanOptions& options,
     }
     DSA_ASSIGN_OR_RETURN(plan, planner.PlanProfileRun(options.forward));
   } else {
-    DSA_ASSIGN_OR_RETURN(plan,
-                         planner.PlanForward(options.forward, options.requests));
+    DSA_ASSIGN_OR_RETURN(
+        plan, planner.PlanForward(options.forward, options.requests));
   }
   return PlanReport{std::move(planner), *std::move(plan), options.requests};
 }
 
-std::string RenderPlanJson(const PlanReport& report) {
+absl::StatusOr<std::string> RenderPlanJson(const PlanReport& report) {
   const ForwardPlan& plan = report.plan;
-  std::string out = absl::StrCat(
-      "{\"model\": ", JsonString(report.planner.config().name()),
-      ", \"platform\": ",
-      JsonString(report.planner.capabilities().platform_id),
-      ", \"layers\": [\n");
-  for (size_t i = 0; i < plan.layers.size(); ++i) {
-    const LayerPlan& l = plan.layers[i];
-    absl::StrAppend(
-        &out, "  {\"layer\": ", l.layer, ", \"mtp\": ", JsonBool(l.is_mtp),
-        ", \"indexer\": ", JsonString(IndexerActionName(l.indexer.action)),
-        ", \"prefill_branch\": ",
-        JsonString(PrefillBranchName(l.prefill_branch)),
-        ", \"k_cache_write\": ", JsonBool(l.k_cache_write), "}",
-        i + 1 < plan.layers.size() ? ",\n" : "\n");
+  PlanJson json;
+  json.set_model(report.planner.config().name());
+  json.set_platform(report.planner.capabilities().platform_id);
+  for (const LayerPlan& l : plan.layers) {
+    PlanJson::Layer* layer = json.add_layers();
+    layer->set_layer(l.layer);
+    layer->set_mtp(l.is_mtp);
+    layer->set_indexer(std::string(IndexerActionName(l.indexer.action)));
+    layer->set_prefill_branch(std::string(PrefillBranchName(l.prefill_branch)));
+    layer->set_k_cache_write(l.k_cache_write);
   }
-  absl::StrAppend(&out, "], \"indexer_calls\": {\"scored\": ",
-                  plan.counts.scored, ", \"skipped\": ", plan.counts.skipped,
-                  ", \"shared\": ", plan.counts.shared,
-                  ", \"workspace_only\": ", plan.counts.workspace_only,
-                  "}}\n");
+  PlanJson::IndexerCalls* calls = json.mutable_indexer_calls();
+  calls->set_scored(plan.counts.scored);
+  calls->set_skipped(plan.counts.skipped);
+  calls->set_shared(plan.counts.shared);
+  calls->set_workspace_only(plan.counts.workspace_only);
+
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  // false, 0 and an empty layer list are values of the schema, not absent.
+  options.always_print_primitive_fields = true;
+  std::string out;
+  const auto status =
+      google::protobuf::util::MessageToJsonString(json, &out, options);
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat("cannot print the plan as JSON: ",
+                                            std::string(status.message())));
+  }
+  out += "\n";
   return out;
 }
 
@@ -307,10 +324,9 @@ std::string RenderPlanTable(const PlanReport& report) {
   const EngineConfig& engine = planner.engine();
 
   std::string out = absl::StrCat(
-      "model ", config.name(), ": ", config.num_main_layers(),
-      " layers + ", config.num_mtp_layers(), " MTP, ",
-      config.num_indexer_layers(), " with an indexer, index_topk ",
-      config.index_topk(), "\n");
+      "model ", config.name(), ": ", config.num_main_layers(), " layers + ",
+      config.num_mtp_layers(), " MTP, ", config.num_indexer_layers(),
+      " with an indexer, index_topk ", config.index_topk(), "\n");
   absl::StrAppend(&out, "platform ", caps.platform_id, " ",
                   platform::DeviceArchName(caps.arch), ": CUDA-alike ",
                   YesNo(caps.is_cuda_alike), ", dense-MHA prefill ",
@@ -328,15 +344,15 @@ std::string RenderPlanTable(const PlanReport& report) {
                     metadata->num_requests == 1 ? " request (" : " requests (",
                     RequestsText(report.requests), "), ", metadata->num_tokens,
                     " new tokens\n");
-    absl::StrAppend(&out, "  MLA     (decode <= ", metadata->mla.decode_threshold,
+    absl::StrAppend(&out,
+                    "  MLA     (decode <= ", metadata->mla.decode_threshold,
                     " tok): ", ViewText(metadata->mla), ", use_dense_mha ",
                     YesNo(metadata->mla.use_dense_mha), "\n");
-    absl::StrAppend(&out, "  indexer (decode <= ",
-                    metadata->indexer.decode_threshold,
+    absl::StrAppend(&out,
+                    "  indexer (decode <= ", metadata->indexer.decode_threshold,
                     " tok): ", ViewText(metadata->indexer), "\n");
   } else {
-    absl::StrAppend(&out,
-                    "batch: profile/dummy run, no attention metadata\n");
+    absl::StrAppend(&out, "batch: profile/dummy run, no attention metadata\n");
   }
   out += "\n";
 
@@ -361,14 +377,13 @@ std::string RenderPlanTable(const PlanReport& report) {
       }
       ++end;
     }
-    rows.push_back(
-        {end - begin == 1 ? absl::StrCat(first.layer)
-                          : absl::StrCat(first.layer, "-",
-                                         plan.layers[end - 1].layer),
-         first.is_mtp ? "mtp" : "main",
-         std::string(IndexerActionName(first.indexer.action)),
-         std::string(PrefillBranchName(first.prefill_branch)),
-         first.k_cache_write ? "write" : "-", why});
+    rows.push_back({end - begin == 1 ? absl::StrCat(first.layer)
+                                     : absl::StrCat(first.layer, "-",
+                                                    plan.layers[end - 1].layer),
+                    first.is_mtp ? "mtp" : "main",
+                    std::string(IndexerActionName(first.indexer.action)),
+                    std::string(PrefillBranchName(first.prefill_branch)),
+                    first.k_cache_write ? "write" : "-", why});
     begin = end;
   }
   size_t w[5] = {0, 0, 0, 0, 0};
@@ -382,8 +397,8 @@ std::string RenderPlanTable(const PlanReport& report) {
   for (const Row& r : rows) {
     absl::StrAppend(&out, PadRight(r.layers, w[0] + 2),
                     PadRight(r.kind, w[1] + 2), PadRight(r.indexer, w[2] + 2),
-                    PadRight(r.prefill, w[3] + 2), PadRight(r.k_cache, w[4] + 2),
-                    r.why, "\n");
+                    PadRight(r.prefill, w[3] + 2),
+                    PadRight(r.k_cache, w[4] + 2), r.why, "\n");
   }
   const IndexerCallCounts& c = plan.counts;
   absl::StrAppend(&out, "\nindexer calls: ", c.scored, " scored, ", c.skipped,
@@ -397,22 +412,34 @@ int RunPlanTool(absl::Span<const std::string> args,
                 std::ostream& err) {
   auto fail = [&err](const absl::Status& status) {
     // One line, whatever the message holds.
-    std::string line = absl::StrReplaceAll(status.message(), {{"\n", " "}});
-    err << "plan: " << line << "\n";
+    const std::string line =
+        absl::StrReplaceAll(status.message(), {{"\n", " "}});
+    err << "plan: " << platform::EchoForMessage(line, kMaxErrorLineChars)
+        << "\n";
     return kExitUsage;
+  };
+  // Writes `text` and checks that it reached the stream's destination:
+  // `plan > /dev/full` must not exit 0.
+  auto write = [&out, &err](const std::string& text) {
+    out << text;
+    out.flush();
+    if (!out) {
+      err << "plan: cannot write the output\n";
+      return kExitOutputFailed;
+    }
+    return 0;
   };
   absl::StatusOr<PlanOptions> options = ParsePlanArgs(args);
   if (!options.ok()) return fail(options.status());
-  if (options->help) {
-    out << PlanUsage();
-    return 0;
-  }
+  if (options->help) return write(PlanUsage());
   absl::StatusOr<PlanReport> report = MakePlanReport(*options, registry);
   if (!report.ok()) return fail(report.status());
-  out << (options->format == PlanFormat::kJson ? RenderPlanJson(*report)
-                                               : RenderPlanTable(*report));
-  out.flush();
-  return 0;
+  if (options->format == PlanFormat::kJson) {
+    absl::StatusOr<std::string> json = RenderPlanJson(*report);
+    if (!json.ok()) return fail(json.status());
+    return write(*json);
+  }
+  return write(RenderPlanTable(*report));
 }
 
 }  // namespace dsa::model::deepseek_v32

@@ -43,6 +43,12 @@ struct PlanOptions {
 // Parses the arguments after argv[0]. InvalidArgument with a one-line
 // message for an unknown flag, a missing or malformed value, a flag given
 // twice, a missing --model or --requests, or contradicting flags.
+//
+// Hand-written rather than Abseil's flags library: absl::ParseCommandLine
+// (Debian's Abseil 20220623) works on global flags, so a test or a fuzzer
+// could not call it repeatedly; on an error it prints its own, uncapped
+// message and exits the process with status 1; and it takes the last of a
+// repeated flag where this tool refuses one given twice.
 absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args);
 
 // The --help text.
@@ -60,18 +66,23 @@ struct PlanReport {
 absl::StatusOr<PlanReport> MakePlanReport(const PlanOptions& options,
                                           const platform::Registry& registry);
 
-// Exactly one JSON object (and a final newline):
+// Exactly one JSON object on one line (and a final newline), the PlanJson
+// message of plan_json.proto printed by protobuf's JSON printer:
 // {"model", "platform", "layers": [{"layer", "mtp", "indexer",
 //  "prefill_branch", "k_cache_write"}...], "indexer_calls": {"scored",
-//  "skipped", "shared", "workspace_only"}}.
-std::string RenderPlanJson(const PlanReport& report);
+//  "skipped", "shared", "workspace_only"}}, keys in this order. Internal when
+// protobuf's printer refuses the message.
+absl::StatusOr<std::string> RenderPlanJson(const PlanReport& report);
 
 // A table for people: the platform and batch, then runs of layers that do
 // the same thing, each with the reason, then the indexer call counts.
 std::string RenderPlanTable(const PlanReport& report);
 
-// The whole tool: 0 on success (the plan or --help on `out`), 2 on any error
-// (one line on `err`, nothing on `out`).
+// The whole tool: 0 on success (the plan or --help on `out`); 2 on any error
+// before output (one line on `err`, nothing on `out`); 1 when writing to
+// `out` fails (one line on `err`). Error lines echo at most 80 characters of
+// any user value and never a model file's content beyond the offending
+// token.
 int RunPlanTool(absl::Span<const std::string> args,
                 const platform::Registry& registry, std::ostream& out,
                 std::ostream& err);

@@ -1,10 +1,17 @@
 #include "model/deepseek_v32/plan_tool.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
-#include <algorithm>
+#include <future>
 #include <map>
 #include <sstream>
+#include <streambuf>
 #include <string>
 #include <vector>
 
@@ -26,6 +33,7 @@ using ::dsa::testing::StatusIs;
 using ::google::protobuf::Struct;
 using ::google::protobuf::Value;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 using ::testing::UnorderedElementsAre;
 
@@ -92,9 +100,9 @@ JsonPlan ParsePlanJson(const std::string& text) {
   for (const Value& v : f.at("layers").list_value().values()) {
     EXPECT_EQ(v.kind_case(), Value::kStructValue);
     const Struct& l = v.struct_value();
-    EXPECT_THAT(Keys(l), UnorderedElementsAre("layer", "mtp", "indexer",
-                                              "prefill_branch",
-                                              "k_cache_write"));
+    EXPECT_THAT(Keys(l),
+                UnorderedElementsAre("layer", "mtp", "indexer",
+                                     "prefill_branch", "k_cache_write"));
     const auto& lf = l.fields();
     EXPECT_EQ(lf.at("layer").kind_case(), Value::kNumberValue);
     EXPECT_EQ(lf.at("mtp").kind_case(), Value::kBoolValue);
@@ -188,12 +196,12 @@ TEST(PlanToolTest, Glm52SharesAndSkips) {
 
 TEST(PlanToolTest, CasesThatStillScore) {
   const std::vector<std::vector<std::string>> cases = {
-      {"--requests=100+1,0+1024"},                  // mixed batch
-      {"--requests=0+1024", "--cudagraph=full"},    // FULL cudagraph
-      {"--requests=0+1024", "--capturing"},         // capture
-      {"--requests=0+1024", "--force_mqa"},         // force-MQA
-      {"--requests=0+1024", "--pcp"},               // PCP
-      {"--requests=1024+1025"},                     // 2049 > topk
+      {"--requests=100+1,0+1024"},                // mixed batch
+      {"--requests=0+1024", "--cudagraph=full"},  // FULL cudagraph
+      {"--requests=0+1024", "--capturing"},       // capture
+      {"--requests=0+1024", "--force_mqa"},       // force-MQA
+      {"--requests=0+1024", "--pcp"},             // PCP
+      {"--requests=1024+1025"},                   // 2049 > topk
   };
   for (std::vector<std::string> args : cases) {
     args.push_back("--model=glm-5.1");
@@ -239,20 +247,19 @@ TEST(PlanToolTest, CpuScoresAndCudaSkipsLikeRocm) {
 
 // MTP=3: 3-token requests are decodes to the indexer, prefills to the MLA.
 TEST(PlanToolTest, SpecTokensThresholdMismatchSkips) {
-  const JsonPlan plan =
-      RunJson({"--model=glm-5.1", "--platform=rocm", "--spec_tokens=3",
-               "--requests=10+3,20+3"});
+  const JsonPlan plan = RunJson({"--model=glm-5.1", "--platform=rocm",
+                                 "--spec_tokens=3", "--requests=10+3,20+3"});
   EXPECT_EQ(plan.call("skipped"), 78);
   EXPECT_EQ(plan.call("scored"), 1);
 }
 
 TEST(PlanToolTest, DcpIsAConfigurationErrorOnRocmOnly) {
-  const Result rocm = RunPlan({"--model=glm-5.1", "--platform=rocm",
-                           "--requests=0+1024", "--dcp=2"});
+  const Result rocm = RunPlan(
+      {"--model=glm-5.1", "--platform=rocm", "--requests=0+1024", "--dcp=2"});
   EXPECT_EQ(rocm.rc, 2);
   EXPECT_THAT(rocm.err, HasSubstr("decode context parallel"));
-  const JsonPlan cuda = RunJson({"--model=glm-5.1", "--platform=cuda",
-                                 "--requests=0+1024", "--dcp=2"});
+  const JsonPlan cuda = RunJson(
+      {"--model=glm-5.1", "--platform=cuda", "--requests=0+1024", "--dcp=2"});
   EXPECT_EQ(cuda.call("skipped"), 78);
 }
 
@@ -265,8 +272,8 @@ TEST(PlanToolTest, ModelFromAFile) {
   const std::string path =
       absl::StrCat(dir != nullptr ? dir : "/tmp", "/glm-topk512.textproto");
   std::ofstream(path) << custom.DebugString();
-  const JsonPlan plan = RunJson({absl::StrCat("--model=", path),
-                                 "--platform=rocm", "--requests=0+1024"});
+  const JsonPlan plan = RunJson(
+      {absl::StrCat("--model=", path), "--platform=rocm", "--requests=0+1024"});
   EXPECT_EQ(plan.model, "glm-5.1-topk512");
   EXPECT_EQ(plan.call("scored"), 79);  // 1024 > 512
 }
@@ -288,8 +295,8 @@ TEST(PlanToolTest, TableShowsEachDecisionAndWhy) {
   EXPECT_THAT(long_prefill.out, HasSubstr("prefill 8192 > index_topk 2048"));
   EXPECT_THAT(long_prefill.out, HasSubstr("indexer calls: 79 scored, 0 "
                                           "skipped"));
-  const Result mixed =
-      RunPlan({"--model=glm-5.1", "--platform=rocm", "--requests=100+1,0+1024"});
+  const Result mixed = RunPlan(
+      {"--model=glm-5.1", "--platform=rocm", "--requests=100+1,0+1024"});
   EXPECT_THAT(mixed.out, HasSubstr("mixed batch: 1 decode token"));
 }
 
@@ -311,8 +318,7 @@ TEST(PlanToolTest, ErrorsAreOneLineWithStatus2) {
       {{"--model=glm-5.1", "--requests=0+999999"}, "max_position_embeddings"},
       {{"--model=glm-5.1", "--requests=0+1", "--platform=tpu"},
        "unknown platform \"tpu\""},
-      {{"--model=glm-5.1", "--requests=0+1", "--platform=rocm",
-        "--arch=sm_90"},
+      {{"--model=glm-5.1", "--requests=0+1", "--platform=rocm", "--arch=sm_90"},
        "rocm"},
       {{"--model=glm-5.1", "--requests=0+1", "--platform=rocm", "--dcp=2"},
        "decode context parallel"},
@@ -321,17 +327,20 @@ TEST(PlanToolTest, ErrorsAreOneLineWithStatus2) {
        "--spec_tokens=x"},
       {{"--model=glm-5.1", "--requests=0+1", "--cudagraph=FULL"},
        "--cudagraph"},
-      {{"--model=glm-5.1", "--requests=0+1", "--capturing",
-        "--cudagraph=none"},
+      {{"--model=glm-5.1", "--requests=0+1", "--capturing", "--cudagraph=none"},
        "--capturing needs"},
       {{"--model=glm-5.1", "--requests=0+1", "--format=xml"}, "--format"},
       {{"--model=glm-5.1", "--requests=0+1", "--pcp=maybe"}, "--pcp=maybe"},
       {{"--model=glm-5.1", "--requests=0+1", "--nope"}, "unknown flag --nope"},
+      {{"--model=glm-5.1", "--requests=0+1", "--platform=ro cm"},
+       "--platform=ro cm: expected a name"},
+      {{"--model=glm-5.1", "--requests=0+1", "--arch=gfx\n942"},
+       "--arch=gfx\\x0a942: expected a name"},
       {{"--model=glm-5.1", "--model=glm-5.2", "--requests=0+1"},
        "--model given twice"},
       {{"--model", "glm-5.1", "--requests=0+1"}, "--model needs a value"},
       {{"--model=/no/such/file.textproto", "--requests=0+1"},
-       "cannot open model config file"},
+       "model config file /no/such/file.textproto: cannot open: No such file"},
   };
   for (const auto& [args, message] : cases) {
     const Result r = RunPlan(args);
@@ -341,6 +350,135 @@ TEST(PlanToolTest, ErrorsAreOneLineWithStatus2) {
     EXPECT_THAT(r.err, HasSubstr(message));
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_TRUE(absl::EndsWith(r.err, "\n"));
+  }
+}
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
+}
+
+// Checks the documented shape of an error: status 2, nothing on stdout, one
+// line on stderr.
+void ExpectOneLineError(const Result& r, const std::string& context) {
+  EXPECT_EQ(r.rc, 2) << context;
+  EXPECT_EQ(r.out, "") << context;
+  EXPECT_THAT(r.err, StartsWith("plan: ")) << context;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// A fifo given as --model: an error at once, not a read that waits forever
+// for a writer. Should the tool block, opening the write end and closing it
+// again releases it, so the test fails instead of hanging.
+TEST(PlanToolTest, FifoModelIsRefusedPromptly) {
+  const std::string fifo = TempPath("model.fifo");
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  auto run = std::async(std::launch::async, [&] {
+    return RunPlan({absl::StrCat("--model=", fifo), "--requests=0+1"});
+  });
+  if (run.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    ADD_FAILURE() << "plan blocked on the fifo " << fifo;
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+  }
+  const Result r = run.get();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  ExpectOneLineError(r, "fifo");
+  EXPECT_THAT(r.err, HasSubstr("is a fifo (named pipe), not a regular file"));
+}
+
+TEST(PlanToolTest, DirectoryAndDeviceModelsAreRefused) {
+  Result r =
+      RunPlan({absl::StrCat("--model=", TempPath("")), "--requests=0+1"});
+  ExpectOneLineError(r, "directory");
+  EXPECT_THAT(r.err, HasSubstr("is a directory, not a regular file"));
+  r = RunPlan({"--model=/dev/zero", "--requests=0+1"});
+  ExpectOneLineError(r, "device");
+  EXPECT_THAT(r.err, HasSubstr("is a character device"));
+}
+
+TEST(PlanToolTest, HugeModelFileIsRefused) {
+  const std::string path = TempPath("huge.textproto");
+  std::ofstream(path) << std::string(2 << 20, '#');
+  const Result r = RunPlan({absl::StrCat("--model=", path), "--requests=0+1"});
+  ExpectOneLineError(r, "huge");
+  EXPECT_THAT(r.err, HasSubstr("larger than the limit of 1048576 bytes"));
+}
+
+// A 900 KB value anywhere is echoed as its first 80 characters and its size.
+TEST(PlanToolTest, HugeArgumentsAreNotEchoedWhole) {
+  const std::string big(900 * 1024, 'q');
+  const std::string digits(900 * 1024, '9');
+  const std::vector<std::vector<std::string>> cases = {
+      {"--model=" + big, "--requests=0+1"},
+      {"--model=/" + big, "--requests=0+1"},
+      {"--model=" + big + ".textproto", "--requests=0+1"},
+      {"--model=glm-5.1", "--requests=" + digits + "+1"},
+      {"--model=glm-5.1", "--requests=0+" + big},
+      {"--model=glm-5.1", "--requests=0+1", "--dcp=" + digits},
+      {"--model=glm-5.1", "--requests=0+1", "--spec_tokens=" + big},
+      {"--model=glm-5.1", "--requests=0+1", "--format=" + big},
+      {"--model=glm-5.1", "--requests=0+1", "--cudagraph=" + big},
+      {"--model=glm-5.1", "--requests=0+1", "--platform=" + big},
+      {"--model=glm-5.1", "--requests=0+1", "--platform=rocm", "--arch=" + big},
+      {"--model=glm-5.1", "--requests=0+1", "--pcp=" + big},
+      {"--model=glm-5.1", "--requests=0+1", "--" + big},
+      {"--model=glm-5.1", "--requests=0+1", "--" + big + "=1"},
+      {"--model=glm-5.1", "--requests=0+1", big},
+  };
+  for (const std::vector<std::string>& args : cases) {
+    const Result r = RunPlan(args);
+    const std::string context = args.back().substr(0, 20);
+    ExpectOneLineError(r, context);
+    EXPECT_LT(r.err.size(), 300u) << context << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(" bytes)")) << context << ": " << r.err;
+  }
+}
+
+// A syntax error names the line and column and quotes at most the offending
+// token, never the rest of the file.
+TEST(PlanToolTest, SyntaxErrorNamesLineAndColumnOnly) {
+  const std::string path = TempPath("syntax.textproto");
+  const std::string long_token(100000, 'z');
+  std::ofstream(path) << "name: \"custom\"\n"
+                      << "num_hidden_layers: 3\n"
+                      << "num_hidden_layers 4 private_text_line_2\n"
+                      << "private_text_line_3: 5\n";
+  Result r = RunPlan({absl::StrCat("--model=", path), "--requests=0+1"});
+  ExpectOneLineError(r, "syntax");
+  EXPECT_THAT(r.err, HasSubstr("line 3, column 19"));
+  EXPECT_THAT(r.err, Not(HasSubstr("custom")));
+  EXPECT_THAT(r.err, Not(HasSubstr("private_text")));
+
+  std::ofstream(path) << "name: \"custom\"\n"
+                      << "num_hidden_layers: " << long_token << "\n";
+  r = RunPlan({absl::StrCat("--model=", path), "--requests=0+1"});
+  ExpectOneLineError(r, "long token");
+  EXPECT_THAT(r.err, HasSubstr("line 2, column 20"));
+  EXPECT_LT(r.err.size(), 400u) << r.err;
+}
+
+// A stream whose every write fails, like stdout redirected to /dev/full.
+class FullBuffer : public std::streambuf {
+ protected:
+  int_type overflow(int_type) override { return traits_type::eof(); }
+  std::streamsize xsputn(const char*, std::streamsize) override { return 0; }
+};
+
+TEST(PlanToolTest, FailedOutputIsAnError) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {"--model=glm-5.1", "--requests=0+1024", "--format=json"},
+           {"--model=glm-5.1", "--requests=0+1024"},
+           {"--help"}}) {
+    FullBuffer full;
+    std::ostream out(&full);
+    std::ostringstream err;
+    EXPECT_EQ(RunPlanTool(args, platform::Registry::Global(), out, err), 1)
+        << args[0];
+    EXPECT_EQ(err.str(), "plan: cannot write the output\n");
   }
 }
 
@@ -361,10 +499,9 @@ TEST(ParsePlanArgsTest, Defaults) {
 }
 
 TEST(ParsePlanArgsTest, CapturingDefaultsToPiecewise) {
-  ASSERT_OK_AND_ASSIGN(PlanOptions o,
-                       ParsePlanArgs(std::vector<std::string>{
-                           "--model=glm-5.1", "--requests=0+1",
-                           "--capturing"}));
+  ASSERT_OK_AND_ASSIGN(
+      PlanOptions o, ParsePlanArgs(std::vector<std::string>{
+                         "--model=glm-5.1", "--requests=0+1", "--capturing"}));
   EXPECT_TRUE(o.forward.capturing);
   EXPECT_EQ(o.forward.cudagraph_runtime_mode, CudagraphMode::kPiecewise);
   ASSERT_OK_AND_ASSIGN(PlanOptions full,
