@@ -41,10 +41,14 @@ TensorView MakeTensorView(const void* data, DType dtype,
     if (i < kMaxTensorRank) t.shape[i] = d;
     ++i;
   }
+  // Saturates: a shape too large for int64 strides gets strides that
+  // CheckTensor rejects, never a wrapped-around small one.
   int64_t stride = 1;
   for (int d = std::min(t.rank, kMaxTensorRank) - 1; d >= 0; --d) {
     t.strides[d] = stride;
-    stride *= t.shape[d];
+    if (__builtin_mul_overflow(stride, t.shape[d], &stride)) {
+      stride = kInt64Max;
+    }
   }
   return t;
 }

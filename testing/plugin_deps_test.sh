@@ -6,8 +6,11 @@
 #
 # Allowed: glibc's libc, libm, libdl, libpthread and its dynamic loader
 # (ld-linux-*.so, which a shared object needs for thread-local storage), the
-# C++ runtime libstdc++ and libgcc_s.
+# C++ runtime libstdc++ and libgcc_s. Under --config=asan (which sets
+# DSA_SANITIZER_BUILD=1 in the test environment) the sanitizer runtimes too.
 status=0
+sanitizers=""
+[ "${DSA_SANITIZER_BUILD:-0}" = 1 ] && sanitizers=1
 for so in "$@"; do
   needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
   if [ -z "$(readelf -d "$so" | grep -c 'Dynamic section')" ]; then
@@ -19,6 +22,7 @@ for so in "$@"; do
   for lib in $needed; do
     case "$lib" in
       libc.so.6|libm.so.6|libdl.so.2|libpthread.so.0|libstdc++.so.6|libgcc_s.so.1|ld-linux-*.so.*) ;;
+      libasan.so.*|libubsan.so.*) [ -n "$sanitizers" ] || bad="$bad $lib" ;;
       *) bad="$bad $lib" ;;
     esac
   done
