@@ -4,6 +4,7 @@
 #
 #   testing/setup_debian.sh            # Bazel, compilers, system libraries
 #   testing/setup_debian.sh --rocm     # also hipcc and the HIP runtime (~650 MB)
+#   testing/setup_debian.sh --torch    # also PyTorch 1.13 (CPU) and pytest
 #
 # The CUDA toolchain (nvcc at /usr/local/cuda) is not a Debian package; the
 # cuda build configuration uses it where present.
@@ -18,7 +19,8 @@ packages=(
 for arg in "$@"; do
   case "$arg" in
     --rocm) packages+=(hipcc libamdhip64-dev rocm-device-libs) ;;
-    *) echo "setup_debian.sh: unknown argument '$arg' (expected --rocm)" >&2; exit 2 ;;
+    --torch) packages+=(python3-torch libtorch-dev python3-pytest) ;;
+    *) echo "setup_debian.sh: unknown argument '$arg' (expected --rocm or --torch)" >&2; exit 2 ;;
   esac
 done
 

@@ -69,7 +69,7 @@
 #endif
 // c10::Stream::native_handle(), the cudaStream_t / hipStream_t of a stream
 // without CUDA headers.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
 #define DSA_TORCH_HAS_STREAM_NATIVE_HANDLE 1
 #endif
 
@@ -520,7 +520,7 @@ DsaExecutionContext ExecutionContextFor(const Call& call) {
     ctx.stream = impl->getStream(call.device).native_handle();
 #else
     TORCH_CHECK(false, call.op, ": tensors on ", DeviceName(call.device),
-                " need PyTorch 2.3 or newer, whose streams expose their "
+                " need PyTorch 2.5 or newer, whose streams expose their "
                 "native handle");
 #endif
   }
