@@ -19,7 +19,9 @@
 // in the schema). A call runs on the device of its first tensor argument,
 // with the kernel registered for the platform that device type maps to
 // ("cpu" -> "cpu", "cuda" -> "cuda", or "rocm" on a ROCm build of PyTorch:
-// set_device_platform), on PyTorch's current stream of that device.
+// set_device_platform), on PyTorch's current stream of that device. On meta
+// tensors an op only returns outputs of the right shape and dtype, so that
+// torch.compile and FakeTensor tracing can pass through it.
 //
 // fp8 tensors: PyTorch before 2.1 has no float8 dtypes, so fp8 data crosses
 // as torch.uint8 holding the raw bytes, with the encoding named by a string
@@ -406,7 +408,8 @@ TensorView View(const Call& call, const char* arg, const at::Tensor& t,
   TORCH_CHECK_VALUE(t.dim() == rank, call.op, ": ", arg, " has ", t.dim(),
                     " dims, expected ", rank);
   TensorView v;
-  v.data = t.numel() == 0 ? nullptr : t.data_ptr();
+  // Meta tensors (shape inference, torch.compile tracing) have no data.
+  v.data = t.numel() == 0 || t.is_meta() ? nullptr : t.data_ptr();
   v.dtype = dtype;
   v.rank = rank;
   for (int i = 0; i < rank; ++i) {
@@ -531,6 +534,8 @@ DsaExecutionContext ExecutionContextFor(const Call& call) {
 // the kernel for the call's device and runs it.
 template <class Op>
 void Run(const Call& call, const typename Op::Args& args) {
+  // On meta tensors the op only gives its outputs' shapes and dtypes.
+  if (call.device.is_meta()) return;
   RaiseIfError(Op::Validate(args));
   Host& host = Host::Get();
   const std::string platform_id = host.PlatformFor(call.device.type());
@@ -940,4 +945,22 @@ TORCH_LIBRARY_IMPL(dsa, CPU, m) {
 TORCH_LIBRARY_IMPL(dsa, CUDA, m) {
   using namespace ::dsa::torch_binding;
   DSA_TORCH_IMPL_OPS(m);
+}
+
+// Meta tensors: outputs of the right shape and dtype, no kernel (what
+// torch.compile and FakeTensor tracing call).
+TORCH_LIBRARY_IMPL(dsa, Meta, m) {
+  using namespace ::dsa::torch_binding;
+  DSA_TORCH_IMPL_OPS(m);
+}
+
+// PyTorch 1.13 has no autograd fallthrough for meta tensors of a custom op
+// ("Could not run ... from the 'AutogradMeta' backend"); the ops have no
+// derivative, so meta calls go straight to the Meta functions above.
+TORCH_LIBRARY_IMPL(dsa, AutogradMeta, m) {
+  for (const char* op :
+       {"indexer_k_write", "indexer_q", "indexer_logits", "indexer_topk",
+        "mla_cache_write", "sparse_mla", "dense_mha_prefill"}) {
+    m.impl(op, torch::CppFunction::makeFallthrough());
+  }
 }

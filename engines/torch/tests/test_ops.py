@@ -714,3 +714,47 @@ def test_kernels_before_their_platform_are_refused():
     assert "refused:" in out.stdout and "load that platform's plugin first" \
         in out.stdout, out.stdout
     assert out.stdout.strip().endswith("[]"), "a refused plugin registered"
+
+
+# --------------------------------------------------------------------------
+# Meta tensors: shapes and dtypes only, no kernel.
+
+
+def test_meta_tensors_give_output_shapes(dsa):
+    m = dict(device="meta")
+    i32 = dict(device="meta", dtype=torch.int32)
+    i64 = dict(device="meta", dtype=torch.int64)
+    u8 = dict(device="meta", dtype=torch.uint8)
+    topk = dsa.indexer_k_write(
+        torch.empty(5, 64, **m), torch.empty(64, **m), torch.empty(64, **m),
+        1e-6, torch.empty(5, **i64), torch.empty(9, 16, **m), "neox",
+        torch.empty(5, **i64), torch.empty(3, 4, 68, **u8), "float8_e4m3fn", 7)
+    assert topk.shape == (5, 7) and topk.dtype == torch.int32
+    assert topk.device.type == "meta"
+    q_fp8, hw = dsa.indexer_q(torch.empty(5, 4, 64, **m), torch.empty(5, 4, **m),
+                              torch.empty(5, **i64), torch.empty(9, 16, **m),
+                              "interleaved")
+    assert q_fp8.shape == (5, 4, 64) and q_fp8.dtype == torch.uint8
+    assert hw.shape == (5, 4) and hw.dtype == torch.float32
+    logits = dsa.indexer_logits(
+        q_fp8, hw, torch.empty(3, 4, 68, **u8), torch.empty(2, 3, **i32),
+        torch.empty(2, **i32), torch.empty(5, **i32), torch.empty(5, **i32),
+        torch.empty(5, **i32), 40)
+    assert logits.shape == (5, 40) and logits.dtype == torch.float32
+    assert dsa.indexer_topk(logits, torch.empty(5, **i32),
+                            torch.empty(5, **i32), 9).shape == (5, 9)
+    out = dsa.sparse_mla(
+        torch.empty(5, 2, 144, dtype=torch.bfloat16, device="meta"),
+        torch.empty(3, 4, 144, dtype=torch.bfloat16, device="meta"),
+        "bfloat16", 128, 16, torch.empty(2, 3, **i32), torch.empty(2, **i32),
+        torch.empty(5, **i32), torch.empty(5, 8, **i32),
+        torch.empty(2 * (24 + 20), 128, **m), 24, 0.1)
+    assert out.shape == (5, 2, 20) and out.dtype == torch.bfloat16
+    out = dsa.dense_mha_prefill(
+        torch.empty(5, 2, 40, **m), torch.empty(3, 4, 144, **u8),
+        "float8_e4m3fn", 128, 16, torch.empty(2, 3, **i32),
+        torch.empty(2, **i32), torch.empty(3, **i32),
+        torch.empty(2 * (24 + 20), 128, **m), 0.1)
+    assert out.shape == (5, 2, 20) and out.dtype == torch.float32
+    with pytest.raises(ValueError, match="row_key_start is torch.int64"):
+        dsa.indexer_topk(logits, torch.empty(5, **i64), torch.empty(5, **i32), 9)
