@@ -197,7 +197,16 @@ def caps_of(dsa):
     """PlatformCaps from the loaded platform plugins."""
     import dsa_torch
 
-    dsa_torch.load(plugins=platform_plugins())
+    registered = " ".join(dsa_torch.loaded())
+    for path in platform_plugins():
+        # A platform an earlier plugin (DSA_TORCH_PLUGINS) already provides
+        # is not registered twice.
+        name = os.path.basename(path)
+        if name.startswith("libdsa_") and name.endswith("_platform.so"):
+            platform_id = name[len("libdsa_"):-len("_platform.so")]
+            if f"platform {platform_id} " in registered:
+                continue
+        dsa_torch.load(plugins=[path])
     return p.PlatformCaps.from_plugin
 
 
