@@ -6,6 +6,7 @@
 #   testing/setup_debian.sh --rocm     # also hipcc and the HIP runtime (~650 MB)
 #   testing/setup_debian.sh --format   # also clang-format 14, Node.js and npm
 #                                      # (for testing/format.sh)
+#   testing/setup_debian.sh --torch    # also PyTorch 1.13 (CPU) and pytest
 #
 # The CUDA toolchain (nvcc at /usr/local/cuda) is not a Debian package; the
 # cuda build configuration uses it where present.
@@ -28,7 +29,8 @@ for arg in "$@"; do
       command -v node >/dev/null 2>&1 || packages+=(nodejs)
       command -v npm >/dev/null 2>&1 || packages+=(npm)
       ;;
-    *) echo "setup_debian.sh: unknown argument '$arg' (expected --rocm or --format)" >&2; exit 2 ;;
+    --torch) packages+=(python3-torch libtorch-dev python3-pytest) ;;
+    *) echo "setup_debian.sh: unknown argument '$arg' (expected --rocm, --format or --torch)" >&2; exit 2 ;;
   esac
 done
 

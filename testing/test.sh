@@ -16,4 +16,5 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
 elif [ -e /dev/kfd ] && command -v hipcc >/dev/null 2>&1; then
   gpu_flags=(--config=rocm)
 fi
-exec bazel test "${gpu_flags[@]}" "$@" //...
+bazel test "${gpu_flags[@]}" "$@" //...
+engines/torch/test.sh  # the PyTorch binding: builds outside Bazel, runs pytest
