@@ -3,6 +3,8 @@
 #
 #   testing/test.sh [extra bazel flags, e.g. --config=asan]
 #
+# Without flags it also builds and tests the PyTorch binding (engines/torch).
+#
 # On a machine without a GPU, tests tagged `gpu` are excluded. On an NVIDIA
 # or AMD machine the device code is built (--config=cuda / --config=rocm) and
 # the gpu tests run too.
@@ -17,4 +19,9 @@ elif [ -e /dev/kfd ] && command -v hipcc >/dev/null 2>&1; then
   gpu_flags=(--config=rocm)
 fi
 bazel test "${gpu_flags[@]}" "$@" //...
-engines/torch/test.sh  # the PyTorch binding: builds outside Bazel, runs pytest
+# The PyTorch binding builds outside Bazel (against the torch Python imports)
+# and runs pytest. Extra Bazel flags (a sanitizer build, say) concern the
+# Bazel suite only, so it runs in the plain invocation.
+if [ $# -eq 0 ]; then
+  engines/torch/test.sh
+fi
