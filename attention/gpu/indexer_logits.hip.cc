@@ -1,0 +1,430 @@
+// Indexer logits on the GPU; see indexer_kernels.h.
+//
+// The product is a GEMM per request: keys [n, 128] times the queries of a
+// block of rows, [rows * heads, 128]^T, followed by an epilogue that scales
+// each score by its key's scale, applies relu, weights it by the head's
+// weight and sums over heads. A block owns 256 (row, head) columns (8 rows of
+// 32 heads, 4 rows of 64, ...) and walks the union of its rows' key windows
+// in tiles of 64 keys; each warp owns 32 heads of one row, keeps their query
+// fragments in registers for the whole walk, and multiplies the shared key
+// tile on the matrix cores (platform/gpu/mma.h). The key tile for step t + 1
+// is fetched from the paged cache into registers while step t computes, and
+// stored (converted to the matrix cores' operand type) into the other of two
+// shared buffers. Per-warp partial sums go through shared memory so that the
+// heads of a row split over several warps add up, and leave as coalesced
+// rows of logits.
+//
+// Blocks start with the last rows: with causal windows they have the most
+// keys, and running them first keeps the tail of the grid short.
+#include <cstdint>
+#include <cstdio>
+
+#include "attention/gpu/indexer_kernels.h"
+#include "attention/gpu/launch_util.h"
+#include "platform/gpu/hip_compat.h"
+#include "platform/gpu/mma.h"
+
+namespace dsa::attention::gpu {
+namespace {
+
+using ::dsa::gpu::DecodeFp8;
+using ::dsa::gpu::Fp8Format;
+using ::dsa::gpu::Fp8WarpMma;
+
+constexpr int kHeadDim = 128;     // the matrix kernel's head_dim
+constexpr int kTileKeys = 64;     // keys per step, shared by every warp
+constexpr int kWarpHeads = 32;    // (row, head) columns per warp
+constexpr int kWarps = 8;
+constexpr int kBlockCols = kWarps * kWarpHeads;  // 256
+constexpr int kThreads = kWarps * kDsaWarpSize;
+constexpr float kNegInf = -__builtin_huge_valf();
+
+// Bytes of one key's values and the chunk a thread moves at a time.
+constexpr int kChunk = 16;
+constexpr int kChunksPerKey = kHeadDim / kChunk;                 // 8
+constexpr int kTileChunks = kTileKeys * kChunksPerKey;           // 512
+constexpr int kChunksPerThread = kTileChunks / kThreads;  // 2 (NV), 1 (AMD)
+static_assert(kTileChunks % kThreads == 0, "tile chunks per thread");
+
+// A row's request and key window, clamped so that nothing outside the
+// buffers is ever touched: an invalid request gives an empty window.
+struct RowWindow {
+  int32_t request;
+  int32_t start;
+  int32_t end;
+};
+
+__device__ __forceinline__ RowWindow LoadWindow(const IndexerLogitsParams& p,
+                                                int64_t row) {
+  RowWindow w{-1, 0, 0};
+  if (row >= p.rows) return w;
+  const int32_t request = p.row_request[row];
+  if (request < 0 || request >= p.num_requests) return w;
+  const int64_t capacity =
+      static_cast<int64_t>(p.max_blocks_per_request) * p.block_size;
+  const int64_t limit = capacity < p.width ? capacity : p.width;
+  int64_t start = p.row_key_start[row];
+  int64_t end = p.row_key_end[row];
+  start = start < 0 ? 0 : (start > limit ? limit : start);
+  end = end < start ? start : (end > limit ? limit : end);
+  w.request = request;
+  w.start = static_cast<int32_t>(start);
+  w.end = static_cast<int32_t>(end);
+  return w;
+}
+
+// Byte offset of the key's page in the cache, or -1 for a block id outside
+// the cache (its key then reads as zeros).
+__device__ __forceinline__ int64_t PageOffset(const IndexerLogitsParams& p,
+                                              int32_t request, int64_t key) {
+  const int32_t page =
+      p.block_table[request * p.block_table_stride + key / p.block_size];
+  if (page < 0 || page >= p.num_blocks) return -1;
+  return static_cast<int64_t>(page) * p.block_size * (p.head_dim + 4);
+}
+
+// Writes -inf over [0, start) and [end, width) of a row.
+__device__ __forceinline__ void FillOutsideWindow(const IndexerLogitsParams& p,
+                                                  int64_t row,
+                                                  const RowWindow& w) {
+  float* out = p.logits + row * p.logits_stride;
+  for (int64_t j = threadIdx.x; j < w.start; j += blockDim.x) out[j] = kNegInf;
+  for (int64_t j = w.end + threadIdx.x; j < p.width; j += blockDim.x) {
+    out[j] = kNegInf;
+  }
+}
+
+template <Fp8Format F>
+struct LogitsShared {
+  using Elem = typename Fp8WarpMma<F>::Elem;
+  // Row stride of a staged operand: 16 bytes of padding keep the fragment
+  // loads of consecutive rows in different banks.
+  static constexpr int kLd = kHeadDim + 16 / static_cast<int>(sizeof(Elem));
+  // Two key tiles; before the walk, the same space stages 128 query columns
+  // at a time.
+  alignas(16) Elem keys[2][kTileKeys * kLd];
+  float scale[2][kTileKeys];
+  float partial[2][kWarps][kTileKeys];
+  RowWindow window[kWarps];
+};
+
+template <Fp8Format F>
+__global__ void __launch_bounds__(kThreads, 1)
+    IndexerLogitsMmaKernel(IndexerLogitsParams p) {
+  using P = Fp8WarpMma<F>;
+  using Elem = typename P::Elem;
+  using S = LogitsShared<F>;
+  constexpr int kLd = S::kLd;
+  constexpr int kMT = kTileKeys / P::kM;
+  constexpr int kNT = kWarpHeads / P::kN;
+  constexpr int kKT = kHeadDim / P::kK;
+  static_assert(kTileKeys % P::kM == 0 && kWarpHeads % P::kN == 0 &&
+                    kHeadDim % P::kK == 0,
+                "warp tile must be whole fragments");
+  __shared__ S sm;
+
+  const int tid = threadIdx.x;
+  const int warp = tid / kDsaWarpSize;
+  const int lane = tid % kDsaWarpSize;
+  const int chunks_per_row = p.heads / kWarpHeads;
+  const int rows_per_block = kBlockCols / p.heads;
+  const int64_t row0 =
+      static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * rows_per_block;
+  const int my_r = warp / chunks_per_row;
+  const int my_chunk = warp % chunks_per_row;
+  const int64_t my_row = row0 + my_r;
+
+  if (tid < rows_per_block) sm.window[tid] = LoadWindow(p, row0 + tid);
+  __syncthreads();
+  for (int r = 0; r < rows_per_block; ++r) {
+    if (row0 + r < p.rows) FillOutsideWindow(p, row0 + r, sm.window[r]);
+  }
+
+  // Query fragments: the block's 256 columns are 32 KB of contiguous fp8
+  // (rows past the end read as zeros), staged 128 columns at a time.
+  typename P::B qfrag[kNT][kKT];
+  const uint8_t* q_block = p.q_fp8 + row0 * p.heads * kHeadDim;
+  const int64_t q_bytes_valid =
+      (p.rows - row0) * static_cast<int64_t>(p.heads) * kHeadDim;
+  Elem* stage = &sm.keys[0][0];
+  for (int half = 0; half < 2; ++half) {
+    constexpr int kHalfChunks = kBlockCols / 2 * kChunksPerKey;  // 1024
+    for (int c = tid; c < kHalfChunks; c += kThreads) {
+      const int64_t byte = (half * kHalfChunks + c) * int64_t{kChunk};
+      uint4 codes = make_uint4(0, 0, 0, 0);
+      if (byte < q_bytes_valid) {
+        codes = *reinterpret_cast<const uint4*>(q_block + byte);
+      }
+      P::Convert16(codes, stage + (c / kChunksPerKey) * kLd +
+                              (c % kChunksPerKey) * kChunk);
+    }
+    __syncthreads();
+    if (warp / (kWarps / 2) == half) {
+      const Elem* cols = stage + (warp % (kWarps / 2)) * kWarpHeads * kLd;
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+        for (int kt = 0; kt < kKT; ++kt) {
+          P::LoadB(qfrag[nt][kt], cols + nt * P::kN * kLd + kt * P::kK, kLd,
+                   lane);
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  // This lane's head weights, one per C column it holds.
+  float weight[kNT][P::kColSlots];
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+    for (int cs = 0; cs < P::kColSlots; ++cs) {
+      const int head = my_chunk * kWarpHeads + nt * P::kN + P::CCol(lane, cs);
+      weight[nt][cs] =
+          my_row < p.rows ? p.head_weights[my_row * p.heads + head] : 0.0f;
+    }
+  }
+
+  // Rows of one request share key tiles; a block whose rows span several
+  // requests walks each run of equal requests in turn.
+  int run_begin = 0;
+  while (run_begin < rows_per_block) {
+    const int32_t request = sm.window[run_begin].request;
+    int run_end = run_begin + 1;
+    while (run_end < rows_per_block && sm.window[run_end].request == request) {
+      ++run_end;
+    }
+    int32_t lo = 0x7fffffff, hi = 0;
+    for (int r = run_begin; r < run_end; ++r) {
+      if (sm.window[r].start < sm.window[r].end) {
+        lo = min(lo, sm.window[r].start);
+        hi = max(hi, sm.window[r].end);
+      }
+    }
+    if (request < 0 || lo >= hi) {
+      run_begin = run_end;
+      continue;
+    }
+    const bool warp_in_run = my_r >= run_begin && my_r < run_end;
+    const RowWindow my_window = sm.window[my_r];
+    const int num_tiles = (hi - lo + kTileKeys - 1) / kTileKeys;
+
+    uint4 next[kChunksPerThread];
+    float next_scale = 0.0f;
+    auto fetch = [&](int tile) {
+      const int64_t tile_start = lo + static_cast<int64_t>(tile) * kTileKeys;
+#pragma unroll
+      for (int i = 0; i < kChunksPerThread; ++i) {
+        const int c = tid + i * kThreads;
+        const int64_t key = tile_start + c / kChunksPerKey;
+        next[i] = make_uint4(0, 0, 0, 0);
+        if (key < hi) {
+          const int64_t page = PageOffset(p, request, key);
+          if (page >= 0) {
+            next[i] = *reinterpret_cast<const uint4*>(
+                p.k_cache + page + (key % p.block_size) * kHeadDim +
+                (c % kChunksPerKey) * kChunk);
+          }
+        }
+      }
+      if (tid < kTileKeys) {
+        const int64_t key = tile_start + tid;
+        next_scale = 0.0f;
+        if (key < hi) {
+          const int64_t page = PageOffset(p, request, key);
+          if (page >= 0) {
+            next_scale = *reinterpret_cast<const float*>(
+                p.k_cache + page + int64_t{p.block_size} * kHeadDim +
+                (key % p.block_size) * 4);
+          }
+        }
+      }
+    };
+    auto store = [&](int buf) {
+#pragma unroll
+      for (int i = 0; i < kChunksPerThread; ++i) {
+        const int c = tid + i * kThreads;
+        P::Convert16(next[i], &sm.keys[buf][(c / kChunksPerKey) * kLd +
+                                            (c % kChunksPerKey) * kChunk]);
+      }
+      if (tid < kTileKeys) sm.scale[buf][tid] = next_scale;
+    };
+
+    fetch(0);
+    store(0);
+    __syncthreads();
+    for (int tile = 0; tile < num_tiles; ++tile) {
+      const int buf = tile & 1;
+      const int64_t tile_start = lo + static_cast<int64_t>(tile) * kTileKeys;
+      if (tile + 1 < num_tiles) fetch(tile + 1);
+
+      if (warp_in_run && tile_start < my_window.end &&
+          tile_start + kTileKeys > my_window.start) {
+        typename P::C acc[kMT][kNT];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+          for (int nt = 0; nt < kNT; ++nt) P::Zero(acc[mt][nt]);
+        }
+        const Elem* tile_keys = sm.keys[buf];
+#pragma unroll
+        for (int kt = 0; kt < kKT; ++kt) {
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            typename P::A a;
+            P::LoadA(a, tile_keys + mt * P::kM * kLd + kt * P::kK, kLd, lane);
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt) P::Run(acc[mt][nt], a, qfrag[nt][kt]);
+          }
+        }
+        // Epilogue: relu(score * key scale) * head weight, summed over this
+        // lane's heads, then over the lanes that share the key.
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+          for (int rs = 0; rs < P::kRowSlots; ++rs) {
+            const int key = mt * P::kM + P::CRow(lane, rs);
+            const float key_scale = sm.scale[buf][key];
+            float sum = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+              for (int cs = 0; cs < P::kColSlots; ++cs) {
+                const float s = acc[mt][nt].v[rs * P::kColSlots + cs] * key_scale;
+                if (s > 0.0f) sum += s * weight[nt][cs];
+              }
+            }
+            sum = P::ReduceRowLanes(sum);
+            if (P::IsRowLeader(lane)) sm.partial[buf][warp][key] = sum;
+          }
+        }
+      }
+
+      if (tile + 1 < num_tiles) store(buf ^ 1);
+      __syncthreads();
+
+      // Rows of the run: sum the partials of their warps and store the
+      // tile's keys that fall inside each row's window.
+      for (int idx = tid; idx < (run_end - run_begin) * kTileKeys;
+           idx += kThreads) {
+        const int r = run_begin + idx / kTileKeys;
+        const int kk = idx % kTileKeys;
+        const int64_t key = tile_start + kk;
+        const RowWindow w = sm.window[r];
+        if (key >= w.start && key < w.end) {
+          float v = 0.0f;
+          for (int c = 0; c < chunks_per_row; ++c) {
+            v += sm.partial[buf][r * chunks_per_row + c][kk];
+          }
+          p.logits[(row0 + r) * p.logits_stride + key] = v;
+        }
+      }
+    }
+    run_begin = run_end;
+  }
+}
+
+// Any shape: one block per row, one key per thread at a time, FMAs over the
+// decoded values.
+template <Fp8Format F>
+__global__ void IndexerLogitsFmaKernel(IndexerLogitsParams p) {
+  const int64_t row = blockIdx.x;
+  const RowWindow w = LoadWindow(p, row);
+  FillOutsideWindow(p, row, w);
+  if (w.request < 0) return;
+  const uint8_t* q = p.q_fp8 + row * p.heads * p.head_dim;
+  const float* weights = p.head_weights + row * p.heads;
+  for (int64_t key = w.start + threadIdx.x; key < w.end; key += blockDim.x) {
+    const int64_t page = PageOffset(p, w.request, key);
+    float logit = 0.0f;
+    if (page >= 0) {
+      const uint8_t* k =
+          p.k_cache + page + (key % p.block_size) * p.head_dim;
+      float key_scale;
+      __builtin_memcpy(&key_scale,
+                       p.k_cache + page +
+                           int64_t{p.block_size} * p.head_dim +
+                           (key % p.block_size) * 4,
+                       sizeof(float));
+      for (int h = 0; h < p.heads; ++h) {
+        float dot = 0.0f;
+        for (int d = 0; d < p.head_dim; ++d) {
+          dot += DecodeFp8<F>(q[h * p.head_dim + d]) * DecodeFp8<F>(k[d]);
+        }
+        const float s = dot * key_scale;
+        if (s > 0.0f) logit += s * weights[h];
+      }
+    }
+    p.logits[row * p.logits_stride + key] = logit;
+  }
+}
+
+bool UsesMma(const IndexerLogitsParams& p) {
+  return p.head_dim == kHeadDim && p.heads >= kWarpHeads &&
+         p.heads <= kBlockCols && kBlockCols % p.heads == 0 &&
+         p.block_size % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(p.q_fp8) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(p.k_cache) % 16 == 0;
+}
+
+template <Fp8Format F>
+LaunchResult Launch(const IndexerLogitsParams& p, hipStream_t stream) {
+  if (UsesMma(p)) {
+    const int rows_per_block = kBlockCols / p.heads;
+    const int64_t blocks = (p.rows + rows_per_block - 1) / rows_per_block;
+    hipLaunchKernelGGL(IndexerLogitsMmaKernel<F>,
+                       dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0,
+                       stream, p);
+  } else {
+    hipLaunchKernelGGL(IndexerLogitsFmaKernel<F>,
+                       dim3(static_cast<unsigned>(p.rows)), dim3(256), 0,
+                       stream, p);
+  }
+  return CheckLaunch("indexer_logits");
+}
+
+}  // namespace
+
+const char* IndexerLogitsPath(const IndexerLogitsParams& p) {
+  return UsesMma(p) ? "mma" : "fma";
+}
+
+LaunchResult IndexerLogitsLaunch(const IndexerLogitsParams& p, void* stream) {
+  constexpr const char* op = "indexer_logits";
+  if (p.rows == 0) return LaunchResult{};
+  if (p.rows < 0 || p.heads < 1 || p.head_dim < 1 || p.num_blocks < 1 ||
+      p.block_size < 1 || p.num_requests < 1 ||
+      p.max_blocks_per_request < 1 ||
+      p.block_table_stride < p.max_blocks_per_request || p.width < 0 ||
+      p.logits_stride < p.width) {
+    return Invalid(op,
+                   "sizes: rows %lld, heads %d, head_dim %d, num_blocks %lld, "
+                   "block_size %d, num_requests %d, max_blocks %d, "
+                   "block_table_stride %lld, width %lld, logits_stride %lld",
+                   static_cast<long long>(p.rows), p.heads, p.head_dim,
+                   static_cast<long long>(p.num_blocks), p.block_size,
+                   p.num_requests, p.max_blocks_per_request,
+                   static_cast<long long>(p.block_table_stride),
+                   static_cast<long long>(p.width),
+                   static_cast<long long>(p.logits_stride));
+  }
+  if (p.rows > 0x7fffffff) {
+    return Invalid(op, "%lld rows, at most 2^31 - 1 per launch",
+                   static_cast<long long>(p.rows));
+  }
+  if (p.q_fp8 == nullptr || p.head_weights == nullptr ||
+      p.k_cache == nullptr || p.block_table == nullptr ||
+      p.row_request == nullptr || p.row_key_start == nullptr ||
+      p.row_key_end == nullptr || p.logits == nullptr) {
+    return Invalid(op, "a device pointer is null");
+  }
+  if (reinterpret_cast<uintptr_t>(p.k_cache) % 4 != 0) {
+    return Invalid(op, "k_cache is not 4-byte aligned (its fp32 scales)");
+  }
+  auto s = static_cast<hipStream_t>(stream);
+  return p.encoding == Fp8Encoding::kE4m3fnuz
+             ? Launch<Fp8Format::kE4m3fnuz>(p, s)
+             : Launch<Fp8Format::kE4m3fn>(p, s);
+}
+
+}  // namespace dsa::attention::gpu

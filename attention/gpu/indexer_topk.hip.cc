@@ -1,0 +1,215 @@
+// Indexer top-k on the GPU; see indexer_kernels.h.
+//
+// One block per row. Logits map to 32-bit keys whose unsigned order is the
+// selection order (value descending becomes key descending; -0 equals +0; NaN
+// is the lowest key). A radix select over three digits (11, 11 and 10 bits,
+// most significant first; each a shared-memory histogram of the keys that
+// match the digits chosen so far) finds the k-th largest key T and how many
+// keys equal to T are taken. A last pass keeps the keys above T and the first
+// of those equal to T in index order (the lower index wins a tie), and writes
+// their positions in ascending order with a block-wide prefix sum, so the
+// output needs no sort. A window that fits in shared memory is staged there
+// once as keys; a longer one is re-read from global memory (L2) each pass.
+//
+// Blocks start with the last rows: with causal windows they are the longest.
+#include <cstdint>
+
+#include "attention/gpu/indexer_kernels.h"
+#include "attention/gpu/launch_util.h"
+#include "platform/gpu/hip_compat.h"
+
+namespace dsa::attention::gpu {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / kDsaWarpSize;
+constexpr int kStageKeys = 8192;  // 32 KB of staged keys
+constexpr int kMaxBins = 2048;
+constexpr int kItemsPerThread = 8;  // consecutive keys per thread, last pass
+
+__device__ __forceinline__ uint32_t OrderKey(float v) {
+  uint32_t u = __float_as_uint(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0;  // NaN
+  if (u == 0x80000000u) u = 0;                    // -0 ranks as +0
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// Exclusive prefix sum over the block; *total receives the block's sum.
+// Every thread must call it.
+__device__ __forceinline__ uint32_t BlockExclusiveSum(uint32_t v,
+                                                      uint32_t* warp_sums,
+                                                      uint32_t* total) {
+  const int lane = threadIdx.x % kDsaWarpSize;
+  const int warp = threadIdx.x / kDsaWarpSize;
+  uint32_t inclusive = v;
+#pragma unroll
+  for (int offset = 1; offset < kDsaWarpSize; offset *= 2) {
+    const uint32_t other = DSA_SHFL_UP(inclusive, offset, kDsaWarpSize);
+    if (lane >= offset) inclusive += other;
+  }
+  __syncthreads();  // warp_sums may still be read by a previous call
+  if (lane == kDsaWarpSize - 1) warp_sums[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    uint32_t s = lane < kWarps ? warp_sums[lane] : 0;
+#pragma unroll
+    for (int offset = 1; offset < kDsaWarpSize; offset *= 2) {
+      const uint32_t other = DSA_SHFL_UP(s, offset, kDsaWarpSize);
+      if (lane >= offset) s += other;
+    }
+    if (lane < kWarps) warp_sums[lane] = s;  // inclusive over warps
+  }
+  __syncthreads();
+  *total = warp_sums[kWarps - 1];
+  const uint32_t warp_before = warp == 0 ? 0 : warp_sums[warp - 1];
+  return warp_before + inclusive - v;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    IndexerTopKKernel(IndexerTopKParams p) {
+  __shared__ uint32_t staged[kStageKeys];
+  __shared__ uint32_t hist[kMaxBins];
+  __shared__ uint32_t warp_sums[kWarps];
+  __shared__ uint32_t chosen_bin;
+  __shared__ uint32_t chosen_remaining;
+
+  const int tid = threadIdx.x;
+  const int64_t row = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
+  int64_t start = p.row_key_start[row];
+  int64_t end = p.row_key_end[row];
+  start = start < 0 ? 0 : (start > p.width ? p.width : start);
+  end = end < start ? start : (end > p.width ? p.width : end);
+  const int64_t n = end - start;
+  int32_t* out = p.topk_indices + row * p.topk_stride;
+  const int topk = p.topk;
+
+  if (n <= topk) {
+    // Every key is selected, already in ascending order.
+    for (int j = tid; j < topk; j += kThreads) {
+      out[j] = j < n ? static_cast<int32_t>(start + j) : -1;
+    }
+    return;
+  }
+
+  const float* src = p.logits + row * p.logits_stride + start;
+  const bool stage = n <= kStageKeys;
+  if (stage) {
+    for (int j = tid; j < n; j += kThreads) staged[j] = OrderKey(src[j]);
+    __syncthreads();
+  }
+  auto key_at = [&](int64_t j) -> uint32_t {
+    return stage ? staged[j] : OrderKey(src[j]);
+  };
+
+  // Radix select of the k-th largest key.
+  uint32_t prefix = 0;
+  uint32_t prefix_mask = 0;
+  uint32_t remaining = static_cast<uint32_t>(topk);
+  constexpr int kShift[3] = {21, 10, 0};
+  constexpr int kBits[3] = {11, 11, 10};
+#pragma unroll
+  for (int round = 0; round < 3; ++round) {
+    const int shift = kShift[round];
+    const int bins = 1 << kBits[round];
+    const uint32_t digit_mask = static_cast<uint32_t>(bins - 1);
+    for (int b = tid; b < bins; b += kThreads) hist[b] = 0;
+    __syncthreads();
+    for (int64_t j = tid; j < n; j += kThreads) {
+      const uint32_t u = key_at(j);
+      if ((u & prefix_mask) == prefix) {
+        atomicAdd(&hist[(u >> shift) & digit_mask], 1u);
+      }
+    }
+    __syncthreads();
+    // Thread t owns `per` bins, highest first, so a prefix sum over threads
+    // counts the keys in higher bins.
+    const int per = bins / kThreads;
+    uint32_t counts[kMaxBins / kThreads];
+    uint32_t mine = 0;
+#pragma unroll
+    for (int i = 0; i < kMaxBins / kThreads; ++i) {
+      counts[i] = i < per ? hist[bins - 1 - (tid * per + i)] : 0;
+      mine += counts[i];
+    }
+    uint32_t total;
+    uint32_t above = BlockExclusiveSum(mine, warp_sums, &total);
+#pragma unroll
+    for (int i = 0; i < kMaxBins / kThreads; ++i) {
+      if (i < per && above < remaining && above + counts[i] >= remaining) {
+        chosen_bin = static_cast<uint32_t>(bins - 1 - (tid * per + i));
+        chosen_remaining = remaining - above;
+      }
+      above += counts[i];
+    }
+    __syncthreads();
+    prefix |= chosen_bin << shift;
+    prefix_mask |= digit_mask << shift;
+    remaining = chosen_remaining;
+    __syncthreads();  // chosen_* are rewritten next round
+  }
+  const uint32_t threshold = prefix;
+  const uint32_t take_equal = remaining;  // keys == threshold to keep
+
+  // Ordered compaction: keys above the threshold, and the first take_equal
+  // keys equal to it.
+  uint32_t base_above = 0;
+  uint32_t base_equal = 0;
+  for (int64_t chunk = 0; chunk < n;
+       chunk += int64_t{kThreads} * kItemsPerThread) {
+    const int64_t j0 = chunk + int64_t{tid} * kItemsPerThread;
+    uint32_t keys[kItemsPerThread];
+    uint32_t n_above = 0, n_equal = 0;
+#pragma unroll
+    for (int i = 0; i < kItemsPerThread; ++i) {
+      keys[i] = j0 + i < n ? key_at(j0 + i) : 0;
+      n_above += (j0 + i < n && keys[i] > threshold) ? 1u : 0u;
+      n_equal += (j0 + i < n && keys[i] == threshold) ? 1u : 0u;
+    }
+    // Both counts fit in 16 bits (at most kThreads * kItemsPerThread).
+    uint32_t total;
+    const uint32_t before =
+        BlockExclusiveSum((n_above << 16) | n_equal, warp_sums, &total);
+    uint32_t equal_seen = base_equal + (before & 0xffffu);
+    uint32_t pos = base_above + (before >> 16) +
+                   (equal_seen < take_equal ? equal_seen : take_equal);
+#pragma unroll
+    for (int i = 0; i < kItemsPerThread; ++i) {
+      if (j0 + i >= n) break;
+      bool take = keys[i] > threshold;
+      if (keys[i] == threshold) {
+        take = equal_seen < take_equal;
+        ++equal_seen;
+      }
+      if (take) out[pos++] = static_cast<int32_t>(start + j0 + i);
+    }
+    base_above += total >> 16;
+    base_equal += total & 0xffffu;
+  }
+}
+
+}  // namespace
+
+LaunchResult IndexerTopKLaunch(const IndexerTopKParams& p, void* stream) {
+  constexpr const char* op = "indexer_topk";
+  if (p.rows == 0) return LaunchResult{};
+  if (p.rows < 0 || p.rows > 0x7fffffff || p.width < 0 ||
+      p.logits_stride < p.width || p.topk < 1 || p.topk_stride < p.topk) {
+    return Invalid(op,
+                   "sizes: rows %lld, width %lld, logits_stride %lld, topk %d, "
+                   "topk_stride %lld (expected rows < 2^31, topk >= 1, "
+                   "strides >= their row lengths)",
+                   static_cast<long long>(p.rows),
+                   static_cast<long long>(p.width),
+                   static_cast<long long>(p.logits_stride), p.topk,
+                   static_cast<long long>(p.topk_stride));
+  }
+  if (p.logits == nullptr || p.row_key_start == nullptr ||
+      p.row_key_end == nullptr || p.topk_indices == nullptr) {
+    return Invalid(op, "a device pointer is null");
+  }
+  hipLaunchKernelGGL(IndexerTopKKernel, dim3(static_cast<unsigned>(p.rows)),
+                     dim3(kThreads), 0, static_cast<hipStream_t>(stream), p);
+  return CheckLaunch(op);
+}
+
+}  // namespace dsa::attention::gpu
