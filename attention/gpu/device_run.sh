@@ -63,6 +63,18 @@ else
   echo "== gtest skipped: no test binary given"
 fi
 
+if [ "${DSA_NCU:-0}" = 1 ]; then
+  echo "== ncu (one launch of each kernel, clocks left alone)"
+  ncu --clock-control none -k "regex:IndexerLogitsMma|IndexerTopK" -c 2 \
+    --section SpeedOfLight --section WarpStateStats --section Occupancy \
+    --section SchedulerStats --section ComputeWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis \
+    "$build/indexer_bench" --heads=32 --tokens=8192 --iters=1 \
+    > "$out/ncu.txt" 2>&1
+  grep -E "IndexerLogitsMma|IndexerTopK|Duration|Throughput|Issue Slots Busy|Warp Cycles Per Issued|Achieved Occupancy|Stall|Eligible|No Eligible" \
+    "$out/ncu.txt" | head -60
+fi
+
 echo "== ours"
 : > "$out/ours.txt"
 for heads in 32 64; do

@@ -72,6 +72,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ uint32_t warp_sums[kWarps];
   __shared__ uint32_t chosen_bin;
   __shared__ uint32_t chosen_remaining;
+  __shared__ uint32_t chosen_count;
 
   const int tid = threadIdx.x;
   const int64_t row = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
@@ -93,34 +94,41 @@ __global__ void __launch_bounds__(kThreads)
 
   const float* src = p.logits + row * p.logits_stride + start;
   const bool stage = n <= kStageKeys;
-  if (stage) {
-    for (int j = tid; j < n; j += kThreads) staged[j] = OrderKey(src[j]);
-    __syncthreads();
-  }
   auto key_at = [&](int64_t j) -> uint32_t {
     return stage ? staged[j] : OrderKey(src[j]);
   };
 
-  // Radix select of the k-th largest key.
+  // Radix select of the k-th largest key. The first round's histogram is
+  // built while the window is staged.
   uint32_t prefix = 0;
   uint32_t prefix_mask = 0;
   uint32_t remaining = static_cast<uint32_t>(topk);
-  constexpr int kShift[3] = {21, 10, 0};
-  constexpr int kBits[3] = {11, 11, 10};
-#pragma unroll
+  int resolved_shift = 32;  // keys agree with the threshold above this bit
+  // Digits of 11, 11 and 10 bits, most significant first.
+  constexpr int kFirstShift = 21;
+  for (int b = tid; b < (1 << 11); b += kThreads) hist[b] = 0;
+  __syncthreads();
+  for (int64_t j = tid; j < n; j += kThreads) {
+    const uint32_t u = OrderKey(src[j]);
+    if (stage) staged[j] = u;
+    atomicAdd(&hist[u >> kFirstShift], 1u);
+  }
+  __syncthreads();
   for (int round = 0; round < 3; ++round) {
-    const int shift = kShift[round];
-    const int bins = 1 << kBits[round];
+    const int shift = round == 0 ? kFirstShift : (round == 1 ? 10 : 0);
+    const int bins = round < 2 ? 2048 : 1024;
     const uint32_t digit_mask = static_cast<uint32_t>(bins - 1);
-    for (int b = tid; b < bins; b += kThreads) hist[b] = 0;
-    __syncthreads();
-    for (int64_t j = tid; j < n; j += kThreads) {
-      const uint32_t u = key_at(j);
-      if ((u & prefix_mask) == prefix) {
-        atomicAdd(&hist[(u >> shift) & digit_mask], 1u);
+    if (round > 0) {
+      for (int b = tid; b < bins; b += kThreads) hist[b] = 0;
+      __syncthreads();
+      for (int64_t j = tid; j < n; j += kThreads) {
+        const uint32_t u = key_at(j);
+        if ((u & prefix_mask) == prefix) {
+          atomicAdd(&hist[(u >> shift) & digit_mask], 1u);
+        }
       }
+      __syncthreads();
     }
-    __syncthreads();
     // Thread t owns `per` bins, highest first, so a prefix sum over threads
     // counts the keys in higher bins.
     const int per = bins / kThreads;
@@ -138,6 +146,7 @@ __global__ void __launch_bounds__(kThreads)
       if (i < per && above < remaining && above + counts[i] >= remaining) {
         chosen_bin = static_cast<uint32_t>(bins - 1 - (tid * per + i));
         chosen_remaining = remaining - above;
+        chosen_count = counts[i];
       }
       above += counts[i];
     }
@@ -145,10 +154,15 @@ __global__ void __launch_bounds__(kThreads)
     prefix |= chosen_bin << shift;
     prefix_mask |= digit_mask << shift;
     remaining = chosen_remaining;
+    resolved_shift = shift;
+    const bool whole_bin = chosen_count == remaining;
     __syncthreads();  // chosen_* are rewritten next round
+    // Every key of the chosen bin is taken: the threshold needs no more
+    // digits (keys "equal" to it are the whole bin).
+    if (whole_bin) break;
   }
-  const uint32_t threshold = prefix;
-  const uint32_t take_equal = remaining;  // keys == threshold to keep
+  const uint32_t threshold = prefix >> resolved_shift;
+  const uint32_t take_equal = remaining;  // keys equal to the threshold to keep
 
   // Ordered compaction: keys above the threshold, and the first take_equal
   // keys equal to it.
@@ -161,7 +175,8 @@ __global__ void __launch_bounds__(kThreads)
     uint32_t n_above = 0, n_equal = 0;
 #pragma unroll
     for (int i = 0; i < kItemsPerThread; ++i) {
-      keys[i] = j0 + i < n ? key_at(j0 + i) : 0;
+      // Only the resolved digits of a key decide (see whole_bin above).
+      keys[i] = j0 + i < n ? key_at(j0 + i) >> resolved_shift : 0;
       n_above += (j0 + i < n && keys[i] > threshold) ? 1u : 0u;
       n_equal += (j0 + i < n && keys[i] == threshold) ? 1u : 0u;
     }

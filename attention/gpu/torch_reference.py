@@ -68,6 +68,7 @@ def torch_topk_ms(tokens, k):
     logits = torch.randn(tokens, tokens, dtype=torch.float32, device="cuda")
     causal = torch.ones(tokens, tokens, dtype=torch.bool, device="cuda").tril()
     logits.masked_fill_(~causal, float("-inf"))
+    k = min(k, tokens)
     return median_ms(lambda: torch.topk(logits, k, dim=-1))
 
 
