@@ -108,9 +108,10 @@ struct LogitsShared {
   RowWindow window[kWarps];
 };
 
+// The kernel for sm_80+ NVIDIA and AMD: warp-level fragments (mma.sync /
+// MFMA), query fragments in registers.
 template <Fp8Format F>
-__global__ void __launch_bounds__(kThreads, 1)
-    IndexerLogitsMmaKernel(IndexerLogitsParams p) {
+__device__ __forceinline__ void LogitsWarpMmaBody(const IndexerLogitsParams& p) {
   using P = Fp8WarpMma<F>;
   using Elem = typename P::Elem;
   using S = LogitsShared<F>;
@@ -321,6 +322,210 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     run_begin = run_end;
+  }
+}
+
+
+// Byte offset of a tile's 16-byte chunk c (0 .. rows * 8): chunks are
+// numbered so that 8 consecutive threads fill one 128-byte core matrix
+// (conflict-free shared stores; the global reads stay within 1 KB).
+struct ChunkPos {
+  int row;
+  int part;
+};
+[[maybe_unused]] __device__ __forceinline__ ChunkPos CoreChunk(int c) {
+  return {(c % 8) + 8 * (c / 64), (c / 8) % 8};
+}
+
+// The kernel for sm_90a (Hopper) with e4m3fn data: each warpgroup multiplies
+// the 64-key tile by its 128 query columns with wgmma straight from the fp8
+// bytes in shared memory (no conversion, no register copy of the queries).
+template <Fp8Format F>
+__device__ __forceinline__ void LogitsWarpgroupBody(
+    const IndexerLogitsParams& p) {
+  // Dependent on F, so that targets without wgmma never instantiate it.
+  using WG = ::dsa::gpu::WarpgroupFp8Mma<kHeadDim + 0 * static_cast<int>(F)>;
+  static_assert(WG::kM == kTileKeys && 2 * WG::kN == kBlockCols,
+                "two warpgroups cover the block's columns");
+  constexpr int kAcc = WG::kAccPerThread;
+  constexpr int kSegments = WG::kN / kWarpHeads;  // 32-column segments per group
+  alignas(128) __shared__ uint8_t q_smem[kBlockCols * kHeadDim];
+  alignas(128) __shared__ uint8_t k_smem[kTileKeys * kHeadDim];
+  __shared__ float scale_smem[kTileKeys];
+  __shared__ float partial[kWarps][kTileKeys];
+  __shared__ RowWindow window[kWarps];
+
+  const int tid = threadIdx.x;
+  const int warp = tid / kDsaWarpSize;
+  const int lane = tid % kDsaWarpSize;
+  const int group = warp / 4;
+  const int warp_in_group = warp % 4;
+  const int chunks_per_row = p.heads / kWarpHeads;
+  const int rows_per_block = kBlockCols / p.heads;
+  const int64_t row0 =
+      static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * rows_per_block;
+
+  if (tid < rows_per_block) window[tid] = LoadWindow(p, row0 + tid);
+  __syncthreads();
+  for (int r = 0; r < rows_per_block; ++r) {
+    if (row0 + r < p.rows) FillOutsideWindow(p, row0 + r, window[r]);
+  }
+
+  // Queries: 256 columns x 128 bytes, contiguous in global memory.
+  const uint8_t* q_block = p.q_fp8 + row0 * p.heads * kHeadDim;
+  const int64_t q_bytes_valid =
+      (p.rows - row0) * static_cast<int64_t>(p.heads) * kHeadDim;
+  for (int c = tid; c < kBlockCols * kChunksPerKey; c += kThreads) {
+    const ChunkPos pos = CoreChunk(c);
+    const int64_t byte = (int64_t{pos.row} * kHeadDim) + pos.part * kChunk;
+    uint4 codes = make_uint4(0, 0, 0, 0);
+    if (byte < q_bytes_valid) {
+      codes = *reinterpret_cast<const uint4*>(q_block + byte);
+    }
+    *reinterpret_cast<uint4*>(q_smem + WG::Offset(pos.row, pos.part * kChunk)) =
+        codes;
+  }
+  WG::FenceStores();
+
+  // This thread's head weights: column 8n + 2(l%4) + (i%2) of its group.
+  float weight[kAcc / 2];
+#pragma unroll
+  for (int n = 0; n < WG::kN / 8; ++n) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int col = group * WG::kN + 8 * n + 2 * (lane % 4) + c;
+      const int64_t row = row0 + col / p.heads;
+      weight[2 * n + c] =
+          row < p.rows ? p.head_weights[row * p.heads + col % p.heads] : 0.0f;
+    }
+  }
+
+  int run_begin = 0;
+  while (run_begin < rows_per_block) {
+    const int32_t request = window[run_begin].request;
+    int run_end = run_begin + 1;
+    while (run_end < rows_per_block && window[run_end].request == request) {
+      ++run_end;
+    }
+    int32_t lo = 0x7fffffff, hi = 0;
+    for (int r = run_begin; r < run_end; ++r) {
+      if (window[r].start < window[r].end) {
+        lo = min(lo, window[r].start);
+        hi = max(hi, window[r].end);
+      }
+    }
+    if (request < 0 || lo >= hi) {
+      run_begin = run_end;
+      continue;
+    }
+    const int num_tiles = (hi - lo + kTileKeys - 1) / kTileKeys;
+
+    uint4 next[kChunksPerThread];
+    float next_scale = 0.0f;
+    auto fetch = [&](int tile) {
+      const int64_t tile_start = lo + static_cast<int64_t>(tile) * kTileKeys;
+#pragma unroll
+      for (int i = 0; i < kChunksPerThread; ++i) {
+        const ChunkPos pos = CoreChunk(tid + i * kThreads);
+        const int64_t key = tile_start + pos.row;
+        next[i] = make_uint4(0, 0, 0, 0);
+        if (key < hi) {
+          const int64_t page = PageOffset(p, request, key);
+          if (page >= 0) {
+            next[i] = *reinterpret_cast<const uint4*>(
+                p.k_cache + page + (key % p.block_size) * kHeadDim +
+                pos.part * kChunk);
+          }
+        }
+      }
+      if (tid < kTileKeys) {
+        const int64_t key = tile_start + tid;
+        next_scale = 0.0f;
+        if (key < hi) {
+          const int64_t page = PageOffset(p, request, key);
+          if (page >= 0) {
+            next_scale = *reinterpret_cast<const float*>(
+                p.k_cache + page + int64_t{p.block_size} * kHeadDim +
+                (key % p.block_size) * 4);
+          }
+        }
+      }
+    };
+    auto store = [&]() {
+#pragma unroll
+      for (int i = 0; i < kChunksPerThread; ++i) {
+        const ChunkPos pos = CoreChunk(tid + i * kThreads);
+        *reinterpret_cast<uint4*>(k_smem +
+                                  WG::Offset(pos.row, pos.part * kChunk)) =
+            next[i];
+      }
+      if (tid < kTileKeys) scale_smem[tid] = next_scale;
+      WG::FenceStores();
+    };
+
+    fetch(0);
+    __syncthreads();  // the previous run's last tile is no longer read
+    store();
+    __syncthreads();
+    for (int tile = 0; tile < num_tiles; ++tile) {
+      const int64_t tile_start = lo + static_cast<int64_t>(tile) * kTileKeys;
+      if (tile + 1 < num_tiles) fetch(tile + 1);
+
+      float acc[kAcc];
+      WG::Run(acc, k_smem, q_smem + group * (WG::kN / 8) * WG::kRowGroupBytes,
+              /*accumulate=*/false);
+      // relu(score * key scale) * head weight, summed over each 32-column
+      // segment: this thread's 8 columns of it, then the 4 lanes that share
+      // the key.
+#pragma unroll
+      for (int rs = 0; rs < 2; ++rs) {
+        const int key = WG::AccRow(warp_in_group, lane, 2 * rs);
+        const float key_scale = scale_smem[key];
+#pragma unroll
+        for (int seg = 0; seg < kSegments; ++seg) {
+          float sum = 0.0f;
+#pragma unroll
+          for (int n = 4 * seg; n < 4 * seg + 4; ++n) {
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const float s = acc[4 * n + 2 * rs + c] * key_scale;
+              if (s > 0.0f) sum += s * weight[2 * n + c];
+            }
+          }
+          sum += DSA_SHFL_XOR(sum, 1, kDsaWarpSize);
+          sum += DSA_SHFL_XOR(sum, 2, kDsaWarpSize);
+          if (lane % 4 == 0) partial[group * kSegments + seg][key] = sum;
+        }
+      }
+      __syncthreads();  // keys consumed, partials written
+      if (tile + 1 < num_tiles) store();
+      for (int idx = tid; idx < (run_end - run_begin) * kTileKeys;
+           idx += kThreads) {
+        const int r = run_begin + idx / kTileKeys;
+        const int kk = idx % kTileKeys;
+        const int64_t key = tile_start + kk;
+        const RowWindow w = window[r];
+        if (key >= w.start && key < w.end) {
+          float v = 0.0f;
+          for (int c = 0; c < chunks_per_row; ++c) {
+            v += partial[r * chunks_per_row + c][kk];
+          }
+          p.logits[(row0 + r) * p.logits_stride + key] = v;
+        }
+      }
+      __syncthreads();  // next keys stored, partials read
+    }
+    run_begin = run_end;
+  }
+}
+
+template <Fp8Format F>
+__global__ void __launch_bounds__(kThreads, 1)
+    IndexerLogitsMmaKernel(IndexerLogitsParams p) {
+  if constexpr (::dsa::gpu::kHasWarpgroupFp8Mma && F == Fp8Format::kE4m3fn) {
+    LogitsWarpgroupBody<F>(p);
+  } else {
+    LogitsWarpMmaBody<F>(p);
   }
 }
 

@@ -203,6 +203,124 @@ struct Fp8WarpMma {
   }
 };
 
+
+// Hopper's warpgroup fp8 product (wgmma, QGMMA in SASS), for kernels built
+// for sm_90a. Four consecutive warps (a warpgroup, starting at a warp index
+// divisible by 4) compute D[64 x 128] (+)= A[64 x 32] * B[128 x 32]^T, both
+// operands e4m3fn bytes in shared memory, K-major, in the "core matrix"
+// layout below (no swizzle): 8 rows x 16 bytes are one contiguous 128-byte
+// core matrix; core matrices follow each other along K (kLeadingBytes apart),
+// then along the rows (kRowGroupBytes apart).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define DSA_MMA_HAS_WGMMA_FP8 1
+inline constexpr bool kHasWarpgroupFp8Mma = true;
+#else
+inline constexpr bool kHasWarpgroupFp8Mma = false;
+#endif
+
+template <int kKBytes>
+struct WarpgroupFp8Mma {
+  static constexpr int kM = 64;
+  static constexpr int kN = 128;
+  static constexpr int kK = 32;
+  static constexpr int kLeadingBytes = 128;
+  static constexpr int kRowGroupBytes = kKBytes / 16 * 128;
+  static constexpr int kAccPerThread = kM * kN / 128;  // 64
+  static constexpr const char* kInstruction =
+      "wgmma.m64n128k32.e4m3 (QGMMA, sm_90a)";
+
+  // Byte offset of (row, k) in an operand laid out as above.
+  __device__ __forceinline__ static uint32_t Offset(int row, int k_byte) {
+    return (row / 8) * kRowGroupBytes + (k_byte / 16) * kLeadingBytes +
+           (row % 8) * 16 + k_byte % 16;
+  }
+  // Descriptor of the operand whose row 0, k byte k0 (a multiple of 32)
+  // lies at `base`.
+  __device__ __forceinline__ static uint64_t Descriptor(const void* base,
+                                                        int k0) {
+    const uint32_t addr =
+        static_cast<uint32_t>(__cvta_generic_to_shared(base)) +
+        (k0 / 16) * kLeadingBytes;
+    return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+           (static_cast<uint64_t>(kLeadingBytes >> 4) << 16) |
+           (static_cast<uint64_t>(kRowGroupBytes >> 4) << 32);
+  }
+  // Shared memory written by ordinary stores and read next by wgmma needs
+  // this in each writing thread, before the barrier.
+  __device__ __forceinline__ static void FenceStores() {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+  }
+  // acc (+)= A * B^T over kKBytes of K; accumulate=false starts from zero.
+  // Waits for the result.
+  __device__ __forceinline__ static void Run(float (&acc)[kAccPerThread],
+                                             const uint8_t* a_tile,
+                                             const uint8_t* b_tile,
+                                             bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i) {
+      asm volatile("" : "+f"(acc[i])::"memory");
+    }
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k0 = 0; k0 < kKBytes; k0 += kK) {
+      const uint64_t da = Descriptor(a_tile, k0);
+      const uint64_t db = Descriptor(b_tile, k0);
+      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+          "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+          "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63},"
+          " %64, %65, p, 1, 1;\n}\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
+            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
+            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
+            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
+            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
+            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
+            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
+            "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]),
+            "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
+            "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]),
+            "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
+            "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]),
+            "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
+            "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]),
+            "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63])
+          : "l"(da), "l"(db), "r"(scale_d));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i) {
+      asm volatile("" : "+f"(acc[i])::"memory");
+    }
+#else
+    (void)acc;
+    (void)a_tile;
+    (void)b_tile;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupFp8Mma
+#endif
+  }
+  // Accumulator element i of this thread: row (within the 64) and column.
+  // Thread (warp w of the group, lane l) holds rows 16w + l/4 (+ 8) and, in
+  // each 8-column block n, columns 8n + 2(l%4) (+ 1).
+  __device__ __forceinline__ static int AccRow(int warp_in_group, int lane,
+                                               int i) {
+    return 16 * warp_in_group + lane / 4 + 8 * ((i / 2) % 2);
+  }
+  __device__ __forceinline__ static int AccCol(int lane, int i) {
+    return 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+  }
+};
+
 #elif defined(DSA_GPU_ROCM)
 
 #if defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)
@@ -309,6 +427,12 @@ struct Fp8WarpMma {
     return lane % 32 == 0;
   }
 };
+
+// No warpgroup product on AMD: declared so that kernels name it only in
+// branches discarded by kHasWarpgroupFp8Mma.
+inline constexpr bool kHasWarpgroupFp8Mma = false;
+template <int kKBytes>
+struct WarpgroupFp8Mma;
 
 #endif
 
