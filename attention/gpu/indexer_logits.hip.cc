@@ -352,6 +352,7 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
   alignas(128) __shared__ uint8_t q_smem[kBlockCols * kHeadDim];
   alignas(128) __shared__ uint8_t k_smem[kTileKeys * kHeadDim];
   __shared__ float scale_smem[kTileKeys];
+  __shared__ float weight_smem[kBlockCols];
   __shared__ float partial[kWarps][kTileKeys];
   __shared__ RowWindow window[kWarps];
 
@@ -388,16 +389,12 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
   WG::FenceStores();
 
   // This thread's head weights: column 8n + 2(l%4) + (i%2) of its group.
-  float weight[kAcc / 2];
-#pragma unroll
-  for (int n = 0; n < WG::kN / 8; ++n) {
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int col = group * WG::kN + 8 * n + 2 * (lane % 4) + c;
-      const int64_t row = row0 + col / p.heads;
-      weight[2 * n + c] =
-          row < p.rows ? p.head_weights[row * p.heads + col % p.heads] : 0.0f;
-    }
+  // Head weights of the block's columns (registers are kept for the
+  // accumulators, so that two blocks fit on a multiprocessor).
+  for (int col = tid; col < kBlockCols; col += kThreads) {
+    const int64_t row = row0 + col / p.heads;
+    weight_smem[col] =
+        row < p.rows ? p.head_weights[row * p.heads + col % p.heads] : 0.0f;
   }
 
   int run_begin = 0;
@@ -489,7 +486,9 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 #pragma unroll
             for (int c = 0; c < 2; ++c) {
               const float s = acc[4 * n + 2 * rs + c] * key_scale;
-              if (s > 0.0f) sum += s * weight[2 * n + c];
+              if (s > 0.0f) {
+                sum += s * weight_smem[group * WG::kN + 8 * n + 2 * (lane % 4) + c];
+              }
             }
           }
           sum += DSA_SHFL_XOR(sum, 1, kDsaWarpSize);
@@ -519,8 +518,15 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
   }
 }
 
+// Two blocks per multiprocessor for the warpgroup body (one's epilogue runs
+// while the other's wgmma does); the warp-level body keeps its query
+// fragments in registers and fits one.
 template <Fp8Format F>
-__global__ void __launch_bounds__(kThreads, 1)
+constexpr int kMinBlocks =
+    (::dsa::gpu::kHasWarpgroupFp8Mma && F == Fp8Format::kE4m3fn) ? 2 : 1;
+
+template <Fp8Format F>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<F>)
     IndexerLogitsMmaKernel(IndexerLogitsParams p) {
   if constexpr (::dsa::gpu::kHasWarpgroupFp8Mma && F == Fp8Format::kE4m3fn) {
     LogitsWarpgroupBody<F>(p);
