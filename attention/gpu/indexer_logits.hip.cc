@@ -73,14 +73,29 @@ __device__ __forceinline__ RowWindow LoadWindow(const IndexerLogitsParams& p,
   return w;
 }
 
-// Byte offset of the key's page in the cache, or -1 for a block id outside
-// the cache (its key then reads as zeros).
-__device__ __forceinline__ int64_t PageOffset(const IndexerLogitsParams& p,
-                                              int32_t request, int64_t key) {
-  const int32_t page =
-      p.block_table[request * p.block_table_stride + key / p.block_size];
-  if (page < 0 || page >= p.num_blocks) return -1;
-  return static_cast<int64_t>(page) * p.block_size * (p.head_dim + 4);
+// Byte offsets in the cache of a request's key: its values and its scale.
+// False for a block id outside the cache (the key then reads as zeros).
+// Keys are below 2^31, so 32-bit division suffices; the usual power-of-two
+// block sizes take a shift.
+__device__ __forceinline__ bool LocateKey(const IndexerLogitsParams& p,
+                                          int32_t request, int32_t key,
+                                          int64_t* values, int64_t* scale) {
+  const int32_t bs = p.block_size;
+  int32_t block, within;
+  if ((bs & (bs - 1)) == 0) {
+    const int shift = __ffs(bs) - 1;
+    block = key >> shift;
+    within = key & (bs - 1);
+  } else {
+    block = key / bs;
+    within = key - block * bs;
+  }
+  const int32_t page = p.block_table[request * p.block_table_stride + block];
+  if (page < 0 || page >= p.num_blocks) return false;
+  const int64_t base = static_cast<int64_t>(page) * bs * (p.head_dim + 4);
+  *values = base + static_cast<int64_t>(within) * p.head_dim;
+  *scale = base + static_cast<int64_t>(bs) * p.head_dim + within * 4;
+  return true;
 }
 
 // Writes -inf over [0, start) and [end, width) of a row.
@@ -213,31 +228,24 @@ __device__ __forceinline__ void LogitsWarpMmaBody(const IndexerLogitsParams& p) 
     uint4 next[kChunksPerThread];
     float next_scale = 0.0f;
     auto fetch = [&](int tile) {
-      const int64_t tile_start = lo + static_cast<int64_t>(tile) * kTileKeys;
+      const int32_t tile_start = lo + tile * kTileKeys;
 #pragma unroll
       for (int i = 0; i < kChunksPerThread; ++i) {
         const int c = tid + i * kThreads;
-        const int64_t key = tile_start + c / kChunksPerKey;
+        const int32_t key = tile_start + c / kChunksPerKey;
         next[i] = make_uint4(0, 0, 0, 0);
-        if (key < hi) {
-          const int64_t page = PageOffset(p, request, key);
-          if (page >= 0) {
-            next[i] = *reinterpret_cast<const uint4*>(
-                p.k_cache + page + (key % p.block_size) * kHeadDim +
-                (c % kChunksPerKey) * kChunk);
-          }
+        int64_t values, scale;
+        if (key < hi && LocateKey(p, request, key, &values, &scale)) {
+          next[i] = *reinterpret_cast<const uint4*>(
+              p.k_cache + values + (c % kChunksPerKey) * kChunk);
         }
       }
       if (tid < kTileKeys) {
-        const int64_t key = tile_start + tid;
+        const int32_t key = tile_start + tid;
         next_scale = 0.0f;
-        if (key < hi) {
-          const int64_t page = PageOffset(p, request, key);
-          if (page >= 0) {
-            next_scale = *reinterpret_cast<const float*>(
-                p.k_cache + page + int64_t{p.block_size} * kHeadDim +
-                (key % p.block_size) * 4);
-          }
+        int64_t values, scale;
+        if (key < hi && LocateKey(p, request, key, &values, &scale)) {
+          next_scale = *reinterpret_cast<const float*>(p.k_cache + scale);
         }
       }
     };
@@ -256,7 +264,7 @@ __device__ __forceinline__ void LogitsWarpMmaBody(const IndexerLogitsParams& p) 
     __syncthreads();
     for (int tile = 0; tile < num_tiles; ++tile) {
       const int buf = tile & 1;
-      const int64_t tile_start = lo + static_cast<int64_t>(tile) * kTileKeys;
+      const int32_t tile_start = lo + tile * kTileKeys;
       if (tile + 1 < num_tiles) fetch(tile + 1);
 
       if (warp_in_run && tile_start < my_window.end &&
@@ -310,7 +318,7 @@ __device__ __forceinline__ void LogitsWarpMmaBody(const IndexerLogitsParams& p) 
            idx += kThreads) {
         const int r = run_begin + idx / kTileKeys;
         const int kk = idx % kTileKeys;
-        const int64_t key = tile_start + kk;
+        const int32_t key = tile_start + kk;
         const RowWindow w = sm.window[r];
         if (key >= w.start && key < w.end) {
           float v = 0.0f;
@@ -352,7 +360,7 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
   alignas(128) __shared__ uint8_t q_smem[kBlockCols * kHeadDim];
   alignas(128) __shared__ uint8_t k_smem[kTileKeys * kHeadDim];
   __shared__ float scale_smem[kTileKeys];
-  __shared__ float weight_smem[kBlockCols];
+  alignas(16) __shared__ float weight_smem[kBlockCols];
   __shared__ float partial[kWarps][kTileKeys];
   __shared__ RowWindow window[kWarps];
 
@@ -420,31 +428,24 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
     uint4 next[kChunksPerThread];
     float next_scale = 0.0f;
     auto fetch = [&](int tile) {
-      const int64_t tile_start = lo + static_cast<int64_t>(tile) * kTileKeys;
+      const int32_t tile_start = lo + tile * kTileKeys;
 #pragma unroll
       for (int i = 0; i < kChunksPerThread; ++i) {
         const ChunkPos pos = CoreChunk(tid + i * kThreads);
-        const int64_t key = tile_start + pos.row;
+        const int32_t key = tile_start + pos.row;
         next[i] = make_uint4(0, 0, 0, 0);
-        if (key < hi) {
-          const int64_t page = PageOffset(p, request, key);
-          if (page >= 0) {
-            next[i] = *reinterpret_cast<const uint4*>(
-                p.k_cache + page + (key % p.block_size) * kHeadDim +
-                pos.part * kChunk);
-          }
+        int64_t values, scale;
+        if (key < hi && LocateKey(p, request, key, &values, &scale)) {
+          next[i] = *reinterpret_cast<const uint4*>(p.k_cache + values +
+                                                    pos.part * kChunk);
         }
       }
       if (tid < kTileKeys) {
-        const int64_t key = tile_start + tid;
+        const int32_t key = tile_start + tid;
         next_scale = 0.0f;
-        if (key < hi) {
-          const int64_t page = PageOffset(p, request, key);
-          if (page >= 0) {
-            next_scale = *reinterpret_cast<const float*>(
-                p.k_cache + page + int64_t{p.block_size} * kHeadDim +
-                (key % p.block_size) * 4);
-          }
+        int64_t values, scale;
+        if (key < hi && LocateKey(p, request, key, &values, &scale)) {
+          next_scale = *reinterpret_cast<const float*>(p.k_cache + scale);
         }
       }
     };
@@ -465,7 +466,7 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
     store();
     __syncthreads();
     for (int tile = 0; tile < num_tiles; ++tile) {
-      const int64_t tile_start = lo + static_cast<int64_t>(tile) * kTileKeys;
+      const int32_t tile_start = lo + tile * kTileKeys;
       if (tile + 1 < num_tiles) fetch(tile + 1);
 
       float acc[kAcc];
@@ -473,24 +474,33 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
               /*accumulate=*/false);
       // relu(score * key scale) * head weight, summed over each 32-column
       // segment: this thread's 8 columns of it, then the 4 lanes that share
-      // the key.
+      // the key. A cache's scales are positive (ue8m0 powers of two), so
+      // relu(score * scale) = scale * relu(score) and the scale applies once
+      // per sum; any other scale takes the literal form.
+      const float* wcol = weight_smem + group * WG::kN + 2 * (lane % 4);
 #pragma unroll
       for (int rs = 0; rs < 2; ++rs) {
         const int key = WG::AccRow(warp_in_group, lane, 2 * rs);
         const float key_scale = scale_smem[key];
+        const bool positive = key_scale > 0.0f;
 #pragma unroll
         for (int seg = 0; seg < kSegments; ++seg) {
           float sum = 0.0f;
 #pragma unroll
           for (int n = 4 * seg; n < 4 * seg + 4; ++n) {
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              const float s = acc[4 * n + 2 * rs + c] * key_scale;
-              if (s > 0.0f) {
-                sum += s * weight_smem[group * WG::kN + 8 * n + 2 * (lane % 4) + c];
-              }
+            const float2 w2 = *reinterpret_cast<const float2*>(wcol + 8 * n);
+            const float a0 = acc[4 * n + 2 * rs];
+            const float a1 = acc[4 * n + 2 * rs + 1];
+            if (positive) {
+              sum += fmaxf(a0, 0.0f) * w2.x;
+              sum += fmaxf(a1, 0.0f) * w2.y;
+            } else {
+              const float s0 = a0 * key_scale, s1 = a1 * key_scale;
+              if (s0 > 0.0f) sum += s0 * w2.x;
+              if (s1 > 0.0f) sum += s1 * w2.y;
             }
           }
+          if (positive) sum *= key_scale;
           sum += DSA_SHFL_XOR(sum, 1, kDsaWarpSize);
           sum += DSA_SHFL_XOR(sum, 2, kDsaWarpSize);
           if (lane % 4 == 0) partial[group * kSegments + seg][key] = sum;
@@ -502,7 +512,7 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
            idx += kThreads) {
         const int r = run_begin + idx / kTileKeys;
         const int kk = idx % kTileKeys;
-        const int64_t key = tile_start + kk;
+        const int32_t key = tile_start + kk;
         const RowWindow w = window[r];
         if (key >= w.start && key < w.end) {
           float v = 0.0f;
@@ -545,18 +555,13 @@ __global__ void IndexerLogitsFmaKernel(IndexerLogitsParams p) {
   if (w.request < 0) return;
   const uint8_t* q = p.q_fp8 + row * p.heads * p.head_dim;
   const float* weights = p.head_weights + row * p.heads;
-  for (int64_t key = w.start + threadIdx.x; key < w.end; key += blockDim.x) {
-    const int64_t page = PageOffset(p, w.request, key);
+  for (int32_t key = w.start + threadIdx.x; key < w.end; key += blockDim.x) {
+    int64_t values, scale;
     float logit = 0.0f;
-    if (page >= 0) {
-      const uint8_t* k =
-          p.k_cache + page + (key % p.block_size) * p.head_dim;
+    if (LocateKey(p, w.request, key, &values, &scale)) {
+      const uint8_t* k = p.k_cache + values;
       float key_scale;
-      __builtin_memcpy(&key_scale,
-                       p.k_cache + page +
-                           int64_t{p.block_size} * p.head_dim +
-                           (key % p.block_size) * 4,
-                       sizeof(float));
+      __builtin_memcpy(&key_scale, p.k_cache + scale, sizeof(float));
       for (int h = 0; h < p.heads; ++h) {
         float dot = 0.0f;
         for (int d = 0; d < p.head_dim; ++d) {

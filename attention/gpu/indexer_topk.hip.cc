@@ -76,25 +76,29 @@ __global__ void __launch_bounds__(kThreads)
 
   const int tid = threadIdx.x;
   const int64_t row = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
-  int64_t start = p.row_key_start[row];
-  int64_t end = p.row_key_end[row];
-  start = start < 0 ? 0 : (start > p.width ? p.width : start);
-  end = end < start ? start : (end > p.width ? p.width : end);
-  const int64_t n = end - start;
+  // Windows lie within [0, width) and their ends are int32, so row-local
+  // indices fit 32 bits (cheaper than 64-bit index math in every pass).
+  const int64_t width = p.width < 0x7fffffff ? p.width : 0x7fffffff;
+  int64_t start64 = p.row_key_start[row];
+  int64_t end64 = p.row_key_end[row];
+  start64 = start64 < 0 ? 0 : (start64 > width ? width : start64);
+  end64 = end64 < start64 ? start64 : (end64 > width ? width : end64);
+  const int32_t start = static_cast<int32_t>(start64);
+  const int32_t n = static_cast<int32_t>(end64 - start64);
   int32_t* out = p.topk_indices + row * p.topk_stride;
   const int topk = p.topk;
 
   if (n <= topk) {
     // Every key is selected, already in ascending order.
     for (int j = tid; j < topk; j += kThreads) {
-      out[j] = j < n ? static_cast<int32_t>(start + j) : -1;
+      out[j] = j < n ? start + j : -1;
     }
     return;
   }
 
   const float* src = p.logits + row * p.logits_stride + start;
   const bool stage = n <= kStageKeys;
-  auto key_at = [&](int64_t j) -> uint32_t {
+  auto key_at = [&](int32_t j) -> uint32_t {
     return stage ? staged[j] : OrderKey(src[j]);
   };
 
@@ -108,7 +112,7 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kFirstShift = 21;
   for (int b = tid; b < (1 << 11); b += kThreads) hist[b] = 0;
   __syncthreads();
-  for (int64_t j = tid; j < n; j += kThreads) {
+  for (int32_t j = tid; j < n; j += kThreads) {
     const uint32_t u = OrderKey(src[j]);
     if (stage) staged[j] = u;
     atomicAdd(&hist[u >> kFirstShift], 1u);
@@ -121,7 +125,7 @@ __global__ void __launch_bounds__(kThreads)
     if (round > 0) {
       for (int b = tid; b < bins; b += kThreads) hist[b] = 0;
       __syncthreads();
-      for (int64_t j = tid; j < n; j += kThreads) {
+      for (int32_t j = tid; j < n; j += kThreads) {
         const uint32_t u = key_at(j);
         if ((u & prefix_mask) == prefix) {
           atomicAdd(&hist[(u >> shift) & digit_mask], 1u);
@@ -168,9 +172,8 @@ __global__ void __launch_bounds__(kThreads)
   // keys equal to it.
   uint32_t base_above = 0;
   uint32_t base_equal = 0;
-  for (int64_t chunk = 0; chunk < n;
-       chunk += int64_t{kThreads} * kItemsPerThread) {
-    const int64_t j0 = chunk + int64_t{tid} * kItemsPerThread;
+  for (int32_t chunk = 0; chunk < n; chunk += kThreads * kItemsPerThread) {
+    const int32_t j0 = chunk + tid * kItemsPerThread;
     uint32_t keys[kItemsPerThread];
     uint32_t n_above = 0, n_equal = 0;
 #pragma unroll
@@ -195,7 +198,7 @@ __global__ void __launch_bounds__(kThreads)
         take = equal_seen < take_equal;
         ++equal_seen;
       }
-      if (take) out[pos++] = static_cast<int32_t>(start + j0 + i);
+      if (take) out[pos++] = start + j0 + i;
     }
     base_above += total >> 16;
     base_equal += total & 0xffffu;
