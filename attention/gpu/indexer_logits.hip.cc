@@ -361,7 +361,7 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
   alignas(128) __shared__ uint8_t k_smem[kTileKeys * kHeadDim];
   __shared__ float scale_smem[kTileKeys];
   alignas(16) __shared__ float weight_smem[kBlockCols];
-  __shared__ float partial[kWarps][kTileKeys];
+  __shared__ float partial[2][kWarps][kTileKeys];
   __shared__ RowWindow window[kWarps];
 
   const int tid = threadIdx.x;
@@ -461,17 +461,41 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
       WG::FenceStores();
     };
 
+    // Rows of the run: sum the partials of their warps and store the tile's
+    // keys that fall inside each row's window.
+    auto finalize = [&](int tile) {
+      const int32_t tile_start = lo + tile * kTileKeys;
+      const int buf = tile & 1;
+      for (int idx = tid; idx < (run_end - run_begin) * kTileKeys;
+           idx += kThreads) {
+        const int r = run_begin + idx / kTileKeys;
+        const int kk = idx % kTileKeys;
+        const int32_t key = tile_start + kk;
+        const RowWindow w = window[r];
+        if (key >= w.start && key < w.end) {
+          float v = 0.0f;
+          for (int c = 0; c < chunks_per_row; ++c) {
+            v += partial[buf][r * chunks_per_row + c][kk];
+          }
+          p.logits[(row0 + r) * p.logits_stride + key] = v;
+        }
+      }
+    };
+
     fetch(0);
     __syncthreads();  // the previous run's last tile is no longer read
     store();
     __syncthreads();
+    const uint8_t* q_group =
+        q_smem + group * (WG::kN / 8) * WG::kRowGroupBytes;
     for (int tile = 0; tile < num_tiles; ++tile) {
-      const int32_t tile_start = lo + tile * kTileKeys;
-      if (tile + 1 < num_tiles) fetch(tile + 1);
-
+      // The product runs asynchronously while this thread fetches the next
+      // tile and stores the previous tile's logits.
       float acc[kAcc];
-      WG::Run(acc, k_smem, q_smem + group * (WG::kN / 8) * WG::kRowGroupBytes,
-              /*accumulate=*/false);
+      WG::Issue(acc, k_smem, q_group, /*accumulate=*/false);
+      if (tile + 1 < num_tiles) fetch(tile + 1);
+      if (tile > 0) finalize(tile - 1);
+      WG::Wait(acc);
       // relu(score * key scale) * head weight, summed over each 32-column
       // segment: this thread's 8 columns of it, then the 4 lanes that share
       // the key. A cache's scales are positive (ue8m0 powers of two), so
@@ -503,27 +527,14 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
           if (positive) sum *= key_scale;
           sum += DSA_SHFL_XOR(sum, 1, kDsaWarpSize);
           sum += DSA_SHFL_XOR(sum, 2, kDsaWarpSize);
-          if (lane % 4 == 0) partial[group * kSegments + seg][key] = sum;
+          if (lane % 4 == 0) partial[tile & 1][group * kSegments + seg][key] = sum;
         }
       }
       __syncthreads();  // keys consumed, partials written
       if (tile + 1 < num_tiles) store();
-      for (int idx = tid; idx < (run_end - run_begin) * kTileKeys;
-           idx += kThreads) {
-        const int r = run_begin + idx / kTileKeys;
-        const int kk = idx % kTileKeys;
-        const int32_t key = tile_start + kk;
-        const RowWindow w = window[r];
-        if (key >= w.start && key < w.end) {
-          float v = 0.0f;
-          for (int c = 0; c < chunks_per_row; ++c) {
-            v += partial[r * chunks_per_row + c][kk];
-          }
-          p.logits[(row0 + r) * p.logits_stride + key] = v;
-        }
-      }
-      __syncthreads();  // next keys stored, partials read
+      __syncthreads();  // next keys stored
     }
+    finalize(num_tiles - 1);
     run_begin = run_end;
   }
 }

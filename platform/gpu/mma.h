@@ -245,6 +245,15 @@ struct WarpgroupFp8Mma {
            (static_cast<uint64_t>(kLeadingBytes >> 4) << 16) |
            (static_cast<uint64_t>(kRowGroupBytes >> 4) << 32);
   }
+  // Keeps the compiler from moving reads or writes of the accumulators
+  // across the asynchronous product.
+  __device__ __forceinline__ static void FenceOperands(
+      float (&acc)[kAccPerThread]) {
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i) {
+      asm volatile("" : "+f"(acc[i])::"memory");
+    }
+  }
   // Shared memory written by ordinary stores and read next by wgmma needs
   // this in each writing thread, before the barrier.
   __device__ __forceinline__ static void FenceStores() {
@@ -253,16 +262,15 @@ struct WarpgroupFp8Mma {
 #endif
   }
   // acc (+)= A * B^T over kKBytes of K; accumulate=false starts from zero.
-  // Waits for the result.
-  __device__ __forceinline__ static void Run(float (&acc)[kAccPerThread],
-                                             const uint8_t* a_tile,
-                                             const uint8_t* b_tile,
-                                             bool accumulate) {
+  // Issue() starts the products and returns at once: until Wait(), the
+  // thread may do other work but must not touch acc, and the operands in
+  // shared memory must stay as they are.
+  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
+                                               const uint8_t* a_tile,
+                                               const uint8_t* b_tile,
+                                               bool accumulate) {
 #if defined(DSA_MMA_HAS_WGMMA_FP8)
-#pragma unroll
-    for (int i = 0; i < kAccPerThread; ++i) {
-      asm volatile("" : "+f"(acc[i])::"memory");
-    }
+    FenceOperands(acc);
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int k0 = 0; k0 < kKBytes; k0 += kK) {
@@ -296,11 +304,6 @@ struct WarpgroupFp8Mma {
           : "l"(da), "l"(db), "r"(scale_d));
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-    for (int i = 0; i < kAccPerThread; ++i) {
-      asm volatile("" : "+f"(acc[i])::"memory");
-    }
 #else
     (void)acc;
     (void)a_tile;
@@ -308,6 +311,21 @@ struct WarpgroupFp8Mma {
     (void)accumulate;
     __trap();  // only reached if a kernel ignores kHasWarpgroupFp8Mma
 #endif
+  }
+  __device__ __forceinline__ static void Wait(float (&acc)[kAccPerThread]) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    FenceOperands(acc);
+#else
+    (void)acc;
+#endif
+  }
+  __device__ __forceinline__ static void Run(float (&acc)[kAccPerThread],
+                                             const uint8_t* a_tile,
+                                             const uint8_t* b_tile,
+                                             bool accumulate) {
+    Issue(acc, a_tile, b_tile, accumulate);
+    Wait(acc);
   }
   // Accumulator element i of this thread: row (within the 64) and column.
   // Thread (warp w of the group, lane l) holds rows 16w + l/4 (+ 8) and, in
