@@ -5,14 +5,20 @@
 // each score by its key's scale, applies relu, weights it by the head's
 // weight and sums over heads. A block owns 256 (row, head) columns (8 rows of
 // 32 heads, 4 rows of 64, ...) and walks the union of its rows' key windows
-// in tiles of 64 keys; each warp owns 32 heads of one row, keeps their query
-// fragments in registers for the whole walk, and multiplies the shared key
-// tile on the matrix cores (platform/gpu/mma.h). The key tile for step t + 1
-// is fetched from the paged cache into registers while step t computes, and
-// stored (converted to the matrix cores' operand type) into the other of two
-// shared buffers. Per-warp partial sums go through shared memory so that the
-// heads of a row split over several warps add up, and leave as coalesced
-// rows of logits.
+// in tiles of 64 keys, fetching tile t + 1 from the paged cache into
+// registers while tile t computes. Partial sums per 32 heads go through
+// shared memory, so that the heads of a row split over several warps add up,
+// and leave as coalesced rows of logits.
+//
+// Two bodies share that structure and one launch configuration (256 NVIDIA
+// threads, 512 AMD), picked at compile time through platform/gpu/mma.h:
+//   - warpgroup (sm_90a, e4m3fn): each warpgroup multiplies the fp8 key tile
+//     by its 128 query columns with wgmma straight from shared memory; two
+//     blocks fit on a multiprocessor.
+//   - warp level (every other target): each warp keeps its 32 heads' query
+//     fragments in registers and multiplies the staged key tile with
+//     mma.sync (HMMA), MFMA or the FMA fallback.
+// Shapes the matrix kernel does not take run on a plain FMA kernel.
 //
 // Blocks start with the last rows: with causal windows they have the most
 // keys, and running them first keeps the tail of the grid short.
@@ -23,6 +29,13 @@
 #include "attention/gpu/launch_util.h"
 #include "platform/gpu/hip_compat.h"
 #include "platform/gpu/mma.h"
+
+// On targets where mma.h falls back to FMAs (gfx90a), the unrolled key-tile
+// loop grows past clang's unroll limit and it says so; the loop is still
+// correct, and those targets are not the fast path.
+#if defined(__clang__) && !defined(__CUDA__)
+#pragma clang diagnostic ignored "-Wpass-failed"
+#endif
 
 namespace dsa::attention::gpu {
 namespace {
@@ -123,7 +136,7 @@ struct LogitsShared {
   RowWindow window[kWarps];
 };
 
-// The kernel for sm_80+ NVIDIA and AMD: warp-level fragments (mma.sync /
+// The body for sm_80+ NVIDIA and AMD: warp-level fragments (mma.sync /
 // MFMA), query fragments in registers.
 template <Fp8Format F>
 __device__ __forceinline__ void LogitsWarpMmaBody(const IndexerLogitsParams& p) {
@@ -345,7 +358,7 @@ struct ChunkPos {
   return {(c % 8) + 8 * (c / 64), (c / 8) % 8};
 }
 
-// The kernel for sm_90a (Hopper) with e4m3fn data: each warpgroup multiplies
+// The body for sm_90a (Hopper) with e4m3fn data: each warpgroup multiplies
 // the 64-key tile by its 128 query columns with wgmma straight from the fp8
 // bytes in shared memory (no conversion, no register copy of the queries).
 template <Fp8Format F>

@@ -192,9 +192,9 @@ __global__ void __launch_bounds__(kThreads)
                    (equal_seen < take_equal ? equal_seen : take_equal);
 #pragma unroll
     for (int i = 0; i < kItemsPerThread; ++i) {
-      if (j0 + i >= n) break;
-      bool take = keys[i] > threshold;
-      if (keys[i] == threshold) {
+      const bool valid = j0 + i < n;
+      bool take = valid && keys[i] > threshold;
+      if (valid && keys[i] == threshold) {
         take = equal_seen < take_equal;
         ++equal_seen;
       }

@@ -1,25 +1,30 @@
-// Warp-level fp8 matrix products on the matrix cores, one interface for
-// NVIDIA and AMD, with a plain-FMA fallback where the target has no suitable
-// instruction.
+// Fp8 matrix products on the matrix cores, one interface for NVIDIA and AMD,
+// with a plain-FMA fallback where the target has no suitable instruction.
 //
-// A kernel stages fp8 operands in shared memory through Convert16() (the
-// element type there is the policy's Elem), loads warp fragments with
-// LoadA()/LoadB(), and accumulates C[kM x kN] += A[kM x kK] * B[kN x kK]^T in
-// fp32 with Run(). Which lane holds which element of C is the policy's
-// business: the kernel reads it through CRow()/CCol() and sums a row's values
-// across the lanes that share it with ReduceRowLanes(). That is all the layout
-// a kernel needs, so no #ifdef of an architecture appears outside this file.
+// Warp level (Fp8WarpMma<format>): a kernel stages fp8 operands in shared
+// memory through Convert16() (the element type there is the policy's Elem),
+// loads warp fragments with LoadA()/LoadB(), and accumulates
+// C[kM x kN] += A[kM x kK] * B[kN x kK]^T in fp32 with Run(). Which lane
+// holds which element of C is the policy's business: the kernel reads it
+// through CRow()/CCol() and sums a row's values across the lanes that share
+// it with ReduceRowLanes(). That is all the layout a kernel needs, so no
+// #ifdef of an architecture appears outside this file.
 //
 //   NVIDIA, sm_80 and later: fp8 is widened to fp16 once, when it is staged
 //     (exact for both E4M3 encodings), and multiplied by mma.sync m16n8k16
 //     (HMMA). Hopper runs fp8 mma.sync only by converting every operand to
-//     fp16 on the fly, so converting once per staged tile is cheaper; Hopper's
-//     own fp8 path is wgmma (QGMMA), which needs sm_90a and warpgroup tiles.
+//     fp16 on the fly, so converting once per staged tile is cheaper.
 //   NVIDIA before sm_80: the same fragments multiplied with FMAs.
 //   AMD gfx940/941/942 with e4m3fnuz data: v_mfma_f32_32x32x16_fp8_fp8 on the
 //     raw fp8 bytes (those chips' fp8 is the fnuz encoding).
 //   Other AMD targets, or OCP e4m3fn data on gfx94x: the same 32x32 fragments
 //     multiplied with FMAs after a software decode.
+//
+// Warpgroup level (WarpgroupFp8Mma, kHasWarpgroupFp8Mma): Hopper's own fp8
+// path, wgmma (QGMMA in SASS), for kernels built for sm_90a; four warps
+// multiply operands that stay in shared memory. Kernels branch on
+// kHasWarpgroupFp8Mma with `if constexpr` and keep a warp-level body for
+// every other target.
 //
 // Include only from sources built by gpu_kernel_library().
 #ifndef DSA_PLATFORM_GPU_MMA_H_
