@@ -10,6 +10,17 @@
 namespace dsa::attention::gpu {
 
 LaunchResult DeviceMalloc(void** ptr, size_t bytes) {
+  // Without a device some runtimes fail the allocation with a generic error
+  // (HIP: hipErrorInvalidDevice), so ask for the device count first and
+  // report kNoDevice plainly.
+  int count = 0;
+  const hipError_t err = hipGetDeviceCount(&count);
+  if (err != hipSuccess || count == 0) {
+    LaunchResult r = FromError(err != hipSuccess ? err : hipErrorNoDevice,
+                               "hipGetDeviceCount");
+    r.code = LaunchCode::kNoDevice;
+    return r;
+  }
   return FromError(hipMalloc(ptr, bytes), "hipMalloc");
 }
 LaunchResult DeviceFree(void* ptr) {
