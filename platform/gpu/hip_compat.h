@@ -74,6 +74,13 @@ __device__ __forceinline__ T __shfl_down_compat(T value, unsigned delta,
   __shfl_xor_compat((value), (lane_mask), (width))
 #define DSA_SHFL_DOWN(value, delta, width) \
   __shfl_down_compat((value), (delta), (width))
+template <typename T>
+__device__ __forceinline__ T __shfl_up_compat(T value, unsigned delta,
+                                              int width) {
+  return __shfl_up_sync(DSA_FULL_WARP_MASK, value, delta, width);
+}
+#define DSA_SHFL_UP(value, delta, width) \
+  __shfl_up_compat((value), (delta), (width))
 
 inline constexpr int kDsaWarpSize = 32;
 
@@ -94,6 +101,7 @@ inline bool DsaIsNoDeviceError(hipError_t err) {
   __shfl_xor((value), (lane_mask), (width))
 #define DSA_SHFL_DOWN(value, delta, width) \
   __shfl_down((value), (delta), (width))
+#define DSA_SHFL_UP(value, delta, width) __shfl_up((value), (delta), (width))
 
 // Every target this project builds for AMD (gfx90a, gfx940, gfx942, gfx950)
 // is CDNA, with 64-wide wavefronts.

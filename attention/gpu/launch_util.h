@@ -1,0 +1,47 @@
+// Shared by the launchers in attention/gpu: building LaunchResults from
+// argument checks and HIP/CUDA runtime errors. Device-compiler sources only.
+#ifndef DSA_ATTENTION_GPU_LAUNCH_UTIL_H_
+#define DSA_ATTENTION_GPU_LAUNCH_UTIL_H_
+
+#include <cstdarg>
+#include <cstdio>
+
+#include "attention/gpu/indexer_kernels.h"
+#include "platform/gpu/hip_compat.h"
+
+namespace dsa::attention::gpu {
+
+// kInvalidArgument with "<op>: <printf-formatted detail>".
+inline LaunchResult Invalid(const char* op, const char* format, ...) {
+  LaunchResult r;
+  r.code = LaunchCode::kInvalidArgument;
+  int n = std::snprintf(r.message, sizeof(r.message), "%s: ", op);
+  if (n < 0) n = 0;
+  if (n < static_cast<int>(sizeof(r.message))) {
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(r.message + n, sizeof(r.message) - n, format, args);
+    va_end(args);
+  }
+  return r;
+}
+
+// kOk, or the runtime error `err` of `what` (kNoDevice when there is none).
+inline LaunchResult FromError(hipError_t err, const char* what) {
+  LaunchResult r;
+  if (err == hipSuccess) return r;
+  r.code = DsaIsNoDeviceError(err) ? LaunchCode::kNoDevice
+                                   : LaunchCode::kRuntimeError;
+  std::snprintf(r.message, sizeof(r.message), "%s: %s (%d)", what,
+                hipGetErrorString(err), static_cast<int>(err));
+  return r;
+}
+
+// The launch error of the kernel just enqueued, if any.
+inline LaunchResult CheckLaunch(const char* op) {
+  return FromError(hipGetLastError(), op);
+}
+
+}  // namespace dsa::attention::gpu
+
+#endif  // DSA_ATTENTION_GPU_LAUNCH_UTIL_H_
