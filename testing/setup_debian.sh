@@ -4,6 +4,7 @@
 #
 #   testing/setup_debian.sh            # Bazel, compilers, system libraries
 #   testing/setup_debian.sh --rocm     # also hipcc and the HIP runtime (~650 MB)
+#   testing/setup_debian.sh --plot     # also matplotlib, for prefill_bench --plot
 #
 # The CUDA toolchain (nvcc at /usr/local/cuda) is not a Debian package; the
 # cuda build configuration uses it where present.
@@ -18,7 +19,8 @@ packages=(
 for arg in "$@"; do
   case "$arg" in
     --rocm) packages+=(hipcc libamdhip64-dev rocm-device-libs) ;;
-    *) echo "setup_debian.sh: unknown argument '$arg' (expected --rocm)" >&2; exit 2 ;;
+    --plot) packages+=(python3 python3-matplotlib) ;;
+    *) echo "setup_debian.sh: unknown argument '$arg' (expected --rocm or --plot)" >&2; exit 2 ;;
   esac
 done
 
