@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Draws prefill_bench's JSON: median TTFT per workload and arm, with every
 run as a dot and the run-to-run range as an error bar, one panel per workload
 (their TTFTs differ by orders of magnitude).
@@ -22,6 +22,55 @@ import matplotlib.pyplot as plt  # noqa: E402
 ARM_COLOURS = {"main": "#7f7f7f", "skip": "#1f77b4", "no_indexer": "#bcbd22"}
 
 
+def draw(ax, w, runs_key, median_key, change_key, ylabel):
+    names = list(w["arms"].keys())
+    for i, name in enumerate(names):
+        arm = w["arms"][name]
+        colour = ARM_COLOURS.get(name, "#333333")
+        if arm[median_key] is None:
+            ax.text(i, 0, "n/a", ha="center", va="bottom", fontsize=8)
+            continue
+        runs = arm[runs_key]
+        median = arm[median_key]
+        ax.bar(
+            i,
+            median,
+            color=colour,
+            alpha=0.5 if arm.get("bound") else 0.9,
+            hatch="//" if arm.get("bound") else None,
+            yerr=[[median - min(runs)], [max(runs) - median]],
+            capsize=4,
+        )
+        ax.plot([i] * len(runs), runs, "k.", markersize=4)
+        scored = arm["indexer_calls"]
+        ax.annotate(
+            "%d/%d scored" % (scored["scored"], scored["total"]),
+            (i, median),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=7,
+        )
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(
+        [n + ("\n(bound)" if w["arms"][n].get("bound") else "") for n in names],
+        fontsize=8,
+    )
+    title = "%s: %d x %d tok" % (w["name"], w["prompts"], w["prompt_len"])
+    change = w.get(change_key)
+    if change and change.get("pct") is not None:
+        title += "\nskip %+.1f%%" % change["pct"]
+        if change.get("range_pct"):
+            title += " [%+.1f, %+.1f]" % tuple(change["range_pct"])
+        title += " " + change.get("verdict", "")
+    if w.get("outputs_equal") is not None:
+        title += "\noutputs %s" % ("equal" if w["outputs_equal"] else "DIFFER")
+    ax.set_title(title, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.set_ylim(bottom=0)
+
+
 def main(argv):
     if len(argv) != 3:
         print("usage: plot_prefill_bench.py RESULT.json OUT.png", file=sys.stderr)
@@ -34,54 +83,20 @@ def main(argv):
         return 2
     platform = result["platform"]
     model = result["model"]
+    # Row 0: TTFT (wall clock); row 1: the same on the process's CPU-time
+    # clock, which other load on a shared machine does not stretch.
+    rows = [("ttft_ms", "median_ttft_ms", "change", "median TTFT (ms)")]
+    if all("ttft_cpu_ms" in a for w in workloads for a in w["arms"].values()):
+        rows.append(("ttft_cpu_ms", "median_ttft_cpu_ms", "change_cpu",
+                     "median CPU-time TTFT (ms)"))
     fig, axes = plt.subplots(
-        1, len(workloads), figsize=(3.2 * len(workloads) + 0.6, 4.2), squeeze=False
+        len(rows), len(workloads),
+        figsize=(3.4 * len(workloads) + 0.6, 3.8 * len(rows) + 0.4),
+        squeeze=False,
     )
-    for ax, w in zip(axes[0], workloads):
-        names = list(w["arms"].keys())
-        for i, name in enumerate(names):
-            arm = w["arms"][name]
-            colour = ARM_COLOURS.get(name, "#333333")
-            label = name + (" (bound)" if arm.get("bound") else "")
-            if arm["median_ttft_ms"] is None:
-                ax.text(i, 0, "n/a", ha="center", va="bottom", fontsize=8)
-                continue
-            runs = arm["ttft_ms"]
-            median = arm["median_ttft_ms"]
-            ax.bar(
-                i,
-                median,
-                color=colour,
-                alpha=0.5 if arm.get("bound") else 0.9,
-                hatch="//" if arm.get("bound") else None,
-                label=label,
-                yerr=[[median - min(runs)], [max(runs) - median]],
-                capsize=4,
-            )
-            ax.plot([i] * len(runs), runs, "k.", markersize=4)
-            scored = arm["indexer_calls"]
-            ax.annotate(
-                "%d/%d scored" % (scored["scored"], scored["total"]),
-                (i, median),
-                xytext=(0, 3),
-                textcoords="offset points",
-                ha="center",
-                va="bottom",
-                fontsize=7,
-            )
-        ax.set_xticks(range(len(names)))
-        ax.set_xticklabels(names, fontsize=8)
-        title = "%s: %d x %d tok" % (w["name"], w["prompts"], w["prompt_len"])
-        if w.get("change_pct") is not None:
-            title += "\nskip %+.1f%%" % w["change_pct"]
-            rng = w.get("change_range_pct")
-            if rng:
-                title += " [%+.1f, %+.1f]" % (rng[0], rng[1])
-        if w.get("outputs_equal") is not None:
-            title += ", outputs %s" % ("equal" if w["outputs_equal"] else "DIFFER")
-        ax.set_title(title, fontsize=9)
-        ax.set_ylabel("median TTFT (ms)")
-        ax.set_ylim(bottom=0)
+    for row, (runs_key, median_key, change_key, ylabel) in enumerate(rows):
+        for ax, w in zip(axes[row], workloads):
+            draw(ax, w, runs_key, median_key, change_key, ylabel)
     where = "%s %s" % (platform["name"], platform["arch"])
     if platform.get("emulated"):
         where += " (EMULATED on %s kernels)" % platform.get("executes_on", "cpu")

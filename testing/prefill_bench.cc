@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <random>
@@ -237,6 +238,7 @@ struct Arm {
 
 struct RunFigures {
   double median_ttft_ms = 0;
+  double median_ttft_cpu_ms = 0;
   int64_t scored = 0;
   int64_t launches = 0;
   uint64_t output_hash = kFnvBasis;
@@ -247,69 +249,122 @@ int64_t Launches(const OpCallCounts& c) {
          c.mla_cache_write + c.sparse_mla + c.dense_mha_prefill;
 }
 
-// Runs `steps` (all of a run, or the warm-up's first step) and releases
-// every prompt it started. TTFTs are measured on a clock that advances only
-// while steps and releases run (hashing the outputs is not timed).
-absl::StatusOr<RunFigures> RunSchedule(DeepseekV32Model& model,
-                                       const Schedule& schedule, int num_steps,
-                                       const std::vector<float>& input,
-                                       int64_t request_id_base) {
-  using Clock = std::chrono::steady_clock;
-  const int64_t hidden = model.planner().config().proto().hidden_size();
-  RunFigures figures;
-  std::vector<double> boundary_ms(num_steps + 1, 0.0);
-  std::set<int> started;
-  absl::Status failure;
-  double clock_ms = 0.0;
-  for (int k = 0; k < num_steps && failure.ok(); ++k) {
-    const ScheduledStep& step = schedule.steps[k];
+// CPU time of every thread of this process: the host work a step costs,
+// whatever share of the cores the machine's other load leaves it.
+double ProcessCpuMs() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+// One arm's run of a workload's schedule, a step at a time, so that the
+// arms' steps can be interleaved. TTFTs are measured on a clock of this run
+// alone, which advances only while its own steps and releases run (hashing
+// the outputs is not timed): interleaving the arms then exposes them to the
+// same machine load without one arm's time counting in another's TTFT.
+class ScheduleRun {
+ public:
+  ScheduleRun(DeepseekV32Model& model, const Schedule& schedule,
+              const std::vector<float>& input, int64_t request_id_base)
+      : model_(model),
+        schedule_(schedule),
+        input_(input),
+        id_base_(request_id_base),
+        hidden_(model.planner().config().proto().hidden_size()),
+        boundary_ms_(schedule.steps.size() + 1, 0.0),
+        boundary_cpu_ms_(schedule.steps.size() + 1, 0.0) {}
+  // A failed or partial (warm-up) run leaves no prompt in the cache.
+  ~ScheduleRun() { (void)ReleaseStarted(); }
+  ScheduleRun(const ScheduleRun&) = delete;
+  ScheduleRun& operator=(const ScheduleRun&) = delete;
+
+  // Runs step k; steps run in order.
+  absl::Status Step(int k) {
+    using Clock = std::chrono::steady_clock;
+    if (k != steps_done_) {
+      return absl::InternalError(absl::StrCat("step ", k, " out of order"));
+    }
+    const ScheduledStep& step = schedule_.steps[k];
     std::vector<StepRequest> requests;
     for (const ScheduledPrompt& p : step.prompts) {
-      requests.push_back({request_id_base + p.prompt, p.context, p.new_tokens});
+      requests.push_back({id_base_ + p.prompt, p.context, p.new_tokens});
     }
-    const absl::Span<const float> x(input.data(), step.tokens * hidden);
+    const absl::Span<const float> x(input_.data(), step.tokens * hidden_);
+    const double cpu0 = ProcessCpuMs();
     const Clock::time_point t0 = Clock::now();
-    absl::StatusOr<StepOutput> out = model.Step({}, requests, x);
+    absl::StatusOr<StepOutput> out = model_.Step({}, requests, x);
+    absl::Status released;
     if (out.ok()) {
-      for (const ScheduledPrompt& p : step.prompts) started.insert(p.prompt);
+      for (const ScheduledPrompt& p : step.prompts) started_.insert(p.prompt);
       for (const ScheduledPrompt& p : step.prompts) {
         if (!p.finishes) continue;
-        absl::Status released = model.Release(request_id_base + p.prompt);
-        started.erase(p.prompt);
-        if (!released.ok() && failure.ok()) failure = released;
+        absl::Status r = model_.Release(id_base_ + p.prompt);
+        started_.erase(p.prompt);
+        if (!r.ok() && released.ok()) released = r;
       }
     }
     const Clock::time_point t1 = Clock::now();
-    if (!out.ok()) {
-      failure = out.status();
-      break;
-    }
-    clock_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
-    boundary_ms[k + 1] = clock_ms;
-    figures.scored += out->op_calls.indexer_topk;
-    figures.launches += Launches(out->op_calls);
-    figures.output_hash =
+    const double cpu1 = ProcessCpuMs();
+    DSA_RETURN_IF_ERROR(out.status());
+    DSA_RETURN_IF_ERROR(released);
+    clock_ms_ += std::chrono::duration<double, std::milli>(t1 - t0).count();
+    boundary_ms_[k + 1] = clock_ms_;
+    cpu_clock_ms_ += cpu1 - cpu0;
+    boundary_cpu_ms_[k + 1] = cpu_clock_ms_;
+    ++steps_done_;
+    figures_.scored += out->op_calls.indexer_topk;
+    figures_.launches += Launches(out->op_calls);
+    figures_.output_hash =
         Fnv1a(out->hidden.data(), out->hidden.size() * sizeof(float),
-              figures.output_hash);
-    figures.output_hash =
+              figures_.output_hash);
+    figures_.output_hash =
         Fnv1a(out->mtp_hidden.data(), out->mtp_hidden.size() * sizeof(float),
-              figures.output_hash);
+              figures_.output_hash);
+    return absl::OkStatus();
   }
-  // Prompts a failed or partial (warm-up) run left in the cache.
-  for (int prompt : started) {
-    absl::Status released = model.Release(request_id_base + prompt);
-    if (!released.ok() && failure.ok()) failure = released;
+
+  // Releases what is left and returns the figures of the steps run: the
+  // median TTFT over the prompts they finished.
+  absl::StatusOr<RunFigures> Finish() {
+    DSA_RETURN_IF_ERROR(ReleaseStarted());
+    std::vector<double> ttft, ttft_cpu;
+    for (size_t i = 0; i < schedule_.finish_step.size(); ++i) {
+      const int end = schedule_.finish_step[i] + 1;
+      const int begin = schedule_.arrival_boundary[i];
+      if (end > steps_done_) continue;
+      ttft.push_back(boundary_ms_[end] - boundary_ms_[begin]);
+      ttft_cpu.push_back(boundary_cpu_ms_[end] - boundary_cpu_ms_[begin]);
+    }
+    RunFigures figures = figures_;
+    figures.median_ttft_ms = Median(ttft);
+    figures.median_ttft_cpu_ms = Median(ttft_cpu);
+    return figures;
   }
-  DSA_RETURN_IF_ERROR(failure);
-  std::vector<double> ttft;
-  for (size_t i = 0; i < schedule.finish_step.size(); ++i) {
-    if (schedule.finish_step[i] >= num_steps) continue;
-    ttft.push_back(boundary_ms[schedule.finish_step[i] + 1] -
-                   boundary_ms[schedule.arrival_boundary[i]]);
+
+ private:
+  absl::Status ReleaseStarted() {
+    absl::Status status;
+    for (int prompt : started_) {
+      absl::Status r = model_.Release(id_base_ + prompt);
+      if (!r.ok() && status.ok()) status = r;
+    }
+    started_.clear();
+    return status;
   }
-  figures.median_ttft_ms = Median(ttft);
-  return figures;
-}
+
+  DeepseekV32Model& model_;
+  const Schedule& schedule_;
+  const std::vector<float>& input_;
+  const int64_t id_base_;
+  const int64_t hidden_;
+  std::vector<double> boundary_ms_;
+  std::vector<double> boundary_cpu_ms_;
+  std::set<int> started_;
+  int steps_done_ = 0;
+  double clock_ms_ = 0.0;
+  double cpu_clock_ms_ = 0.0;
+  RunFigures figures_;
+};
 
 absl::StatusOr<uint64_t> CacheHash(const DeepseekV32Model& model) {
   uint64_t h = kFnvBasis;
@@ -348,6 +403,16 @@ std::string FormatMs(double ms) {
 
 std::string SignedPct(double pct) { return absl::StrFormat("%+.1f%%", pct); }
 
+std::string ChangeText(const Change& c) {
+  if (!c.pct) return "";
+  std::string text = SignedPct(*c.pct);
+  if (c.min_pct) {
+    absl::StrAppend(&text, " [", absl::StrFormat("%+.1f", *c.min_pct), ", ",
+                    absl::StrFormat("%+.1f", *c.max_pct), "] ", c.verdict);
+  }
+  return text;
+}
+
 std::string JsonString(absl::string_view s) {
   std::string out = "\"";
   for (char c : s) {
@@ -382,6 +447,16 @@ std::string JsonNumber(const std::optional<double>& v) {
 std::string JsonBool(const std::optional<bool>& v) {
   if (!v) return "null";
   return *v ? "true" : "false";
+}
+
+std::string JsonChange(const Change& c) {
+  return absl::StrCat(
+      "{\"pct\": ", JsonNumber(c.pct), ", \"range_pct\": ",
+      c.min_pct ? absl::StrCat("[", JsonNumber(*c.min_pct), ", ",
+                               JsonNumber(*c.max_pct), "]")
+                : "null",
+      ", \"verdict\": ", c.verdict.empty() ? "null" : JsonString(c.verdict),
+      "}");
 }
 
 std::string PadRight(absl::string_view s, size_t width) {
@@ -641,6 +716,29 @@ absl::StatusOr<Schedule> MakeSchedule(const Workload& workload,
   return s;
 }
 
+Change CompareRuns(const std::vector<double>& arm,
+                   const std::vector<double>& main) {
+  Change c;
+  const double main_median = Median(main);
+  if (arm.empty() || main.empty() || main_median <= 0) return c;
+  c.pct = 100.0 * (Median(arm) / main_median - 1);
+  double lo = INFINITY, hi = -INFINITY;
+  for (size_t i = 0; i < std::min(arm.size(), main.size()); ++i) {
+    if (main[i] <= 0) continue;
+    const double change = 100.0 * (arm[i] / main[i] - 1);
+    lo = std::min(lo, change);
+    hi = std::max(hi, change);
+  }
+  c.verdict = "within noise";
+  if (std::isfinite(lo)) {
+    c.min_pct = lo;
+    c.max_pct = hi;
+    if (hi < -kNoiseFloorPct) c.verdict = "faster";
+    if (lo > kNoiseFloorPct) c.verdict = "slower";
+  }
+  return c;
+}
+
 absl::StatusOr<BenchResult> RunBench(const Flags& flags,
                                      const platform::Registry& registry,
                                      std::ostream& progress,
@@ -764,16 +862,9 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
     for (float& v : input) v = dist(rng);
   }
 
-  int total_runs = 0;
-  for (const Workload& w : workloads) {
-    for (const Arm& arm : arms) {
-      if (arm.name != kNoIndexer ||
-          NoIndexerReason(arm.model->planner(), w).empty()) {
-        total_runs += flags.runs;
-      }
-    }
-  }
-  int done_runs = 0;
+  // Progress counts rounds: one run of every arm of a workload.
+  const int total_rounds = static_cast<int>(workloads.size()) * flags.runs;
+  int done_rounds = 0;
   int64_t request_id = 0;
   for (size_t wi = 0; wi < workloads.size(); ++wi) {
     const Workload& w = workloads[wi];
@@ -795,37 +886,62 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
     // Warm-up: each arm runs the workload's first step once, unmeasured.
     for (size_t a = 0; a < arms.size(); ++a) {
       if (!runnable[a]) continue;
-      DSA_RETURN_IF_ERROR(RunSchedule(*arms[a].model, schedule, 1, input,
-                                      request_id)
-                              .status());
+      ScheduleRun warm_up(*arms[a].model, schedule, input, request_id);
+      DSA_RETURN_IF_ERROR(warm_up.Step(0));
+      DSA_RETURN_IF_ERROR(warm_up.Finish().status());
     }
     request_id += w.prompts;
-    // ABBA: odd rounds run the arms in reverse order.
+    // ABBA, step by step: the arms take turns at every step, in reverse
+    // order every other step and every other round, so that a change in the
+    // machine's load falls on every arm alike.
+    const int num_steps = static_cast<int>(schedule.steps.size());
     for (int round = 0; round < flags.runs; ++round) {
-      for (size_t i = 0; i < arms.size(); ++i) {
-        const size_t a = round % 2 == 0 ? i : arms.size() - 1 - i;
-        if (!runnable[a]) continue;
-        absl::StatusOr<RunFigures> figures = RunSchedule(
-            *arms[a].model, schedule, static_cast<int>(schedule.steps.size()),
-            input, request_id);
-        if (!figures.ok()) {
-          return absl::Status(
-              figures.status().code(),
-              absl::StrCat(w.name, ", arm ", arms[a].name, ", run ", round + 1,
-                           ": ", figures.status().message()));
+      std::vector<std::unique_ptr<ScheduleRun>> active(arms.size());
+      for (size_t a = 0; a < arms.size(); ++a) {
+        if (runnable[a]) {
+          active[a] = std::make_unique<ScheduleRun>(*arms[a].model, schedule,
+                                                    input, request_id);
         }
-        request_id += w.prompts;
-        runs[arms[a].name].push_back(*figures);
-        ++done_runs;
-        const std::string line = absl::StrFormat(
-            "[%d/%d] %s %s run %d/%d: median TTFT %s ms", done_runs, total_runs,
-            w.name, arms[a].name, round + 1, flags.runs,
-            FormatMs(figures->median_ttft_ms));
+      }
+      request_id += w.prompts;
+      for (int k = 0; k < num_steps; ++k) {
+        const bool forward = (round + k) % 2 == 0;
+        for (size_t i = 0; i < arms.size(); ++i) {
+          const size_t a = forward ? i : arms.size() - 1 - i;
+          if (active[a] == nullptr) continue;
+          absl::Status stepped = active[a]->Step(k);
+          if (!stepped.ok()) {
+            return absl::Status(
+                stepped.code(),
+                absl::StrCat(w.name, ", arm ", arms[a].name, ", run ",
+                             round + 1, ", step ", k + 1, ": ",
+                             stepped.message()));
+          }
+        }
         if (progress_tty) {
-          progress << "\r\033[K" << line << std::flush;
-        } else {
-          progress << line << "\n" << std::flush;
+          progress << "\r\033[K"
+                   << absl::StrFormat("[%d/%d] %s run %d/%d: step %d/%d",
+                                      done_rounds + 1, total_rounds, w.name,
+                                      round + 1,
+                                      flags.runs, k + 1, num_steps)
+                   << std::flush;
         }
+      }
+      std::vector<std::string> medians;
+      for (size_t a = 0; a < arms.size(); ++a) {
+        if (active[a] == nullptr) continue;
+        DSA_ASSIGN_OR_RETURN(RunFigures figures, active[a]->Finish());
+        runs[arms[a].name].push_back(figures);
+        medians.push_back(absl::StrCat(arms[a].name, " ",
+                                       FormatMs(figures.median_ttft_ms)));
+      }
+      const std::string line = absl::StrFormat(
+          "[%d/%d] %s run %d/%d: median TTFT %s ms", ++done_rounds, total_rounds,
+          w.name, round + 1, flags.runs, absl::StrJoin(medians, ", "));
+      if (progress_tty) {
+        progress << "\r\033[K" << line << std::flush;
+      } else {
+        progress << line << "\n" << std::flush;
       }
     }
     // Caches after the last run, compared with main's.
@@ -841,8 +957,12 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
       if (it == runs.end()) continue;
       ar.ran = true;
       const std::vector<RunFigures>& rf = it->second;
-      for (const RunFigures& f : rf) ar.ttft_ms.push_back(f.median_ttft_ms);
+      for (const RunFigures& f : rf) {
+        ar.ttft_ms.push_back(f.median_ttft_ms);
+        ar.ttft_cpu_ms.push_back(f.median_ttft_cpu_ms);
+      }
       ar.median_ttft_ms = Median(ar.ttft_ms);
+      ar.median_ttft_cpu_ms = Median(ar.ttft_cpu_ms);
       ar.indexer_scored = rf.front().scored;
       ar.indexer_total =
           int64_t{config->num_indexer_layers()} * wr.steps;
@@ -874,30 +994,20 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
     const ArmResult* main = arm_result(kMain);
     const ArmResult* skip = arm_result(kSkip);
     const ArmResult* bound = arm_result(kNoIndexer);
-    if (main != nullptr && skip != nullptr && main->median_ttft_ms > 0) {
-      wr.change_pct = 100.0 * (skip->median_ttft_ms / main->median_ttft_ms - 1);
-      double lo = INFINITY, hi = -INFINITY;
-      for (double s : skip->ttft_ms) {
-        for (double m : main->ttft_ms) {
-          if (m <= 0) continue;
-          lo = std::min(lo, 100.0 * (s / m - 1));
-          hi = std::max(hi, 100.0 * (s / m - 1));
-        }
-      }
-      if (std::isfinite(lo)) {
-        wr.change_min_pct = lo;
-        wr.change_max_pct = hi;
-      }
+    if (main != nullptr && skip != nullptr) {
+      wr.change = CompareRuns(skip->ttft_ms, main->ttft_ms);
+      wr.change_cpu = CompareRuns(skip->ttft_cpu_ms, main->ttft_cpu_ms);
       wr.outputs_equal = skip->outputs_equal.value_or(false) &&
                          skip->caches_equal.value_or(false);
     }
-    if (main != nullptr && bound != nullptr && main->median_ttft_ms > 0) {
-      wr.bound_change_pct =
-          100.0 * (bound->median_ttft_ms / main->median_ttft_ms - 1);
+    if (main != nullptr && bound != nullptr) {
+      wr.bound_change_pct = CompareRuns(bound->ttft_ms, main->ttft_ms).pct;
+      wr.bound_change_cpu_pct =
+          CompareRuns(bound->ttft_cpu_ms, main->ttft_cpu_ms).pct;
     }
     result.workloads.push_back(std::move(wr));
   }
-  if (progress_tty && done_runs > 0) progress << "\r\033[K" << std::flush;
+  if (progress_tty && done_rounds > 0) progress << "\r\033[K" << std::flush;
   return result;
 }
 
@@ -915,9 +1025,9 @@ std::string FormatTable(const BenchResult& r) {
   if (!p.note.empty()) absl::StrAppend(&out, p.note, "\n");
   absl::StrAppend(&out, "steps of at most ", r.max_num_batched_tokens,
                   " tokens; ", r.runs, r.runs == 1 ? " run" : " runs",
-                  " per arm in ABBA order after a warm-up; TTFT in ms, the "
-                  "median of a run's prompts\n\n");
-  const std::vector<size_t> widths = {9, 10, 12, 8, 18, 9, 8, 35, 0};
+                  " per arm after a warm-up, the arms' steps interleaved in "
+                  "ABBA order; a run's TTFT is the median over its prompts\n\n");
+  const std::vector<size_t> widths = {9, 10, 12, 8, 18, 8, 9, 8, 30, 30, 0};
   auto row = [&](const std::vector<std::string>& cells) {
     std::string line;
     for (size_t i = 0; i < cells.size(); ++i) {
@@ -927,13 +1037,15 @@ std::string FormatTable(const BenchResult& r) {
     while (!line.empty() && line.back() == ' ') line.pop_back();
     absl::StrAppend(&out, line, "\n");
   };
-  row({"workload", "prompts", "arm", "median", "every run", "scored",
-       "launch/", "change vs main [spread]", "vs main, to the bit"});
-  row({"", "x tokens", "", "TTFT ms", "TTFT ms", "of total", "step", "", ""});
+  row({"workload", "prompts", "arm", "median", "every run", "CPU", "scored",
+       "launch/", "TTFT vs main [spread]", "CPU TTFT vs main [spread]",
+       "vs main, to the bit"});
+  row({"", "x tokens", "", "TTFT ms", "TTFT ms", "TTFT ms", "of total", "step",
+       "", "", ""});
   for (const WorkloadResult& w : r.workloads) {
     bool first = true;
     for (const ArmResult& a : w.arms) {
-      std::vector<std::string> cells(9);
+      std::vector<std::string> cells(11);
       if (first) {
         cells[0] = w.workload.name;
         cells[1] = absl::StrCat(w.workload.prompts, " x ", w.workload.prompt_len);
@@ -942,7 +1054,7 @@ std::string FormatTable(const BenchResult& r) {
       cells[2] = a.arm == kNoIndexer ? "no_indexer*" : a.arm;
       if (!a.ran) {
         cells[3] = "n/a";
-        cells[8] = a.not_run_reason.empty() ? "" : a.not_run_reason;
+        cells[10] = a.not_run_reason;
         row(cells);
         continue;
       }
@@ -950,30 +1062,28 @@ std::string FormatTable(const BenchResult& r) {
       std::vector<std::string> runs;
       for (double t : a.ttft_ms) runs.push_back(FormatMs(t));
       cells[4] = absl::StrJoin(runs, " / ");
-      cells[5] = absl::StrCat(a.indexer_scored, "/", a.indexer_total);
-      cells[6] = absl::StrFormat("%.1f", a.launches_per_step);
-      if (a.arm == kSkip && w.change_pct) {
-        std::string verdict = "within noise";
-        if (w.change_max_pct && *w.change_max_pct < 0) verdict = "faster";
-        if (w.change_min_pct && *w.change_min_pct > 0) verdict = "slower";
-        cells[7] = absl::StrCat(SignedPct(*w.change_pct));
-        if (w.change_min_pct) {
-          absl::StrAppend(&cells[7], " [", SignedPct(*w.change_min_pct), ", ",
-                          SignedPct(*w.change_max_pct), "] ", verdict);
-        }
+      cells[5] = FormatMs(a.median_ttft_cpu_ms);
+      cells[6] = absl::StrCat(a.indexer_scored, "/", a.indexer_total);
+      cells[7] = absl::StrFormat("%.1f", a.launches_per_step);
+      if (a.arm == kSkip) {
+        cells[8] = ChangeText(w.change);
+        cells[9] = ChangeText(w.change_cpu);
       }
       if (a.arm == kNoIndexer && w.bound_change_pct) {
-        cells[7] = absl::StrCat(SignedPct(*w.bound_change_pct), " (bound)");
+        cells[8] = absl::StrCat(SignedPct(*w.bound_change_pct), " (bound)");
+      }
+      if (a.arm == kNoIndexer && w.bound_change_cpu_pct) {
+        cells[9] = absl::StrCat(SignedPct(*w.bound_change_cpu_pct), " (bound)");
       }
       if (a.arm == kMain) {
-        cells[8] = a.deterministic ? "reference" : "runs DIFFER";
+        cells[10] = a.deterministic ? "reference" : "runs DIFFER";
       } else if (a.outputs_equal.has_value()) {
-        cells[8] = *a.outputs_equal ? "outputs equal" : "outputs DIFFER";
+        cells[10] = *a.outputs_equal ? "outputs equal" : "outputs DIFFER";
         if (a.caches_equal.has_value()) {
-          absl::StrAppend(&cells[8], *a.caches_equal ? ", caches equal"
-                                                     : ", caches DIFFER");
+          absl::StrAppend(&cells[10], *a.caches_equal ? ", caches equal"
+                                                      : ", caches DIFFER");
         } else if (a.arm == kNoIndexer) {
-          absl::StrAppend(&cells[8], ", no indexer keys");
+          absl::StrAppend(&cells[10], ", no indexer keys");
         }
       }
       row(cells);
@@ -982,6 +1092,11 @@ std::string FormatTable(const BenchResult& r) {
   absl::StrAppend(
       &out, "\n* no_indexer is a bound, not a valid model: it writes no "
             "indexer keys, so a later long decode would read unwritten ones.\n",
+      "CPU TTFT: the same on a clock of the process's CPU time (the host work, "
+      "which other load on the machine does not stretch).\n",
+      "[spread]: the change within each round (the arms' steps interleaved); "
+      "faster/slower only when every round is beyond ",
+      absl::StrFormat("%.0f", kNoiseFloorPct), "% the same way.\n",
       "scored of total: indexer-layer calls of one run that ran logits + "
       "top-k; launch/step: attention ops launched per step.\n",
       "host issue / device tail: ", r.gpu_timing_note, ".\n");
@@ -1023,11 +1138,16 @@ std::string ToJson(const BenchResult& r) {
       const ArmResult& a = w.arms[ai];
       std::vector<std::string> ttft;
       for (double t : a.ttft_ms) ttft.push_back(JsonNumber(t));
+      std::vector<std::string> ttft_cpu;
+      for (double t : a.ttft_cpu_ms) ttft_cpu.push_back(JsonNumber(t));
       absl::StrAppend(
           &o, ai == 0 ? "\n" : ",\n", "       ", JsonString(a.arm),
           ": {\"ttft_ms\": [", absl::StrJoin(ttft, ", "),
           "], \"median_ttft_ms\": ",
           a.ran ? JsonNumber(a.median_ttft_ms) : "null",
+          ", \"ttft_cpu_ms\": [", absl::StrJoin(ttft_cpu, ", "),
+          "], \"median_ttft_cpu_ms\": ",
+          a.ran ? JsonNumber(a.median_ttft_cpu_ms) : "null",
           ", \"indexer_calls\": ",
           a.ran ? absl::StrCat("{\"scored\": ", a.indexer_scored,
                                ", \"total\": ", a.indexer_total, "}")
@@ -1043,13 +1163,13 @@ std::string ToJson(const BenchResult& r) {
           a.not_run_reason.empty() ? "null" : JsonString(a.not_run_reason),
           "}");
     }
-    absl::StrAppend(&o, "},\n     \"change_pct\": ", JsonNumber(w.change_pct),
-                    ", \"change_range_pct\": ",
-                    w.change_min_pct ? absl::StrCat("[", JsonNumber(*w.change_min_pct),
-                                                    ", ", JsonNumber(*w.change_max_pct),
-                                                    "]")
-                                     : "null",
-                    ", \"bound_change_pct\": ", JsonNumber(w.bound_change_pct),
+    absl::StrAppend(&o, "},\n     \"change_pct\": ", JsonNumber(w.change.pct),
+                    ", \"change\": ", JsonChange(w.change),
+                    ", \"change_cpu\": ", JsonChange(w.change_cpu),
+                    ",\n     \"bound_change_pct\": ",
+                    JsonNumber(w.bound_change_pct),
+                    ", \"bound_change_cpu_pct\": ",
+                    JsonNumber(w.bound_change_cpu_pct),
                     ", \"outputs_equal\": ", JsonBool(w.outputs_equal), "}");
   }
   absl::StrAppend(&o, "\n  ]\n}\n");
@@ -1184,6 +1304,12 @@ std::string PlotScript() {
   return "";
 }
 
+// Debian's interpreter, which sees Debian's python3-matplotlib; a python3
+// earlier on PATH (pyenv, a virtualenv) may not.
+std::string Python() {
+  return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+}
+
 bool IsUsageError(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
@@ -1231,7 +1357,9 @@ int Main(absl::Span<const std::string> args, const platform::Registry& registry,
              "(run through bazel run //testing:prefill_bench)\n";
       return kExitUsage;
     }
-    if (std::system("python3 -c 'import matplotlib' >/dev/null 2>&1") != 0) {
+    if (std::system(absl::StrCat(Python(),
+                                 " -c 'import matplotlib' >/dev/null 2>&1")
+                        .c_str()) != 0) {
       err << "prefill_bench: --plot needs Debian's python3-matplotlib; "
              "testing/setup_debian.sh --plot installs it (testing/run.sh "
              "does so on first use)\n";
@@ -1268,7 +1396,7 @@ int Main(absl::Span<const std::string> args, const platform::Registry& registry,
     absl::Status written = WriteFileAtomically(tmp, json);
     int rc = 1;
     if (written.ok()) {
-      rc = std::system(absl::StrCat("python3 ", ShellQuote(plot_script), " ",
+      rc = std::system(absl::StrCat(Python(), " ", ShellQuote(plot_script), " ",
                                     ShellQuote(tmp), " ",
                                     ShellQuote(plot_path))
                            .c_str());

@@ -13,9 +13,13 @@
 //              skip       the decision as registered
 //              no_indexer no indexer work at all: a bound, not a valid model
 //                         (RuntimeOptions::no_indexer)
-//              run in ABBA order for a number of rounds after a warm-up
+//              run for a number of rounds after a warm-up; within a round
+//              the arms take turns step by step in ABBA order, so that a
+//              change in the machine's load falls on every arm alike
 //   figures    per workload and arm: every run's median TTFT and their
-//              median, indexer calls scored of total, attention-op launches
+//              median, on the wall clock and on the process's CPU-time clock
+//              (a shared CPU machine's load stretches the first, not the
+//              second), indexer calls scored of total, attention-op launches
 //              per step, whether outputs and caches equal main's to the bit;
 //              per workload the change in percent and its spread
 //
@@ -56,6 +60,9 @@ inline constexpr char kGpuDefaultModel[] = "glm-5.1";
 // The seed's lengths are at this index_topk; other presets scale them.
 inline constexpr int64_t kSeedIndexTopk = 2048;
 inline constexpr int64_t kSeedMaxNumBatchedTokens = 8192;
+// Arms doing identical work (skip and main on 8k_c1) differ by up to a few
+// percent from run to run on a shared machine; a smaller change is noise.
+inline constexpr double kNoiseFloorPct = 2.0;
 
 struct Flags {
   std::string model;           // empty: kCpuDefaultModel / kGpuDefaultModel
@@ -137,6 +144,10 @@ struct ArmResult {
   std::string not_run_reason;       // when !ran
   std::vector<double> ttft_ms;      // per run: the median TTFT of its prompts
   double median_ttft_ms = 0;
+  // The same on a clock of the process's CPU time: the host work, which a
+  // shared machine's load does not stretch.
+  std::vector<double> ttft_cpu_ms;
+  double median_ttft_cpu_ms = 0;
   int64_t indexer_scored = 0;       // per run
   int64_t indexer_total = 0;        // indexer-layer calls per run
   double launches_per_step = 0;     // attention-op launches
@@ -150,14 +161,28 @@ struct ArmResult {
   bool deterministic = true;             // its own runs agree
 };
 
+// One arm against main: the change of the medians in percent, [min, max] of
+// the change within each round (the arms of a round ran interleaved, under
+// the same load), and "faster" / "slower" when every round's change is
+// beyond kNoiseFloorPct with the same sign, else "within noise".
+struct Change {
+  std::optional<double> pct;
+  std::optional<double> min_pct, max_pct;
+  std::string verdict;
+};
+// `arm` against `main`, from their runs in round order.
+Change CompareRuns(const std::vector<double>& arm,
+                   const std::vector<double>& main);
+
 struct WorkloadResult {
   Workload workload;
   int steps = 0;
   std::vector<ArmResult> arms;  // in the order of Flags::arms
-  // skip against main: median change and [min, max] over pairs of runs.
-  std::optional<double> change_pct;
-  std::optional<double> change_min_pct, change_max_pct;
-  std::optional<double> bound_change_pct;  // no_indexer against main
+  // skip against main on each clock.
+  Change change;      // TTFT
+  Change change_cpu;  // CPU-time TTFT
+  std::optional<double> bound_change_pct;      // no_indexer against main
+  std::optional<double> bound_change_cpu_pct;
   std::optional<bool> outputs_equal;       // skip vs main: outputs and caches
 };
 

@@ -152,6 +152,20 @@ TEST(ScheduleTest, APromptThatDoesNotFitIsChunkedAndFinishesFirstNextStep) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST(CompareRunsTest, ChangeSpreadAndVerdictFromPairedRounds) {
+  Change faster = CompareRuns({90, 80}, {100, 100});
+  EXPECT_DOUBLE_EQ(*faster.pct, -15.0);
+  EXPECT_DOUBLE_EQ(*faster.min_pct, -20.0);
+  EXPECT_DOUBLE_EQ(*faster.max_pct, -10.0);
+  EXPECT_EQ(faster.verdict, "faster");
+  // Round 2 ran under more load for both arms: paired, it is still faster.
+  EXPECT_EQ(CompareRuns({90, 180}, {100, 200}).verdict, "faster");
+  EXPECT_EQ(CompareRuns({97, 105}, {100, 100}).verdict, "within noise");
+  EXPECT_EQ(CompareRuns({101, 101.5}, {100, 100}).verdict, "within noise");
+  EXPECT_EQ(CompareRuns({110, 105}, {100, 100}).verdict, "slower");
+  EXPECT_FALSE(CompareRuns({}, {100}).pct.has_value());
+}
+
 TEST(WriteFileAtomicallyTest, WritesWholeFilesAndNothingOnError) {
   const std::string dir = ::testing::TempDir();
   const std::string path = dir + "/atomic.json";
@@ -210,7 +224,9 @@ TEST_F(RunBenchTest, EmulatedRocmShowsTheSkip) {
     EXPECT_EQ(skip.indexer_scored, is_long ? indexers * w.steps : w.steps);
     EXPECT_TRUE(w.outputs_equal.value_or(false));
     EXPECT_TRUE(skip.caches_equal.value_or(false));
-    EXPECT_TRUE(w.change_pct.has_value());
+    EXPECT_TRUE(w.change.pct.has_value());
+    EXPECT_TRUE(w.change_cpu.pct.has_value());
+    EXPECT_FALSE(w.change.verdict.empty());
     EXPECT_FALSE(main.host_issue_ms.has_value());
     EXPECT_EQ(bound.ran, !is_long);
     if (is_long) {

@@ -65,13 +65,16 @@ assert r["commit"] == "test" and r["runs"] == 2
 names = [w["name"] for w in r["workloads"]]
 assert names == ["1k_c1", "1900_c1", "8k_c1"], names
 for w in r["workloads"]:
-    for key in ("name", "prompts", "prompt_len", "arms", "change_pct", "outputs_equal"):
+    for key in ("name", "prompts", "prompt_len", "arms", "change_pct", "outputs_equal",
+                "change", "change_cpu"):
         assert key in w, (w["name"], key)
     assert set(w["arms"]) == {"main", "skip", "no_indexer"}, w["arms"].keys()
     assert w["outputs_equal"] is True, w["name"]
+    assert isinstance(w["change_pct"], float), w["change_pct"]
+    assert w["change"]["verdict"] in ("faster", "slower", "within noise")
     for name, arm in w["arms"].items():
         for key in ("ttft_ms", "median_ttft_ms", "indexer_calls", "launches_per_step",
-                    "host_issue_ms", "device_tail_ms"):
+                    "host_issue_ms", "device_tail_ms", "ttft_cpu_ms"):
             assert key in arm, (w["name"], name, key)
         assert arm["host_issue_ms"] is None and arm["device_tail_ms"] is None
         if arm["median_ttft_ms"] is None:
