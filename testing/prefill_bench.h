@@ -164,7 +164,8 @@ struct ArmResult {
 // One arm against main: the change of the medians in percent, [min, max] of
 // the change within each round (the arms of a round ran interleaved, under
 // the same load), and "faster" / "slower" when every round's change is
-// beyond kNoiseFloorPct with the same sign, else "within noise".
+// beyond kNoiseFloorPct with the same sign, else "within noise" ("one run"
+// with a single round).
 struct Change {
   std::optional<double> pct;
   std::optional<double> min_pct, max_pct;
