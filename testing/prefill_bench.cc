@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "model/deepseek_v32/attention_kernels.h"
+#include "model/deepseek_v32/forward_context.h"
 #include "model/deepseek_v32/layer_plan.h"
 #include "model/deepseek_v32/model_config.h"
 #include "model/deepseek_v32/model_runner.h"
@@ -499,6 +500,8 @@ a bound, not a valid model) -- in ABBA order after a warm-up.
                              to the preset's (tiny presets: 32, 59, 32, 256)
   --arms=A[,A...]            main, skip, no_indexer (default all three)
   --runs=N                   measured runs per arm, ABBA order (default 2)
+  --spec_tokens=N            MTP speculative tokens of the engine (default 0;
+                             the seed ran GLM-5.2 with 3)
   --prompts=N                prompts per workload (default the seed's 40, 40,
                              32, 16 on a GPU; 16, 16, 32, 3 on the CPU)
   --max_num_batched_tokens=N tokens per step (default 8192 scaled like the
@@ -525,6 +528,7 @@ absl::StatusOr<Flags> ParseFlags(absl::Span<const std::string> args) {
       new std::set<std::string>{
           "model",   "platform",   "arch",       "workloads",
           "arms",    "runs",       "prompts",    "max_num_batched_tokens",
+          "spec_tokens",
           "block_size", "num_blocks", "threads", "seed",
           "json",    "plot",       "commit"};
   std::map<std::string, std::string> values;
@@ -602,6 +606,12 @@ absl::StatusOr<Flags> ParseFlags(absl::Span<const std::string> args) {
   }
   if (const std::string* v = get("runs")) {
     DSA_ASSIGN_OR_RETURN(flags.runs, ParseInt("runs", *v, 1, 1000));
+  }
+  if (const std::string* v = get("spec_tokens")) {
+    DSA_ASSIGN_OR_RETURN(
+        flags.spec_tokens,
+        ParseInt("spec_tokens", *v, 0,
+                 model::deepseek_v32::kMaxSpeculativeTokens));
   }
   if (const std::string* v = get("prompts")) {
     DSA_ASSIGN_OR_RETURN(flags.prompts, ParseInt("prompts", *v, 1, 100000));
@@ -815,6 +825,7 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
   result.mtp_layers = config->num_mtp_layers();
   result.indexer_layers = config->num_indexer_layers();
   result.index_topk = topk;
+  result.spec_tokens = flags.spec_tokens;
   result.runs = flags.runs;
   result.max_num_batched_tokens = step_tokens;
   result.block_size = flags.block_size;
@@ -844,8 +855,10 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
     // main: what every platform but CUDA did before the optimisation; the
     // skip's static half then fails, so every indexer layer scores.
     if (name == kMain) caps.is_cuda_alike = false;
+    model::deepseek_v32::EngineConfig engine;
+    engine.num_speculative_tokens = flags.spec_tokens;
     DSA_ASSIGN_OR_RETURN(LayerPlanner planner,
-                         LayerPlanner::Create(*config, caps, {}));
+                         LayerPlanner::Create(*config, caps, engine));
     RuntimeOptions arm_options = options;
     arm_options.no_indexer = name == kNoIndexer;
     absl::StatusOr<std::unique_ptr<DeepseekV32Model>> model =
@@ -1026,7 +1039,9 @@ std::string FormatTable(const BenchResult& r) {
   absl::StrAppend(
       &out, "prefill_bench: ", r.model, " (", r.main_layers, " layers + ",
       r.mtp_layers, " MTP, ", r.indexer_layers, " with an indexer, index_topk ",
-      r.index_topk, ") on ", p.name, " ", p.arch,
+      r.index_topk,
+      r.spec_tokens > 0 ? absl::StrCat(", MTP=", r.spec_tokens) : "", ") on ",
+      p.name, " ", p.arch,
       p.emulated ? absl::StrCat(" (EMULATED: ROCm's capabilities, executing "
                                 "the ", p.executes_on, " kernels)")
                  : "",
@@ -1124,7 +1139,8 @@ std::string ToJson(const BenchResult& r) {
   absl::StrAppend(&o, "  \"model\": {\"name\": ", JsonString(r.model),
                   ", \"main_layers\": ", r.main_layers, ", \"mtp_layers\": ",
                   r.mtp_layers, ", \"indexer_layers\": ", r.indexer_layers,
-                  ", \"index_topk\": ", r.index_topk, "},\n");
+                  ", \"index_topk\": ", r.index_topk, ", \"spec_tokens\": ",
+                  r.spec_tokens, "},\n");
   absl::StrAppend(&o, "  \"commit\": ", JsonString(r.commit), ",\n");
   absl::StrAppend(&o, "  \"runs\": ", r.runs, ",\n");
   absl::StrAppend(&o, "  \"max_num_batched_tokens\": ",

@@ -72,6 +72,7 @@ struct Flags {
   std::vector<std::string> workloads;  // empty: all four
   std::vector<std::string> arms;       // empty: main, skip, no_indexer
   int runs = 2;
+  int spec_tokens = 0;                 // MTP draft tokens (GLM-5.2: 3)
   int prompts = 0;                     // 0: each workload's own count
   int64_t max_num_batched_tokens = 0;  // 0: 8192 scaled to index_topk
   int block_size = 64;
@@ -201,6 +202,7 @@ struct BenchResult {
   std::string model;
   int main_layers = 0, mtp_layers = 0, indexer_layers = 0;
   int64_t index_topk = 0;
+  int spec_tokens = 0;
   std::string commit;
   int runs = 0;
   int64_t max_num_batched_tokens = 0;

@@ -67,6 +67,7 @@ TEST(ParseFlagsTest, BadFlagsNameWhatIsWrong) {
       {{"--arms=fast"}, "unknown arm \"fast\""},
       {{"--arms=,"}, "name at least one arm"},
       {{"--block_size=-4"}, "--block_size=-4: expected an integer"},
+      {{"--spec_tokens=65"}, "--spec_tokens=65: expected an integer in [0, 64]"},
   };
   for (const auto& [args, message] : cases) {
     EXPECT_THAT(Parse(args), StatusIs(absl::StatusCode::kInvalidArgument,
