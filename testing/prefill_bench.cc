@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -121,6 +122,62 @@ uint64_t Fnv1a(const void* data, size_t bytes, uint64_t h) {
   return h;
 }
 constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
+
+// --- Memory: checked before anything is allocated, so that a preset too
+// large for the machine is one clear line, not the kernel's OOM killer.
+
+struct MemoryEstimate {
+  int64_t host_bytes = 0;    // weights (host copies) of every arm
+  int64_t device_bytes = 0;  // caches, device weights, workspace
+};
+
+// What one model of `config` holds, per the runner's layout (an estimate:
+// the runner's scratch buffers for activations are left out).
+MemoryEstimate EstimateModelBytes(const ModelConfig& config, int64_t num_blocks,
+                                  int block_size, int64_t max_model_len,
+                                  int64_t max_num_batched_tokens) {
+  const auto& c = config.proto();
+  const int64_t hidden = c.hidden_size(), heads = c.num_attention_heads();
+  const int64_t q_lora = c.q_lora_rank(), kv_lora = c.kv_lora_rank();
+  const int64_t nope = c.qk_nope_head_dim(), rope = c.qk_rope_head_dim();
+  const int64_t v = c.v_head_dim();
+  const int64_t ih = c.indexer().index_n_heads(), id = c.indexer().index_head_dim();
+  const int64_t slots = num_blocks * block_size;
+  MemoryEstimate m;
+  for (int l = 0; l < config.num_layers(); ++l) {
+    int64_t floats = q_lora * hidden + q_lora + heads * (nope + rope) * q_lora +
+                     (kv_lora + rope) * hidden + kv_lora +
+                     heads * (nope + v) * kv_lora + hidden * heads * v;
+    const int64_t kv_b = heads * (nope + v) * kv_lora;
+    m.device_bytes += kv_b * 4 + slots * (kv_lora + rope) * 2;
+    if (config.owns_indexer(l)) {
+      floats += ih * id * q_lora + id * hidden + 2 * id + ih * hidden;
+      m.device_bytes += slots * (id + 4) + 2 * id * 4;
+    }
+    m.host_bytes += floats * 4;
+  }
+  // The indexer's logits workspace and top-k for the largest step.
+  m.device_bytes += max_num_batched_tokens * max_model_len * 4 +
+                    max_num_batched_tokens * config.index_topk() * 4;
+  return m;
+}
+
+// MemAvailable from /proc/meminfo; 0 when unknown.
+int64_t AvailableHostBytes() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  int64_t kb = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %" SCNd64 " kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return kb * 1024;
+}
+
+std::string Gib(int64_t bytes) {
+  return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+}
 
 // --- Platforms.
 
@@ -816,6 +873,38 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
   if (num_blocks > std::numeric_limits<int>::max()) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the workloads need ", num_blocks, " cache blocks"));
+  }
+  {
+    const MemoryEstimate one = EstimateModelBytes(
+        *config, num_blocks, flags.block_size, max_len, step_tokens);
+    const int64_t arms_count = static_cast<int64_t>(arm_names.size());
+    const bool on_host = platform.info.executes_on == "cpu";
+    const int64_t host = arms_count * (one.host_bytes +
+                                       (on_host ? one.device_bytes : 0));
+    const int64_t available = AvailableHostBytes();
+    if (available > 0 && host > available * 9 / 10) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          config->name(), " with ", arms_count,
+          arms_count == 1 ? " arm" : " arms", " needs about ", Gib(host),
+          " of host memory (weights", on_host ? ", caches and workspace" : "",
+          "), ", Gib(available), " are available",
+          on_host ? absl::StrCat("; on the CPU use a small preset (the default ",
+                                 kCpuDefaultModel, ") or fewer --arms")
+                  : ""));
+    }
+    if (!on_host) {
+      absl::StatusOr<platform::DeviceInfo> device = platform.exec->ProbeDevices();
+      const int64_t device_total =
+          device.ok() ? static_cast<int64_t>(device->total_memory_bytes) : 0;
+      const int64_t need = arms_count * one.device_bytes;
+      if (device_total > 0 && need > device_total * 9 / 10) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "the workloads need about ", Gib(need), " of ", platform.info.name,
+            " device memory for ", arms_count, " arms' caches and workspace; "
+            "the device has ", Gib(device_total),
+            ": use fewer --arms, --num_blocks or --max_num_batched_tokens"));
+      }
+    }
   }
 
   BenchResult result;

@@ -39,6 +39,10 @@ expect_usage_error "--platform=tpu" --platform=tpu
 expect_usage_error "--model: " --model=no-such-preset
 expect_usage_error "unknown workload" --workloads=1k_c2
 expect_usage_error "does not fit in the caches" --num_blocks=1 --platform=emulated-rocm
+# GLM-5.1's three arms need ~170 GiB of host memory: refused up front.
+if [ "$(awk '/MemTotal/{print $2}' /proc/meminfo)" -lt $((150 * 1024 * 1024)) ]; then
+  expect_usage_error "of host memory" --model=glm-5.1 --platform=emulated-rocm
+fi
 expect_usage_error "directory" --platform=emulated-rocm --plot="$tmp/missing/dir/x.png"
 # No GPU here: asking for one is a clear error, not a crash.
 if ! command -v nvidia-smi >/dev/null 2>&1 && [ ! -e /dev/kfd ]; then
@@ -87,5 +91,15 @@ for w in r["workloads"]:
     assert skip == (14 if w["name"] == "8k_c1" else 2), (w["name"], skip)
     assert w["arms"]["main"]["indexer_calls"]["scored"] == 14
 PY
+
+# --plot draws a picture (where Debian's matplotlib is installed).
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  "$bench" --platform=emulated-rocm --workloads=1k_c1 --prompts=1 --runs=2 \
+    --plot="$tmp/r.png" >/dev/null 2>"$tmp/stderr" ||
+    fail "--plot exited $?: $(cat "$tmp/stderr")"
+  [ "$(head -c 4 "$tmp/r.png" | tail -c 3)" = PNG ] || fail "--plot wrote no PNG"
+else
+  echo "note: python3-matplotlib is not installed; --plot not checked"
+fi
 
 [ "$failures" -eq 0 ] && echo "PASS" || exit 1
