@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -539,13 +540,15 @@ Replays the seed's serving measurements of the short-prefill indexer skip on a
 whole attention stack: each workload's prompts are prefilled (one output
 token, so TTFT is the prefill) by three arms -- main (the indexer always
 scores), skip (the decision as registered) and no_indexer (no indexer work:
-a bound, not a valid model) -- in ABBA order after a warm-up.
+a bound, not a valid model) -- taking turns step by step in ABBA order after
+a warm-up. TTFT is reported on the wall clock and on the process's CPU-time
+clock, which other load on a shared machine does not stretch.
 
   --model=NAME|PATH          preset (deepseek-v3.2, glm-5.1, glm-5.2,
                              tiny-v3.2, tiny-glm-5.1, tiny-glm-5.2) or a
                              .textproto (default: )",
-                      kCpuDefaultModel, R"( on the CPU, )", kGpuDefaultModel,
-                      R"( on a GPU)
+                      kCpuDefaultModel, R"( on the CPU,
+                             )", kGpuDefaultModel, R"( on a GPU)
   --platform=P               auto, cpu, rocm, cuda or emulated-rocm (default
                              auto: a GPU platform with a device, else
                              emulated-rocm = ROCm's capabilities executing the
@@ -574,9 +577,10 @@ a bound, not a valid model) -- in ABBA order after a warm-up.
   --commit=REV               recorded in the JSON (default: git describe)
   --help                     this text
 
-Exit status: 0 on success; 2 for bad flags, an unknown preset or platform, or
-a workload that does not fit in the caches or in device memory (one line on
-stderr, nothing written at --json); 1 when a run fails.
+Exit status: 0 on success; 2 for bad flags, an unknown preset or platform, a
+GPU platform without a device or kernels, or a workload that does not fit in
+the caches, in host or in device memory (one line on stderr, nothing written
+at --json); 1 when a run fails.
 )");
 }
 
