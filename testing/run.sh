@@ -12,6 +12,15 @@
 # batch; without further arguments, the seed's probe (GLM-5.1 on ROCm, a
 # pure 1K-token prefill).
 set -euo pipefail
+# Paths given relative to where the command was typed stay relative to it.
+args=()
+for arg in "$@"; do
+  case "$arg" in
+    --json=[!/]*|--plot=[!/]*) args+=("${arg%%=*}=$PWD/${arg#*=}") ;;
+    *) args+=("$arg") ;;
+  esac
+done
+set -- ${args[@]+"${args[@]}"}
 cd "$(dirname "$0")/.."
 quiet=(--ui_event_filters=-info,-stdout,-stderr --noshow_progress)
 
