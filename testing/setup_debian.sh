@@ -7,6 +7,7 @@
 #   testing/setup_debian.sh --format   # also clang-format 14, Node.js and npm
 #                                      # (for testing/format.sh)
 #   testing/setup_debian.sh --torch    # also PyTorch 1.13 (CPU) and pytest
+#   testing/setup_debian.sh --plot     # also matplotlib, for prefill_bench --plot
 #
 # The CUDA toolchain (nvcc at /usr/local/cuda) is not a Debian package; the
 # cuda build configuration uses it where present.
@@ -30,7 +31,8 @@ for arg in "$@"; do
       command -v npm >/dev/null 2>&1 || packages+=(npm)
       ;;
     --torch) packages+=(python3-torch libtorch-dev python3-pytest) ;;
-    *) echo "setup_debian.sh: unknown argument '$arg' (expected --rocm, --format or --torch)" >&2; exit 2 ;;
+    --plot) packages+=(python3 python3-matplotlib) ;;
+    *) echo "setup_debian.sh: unknown argument '$arg' (expected --rocm, --format, --torch or --plot)" >&2; exit 2 ;;
   esac
 done
 

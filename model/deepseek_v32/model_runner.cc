@@ -287,6 +287,21 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
           " tokens, above max_model_len ", options_.max_model_len));
     }
   }
+  if (options_.no_indexer) {
+    // Checked here, before any block is allocated: without an indexer only
+    // prefills on the dense branch have what their attention reads.
+    for (const LayerPlan& layer_plan : plan.layers) {
+      if (plan.metadata->mla.num_decode_tokens > 0 ||
+          layer_plan.prefill_branch != PrefillBranch::kDenseMha) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "step: no_indexer (a benchmark bound) runs only prefills on the "
+            "dense MHA branch; layer ", layer_plan.layer, " takes the ",
+            PrefillBranchName(layer_plan.prefill_branch), " branch with ",
+            plan.metadata->mla.num_decode_tokens,
+            " decode tokens and needs the indexer's top-k"));
+      }
+    }
+  }
   if (static_cast<int64_t>(hidden.size()) != tokens * hidden_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "step: hidden has ", hidden.size(), " values, expected ", tokens,
@@ -371,6 +386,7 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
   const DeviceRuntime& rt = s.runtime;
   const ModelConfig& config = planner_.config();
   const int64_t topk = config.index_topk();
+  if (options_.no_indexer) return absl::OkStatus();  // the bound: no work
   if (plan.indexer.action == IndexerAction::kWorkspaceOnly || step == nullptr) {
     if (plan.indexer.action != IndexerAction::kWorkspaceOnly) {
       return absl::InternalError(absl::StrCat(

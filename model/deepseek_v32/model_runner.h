@@ -54,6 +54,12 @@ struct RuntimeOptions {
   bool fp8_latent_cache = false;
   double rope_theta = 10000.0;
   int num_threads = 0;  // host math and CPU kernels; 0 = all cores
+  // A benchmark bound, not a valid model: no layer does any indexer work (no
+  // key write, no scoring, no workspace). It tells how much of a step the
+  // indexer costs at most. The indexer K caches stay as they are, so a later
+  // long decode would read keys that were never written; a step that needs a
+  // top-k (decodes, prefills on the sparse MQA branch) is FailedPrecondition.
+  bool no_indexer = false;
 };
 
 // Counts of the attention ops one step launched, summed over layers.

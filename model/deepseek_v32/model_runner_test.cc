@@ -5,6 +5,7 @@
 // CPU kernels, so "never calls scoring" is observed, not assumed.
 #include "model/deepseek_v32/model_runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -484,6 +485,56 @@ TEST_P(ModelRunnerTest, BadStepsAreClearErrorsAndAllocateNothing) {
   ASSERT_OK(model->Step({}, {{1, 0, 64}}, RandomHidden(64, 256, 1)).status());
   EXPECT_OK(model->Release(1));
   EXPECT_THAT(model->Release(1), StatusIs(absl::StatusCode::kNotFound));
+}
+
+// The no_indexer bound: a pure short prefill runs no indexer op and gives the
+// outputs of the registered decision to the bit (dense MHA reads no top-k),
+// leaves the indexer K caches unwritten, and refuses a step that needs a
+// top-k before allocating anything.
+TEST_P(ModelRunnerTest, NoIndexerBoundRunsNoIndexerWork) {
+  RuntimeOptions options;
+  options.block_size = 16;
+  options.num_blocks = 16;
+  RuntimeOptions bound_options = options;
+  bound_options.no_indexer = true;
+  auto skip = MakeModel("tiny-glm-5.2", skip_caps_, options);
+  auto bound = MakeModel("tiny-glm-5.2", skip_caps_, bound_options);
+  ASSERT_TRUE(skip && bound);
+  const ModelConfig& config = bound->planner().config();
+  const int hidden = config.proto().hidden_size();
+  const int topk = config.index_topk();
+  const std::vector<StepRequest> requests = {{1, 0, topk}, {2, 0, 7}};
+  const std::vector<float> x = RandomHidden(Tokens(requests), hidden, 17);
+  ASSERT_OK_AND_ASSIGN(StepOutput a, skip->Step({}, requests, x));
+  CallCounter::calls = {};
+  ASSERT_OK_AND_ASSIGN(StepOutput b, bound->Step({}, requests, x));
+  const OpCallCounts calls = CallCounter::calls;
+  EXPECT_EQ(calls.indexer_k_write + calls.indexer_q + calls.indexer_logits +
+                calls.indexer_topk,
+            0);
+  EXPECT_EQ(b.op_calls.indexer_k_write, 0);
+  EXPECT_EQ(calls.dense_mha_prefill, config.num_layers());
+  EXPECT_EQ(std::memcmp(a.hidden.data(), b.hidden.data(), x.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(a.mtp_hidden.data(), b.mtp_hidden.data(), x.size() * 4), 0);
+  for (int l = 0; l < config.num_layers(); ++l) {
+    ASSERT_OK_AND_ASSIGN(auto k, bound->ReadIndexerKCache(l));
+    EXPECT_EQ(std::count(k.begin(), k.end(), 0), static_cast<long>(k.size()))
+        << "indexer K cache of layer " << l;
+  }
+  // A prefill longer than index_topk takes the sparse branch: refused, and
+  // nothing is allocated (the whole cache still takes four topk-token
+  // prefills).
+  ASSERT_OK(bound->Release(1));
+  ASSERT_OK(bound->Release(2));
+  EXPECT_THAT(bound->Step({}, {{3, 0, topk + 1}}, RandomHidden(topk + 1, hidden, 3)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("needs the indexer's top-k")));
+  ASSERT_OK(bound
+                ->Step({}, {{4, 0, topk}, {5, 0, topk}, {6, 0, topk}, {7, 0, topk}},
+                       RandomHidden(4 * topk, hidden, 3))
+                .status());
+  EXPECT_OK(bound->ProfileRun({}).status());
+  EXPECT_EQ(bound->reserved_workspace_bytes(), 0);
 }
 
 // Steps reuse the cache: a prefill in two chunks and then decodes give the
