@@ -33,7 +33,7 @@ def dsa_plugin_shared_object(name, api_header, api_function, deps, visibility = 
     native.genrule(
         name = name + "_export",
         outs = [export_cc],
-        cmd = "printf '%s\\n' " + " ".join(["\"%s\"" % l for l in lines]) + " > $@",
+        cmd = "printf '%s\\n' " + " ".join(["\"%s\"" % line for line in lines]) + " > $@",
         testonly = testonly,
         visibility = ["//visibility:private"],
     )
