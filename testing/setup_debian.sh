@@ -4,6 +4,8 @@
 #
 #   testing/setup_debian.sh            # Bazel, compilers, system libraries
 #   testing/setup_debian.sh --rocm     # also hipcc and the HIP runtime (~650 MB)
+#   testing/setup_debian.sh --fuzz     # also clang-15 with libFuzzer and the
+#                                      # sanitizer runtimes, llvm-symbolizer
 #
 # The CUDA toolchain (nvcc at /usr/local/cuda) is not a Debian package; the
 # cuda build configuration uses it where present.
@@ -18,7 +20,10 @@ packages=(
 for arg in "$@"; do
   case "$arg" in
     --rocm) packages+=(hipcc libamdhip64-dev rocm-device-libs) ;;
-    *) echo "setup_debian.sh: unknown argument '$arg' (expected --rocm)" >&2; exit 2 ;;
+    # clang-15 brings libclang-common-15-dev, which holds libFuzzer and the
+    # ASan/UBSan runtimes; lld-15 links them; llvm-15 has llvm-symbolizer-15.
+    --fuzz) packages+=(clang-15 libclang-common-15-dev lld-15 llvm-15) ;;
+    *) echo "setup_debian.sh: unknown argument '$arg' (expected --rocm or --fuzz)" >&2; exit 2 ;;
   esac
 done
 

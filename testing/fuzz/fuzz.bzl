@@ -21,6 +21,9 @@ def _fuzz_test(name, lib, files, size, tags):
         size = size,
         args = ["$(locations %s)" % f for f in files],
         data = files,
+        # One self-contained binary (system libraries aside): faster to fuzz
+        # and easy to copy to another machine for a long run.
+        linkstatic = True,
         linkopts = select({
             _FUZZ: ["-fsanitize=fuzzer"],
             "//conditions:default": [],
