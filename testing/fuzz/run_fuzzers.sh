@@ -44,6 +44,25 @@ if command -v llvm-symbolizer-15 >/dev/null 2>&1; then
   export ASAN_SYMBOLIZER_PATH="$(command -v llvm-symbolizer-15)"
 fi
 
+# One line naming a crash: the sanitizer's error and the first frame of
+# project code, UBSan's file:line message, or the target's own message.
+cause_of() {
+  awk '
+    /runtime error:|^[a-z_]+_fuzzer: |ERROR: libFuzzer/ && !what {
+      print; done = 1; exit
+    }
+    /ERROR: (Address|Leak)Sanitizer/ && !what {
+      what = $0; sub(/^.*ERROR: /, "", what); sub(/ on address.*/, "", what)
+      next
+    }
+    what && /^ *#[0-9]+ / && !/__asan|__interceptor|__lsan|operator new|malloc|memcpy|memmove|libc\.so/ {
+      frame = $0; sub(/^ *#[0-9]+ 0x[0-9a-f]+ in /, "", frame)
+      sub(/ \(.*$/, "", frame)
+      print what " in " frame; done = 1; exit
+    }
+    END { if (!done && what) print what }'
+}
+
 failed=0
 printf '%-24s %12s %8s\n' target executions crashes
 for t in "${targets[@]}"; do
@@ -71,9 +90,15 @@ for t in "${targets[@]}"; do
     failed=1
     echo "--- $t: $dir/log (last lines)"
     grep -v -E '^#[0-9]+.*(NEW|REDUCE|pulse)' "$dir/log" | tail -40 | sed 's/^/  /'
-    for a in "$dir"/artifacts/*; do
-      [ -f "$a" ] && echo "  input: $a"
-    done
+    # What each input does, replayed: the sanitizer's summary or the
+    # target's own message, counted (the first 200 inputs).
+    echo "--- $t: crashes by cause (count, cause, an input)"
+    find "$dir/artifacts" -type f | sort | head -200 | while read -r a; do
+      cause="$("$bin/$t" "$a" 2>&1 | cause_of)"
+      printf '%s\t%s\n' "${cause:-unknown}" "$a"
+    done | sort | awk -F'\t' '{n[$1]++; if (!($1 in f)) f[$1]=$2}
+      END {for (c in n) printf "  %5d  %s\n         %s\n", n[c], c, f[c]}'
+    echo "  all inputs: $dir/artifacts/"
   fi
 done
 echo "logs, corpora and crashing inputs: $out"
