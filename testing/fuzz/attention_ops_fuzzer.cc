@@ -18,7 +18,9 @@
 //    memory outside the views;
 //  - what Validate rejects the kernel rejects too;
 //  - Validate never accepts a view that has elements but no data (the sign
-//    of an element count that overflowed);
+//    of an element count that overflowed), nor an output whose elements
+//    overlap (a zero stride over a dim longer than 1, overlapping rows): a
+//    write to it would be lost;
 //  - on success, the outputs the op defines exactly (the top-k clear, the
 //    top-k selection's shape) are checked.
 //
@@ -104,6 +106,24 @@ int64_t SpanElements(const TensorView& t) {
   return last + 1;
 }
 
+int64_t SaturatingMul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    return (a < 0) != (b < 0) ? std::numeric_limits<int64_t>::min()
+                              : std::numeric_limits<int64_t>::max();
+  }
+  return r;
+}
+
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) {
+    return b < 0 ? std::numeric_limits<int64_t>::min()
+                 : std::numeric_limits<int64_t>::max();
+  }
+  return r;
+}
+
 size_t ElementSize(DType d) {
   const size_t s = DTypeSize(d);
   return s == 0 ? 1 : s;
@@ -158,6 +178,7 @@ class Tensors {
     std::string name;
     TensorView* view;
     std::vector<int64_t> values;  // flat (row-major) index values, if any
+    bool output = false;
     bool force_null = false;
   };
 
@@ -172,6 +193,13 @@ class Tensors {
     for (int64_t d : shape) view->shape[i++] = d;
     SetContiguous(*view);
     slots_.push_back({name, view, std::move(values)});
+  }
+
+  // Declares an output view (written by the kernel).
+  void AddOutput(const char* name, TensorView* view, DType dtype,
+                 std::initializer_list<int64_t> shape) {
+    Add(name, view, dtype, shape);
+    slots_.back().output = true;
   }
 
   // Breaks the layout of a few views.
@@ -208,10 +236,14 @@ class Tensors {
           break;
         case 3:
           if (t.rank > 0) {
+            // Strides saturate at int64 max (SetContiguous), so the
+            // neighbours of the current one are taken without overflow.
+            const int64_t s0 = t.strides[dim];
+            const int64_t max = std::numeric_limits<int64_t>::max();
             t.strides[dim] = in.Pick<int64_t>(
-                {0, 1, 2, t.strides[dim] + 1, t.strides[dim] * 2, -1,
-                 (int64_t{1} << 31) - 1, int64_t{1} << 31,
-                 std::numeric_limits<int64_t>::max()});
+                {0, 1, 2, s0 < max ? s0 + 1 : s0,
+                 s0 <= max / 2 ? s0 * 2 : max, -1, (int64_t{1} << 31) - 1,
+                 int64_t{1} << 31, max});
           }
           break;
         case 4:
@@ -234,8 +266,9 @@ class Tensors {
             int64_t stride = 1;
             for (int i = t.rank - 1; i >= 0; --i) {
               t.strides[i] = stride;
-              stride = stride * std::max<int64_t>(t.shape[i], 1) +
-                       (i == t.rank - 1 ? in.Range(1, 3) : 0);
+              stride = SaturatingAdd(
+                  SaturatingMul(stride, std::max<int64_t>(t.shape[i], 1)),
+                  i == t.rank - 1 ? in.Range(1, 3) : 0);
             }
           }
           break;
@@ -297,17 +330,45 @@ class Tensors {
     }
   }
 
-  // Validate accepted the call: no view with elements may lack data.
-  void CheckBacked(const char* op) const {
+  // Validate accepted the call: no view with elements may lack data, and
+  // no output may write one element twice (a zero stride over a dim longer
+  // than 1, or rows that overlap): one of the writes would be lost.
+  void CheckAccepted(const char* op) const {
     for (const Slot& s : slots_) {
       if (s.view->data == nullptr && TrueElements(*s.view) != 0) {
         Fail(std::string(op) + ": Validate accepted " + s.name + " " +
              ShapeText(*s.view) + " with no data");
       }
+      if (s.output && !NonOverlapping(*s.view)) {
+        Fail(std::string(op) + ": Validate accepted output " + s.name + " " +
+             ShapeText(*s.view) + ", whose elements overlap");
+      }
     }
   }
 
  private:
+  // Whether distinct indices of the view reach distinct elements: ordered
+  // by stride, each dim longer than 1 steps past everything the smaller
+  // ones reach. (Sufficient, and exact for the layouts generated here.)
+  static bool NonOverlapping(const TensorView& t) {
+    std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, shape)
+    for (int i = 0; i < t.rank && i < kMaxTensorRank; ++i) {
+      if (t.shape[i] <= 0) return true;  // no elements
+      if (t.shape[i] > 1) dims.emplace_back(t.strides[i], t.shape[i]);
+    }
+    std::sort(dims.begin(), dims.end());
+    int64_t reach = 0;  // the largest offset the smaller dims reach
+    for (const auto& [stride, shape] : dims) {
+      if (stride <= reach) return false;
+      int64_t extent;
+      if (__builtin_mul_overflow(stride, shape - 1, &extent) ||
+          __builtin_add_overflow(reach, extent, &reach)) {
+        return true;  // too large to have been allocated; rejected elsewhere
+      }
+    }
+    return true;
+  }
+
   static void SetContiguous(TensorView& t) {
     if (t.rank < 0 || t.rank > kMaxTensorRank) return;
     int64_t stride = 1;
@@ -488,7 +549,7 @@ bool Run(const typename Op::Args& args, const Tensors& tensors,
   ctx.num_threads = in.Pick<int32_t>({1, 1, 1, 2, 3, 0, -1});
   tensors.Print(Op::kName);
   auto valid = Op::Validate(args);
-  if (valid.ok()) tensors.CheckBacked(Op::kName);
+  if (valid.ok()) tensors.CheckAccepted(Op::kName);
   auto status = CpuKernel<Op>()(ctx, args);
   if (status.ok() && !valid.ok()) {
     Fail(std::string(Op::kName) +
@@ -524,9 +585,9 @@ void IndexerKWriteCase(FuzzInput& in) {
         {max_position, rope_dim});
   t.Add("slot_mapping", &a.slot_mapping, DType::kInt64, {tokens},
         SlotMapping(in, tokens, num_blocks * block_size));
-  t.Add("k_cache", &a.k_cache, DType::kUint8,
-        {num_blocks, block_size, head_dim + 4});
-  t.Add("topk_indices", &a.topk_indices, DType::kInt32, {tokens, topk});
+  t.AddOutput("k_cache", &a.k_cache, DType::kUint8,
+              {num_blocks, block_size, head_dim + 4});
+  t.AddOutput("topk_indices", &a.topk_indices, DType::kInt32, {tokens, topk});
   t.Mutate(in);
   t.Allocate(in);
   if (!Run<IndexerKWrite>(a, t, in)) return;
@@ -560,8 +621,9 @@ void IndexerQCase(FuzzInput& in) {
   t.Add("positions", &a.positions, DType::kInt64, {tokens}, positions);
   t.Add("cos_sin_cache", &a.cos_sin_cache, DType::kFloat32,
         {max_position, rope_dim});
-  t.Add("q_fp8", &a.q_fp8, Fp8Type(in), {tokens, heads, head_dim});
-  t.Add("head_weights", &a.head_weights, DType::kFloat32, {tokens, heads});
+  t.AddOutput("q_fp8", &a.q_fp8, Fp8Type(in), {tokens, heads, head_dim});
+  t.AddOutput("head_weights", &a.head_weights, DType::kFloat32,
+              {tokens, heads});
   t.Mutate(in);
   t.Allocate(in);
   Run<IndexerQ>(a, t, in);
@@ -607,7 +669,7 @@ void IndexerLogitsCase(FuzzInput& in) {
   t.Add("row_request", &a.row_request, DType::kInt32, {rows}, row_request);
   t.Add("row_key_start", &a.row_key_start, DType::kInt32, {rows}, key_start);
   t.Add("row_key_end", &a.row_key_end, DType::kInt32, {rows}, key_end);
-  t.Add("logits", &a.logits, DType::kFloat32, {rows, width});
+  t.AddOutput("logits", &a.logits, DType::kFloat32, {rows, width});
   t.Mutate(in);
   t.Allocate(in);
   Run<IndexerLogits>(a, t, in);
@@ -624,7 +686,7 @@ void IndexerTopKCase(FuzzInput& in) {
   t.Add("logits", &a.logits, DType::kFloat32, {rows, width});
   t.Add("row_key_start", &a.row_key_start, DType::kInt32, {rows}, key_start);
   t.Add("row_key_end", &a.row_key_end, DType::kInt32, {rows}, key_end);
-  t.Add("topk_indices", &a.topk_indices, DType::kInt32, {rows, topk});
+  t.AddOutput("topk_indices", &a.topk_indices, DType::kInt32, {rows, topk});
   t.Mutate(in);
   t.Allocate(in);
   if (!Run<IndexerTopK>(a, t, in)) return;
@@ -661,8 +723,8 @@ void MlaCacheWriteCase(FuzzInput& in) {
   t.Add("k_pe", &a.k_pe, FloatType(in), {tokens, f.rope_dim});
   t.Add("slot_mapping", &a.slot_mapping, DType::kInt64, {tokens},
         SlotMapping(in, tokens, num_blocks * block_size));
-  t.Add("kv_cache", &a.kv_cache, LatentCacheDtype(f),
-        {num_blocks, block_size, EntryWidth(f)});
+  t.AddOutput("kv_cache", &a.kv_cache, LatentCacheDtype(f),
+              {num_blocks, block_size, EntryWidth(f)});
   t.Mutate(in);
   t.Allocate(in);
   Run<MlaCacheWrite>(a, t, in);
@@ -702,7 +764,7 @@ void SparseMlaCase(FuzzInput& in) {
         indices);
   t.Add("kv_b_proj", &a.kv_b_proj, FloatType(in),
         {heads * (nope + v_dim), f.kv_lora_rank});
-  t.Add("output", &a.output, FloatType(in), {tokens, heads, v_dim});
+  t.AddOutput("output", &a.output, FloatType(in), {tokens, heads, v_dim});
   t.Mutate(in);
   t.Allocate(in);
   Run<SparseMla>(a, t, in);
@@ -740,7 +802,7 @@ void DenseMhaPrefillCase(FuzzInput& in) {
         {p.requests + 1}, query_start_loc);
   t.Add("kv_b_proj", &a.kv_b_proj, FloatType(in),
         {heads * (nope + v_dim), f.kv_lora_rank});
-  t.Add("output", &a.output, FloatType(in), {tokens, heads, v_dim});
+  t.AddOutput("output", &a.output, FloatType(in), {tokens, heads, v_dim});
   t.Mutate(in);
   t.Allocate(in);
   Run<DenseMhaPrefill>(a, t, in);

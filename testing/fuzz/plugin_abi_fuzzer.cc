@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -302,6 +303,17 @@ std::unique_ptr<uint8_t[]> KernelDescriptor(FuzzInput& in) {
   return Exact(k, size, in);
 }
 
+// With DSA_FUZZ_VERBOSE set, each registration on stderr (to read a
+// crashing input).
+void Trace(const char* what, const uint8_t* descriptor) {
+  static const bool verbose = std::getenv("DSA_FUZZ_VERBOSE") != nullptr;
+  if (!verbose) return;
+  size_t size;
+  std::memcpy(&size, descriptor, sizeof(size));
+  std::fprintf(stderr, "plugin registers a %s descriptor of %zu bytes\n", what,
+               size);
+}
+
 DsaStatusCode FakeInitialize(const DsaHostApi* host, char* error,
                              size_t error_size) {
   FuzzInput& in = *g_in;
@@ -313,6 +325,7 @@ DsaStatusCode FakeInitialize(const DsaHostApi* host, char* error,
       case 0:
       case 1: {
         auto d = PlatformDescriptor(in);
+        Trace("platform", d.get());
         host->register_platform(
             context, reinterpret_cast<const DsaPlatformDescriptor*>(d.get()),
             message, sizeof(message));
@@ -321,6 +334,7 @@ DsaStatusCode FakeInitialize(const DsaHostApi* host, char* error,
       case 2:
       case 3: {
         auto k = KernelDescriptor(in);
+        Trace("kernel", k.get());
         host->register_kernel(
             context, reinterpret_cast<const DsaKernelDescriptor*>(k.get()),
             message, sizeof(message));
