@@ -90,11 +90,11 @@ for t in "${targets[@]}"; do
     failed=1
     echo "--- $t: $dir/log (last lines)"
     grep -v -E '^#[0-9]+.*(NEW|REDUCE|pulse)' "$dir/log" | tail -40 | sed 's/^/  /'
-    # What each input does, replayed: the sanitizer's summary or the
-    # target's own message, counted (the first 200 inputs).
+    # What each input does, replayed: the sanitizer's error or the
+    # target's own message, counted (the first 50 inputs).
     echo "--- $t: crashes by cause (count, cause, an input)"
-    find "$dir/artifacts" -type f | sort | head -200 | while read -r a; do
-      cause="$("$bin/$t" "$a" 2>&1 | cause_of)"
+    find "$dir/artifacts" -type f | sort | head -50 | while read -r a; do
+      cause="$(timeout 60 "$bin/$t" "$a" 2>&1 | cause_of || true)"
       printf '%s\t%s\n' "${cause:-unknown}" "$a"
     done | sort | awk -F'\t' '{n[$1]++; if (!($1 in f)) f[$1]=$2}
       END {for (c in n) printf "  %5d  %s\n         %s\n", n[c], c, f[c]}'
