@@ -103,7 +103,7 @@ int64_t SpanElements(const TensorView& t) {
       return -1;
     }
   }
-  return last + 1;
+  return last < std::numeric_limits<int64_t>::max() ? last + 1 : -1;
 }
 
 int64_t SaturatingMul(int64_t a, int64_t b) {
@@ -209,23 +209,26 @@ class Tensors {
     for (int m = 0; m < count; ++m) {
       Slot& s = slots_[in.Range(0, slots_.size() - 1)];
       TensorView& t = *s.view;
-      const int dim = t.rank > 0 ? static_cast<int>(in.Range(0, t.rank - 1)) : 0;
+      // A rank set out of range by an earlier mutation indexes no further
+      // than the arrays.
+      const int rank = std::clamp<int>(t.rank, 0, kMaxTensorRank);
+      const int dim = rank > 0 ? static_cast<int>(in.Range(0, rank - 1)) : 0;
       switch (in.Range(0, 8)) {
         case 0:
           t.dtype = static_cast<DType>(in.Pick<int32_t>({0, 1, 2, 3, 4, 5, 6,
                                                          7, -1}));
           break;
         case 1: {
-          const int32_t rank = in.Pick<int32_t>({0, 1, 2, 3, 4, -1, 5});
-          for (int i = std::max(t.rank, 0); i < kMaxTensorRank; ++i) {
+          const int32_t new_rank = in.Pick<int32_t>({0, 1, 2, 3, 4, -1, 5});
+          for (int i = rank; i < kMaxTensorRank; ++i) {
             t.shape[i] = in.Range(0, 3);
           }
-          t.rank = rank;
-          if (rank >= 0 && rank <= kMaxTensorRank) SetContiguous(t);
+          t.rank = new_rank;
+          SetContiguous(t);
           break;
         }
         case 2:
-          if (t.rank > 0) {
+          if (rank > 0) {
             t.shape[dim] = in.Pick<int64_t>(
                 {0, 1, 2, 3, -1, (int64_t{1} << 31) - 1, int64_t{1} << 31,
                  int64_t{1} << 30, int64_t{1} << 32,
@@ -235,7 +238,7 @@ class Tensors {
           }
           break;
         case 3:
-          if (t.rank > 0) {
+          if (rank > 0) {
             // Strides saturate at int64 max (SetContiguous), so the
             // neighbours of the current one are taken without overflow.
             const int64_t s0 = t.strides[dim];
@@ -252,30 +255,37 @@ class Tensors {
         case 5:
           // Two large dims whose product with the rest wraps int64 (the
           // [2^30, 2^30, 16] case): an element count must not overflow.
-          if (t.rank >= 2) {
+          if (rank >= 2) {
             const int64_t big = in.Pick<int64_t>(
                 {int64_t{1} << 30, (int64_t{1} << 31) - 1, int64_t{1} << 31});
             t.shape[0] = big;
             t.shape[1] = big;
             SetContiguous(t);
+            if (in.Bool()) {
+              // Strides in range (as a broadcast or a strided cache has),
+              // so only the element count can tell the view is huge.
+              const int64_t stride = in.Pick<int64_t>({0, 1, t.strides[1]});
+              t.strides[0] = stride;
+              t.strides[1] = std::min(stride, t.strides[1]);
+            }
           }
           break;
         case 6:
           // Padded rows: a legal strided layout.
-          if (t.rank >= 2) {
+          if (rank >= 2) {
             int64_t stride = 1;
-            for (int i = t.rank - 1; i >= 0; --i) {
+            for (int i = rank - 1; i >= 0; --i) {
               t.strides[i] = stride;
               stride = SaturatingAdd(
                   SaturatingMul(stride, std::max<int64_t>(t.shape[i], 1)),
-                  i == t.rank - 1 ? in.Range(1, 3) : 0);
+                  i == rank - 1 ? in.Range(1, 3) : 0);
             }
           }
           break;
         case 7:
           // Swapped strides of two dims (a transposed layout).
-          if (t.rank >= 2) {
-            const int other = (dim + 1) % t.rank;
+          if (rank >= 2) {
+            const int other = (dim + 1) % rank;
             std::swap(t.strides[dim], t.strides[other]);
           }
           break;
