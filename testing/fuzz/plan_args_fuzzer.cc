@@ -90,9 +90,11 @@ const std::string& ModelPath() {
   static const std::string* const path = [] {
     const char* dir = std::getenv("TEST_TMPDIR");
     if (dir == nullptr) dir = std::getenv("TMPDIR");
-    return new std::string(absl::StrCat(dir != nullptr ? dir : "/tmp",
-                                        "/plan_args_fuzzer.", getpid(),
-                                        ".textproto"));
+    auto* p = new std::string(absl::StrCat(dir != nullptr ? dir : "/tmp",
+                                           "/plan_args_fuzzer.", getpid(),
+                                           ".textproto"));
+    std::atexit([] { std::remove(ModelPath().c_str()); });
+    return p;
   }();
   return *path;
 }

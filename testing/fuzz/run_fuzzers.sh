@@ -96,8 +96,10 @@ for t in "${targets[@]}"; do
     find "$dir/artifacts" -type f | sort | head -50 | while read -r a; do
       cause="$(timeout 60 "$bin/$t" "$a" 2>&1 | cause_of || true)"
       printf '%s\t%s\n' "${cause:-unknown}" "$a"
-    done | sort | awk -F'\t' '{n[$1]++; if (!($1 in f)) f[$1]=$2}
-      END {for (c in n) printf "  %5d  %s\n         %s\n", n[c], c, f[c]}'
+    done | sed -E 's/offset [0-9]+/offset N/; s/\[[-0-9, ]*\]/[..]/g;
+        s/dtype -?[0-9]+/dtype N/; s/overflow: [-0-9]+ \* [-0-9]+/overflow:/' |
+      sort | awk -F'\t' '{n[$1]++; if (!($1 in f)) f[$1]=$2}
+        END {for (c in n) printf "  %5d  %s\n         %s\n", n[c], c, f[c]}'
     echo "  all inputs: $dir/artifacts/"
   fi
 done
