@@ -8,6 +8,8 @@
 #                                      # (for testing/format.sh)
 #   testing/setup_debian.sh --torch    # also PyTorch 1.13 (CPU) and pytest
 #   testing/setup_debian.sh --plot     # also matplotlib, for prefill_bench --plot
+#   testing/setup_debian.sh --fuzz     # also clang-15 with libFuzzer and the
+#                                      # sanitizer runtimes, llvm-symbolizer
 #
 # The CUDA toolchain (nvcc at /usr/local/cuda) is not a Debian package; the
 # cuda build configuration uses it where present.
@@ -32,7 +34,10 @@ for arg in "$@"; do
       ;;
     --torch) packages+=(python3-torch libtorch-dev python3-pytest) ;;
     --plot) packages+=(python3 python3-matplotlib) ;;
-    *) echo "setup_debian.sh: unknown argument '$arg' (expected --rocm, --format, --torch or --plot)" >&2; exit 2 ;;
+    # clang-15 brings libclang-common-15-dev, which holds libFuzzer and the
+    # ASan/UBSan runtimes; lld-15 links them; llvm-15 has llvm-symbolizer-15.
+    --fuzz) packages+=(clang-15 libclang-common-15-dev lld-15 llvm-15) ;;
+    *) echo "setup_debian.sh: unknown argument '$arg' (expected --rocm, --format, --torch, --plot or --fuzz)" >&2; exit 2 ;;
   esac
 done
 
