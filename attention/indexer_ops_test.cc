@@ -67,11 +67,13 @@ struct HostIndexerCache {
   int64_t num_slots() const { return num_blocks * block_size; }
   // Const, returning mutable bytes: test code only, for brevity.
   uint8_t* values(int64_t slot) const {
-    return const_cast<uint8_t*>(bytes.data()) + (slot / block_size) * block_size * (head_dim + 4) +
+    return const_cast<uint8_t*>(bytes.data()) +
+           (slot / block_size) * block_size * (head_dim + 4) +
            (slot % block_size) * head_dim;
   }
   uint8_t* scale_bytes(int64_t slot) const {
-    return const_cast<uint8_t*>(bytes.data()) + (slot / block_size) * block_size * (head_dim + 4) +
+    return const_cast<uint8_t*>(bytes.data()) +
+           (slot / block_size) * block_size * (head_dim + 4) +
            block_size * head_dim + (slot % block_size) * 4;
   }
   float scale(int64_t slot) const {
@@ -79,7 +81,9 @@ struct HostIndexerCache {
     std::memcpy(&s, scale_bytes(slot), 4);
     return s;
   }
-  void set_scale(int64_t slot, float s) { std::memcpy(scale_bytes(slot), &s, 4); }
+  void set_scale(int64_t slot, float s) {
+    std::memcpy(scale_bytes(slot), &s, 4);
+  }
   // NaN everywhere: the format's NaN code for values, NaN bits for scales.
   void Poison(DType fp8) {
     const uint8_t nan_code = fp8 == DType::kFloat8E4m3fnuz ? 0x80 : 0x7f;
@@ -120,7 +124,8 @@ void ExpectQuantized(const uint8_t* codes, const std::vector<double>& y,
   for (size_t d = 0; d < y.size(); ++d) {
     const double x = y[d] / scale;
     const double got = reference::Fp8Value(codes[d], kind);
-    ASSERT_LE(std::fabs(got - x), 0.5 * reference::Fp8Ulp(x, kind) + kQuantSlack)
+    ASSERT_LE(std::fabs(got - x),
+              0.5 * reference::Fp8Ulp(x, kind) + kQuantSlack)
         << where << " dim " << d << ": code " << int{codes[d]} << " = " << got
         << ", exact " << x;
   }
@@ -153,8 +158,7 @@ class IndexerOpsTest : public testing::OpTest {
   // blocks; about a fifth of the tokens are padding (slot -1).
   KWrite MakeKWrite(DType fp8, RopeStyle style, DType k_dtype, int64_t tokens,
                     int64_t num_blocks, int64_t block_size, bool strided_k,
-                    int64_t head_dim = kHeadDim,
-                    int64_t rope_dim = kRopeDim) {
+                    int64_t head_dim = kHeadDim, int64_t rope_dim = kRopeDim) {
     KWrite w;
     w.fp8 = fp8;
     w.style = style;
@@ -192,8 +196,7 @@ class IndexerOpsTest : public testing::OpTest {
         std::copy(w.k.begin() + t * head_dim, w.k.begin() + (t + 1) * head_dim,
                   fused.begin() + t * 2 * head_dim + head_dim);
       }
-      TensorView view =
-          MakeTensorView(nullptr, k_dtype, {tokens, head_dim});
+      TensorView view = MakeTensorView(nullptr, k_dtype, {tokens, head_dim});
       view.strides[0] = 2 * head_dim;
       if (k_dtype == DType::kBFloat16) {
         std::vector<uint16_t> bits(fused.size());
@@ -232,10 +235,11 @@ class IndexerOpsTest : public testing::OpTest {
         x, std::vector<double>(w.ln_weight.begin(), w.ln_weight.end()),
         std::vector<double>(w.ln_bias.begin(), w.ln_bias.end()), 1e-6);
     const int64_t pos = w.positions[t];
-    reference::Rope(y,
-                    std::vector<double>(w.cos_sin.begin() + pos * w.rope_dim,
-                                        w.cos_sin.begin() + (pos + 1) * w.rope_dim),
-                    w.style == RopeStyle::kNeox);
+    reference::Rope(
+        y,
+        std::vector<double>(w.cos_sin.begin() + pos * w.rope_dim,
+                            w.cos_sin.begin() + (pos + 1) * w.rope_dim),
+        w.style == RopeStyle::kNeox);
     return y;
   }
 
@@ -295,8 +299,8 @@ TEST_P(IndexerOpsTest, KWriteMatchesReference) {
 TEST_P(IndexerOpsTest, KWriteAtTinyPresetDims) {
   for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
     for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
-      SCOPED_TRACE(absl::StrCat(FormatName(fp8), " rope ",
-                                static_cast<int>(style)));
+      SCOPED_TRACE(
+          absl::StrCat(FormatName(fp8), " rope ", static_cast<int>(style)));
       KWrite w = MakeKWrite(fp8, style, DType::kBFloat16, 40, 3, 16,
                             /*strided_k=*/false, /*head_dim=*/64,
                             /*rope_dim=*/32);
@@ -335,7 +339,8 @@ TEST_P(IndexerOpsTest, KWriteRejectsBadArguments) {
                          "indexer_k_write: cache_dtype is bfloat16, expected "
                          "float8_e4m3fn or float8_e4m3fnuz"));
     a = w.args;
-    a.k_cache = MakeTensorView(a.k_cache.data, DType::kUint8, {2, 16, kHeadDim});
+    a.k_cache =
+        MakeTensorView(a.k_cache.data, DType::kUint8, {2, 16, kHeadDim});
     EXPECT_THAT(Run<IndexerKWrite>(a),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          HasSubstr("k_cache dim 2 (head_dim + 4) is 128, "
@@ -362,9 +367,9 @@ TEST_P(IndexerOpsTest, KWriteRejectsBadArguments) {
                          HasSubstr("rope_style 7")));
     a = w.args;
     a.ln_eps = 0;
-    EXPECT_THAT(Run<IndexerKWrite>(a),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr("ln_eps is 0")));
+    EXPECT_THAT(
+        Run<IndexerKWrite>(a),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ln_eps is 0")));
   }
   // Value errors are found before anything is written: the cache and the
   // top-k buffer keep their poison.
@@ -398,9 +403,10 @@ TEST_P(IndexerOpsTest, KWriteRejectsBadArguments) {
     std::iota(w.slots.begin(), w.slots.end(), 0);
     w.slots[7] = 2;
     w.args.slot_mapping = ToDevice(w.slots, DType::kInt64, {12});
-    EXPECT_THAT(Run<IndexerKWrite>(w.args),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         "indexer_k_write: slot_mapping[7] repeats slot 2 of token 2"));
+    EXPECT_THAT(
+        Run<IndexerKWrite>(w.args),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 "indexer_k_write: slot_mapping[7] repeats slot 2 of token 2"));
     expect_untouched(w);
   }
   {
@@ -427,124 +433,135 @@ TEST_P(IndexerOpsTest, QMatchesReference) {
   // DeepSeek-V3.2 / GLM-5.x indexer (128, rope 64) and the tiny presets'
   // (64, rope 32).
   for (const Dims dims : {Dims{kHeadDim, kRopeDim}, Dims{64, 32}}) {
-  const int64_t head_dim = dims.head_dim, rope_dim = dims.rope_dim;
-  for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
-    for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
-      for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
-        for (bool strided : {false, true}) {
-          SCOPED_TRACE(absl::StrCat(FormatName(fp8), " head_dim ", head_dim,
-                                    " rope ", static_cast<int>(style), " ",
-                                    DTypeName(dtype), strided ? " strided" : ""));
-          const reference::Fp8Kind kind = KindOf(fp8);
-          // Heads of different sizes, so their scales differ.
-          std::vector<float> q = RandomFloats(kTokens * kHeads * head_dim);
-          for (int64_t i = 0; i < static_cast<int64_t>(q.size()); ++i) {
-            q[i] *= std::exp2(static_cast<int>((i / head_dim) % kHeads) - 2);
-          }
-          std::vector<float> weights = RandomFloats(kTokens * kHeads);
-          std::vector<int64_t> positions;
-          for (int64_t t = 0; t < kTokens; ++t) {
-            positions.push_back(RandomInt(0, kMaxPosition - 1));
-          }
-          const std::vector<float> cos_sin =
-              testing::RopeCosSinCache(kMaxPosition, rope_dim);
-          IndexerQ::Args a;
-          // Strided: per-head padding in q, weights every other column, and
-          // head_weights rows with padding, as fused projections give them.
-          constexpr int64_t kQPad = 16, kWPad = 3;
-          if (strided) {
-            std::vector<float> padded =
-                RandomFloats(kTokens * kHeads * (head_dim + kQPad));
-            for (int64_t i = 0; i < kTokens * kHeads; ++i) {
-              std::copy(q.begin() + i * head_dim, q.begin() + (i + 1) * head_dim,
-                        padded.begin() + i * (head_dim + kQPad));
+    const int64_t head_dim = dims.head_dim, rope_dim = dims.rope_dim;
+    for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
+      for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
+        for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+          for (bool strided : {false, true}) {
+            SCOPED_TRACE(absl::StrCat(FormatName(fp8), " head_dim ", head_dim,
+                                      " rope ", static_cast<int>(style), " ",
+                                      DTypeName(dtype),
+                                      strided ? " strided" : ""));
+            const reference::Fp8Kind kind = KindOf(fp8);
+            // Heads of different sizes, so their scales differ.
+            std::vector<float> q = RandomFloats(kTokens * kHeads * head_dim);
+            for (int64_t i = 0; i < static_cast<int64_t>(q.size()); ++i) {
+              q[i] *= std::exp2(static_cast<int>((i / head_dim) % kHeads) - 2);
             }
-            TensorView qv =
-                MakeTensorView(nullptr, dtype, {kTokens, kHeads, head_dim});
-            qv.strides[0] = kHeads * (head_dim + kQPad);
-            qv.strides[1] = head_dim + kQPad;
-            std::vector<float> wide = RandomFloats(kTokens * kHeads * 2);
-            for (int64_t i = 0; i < kTokens * kHeads; ++i) wide[2 * i] = weights[i];
-            TensorView wv = MakeTensorView(nullptr, dtype, {kTokens, kHeads});
-            wv.strides[0] = 2 * kHeads;
-            wv.strides[1] = 2;
-            if (dtype == DType::kBFloat16) {
-              std::vector<uint16_t> pb(padded.size()), wb(wide.size());
-              for (size_t i = 0; i < padded.size(); ++i) {
-                pb[i] = reference::Bf16Nearest(padded[i]);
+            std::vector<float> weights = RandomFloats(kTokens * kHeads);
+            std::vector<int64_t> positions;
+            for (int64_t t = 0; t < kTokens; ++t) {
+              positions.push_back(RandomInt(0, kMaxPosition - 1));
+            }
+            const std::vector<float> cos_sin =
+                testing::RopeCosSinCache(kMaxPosition, rope_dim);
+            IndexerQ::Args a;
+            // Strided: per-head padding in q, weights every other column, and
+            // head_weights rows with padding, as fused projections give them.
+            constexpr int64_t kQPad = 16, kWPad = 3;
+            if (strided) {
+              std::vector<float> padded =
+                  RandomFloats(kTokens * kHeads * (head_dim + kQPad));
+              for (int64_t i = 0; i < kTokens * kHeads; ++i) {
+                std::copy(q.begin() + i * head_dim,
+                          q.begin() + (i + 1) * head_dim,
+                          padded.begin() + i * (head_dim + kQPad));
               }
-              for (size_t i = 0; i < wide.size(); ++i) {
-                wb[i] = reference::Bf16Nearest(wide[i]);
+              TensorView qv =
+                  MakeTensorView(nullptr, dtype, {kTokens, kHeads, head_dim});
+              qv.strides[0] = kHeads * (head_dim + kQPad);
+              qv.strides[1] = head_dim + kQPad;
+              std::vector<float> wide = RandomFloats(kTokens * kHeads * 2);
+              for (int64_t i = 0; i < kTokens * kHeads; ++i)
+                wide[2 * i] = weights[i];
+              TensorView wv = MakeTensorView(nullptr, dtype, {kTokens, kHeads});
+              wv.strides[0] = 2 * kHeads;
+              wv.strides[1] = 2;
+              if (dtype == DType::kBFloat16) {
+                std::vector<uint16_t> pb(padded.size()), wb(wide.size());
+                for (size_t i = 0; i < padded.size(); ++i) {
+                  pb[i] = reference::Bf16Nearest(padded[i]);
+                }
+                for (size_t i = 0; i < wide.size(); ++i) {
+                  wb[i] = reference::Bf16Nearest(wide[i]);
+                }
+                for (float& v : q) {
+                  v = static_cast<float>(
+                      reference::Bf16Value(reference::Bf16Nearest(v)));
+                }
+                for (float& v : weights) {
+                  v = static_cast<float>(
+                      reference::Bf16Value(reference::Bf16Nearest(v)));
+                }
+                a.q = ToDeviceStrided(pb, qv);
+                a.weights = ToDeviceStrided(wb, wv);
+              } else {
+                a.q = ToDeviceStrided(padded, qv);
+                a.weights = ToDeviceStrided(wide, wv);
               }
-              for (float& v : q) {
-                v = static_cast<float>(reference::Bf16Value(reference::Bf16Nearest(v)));
-              }
-              for (float& v : weights) {
-                v = static_cast<float>(reference::Bf16Value(reference::Bf16Nearest(v)));
-              }
-              a.q = ToDeviceStrided(pb, qv);
-              a.weights = ToDeviceStrided(wb, wv);
             } else {
-              a.q = ToDeviceStrided(padded, qv);
-              a.weights = ToDeviceStrided(wide, wv);
+              a.q = FloatsToDevice(q, dtype, {kTokens, kHeads, head_dim});
+              a.weights = FloatsToDevice(weights, dtype, {kTokens, kHeads});
             }
-          } else {
-            a.q = FloatsToDevice(q, dtype, {kTokens, kHeads, head_dim});
-            a.weights = FloatsToDevice(weights, dtype, {kTokens, kHeads});
-          }
-          a.positions = ToDevice(positions, DType::kInt64, {kTokens});
-          a.cos_sin_cache =
-              ToDevice(cos_sin, DType::kFloat32, {kMaxPosition, rope_dim});
-          a.rope_style = style;
-          const uint8_t nan_code = fp8 == DType::kFloat8E4m3fnuz ? 0x80 : 0x7f;
-          a.q_fp8 = ToDevice(
-              std::vector<uint8_t>(kTokens * kHeads * head_dim, nan_code), fp8,
-              {kTokens, kHeads, head_dim});
-          const int64_t hw_stride = strided ? kHeads + kWPad : kHeads;
-          TensorView hw = MakeTensorView(nullptr, DType::kFloat32, {kTokens, kHeads});
-          hw.strides[0] = hw_stride;
-          a.head_weights =
-              ToDeviceStrided(std::vector<float>(kTokens * hw_stride, kNaN), hw);
-          ASSERT_THAT(Run<IndexerQ>(a), IsOk());
+            a.positions = ToDevice(positions, DType::kInt64, {kTokens});
+            a.cos_sin_cache =
+                ToDevice(cos_sin, DType::kFloat32, {kMaxPosition, rope_dim});
+            a.rope_style = style;
+            const uint8_t nan_code =
+                fp8 == DType::kFloat8E4m3fnuz ? 0x80 : 0x7f;
+            a.q_fp8 = ToDevice(
+                std::vector<uint8_t>(kTokens * kHeads * head_dim, nan_code),
+                fp8, {kTokens, kHeads, head_dim});
+            const int64_t hw_stride = strided ? kHeads + kWPad : kHeads;
+            TensorView hw =
+                MakeTensorView(nullptr, DType::kFloat32, {kTokens, kHeads});
+            hw.strides[0] = hw_stride;
+            a.head_weights = ToDeviceStrided(
+                std::vector<float>(kTokens * hw_stride, kNaN), hw);
+            ASSERT_THAT(Run<IndexerQ>(a), IsOk());
 
-          const std::vector<uint8_t> codes = ToHost<uint8_t>(a.q_fp8);
-          const std::vector<float> head_weights =
-              ToHost<float>(a.head_weights, kTokens * hw_stride);
-          const double c = 1.0 / std::sqrt(static_cast<double>(head_dim * kHeads));
-          for (int64_t t = 0; t < kTokens; ++t) {
-            for (int64_t h = 0; h < kHeads; ++h) {
-              const std::string where = absl::StrCat("token ", t, " head ", h);
-              std::vector<double> v(q.begin() + (t * kHeads + h) * head_dim,
-                                    q.begin() + (t * kHeads + h + 1) * head_dim);
-              reference::Rope(
-                  v,
-                  std::vector<double>(cos_sin.begin() + positions[t] * rope_dim,
-                                      cos_sin.begin() +
-                                          (positions[t] + 1) * rope_dim),
-                  style == RopeStyle::kNeox);
-              double amax = 0;
-              for (double x : v) amax = std::max(amax, std::fabs(x));
-              // The q scale is folded into head_weights; recover it.
-              const double w = weights[t * kHeads + h];
-              const double got_hw = head_weights[t * hw_stride + h];
-              const double scale =
-                  std::exp2(std::round(std::log2(got_hw / (w * c))));
-              ExpectScale(scale, amax, kind, where);
-              // Two float32 roundings of w * scale * c.
-              EXPECT_NEAR(got_hw, w * scale * c, 1e-6 * std::fabs(w * scale * c))
-                  << where;
-              ExpectQuantized(codes.data() + (t * kHeads + h) * head_dim, v,
-                              scale, kind, where);
-            }
-            for (int64_t h = kHeads; h < hw_stride; ++h) {
-              ASSERT_TRUE(std::isnan(head_weights[t * hw_stride + h]))
-                  << "head_weights padding written";
+            const std::vector<uint8_t> codes = ToHost<uint8_t>(a.q_fp8);
+            const std::vector<float> head_weights =
+                ToHost<float>(a.head_weights, kTokens * hw_stride);
+            const double c =
+                1.0 / std::sqrt(static_cast<double>(head_dim * kHeads));
+            for (int64_t t = 0; t < kTokens; ++t) {
+              for (int64_t h = 0; h < kHeads; ++h) {
+                const std::string where =
+                    absl::StrCat("token ", t, " head ", h);
+                std::vector<double> v(
+                    q.begin() + (t * kHeads + h) * head_dim,
+                    q.begin() + (t * kHeads + h + 1) * head_dim);
+                reference::Rope(
+                    v,
+                    std::vector<double>(
+                        cos_sin.begin() + positions[t] * rope_dim,
+                        cos_sin.begin() + (positions[t] + 1) * rope_dim),
+                    style == RopeStyle::kNeox);
+                double amax = 0;
+                for (double x : v) amax = std::max(amax, std::fabs(x));
+                // The q scale is folded into head_weights; recover it.
+                const double w = weights[t * kHeads + h];
+                const double got_hw = head_weights[t * hw_stride + h];
+                const double scale =
+                    std::exp2(std::round(std::log2(got_hw / (w * c))));
+                ExpectScale(scale, amax, kind, where);
+                // Two float32 roundings of w * scale * c.
+                EXPECT_NEAR(got_hw, w * scale * c,
+                            1e-6 * std::fabs(w * scale * c))
+                    << where;
+                ExpectQuantized(codes.data() + (t * kHeads + h) * head_dim, v,
+                                scale, kind, where);
+              }
+              for (int64_t h = kHeads; h < hw_stride; ++h) {
+                ASSERT_TRUE(std::isnan(head_weights[t * hw_stride + h]))
+                    << "head_weights padding written";
+              }
             }
           }
         }
       }
     }
-  }
   }
 }
 
@@ -555,7 +572,8 @@ TEST_P(IndexerOpsTest, QRejectsBadArguments) {
   IndexerQ::Args a;
   a.q = FloatsToDevice(q, DType::kFloat32, {kTokens, kHeads, kHeadDim});
   a.weights = FloatsToDevice(weights, DType::kFloat32, {kTokens, kHeads});
-  a.positions = ToDevice(std::vector<int64_t>{0, 1, 2}, DType::kInt64, {kTokens});
+  a.positions =
+      ToDevice(std::vector<int64_t>{0, 1, 2}, DType::kInt64, {kTokens});
   a.cos_sin_cache = ToDevice(testing::RopeCosSinCache(8, kRopeDim),
                              DType::kFloat32, {8, kRopeDim});
   a.q_fp8 = ToDevice(std::vector<uint8_t>(kTokens * kHeads * kHeadDim, 0x7f),
@@ -566,10 +584,9 @@ TEST_P(IndexerOpsTest, QRejectsBadArguments) {
 
   IndexerQ::Args b = a;
   b.q = MakeTensorView(a.q.data, DType::kFloat32, {kTokens, kHeads * kHeadDim});
-  EXPECT_THAT(Run<IndexerQ>(b),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "indexer_q: q has 2 dims, expected 3: "
-                       "[tokens, heads, head_dim]"));
+  EXPECT_THAT(Run<IndexerQ>(b), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         "indexer_q: q has 2 dims, expected 3: "
+                                         "[tokens, heads, head_dim]"));
   b = a;
   b.q_fp8.dtype = DType::kUint8;
   EXPECT_THAT(Run<IndexerQ>(b),
@@ -587,16 +604,17 @@ TEST_P(IndexerOpsTest, QRejectsBadArguments) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("head_weights has dtype bfloat16")));
   b = a;
-  b.cos_sin_cache = MakeTensorView(a.cos_sin_cache.data, DType::kFloat32, {4, 130});
-  EXPECT_THAT(Run<IndexerQ>(b),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("rope_dim is 130")));
+  b.cos_sin_cache =
+      MakeTensorView(a.cos_sin_cache.data, DType::kFloat32, {4, 130});
+  EXPECT_THAT(Run<IndexerQ>(b), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         HasSubstr("rope_dim is 130")));
   // A position outside the rope table: nothing is written.
   a.q_fp8 = ToDevice(std::vector<uint8_t>(kTokens * kHeads * kHeadDim, 0x7f),
                      DType::kFloat8E4m3fn, {kTokens, kHeads, kHeadDim});
   a.head_weights = ToDevice(std::vector<float>(kTokens * kHeads, kNaN),
                             DType::kFloat32, {kTokens, kHeads});
-  a.positions = ToDevice(std::vector<int64_t>{0, 8, 2}, DType::kInt64, {kTokens});
+  a.positions =
+      ToDevice(std::vector<int64_t>{0, 8, 2}, DType::kInt64, {kTokens});
   EXPECT_THAT(Run<IndexerQ>(a), StatusIs(absl::StatusCode::kOutOfRange,
                                          HasSubstr("positions[1] is 8")));
   for (uint8_t c : ToHost<uint8_t>(a.q_fp8)) ASSERT_EQ(c, 0x7f);
@@ -613,8 +631,8 @@ struct LogitsCase {
   int64_t heads;
   PagedLayout layout;
   HostIndexerCache cache{1, 1, kHeadDim};
-  std::vector<uint8_t> q;            // [rows, heads, head_dim]
-  std::vector<float> head_weights;   // [rows, heads]
+  std::vector<uint8_t> q;           // [rows, heads, head_dim]
+  std::vector<float> head_weights;  // [rows, heads]
   std::vector<int32_t> row_request, row_ks, row_ke;
   int64_t width = 0;
   int64_t rows() const { return static_cast<int64_t>(row_request.size()); }
@@ -629,7 +647,8 @@ void ExpectLogits(const LogitsCase& c, const std::vector<float>& logits) {
     for (int64_t d = 0; d < c.heads * c.head_dim; ++d) {
       q[d] = reference::Fp8Value(c.q[i * c.heads * c.head_dim + d], kind);
     }
-    for (int64_t h = 0; h < c.heads; ++h) w[h] = c.head_weights[i * c.heads + h];
+    for (int64_t h = 0; h < c.heads; ++h)
+      w[h] = c.head_weights[i * c.heads + h];
     for (int64_t j = 0; j < c.width; ++j) {
       const float got = logits[i * c.width + j];
       if (j < c.row_ks[i] || j >= c.row_ke[i]) {
@@ -645,8 +664,8 @@ void ExpectLogits(const LogitsCase& c, const std::vector<float>& logits) {
       const double expected =
           reference::IndexerLogit(q, w, k, c.cache.scale(slot), &magnitude);
       ASSERT_LE(std::fabs(got - expected), kLogitsRelTol * magnitude + 1e-30)
-          << "row " << i << " column " << j << ": got " << got
-          << ", expected " << expected;
+          << "row " << i << " column " << j << ": got " << got << ", expected "
+          << expected;
       ++checked;
     }
   }
@@ -670,8 +689,8 @@ class LogitsTest : public IndexerOpsTest {
     const std::vector<uint8_t> codes =
         RandomCodes(rng(), c.cache.num_slots() * head_dim, fp8, fp8_max / 4);
     for (int64_t s = 0; s < c.cache.num_slots(); ++s) {
-      std::copy(codes.begin() + s * head_dim, codes.begin() + (s + 1) * head_dim,
-                c.cache.values(s));
+      std::copy(codes.begin() + s * head_dim,
+                codes.begin() + (s + 1) * head_dim, c.cache.values(s));
       c.cache.set_scale(s, static_cast<float>(std::exp2(RandomInt(-12, -6))));
     }
     // Rows: each request's last token (decode), some prefill rows with
@@ -710,8 +729,9 @@ class LogitsTest : public IndexerOpsTest {
     a.q_fp8 = ToDevice(c.q, c.fp8, {c.rows(), c.heads, c.head_dim});
     a.head_weights =
         ToDevice(c.head_weights, DType::kFloat32, {c.rows(), c.heads});
-    a.k_cache = ToDevice(c.cache.bytes, DType::kUint8,
-                         {c.cache.num_blocks, c.cache.block_size, c.head_dim + 4});
+    a.k_cache =
+        ToDevice(c.cache.bytes, DType::kUint8,
+                 {c.cache.num_blocks, c.cache.block_size, c.head_dim + 4});
     const int64_t requests = static_cast<int64_t>(c.layout.seq_lens.size());
     a.block_table = ToDevice(c.layout.block_table, DType::kInt32,
                              {requests, c.layout.max_blocks});
@@ -727,7 +747,6 @@ class LogitsTest : public IndexerOpsTest {
                         {c.rows(), c.width});
     return a;
   }
-
 };
 
 TEST_P(LogitsTest, MatchesReferenceOverPagedCache) {
@@ -835,8 +854,8 @@ TEST_P(LogitsTest, RejectsBadArguments) {
     table[0] = static_cast<int32_t>(c.layout.num_blocks);
     a = ToArgs(c);
     a.block_table = ToDevice(table, DType::kInt32, {2, c.layout.max_blocks});
-    expect_out_of_range(a, absl::StrCat("block_table[0, 0] is ",
-                                        c.layout.num_blocks));
+    expect_out_of_range(
+        a, absl::StrCat("block_table[0, 0] is ", c.layout.num_blocks));
   }
   {
     std::vector<int32_t> lens = c.layout.seq_lens;
@@ -855,8 +874,8 @@ class TopKTest : public IndexerOpsTest {
   // Runs top-k over `logits` [rows, width] with the given windows and
   // compares every output element with the reference.
   void ExpectTopK(const std::vector<float>& logits, int64_t width,
-                  const std::vector<int32_t>& ks, const std::vector<int32_t>& ke,
-                  int64_t topk) {
+                  const std::vector<int32_t>& ks,
+                  const std::vector<int32_t>& ke, int64_t topk) {
     const int64_t rows = static_cast<int64_t>(ks.size());
     IndexerTopK::Args a;
     a.logits = ToDevice(logits, DType::kFloat32, {rows, width});
@@ -873,8 +892,8 @@ class TopKTest : public IndexerOpsTest {
           reference::TopK(row, ks[i], ke[i], topk);
       const std::vector<int32_t> got_row(got.begin() + i * topk,
                                          got.begin() + (i + 1) * topk);
-      ASSERT_EQ(got_row, expected) << "row " << i << " window [" << ks[i]
-                                   << ", " << ke[i] << ")";
+      ASSERT_EQ(got_row, expected)
+          << "row " << i << " window [" << ks[i] << ", " << ke[i] << ")";
     }
   }
 
@@ -941,8 +960,8 @@ TEST_P(TopKTest, RejectsBadArguments) {
                        "indexer_topk: row 1 has key window [5, 4), expected 0 "
                        "<= start <= end <= 10 (the logits width)"));
   a.row_key_end = ToDevice(std::vector<int32_t>{11, 6}, DType::kInt32, {2});
-  EXPECT_THAT(Run<IndexerTopK>(a), StatusIs(absl::StatusCode::kOutOfRange,
-                                            HasSubstr("row 0")));
+  EXPECT_THAT(Run<IndexerTopK>(a),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("row 0")));
   for (int32_t v : ToHost<int32_t>(a.topk_indices)) ASSERT_EQ(v, kIndexPoison);
   IndexerTopK::Args b = a;
   b.topk_indices.dtype = DType::kInt64;
@@ -952,9 +971,8 @@ TEST_P(TopKTest, RejectsBadArguments) {
                        "int32"));
   b = a;
   b.row_key_start = MakeTensorView(a.row_key_start.data, DType::kInt32, {3});
-  EXPECT_THAT(Run<IndexerTopK>(b),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("row_key_start dim 0")));
+  EXPECT_THAT(Run<IndexerTopK>(b), StatusIs(absl::StatusCode::kInvalidArgument,
+                                            HasSubstr("row_key_start dim 0")));
 }
 
 // ---------------------------------------------------------------------------
@@ -985,9 +1003,9 @@ TEST_P(IndexerOpsTest, PipelineAtTopk2048) {
     }
     w.args.positions = ToDevice(w.positions, DType::kInt64, {tokens});
     w.args.slot_mapping = ToDevice(w.slots, DType::kInt64, {tokens});
-    w.args.topk_indices = ToDevice(
-        std::vector<int32_t>(tokens * kTopK, kIndexPoison), DType::kInt32,
-        {tokens, kTopK});
+    w.args.topk_indices =
+        ToDevice(std::vector<int32_t>(tokens * kTopK, kIndexPoison),
+                 DType::kInt32, {tokens, kTopK});
     ASSERT_THAT(Run<IndexerKWrite>(w.args), IsOk());
     ExpectKWritten(w);
 
@@ -1043,8 +1061,8 @@ TEST_P(IndexerOpsTest, PipelineAtTopk2048) {
     la.q_fp8 = qa.q_fp8;
     la.head_weights = qa.head_weights;
     la.k_cache = w.args.k_cache;
-    la.block_table = ToDevice(layout.block_table, DType::kInt32,
-                              {3, layout.max_blocks});
+    la.block_table =
+        ToDevice(layout.block_table, DType::kInt32, {3, layout.max_blocks});
     la.seq_lens = ToDevice(seq_lens, DType::kInt32, {3});
     la.row_request = ToDevice(row_request, DType::kInt32, {rows});
     la.row_key_start = ToDevice(ks, DType::kInt32, {rows});

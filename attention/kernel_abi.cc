@@ -56,11 +56,11 @@ DsaExecutionContext ExecutionContextToC(const ExecutionContext& ctx) {
 Status TensorViewFromC(const char* op, const char* arg, const DsaTensorView& c,
                        TensorView* out) {
   if (c.struct_size != sizeof(DsaTensorView)) {
-    return InvalidArgumentError(StrCat(
-        op, ": ", arg, " is a tensor view of struct_size ", c.struct_size,
-        ", expected ", sizeof(DsaTensorView),
-        " (views embedded in op arguments have one layout per op ABI "
-        "version)"));
+    return InvalidArgumentError(
+        StrCat(op, ": ", arg, " is a tensor view of struct_size ",
+               c.struct_size, ", expected ", sizeof(DsaTensorView),
+               " (views embedded in op arguments have one layout per op ABI "
+               "version)"));
   }
   if (c.rank < 0 || c.rank > kMaxTensorRank) {
     return InvalidArgumentError(StrCat(op, ": ", arg, " has rank ", c.rank,
@@ -86,9 +86,9 @@ Status LatentCacheFormatFromC(const char* op, const char* arg,
                               const DsaLatentCacheFormat& c,
                               LatentCacheFormat* out) {
   if (c.struct_size != sizeof(DsaLatentCacheFormat)) {
-    return InvalidArgumentError(StrCat(
-        op, ": ", arg, " is a cache format of struct_size ", c.struct_size,
-        ", expected ", sizeof(DsaLatentCacheFormat)));
+    return InvalidArgumentError(
+        StrCat(op, ": ", arg, " is a cache format of struct_size ",
+               c.struct_size, ", expected ", sizeof(DsaLatentCacheFormat)));
   }
   if (!KnownDType(c.dtype)) {
     return InvalidArgumentError(
@@ -130,48 +130,47 @@ Status ExecutionContextFromC(const char* op, const DsaExecutionContext* ctx,
 #define DSA_TO_C_FORMAT(name) c.name = LatentCacheFormatToC(a.name);
 
 // A field the caller's struct does not reach keeps its default.
-#define DSA_FIELD_PRESENT(name) \
-  Within(size, offsetof(C, name), sizeof(c.name))
-#define DSA_FROM_C_TENSOR(name, direction)                              \
-  if (DSA_FIELD_PRESENT(name)) {                                        \
-    DSA_RETURN_IF_ERROR(TensorViewFromC(kOp, #name, c.name, &a.name));  \
+#define DSA_FIELD_PRESENT(name) Within(size, offsetof(C, name), sizeof(c.name))
+#define DSA_FROM_C_TENSOR(name, direction)                             \
+  if (DSA_FIELD_PRESENT(name)) {                                       \
+    DSA_RETURN_IF_ERROR(TensorViewFromC(kOp, #name, c.name, &a.name)); \
   }
 #define DSA_FROM_C_SCALAR(c_type, name, default_value) \
   if (DSA_FIELD_PRESENT(name)) a.name = c.name;
 #define DSA_FROM_C_ENUM(cxx_enum, name, default_value) \
   if (DSA_FIELD_PRESENT(name)) a.name = static_cast<cxx_enum>(c.name);
-#define DSA_FROM_C_FORMAT(name)                                              \
-  if (DSA_FIELD_PRESENT(name)) {                                             \
+#define DSA_FROM_C_FORMAT(name)                                               \
+  if (DSA_FIELD_PRESENT(name)) {                                              \
     DSA_RETURN_IF_ERROR(LatentCacheFormatFromC(kOp, #name, c.name, &a.name)); \
   }
 
-#define DSA_DEFINE_ARGS_CONVERSIONS(CxxName, LIST, PREFIX)                   \
-  CxxName::CArgs ToCArgs(const CxxName::Args& a) {                           \
-    CxxName::CArgs c;                                                        \
-    std::memset(&c, 0, sizeof(c));                                           \
-    c.struct_size = sizeof(c);                                               \
-    LIST(DSA_TO_C_TENSOR, DSA_TO_C_SCALAR, DSA_TO_C_ENUM, DSA_TO_C_FORMAT)   \
-    return c;                                                                \
-  }                                                                          \
-  Status FromCArgs(const CxxName::CArgs* raw, CxxName::Args* out) {          \
-    using C = CxxName::CArgs;                                                \
-    constexpr const char* kOp = CxxName::kName;                              \
-    if (raw == nullptr) {                                                    \
-      return InvalidArgumentError(StrCat(kOp, ": arguments are NULL"));      \
-    }                                                                        \
-    const size_t size = raw->struct_size;                                    \
-    if (size < sizeof(size_t)) {                                             \
-      return InvalidArgumentError(StrCat(                                    \
-          kOp, ": arguments have struct_size ", size, ", too small"));       \
-    }                                                                        \
-    C c;                                                                     \
-    std::memset(&c, 0, sizeof(c));                                           \
-    std::memcpy(&c, raw, std::min(size, sizeof(c)));                         \
-    CxxName::Args a;                                                         \
-    LIST(DSA_FROM_C_TENSOR, DSA_FROM_C_SCALAR, DSA_FROM_C_ENUM,              \
-         DSA_FROM_C_FORMAT)                                                  \
-    *out = a;                                                                \
-    return OkStatus();                                                       \
+#define DSA_DEFINE_ARGS_CONVERSIONS(CxxName, LIST, PREFIX)                    \
+  CxxName::CArgs ToCArgs(const CxxName::Args& a) {                            \
+    CxxName::CArgs c;                                                         \
+    std::memset(&c, 0, sizeof(c));                                            \
+    c.struct_size = sizeof(c);                                                \
+    LIST(DSA_TO_C_TENSOR, DSA_TO_C_SCALAR, DSA_TO_C_ENUM, DSA_TO_C_FORMAT)    \
+    return c;                                                                 \
+  }                                                                           \
+  Status FromCArgs(const CxxName::CArgs* raw, CxxName::Args* out) {           \
+    using C = CxxName::CArgs;                                                 \
+    constexpr const char* kOp = CxxName::kName;                               \
+    if (raw == nullptr) {                                                     \
+      return InvalidArgumentError(StrCat(kOp, ": arguments are NULL"));       \
+    }                                                                         \
+    const size_t size = raw->struct_size;                                     \
+    if (size < sizeof(size_t)) {                                              \
+      return InvalidArgumentError(                                            \
+          StrCat(kOp, ": arguments have struct_size ", size, ", too small")); \
+    }                                                                         \
+    C c;                                                                      \
+    std::memset(&c, 0, sizeof(c));                                            \
+    std::memcpy(&c, raw, std::min(size, sizeof(c)));                          \
+    CxxName::Args a;                                                          \
+    LIST(DSA_FROM_C_TENSOR, DSA_FROM_C_SCALAR, DSA_FROM_C_ENUM,               \
+         DSA_FROM_C_FORMAT)                                                   \
+    *out = a;                                                                 \
+    return OkStatus();                                                        \
   }
 DSA_ATTENTION_OPS(DSA_DEFINE_ARGS_CONVERSIONS)
 

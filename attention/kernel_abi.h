@@ -44,14 +44,15 @@ Status ExecutionContextFromC(const char* op, const DsaExecutionContext* ctx,
 // Per op: Op::CArgs ToCArgs(const Op::Args&) and
 // Status FromCArgs(const Op::CArgs*, Op::Args*) (`raw` may be shorter than
 // CArgs; only raw->struct_size bytes are read).
-#define DSA_DECLARE_ARGS_CONVERSIONS(CxxName, LIST, PREFIX)   \
-  CxxName::CArgs ToCArgs(const CxxName::Args& args);          \
+#define DSA_DECLARE_ARGS_CONVERSIONS(CxxName, LIST, PREFIX) \
+  CxxName::CArgs ToCArgs(const CxxName::Args& args);        \
   Status FromCArgs(const CxxName::CArgs* raw, CxxName::Args* out);
 DSA_ATTENTION_OPS(DSA_DECLARE_ARGS_CONVERSIONS)
 #undef DSA_DECLARE_ARGS_CONVERSIONS
 
 template <class Op>
-using KernelImpl = Status (*)(const ExecutionContext&, const typename Op::Args&);
+using KernelImpl = Status (*)(const ExecutionContext&,
+                              const typename Op::Args&);
 
 // The C entry point of a C++ kernel.
 template <class Op, KernelImpl<Op> Impl>

@@ -99,20 +99,19 @@ TEST(KernelAbiTest, FieldsAnOlderHostLacksReadAsDefaults) {
   a.ln_eps = 0.5f;
   a.rope_style = RopeStyle::kInterleaved;
   // An "older" struct that ends just before ln_eps.
-  auto older =
-      Truncated(ToCArgs(a), offsetof(DsaIndexerKWriteArgs, ln_eps));
+  auto older = Truncated(ToCArgs(a), offsetof(DsaIndexerKWriteArgs, ln_eps));
   IndexerKWrite::Args read;
   ASSERT_THAT(FromCArgs(older.get(), &read), IsOk());
   EXPECT_EQ(read.k.data, k.data());
   EXPECT_EQ(read.k.dim(1), 8);
-  EXPECT_EQ(read.ln_eps, 1e-6f);                   // the default
-  EXPECT_EQ(read.rope_style, RopeStyle::kNeox);     // the default
-  EXPECT_EQ(read.topk_indices.rank, 0);            // absent
+  EXPECT_EQ(read.ln_eps, 1e-6f);                 // the default
+  EXPECT_EQ(read.rope_style, RopeStyle::kNeox);  // the default
+  EXPECT_EQ(read.topk_indices.rank, 0);          // absent
 
   // Through a kernel: what is missing is an error, never a read past it.
   TopKData data;
-  auto short_topk =
-      Truncated(ToCArgs(data.Args()), offsetof(DsaIndexerTopKArgs, topk_indices));
+  auto short_topk = Truncated(ToCArgs(data.Args()),
+                              offsetof(DsaIndexerTopKArgs, topk_indices));
   EXPECT_THAT(CallC(nullptr, short_topk.get()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("topk_indices has 0 dims")));
@@ -145,9 +144,8 @@ TEST(KernelAbiTest, MalformedArgumentsAreInvalidArgument) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("NULL")));
   DsaIndexerTopKArgs c = ToCArgs(data.Args());
   c.struct_size = 0;
-  EXPECT_THAT(CallC(nullptr, &c),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("struct_size 0")));
+  EXPECT_THAT(CallC(nullptr, &c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           HasSubstr("struct_size 0")));
   c = ToCArgs(data.Args());
   c.logits.struct_size = sizeof(DsaTensorView) - 8;
   EXPECT_THAT(CallC(nullptr, &c),
@@ -167,17 +165,15 @@ TEST(KernelAbiTest, MalformedArgumentsAreInvalidArgument) {
   DsaExecutionContext ctx = ExecutionContextToC(ExecutionContext());
   ctx.struct_size = 2;
   c = ToCArgs(data.Args());
-  EXPECT_THAT(CallC(&ctx, &c),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("execution context")));
+  EXPECT_THAT(CallC(&ctx, &c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("execution context")));
   // The output written over the input: refused before anything is written.
   IndexerTopK::Args aliased = data.Args();
   aliased.topk_indices.data = data.ks.data();
   aliased.topk_indices.shape[1] = 1;
   c = ToCArgs(aliased);
-  EXPECT_THAT(CallC(nullptr, &c),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("overlap in memory")));
+  EXPECT_THAT(CallC(nullptr, &c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           HasSubstr("overlap in memory")));
   EXPECT_EQ(data.ks, std::vector<int32_t>{1});
 }
 
@@ -194,9 +190,9 @@ TEST(KernelAbiTest, AnAliasedCacheBlockIsRefused) {
   a.kv_cache = MakeTensorView(cache.data(), DType::kBFloat16, {2, 4, 192});
   EXPECT_THAT(MlaCacheWrite::Validate(a), IsOk());
   a.kv_cache.strides[0] = 0;
-  EXPECT_THAT(MlaCacheWrite::Validate(a),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("kv_cache")));
+  EXPECT_THAT(
+      MlaCacheWrite::Validate(a),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("kv_cache")));
 }
 
 dsa::Status ThrowsBadAlloc(const ExecutionContext&, const IndexerTopK::Args&) {
@@ -211,12 +207,12 @@ TEST(KernelAbiTest, ExceptionsBecomeStatusesAtTheBoundary) {
   const DsaIndexerTopKArgs c = ToCArgs(data.Args());
   char error[128];
   EXPECT_EQ((CKernel<IndexerTopK, &ThrowsBadAlloc>(nullptr, &c, error,
-                                                    sizeof(error))),
+                                                   sizeof(error))),
             DSA_STATUS_RESOURCE_EXHAUSTED);
   EXPECT_STREQ(error, "indexer_topk: out of host memory");
-  EXPECT_EQ((CKernel<IndexerTopK, &ThrowsOther>(nullptr, &c, error,
-                                                 sizeof(error))),
-            DSA_STATUS_INTERNAL);
+  EXPECT_EQ(
+      (CKernel<IndexerTopK, &ThrowsOther>(nullptr, &c, error, sizeof(error))),
+      DSA_STATUS_INTERNAL);
   EXPECT_STREQ(error, "indexer_topk: kernel bug");
   // A message longer than the buffer is cut, always NUL-terminated.
   char tiny[8];

@@ -98,28 +98,28 @@ typedef struct DsaLatentCacheFormat {
 
 #define DSA_OP_INDEXER_K_WRITE_NAME "indexer_k_write"
 #define DSA_OP_INDEXER_K_WRITE_ABI_VERSION 2
-#define DSA_INDEXER_K_WRITE_ARGS(TENSOR, SCALAR, ENUM, FORMAT)              \
-  TENSOR(k, IN)             /* [tokens, head_dim] f32|bf16: wk(x) */        \
-  TENSOR(ln_weight, IN)     /* [head_dim] f32|bf16 */                       \
-  TENSOR(ln_bias, IN)       /* [head_dim] f32|bf16 */                       \
-  SCALAR(float, ln_eps, 1e-6f)                                              \
-  TENSOR(positions, IN)     /* [tokens] int64 */                            \
-  TENSOR(cos_sin_cache, IN) /* [max_position, rope_dim] f32 */              \
-  ENUM(RopeStyle, rope_style, kNeox)                                        \
-  TENSOR(slot_mapping, IN)  /* [tokens] int64, -1 = skip */                 \
-  TENSOR(k_cache, INOUT)    /* [num_blocks, block_size, head_dim + 4] u8 */ \
-  ENUM(DType, cache_dtype, kFloat8E4m3fn) /* fp8 encoding in k_cache */     \
-  TENSOR(topk_indices, OUT) /* [tokens, topk] int32, all -1 */
+#define DSA_INDEXER_K_WRITE_ARGS(TENSOR, SCALAR, ENUM, FORMAT)             \
+  TENSOR(k, IN)         /* [tokens, head_dim] f32|bf16: wk(x) */           \
+  TENSOR(ln_weight, IN) /* [head_dim] f32|bf16 */                          \
+  TENSOR(ln_bias, IN)   /* [head_dim] f32|bf16 */                          \
+  SCALAR(float, ln_eps, 1e-6f)                                             \
+  TENSOR(positions, IN)     /* [tokens] int64 */                           \
+  TENSOR(cos_sin_cache, IN) /* [max_position, rope_dim] f32 */             \
+  ENUM(RopeStyle, rope_style, kNeox)                                       \
+  TENSOR(slot_mapping, IN) /* [tokens] int64, -1 = skip */                 \
+  TENSOR(k_cache, INOUT)   /* [num_blocks, block_size, head_dim + 4] u8 */ \
+  ENUM(DType, cache_dtype, kFloat8E4m3fn) /* fp8 encoding in k_cache */    \
+  TENSOR(topk_indices, OUT)               /* [tokens, topk] int32, all -1 */
 
 #define DSA_OP_INDEXER_Q_NAME "indexer_q"
 #define DSA_OP_INDEXER_Q_ABI_VERSION 2
-#define DSA_INDEXER_Q_ARGS(TENSOR, SCALAR, ENUM, FORMAT)                    \
-  TENSOR(q, IN)             /* [tokens, heads, head_dim] f32|bf16 */        \
-  TENSOR(weights, IN)       /* [tokens, heads] f32|bf16 */                  \
-  TENSOR(positions, IN)     /* [tokens] int64 */                            \
-  TENSOR(cos_sin_cache, IN) /* [max_position, rope_dim] f32 */              \
-  ENUM(RopeStyle, rope_style, kNeox)                                        \
-  TENSOR(q_fp8, OUT)        /* [tokens, heads, head_dim] fp8 */             \
+#define DSA_INDEXER_Q_ARGS(TENSOR, SCALAR, ENUM, FORMAT)             \
+  TENSOR(q, IN)             /* [tokens, heads, head_dim] f32|bf16 */ \
+  TENSOR(weights, IN)       /* [tokens, heads] f32|bf16 */           \
+  TENSOR(positions, IN)     /* [tokens] int64 */                     \
+  TENSOR(cos_sin_cache, IN) /* [max_position, rope_dim] f32 */       \
+  ENUM(RopeStyle, rope_style, kNeox)                                 \
+  TENSOR(q_fp8, OUT)        /* [tokens, heads, head_dim] fp8 */      \
   TENSOR(head_weights, OUT) /* [tokens, heads] f32 */
 
 #define DSA_OP_INDEXER_LOGITS_NAME "indexer_logits"
@@ -137,57 +137,57 @@ typedef struct DsaLatentCacheFormat {
 
 #define DSA_OP_INDEXER_TOPK_NAME "indexer_topk"
 #define DSA_OP_INDEXER_TOPK_ABI_VERSION 2
-#define DSA_INDEXER_TOPK_ARGS(TENSOR, SCALAR, ENUM, FORMAT)                 \
-  TENSOR(logits, IN)        /* [rows, width] f32 */                         \
-  TENSOR(row_key_start, IN) /* [rows] int32 */                              \
-  TENSOR(row_key_end, IN)   /* [rows] int32 */                              \
+#define DSA_INDEXER_TOPK_ARGS(TENSOR, SCALAR, ENUM, FORMAT) \
+  TENSOR(logits, IN)        /* [rows, width] f32 */         \
+  TENSOR(row_key_start, IN) /* [rows] int32 */              \
+  TENSOR(row_key_end, IN)   /* [rows] int32 */              \
   TENSOR(topk_indices, OUT) /* [rows, topk] int32 */
 
 #define DSA_OP_MLA_CACHE_WRITE_NAME "mla_cache_write"
 #define DSA_OP_MLA_CACHE_WRITE_ABI_VERSION 2
-#define DSA_MLA_CACHE_WRITE_ARGS(TENSOR, SCALAR, ENUM, FORMAT)              \
-  TENSOR(kv_c, IN)          /* [tokens, kv_lora_rank] f32|bf16 */           \
-  TENSOR(k_pe, IN)          /* [tokens, rope_dim] f32|bf16 */               \
-  TENSOR(slot_mapping, IN)  /* [tokens] int64, -1 = skip */                 \
-  TENSOR(kv_cache, INOUT)   /* latent cache */                              \
+#define DSA_MLA_CACHE_WRITE_ARGS(TENSOR, SCALAR, ENUM, FORMAT)   \
+  TENSOR(kv_c, IN)         /* [tokens, kv_lora_rank] f32|bf16 */ \
+  TENSOR(k_pe, IN)         /* [tokens, rope_dim] f32|bf16 */     \
+  TENSOR(slot_mapping, IN) /* [tokens] int64, -1 = skip */       \
+  TENSOR(kv_cache, INOUT)  /* latent cache */                    \
   FORMAT(cache_format)
 
 #define DSA_OP_SPARSE_MLA_NAME "sparse_mla"
 #define DSA_OP_SPARSE_MLA_ABI_VERSION 2
-#define DSA_SPARSE_MLA_ARGS(TENSOR, SCALAR, ENUM, FORMAT)                   \
-  TENSOR(q, IN)             /* [tokens, heads, kv_lora + rope] f32|bf16 */  \
-  TENSOR(kv_cache, IN)      /* latent cache */                              \
-  FORMAT(cache_format)                                                      \
-  TENSOR(block_table, IN)   /* [num_requests, max_blocks] int32 */          \
-  TENSOR(seq_lens, IN)      /* [num_requests] int32 */                      \
-  TENSOR(token_request, IN) /* [tokens] int32 */                            \
-  TENSOR(topk_indices, IN)  /* [tokens, topk] int32, positions or -1 */     \
-  TENSOR(kv_b_proj, IN)     /* [heads * (qk_nope + v), kv_lora] */          \
-  SCALAR(int32_t, qk_nope_head_dim, 128)                                    \
-  SCALAR(float, softmax_scale, 0.0f)                                        \
-  TENSOR(output, OUT)       /* [tokens, heads, v_head_dim] f32|bf16 */
+#define DSA_SPARSE_MLA_ARGS(TENSOR, SCALAR, ENUM, FORMAT)               \
+  TENSOR(q, IN)        /* [tokens, heads, kv_lora + rope] f32|bf16 */   \
+  TENSOR(kv_cache, IN) /* latent cache */                               \
+  FORMAT(cache_format)                                                  \
+  TENSOR(block_table, IN)   /* [num_requests, max_blocks] int32 */      \
+  TENSOR(seq_lens, IN)      /* [num_requests] int32 */                  \
+  TENSOR(token_request, IN) /* [tokens] int32 */                        \
+  TENSOR(topk_indices, IN)  /* [tokens, topk] int32, positions or -1 */ \
+  TENSOR(kv_b_proj, IN)     /* [heads * (qk_nope + v), kv_lora] */      \
+  SCALAR(int32_t, qk_nope_head_dim, 128)                                \
+  SCALAR(float, softmax_scale, 0.0f)                                    \
+  TENSOR(output, OUT) /* [tokens, heads, v_head_dim] f32|bf16 */
 
 #define DSA_OP_DENSE_MHA_PREFILL_NAME "dense_mha_prefill"
 #define DSA_OP_DENSE_MHA_PREFILL_ABI_VERSION 2
-#define DSA_DENSE_MHA_PREFILL_ARGS(TENSOR, SCALAR, ENUM, FORMAT)            \
-  TENSOR(q, IN)             /* [tokens, heads, qk_nope + rope] f32|bf16 */  \
-  TENSOR(kv_cache, IN)      /* latent cache */                              \
-  FORMAT(cache_format)                                                      \
-  TENSOR(block_table, IN)   /* [num_requests, max_blocks] int32 */          \
-  TENSOR(seq_lens, IN)      /* [num_requests] int32 */                      \
-  TENSOR(query_start_loc, IN) /* [num_requests + 1] int32 */                \
-  TENSOR(kv_b_proj, IN)     /* [heads * (qk_nope + v), kv_lora] */          \
-  SCALAR(float, softmax_scale, 0.0f)                                        \
-  TENSOR(output, OUT)       /* [tokens, heads, v_head_dim] f32|bf16 */
+#define DSA_DENSE_MHA_PREFILL_ARGS(TENSOR, SCALAR, ENUM, FORMAT)      \
+  TENSOR(q, IN)        /* [tokens, heads, qk_nope + rope] f32|bf16 */ \
+  TENSOR(kv_cache, IN) /* latent cache */                             \
+  FORMAT(cache_format)                                                \
+  TENSOR(block_table, IN)     /* [num_requests, max_blocks] int32 */  \
+  TENSOR(seq_lens, IN)        /* [num_requests] int32 */              \
+  TENSOR(query_start_loc, IN) /* [num_requests + 1] int32 */          \
+  TENSOR(kv_b_proj, IN)       /* [heads * (qk_nope + v), kv_lora] */  \
+  SCALAR(float, softmax_scale, 0.0f)                                  \
+  TENSOR(output, OUT) /* [tokens, heads, v_head_dim] f32|bf16 */
 
 /* Every op: X(CxxName, ARGS_LIST_MACRO, NAME_MACRO_PREFIX). */
-#define DSA_ATTENTION_OPS(X)                                        \
+#define DSA_ATTENTION_OPS(X)                                         \
   X(IndexerKWrite, DSA_INDEXER_K_WRITE_ARGS, DSA_OP_INDEXER_K_WRITE) \
-  X(IndexerQ, DSA_INDEXER_Q_ARGS, DSA_OP_INDEXER_Q)                 \
-  X(IndexerLogits, DSA_INDEXER_LOGITS_ARGS, DSA_OP_INDEXER_LOGITS)  \
-  X(IndexerTopK, DSA_INDEXER_TOPK_ARGS, DSA_OP_INDEXER_TOPK)        \
+  X(IndexerQ, DSA_INDEXER_Q_ARGS, DSA_OP_INDEXER_Q)                  \
+  X(IndexerLogits, DSA_INDEXER_LOGITS_ARGS, DSA_OP_INDEXER_LOGITS)   \
+  X(IndexerTopK, DSA_INDEXER_TOPK_ARGS, DSA_OP_INDEXER_TOPK)         \
   X(MlaCacheWrite, DSA_MLA_CACHE_WRITE_ARGS, DSA_OP_MLA_CACHE_WRITE) \
-  X(SparseMla, DSA_SPARSE_MLA_ARGS, DSA_OP_SPARSE_MLA)              \
+  X(SparseMla, DSA_SPARSE_MLA_ARGS, DSA_OP_SPARSE_MLA)               \
   X(DenseMhaPrefill, DSA_DENSE_MHA_PREFILL_ARGS, DSA_OP_DENSE_MHA_PREFILL)
 
 /* The C structs, from the lists. */
@@ -195,9 +195,9 @@ typedef struct DsaLatentCacheFormat {
 #define DSA_C_SCALAR_FIELD(c_type, name, default_value) c_type name;
 #define DSA_C_ENUM_FIELD(cxx_enum, name, default_value) int32_t name;
 #define DSA_C_FORMAT_FIELD(name) DsaLatentCacheFormat name;
-#define DSA_C_ARGS_FIELDS(LIST)                                            \
-  size_t struct_size;                                                      \
-  LIST(DSA_C_TENSOR_FIELD, DSA_C_SCALAR_FIELD, DSA_C_ENUM_FIELD,           \
+#define DSA_C_ARGS_FIELDS(LIST)                                  \
+  size_t struct_size;                                            \
+  LIST(DSA_C_TENSOR_FIELD, DSA_C_SCALAR_FIELD, DSA_C_ENUM_FIELD, \
        DSA_C_FORMAT_FIELD)
 
 typedef struct DsaIndexerKWriteArgs {
@@ -224,22 +224,21 @@ typedef struct DsaDenseMhaPrefillArgs {
 
 /* The kernels' entry points. */
 typedef DsaStatusCode (*DsaIndexerKWriteFn)(const DsaExecutionContext*,
-                                            const DsaIndexerKWriteArgs*,
-                                            char*, size_t);
+                                            const DsaIndexerKWriteArgs*, char*,
+                                            size_t);
 typedef DsaStatusCode (*DsaIndexerQFn)(const DsaExecutionContext*,
                                        const DsaIndexerQArgs*, char*, size_t);
 typedef DsaStatusCode (*DsaIndexerLogitsFn)(const DsaExecutionContext*,
-                                            const DsaIndexerLogitsArgs*,
-                                            char*, size_t);
+                                            const DsaIndexerLogitsArgs*, char*,
+                                            size_t);
 typedef DsaStatusCode (*DsaIndexerTopKFn)(const DsaExecutionContext*,
                                           const DsaIndexerTopKArgs*, char*,
                                           size_t);
 typedef DsaStatusCode (*DsaMlaCacheWriteFn)(const DsaExecutionContext*,
-                                            const DsaMlaCacheWriteArgs*,
-                                            char*, size_t);
+                                            const DsaMlaCacheWriteArgs*, char*,
+                                            size_t);
 typedef DsaStatusCode (*DsaSparseMlaFn)(const DsaExecutionContext*,
-                                        const DsaSparseMlaArgs*, char*,
-                                        size_t);
+                                        const DsaSparseMlaArgs*, char*, size_t);
 typedef DsaStatusCode (*DsaDenseMhaPrefillFn)(const DsaExecutionContext*,
                                               const DsaDenseMhaPrefillArgs*,
                                               char*, size_t);

@@ -5,7 +5,8 @@
 // and C entry point type (kernel_api.h) together so a descriptor cannot pair
 // one op's name with another op's entry point. A C++ kernel becomes an entry
 // point through CKernel (kernel_abi.h):
-//   KernelDescriptorFor<SparseMla>("cpu", &CKernel<SparseMla, &SparseMlaCpu>) Depends on nothing but the C ABI, so a plugin
+//   KernelDescriptorFor<SparseMla>("cpu", &CKernel<SparseMla, &SparseMlaCpu>)
+//   Depends on nothing but the C ABI, so a plugin
 // shared object can use it without linking a registry.
 #ifndef DSA_ATTENTION_KERNEL_DESCRIPTOR_H_
 #define DSA_ATTENTION_KERNEL_DESCRIPTOR_H_

@@ -50,8 +50,9 @@ class Kernel {
     if (code == DSA_STATUS_OK) return absl::OkStatus();
     error[sizeof(error) - 1] = '\0';
     return platform::StatusFromC(
-        code, error[0] != '\0' ? absl::string_view(error)
-                               : absl::string_view("the kernel gave no message"));
+        code, error[0] != '\0'
+                  ? absl::string_view(error)
+                  : absl::string_view("the kernel gave no message"));
   }
 
   CFn c_fn() const { return fn_; }

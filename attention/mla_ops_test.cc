@@ -70,7 +70,9 @@ struct HostLatentCache {
 
   HostLatentCache() = default;
   HostLatentCache(const LatentCacheFormat& f, int64_t blocks, int64_t bs)
-      : format(f), num_blocks(blocks), block_size(bs),
+      : format(f),
+        num_blocks(blocks),
+        block_size(bs),
         bytes(blocks * bs * entry_bytes()) {}
   bool fp8() const { return IsFp8(format.dtype); }
   int64_t lora() const { return format.kv_lora_rank; }
@@ -112,7 +114,8 @@ struct HostLatentCache {
                tile_scale(slot, i / 128);
     }
     for (int64_t i = 0; i < rope(); ++i) {
-      out[lora() + i] = reference::Bf16Value(bf16_at(e + rope_offset() + 2 * i));
+      out[lora() + i] =
+          reference::Bf16Value(bf16_at(e + rope_offset() + 2 * i));
     }
     return out;
   }
@@ -122,8 +125,8 @@ struct HostLatentCache {
     uint8_t* e = entry(slot);
     if (!fp8()) {
       for (int64_t i = 0; i < lora() + rope(); ++i) {
-        const uint16_t b = reference::Bf16Nearest(
-            i < lora() ? kv_c[i] : k_pe[i - lora()]);
+        const uint16_t b =
+            reference::Bf16Nearest(i < lora() ? kv_c[i] : k_pe[i - lora()]);
         std::memcpy(e + 2 * i, &b, 2);
       }
       return;
@@ -281,8 +284,8 @@ class MlaCacheWriteTest : public MlaOpsTest {
       for (int64_t t = 0; t < tokens; ++t) {  // the rounded values
         std::copy(fused.begin() + t * kDim, fused.begin() + t * kDim + kLora,
                   w.kv_c.begin() + t * kLora);
-        std::copy(fused.begin() + t * kDim + kLora, fused.begin() + (t + 1) * kDim,
-                  w.k_pe.begin() + t * kRope);
+        std::copy(fused.begin() + t * kDim + kLora,
+                  fused.begin() + (t + 1) * kDim, w.k_pe.begin() + t * kRope);
       }
       a.kv_c = MakeTensorView(fused_view.data, in_dtype, {tokens, kLora});
       a.kv_c.strides[0] = kDim;
@@ -314,7 +317,8 @@ class MlaCacheWriteTest : public MlaOpsTest {
       const int64_t t = token_of[slot];
       const uint8_t* e = got.entry(slot);
       if (t < 0) {
-        ASSERT_TRUE(std::equal(e, e + got.entry_bytes(), w.poisoned.entry(slot)))
+        ASSERT_TRUE(
+            std::equal(e, e + got.entry_bytes(), w.poisoned.entry(slot)))
             << "slot " << slot << " is not in slot_mapping but was written";
         continue;
       }
@@ -323,8 +327,9 @@ class MlaCacheWriteTest : public MlaOpsTest {
       if (!got.fp8()) {
         // bf16 round-to-nearest-even is exact to check.
         for (int64_t i = 0; i < kDim; ++i) {
-          ASSERT_EQ(got.bf16_at(e + 2 * i),
-                    reference::Bf16Nearest(i < kLora ? kv_c[i] : k_pe[i - kLora]))
+          ASSERT_EQ(
+              got.bf16_at(e + 2 * i),
+              reference::Bf16Nearest(i < kLora ? kv_c[i] : k_pe[i - kLora]))
               << "slot " << slot << " element " << i;
         }
         continue;
@@ -339,8 +344,8 @@ class MlaCacheWriteTest : public MlaOpsTest {
         if (scale != expected_scale) {
           // Only when amax / fp8_max is within float rounding of a power
           // of two may float32 division pick the neighbouring scale.
-          const double l = std::log2(std::max(amax, 1e-4) /
-                                     reference::Fp8MaxValue(kind));
+          const double l =
+              std::log2(std::max(amax, 1e-4) / reference::Fp8MaxValue(kind));
           ASSERT_LT(std::fabs(l - std::round(l)), 1e-6)
               << "slot " << slot << " tile " << tile << ": scale " << scale
               << ", expected " << expected_scale;
@@ -400,16 +405,18 @@ TEST_P(MlaCacheWriteTest, RejectsBadArguments) {
                        "mla_cache_write: kv_c dim 1 (kv_lora_rank) is 256, "
                        "expected 512 (cache_format.kv_lora_rank)"));
   a = w.args;
-  a.kv_cache = MakeTensorView(w.args.kv_cache.data, DType::kUint8, {2, 16, kDim});
+  a.kv_cache =
+      MakeTensorView(w.args.kv_cache.data, DType::kUint8, {2, 16, kDim});
   EXPECT_THAT(Run<MlaCacheWrite>(a),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("kv_cache dim 2 (entry width) is 576, "
                                  "expected 656")));
   a = w.args;
   a.kv_cache.dtype = DType::kBFloat16;
-  EXPECT_THAT(Run<MlaCacheWrite>(a),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("kv_cache has dtype bfloat16, expected uint8")));
+  EXPECT_THAT(
+      Run<MlaCacheWrite>(a),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("kv_cache has dtype bfloat16, expected uint8")));
   a = w.args;
   a.cache_format.dtype = DType::kFloat32;
   EXPECT_THAT(Run<MlaCacheWrite>(a),
@@ -460,7 +467,8 @@ class SparseMlaTest : public MlaOpsTest {
  protected:
   SparseCase MakeCase(const LatentCacheFormat& f, int64_t heads, int64_t nope,
                       int64_t v, int64_t topk,
-                      const std::vector<int32_t>& seq_lens, int64_t block_size) {
+                      const std::vector<int32_t>& seq_lens,
+                      int64_t block_size) {
     SparseCase c;
     c.format = f;
     c.heads = heads;
@@ -502,8 +510,8 @@ class SparseMlaTest : public MlaOpsTest {
     a.seq_lens = ToDevice(c.layout.seq_lens, DType::kInt32, {requests});
     a.token_request = ToDevice(c.token_request, DType::kInt32, {tokens});
     a.topk_indices = ToDevice(c.indices, DType::kInt32, {tokens, c.topk});
-    a.kv_b_proj = FloatsToDevice(c.kv_b_proj, dtype,
-                                 {c.heads * (c.nope + c.v), kLora});
+    a.kv_b_proj =
+        FloatsToDevice(c.kv_b_proj, dtype, {c.heads * (c.nope + c.v), kLora});
     a.qk_nope_head_dim = static_cast<int32_t>(c.nope);
     a.softmax_scale = static_cast<float>(c.softmax_scale);
     a.output = PoisonedOutput(tokens, c.heads, c.v, dtype);
@@ -546,8 +554,8 @@ TEST_P(SparseMlaTest, MatchesReferenceWithSmallTopK) {
       SparseCase c = MakeCase(f, /*heads=*/4, /*nope=*/128, /*v=*/128,
                               /*topk=*/64, {1, 50, 130, 64}, /*block_size=*/16);
       for (int32_t r = 0; r < 4; ++r) {
-        for (int64_t count : {int64_t{1}, int64_t{20}, int64_t{63},
-                              int64_t{64}}) {
+        for (int64_t count :
+             {int64_t{1}, int64_t{20}, int64_t{63}, int64_t{64}}) {
           AddRow(c, r, count);
         }
       }
@@ -629,17 +637,16 @@ TEST_P(SparseMlaTest, RejectsBadArguments) {
                        HasSubstr("sparse_mla: q dim 2 (kv_lora_rank + "
                                  "rope_dim) is 512, expected 576")));
   a = good;
-  a.kv_b_proj = MakeTensorView(good.kv_b_proj.data, DType::kFloat32,
-                               {2 * 200, kLora});
+  a.kv_b_proj =
+      MakeTensorView(good.kv_b_proj.data, DType::kFloat32, {2 * 200, kLora});
   EXPECT_THAT(Run<SparseMla>(a),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("kv_b_proj dim 0 (heads * (qk_nope + v)) is "
                                  "400, expected 512 (2 heads * (128 + 128))")));
   a = good;
   a.softmax_scale = 0;
-  EXPECT_THAT(Run<SparseMla>(a),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("softmax_scale is 0")));
+  EXPECT_THAT(Run<SparseMla>(a), StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("softmax_scale is 0")));
   a = good;
   a.topk_indices.dtype = DType::kInt64;
   EXPECT_THAT(Run<SparseMla>(a),
@@ -663,8 +670,9 @@ TEST_P(SparseMlaTest, RejectsBadArguments) {
     indices[8 + 3] = 9;  // request 1 has 9 tokens
     a = good;
     a.topk_indices = ToDevice(indices, DType::kInt32, {2, 8});
-    expect_out_of_range(a, "sparse_mla: topk_indices[1, 3] is 9, outside "
-                           "request 1's 9 tokens (-1 marks padding)");
+    expect_out_of_range(a,
+                        "sparse_mla: topk_indices[1, 3] is 9, outside "
+                        "request 1's 9 tokens (-1 marks padding)");
     indices[8 + 3] = -2;
     a.topk_indices = ToDevice(indices, DType::kInt32, {2, 8});
     expect_out_of_range(a, "topk_indices[1, 3] is -2");
@@ -738,8 +746,8 @@ class DenseMhaTest : public SparseMlaTest {
     a.seq_lens = ToDevice(c.layout.seq_lens, DType::kInt32, {requests});
     a.query_start_loc =
         ToDevice(c.query_start_loc, DType::kInt32, {requests + 1});
-    a.kv_b_proj = FloatsToDevice(c.kv_b_proj, dtype,
-                                 {c.heads * (c.nope + c.v), kLora});
+    a.kv_b_proj =
+        FloatsToDevice(c.kv_b_proj, dtype, {c.heads * (c.nope + c.v), kLora});
     a.softmax_scale = static_cast<float>(c.softmax_scale);
     a.output = PoisonedOutput(c.tokens(), c.heads, c.v, dtype);
     return a;
@@ -760,8 +768,9 @@ class DenseMhaTest : public SparseMlaTest {
         for (int64_t h = 0; h < c.heads; ++h) {
           const int64_t row0 = h * (c.nope + c.v);
           const std::vector<double> k_nope = reference::MatVec(
-              std::vector<double>(c.kv_b_proj.begin() + row0 * kLora,
-                                  c.kv_b_proj.begin() + (row0 + c.nope) * kLora),
+              std::vector<double>(
+                  c.kv_b_proj.begin() + row0 * kLora,
+                  c.kv_b_proj.begin() + (row0 + c.nope) * kLora),
               c.nope, kv_c);
           const std::vector<double> v = reference::MatVec(
               std::vector<double>(
@@ -778,12 +787,13 @@ class DenseMhaTest : public SparseMlaTest {
         const int64_t last = len - n + i;
         const std::vector<double> q(c.q.begin() + t * c.heads * c.qk(),
                                     c.q.begin() + (t + 1) * c.heads * c.qk());
-        const std::vector<double> o = reference::Attention(
-            q, c.heads,
-            std::vector<std::vector<double>>(keys.begin(), keys.begin() + last + 1),
-            std::vector<std::vector<double>>(values.begin(),
-                                             values.begin() + last + 1),
-            c.softmax_scale);
+        const std::vector<double> o =
+            reference::Attention(q, c.heads,
+                                 std::vector<std::vector<double>>(
+                                     keys.begin(), keys.begin() + last + 1),
+                                 std::vector<std::vector<double>>(
+                                     values.begin(), values.begin() + last + 1),
+                                 c.softmax_scale);
         for (int64_t h = 0; h < c.heads; ++h) {
           out[t * c.heads + h].assign(o.begin() + h * c.v,
                                       o.begin() + (h + 1) * c.v);
@@ -804,9 +814,10 @@ TEST_P(DenseMhaTest, MatchesReference) {
       for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
         SCOPED_TRACE(absl::StrCat("nope ", dims.nope, " v ", dims.v, " ",
                                   FormatName(f), " ", DTypeName(dtype)));
-        DenseCase c = MakeCase(f, /*heads=*/3, dims.nope, dims.v,
-                               {{0, 5}, {20, 7}, {3, 1}, {0, 1}, {40, 0}, {13, 19}},
-                               /*block_size=*/16);
+        DenseCase c =
+            MakeCase(f, /*heads=*/3, dims.nope, dims.v,
+                     {{0, 5}, {20, 7}, {3, 1}, {0, 1}, {40, 0}, {13, 19}},
+                     /*block_size=*/16);
         DenseMhaPrefill::Args a = ToArgs(c, dtype);
         ASSERT_THAT(Run<DenseMhaPrefill>(a), IsOk());
         ExpectOutputs(OutputToHost(a.output), Reference(c), dtype);
@@ -843,13 +854,14 @@ TEST_P(DenseMhaTest, RejectsBadArguments) {
                        "dense_mha_prefill: q has 2 dims, expected 3: "
                        "[tokens, heads, qk_nope_head_dim + rope_dim]"));
   a = good;
-  a.query_start_loc = MakeTensorView(good.query_start_loc.data, DType::kInt32, {2});
+  a.query_start_loc =
+      MakeTensorView(good.query_start_loc.data, DType::kInt32, {2});
   EXPECT_THAT(Run<DenseMhaPrefill>(a),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("query_start_loc dim 0")));
   a = good;
-  a.kv_b_proj = MakeTensorView(good.kv_b_proj.data, DType::kFloat32,
-                               {2 * 256, 256});
+  a.kv_b_proj =
+      MakeTensorView(good.kv_b_proj.data, DType::kFloat32, {2 * 256, 256});
   EXPECT_THAT(Run<DenseMhaPrefill>(a),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("kv_b_proj dim 1 (kv_lora_rank) is 256")));
@@ -868,14 +880,17 @@ TEST_P(DenseMhaTest, RejectsBadArguments) {
     for (float v : ToHost<float>(bad.output)) ASSERT_TRUE(std::isnan(v));
   };
   a = good;
-  a.query_start_loc = ToDevice(std::vector<int32_t>{0, 3, 4}, DType::kInt32, {3});
+  a.query_start_loc =
+      ToDevice(std::vector<int32_t>{0, 3, 4}, DType::kInt32, {3});
   expect_out_of_range(a, "query_start_loc runs from 0 to 4, expected 0 to 5");
-  a.query_start_loc = ToDevice(std::vector<int32_t>{0, 8, 5}, DType::kInt32, {3});
+  a.query_start_loc =
+      ToDevice(std::vector<int32_t>{0, 8, 5}, DType::kInt32, {3});
   expect_out_of_range(a, "request 0 has 8 query tokens");
   a = good;
   a.seq_lens = ToDevice(std::vector<int32_t>{7, 1}, DType::kInt32, {2});
-  expect_out_of_range(a, "request 1 has 2 query tokens (query_start_loc), "
-                         "expected 0 to its seq_len 1");
+  expect_out_of_range(a,
+                      "request 1 has 2 query tokens (query_start_loc), "
+                      "expected 0 to its seq_len 1");
 }
 
 // ---------------------------------------------------------------------------
@@ -972,7 +987,8 @@ TEST_P(DenseEqualsSparseTest, EveryLengthUpToSmallTopK) {
   // topk 64: one request of each total length 1..64, about a third of it
   // context already in the cache and the rest new tokens.
   std::vector<std::pair<int32_t, int32_t>> requests;
-  for (int32_t len = 1; len <= 64; ++len) requests.push_back({len / 3, len - len / 3});
+  for (int32_t len = 1; len <= 64; ++len)
+    requests.push_back({len / 3, len - len / 3});
   for (const LatentCacheFormat& f : AllFormats()) {
     SCOPED_TRACE(FormatName(f));
     Check(f, /*topk=*/64, requests, /*heads=*/2, 128, 128, /*block_size=*/16);
@@ -982,7 +998,8 @@ TEST_P(DenseEqualsSparseTest, EveryLengthUpToSmallTopK) {
 TEST_P(DenseEqualsSparseTest, EveryLengthUpToTopKAtTinyPresetDims) {
   // tiny-v3.2: topk 64, 4 heads, kv_lora 128, qk 64 + 32, v 64.
   std::vector<std::pair<int32_t, int32_t>> requests;
-  for (int32_t len = 1; len <= 64; ++len) requests.push_back({len / 2, len - len / 2});
+  for (int32_t len = 1; len <= 64; ++len)
+    requests.push_back({len / 2, len - len / 2});
   for (const LatentCacheFormat& f : AllFormats(128, 32)) {
     SCOPED_TRACE(FormatName(f));
     Check(f, /*topk=*/64, requests, /*heads=*/4, 64, 64, /*block_size=*/16);

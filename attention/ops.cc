@@ -16,18 +16,17 @@ constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32,
 constexpr std::initializer_list<DType> kFp8Types = {DType::kFloat8E4m3fn,
                                                     DType::kFloat8E4m3fnuz};
 
-Status CheckFp8Dtype(std::string_view op, std::string_view arg,
-                           DType dtype) {
+Status CheckFp8Dtype(std::string_view op, std::string_view arg, DType dtype) {
   if (!IsFp8(dtype)) {
     return InvalidArgumentError(
         StrCat(op, ": ", arg, " is ", DTypeName(dtype),
-                     ", expected float8_e4m3fn or float8_e4m3fnuz"));
+               ", expected float8_e4m3fn or float8_e4m3fnuz"));
   }
   return OkStatus();
 }
 
 Status CheckRope(std::string_view op, const TensorView& cos_sin_cache,
-                       RopeStyle style, int64_t head_dim) {
+                 RopeStyle style, int64_t head_dim) {
   DSA_RETURN_IF_ERROR(CheckTensor(op, "cos_sin_cache", cos_sin_cache, 2,
                                   "[max_position, rope_dim]",
                                   {DType::kFloat32}));
@@ -46,16 +45,16 @@ Status CheckRope(std::string_view op, const TensorView& cos_sin_cache,
 
 // Rank-1 index vector of `n` entries.
 Status CheckIndexVector(std::string_view op, std::string_view arg,
-                              const TensorView& t, std::string_view layout,
-                              DType dtype, int64_t n, std::string_view why) {
+                        const TensorView& t, std::string_view layout,
+                        DType dtype, int64_t n, std::string_view why) {
   DSA_RETURN_IF_ERROR(CheckTensor(op, arg, t, 1, layout, {dtype},
                                   /*contiguous_last_dim=*/false));
   // "[tokens]" names dim 0 "tokens".
   return CheckDim(op, arg, t, 0, layout.substr(1, layout.size() - 2), n, why);
 }
 
-Status CheckIndexerKCache(std::string_view op,
-                                const TensorView& k_cache, int64_t head_dim) {
+Status CheckIndexerKCache(std::string_view op, const TensorView& k_cache,
+                          int64_t head_dim) {
   DSA_RETURN_IF_ERROR(CheckTensor(op, "k_cache", k_cache, 3,
                                   "[num_blocks, block_size, head_dim + 4]",
                                   {DType::kUint8}));
@@ -63,20 +62,18 @@ Status CheckIndexerKCache(std::string_view op,
                                head_dim + 4,
                                "head_dim fp8 values and one fp32 scale"));
   if (k_cache.dim(1) < 1) {
-    return InvalidArgumentError(
-        StrCat(op, ": k_cache block_size is ", k_cache.dim(1),
-                     ", expected at least 1"));
+    return InvalidArgumentError(StrCat(op, ": k_cache block_size is ",
+                                       k_cache.dim(1),
+                                       ", expected at least 1"));
   }
   return CheckContiguous(op, "k_cache", k_cache);
 }
 
 // block_table [num_requests, max_blocks] and seq_lens [num_requests].
-Status CheckBlockTable(std::string_view op,
-                             const TensorView& block_table,
-                             const TensorView& seq_lens) {
+Status CheckBlockTable(std::string_view op, const TensorView& block_table,
+                       const TensorView& seq_lens) {
   DSA_RETURN_IF_ERROR(CheckTensor(op, "block_table", block_table, 2,
-                                  "[num_requests, max_blocks]",
-                                  {DType::kInt32},
+                                  "[num_requests, max_blocks]", {DType::kInt32},
                                   /*contiguous_last_dim=*/false));
   return CheckIndexVector(op, "seq_lens", seq_lens, "[num_requests]",
                           DType::kInt32, block_table.dim(0),
@@ -84,10 +81,10 @@ Status CheckBlockTable(std::string_view op,
 }
 
 Status CheckPositiveScale(std::string_view op, std::string_view arg,
-                                float value) {
+                          float value) {
   if (!(value > 0.0f) || !std::isfinite(value)) {
-    return InvalidArgumentError(StrCat(
-        op, ": ", arg, " is ", value, ", expected a finite value > 0"));
+    return InvalidArgumentError(
+        StrCat(op, ": ", arg, " is ", value, ", expected a finite value > 0"));
   }
   return OkStatus();
 }
@@ -105,8 +102,8 @@ static Status ValidateIndexerKWriteShapes(const IndexerKWrite::Args& a) {
     return InvalidArgumentError(
         StrCat(op, ": k head_dim is 0, expected at least 1"));
   }
-  DSA_RETURN_IF_ERROR(CheckTensor(op, "ln_weight", a.ln_weight, 1,
-                                  "[head_dim]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "ln_weight", a.ln_weight, 1, "[head_dim]", kFloatTypes));
   DSA_RETURN_IF_ERROR(CheckDim(op, "ln_weight", a.ln_weight, 0, "head_dim",
                                head_dim, "k's head_dim"));
   DSA_RETURN_IF_ERROR(
@@ -114,9 +111,8 @@ static Status ValidateIndexerKWriteShapes(const IndexerKWrite::Args& a) {
   DSA_RETURN_IF_ERROR(CheckDim(op, "ln_bias", a.ln_bias, 0, "head_dim",
                                head_dim, "k's head_dim"));
   DSA_RETURN_IF_ERROR(CheckPositiveScale(op, "ln_eps", a.ln_eps));
-  DSA_RETURN_IF_ERROR(CheckIndexVector(op, "positions", a.positions,
-                                       "[tokens]", DType::kInt64, tokens,
-                                       "k's tokens"));
+  DSA_RETURN_IF_ERROR(CheckIndexVector(op, "positions", a.positions, "[tokens]",
+                                       DType::kInt64, tokens, "k's tokens"));
   DSA_RETURN_IF_ERROR(CheckRope(op, a.cos_sin_cache, a.rope_style, head_dim));
   DSA_RETURN_IF_ERROR(CheckIndexVector(op, "slot_mapping", a.slot_mapping,
                                        "[tokens]", DType::kInt64, tokens,
@@ -132,15 +128,15 @@ static Status ValidateIndexerKWriteShapes(const IndexerKWrite::Args& a) {
 // Ranks, dtypes, shapes and strides.
 static Status ValidateIndexerQShapes(const IndexerQ::Args& a) {
   constexpr std::string_view op = IndexerQ::kName;
-  DSA_RETURN_IF_ERROR(CheckTensor(op, "q", a.q, 3, "[tokens, heads, head_dim]",
-                                  kFloatTypes));
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "q", a.q, 3, "[tokens, heads, head_dim]", kFloatTypes));
   const int64_t tokens = a.q.dim(0);
   const int64_t heads = a.q.dim(1);
   const int64_t head_dim = a.q.dim(2);
   if (heads < 1 || head_dim < 1) {
-    return InvalidArgumentError(StrCat(
-        op, ": q is ", DescribeTensor(a.q),
-        ", expected at least one head of at least one dim"));
+    return InvalidArgumentError(
+        StrCat(op, ": q is ", DescribeTensor(a.q),
+               ", expected at least one head of at least one dim"));
   }
   DSA_RETURN_IF_ERROR(CheckTensor(op, "weights", a.weights, 2,
                                   "[tokens, heads]", kFloatTypes,
@@ -149,23 +145,23 @@ static Status ValidateIndexerQShapes(const IndexerQ::Args& a) {
       CheckDim(op, "weights", a.weights, 0, "tokens", tokens, "q's tokens"));
   DSA_RETURN_IF_ERROR(
       CheckDim(op, "weights", a.weights, 1, "heads", heads, "q's heads"));
-  DSA_RETURN_IF_ERROR(CheckIndexVector(op, "positions", a.positions,
-                                       "[tokens]", DType::kInt64, tokens,
-                                       "q's tokens"));
+  DSA_RETURN_IF_ERROR(CheckIndexVector(op, "positions", a.positions, "[tokens]",
+                                       DType::kInt64, tokens, "q's tokens"));
   DSA_RETURN_IF_ERROR(CheckRope(op, a.cos_sin_cache, a.rope_style, head_dim));
   DSA_RETURN_IF_ERROR(CheckTensor(op, "q_fp8", a.q_fp8, 3,
                                   "[tokens, heads, head_dim]", kFp8Types));
   for (int d = 0; d < 3; ++d) {
     DSA_RETURN_IF_ERROR(CheckDim(op, "q_fp8", a.q_fp8, d,
-                                 d == 0 ? "tokens" : d == 1 ? "heads"
-                                                            : "head_dim",
+                                 d == 0   ? "tokens"
+                                 : d == 1 ? "heads"
+                                          : "head_dim",
                                  a.q.dim(d), "q's shape"));
   }
   DSA_RETURN_IF_ERROR(CheckTensor(op, "head_weights", a.head_weights, 2,
                                   "[tokens, heads]", {DType::kFloat32},
                                   /*contiguous_last_dim=*/false));
-  DSA_RETURN_IF_ERROR(CheckDim(op, "head_weights", a.head_weights, 0,
-                               "tokens", tokens, "q's tokens"));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "head_weights", a.head_weights, 0, "tokens",
+                               tokens, "q's tokens"));
   return CheckDim(op, "head_weights", a.head_weights, 1, "heads", heads,
                   "q's heads");
 }
@@ -179,9 +175,9 @@ static Status ValidateIndexerLogitsShapes(const IndexerLogits::Args& a) {
   const int64_t heads = a.q_fp8.dim(1);
   const int64_t head_dim = a.q_fp8.dim(2);
   if (heads < 1 || head_dim < 1) {
-    return InvalidArgumentError(StrCat(
-        op, ": q_fp8 is ", DescribeTensor(a.q_fp8),
-        ", expected at least one head of at least one dim"));
+    return InvalidArgumentError(
+        StrCat(op, ": q_fp8 is ", DescribeTensor(a.q_fp8),
+               ", expected at least one head of at least one dim"));
   }
   DSA_RETURN_IF_ERROR(CheckTensor(op, "head_weights", a.head_weights, 2,
                                   "[rows, heads]", {DType::kFloat32},
@@ -244,11 +240,11 @@ int64_t LatentCacheEntryWidth(const LatentCacheFormat& f) {
 }
 
 Status CheckLatentCache(std::string_view op, const TensorView& kv_cache,
-                              const LatentCacheFormat& f) {
+                        const LatentCacheFormat& f) {
   if (f.dtype != DType::kBFloat16 && !IsFp8(f.dtype)) {
-    return InvalidArgumentError(StrCat(
-        op, ": cache_format.dtype is ", DTypeName(f.dtype),
-        ", expected bfloat16, float8_e4m3fn or float8_e4m3fnuz"));
+    return InvalidArgumentError(
+        StrCat(op, ": cache_format.dtype is ", DTypeName(f.dtype),
+               ", expected bfloat16, float8_e4m3fn or float8_e4m3fnuz"));
   }
   if (f.kv_lora_rank < 1 ||
       (IsFp8(f.dtype) && f.kv_lora_rank % kLatentFp8TileSize != 0)) {
@@ -258,9 +254,9 @@ Status CheckLatentCache(std::string_view op, const TensorView& kv_cache,
                        : ", expected at least 1"));
   }
   if (f.rope_dim < 2 || f.rope_dim % 2 != 0) {
-    return InvalidArgumentError(
-        StrCat(op, ": cache_format.rope_dim is ", f.rope_dim,
-                     ", expected a positive even number"));
+    return InvalidArgumentError(StrCat(op, ": cache_format.rope_dim is ",
+                                       f.rope_dim,
+                                       ", expected a positive even number"));
   }
   const bool fp8 = IsFp8(f.dtype);
   DSA_RETURN_IF_ERROR(CheckTensor(
@@ -269,15 +265,14 @@ Status CheckLatentCache(std::string_view op, const TensorView& kv_cache,
             "2*rope_dim] (fp8 layout)"
           : "[num_blocks, block_size, kv_lora_rank + rope_dim]",
       {fp8 ? DType::kUint8 : DType::kBFloat16}));
-  DSA_RETURN_IF_ERROR(
-      CheckDim(op, "kv_cache", kv_cache, 2, "entry width",
-               LatentCacheEntryWidth(f),
-               fp8 ? "fp8 latent, fp32 tile scales, bf16 rope"
-                   : "bf16 latent and rope"));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "kv_cache", kv_cache, 2, "entry width",
+                               LatentCacheEntryWidth(f),
+                               fp8 ? "fp8 latent, fp32 tile scales, bf16 rope"
+                                   : "bf16 latent and rope"));
   if (kv_cache.dim(1) < 1) {
-    return InvalidArgumentError(
-        StrCat(op, ": kv_cache block_size is ", kv_cache.dim(1),
-                     ", expected at least 1"));
+    return InvalidArgumentError(StrCat(op, ": kv_cache block_size is ",
+                                       kv_cache.dim(1),
+                                       ", expected at least 1"));
   }
   // Entries are addressed by byte offset within a contiguous entry; blocks
   // and offsets may be strided.
@@ -309,8 +304,8 @@ namespace {
 
 // kv_b_proj [heads * (qk_nope + v), kv_lora_rank].
 Status CheckKvBProj(std::string_view op, const TensorView& kv_b_proj,
-                          int64_t heads, int64_t qk_nope, int64_t v,
-                          int64_t kv_lora_rank) {
+                    int64_t heads, int64_t qk_nope, int64_t v,
+                    int64_t kv_lora_rank) {
   DSA_RETURN_IF_ERROR(CheckTensor(op, "kv_b_proj", kv_b_proj, 2,
                                   "[heads * (qk_nope_head_dim + v_head_dim), "
                                   "kv_lora_rank]",
@@ -319,13 +314,12 @@ Status CheckKvBProj(std::string_view op, const TensorView& kv_b_proj,
       CheckDim(op, "kv_b_proj", kv_b_proj, 0, "heads * (qk_nope + v)",
                heads * (qk_nope + v),
                StrCat(heads, " heads * (", qk_nope, " + ", v, ")")));
-  return CheckDim(op, "kv_b_proj", kv_b_proj, 1, "kv_lora_rank",
-                  kv_lora_rank, "cache_format.kv_lora_rank");
+  return CheckDim(op, "kv_b_proj", kv_b_proj, 1, "kv_lora_rank", kv_lora_rank,
+                  "cache_format.kv_lora_rank");
 }
 
-Status CheckAttentionOutput(std::string_view op,
-                                  const TensorView& output, int64_t tokens,
-                                  int64_t heads) {
+Status CheckAttentionOutput(std::string_view op, const TensorView& output,
+                            int64_t tokens, int64_t heads) {
   DSA_RETURN_IF_ERROR(CheckTensor(op, "output", output, 3,
                                   "[tokens, heads, v_head_dim]", kFloatTypes));
   DSA_RETURN_IF_ERROR(
@@ -346,9 +340,9 @@ static Status ValidateSparseMlaShapes(const SparseMla::Args& a) {
   constexpr std::string_view op = SparseMla::kName;
   const LatentCacheFormat& f = a.cache_format;
   DSA_RETURN_IF_ERROR(CheckLatentCache(op, a.kv_cache, f));
-  DSA_RETURN_IF_ERROR(CheckTensor(
-      op, "q", a.q, 3, "[tokens, heads, kv_lora_rank + rope_dim]",
-      kFloatTypes));
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "q", a.q, 3,
+                                  "[tokens, heads, kv_lora_rank + rope_dim]",
+                                  kFloatTypes));
   const int64_t tokens = a.q.dim(0);
   const int64_t heads = a.q.dim(1);
   if (heads < 1) {
@@ -364,12 +358,11 @@ static Status ValidateSparseMlaShapes(const SparseMla::Args& a) {
                                        "q's tokens"));
   DSA_RETURN_IF_ERROR(CheckTensor(op, "topk_indices", a.topk_indices, 2,
                                   "[tokens, topk]", {DType::kInt32}));
-  DSA_RETURN_IF_ERROR(CheckDim(op, "topk_indices", a.topk_indices, 0,
-                               "tokens", tokens, "q's tokens"));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "topk_indices", a.topk_indices, 0, "tokens",
+                               tokens, "q's tokens"));
   if (a.qk_nope_head_dim < 0) {
-    return InvalidArgumentError(
-        StrCat(op, ": qk_nope_head_dim is ", a.qk_nope_head_dim,
-                     ", expected >= 0"));
+    return InvalidArgumentError(StrCat(op, ": qk_nope_head_dim is ",
+                                       a.qk_nope_head_dim, ", expected >= 0"));
   }
   DSA_RETURN_IF_ERROR(CheckPositiveScale(op, "softmax_scale", a.softmax_scale));
   DSA_RETURN_IF_ERROR(CheckAttentionOutput(op, a.output, tokens, heads));
@@ -382,9 +375,9 @@ static Status ValidateDenseMhaPrefillShapes(const DenseMhaPrefill::Args& a) {
   constexpr std::string_view op = DenseMhaPrefill::kName;
   const LatentCacheFormat& f = a.cache_format;
   DSA_RETURN_IF_ERROR(CheckLatentCache(op, a.kv_cache, f));
-  DSA_RETURN_IF_ERROR(CheckTensor(op, "q", a.q, 3,
-                                  "[tokens, heads, qk_nope_head_dim + rope_dim]",
-                                  kFloatTypes));
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "q", a.q, 3,
+                  "[tokens, heads, qk_nope_head_dim + rope_dim]", kFloatTypes));
   const int64_t tokens = a.q.dim(0);
   const int64_t heads = a.q.dim(1);
   if (heads < 1) {
@@ -398,9 +391,10 @@ static Status ValidateDenseMhaPrefillShapes(const DenseMhaPrefill::Args& a) {
   }
   const int64_t qk_nope = a.q.dim(2) - f.rope_dim;
   DSA_RETURN_IF_ERROR(CheckBlockTable(op, a.block_table, a.seq_lens));
-  DSA_RETURN_IF_ERROR(CheckIndexVector(
-      op, "query_start_loc", a.query_start_loc, "[num_requests + 1]",
-      DType::kInt32, a.block_table.dim(0) + 1, "block_table's num_requests + 1"));
+  DSA_RETURN_IF_ERROR(CheckIndexVector(op, "query_start_loc", a.query_start_loc,
+                                       "[num_requests + 1]", DType::kInt32,
+                                       a.block_table.dim(0) + 1,
+                                       "block_table's num_requests + 1"));
   DSA_RETURN_IF_ERROR(CheckPositiveScale(op, "softmax_scale", a.softmax_scale));
   DSA_RETURN_IF_ERROR(CheckAttentionOutput(op, a.output, tokens, heads));
   return CheckKvBProj(op, a.kv_b_proj, heads, qk_nope, a.output.dim(2),
@@ -419,12 +413,11 @@ static Status ValidateDenseMhaPrefillShapes(const DenseMhaPrefill::Args& a) {
   NamedView{#name, &a.name, DSA_ALIAS_WRITTEN_##direction},
 #define DSA_ALIAS_SKIP3(x, y, z)
 #define DSA_ALIAS_SKIP1(x)
-#define DSA_DEFINE_VALIDATE(CxxName, LIST, PREFIX)                        \
-  Status CxxName::Validate(const Args& a) {                               \
-    DSA_RETURN_IF_ERROR(Validate##CxxName##Shapes(a));                    \
-    return CheckNoAliasing(                                               \
-        kName, {LIST(DSA_ALIAS_TENSOR, DSA_ALIAS_SKIP3, DSA_ALIAS_SKIP3,  \
-                     DSA_ALIAS_SKIP1)});                                  \
+#define DSA_DEFINE_VALIDATE(CxxName, LIST, PREFIX)                           \
+  Status CxxName::Validate(const Args& a) {                                  \
+    DSA_RETURN_IF_ERROR(Validate##CxxName##Shapes(a));                       \
+    return CheckNoAliasing(kName, {LIST(DSA_ALIAS_TENSOR, DSA_ALIAS_SKIP3,   \
+                                        DSA_ALIAS_SKIP3, DSA_ALIAS_SKIP1)}); \
   }
 DSA_ATTENTION_OPS(DSA_DEFINE_VALIDATE)
 #undef DSA_DEFINE_VALIDATE

@@ -39,7 +39,6 @@
 #define DSA_ATTENTION_OPS_H_
 
 #include <cstdint>
-
 #include <string_view>
 
 #include "attention/dtypes/dtype.h"
@@ -115,7 +114,8 @@ struct IndexerKWrite {
   //   TensorView k_cache;        // [num_blocks, block_size, head_dim + 4] u8
   //   DType cache_dtype = DType::kFloat8E4m3fn;  // fp8 encoding in k_cache
   //   TensorView topk_indices;   // [tokens, topk] int32, output (all -1)
-  DSA_OP_MEMBERS(IndexerKWrite, DSA_INDEXER_K_WRITE_ARGS, DSA_OP_INDEXER_K_WRITE);
+  DSA_OP_MEMBERS(IndexerKWrite, DSA_INDEXER_K_WRITE_ARGS,
+                 DSA_OP_INDEXER_K_WRITE);
 };
 
 // (2) Indexer queries: rope on the first rope_dim dims of every head,
@@ -126,13 +126,12 @@ struct IndexerKWrite {
 // so that logits need no per-head q scale.
 struct IndexerQ {
   // Args (DSA_INDEXER_Q_ARGS in kernel_api.h):
-  //   TensorView q;              // [tokens, heads, head_dim] f32|bf16: wq_b(q_lat)
-  //   TensorView weights;        // [tokens, heads] f32|bf16: weights_proj(x)
-  //   TensorView positions;      // [tokens] int64
-  //   TensorView cos_sin_cache;  // [max_position, rope_dim] f32
-  //   RopeStyle rope_style = RopeStyle::kNeox;
-  //   TensorView q_fp8;          // [tokens, heads, head_dim] fp8, output
-  //   TensorView head_weights;   // [tokens, heads] f32, output
+  //   TensorView q;              // [tokens, heads, head_dim] f32|bf16:
+  //   wq_b(q_lat) TensorView weights;        // [tokens, heads] f32|bf16:
+  //   weights_proj(x) TensorView positions;      // [tokens] int64 TensorView
+  //   cos_sin_cache;  // [max_position, rope_dim] f32 RopeStyle rope_style =
+  //   RopeStyle::kNeox; TensorView q_fp8;          // [tokens, heads, head_dim]
+  //   fp8, output TensorView head_weights;   // [tokens, heads] f32, output
   DSA_OP_MEMBERS(IndexerQ, DSA_INDEXER_Q_ARGS, DSA_OP_INDEXER_Q);
 };
 
@@ -200,7 +199,7 @@ int64_t LatentCacheEntryWidth(const LatentCacheFormat& format);
 // Checks the format itself (dtype, kv_lora_rank a positive multiple of 128
 // for fp8, rope_dim positive and even) and the cache view against it.
 Status CheckLatentCache(std::string_view op, const TensorView& kv_cache,
-                              const LatentCacheFormat& format);
+                        const LatentCacheFormat& format);
 
 // (7) MLA latent cache write at slot_mapping (-1 skipped).
 struct MlaCacheWrite {
@@ -210,7 +209,8 @@ struct MlaCacheWrite {
   //   TensorView slot_mapping;  // [tokens] int64, -1 = skip
   //   TensorView kv_cache;      // latent cache, see LatentCacheFormat
   //   LatentCacheFormat cache_format;
-  DSA_OP_MEMBERS(MlaCacheWrite, DSA_MLA_CACHE_WRITE_ARGS, DSA_OP_MLA_CACHE_WRITE);
+  DSA_OP_MEMBERS(MlaCacheWrite, DSA_MLA_CACHE_WRITE_ARGS,
+                 DSA_OP_MLA_CACHE_WRITE);
 };
 
 // (5) Sparse MLA, absorbed (MQA) form, for prefill and decode tokens alike:
@@ -223,17 +223,16 @@ struct MlaCacheWrite {
 // without any valid index outputs zeros. Duplicate indices count twice.
 struct SparseMla {
   // Args (DSA_SPARSE_MLA_ARGS in kernel_api.h):
-  //   TensorView q;              // [tokens, heads, kv_lora_rank + rope_dim] f32|bf16
-  //   TensorView kv_cache;       // latent cache
-  //   LatentCacheFormat cache_format;
-  //   TensorView block_table;    // [num_requests, max_blocks] int32
-  //   TensorView seq_lens;       // [num_requests] int32
-  //   TensorView token_request;  // [tokens] int32
-  //   TensorView topk_indices;   // [tokens, topk] int32, positions or -1
-  //   TensorView kv_b_proj;      // [heads * (qk_nope + v), kv_lora_rank] f32|bf16
-  //   int32_t qk_nope_head_dim = 128;
+  //   TensorView q;              // [tokens, heads, kv_lora_rank + rope_dim]
+  //   f32|bf16 TensorView kv_cache;       // latent cache LatentCacheFormat
+  //   cache_format; TensorView block_table;    // [num_requests, max_blocks]
+  //   int32 TensorView seq_lens;       // [num_requests] int32 TensorView
+  //   token_request;  // [tokens] int32 TensorView topk_indices;   // [tokens,
+  //   topk] int32, positions or -1 TensorView kv_b_proj;      // [heads *
+  //   (qk_nope + v), kv_lora_rank] f32|bf16 int32_t qk_nope_head_dim = 128;
   //   float softmax_scale = 0.0f;
-  //   TensorView output;         // [tokens, heads, v_head_dim] f32|bf16, output
+  //   TensorView output;         // [tokens, heads, v_head_dim] f32|bf16,
+  //   output
   DSA_OP_MEMBERS(SparseMla, DSA_SPARSE_MLA_ARGS, DSA_OP_SPARSE_MLA);
 };
 
@@ -250,16 +249,16 @@ struct SparseMla {
 // qk_head_dim^-0.5 (times any yarn mscale^2), the same as the sparse path's.
 struct DenseMhaPrefill {
   // Args (DSA_DENSE_MHA_PREFILL_ARGS in kernel_api.h):
-  //   TensorView q;                // [tokens, heads, qk_nope + rope_dim] f32|bf16
-  //   TensorView kv_cache;         // latent cache
-  //   LatentCacheFormat cache_format;
-  //   TensorView block_table;      // [num_requests, max_blocks] int32
-  //   TensorView seq_lens;         // [num_requests] int32: context + new
+  //   TensorView q;                // [tokens, heads, qk_nope + rope_dim]
+  //   f32|bf16 TensorView kv_cache;         // latent cache LatentCacheFormat
+  //   cache_format; TensorView block_table;      // [num_requests, max_blocks]
+  //   int32 TensorView seq_lens;         // [num_requests] int32: context + new
   //   TensorView query_start_loc;  // [num_requests + 1] int32
   //   TensorView kv_b_proj;        // [heads * (qk_nope + v), kv_lora_rank]
   //   float softmax_scale = 0.0f;
   //   TensorView output;           // [tokens, heads, v_head_dim] f32|bf16
-  DSA_OP_MEMBERS(DenseMhaPrefill, DSA_DENSE_MHA_PREFILL_ARGS, DSA_OP_DENSE_MHA_PREFILL);
+  DSA_OP_MEMBERS(DenseMhaPrefill, DSA_DENSE_MHA_PREFILL_ARGS,
+                 DSA_OP_DENSE_MHA_PREFILL);
 };
 
 }  // namespace dsa::attention

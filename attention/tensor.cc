@@ -88,8 +88,7 @@ Status CheckTensor(std::string_view op, std::string_view arg,
                    bool contiguous_last_dim) {
   if (t.rank != rank) {
     return InvalidArgumentError(StrCat(op, ": ", arg, " has ", t.rank,
-                                       " dims, expected ", rank, ": ",
-                                       layout));
+                                       " dims, expected ", rank, ": ", layout));
   }
   bool dtype_ok = false;
   for (DType d : dtypes) dtype_ok = dtype_ok || d == t.dtype;
@@ -146,10 +145,10 @@ Status CheckDim(std::string_view op, std::string_view arg, const TensorView& t,
                 int dim, std::string_view dim_name, int64_t expected,
                 std::string_view why) {
   if (dim < 0 || dim >= t.rank || t.shape[dim] != expected) {
-    return InvalidArgumentError(StrCat(
-        op, ": ", arg, " dim ", dim, " (", dim_name, ") is ",
-        dim >= 0 && dim < t.rank ? t.shape[dim] : -1, ", expected ", expected,
-        " (", why, ")"));
+    return InvalidArgumentError(
+        StrCat(op, ": ", arg, " dim ", dim, " (", dim_name, ") is ",
+               dim >= 0 && dim < t.rank ? t.shape[dim] : -1, ", expected ",
+               expected, " (", why, ")"));
   }
   return OkStatus();
 }
@@ -159,10 +158,10 @@ Status CheckContiguous(std::string_view op, std::string_view arg,
   int64_t stride = 1;
   for (int d = t.rank - 1; d >= 0; --d) {
     if (t.shape[d] > 1 && t.strides[d] != stride) {
-      return InvalidArgumentError(StrCat(
-          op, ": ", arg, " ", DescribeTensor(t),
-          " must be contiguous (row-major), but stride ", d, " is ",
-          t.strides[d], ", expected ", stride));
+      return InvalidArgumentError(
+          StrCat(op, ": ", arg, " ", DescribeTensor(t),
+                 " must be contiguous (row-major), but stride ", d, " is ",
+                 t.strides[d], ", expected ", stride));
     }
     stride *= t.shape[d];
   }
@@ -191,7 +190,8 @@ Status CheckInjective(std::string_view op, std::string_view arg,
       return InvalidArgumentError(StrCat(
           op, ": ", arg, " ", DescribeTensor(t), " is written, but its stride ",
           d, " (", t.strides[d], ") makes two indices address the same element",
-          t.strides[d] == 0 ? " (a zero stride over a dim longer than 1)" : ""));
+          t.strides[d] == 0 ? " (a zero stride over a dim longer than 1)"
+                            : ""));
     }
     reach += (t.shape[d] - 1) * t.strides[d];
   }
@@ -216,10 +216,10 @@ Status CheckNoAliasing(std::string_view op,
       const auto b_begin = reinterpret_cast<uintptr_t>(b->view->data);
       if (a_begin < b_begin + static_cast<uint64_t>(b_bytes) &&
           b_begin < a_begin + static_cast<uint64_t>(a_bytes)) {
-        return InvalidArgumentError(StrCat(
-            op, ": ", a->name, " and ", b->name, " overlap in memory, and ",
-            a->written ? a->name : b->name,
-            " is written; no op writes in place across two arguments"));
+        return InvalidArgumentError(
+            StrCat(op, ": ", a->name, " and ", b->name,
+                   " overlap in memory, and ", a->written ? a->name : b->name,
+                   " is written; no op writes in place across two arguments"));
       }
     }
   }

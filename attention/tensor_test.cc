@@ -32,12 +32,11 @@ TEST(TensorViewTest, CheckTensorNamesOpArgumentAndLayout) {
   EXPECT_THAT(CheckTensor("indexer_logits", "q", t, 2, "[rows, dim]",
                           {DType::kFloat32}),
               IsOk());
-  EXPECT_THAT(
-      CheckTensor("indexer_logits", "q", t, 3, "[rows, heads, head_dim]",
-                  {DType::kFloat32}),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               "indexer_logits: q has 2 dims, expected 3: "
-               "[rows, heads, head_dim]"));
+  EXPECT_THAT(CheckTensor("indexer_logits", "q", t, 3,
+                          "[rows, heads, head_dim]", {DType::kFloat32}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "indexer_logits: q has 2 dims, expected 3: "
+                       "[rows, heads, head_dim]"));
   EXPECT_THAT(CheckTensor("op", "q", t, 2, "[a, b]",
                           {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -61,22 +60,22 @@ TEST(TensorViewTest, CheckTensorRejectsBadMetadata) {
               IsOk());
   TensorView null_data = t;
   null_data.data = nullptr;
-  EXPECT_THAT(CheckTensor("op", "x", null_data, 2, "[a, b]", {DType::kFloat32}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("x has no data")));
+  EXPECT_THAT(
+      CheckTensor("op", "x", null_data, 2, "[a, b]", {DType::kFloat32}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("x has no data")));
   TensorView empty = MakeTensorView(nullptr, DType::kFloat32, {0, 3});
   EXPECT_THAT(CheckTensor("op", "x", empty, 2, "[a, b]", {DType::kFloat32}),
               IsOk());
   TensorView negative = t;
   negative.shape[0] = -1;
-  EXPECT_THAT(CheckTensor("op", "x", negative, 2, "[a, b]", {DType::kFloat32}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("dim 0 is -1")));
+  EXPECT_THAT(
+      CheckTensor("op", "x", negative, 2, "[a, b]", {DType::kFloat32}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dim 0 is -1")));
   TensorView huge = t;
   huge.strides[0] = int64_t{1} << 40;
-  EXPECT_THAT(CheckTensor("op", "x", huge, 2, "[a, b]", {DType::kFloat32}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("stride 0")));
+  EXPECT_THAT(
+      CheckTensor("op", "x", huge, 2, "[a, b]", {DType::kFloat32}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("stride 0")));
   EXPECT_THAT(CheckContiguous("op", "cache", strided),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("must be contiguous")));
@@ -99,27 +98,26 @@ TEST(TensorViewTest, ElementCountsAndExtentsNeverOverflow) {
       nullptr, DType::kFloat32,
       {int64_t{1} << 20, int64_t{1} << 20, int64_t{1} << 20, int64_t{1} << 20});
   for (int d = 0; d < 4; ++d) rank4.strides[d] = 1;
-  EXPECT_THAT(CheckTensor("op", "t", rank4, 4, "[a, b, c, d]",
-                          {DType::kFloat32}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("more elements than an int64 can count")));
+  EXPECT_THAT(
+      CheckTensor("op", "t", rank4, 4, "[a, b, c, d]", {DType::kFloat32}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("more elements than an int64 can count")));
   // Few elements, but strides that reach past 2^63 bytes.
   std::vector<float> data(8);
   TensorView far = MakeTensorView(data.data(), DType::kFloat32, {2, 2, 2, 1});
   far.strides[0] = far.strides[1] = far.strides[2] = kMaxTensorDim - 1;
   far.shape[0] = far.shape[1] = far.shape[2] = kMaxTensorDim - 1;
-  EXPECT_THAT(CheckTensor("op", "t", far, 4, "[a, b, c, d]",
-                          {DType::kFloat32}, false),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("int64")));
+  EXPECT_THAT(
+      CheckTensor("op", "t", far, 4, "[a, b, c, d]", {DType::kFloat32}, false),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("int64")));
   // In range: the extent is the last element's offset plus one, in bytes.
   TensorView ok = MakeTensorView(data.data(), DType::kFloat32, {2, 4});
   EXPECT_EQ(TensorByteExtent(ok), 32);
   ok.strides[0] = 5;  // rows 5 apart: elements 0..8
   EXPECT_EQ(TensorByteExtent(ok), 36);
-  EXPECT_EQ(TensorByteExtent(MakeTensorView(data.data(), DType::kFloat32,
-                                            {0, 4})),
-            0);
+  EXPECT_EQ(
+      TensorByteExtent(MakeTensorView(data.data(), DType::kFloat32, {0, 4})),
+      0);
 }
 
 TEST(TensorViewTest, WrittenViewsMustNotAlias) {
@@ -127,9 +125,9 @@ TEST(TensorViewTest, WrittenViewsMustNotAlias) {
   std::vector<float> input(64);
   TensorView k_cache = MakeTensorView(cache.data(), DType::kUint8, {4, 8, 16});
   TensorView k = MakeTensorView(input.data(), DType::kFloat32, {4, 16});
-  EXPECT_THAT(CheckNoAliasing("op", {{"k", &k, false},
-                                     {"k_cache", &k_cache, true}}),
-              IsOk());
+  EXPECT_THAT(
+      CheckNoAliasing("op", {{"k", &k, false}, {"k_cache", &k_cache, true}}),
+      IsOk());
   // A zero block stride makes every block the same memory: a token's write
   // would be silently lost.
   TensorView aliased_blocks = k_cache;
@@ -145,25 +143,25 @@ TEST(TensorViewTest, WrittenViewsMustNotAlias) {
                        HasSubstr("the same element")));
   // A zero stride over a dim of length 1 is harmless, and so is aliasing
   // among inputs.
-  TensorView broadcast_row = MakeTensorView(input.data(), DType::kFloat32,
-                                            {1, 16});
+  TensorView broadcast_row =
+      MakeTensorView(input.data(), DType::kFloat32, {1, 16});
   broadcast_row.strides[0] = 0;
   EXPECT_THAT(CheckNoAliasing("op", {{"out", &broadcast_row, true}}), IsOk());
   EXPECT_THAT(CheckNoAliasing("op", {{"a", &k, false}, {"b", &k, false}}),
               IsOk());
   // An output overlapping an input, or another output.
-  TensorView out_over_input = MakeTensorView(input.data() + 8,
-                                             DType::kFloat32, {2, 4});
-  EXPECT_THAT(CheckNoAliasing("op", {{"k", &k, false},
-                                     {"logits", &out_over_input, true}}),
+  TensorView out_over_input =
+      MakeTensorView(input.data() + 8, DType::kFloat32, {2, 4});
+  EXPECT_THAT(CheckNoAliasing(
+                  "op", {{"k", &k, false}, {"logits", &out_over_input, true}}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("k and logits overlap in memory")));
   TensorView first = MakeTensorView(input.data(), DType::kFloat32, {8});
   TensorView second = MakeTensorView(input.data() + 7, DType::kFloat32, {8});
-  EXPECT_THAT(CheckNoAliasing("op", {{"q_fp8", &first, true},
-                                     {"head_weights", &second, true}}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("overlap")));
+  EXPECT_THAT(
+      CheckNoAliasing(
+          "op", {{"q_fp8", &first, true}, {"head_weights", &second, true}}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("overlap")));
   TensorView adjacent = MakeTensorView(input.data() + 8, DType::kFloat32, {8});
   EXPECT_THAT(CheckNoAliasing("op", {{"q_fp8", &first, true},
                                      {"head_weights", &adjacent, true}}),

@@ -103,9 +103,9 @@ absl::StatusOr<DeviceArch> ParseDeviceArch(PlatformKind kind,
       // "gfx942" or "gfx942:sramecc+:xnack-" (target id features dropped).
       absl::string_view gfx = name.substr(0, name.find(':'));
       if (!absl::StartsWith(gfx, "gfx") || gfx.size() < 6) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "cannot parse ROCm architecture '", name,
-            "' (expected e.g. gfx942)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("cannot parse ROCm architecture '", name,
+                         "' (expected e.g. gfx942)"));
       }
       return DeviceArch(RocmArch{absl::AsciiStrToLower(gfx)});
     }

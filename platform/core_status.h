@@ -86,12 +86,12 @@ std::string StrCat(const Args&... args) {
 
 // Returns the status from the enclosing function when `expr` (a dsa::Status
 // or an absl::Status, whichever the function returns) is not OK.
-#define DSA_RETURN_IF_ERROR(expr)                   \
-  do {                                              \
-    auto dsa_status_macro_status_ = (expr);         \
-    if (!dsa_status_macro_status_.ok()) {           \
-      return dsa_status_macro_status_;              \
-    }                                               \
+#define DSA_RETURN_IF_ERROR(expr)           \
+  do {                                      \
+    auto dsa_status_macro_status_ = (expr); \
+    if (!dsa_status_macro_status_.ok()) {   \
+      return dsa_status_macro_status_;      \
+    }                                       \
   } while (false)
 
 #endif  // DSA_PLATFORM_CORE_STATUS_H_

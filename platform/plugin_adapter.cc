@@ -55,14 +55,23 @@ constexpr size_t kMinDeviceInfoSize =
     DSA_SIZE_THROUGH(DsaDeviceInfo, runtime_version);
 constexpr size_t kMinPluginApiSize = DSA_SIZE_THROUGH(DsaPluginApi, initialize);
 
-// Copies the first min(struct_size, sizeof(T)) bytes of `raw` into a zeroed
-// T and sets its struct_size to sizeof(T). Reads nothing past the writer's
-// struct_size.
+// The bytes of a T whose writer said `struct_size` that hold whole fields:
+// an older writer's struct_size is its sizeof, a multiple of T's alignment,
+// so rounding down to that alignment keeps every field it wrote and drops a
+// field a bogus size would cut in two (half a function pointer, say).
+template <class T>
+size_t WholeFieldBytes(size_t struct_size) {
+  return std::min(struct_size, sizeof(T)) / alignof(T) * alignof(T);
+}
+
+// Copies the whole fields within the writer's struct_size of `raw` into a
+// zeroed T and sets its struct_size to sizeof(T). Reads nothing past the
+// writer's struct_size.
 template <class T>
 T ReadBounded(const T* raw) {
   T out;
   std::memset(&out, 0, sizeof(out));
-  std::memcpy(&out, raw, std::min(raw->struct_size, sizeof(T)));
+  std::memcpy(&out, raw, WholeFieldBytes<T>(raw->struct_size));
   out.struct_size = sizeof(T);
   return out;
 }
@@ -79,9 +88,9 @@ Status ValidatePlatformDescriptor(const DsaPlatformDescriptor& d) {
         StrCat("platform '", id, "': unknown kind ", d.kind));
   }
   if ((d.kind == DSA_PLATFORM_KIND_CPU) == (d.is_accelerator != 0)) {
-    return InvalidArgumentError(StrCat(
-        "platform '", id,
-        "': is_accelerator must be 0 for the CPU kind and 1 otherwise"));
+    return InvalidArgumentError(
+        StrCat("platform '", id,
+               "': is_accelerator must be 0 for the CPU kind and 1 otherwise"));
   }
   if (d.capabilities_for_arch == nullptr) {
     return InvalidArgumentError(
@@ -89,22 +98,21 @@ Status ValidatePlatformDescriptor(const DsaPlatformDescriptor& d) {
   }
   if (d.known_archs == nullptr || d.num_known_archs == 0 ||
       d.num_known_archs > kMaxKnownArchs) {
-    return InvalidArgumentError(StrCat("platform '", id, "': num_known_archs ",
-                                       d.num_known_archs,
-                                       " with known_archs ",
-                                       d.known_archs == nullptr ? "NULL" : "set",
-                                       "; expected 1 to ", kMaxKnownArchs));
+    return InvalidArgumentError(
+        StrCat("platform '", id, "': num_known_archs ", d.num_known_archs,
+               " with known_archs ", d.known_archs == nullptr ? "NULL" : "set",
+               "; expected 1 to ", kMaxKnownArchs));
   }
   if (!ValidArchName(d.default_arch)) {
-    return InvalidArgumentError(StrCat(
-        "platform '", id, "': default_arch must be 1-",
-        DSA_ARCH_NAME_SIZE - 1, " characters"));
+    return InvalidArgumentError(StrCat("platform '", id,
+                                       "': default_arch must be 1-",
+                                       DSA_ARCH_NAME_SIZE - 1, " characters"));
   }
   bool default_known = false;
   for (size_t i = 0; i < d.num_known_archs; ++i) {
     if (!ValidArchName(d.known_archs[i])) {
-      return InvalidArgumentError(StrCat("platform '", id, "': known_archs[",
-                                         i, "] is empty, NULL or longer than ",
+      return InvalidArgumentError(StrCat("platform '", id, "': known_archs[", i,
+                                         "] is empty, NULL or longer than ",
                                          DSA_ARCH_NAME_SIZE - 1,
                                          " characters"));
     }
@@ -112,8 +120,8 @@ Status ValidatePlatformDescriptor(const DsaPlatformDescriptor& d) {
         default_known || std::strcmp(d.default_arch, d.known_archs[i]) == 0;
   }
   if (!default_known) {
-    return InvalidArgumentError(StrCat(
-        "platform '", id, "': default_arch is not one of known_archs"));
+    return InvalidArgumentError(
+        StrCat("platform '", id, "': default_arch is not one of known_archs"));
   }
   return OkStatus();
 }
@@ -194,9 +202,9 @@ Status NormalizeKernelDescriptor(const DsaKernelDescriptor* raw,
                                  DsaKernelDescriptor* out) {
   if (raw == nullptr) return InvalidArgumentError("kernel descriptor is NULL");
   if (raw->struct_size < kMinKernelDescriptorSize) {
-    return InvalidArgumentError(
-        StrCat("kernel descriptor struct_size ", raw->struct_size,
-               " is smaller than ", kMinKernelDescriptorSize));
+    return InvalidArgumentError(StrCat("kernel descriptor struct_size ",
+                                       raw->struct_size, " is smaller than ",
+                                       kMinKernelDescriptorSize));
   }
   const DsaKernelDescriptor k = ReadBounded(raw);
   if (!ValidId(k.op_name)) {
@@ -204,9 +212,9 @@ Status NormalizeKernelDescriptor(const DsaKernelDescriptor* raw,
         "kernel descriptor: op_name must be 1-64 characters of [a-z0-9_-]");
   }
   if (!ValidId(k.platform_id)) {
-    return InvalidArgumentError(StrCat(
-        "kernel '", k.op_name,
-        "': platform_id must be 1-64 characters of [a-z0-9_-]"));
+    return InvalidArgumentError(
+        StrCat("kernel '", k.op_name,
+               "': platform_id must be 1-64 characters of [a-z0-9_-]"));
   }
   if (k.fn == nullptr) {
     return InvalidArgumentError(StrCat("kernel '", k.op_name,
@@ -223,18 +231,17 @@ Status InitializePlugin(const DsaPluginApi* api_ptr, PluginSink& sink,
     return InvalidArgumentError("plugin API table is NULL");
   }
   if (api_ptr->struct_size < kMinPluginApiSize) {
-    return FailedPreconditionError(StrCat(
-        "plugin API table has struct_size ", api_ptr->struct_size,
-        ", smaller than the ", kMinPluginApiSize, " bytes of API 1.0"));
+    return FailedPreconditionError(
+        StrCat("plugin API table has struct_size ", api_ptr->struct_size,
+               ", smaller than the ", kMinPluginApiSize, " bytes of API 1.0"));
   }
   const DsaPluginApi api = ReadBounded(api_ptr);
   const std::string name = PluginName(api);
   if (api.major_version != DSA_PLUGIN_API_MAJOR) {
     return FailedPreconditionError(
         StrCat("plugin '", name, "' was built for plugin API ",
-               api.major_version, ".", api.minor_version,
-               "; this host speaks ", DSA_PLUGIN_API_MAJOR, ".",
-               DSA_PLUGIN_API_MINOR));
+               api.major_version, ".", api.minor_version, "; this host speaks ",
+               DSA_PLUGIN_API_MAJOR, ".", DSA_PLUGIN_API_MINOR));
   }
   if (api.initialize == nullptr) {
     return InvalidArgumentError(
@@ -341,21 +348,19 @@ Status QueryCapabilities(const DsaPlatformDescriptor& platform,
       code, error,
       StrCat("platform '", id, "' capabilities for '", arch, "'")));
   if (c.struct_size < kMinCapabilitiesSize || c.struct_size > sizeof(c)) {
-    return InternalError(StrCat("platform '", id,
-                                "' wrote a capability record of struct_size ",
-                                c.struct_size, "; expected ",
-                                kMinCapabilitiesSize, " to ", sizeof(c)));
+    return InternalError(StrCat(
+        "platform '", id, "' wrote a capability record of struct_size ",
+        c.struct_size, "; expected ", kMinCapabilitiesSize, " to ", sizeof(c)));
   }
   // Fields past what the plugin wrote stay zero (absent).
-  std::memset(reinterpret_cast<char*>(&c) + c.struct_size, 0,
-              sizeof(c) - c.struct_size);
+  const size_t written = WholeFieldBytes<DsaCapabilities>(c.struct_size);
+  std::memset(reinterpret_cast<char*>(&c) + written, 0, sizeof(c) - written);
   c.arch[sizeof(c.arch) - 1] = '\0';
   *out = c;
   return OkStatus();
 }
 
-Status QueryDevices(const DsaPlatformDescriptor& platform,
-                    DsaDeviceInfo* out) {
+Status QueryDevices(const DsaPlatformDescriptor& platform, DsaDeviceInfo* out) {
   const std::string id = platform.platform_id;
   DsaDeviceInfo info;
   std::memset(&info, 0, sizeof(info));
@@ -375,8 +380,9 @@ Status QueryDevices(const DsaPlatformDescriptor& platform,
     return InternalError(
         StrCat("platform '", id, "' wrote a malformed device record"));
   }
-  std::memset(reinterpret_cast<char*>(&info) + info.struct_size, 0,
-              sizeof(info) - info.struct_size);
+  const size_t written = WholeFieldBytes<DsaDeviceInfo>(info.struct_size);
+  std::memset(reinterpret_cast<char*>(&info) + written, 0,
+              sizeof(info) - written);
   info.arch[sizeof(info.arch) - 1] = '\0';
   info.name[sizeof(info.name) - 1] = '\0';
   *out = info;

@@ -31,9 +31,7 @@ class TestSink : public PluginSink {
     }
     return false;
   }
-  bool HasPluginFile(const PluginFileIdentity&) const override {
-    return false;
-  }
+  bool HasPluginFile(const PluginFileIdentity&) const override { return false; }
   Status Commit(const PluginRegistrations& r) override {
     committed.push_back(r);
     return OkStatus();
@@ -90,9 +88,9 @@ DsaStatusCode InitOlderPlugin(const DsaHostApi* host, char* error,
   d.known_archs = kArchs;
   d.num_known_archs = 1;
   d.capabilities_for_arch = &OldCapabilities;
-  DsaPlatformDescriptor* old_d = OlderStruct(
-      d, offsetof(DsaPlatformDescriptor, capabilities_for_arch) +
-             sizeof(d.capabilities_for_arch));
+  DsaPlatformDescriptor* old_d =
+      OlderStruct(d, offsetof(DsaPlatformDescriptor, capabilities_for_arch) +
+                         sizeof(d.capabilities_for_arch));
   DsaStatusCode code =
       host->register_platform(host->context, old_d, error, error_size);
   std::free(old_d);  // the host keeps a normalised copy, not this buffer
@@ -201,14 +199,14 @@ TEST(PluginAdapterTest, DescriptorsAreValidatedWithBoundedReads) {
   std::memset(unterminated, 'a', sizeof(unterminated));
   bad = d;
   bad.platform_id = unterminated;  // read at most 65 bytes of it
-  EXPECT_THAT(NormalizePlatformDescriptor(&bad, &out),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("platform_id")));
+  EXPECT_THAT(
+      NormalizePlatformDescriptor(&bad, &out),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("platform_id")));
   bad = d;
   bad.default_arch = "not_listed";
-  EXPECT_THAT(NormalizePlatformDescriptor(&bad, &out),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("default_arch")));
+  EXPECT_THAT(
+      NormalizePlatformDescriptor(&bad, &out),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("default_arch")));
   DsaPlatformDescriptor* too_short =
       OlderStruct(d, offsetof(DsaPlatformDescriptor, capabilities_for_arch));
   EXPECT_THAT(NormalizePlatformDescriptor(too_short, &out),
@@ -216,13 +214,23 @@ TEST(PluginAdapterTest, DescriptorsAreValidatedWithBoundedReads) {
                        HasSubstr("smaller than the minimum")));
   std::free(too_short);
 
+  // A struct_size that ends inside a field keeps none of it: half a
+  // function pointer must never be called.
+  d.probe_devices = [](DsaDeviceInfo*, char*, size_t) { return DSA_STATUS_OK; };
+  DsaPlatformDescriptor* cut =
+      OlderStruct(d, offsetof(DsaPlatformDescriptor, probe_devices) + 5);
+  ASSERT_THAT(NormalizePlatformDescriptor(cut, &out), IsOk());
+  std::free(cut);
+  EXPECT_EQ(out.probe_devices, nullptr);
+  EXPECT_EQ(out.capabilities_for_arch, &OldCapabilities);
+
   DsaKernelDescriptor k;
   std::memset(&k, 0, sizeof(k));
   k.struct_size = sizeof(k) - 1;
   DsaKernelDescriptor kout;
-  EXPECT_THAT(NormalizeKernelDescriptor(&k, &kout),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("struct_size")));
+  EXPECT_THAT(
+      NormalizeKernelDescriptor(&k, &kout),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("struct_size")));
 }
 
 TEST(PluginAdapterTest, CallbackCodesOutsideAbslRangeAreInternal) {

@@ -94,10 +94,10 @@ typedef struct DsaCapabilities {
 typedef struct DsaDeviceInfo {
   size_t struct_size;
   int32_t device_count; /* 0: the runtime is there (or not) but no device */
-  char arch[DSA_ARCH_NAME_SIZE];        /* of device 0 */
-  char name[DSA_DEVICE_NAME_SIZE];      /* of device 0 */
-  uint64_t total_memory_bytes;          /* of device 0 */
-  int32_t runtime_version;              /* driver/runtime version, or 0 */
+  char arch[DSA_ARCH_NAME_SIZE];   /* of device 0 */
+  char name[DSA_DEVICE_NAME_SIZE]; /* of device 0 */
+  uint64_t total_memory_bytes;     /* of device 0 */
+  int32_t runtime_version;         /* driver/runtime version, or 0 */
 } DsaDeviceInfo;
 
 typedef enum DsaMemcpyKind {
@@ -118,9 +118,8 @@ typedef struct DsaPlatformDescriptor {
   size_t num_known_archs;
 
   /* Static capabilities of `arch` (one of known_archs). */
-  DsaStatusCode (*capabilities_for_arch)(const char* arch,
-                                         DsaCapabilities* out, char* error,
-                                         size_t error_size);
+  DsaStatusCode (*capabilities_for_arch)(const char* arch, DsaCapabilities* out,
+                                         char* error, size_t error_size);
   /* Loads the runtime lazily and reports devices. No device is not an error:
    * OK with device_count = 0. May be NULL (never a device). */
   DsaStatusCode (*probe_devices)(DsaDeviceInfo* out, char* error,
@@ -173,7 +172,7 @@ typedef struct DsaPluginApi {
 typedef const DsaPluginApi* (*DsaGetPluginApiFn)(void);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* DSA_PLATFORM_PLUGIN_API_H_ */

@@ -88,8 +88,7 @@ inline DsaStatusCode RegisterPlatformWithHost(
                        "%s: host API lacks register_platform",
                        descriptor.platform_id);
   }
-  return host->register_platform(host->context, &descriptor, error,
-                                 error_size);
+  return host->register_platform(host->context, &descriptor, error, error_size);
 }
 
 // Static capability record of one architecture, as a plugin keeps it in a

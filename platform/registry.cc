@@ -19,7 +19,7 @@ namespace {
 constexpr size_t kErrorSize = 512;
 
 absl::Status AbslCallbackStatus(DsaStatusCode code, const char* error,
-                            absl::string_view what) {
+                                absl::string_view what) {
   return ToAbsl(platform::CallbackStatus(code, error, std::string(what)));
 }
 
@@ -69,8 +69,8 @@ absl::StatusOr<PlatformCapabilities> Platform::CapabilitiesForArch(
   // Normalise spellings ("sm90" -> "sm_90", "gfx942:xnack-" -> "gfx942").
   absl::StatusOr<DeviceArch> parsed = ParseDeviceArch(entry_->kind, arch);
   if (!parsed.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("platform '", entry_->id, "': ", parsed.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "platform '", entry_->id, "': ", parsed.status().message()));
   }
   const std::string name = DeviceArchName(*parsed);
   DsaCapabilities c;
@@ -88,8 +88,8 @@ absl::StatusOr<PlatformCapabilities> Platform::CapabilitiesForArch(
   absl::StatusOr<DeviceArch> reported = ParseDeviceArch(entry_->kind, c.arch);
   if (!reported.ok()) {
     return absl::InternalError(absl::StrCat(
-        "platform '", entry_->id, "' reported an unparsable arch: ",
-        reported.status().message()));
+        "platform '", entry_->id,
+        "' reported an unparsable arch: ", reported.status().message()));
   }
   caps.arch = *reported;
   caps.is_cuda_alike = c.is_cuda_alike != 0;
@@ -101,9 +101,9 @@ absl::StatusOr<PlatformCapabilities> Platform::CapabilitiesForArch(
       caps.kv_cache_fp8_format = Fp8Format::kE4m3fnuz;
       break;
     default:
-      return absl::InternalError(absl::StrCat(
-          "platform '", entry_->id, "' reported unknown fp8 format ",
-          c.kv_cache_fp8_format));
+      return absl::InternalError(absl::StrCat("platform '", entry_->id,
+                                              "' reported unknown fp8 format ",
+                                              c.kv_cache_fp8_format));
   }
   if (c.warp_size <= 0 || c.warp_size > 1024) {
     return absl::InternalError(absl::StrCat(
@@ -168,9 +168,9 @@ absl::StatusOr<void*> DeviceRuntime::Allocate(size_t bytes) const {
       absl::StrCat("platform '", platform_id_, "': allocating ", bytes,
                    " bytes")));
   if (ptr == nullptr && bytes > 0) {
-    return absl::InternalError(absl::StrCat(
-        "platform '", platform_id_, "' allocator returned NULL for ", bytes,
-        " bytes"));
+    return absl::InternalError(absl::StrCat("platform '", platform_id_,
+                                            "' allocator returned NULL for ",
+                                            bytes, " bytes"));
   }
   return ptr;
 }
@@ -181,8 +181,9 @@ absl::Status DeviceRuntime::Free(void* ptr) const {
         absl::StrCat("platform '", platform_id_, "' has no device allocator"));
   }
   char error[kErrorSize] = {0};
-  return AbslCallbackStatus(d_->device_free(ptr, error, sizeof(error)), error,
-                        absl::StrCat("platform '", platform_id_, "': free"));
+  return AbslCallbackStatus(
+      d_->device_free(ptr, error, sizeof(error)), error,
+      absl::StrCat("platform '", platform_id_, "': free"));
 }
 
 absl::Status DeviceRuntime::Copy(void* dst, const void* src, size_t bytes,
@@ -223,9 +224,9 @@ absl::Status DeviceRuntime::Synchronize() const {
         absl::StrCat("platform '", platform_id_, "' has no synchronize"));
   }
   char error[kErrorSize] = {0};
-  return AbslCallbackStatus(d_->device_synchronize(error, sizeof(error)), error,
-                        absl::StrCat("platform '", platform_id_,
-                                     "': synchronize"));
+  return AbslCallbackStatus(
+      d_->device_synchronize(error, sizeof(error)), error,
+      absl::StrCat("platform '", platform_id_, "': synchronize"));
 }
 
 // ---------------------------------------------------------------------------
@@ -387,8 +388,8 @@ absl::StatusOr<const void*> Registry::FindKernel(
     absl::string_view op, uint32_t op_abi_version,
     absl::string_view platform) const {
   absl::MutexLock lock(&mu_);
-  auto it = kernels_.find(
-      std::make_pair(std::string(op), std::string(platform)));
+  auto it =
+      kernels_.find(std::make_pair(std::string(op), std::string(platform)));
   if (it == kernels_.end()) {
     return absl::NotFoundError(absl::StrCat(
         "no kernel '", op, "' is registered for platform '", platform, "'"));
@@ -451,18 +452,17 @@ absl::StatusOr<Platform> Registry::ActivePlatform() const {
   for (const Platform::Entry* entry : accelerators) {
     absl::StatusOr<DeviceInfo> info = Platform(entry).ProbeDevices();
     if (info.ok() && info->device_count > 0) {
-      with_devices.push_back(absl::StrCat(entry->id, " (", info->device_count,
-                                          info->device_count == 1 ? " device"
-                                                                  : " devices",
-                                          ")"));
+      with_devices.push_back(
+          absl::StrCat(entry->id, " (", info->device_count,
+                       info->device_count == 1 ? " device" : " devices", ")"));
       chosen = entry;
     }
   }
   if (with_devices.size() > 1) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "several accelerator platforms report devices: ",
-        absl::StrJoin(with_devices, ", "),
-        "; choose one explicitly (--platform=)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("several accelerator platforms report devices: ",
+                     absl::StrJoin(with_devices, ", "),
+                     "; choose one explicitly (--platform=)"));
   }
   if (chosen != nullptr) return Platform(chosen);
   if (cpu == nullptr) {

@@ -44,8 +44,8 @@ struct FakeAccelerator {
   };
   static_assert(AllRowsComplete(kCaps));
 
-  static DsaStatusCode Caps(const char* arch, DsaCapabilities* out,
-                            char* error, size_t error_size) {
+  static DsaStatusCode Caps(const char* arch, DsaCapabilities* out, char* error,
+                            size_t error_size) {
     return FillCapabilities(kCaps, Id(), arch, out, error, error_size);
   }
   static DsaStatusCode Probe(DsaDeviceInfo* out, char*, size_t) {
@@ -100,9 +100,10 @@ class RegistryTest : public ::testing::Test {
 
 TEST_F(RegistryTest, EmptyRegistryFindsNothing) {
   Registry registry;
-  EXPECT_THAT(registry.GetPlatform("cpu"),
-              StatusIs(absl::StatusCode::kNotFound,
-                       HasSubstr("'cpu' is not registered (registered: none)")));
+  EXPECT_THAT(
+      registry.GetPlatform("cpu"),
+      StatusIs(absl::StatusCode::kNotFound,
+               HasSubstr("'cpu' is not registered (registered: none)")));
   EXPECT_THAT(registry.FindKernel("indexer_logits", 1, "cpu"),
               StatusIs(absl::StatusCode::kNotFound,
                        HasSubstr("no kernel 'indexer_logits'")));
@@ -165,11 +166,13 @@ TEST_F(RegistryTest, BatchIsAllOrNothing) {
   // A second batch that collides on one kernel leaves everything as it was.
   RegistrationBatch more;
   more.plugin_name = "more";
-  more.kernels = {Kernel("top_k", "fake_a"), Kernel("indexer_logits", "fake_b")};
-  EXPECT_THAT(registry.Register(more),
-              StatusIs(absl::StatusCode::kAlreadyExists,
-                       HasSubstr("kernel 'indexer_logits' for platform "
-                                 "'fake_b' is already registered (by 'test')")));
+  more.kernels = {Kernel("top_k", "fake_a"),
+                  Kernel("indexer_logits", "fake_b")};
+  EXPECT_THAT(
+      registry.Register(more),
+      StatusIs(absl::StatusCode::kAlreadyExists,
+               HasSubstr("kernel 'indexer_logits' for platform "
+                         "'fake_b' is already registered (by 'test')")));
   EXPECT_THAT(registry.FindKernel("top_k", 1, "fake_a"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("top_k")));
 }
@@ -181,7 +184,8 @@ TEST_F(RegistryTest, KernelLookupChecksTheOpAbiVersion) {
   batch.platforms = {FakeA::Descriptor()};
   batch.kernels = {Kernel("top_k", "fake_a", 2)};
   ASSERT_OK(registry.Register(batch));
-  ASSERT_OK_AND_ASSIGN(const void* fn, registry.FindKernel("top_k", 2, "fake_a"));
+  ASSERT_OK_AND_ASSIGN(const void* fn,
+                       registry.FindKernel("top_k", 2, "fake_a"));
   EXPECT_EQ(fn, kKernelFn);
   EXPECT_THAT(registry.FindKernel("top_k", 1, "fake_a"),
               StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -208,15 +212,15 @@ TEST_F(RegistryTest, RejectsMalformedDescriptors) {
   d = FakeA::Descriptor();
   d.platform_id = "Has Spaces";
   batch.platforms = {d};
-  EXPECT_THAT(registry.Register(batch),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("platform_id")));
+  EXPECT_THAT(
+      registry.Register(batch),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("platform_id")));
   d = FakeA::Descriptor();
   d.struct_size = 8;
   batch.platforms = {d};
-  EXPECT_THAT(registry.Register(batch),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("struct_size 8")));
+  EXPECT_THAT(
+      registry.Register(batch),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("struct_size 8")));
   d = FakeA::Descriptor();
   d.is_accelerator = 0;
   batch.platforms = {d};
@@ -227,9 +231,9 @@ TEST_F(RegistryTest, RejectsMalformedDescriptors) {
   DsaKernelDescriptor k = Kernel("top_k", "fake_a");
   k.fn = nullptr;
   batch.kernels = {k};
-  EXPECT_THAT(registry.Register(batch),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("fn is NULL")));
+  EXPECT_THAT(
+      registry.Register(batch),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fn is NULL")));
   EXPECT_TRUE(registry.PlatformIds().empty());
 }
 
@@ -254,15 +258,17 @@ TEST_F(RegistryTest, CapabilitiesForArchNormalisesAndNamesKnownArchs) {
   batch.platforms = {FakeA::Descriptor()};
   ASSERT_OK(registry.Register(batch));
   ASSERT_OK_AND_ASSIGN(Platform p, registry.GetPlatform("fake_a"));
-  ASSERT_OK_AND_ASSIGN(PlatformCapabilities caps, p.CapabilitiesForArch("sm90"));
+  ASSERT_OK_AND_ASSIGN(PlatformCapabilities caps,
+                       p.CapabilitiesForArch("sm90"));
   EXPECT_EQ(DeviceArchName(caps.arch), "sm_90");
   EXPECT_EQ(caps.warp_size, 32);
   EXPECT_TRUE(caps.is_cuda_alike);
   EXPECT_THAT(p.CapabilitiesForArch("sm_80"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("known: sm_90, sm_100")));
-  EXPECT_THAT(p.CapabilitiesForArch("gfx942"),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fake_a")));
+  EXPECT_THAT(
+      p.CapabilitiesForArch("gfx942"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fake_a")));
 }
 
 TEST_F(RegistryTest, ActivePlatformIsResolvedLazily) {
@@ -319,9 +325,10 @@ TEST_F(RegistryTest, ExplicitChoiceIsCheckedWhenResolved) {
   Registry registry;
   ASSERT_OK(registry.RegisterPlugin(CpuPlatformPluginApi()));
   registry.SelectPlatform("fake_a");  // not loaded yet: fine until resolved
-  EXPECT_THAT(registry.ActivePlatform(),
-              StatusIs(absl::StatusCode::kNotFound,
-                       HasSubstr("'fake_a' is not registered (registered: cpu)")));
+  EXPECT_THAT(
+      registry.ActivePlatform(),
+      StatusIs(absl::StatusCode::kNotFound,
+               HasSubstr("'fake_a' is not registered (registered: cpu)")));
   RegistrationBatch batch;
   batch.platforms = {FakeA::Descriptor()};
   ASSERT_OK(registry.Register(batch));
@@ -347,7 +354,8 @@ DsaStatusCode InitRegistersPlatformAndKernel(const DsaHostApi* host,
                                              char* error, size_t error_size) {
   static const DsaPlatformDescriptor d = FakeA::Descriptor();
   static const DsaKernelDescriptor k = Kernel("top_k", "fake_a");
-  DsaStatusCode c = host->register_platform(host->context, &d, error, error_size);
+  DsaStatusCode c =
+      host->register_platform(host->context, &d, error, error_size);
   if (c != DSA_STATUS_OK) return c;
   return host->register_kernel(host->context, &k, error, error_size);
 }
@@ -368,10 +376,11 @@ TEST_F(RegistryTest, WrongMajorVersionIsRefused) {
   Registry registry;
   const DsaPluginApi api = {sizeof(DsaPluginApi), DSA_PLUGIN_API_MAJOR + 1, 0,
                             "future", &InitRegistersPlatformAndKernel};
-  EXPECT_THAT(registry.RegisterPlugin(&api),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr(absl::StrCat("built for plugin API ",
-                                              DSA_PLUGIN_API_MAJOR + 1, ".0"))));
+  EXPECT_THAT(
+      registry.RegisterPlugin(&api),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               HasSubstr(absl::StrCat("built for plugin API ",
+                                      DSA_PLUGIN_API_MAJOR + 1, ".0"))));
   EXPECT_TRUE(registry.PlatformIds().empty());
   const DsaPluginApi tiny = {4, DSA_PLUGIN_API_MAJOR, 0, "tiny", nullptr};
   EXPECT_THAT(registry.RegisterPlugin(&tiny),
@@ -438,9 +447,11 @@ TEST_F(RegistryTest, CpuRuntimeRoundTrip) {
   ASSERT_TRUE(rt.available());
   std::vector<float> host = {1.5f, -2.25f, 3.0f, 1e-3f};
   ASSERT_OK_AND_ASSIGN(void* device, rt.Allocate(host.size() * sizeof(float)));
-  ASSERT_OK(rt.CopyHostToDevice(device, host.data(), host.size() * sizeof(float)));
+  ASSERT_OK(
+      rt.CopyHostToDevice(device, host.data(), host.size() * sizeof(float)));
   std::vector<float> back(host.size(), -1.0f);
-  ASSERT_OK(rt.CopyDeviceToHost(back.data(), device, back.size() * sizeof(float)));
+  ASSERT_OK(
+      rt.CopyDeviceToHost(back.data(), device, back.size() * sizeof(float)));
   ASSERT_OK(rt.Synchronize());
   EXPECT_EQ(back, host);
   EXPECT_THAT(rt.CopyHostToDevice(nullptr, host.data(), 4),

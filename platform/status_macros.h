@@ -13,8 +13,8 @@
 // DSA_ASSIGN_OR_RETURN(lhs, expr): evaluates the StatusOr `expr`; on error
 // returns its status, else moves the value into `lhs` (which may declare a
 // variable, e.g. `auto x`).
-#define DSA_ASSIGN_OR_RETURN(lhs, expr)                                      \
-  DSA_ASSIGN_OR_RETURN_IMPL(                                                 \
+#define DSA_ASSIGN_OR_RETURN(lhs, expr) \
+  DSA_ASSIGN_OR_RETURN_IMPL(            \
       DSA_STATUS_MACROS_CONCAT(dsa_status_or_value_, __LINE__), lhs, expr)
 
 #define DSA_ASSIGN_OR_RETURN_IMPL(statusor, lhs, expr) \

@@ -54,7 +54,7 @@ DsaStatusCode Probe(DsaDeviceInfo* out, char*, size_t) {
 }
 
 [[maybe_unused]] DsaStatusCode Initialize(const DsaHostApi* host, char* error,
-                         size_t error_size) {
+                                          size_t error_size) {
   static const DsaPlatformDescriptor d = MakePlatformDescriptor(
       FAKE_PLATFORM_ID, DSA_PLATFORM_KIND_ROCM, "gfx942", kArchs,
       {&Caps, &Probe, nullptr, nullptr, nullptr, nullptr});
@@ -73,8 +73,8 @@ DsaStatusCode Probe(DsaDeviceInfo* out, char*, size_t) {
 
 #ifndef FAKE_NO_EXPORT
 extern "C" DSA_PLUGIN_EXPORT const DsaPluginApi* DsaGetPluginApi(void) {
-  static const DsaPluginApi api = {sizeof(DsaPluginApi), FAKE_MAJOR_VERSION,
-                                   0, "fake_plugin_" FAKE_PLATFORM_ID,
+  static const DsaPluginApi api = {sizeof(DsaPluginApi), FAKE_MAJOR_VERSION, 0,
+                                   "fake_plugin_" FAKE_PLATFORM_ID,
                                    &Initialize};
   return &api;
 }

@@ -60,7 +60,8 @@ TEST_P(PlatformConformanceTest, EveryKnownArchHasAConsistentRecord) {
   const Platform& p = platform();
   for (const std::string& arch : p.known_archs()) {
     SCOPED_TRACE(arch);
-    ASSERT_OK_AND_ASSIGN(PlatformCapabilities caps, p.CapabilitiesForArch(arch));
+    ASSERT_OK_AND_ASSIGN(PlatformCapabilities caps,
+                         p.CapabilitiesForArch(arch));
     EXPECT_EQ(caps.platform_id, p.id());
     EXPECT_EQ(caps.kind, p.kind());
     EXPECT_EQ(DeviceArchName(caps.arch), arch);
@@ -114,8 +115,7 @@ TEST_P(PlatformConformanceTest, ProbeAnswersWithOrWithoutADevice) {
   ASSERT_OK_AND_ASSIGN(DeviceInfo info, platform().ProbeDevices());
   EXPECT_GE(info.device_count, 0);
   std::printf("%s: %d device(s)%s%s%s\n", GetParam().c_str(), info.device_count,
-              info.device_count > 0 ? ", device 0: " : "",
-              info.name.c_str(),
+              info.device_count > 0 ? ", device 0: " : "", info.name.c_str(),
               info.device_count > 0 ? (" (" + info.arch + ")").c_str() : "");
   if (info.device_count > 0) {
     EXPECT_FALSE(info.arch.empty());
@@ -134,8 +134,8 @@ TEST_P(PlatformConformanceTest, DeviceMemoryRoundTrip) {
   DeviceRuntime rt = platform().runtime();
   ASSERT_TRUE(rt.available());
   // Sizes around alignment boundaries and one large one; random payloads.
-  for (size_t n : {size_t{1}, size_t{63}, size_t{64}, size_t{65},
-                   size_t{1} << 24}) {
+  for (size_t n :
+       {size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{1} << 24}) {
     SCOPED_TRACE(n);
     std::mt19937 rng(static_cast<uint32_t>(n));
     std::vector<uint8_t> host(n);
@@ -157,10 +157,11 @@ std::vector<std::string> RegisteredPlatforms() {
   return Registry::Global().PlatformIds();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllRegistered, PlatformConformanceTest,
-    ::testing::ValuesIn(RegisteredPlatforms()),
-    [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(AllRegistered, PlatformConformanceTest,
+                         ::testing::ValuesIn(RegisteredPlatforms()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 TEST(PlatformConformanceSetupTest, AllPlatformsAreRegistered) {
   EXPECT_THAT(Registry::Global().PlatformIds(),

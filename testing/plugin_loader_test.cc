@@ -52,16 +52,16 @@ void WriteFile(const std::string& path, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using platform::Platform;
 using platform::PlatformCapabilities;
 using platform::Registry;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 TEST(PluginLoaderTest, LoadsThePlatformPluginsAndQueriesThem) {
   Registry registry;
-  ASSERT_OK(registry.LoadPlugins({PathOf("cpu"), PathOf("rocm"),
-                                   PathOf("cuda")}));
+  ASSERT_OK(
+      registry.LoadPlugins({PathOf("cpu"), PathOf("rocm"), PathOf("cuda")}));
   EXPECT_THAT(registry.PlatformIds(), ElementsAre("cpu", "cuda", "rocm"));
 
   ASSERT_OK_AND_ASSIGN(Platform rocm, registry.GetPlatform("rocm"));
@@ -95,18 +95,20 @@ TEST(PluginLoaderTest, LoadsThePlatformPluginsAndQueriesThem) {
 TEST(PluginLoaderTest, WrongMajorVersionIsRefused) {
   Registry registry;
   ASSERT_OK(registry.LoadPlugin(PathOf("cpu")));
-  EXPECT_THAT(registry.LoadPlugin(PathOf("wrong_major")),
-              dsa::testing::StatusIs(
-                  absl::StatusCode::kFailedPrecondition,
-                  HasSubstr("was built for plugin API 99.0; this host speaks")));
+  EXPECT_THAT(
+      registry.LoadPlugin(PathOf("wrong_major")),
+      dsa::testing::StatusIs(
+          absl::StatusCode::kFailedPrecondition,
+          HasSubstr("was built for plugin API 99.0; this host speaks")));
   EXPECT_THAT(registry.PlatformIds(), ElementsAre("cpu"));
 }
 
 TEST(PluginLoaderTest, MissingSymbolIsNotFound) {
   Registry registry;
-  EXPECT_THAT(registry.LoadPlugin(PathOf("no_symbol")),
-              dsa::testing::StatusIs(absl::StatusCode::kNotFound,
-                                     HasSubstr("does not export DsaGetPluginApi")));
+  EXPECT_THAT(
+      registry.LoadPlugin(PathOf("no_symbol")),
+      dsa::testing::StatusIs(absl::StatusCode::kNotFound,
+                             HasSubstr("does not export DsaGetPluginApi")));
   EXPECT_TRUE(registry.PlatformIds().empty());
 }
 
@@ -159,8 +161,8 @@ TEST(PluginLoaderTest, LoadingTheSamePluginTwiceIsAlreadyExists) {
 
 TEST(PluginLoaderTest, TwoAcceleratorsClaimingToBeActiveNeedAChoice) {
   Registry registry;
-  ASSERT_OK(registry.LoadPlugins({PathOf("cpu"), PathOf("accel_a"),
-                                   PathOf("accel_b")}));
+  ASSERT_OK(registry.LoadPlugins(
+      {PathOf("cpu"), PathOf("accel_a"), PathOf("accel_b")}));
   EXPECT_THAT(registry.ActivePlatform(),
               dsa::testing::StatusIs(
                   absl::StatusCode::kFailedPrecondition,
@@ -175,8 +177,8 @@ TEST(PluginLoaderTest, TwoAcceleratorsClaimingToBeActiveNeedAChoice) {
 
 TEST(PluginLoaderTest, LoadPluginsStopsAtTheFirstFailure) {
   Registry registry;
-  EXPECT_THAT(registry.LoadPlugins({PathOf("cpu"), PathOf("no_symbol"),
-                                     PathOf("rocm")}),
+  EXPECT_THAT(registry.LoadPlugins(
+                  {PathOf("cpu"), PathOf("no_symbol"), PathOf("rocm")}),
               dsa::testing::StatusIs(absl::StatusCode::kNotFound,
                                      HasSubstr(PathOf("no_symbol"))));
   EXPECT_THAT(registry.PlatformIds(), ElementsAre("cpu"));
@@ -212,8 +214,8 @@ TEST(PluginLoaderTest, RefusesWhatIsNotACompletePluginFile) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_TRUE(registry.PlatformIds().empty());
   // A 900 KB path is echoed capped, not whole.
-  const absl::Status long_path = registry.LoadPlugin("./" +
-                                                     std::string(900000, 'x'));
+  const absl::Status long_path =
+      registry.LoadPlugin("./" + std::string(900000, 'x'));
   EXPECT_FALSE(long_path.ok());
   EXPECT_LT(long_path.message().size(), 600u);
 }

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,13 +55,13 @@ absl::Status UsageError(absl::string_view message) {
   return absl::InvalidArgumentError(message);
 }
 
-absl::StatusOr<int64_t> ParseInt(absl::string_view flag, absl::string_view value,
-                                 int64_t lo, int64_t hi) {
+absl::StatusOr<int64_t> ParseInt(absl::string_view flag,
+                                 absl::string_view value, int64_t lo,
+                                 int64_t hi) {
   int64_t n = 0;
   const bool digits = !value.empty() &&
-                      std::all_of(value.begin(), value.end(), [](char c) {
-                        return c >= '0' && c <= '9';
-                      });
+                      std::all_of(value.begin(), value.end(),
+                                  [](char c) { return c >= '0' && c <= '9'; });
   if (!digits || !absl::SimpleAtoi(value, &n) || n < lo || n > hi) {
     return UsageError(absl::StrCat("--", flag, "=", value,
                                    ": expected an integer in [", lo, ", ", hi,
@@ -98,9 +98,8 @@ constexpr SeedWorkload kSeedWorkloads[] = {
 };
 
 int64_t ScaleToTopk(int64_t seed_len, int64_t index_topk) {
-  return std::max<int64_t>(
-      1, std::llround(static_cast<double>(seed_len) * index_topk /
-                      kSeedIndexTopk));
+  return std::max<int64_t>(1, std::llround(static_cast<double>(seed_len) *
+                                           index_topk / kSeedIndexTopk));
 }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -142,7 +141,8 @@ MemoryEstimate EstimateModelBytes(const ModelConfig& config, int64_t num_blocks,
   const int64_t q_lora = c.q_lora_rank(), kv_lora = c.kv_lora_rank();
   const int64_t nope = c.qk_nope_head_dim(), rope = c.qk_rope_head_dim();
   const int64_t v = c.v_head_dim();
-  const int64_t ih = c.indexer().index_n_heads(), id = c.indexer().index_head_dim();
+  const int64_t ih = c.indexer().index_n_heads(),
+                id = c.indexer().index_head_dim();
   const int64_t slots = num_blocks * block_size;
   MemoryEstimate m;
   for (int l = 0; l < config.num_layers(); ++l) {
@@ -184,7 +184,7 @@ std::string Gib(int64_t bytes) {
 
 struct ResolvedPlatform {
   PlatformInfo info;
-  platform::PlatformCapabilities caps;  // what the decision reads
+  platform::PlatformCapabilities caps;     // what the decision reads
   std::optional<platform::Platform> exec;  // kernels and memory
 };
 
@@ -204,7 +204,8 @@ absl::StatusOr<ResolvedPlatform> Emulated(const platform::Registry& registry,
   if (!rocm.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "--platform=emulated-rocm: the ROCm platform is not registered in "
-        "this binary: ", rocm.status().message()));
+        "this binary: ",
+        rocm.status().message()));
   }
   absl::StatusOr<platform::PlatformCapabilities> caps =
       rocm->CapabilitiesForArch(arch.empty() ? kEmulatedDefaultArch : arch);
@@ -223,9 +224,9 @@ absl::StatusOr<ResolvedPlatform> Emulated(const platform::Registry& registry,
   return r;
 }
 
-absl::StatusOr<ResolvedPlatform> RealPlatform(const platform::Registry& registry,
-                                              const std::string& id,
-                                              const std::string& arch) {
+absl::StatusOr<ResolvedPlatform> RealPlatform(
+    const platform::Registry& registry, const std::string& id,
+    const std::string& arch) {
   absl::StatusOr<platform::Platform> p = registry.GetPlatform(id);
   if (!p.ok()) {
     return absl::FailedPreconditionError(
@@ -237,7 +238,8 @@ absl::StatusOr<ResolvedPlatform> RealPlatform(const platform::Registry& registry
         " device on this machine; use --platform=emulated-rocm (ROCm's "
         "decision on the CPU kernels) or --platform=auto"));
   }
-  absl::StatusOr<AttentionKernels> kernels = AttentionKernels::Load(registry, id);
+  absl::StatusOr<AttentionKernels> kernels =
+      AttentionKernels::Load(registry, id);
   if (!kernels.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "--platform=", id, ": this binary has no attention kernels for ", id,
@@ -269,9 +271,10 @@ absl::StatusOr<ResolvedPlatform> ResolvePlatform(
     DSA_ASSIGN_OR_RETURN(ResolvedPlatform r,
                          RealPlatform(registry, flags.platform, flags.arch));
     if (!r.caps.is_cuda_alike) {
-      r.info.note = absl::StrCat(
-          r.info.name, " is not CUDA-alike: the skip never applies there, so "
-          "the skip arm does main's work (an A/A comparison)");
+      r.info.note =
+          absl::StrCat(r.info.name,
+                       " is not CUDA-alike: the skip never applies there, so "
+                       "the skip arm does main's work (an A/A comparison)");
     }
     return r;
   }
@@ -453,7 +456,8 @@ std::string NoIndexerReason(const LayerPlanner& planner,
   for (const LayerPlan& layer : plan->layers) {
     if (layer.prefill_branch != PrefillBranch::kDenseMha) {
       return absl::StrCat("prompts of ", workload.prompt_len,
-                          " tokens > index_topk ", planner.config().index_topk(),
+                          " tokens > index_topk ",
+                          planner.config().index_topk(),
                           " take the sparse path, which reads the indexer's "
                           "top-k");
     }
@@ -548,7 +552,8 @@ clock, which other load on a shared machine does not stretch.
                              tiny-v3.2, tiny-glm-5.1, tiny-glm-5.2) or a
                              .textproto (default: )",
                       kCpuDefaultModel, R"( on the CPU,
-                             )", kGpuDefaultModel, R"( on a GPU)
+                             )",
+                      kGpuDefaultModel, R"( on a GPU)
   --platform=P               auto, cpu, rocm, cuda or emulated-rocm (default
                              auto: a GPU platform with a device, else
                              emulated-rocm = ROCm's capabilities executing the
@@ -587,11 +592,10 @@ at --json); 1 when a run fails.
 absl::StatusOr<Flags> ParseFlags(absl::Span<const std::string> args) {
   static const std::set<std::string>* const kValueFlags =
       new std::set<std::string>{
-          "model",   "platform",   "arch",       "workloads",
-          "arms",    "runs",       "prompts",    "max_num_batched_tokens",
-          "spec_tokens",
-          "block_size", "num_blocks", "threads", "seed",
-          "json",    "plot",       "commit"};
+          "model",       "platform",   "arch",       "workloads",
+          "arms",        "runs",       "prompts",    "max_num_batched_tokens",
+          "spec_tokens", "block_size", "num_blocks", "threads",
+          "seed",        "json",       "plot",       "commit"};
   std::map<std::string, std::string> values;
   Flags flags;
   for (const std::string& arg : args) {
@@ -600,13 +604,13 @@ absl::StatusOr<Flags> ParseFlags(absl::Span<const std::string> args) {
       continue;
     }
     if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
-      return UsageError(absl::StrCat("unexpected argument \"", arg,
-                                     "\"; flags are --name=value (see --help)"));
+      return UsageError(
+          absl::StrCat("unexpected argument \"", arg,
+                       "\"; flags are --name=value (see --help)"));
     }
     const size_t eq = arg.find('=');
-    const std::string name = arg.substr(2, eq == std::string::npos
-                                               ? std::string::npos
-                                               : eq - 2);
+    const std::string name =
+        arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     if (kValueFlags->count(name) == 0) {
       return UsageError(absl::StrCat("unknown flag --", name, " (see --help)"));
     }
@@ -626,12 +630,11 @@ absl::StatusOr<Flags> ParseFlags(absl::Span<const std::string> args) {
   if (const std::string* v = get("model")) flags.model = *v;
   if (const std::string* v = get("platform")) {
     static const std::set<std::string>* const kPlatforms =
-        new std::set<std::string>{"auto", "cpu", "rocm", "cuda",
-                                  kEmulatedRocm};
+        new std::set<std::string>{"auto", "cpu", "rocm", "cuda", kEmulatedRocm};
     if (kPlatforms->count(*v) == 0) {
-      return UsageError(absl::StrCat(
-          "--platform=", *v,
-          ": expected auto, cpu, rocm, cuda or emulated-rocm"));
+      return UsageError(
+          absl::StrCat("--platform=", *v,
+                       ": expected auto, cpu, rocm, cuda or emulated-rocm"));
     }
     flags.platform = *v;
   }
@@ -669,10 +672,9 @@ absl::StatusOr<Flags> ParseFlags(absl::Span<const std::string> args) {
     DSA_ASSIGN_OR_RETURN(flags.runs, ParseInt("runs", *v, 1, 1000));
   }
   if (const std::string* v = get("spec_tokens")) {
-    DSA_ASSIGN_OR_RETURN(
-        flags.spec_tokens,
-        ParseInt("spec_tokens", *v, 0,
-                 model::deepseek_v32::kMaxSpeculativeTokens));
+    DSA_ASSIGN_OR_RETURN(flags.spec_tokens,
+                         ParseInt("spec_tokens", *v, 0,
+                                  model::deepseek_v32::kMaxSpeculativeTokens));
   }
   if (const std::string* v = get("prompts")) {
     DSA_ASSIGN_OR_RETURN(flags.prompts, ParseInt("prompts", *v, 1, 100000));
@@ -720,9 +722,9 @@ absl::StatusOr<std::vector<Workload>> MakeWorkloads(
       if (name == w.name) seed = &w;
     }
     if (seed == nullptr) {
-      return absl::NotFoundError(absl::StrCat(
-          "unknown workload \"", name, "\"; expected ",
-          absl::StrJoin(WorkloadNames(), ", ")));
+      return absl::NotFoundError(
+          absl::StrCat("unknown workload \"", name, "\"; expected ",
+                       absl::StrJoin(WorkloadNames(), ", ")));
     }
     Workload w;
     w.name = seed->name;
@@ -743,9 +745,10 @@ absl::StatusOr<Schedule> MakeSchedule(const Workload& workload,
   if (workload.prompts < 1 || workload.prompt_len < 1 ||
       workload.concurrency < 1 || max_num_batched_tokens < 1 ||
       block_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "workload ", workload.name, ": prompts, length, concurrency, step "
-        "size and block size must be positive"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("workload ", workload.name,
+                     ": prompts, length, concurrency, step "
+                     "size and block size must be positive"));
   }
   Schedule s;
   const int n = workload.prompts;
@@ -826,10 +829,10 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
   // --- Everything is checked before a model is built.
   DSA_ASSIGN_OR_RETURN(ResolvedPlatform platform,
                        ResolvePlatform(registry, flags));
-  const std::string model_name =
-      !flags.model.empty() ? flags.model
-      : platform.info.executes_on == "cpu" ? kCpuDefaultModel
-                                           : kGpuDefaultModel;
+  const std::string model_name = !flags.model.empty() ? flags.model
+                                 : platform.info.executes_on == "cpu"
+                                     ? kCpuDefaultModel
+                                     : kGpuDefaultModel;
   absl::StatusOr<ModelConfig> config =
       model::deepseek_v32::LoadModelConfig(model_name);
   if (!config.ok()) {
@@ -841,21 +844,19 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
                        MakeWorkloads(flags.workloads, topk, flags.prompts,
                                      platform.info.executes_on == "cpu"));
   const std::vector<std::string> arm_names =
-      flags.arms.empty()
-          ? std::vector<std::string>{kMain, kSkip, kNoIndexer}
-          : flags.arms;
-  const int64_t step_tokens =
-      flags.max_num_batched_tokens > 0
-          ? flags.max_num_batched_tokens
-          : ScaleToTopk(kSeedMaxNumBatchedTokens, topk);
+      flags.arms.empty() ? std::vector<std::string>{kMain, kSkip, kNoIndexer}
+                         : flags.arms;
+  const int64_t step_tokens = flags.max_num_batched_tokens > 0
+                                  ? flags.max_num_batched_tokens
+                                  : ScaleToTopk(kSeedMaxNumBatchedTokens, topk);
   std::vector<Schedule> schedules;
   int64_t needed_blocks = 0;
   int64_t max_len = 0;
   for (const Workload& w : workloads) {
     if (w.prompt_len > config->max_position_embeddings()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "workload ", w.name, ": prompts of ", w.prompt_len,
-          " tokens exceed ", config->name(), "'s max_position_embeddings ",
+          "workload ", w.name, ": prompts of ", w.prompt_len, " tokens exceed ",
+          config->name(), "'s max_position_embeddings ",
           config->max_position_embeddings()));
     }
     DSA_ASSIGN_OR_RETURN(Schedule s,
@@ -869,8 +870,10 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
   for (size_t i = 0; i < workloads.size(); ++i) {
     if (schedules[i].peak_blocks > num_blocks) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "workload ", workloads[i].name, " does not fit in the caches: it "
-          "needs ", schedules[i].peak_blocks, " blocks of ", flags.block_size,
+          "workload ", workloads[i].name,
+          " does not fit in the caches: it "
+          "needs ",
+          schedules[i].peak_blocks, " blocks of ", flags.block_size,
           " tokens at its peak, --num_blocks is ", num_blocks));
     }
   }
@@ -883,8 +886,8 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
         *config, num_blocks, flags.block_size, max_len, step_tokens);
     const int64_t arms_count = static_cast<int64_t>(arm_names.size());
     const bool on_host = platform.info.executes_on == "cpu";
-    const int64_t host = arms_count * (one.host_bytes +
-                                       (on_host ? one.device_bytes : 0));
+    const int64_t host =
+        arms_count * (one.host_bytes + (on_host ? one.device_bytes : 0));
     const int64_t available = AvailableHostBytes();
     if (available > 0 && host > available * 9 / 10) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -892,20 +895,24 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
           arms_count == 1 ? " arm" : " arms", " needs about ", Gib(host),
           " of host memory (weights", on_host ? ", caches and workspace" : "",
           "), ", Gib(available), " are available",
-          on_host ? absl::StrCat("; on the CPU use a small preset (the default ",
-                                 kCpuDefaultModel, ") or fewer --arms")
-                  : ""));
+          on_host
+              ? absl::StrCat("; on the CPU use a small preset (the default ",
+                             kCpuDefaultModel, ") or fewer --arms")
+              : ""));
     }
     if (!on_host) {
-      absl::StatusOr<platform::DeviceInfo> device = platform.exec->ProbeDevices();
+      absl::StatusOr<platform::DeviceInfo> device =
+          platform.exec->ProbeDevices();
       const int64_t device_total =
           device.ok() ? static_cast<int64_t>(device->total_memory_bytes) : 0;
       const int64_t need = arms_count * one.device_bytes;
       if (device_total > 0 && need > device_total * 9 / 10) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "the workloads need about ", Gib(need), " of ", platform.info.name,
-            " device memory for ", arms_count, " arms' caches and workspace; "
-            "the device has ", Gib(device_total),
+            " device memory for ", arms_count,
+            " arms' caches and workspace; "
+            "the device has ",
+            Gib(device_total),
             ": use fewer --arms, --num_blocks or --max_num_batched_tokens"));
       }
     }
@@ -1026,19 +1033,17 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
           if (active[a] == nullptr) continue;
           absl::Status stepped = active[a]->Step(k);
           if (!stepped.ok()) {
-            return absl::Status(
-                stepped.code(),
-                absl::StrCat(w.name, ", arm ", arms[a].name, ", run ",
-                             round + 1, ", step ", k + 1, ": ",
-                             stepped.message()));
+            return absl::Status(stepped.code(),
+                                absl::StrCat(w.name, ", arm ", arms[a].name,
+                                             ", run ", round + 1, ", step ",
+                                             k + 1, ": ", stepped.message()));
           }
         }
         if (progress_tty) {
           progress << "\r\033[K"
                    << absl::StrFormat("[%d/%d] %s run %d/%d: step %d/%d",
                                       done_rounds + 1, total_rounds, w.name,
-                                      round + 1,
-                                      flags.runs, k + 1, num_steps)
+                                      round + 1, flags.runs, k + 1, num_steps)
                    << std::flush;
         }
       }
@@ -1047,12 +1052,13 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
         if (active[a] == nullptr) continue;
         DSA_ASSIGN_OR_RETURN(RunFigures figures, active[a]->Finish());
         runs[arms[a].name].push_back(figures);
-        medians.push_back(absl::StrCat(arms[a].name, " ",
-                                       FormatMs(figures.median_ttft_ms)));
+        medians.push_back(
+            absl::StrCat(arms[a].name, " ", FormatMs(figures.median_ttft_ms)));
       }
-      const std::string line = absl::StrFormat(
-          "[%d/%d] %s run %d/%d: median TTFT %s ms", ++done_rounds, total_rounds,
-          w.name, round + 1, flags.runs, absl::StrJoin(medians, ", "));
+      const std::string line =
+          absl::StrFormat("[%d/%d] %s run %d/%d: median TTFT %s ms",
+                          ++done_rounds, total_rounds, w.name, round + 1,
+                          flags.runs, absl::StrJoin(medians, ", "));
       if (progress_tty) {
         progress << "\r\033[K" << line << std::flush;
       } else {
@@ -1063,8 +1069,7 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
     std::map<std::string, uint64_t> cache_hash;
     for (size_t a = 0; a < arms.size(); ++a) {
       if (!runnable[a]) continue;
-      DSA_ASSIGN_OR_RETURN(cache_hash[arms[a].name],
-                           CacheHash(*arms[a].model));
+      DSA_ASSIGN_OR_RETURN(cache_hash[arms[a].name], CacheHash(*arms[a].model));
     }
     const bool have_main = runs.count(kMain) > 0;
     for (ArmResult& ar : wr.arms) {
@@ -1079,8 +1084,7 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
       ar.median_ttft_ms = Median(ar.ttft_ms);
       ar.median_ttft_cpu_ms = Median(ar.ttft_cpu_ms);
       ar.indexer_scored = rf.front().scored;
-      ar.indexer_total =
-          int64_t{config->num_indexer_layers()} * wr.steps;
+      ar.indexer_total = int64_t{config->num_indexer_layers()} * wr.steps;
       ar.launches_per_step =
           static_cast<double>(rf.front().launches) / std::max(1, wr.steps);
       ar.steps = wr.steps;
@@ -1136,20 +1140,22 @@ std::string FormatTable(const BenchResult& r) {
       r.spec_tokens > 0 ? absl::StrCat(", MTP=", r.spec_tokens) : "", ") on ",
       p.name, " ", p.arch,
       p.emulated ? absl::StrCat(" (EMULATED: ROCm's capabilities, executing "
-                                "the ", p.executes_on, " kernels)")
+                                "the ",
+                                p.executes_on, " kernels)")
                  : "",
       ", commit ", r.commit, "\n");
   if (!p.note.empty()) absl::StrAppend(&out, p.note, "\n");
-  absl::StrAppend(&out, "steps of at most ", r.max_num_batched_tokens,
-                  " tokens; ", r.runs, r.runs == 1 ? " run" : " runs",
-                  " per arm after a warm-up, the arms' steps interleaved in "
-                  "ABBA order; a run's TTFT is the median over its prompts\n\n");
+  absl::StrAppend(
+      &out, "steps of at most ", r.max_num_batched_tokens, " tokens; ", r.runs,
+      r.runs == 1 ? " run" : " runs",
+      " per arm after a warm-up, the arms' steps interleaved in "
+      "ABBA order; a run's TTFT is the median over its prompts\n\n");
   const std::vector<size_t> widths = {9, 10, 12, 8, 18, 8, 9, 8, 30, 30, 0};
   auto row = [&](const std::vector<std::string>& cells) {
     std::string line;
     for (size_t i = 0; i < cells.size(); ++i) {
-      line += i + 1 < cells.size() ? PadRight(cells[i], widths[i]) + " "
-                                   : cells[i];
+      line +=
+          i + 1 < cells.size() ? PadRight(cells[i], widths[i]) + " " : cells[i];
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     absl::StrAppend(&out, line, "\n");
@@ -1165,7 +1171,8 @@ std::string FormatTable(const BenchResult& r) {
       std::vector<std::string> cells(11);
       if (first) {
         cells[0] = w.workload.name;
-        cells[1] = absl::StrCat(w.workload.prompts, " x ", w.workload.prompt_len);
+        cells[1] =
+            absl::StrCat(w.workload.prompts, " x ", w.workload.prompt_len);
       }
       first = false;
       cells[2] = a.arm == kNoIndexer ? "no_indexer*" : a.arm;
@@ -1207,8 +1214,9 @@ std::string FormatTable(const BenchResult& r) {
     }
   }
   absl::StrAppend(
-      &out, "\n* no_indexer is a bound, not a valid model: it writes no "
-            "indexer keys, so a later long decode would read unwritten ones.\n",
+      &out,
+      "\n* no_indexer is a bound, not a valid model: it writes no "
+      "indexer keys, so a later long decode would read unwritten ones.\n",
       "CPU TTFT: the same on a clock of the process's CPU time (the host work, "
       "which other load on the machine does not stretch).\n",
       "[spread]: the change within each round (the arms' steps interleaved); "
@@ -1224,20 +1232,21 @@ std::string ToJson(const BenchResult& r) {
   std::string o = "{\n";
   const PlatformInfo& p = r.platform;
   absl::StrAppend(&o, "  \"platform\": {\"name\": ", JsonString(p.name),
-                  ", \"arch\": ", JsonString(p.arch), ", \"emulated\": ",
-                  p.emulated ? "true" : "false", ", \"executes_on\": ",
-                  JsonString(p.executes_on), ", \"is_cuda_alike\": ",
-                  p.is_cuda_alike ? "true" : "false", ", \"note\": ",
-                  JsonString(p.note), "},\n");
+                  ", \"arch\": ", JsonString(p.arch),
+                  ", \"emulated\": ", p.emulated ? "true" : "false",
+                  ", \"executes_on\": ", JsonString(p.executes_on),
+                  ", \"is_cuda_alike\": ", p.is_cuda_alike ? "true" : "false",
+                  ", \"note\": ", JsonString(p.note), "},\n");
   absl::StrAppend(&o, "  \"model\": {\"name\": ", JsonString(r.model),
-                  ", \"main_layers\": ", r.main_layers, ", \"mtp_layers\": ",
-                  r.mtp_layers, ", \"indexer_layers\": ", r.indexer_layers,
-                  ", \"index_topk\": ", r.index_topk, ", \"spec_tokens\": ",
-                  r.spec_tokens, "},\n");
+                  ", \"main_layers\": ", r.main_layers,
+                  ", \"mtp_layers\": ", r.mtp_layers,
+                  ", \"indexer_layers\": ", r.indexer_layers,
+                  ", \"index_topk\": ", r.index_topk,
+                  ", \"spec_tokens\": ", r.spec_tokens, "},\n");
   absl::StrAppend(&o, "  \"commit\": ", JsonString(r.commit), ",\n");
   absl::StrAppend(&o, "  \"runs\": ", r.runs, ",\n");
-  absl::StrAppend(&o, "  \"max_num_batched_tokens\": ",
-                  r.max_num_batched_tokens, ",\n");
+  absl::StrAppend(
+      &o, "  \"max_num_batched_tokens\": ", r.max_num_batched_tokens, ",\n");
   absl::StrAppend(&o, "  \"block_size\": ", r.block_size,
                   ",\n  \"num_blocks\": ", r.num_blocks, ",\n");
   absl::StrAppend(&o, "  \"gpu_timing_note\": ", JsonString(r.gpu_timing_note),
@@ -1245,13 +1254,13 @@ std::string ToJson(const BenchResult& r) {
   absl::StrAppend(&o, "  \"workloads\": [");
   for (size_t wi = 0; wi < r.workloads.size(); ++wi) {
     const WorkloadResult& w = r.workloads[wi];
-    absl::StrAppend(&o, wi == 0 ? "\n" : ",\n", "    {\"name\": ",
-                    JsonString(w.workload.name), ", \"prompts\": ",
-                    w.workload.prompts, ", \"prompt_len\": ",
-                    w.workload.prompt_len, ", \"seed_prompt_len\": ",
-                    w.workload.seed_prompt_len, ", \"concurrency\": ",
-                    w.workload.concurrency, ", \"steps\": ", w.steps,
-                    ",\n     \"arms\": {");
+    absl::StrAppend(&o, wi == 0 ? "\n" : ",\n",
+                    "    {\"name\": ", JsonString(w.workload.name),
+                    ", \"prompts\": ", w.workload.prompts,
+                    ", \"prompt_len\": ", w.workload.prompt_len,
+                    ", \"seed_prompt_len\": ", w.workload.seed_prompt_len,
+                    ", \"concurrency\": ", w.workload.concurrency,
+                    ", \"steps\": ", w.steps, ",\n     \"arms\": {");
     for (size_t ai = 0; ai < w.arms.size(); ++ai) {
       const ArmResult& a = w.arms[ai];
       std::vector<std::string> ttft;
@@ -1262,9 +1271,8 @@ std::string ToJson(const BenchResult& r) {
           &o, ai == 0 ? "\n" : ",\n", "       ", JsonString(a.arm),
           ": {\"ttft_ms\": [", absl::StrJoin(ttft, ", "),
           "], \"median_ttft_ms\": ",
-          a.ran ? JsonNumber(a.median_ttft_ms) : "null",
-          ", \"ttft_cpu_ms\": [", absl::StrJoin(ttft_cpu, ", "),
-          "], \"median_ttft_cpu_ms\": ",
+          a.ran ? JsonNumber(a.median_ttft_ms) : "null", ", \"ttft_cpu_ms\": [",
+          absl::StrJoin(ttft_cpu, ", "), "], \"median_ttft_cpu_ms\": ",
           a.ran ? JsonNumber(a.median_ttft_cpu_ms) : "null",
           ", \"indexer_calls\": ",
           a.ran ? absl::StrCat("{\"scored\": ", a.indexer_scored,
@@ -1281,14 +1289,13 @@ std::string ToJson(const BenchResult& r) {
           a.not_run_reason.empty() ? "null" : JsonString(a.not_run_reason),
           "}");
     }
-    absl::StrAppend(&o, "},\n     \"change_pct\": ", JsonNumber(w.change.pct),
-                    ", \"change\": ", JsonChange(w.change),
-                    ", \"change_cpu\": ", JsonChange(w.change_cpu),
-                    ",\n     \"bound_change_pct\": ",
-                    JsonNumber(w.bound_change_pct),
-                    ", \"bound_change_cpu_pct\": ",
-                    JsonNumber(w.bound_change_cpu_pct),
-                    ", \"outputs_equal\": ", JsonBool(w.outputs_equal), "}");
+    absl::StrAppend(
+        &o, "},\n     \"change_pct\": ", JsonNumber(w.change.pct),
+        ", \"change\": ", JsonChange(w.change),
+        ", \"change_cpu\": ", JsonChange(w.change_cpu),
+        ",\n     \"bound_change_pct\": ", JsonNumber(w.bound_change_pct),
+        ", \"bound_change_cpu_pct\": ", JsonNumber(w.bound_change_cpu_pct),
+        ", \"outputs_equal\": ", JsonBool(w.outputs_equal), "}");
   }
   absl::StrAppend(&o, "\n  ]\n}\n");
   return o;
@@ -1297,8 +1304,9 @@ std::string ToJson(const BenchResult& r) {
 absl::Status CheckWritableDestination(const std::string& flag,
                                       const std::string& path) {
   const size_t slash = path.rfind('/');
-  const std::string dir =
-      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string dir = slash == std::string::npos
+                              ? "."
+                              : (slash == 0 ? "/" : path.substr(0, slash));
   struct stat st;
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -1320,9 +1328,9 @@ absl::Status WriteFileAtomically(const std::string& path,
   std::string tmp = path + ".tmp.XXXXXX";
   const int fd = mkstemp(tmp.data());
   if (fd < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot create a temporary file next to ", path, ": ",
-        std::strerror(errno)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create a temporary file next to ", path, ": ",
+                     std::strerror(errno)));
   }
   size_t written = 0;
   while (written < contents.size()) {
@@ -1332,8 +1340,7 @@ absl::Status WriteFileAtomically(const std::string& path,
       const std::string error = std::strerror(errno);
       close(fd);
       unlink(tmp.c_str());
-      return absl::DataLossError(
-          absl::StrCat("writing ", tmp, ": ", error));
+      return absl::DataLossError(absl::StrCat("writing ", tmp, ": ", error));
     }
     written += static_cast<size_t>(n);
   }
@@ -1475,9 +1482,9 @@ int Main(absl::Span<const std::string> args, const platform::Registry& registry,
              "(run through bazel run //testing:prefill_bench)\n";
       return kExitUsage;
     }
-    if (std::system(absl::StrCat(Python(),
-                                 " -c 'import matplotlib' >/dev/null 2>&1")
-                        .c_str()) != 0) {
+    if (std::system(
+            absl::StrCat(Python(), " -c 'import matplotlib' >/dev/null 2>&1")
+                .c_str()) != 0) {
       err << "prefill_bench: --plot needs Debian's python3-matplotlib; "
              "testing/setup_debian.sh --plot installs it (testing/run.sh "
              "does so on first use)\n";
@@ -1515,8 +1522,7 @@ int Main(absl::Span<const std::string> args, const platform::Registry& registry,
     int rc = 1;
     if (written.ok()) {
       rc = std::system(absl::StrCat(Python(), " ", ShellQuote(plot_script), " ",
-                                    ShellQuote(tmp), " ",
-                                    ShellQuote(plot_path))
+                                    ShellQuote(tmp), " ", ShellQuote(plot_path))
                            .c_str());
     }
     unlink(tmp);

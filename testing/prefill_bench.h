@@ -65,10 +65,10 @@ inline constexpr int64_t kSeedMaxNumBatchedTokens = 8192;
 inline constexpr double kNoiseFloorPct = 2.0;
 
 struct Flags {
-  std::string model;           // empty: kCpuDefaultModel / kGpuDefaultModel
+  std::string model;  // empty: kCpuDefaultModel / kGpuDefaultModel
   std::string platform = "auto";
-  std::string arch;            // empty: gfx950 for (emulated-)rocm, else the
-                               // device's or the platform's default
+  std::string arch;  // empty: gfx950 for (emulated-)rocm, else the
+                     // device's or the platform's default
   std::vector<std::string> workloads;  // empty: all four
   std::vector<std::string> arms;       // empty: main, skip, no_indexer
   int runs = 2;
@@ -76,12 +76,12 @@ struct Flags {
   int prompts = 0;                     // 0: each workload's own count
   int64_t max_num_batched_tokens = 0;  // 0: 8192 scaled to index_topk
   int block_size = 64;
-  int num_blocks = 0;                  // 0: what the largest workload needs
-  int threads = 0;                     // 0: all cores
+  int num_blocks = 0;  // 0: what the largest workload needs
+  int threads = 0;     // 0: all cores
   uint64_t seed = 1;
-  std::string json;                    // write every figure here
-  std::string plot;                    // draw the medians here (PNG, SVG...)
-  std::string commit;                  // empty: asked of git
+  std::string json;    // write every figure here
+  std::string plot;    // draw the medians here (PNG, SVG...)
+  std::string commit;  // empty: asked of git
   bool help = false;
 };
 
@@ -92,9 +92,9 @@ absl::StatusOr<Flags> ParseFlags(absl::Span<const std::string> args);
 
 // One of the seed's workloads at a preset's scale.
 struct Workload {
-  std::string name;        // "1k_c1", ...
+  std::string name;             // "1k_c1", ...
   int64_t seed_prompt_len = 0;  // 1024, 1900, 8192
-  int64_t prompt_len = 0;  // scaled: seed_prompt_len * index_topk / 2048
+  int64_t prompt_len = 0;       // scaled: seed_prompt_len * index_topk / 2048
   int prompts = 0;
   int concurrency = 0;
 };
@@ -111,9 +111,9 @@ absl::StatusOr<std::vector<Workload>> MakeWorkloads(
 // A request's share of one step.
 struct ScheduledPrompt {
   int prompt = 0;
-  int64_t context = 0;     // tokens already prefilled (chunked prefill)
+  int64_t context = 0;  // tokens already prefilled (chunked prefill)
   int64_t new_tokens = 0;
-  bool finishes = false;   // its last prompt token: the first token is out
+  bool finishes = false;  // its last prompt token: the first token is out
 };
 struct ScheduledStep {
   std::vector<ScheduledPrompt> prompts;
@@ -140,26 +140,26 @@ absl::StatusOr<Schedule> MakeSchedule(const Workload& workload,
 // --- Results.
 
 struct ArmResult {
-  std::string arm;                  // "main", "skip", "no_indexer"
+  std::string arm;  // "main", "skip", "no_indexer"
   bool ran = false;
-  std::string not_run_reason;       // when !ran
-  std::vector<double> ttft_ms;      // per run: the median TTFT of its prompts
+  std::string not_run_reason;   // when !ran
+  std::vector<double> ttft_ms;  // per run: the median TTFT of its prompts
   double median_ttft_ms = 0;
   // The same on a clock of the process's CPU time: the host work, which a
   // shared machine's load does not stretch.
   std::vector<double> ttft_cpu_ms;
   double median_ttft_cpu_ms = 0;
-  int64_t indexer_scored = 0;       // per run
-  int64_t indexer_total = 0;        // indexer-layer calls per run
-  double launches_per_step = 0;     // attention-op launches
-  int steps = 0;                    // per run
+  int64_t indexer_scored = 0;            // per run
+  int64_t indexer_total = 0;             // indexer-layer calls per run
+  double launches_per_step = 0;          // attention-op launches
+  int steps = 0;                         // per run
   std::optional<double> host_issue_ms;   // GPU only
   std::optional<double> device_tail_ms;  // GPU only
   // Compared with main's, to the bit (outputs: every step's hidden states
   // after the main layers and after the MTP layers).
   std::optional<bool> outputs_equal;
-  std::optional<bool> caches_equal;      // latent and indexer K caches
-  bool deterministic = true;             // its own runs agree
+  std::optional<bool> caches_equal;  // latent and indexer K caches
+  bool deterministic = true;         // its own runs agree
 };
 
 // One arm against main: the change of the medians in percent, [min, max] of
@@ -181,20 +181,20 @@ struct WorkloadResult {
   int steps = 0;
   std::vector<ArmResult> arms;  // in the order of Flags::arms
   // skip against main on each clock.
-  Change change;      // TTFT
-  Change change_cpu;  // CPU-time TTFT
-  std::optional<double> bound_change_pct;      // no_indexer against main
+  Change change;                           // TTFT
+  Change change_cpu;                       // CPU-time TTFT
+  std::optional<double> bound_change_pct;  // no_indexer against main
   std::optional<double> bound_change_cpu_pct;
-  std::optional<bool> outputs_equal;       // skip vs main: outputs and caches
+  std::optional<bool> outputs_equal;  // skip vs main: outputs and caches
 };
 
 struct PlatformInfo {
-  std::string name;      // cpu, rocm, cuda, emulated-rocm
+  std::string name;  // cpu, rocm, cuda, emulated-rocm
   std::string arch;
   bool emulated = false;
   std::string executes_on;  // the platform whose kernels and memory run it
   bool is_cuda_alike = false;
-  std::string note;         // why auto chose it, when it matters
+  std::string note;  // why auto chose it, when it matters
 };
 
 struct BenchResult {

@@ -36,10 +36,10 @@ TEST(ParseFlagsTest, DefaultsAndValues) {
   EXPECT_TRUE(d.model.empty());
   EXPECT_TRUE(d.workloads.empty());
   ASSERT_OK_AND_ASSIGN(
-      Flags f, Parse({"--model=glm-5.2", "--platform=emulated-rocm",
-                      "--arch=gfx942", "--workloads=8k_c1,1k_c1",
-                      "--arms=skip,main", "--runs=3", "--prompts=5",
-                      "--max_num_batched_tokens=512", "--json=x.json"}));
+      Flags f,
+      Parse({"--model=glm-5.2", "--platform=emulated-rocm", "--arch=gfx942",
+             "--workloads=8k_c1,1k_c1", "--arms=skip,main", "--runs=3",
+             "--prompts=5", "--max_num_batched_tokens=512", "--json=x.json"}));
   EXPECT_EQ(f.model, "glm-5.2");
   EXPECT_EQ(f.platform, "emulated-rocm");
   EXPECT_EQ(f.arch, "gfx942");
@@ -67,7 +67,8 @@ TEST(ParseFlagsTest, BadFlagsNameWhatIsWrong) {
       {{"--arms=fast"}, "unknown arm \"fast\""},
       {{"--arms=,"}, "name at least one arm"},
       {{"--block_size=-4"}, "--block_size=-4: expected an integer"},
-      {{"--spec_tokens=65"}, "--spec_tokens=65: expected an integer in [0, 64]"},
+      {{"--spec_tokens=65"},
+       "--spec_tokens=65: expected an integer in [0, 64]"},
   };
   for (const auto& [args, message] : cases) {
     EXPECT_THAT(Parse(args), StatusIs(absl::StatusCode::kInvalidArgument,
@@ -197,11 +198,10 @@ class RunBenchTest : public ::testing::Test {
 };
 
 TEST_F(RunBenchTest, EmulatedRocmShowsTheSkip) {
-  ASSERT_OK_AND_ASSIGN(
-      BenchResult r,
-      Run({"--platform=emulated-rocm", "--model=tiny-glm-5.1",
-           "--workloads=1k_c1,1k_c32,8k_c1", "--prompts=2", "--runs=2",
-           "--max_num_batched_tokens=128"}));
+  ASSERT_OK_AND_ASSIGN(BenchResult r,
+                       Run({"--platform=emulated-rocm", "--model=tiny-glm-5.1",
+                            "--workloads=1k_c1,1k_c32,8k_c1", "--prompts=2",
+                            "--runs=2", "--max_num_batched_tokens=128"}));
   EXPECT_EQ(r.platform.name, "emulated-rocm");
   EXPECT_TRUE(r.platform.emulated);
   EXPECT_EQ(r.platform.arch, "gfx950");
@@ -256,18 +256,20 @@ TEST_F(RunBenchTest, EmulatedRocmShowsTheSkip) {
 }
 
 TEST_F(RunBenchTest, ConfigurationErrorsComeBeforeAnyRun) {
-  EXPECT_THAT(Run({"--model=no-such-model"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--model")));
-  EXPECT_THAT(Run({"--platform=emulated-rocm", "--arch=gfx1"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--arch")));
+  EXPECT_THAT(
+      Run({"--model=no-such-model"}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--model")));
+  EXPECT_THAT(
+      Run({"--platform=emulated-rocm", "--arch=gfx1"}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--arch")));
   EXPECT_THAT(Run({"--platform=emulated-rocm", "--num_blocks=2"}),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("does not fit in the caches")));
-  EXPECT_THAT(Run({"--platform=emulated-rocm", "--workloads=1k_c32",
-                   "--num_blocks=7"}),
-              StatusIs(absl::StatusCode::kResourceExhausted,
-                       HasSubstr("workload 1k_c32 does not fit in the caches: "
-                                 "it needs 8 blocks of 64 tokens")));
+  EXPECT_THAT(
+      Run({"--platform=emulated-rocm", "--workloads=1k_c32", "--num_blocks=7"}),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               HasSubstr("workload 1k_c32 does not fit in the caches: "
+                         "it needs 8 blocks of 64 tokens")));
 }
 
 // GLM-5.1's 78 layers of float32 weights, three arms: about 170 GiB of host

@@ -1,5 +1,5 @@
-// GoogleMock matchers for absl::Status, absl::StatusOr<T> and dsa::Status; the pinned
-// GoogleTest (Debian's 1.12) and Abseil (20220623) ship none.
+// GoogleMock matchers for absl::Status, absl::StatusOr<T> and dsa::Status; the
+// pinned GoogleTest (Debian's 1.12) and Abseil (20220623) ship none.
 //
 //   EXPECT_THAT(DoIt(), IsOk());
 //   EXPECT_THAT(DoIt(), StatusIs(absl::StatusCode::kNotFound,
@@ -14,10 +14,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "platform/absl_status.h"
-#include "platform/core_status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "platform/absl_status.h"
+#include "platform/core_status.h"
 
 namespace dsa {
 // How gMock prints a dsa::Status in a failure message.
@@ -47,7 +47,8 @@ MATCHER(IsOk, "is OK") {
 }
 
 MATCHER_P2(StatusIs, code, message_matcher,
-           "has code " + ::testing::PrintToString(code) + " and a message that " +
+           "has code " + ::testing::PrintToString(code) +
+               " and a message that " +
                ::testing::DescribeMatcher<std::string>(message_matcher)) {
   const absl::Status& status = ::dsa::testing::GetStatus(arg);
   *result_listener << "status is " << status;
@@ -71,11 +72,12 @@ auto StatusIs(Code code) {
 
 // ASSERT_OK_AND_ASSIGN(lhs, expr): asserts `expr` (a StatusOr) is OK and
 // moves its value into `lhs`.
-#define ASSERT_OK_AND_ASSIGN(lhs, expr) \
-  ASSERT_OK_AND_ASSIGN_IMPL(DSA_TESTING_CONCAT(dsa_statusor_, __LINE__), lhs, expr)
-#define ASSERT_OK_AND_ASSIGN_IMPL(statusor, lhs, expr)      \
-  auto statusor = (expr);                                   \
-  ASSERT_TRUE(statusor.ok()) << statusor.status();          \
+#define ASSERT_OK_AND_ASSIGN(lhs, expr)                                       \
+  ASSERT_OK_AND_ASSIGN_IMPL(DSA_TESTING_CONCAT(dsa_statusor_, __LINE__), lhs, \
+                            expr)
+#define ASSERT_OK_AND_ASSIGN_IMPL(statusor, lhs, expr) \
+  auto statusor = (expr);                              \
+  ASSERT_TRUE(statusor.ok()) << statusor.status();     \
   lhs = std::move(statusor).value()
 
 #endif  // DSA_TESTING_STATUS_MATCHERS_H_

@@ -13,7 +13,7 @@ const std::vector<DsaKernelDescriptor>& CpuAttentionKernelDescriptors() {
   // Every op of kernel_api.h's list, each C++ kernel <Op>Cpu behind its C
   // entry point.
 #define DSA_CPU_KERNEL_DESCRIPTOR(CxxName, LIST, PREFIX) \
-  KernelDescriptorFor<CxxName>(kCpuPlatformId,          \
+  KernelDescriptorFor<CxxName>(kCpuPlatformId,           \
                                &CKernel<CxxName, &CxxName##Cpu>),
   static const auto* const descriptors = new std::vector<DsaKernelDescriptor>{
       DSA_ATTENTION_OPS(DSA_CPU_KERNEL_DESCRIPTOR)};

@@ -5,7 +5,6 @@
 #include <utility>
 #include <vector>
 
-
 namespace dsa::attention::cpu {
 namespace {
 
@@ -28,9 +27,8 @@ const Fp8DecodeTable& Fp8Table(DType fp8_dtype) {
   return fp8_dtype == DType::kFloat8E4m3fnuz ? *fnuz : *fn;
 }
 
-Status CheckSlotMapping(std::string_view op,
-                              const TensorView& slot_mapping,
-                              int64_t num_slots) {
+Status CheckSlotMapping(std::string_view op, const TensorView& slot_mapping,
+                        int64_t num_slots) {
   const int64_t tokens = slot_mapping.dim(0);
   std::vector<std::pair<int64_t, int64_t>> used;  // (slot, token)
   used.reserve(tokens);
@@ -38,45 +36,44 @@ Status CheckSlotMapping(std::string_view op,
     const int64_t slot = LoadIndex<int64_t>(slot_mapping, t);
     if (slot == -1) continue;
     if (slot < 0 || slot >= num_slots) {
-      return OutOfRangeError(StrCat(
-          op, ": slot_mapping[", t, "] is ", slot, ", outside the cache's ",
-          num_slots, " slots (-1 marks padding)"));
+      return OutOfRangeError(StrCat(op, ": slot_mapping[", t, "] is ", slot,
+                                    ", outside the cache's ", num_slots,
+                                    " slots (-1 marks padding)"));
     }
     used.emplace_back(slot, t);
   }
   std::sort(used.begin(), used.end());
   for (size_t i = 1; i < used.size(); ++i) {
     if (used[i].first == used[i - 1].first) {
-      return InvalidArgumentError(StrCat(
-          op, ": slot_mapping[", used[i].second, "] repeats slot ",
-          used[i].first, " of token ", used[i - 1].second));
+      return InvalidArgumentError(StrCat(op, ": slot_mapping[", used[i].second,
+                                         "] repeats slot ", used[i].first,
+                                         " of token ", used[i - 1].second));
     }
   }
   return OkStatus();
 }
 
-Status CheckBlockTableValues(std::string_view op,
-                                   const TensorView& block_table,
-                                   const TensorView& seq_lens,
-                                   int64_t num_blocks, int64_t block_size) {
+Status CheckBlockTableValues(std::string_view op, const TensorView& block_table,
+                             const TensorView& seq_lens, int64_t num_blocks,
+                             int64_t block_size) {
   const int64_t requests = block_table.dim(0);
   const int64_t max_blocks = block_table.dim(1);
   const int32_t* table = block_table.data_as<const int32_t>();
   for (int64_t r = 0; r < requests; ++r) {
     const int64_t seq_len = LoadIndex<int32_t>(seq_lens, r);
     if (seq_len < 0 || seq_len > max_blocks * block_size) {
-      return OutOfRangeError(StrCat(
-          op, ": seq_lens[", r, "] is ", seq_len, ", outside [0, ",
-          max_blocks * block_size, "] (max_blocks ", max_blocks,
-          " * block_size ", block_size, ")"));
+      return OutOfRangeError(StrCat(op, ": seq_lens[", r, "] is ", seq_len,
+                                    ", outside [0, ", max_blocks * block_size,
+                                    "] (max_blocks ", max_blocks,
+                                    " * block_size ", block_size, ")"));
     }
     const int64_t blocks_used = (seq_len + block_size - 1) / block_size;
     for (int64_t b = 0; b < blocks_used; ++b) {
       const int64_t block = table[block_table.offset(r, b)];
       if (block < 0 || block >= num_blocks) {
-        return OutOfRangeError(StrCat(
-            op, ": block_table[", r, ", ", b, "] is ", block,
-            ", outside the cache's ", num_blocks, " blocks"));
+        return OutOfRangeError(StrCat(op, ": block_table[", r, ", ", b, "] is ",
+                                      block, ", outside the cache's ",
+                                      num_blocks, " blocks"));
       }
     }
   }
@@ -84,14 +81,13 @@ Status CheckBlockTableValues(std::string_view op,
 }
 
 Status CheckRequestIndices(std::string_view op, std::string_view arg,
-                                 const TensorView& request_of,
-                                 int64_t num_requests) {
+                           const TensorView& request_of, int64_t num_requests) {
   for (int64_t i = 0; i < request_of.dim(0); ++i) {
     const int64_t r = LoadIndex<int32_t>(request_of, i);
     if (r < 0 || r >= num_requests) {
-      return OutOfRangeError(StrCat(op, ": ", arg, "[", i, "] is ",
-                                                r, ", outside the ",
-                                                num_requests, " requests"));
+      return OutOfRangeError(StrCat(op, ": ", arg, "[", i, "] is ", r,
+                                    ", outside the ", num_requests,
+                                    " requests"));
     }
   }
   return OkStatus();

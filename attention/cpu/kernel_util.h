@@ -147,21 +147,18 @@ inline float QuantizeUe8m0(const float* x, int64_t n, const Fp8Traits& traits,
 
 // slot_mapping entries are -1 or a slot in [0, num_slots), each used once
 // (two tokens writing one slot would race).
-Status CheckSlotMapping(std::string_view op,
-                              const TensorView& slot_mapping,
-                              int64_t num_slots);
+Status CheckSlotMapping(std::string_view op, const TensorView& slot_mapping,
+                        int64_t num_slots);
 
 // For every request: 0 <= seq_len <= max_blocks * block_size and the block
 // ids covering its seq_len tokens are in [0, num_blocks).
-Status CheckBlockTableValues(std::string_view op,
-                                   const TensorView& block_table,
-                                   const TensorView& seq_lens,
-                                   int64_t num_blocks, int64_t block_size);
+Status CheckBlockTableValues(std::string_view op, const TensorView& block_table,
+                             const TensorView& seq_lens, int64_t num_blocks,
+                             int64_t block_size);
 
 // Each entry of `request_of` (rows or tokens) is a request index.
 Status CheckRequestIndices(std::string_view op, std::string_view arg,
-                                 const TensorView& request_of,
-                                 int64_t num_requests);
+                           const TensorView& request_of, int64_t num_requests);
 
 // The physical slot of the request's token `position` (already checked).
 inline int64_t SlotOf(const TensorView& block_table, int64_t request,

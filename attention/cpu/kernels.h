@@ -14,19 +14,17 @@
 namespace dsa::attention::cpu {
 
 Status IndexerKWriteCpu(const ExecutionContext& ctx,
-                              const IndexerKWrite::Args& args);
-Status IndexerQCpu(const ExecutionContext& ctx,
-                         const IndexerQ::Args& args);
+                        const IndexerKWrite::Args& args);
+Status IndexerQCpu(const ExecutionContext& ctx, const IndexerQ::Args& args);
 Status IndexerLogitsCpu(const ExecutionContext& ctx,
-                              const IndexerLogits::Args& args);
+                        const IndexerLogits::Args& args);
 Status IndexerTopKCpu(const ExecutionContext& ctx,
-                            const IndexerTopK::Args& args);
+                      const IndexerTopK::Args& args);
 Status MlaCacheWriteCpu(const ExecutionContext& ctx,
-                              const MlaCacheWrite::Args& args);
-Status SparseMlaCpu(const ExecutionContext& ctx,
-                          const SparseMla::Args& args);
+                        const MlaCacheWrite::Args& args);
+Status SparseMlaCpu(const ExecutionContext& ctx, const SparseMla::Args& args);
 Status DenseMhaPrefillCpu(const ExecutionContext& ctx,
-                                const DenseMhaPrefill::Args& args);
+                          const DenseMhaPrefill::Args& args);
 
 }  // namespace dsa::attention::cpu
 

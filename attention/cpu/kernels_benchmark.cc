@@ -149,7 +149,8 @@ void BM_IndexerQ(benchmark::State& state) {
   const Shape& s = ShapeOf(state.range(0));
   const int64_t tokens = state.range(1);
   const int64_t h = s.index_heads, d = s.index_head_dim;
-  std::vector<uint16_t> q = RandomBf16(tokens * h * d), w = RandomBf16(tokens * h);
+  std::vector<uint16_t> q = RandomBf16(tokens * h * d),
+                        w = RandomBf16(tokens * h);
   std::vector<int64_t> positions(tokens);
   std::iota(positions.begin(), positions.end(), 0);
   std::vector<float> cos_sin = CosSin(tokens, s.index_rope_dim);
@@ -194,8 +195,9 @@ void BM_IndexerLogits(benchmark::State& state) {
   for (int64_t b = 0; b < paged.num_blocks; ++b) {
     for (int64_t t = 0; t < kBlockSize; ++t) {
       const float scale = 1.0f / 128;
-      std::memcpy(cache.data() + b * kBlockSize * (d + 4) + kBlockSize * d + 4 * t,
-                  &scale, 4);
+      std::memcpy(
+          cache.data() + b * kBlockSize * (d + 4) + kBlockSize * d + 4 * t,
+          &scale, 4);
     }
   }
   std::vector<float> logits(rows * seq_len);
@@ -257,9 +259,9 @@ std::vector<uint8_t> FilledLatentCache(const Shape& s, bool fp8,
   a.kv_c = View(kv_c, DType::kBFloat16, {tokens, s.kv_lora});
   a.k_pe = View(k_pe, DType::kBFloat16, {tokens, s.rope});
   a.slot_mapping = View(slots, DType::kInt64, {tokens});
-  a.kv_cache = MakeTensorView(cache.data(),
-                              fp8 ? DType::kUint8 : DType::kBFloat16,
-                              {blocks, kBlockSize, width});
+  a.kv_cache =
+      MakeTensorView(cache.data(), fp8 ? DType::kUint8 : DType::kBFloat16,
+                     {blocks, kBlockSize, width});
   a.cache_format = f;
   (void)MlaCacheWriteCpu(ExecutionContext(), a);
   return cache;
@@ -267,8 +269,9 @@ std::vector<uint8_t> FilledLatentCache(const Shape& s, bool fp8,
 
 TensorView LatentView(std::vector<uint8_t>& cache, const Shape& s, bool fp8,
                       int64_t blocks) {
-  return MakeTensorView(cache.data(), fp8 ? DType::kUint8 : DType::kBFloat16,
-                        {blocks, kBlockSize, LatentCacheEntryWidth(FormatOf(s, fp8))});
+  return MakeTensorView(
+      cache.data(), fp8 ? DType::kUint8 : DType::kBFloat16,
+      {blocks, kBlockSize, LatentCacheEntryWidth(FormatOf(s, fp8))});
 }
 
 // args: preset, tokens, fp8
@@ -334,7 +337,8 @@ void BM_SparseMla(benchmark::State& state) {
   a.seq_lens = paged.lens();
   a.token_request = View(request, DType::kInt32, {tokens});
   a.topk_indices = View(indices, DType::kInt32, {tokens, s.topk});
-  a.kv_b_proj = View(w, DType::kBFloat16, {s.heads * (s.nope + s.v), s.kv_lora});
+  a.kv_b_proj =
+      View(w, DType::kBFloat16, {s.heads * (s.nope + s.v), s.kv_lora});
   a.qk_nope_head_dim = static_cast<int32_t>(s.nope);
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(s.nope + s.rope));
   a.output = View(out, DType::kBFloat16, {tokens, s.heads, s.v});
@@ -365,7 +369,8 @@ void BM_DenseMhaPrefill(benchmark::State& state) {
   a.block_table = paged.table();
   a.seq_lens = paged.lens();
   a.query_start_loc = View(query_start_loc, DType::kInt32, {2});
-  a.kv_b_proj = View(w, DType::kBFloat16, {s.heads * (s.nope + s.v), s.kv_lora});
+  a.kv_b_proj =
+      View(w, DType::kBFloat16, {s.heads * (s.nope + s.v), s.kv_lora});
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(qk));
   a.output = View(out, DType::kBFloat16, {seq_len, s.heads, s.v});
   for (auto _ : state) Check(DenseMhaPrefillCpu(ExecutionContext(), a), state);
@@ -378,37 +383,64 @@ void BM_DenseMhaPrefill(benchmark::State& state) {
 // Preset 0 = tiny-v3.2, 1 = DeepSeek-V3.2.
 BENCHMARK(BM_IndexerKWrite)
     ->ArgNames({"preset", "tokens"})
-    ->Args({0, 256})->Args({0, 1024})->Args({0, 2048})->Args({1, 2048})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Args({0, 256})
+    ->Args({0, 1024})
+    ->Args({0, 2048})
+    ->Args({1, 2048})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_IndexerQ)
     ->ArgNames({"preset", "tokens"})
-    ->Args({0, 256})->Args({0, 1024})->Args({0, 2048})->Args({1, 2048})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Args({0, 256})
+    ->Args({0, 1024})
+    ->Args({0, 2048})
+    ->Args({1, 2048})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_IndexerLogits)
     ->ArgNames({"preset", "seq", "decode_rows"})
-    ->Args({0, 256, 0})->Args({0, 1024, 0})->Args({0, 2048, 0})
+    ->Args({0, 256, 0})
+    ->Args({0, 1024, 0})
+    ->Args({0, 2048, 0})
     ->Args({1, 8192, 16})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_IndexerTopK)
     ->ArgNames({"preset", "seq", "decode_rows"})
-    ->Args({0, 256, 0})->Args({0, 1024, 0})->Args({0, 2048, 0})
-    ->Args({1, 4096, 0})->Args({1, 65536, 16})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Args({0, 256, 0})
+    ->Args({0, 1024, 0})
+    ->Args({0, 2048, 0})
+    ->Args({1, 4096, 0})
+    ->Args({1, 65536, 16})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_MlaCacheWrite)
     ->ArgNames({"preset", "tokens", "fp8"})
-    ->Args({0, 2048, 0})->Args({0, 2048, 1})->Args({1, 2048, 0})
+    ->Args({0, 2048, 0})
+    ->Args({0, 2048, 1})
+    ->Args({1, 2048, 0})
     ->Args({1, 2048, 1})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_SparseMla)
     ->ArgNames({"preset", "seq", "decode_tokens", "fp8"})
-    ->Args({0, 256, 0, 0})->Args({0, 1024, 0, 0})->Args({0, 2048, 0, 0})
-    ->Args({0, 2048, 0, 1})->Args({1, 8192, 4, 0})->Args({1, 8192, 4, 1})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Args({0, 256, 0, 0})
+    ->Args({0, 1024, 0, 0})
+    ->Args({0, 2048, 0, 0})
+    ->Args({0, 2048, 0, 1})
+    ->Args({1, 8192, 4, 0})
+    ->Args({1, 8192, 4, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_DenseMhaPrefill)
     ->ArgNames({"preset", "seq", "fp8"})
-    ->Args({0, 256, 0})->Args({0, 1024, 0})->Args({0, 2048, 0})
-    ->Args({0, 2048, 1})->Args({1, 128, 0})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Args({0, 256, 0})
+    ->Args({0, 1024, 0})
+    ->Args({0, 2048, 0})
+    ->Args({0, 2048, 1})
+    ->Args({1, 128, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace dsa::attention::cpu

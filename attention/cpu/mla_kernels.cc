@@ -44,7 +44,7 @@ struct SoftmaxAccumulator {
 }  // namespace
 
 Status MlaCacheWriteCpu(const ExecutionContext& ctx,
-                              const MlaCacheWrite::Args& a) {
+                        const MlaCacheWrite::Args& a) {
   constexpr std::string_view op = MlaCacheWrite::kName;
   DSA_RETURN_IF_ERROR(MlaCacheWrite::Validate(a));
   const int64_t tokens = a.kv_c.dim(0);
@@ -55,20 +55,19 @@ Status MlaCacheWriteCpu(const ExecutionContext& ctx,
                                        a.kv_cache.dim(0) * a.kv_cache.dim(1)));
   ParallelFor(tokens, ResolveNumThreads(ctx.num_threads), 32,
               [&](int, int64_t begin, int64_t end) {
-    std::vector<float> kv_c(lora), k_pe(rope);
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t slot = LoadIndex<int64_t>(a.slot_mapping, t);
-      if (slot == -1) continue;
-      LoadFloats(a.kv_c, a.kv_c.offset(t, 0), lora, kv_c.data());
-      LoadFloats(a.k_pe, a.k_pe.offset(t, 0), rope, k_pe.data());
-      cache.Encode(slot, kv_c.data(), k_pe.data());
-    }
-  });
+                std::vector<float> kv_c(lora), k_pe(rope);
+                for (int64_t t = begin; t < end; ++t) {
+                  const int64_t slot = LoadIndex<int64_t>(a.slot_mapping, t);
+                  if (slot == -1) continue;
+                  LoadFloats(a.kv_c, a.kv_c.offset(t, 0), lora, kv_c.data());
+                  LoadFloats(a.k_pe, a.k_pe.offset(t, 0), rope, k_pe.data());
+                  cache.Encode(slot, kv_c.data(), k_pe.data());
+                }
+              });
   return OkStatus();
 }
 
-Status SparseMlaCpu(const ExecutionContext& ctx,
-                          const SparseMla::Args& a) {
+Status SparseMlaCpu(const ExecutionContext& ctx, const SparseMla::Args& a) {
   constexpr std::string_view op = SparseMla::kName;
   DSA_RETURN_IF_ERROR(SparseMla::Validate(a));
   const LatentCacheFormat& f = a.cache_format;
@@ -91,9 +90,10 @@ Status SparseMlaCpu(const ExecutionContext& ctx,
     for (int64_t j = 0; j < topk; ++j) {
       const int64_t idx = indices[a.topk_indices.offset(t, j)];
       if (idx != -1 && (idx < 0 || idx >= seq_len)) {
-        return OutOfRangeError(StrCat(
-            op, ": topk_indices[", t, ", ", j, "] is ", idx, ", outside request ",
-            r, "'s ", seq_len, " tokens (-1 marks padding)"));
+        return OutOfRangeError(StrCat(op, ": topk_indices[", t, ", ", j,
+                                      "] is ", idx, ", outside request ", r,
+                                      "'s ", seq_len,
+                                      " tokens (-1 marks padding)"));
       }
     }
   }
@@ -126,7 +126,9 @@ Status SparseMlaCpu(const ExecutionContext& ctx,
         }
         std::fill(acc.begin(), acc.end(), 0.0f);
         std::fill(state.begin(), state.end(), SoftmaxAccumulator());
-        const int32_t* row = indices + a.topk_indices.offset(t, 0);
+        // topk 0: no indices, and possibly no data to offset.
+        const int32_t* row =
+            topk > 0 ? indices + a.topk_indices.offset(t, 0) : nullptr;
         int64_t j = 0;
         while (j < topk) {
           int64_t n = 0;
@@ -193,26 +195,26 @@ namespace {
 // query_start_loc: starts at 0, non-decreasing, ends at `tokens`, and no
 // request has more query tokens than tokens in total.
 Status CheckQueryStartLoc(std::string_view op,
-                                const TensorView& query_start_loc,
-                                const TensorView& seq_lens, int64_t tokens) {
+                          const TensorView& query_start_loc,
+                          const TensorView& seq_lens, int64_t tokens) {
   const int64_t requests = seq_lens.dim(0);
   if (LoadIndex<int32_t>(query_start_loc, 0) != 0 ||
       LoadIndex<int32_t>(query_start_loc, requests) != tokens) {
-    return OutOfRangeError(StrCat(
-        op, ": query_start_loc runs from ",
-        LoadIndex<int32_t>(query_start_loc, 0), " to ",
-        LoadIndex<int32_t>(query_start_loc, requests), ", expected 0 to ",
-        tokens, " (q's tokens)"));
+    return OutOfRangeError(StrCat(op, ": query_start_loc runs from ",
+                                  LoadIndex<int32_t>(query_start_loc, 0),
+                                  " to ",
+                                  LoadIndex<int32_t>(query_start_loc, requests),
+                                  ", expected 0 to ", tokens, " (q's tokens)"));
   }
   for (int64_t r = 0; r < requests; ++r) {
     const int64_t n = int64_t{LoadIndex<int32_t>(query_start_loc, r + 1)} -
                       LoadIndex<int32_t>(query_start_loc, r);
     const int64_t seq_len = LoadIndex<int32_t>(seq_lens, r);
     if (n < 0 || n > seq_len) {
-      return OutOfRangeError(StrCat(
-          op, ": request ", r, " has ", n,
-          " query tokens (query_start_loc), expected 0 to its seq_len ",
-          seq_len));
+      return OutOfRangeError(
+          StrCat(op, ": request ", r, " has ", n,
+                 " query tokens (query_start_loc), expected 0 to its seq_len ",
+                 seq_len));
     }
   }
   return OkStatus();
@@ -221,7 +223,7 @@ Status CheckQueryStartLoc(std::string_view op,
 }  // namespace
 
 Status DenseMhaPrefillCpu(const ExecutionContext& ctx,
-                                const DenseMhaPrefill::Args& a) {
+                          const DenseMhaPrefill::Args& a) {
   constexpr std::string_view op = DenseMhaPrefill::kName;
   DSA_RETURN_IF_ERROR(DenseMhaPrefill::Validate(a));
   const LatentCacheFormat& f = a.cache_format;
@@ -276,25 +278,26 @@ Status DenseMhaPrefillCpu(const ExecutionContext& ctx,
                    w_uv.data() + o * lora);
       }
       std::vector<float> k_nope(seq_len * nope), value(seq_len * v_dim);
-      ParallelFor((seq_len + kKeyTile - 1) / kKeyTile, inner_threads, 4,
-                  [&](int, int64_t begin, int64_t end) {
-        for (int64_t tile = begin; tile < end; ++tile) {
-          const int64_t j0 = tile * kKeyTile;
-          const int64_t j1 = std::min(seq_len, j0 + kKeyTile);
-          for (int64_t o = 0; o < nope; ++o) {
-            const float* w = w_uk.data() + o * lora;
-            for (int64_t j = j0; j < j1; ++j) {
-              k_nope[j * nope + o] = Dot(w, latent.data() + j * dim, lora);
+      ParallelFor(
+          (seq_len + kKeyTile - 1) / kKeyTile, inner_threads, 4,
+          [&](int, int64_t begin, int64_t end) {
+            for (int64_t tile = begin; tile < end; ++tile) {
+              const int64_t j0 = tile * kKeyTile;
+              const int64_t j1 = std::min(seq_len, j0 + kKeyTile);
+              for (int64_t o = 0; o < nope; ++o) {
+                const float* w = w_uk.data() + o * lora;
+                for (int64_t j = j0; j < j1; ++j) {
+                  k_nope[j * nope + o] = Dot(w, latent.data() + j * dim, lora);
+                }
+              }
+              for (int64_t o = 0; o < v_dim; ++o) {
+                const float* w = w_uv.data() + o * lora;
+                for (int64_t j = j0; j < j1; ++j) {
+                  value[j * v_dim + o] = Dot(w, latent.data() + j * dim, lora);
+                }
+              }
             }
-          }
-          for (int64_t o = 0; o < v_dim; ++o) {
-            const float* w = w_uv.data() + o * lora;
-            for (int64_t j = j0; j < j1; ++j) {
-              value[j * v_dim + o] = Dot(w, latent.data() + j * dim, lora);
-            }
-          }
-        }
-      });
+          });
       ParallelFor(n, inner_threads, 4, [&](int, int64_t begin, int64_t end) {
         std::vector<float> q(qk_dim), scores(seq_len), acc(v_dim);
         for (int64_t i = begin; i < end; ++i) {
@@ -303,10 +306,10 @@ Status DenseMhaPrefillCpu(const ExecutionContext& ctx,
           LoadFloats(a.q, a.q.offset(t, h), qk_dim, q.data());
           float max_score = kNegInf;
           for (int64_t j = 0; j <= last; ++j) {
-            scores[j] = a.softmax_scale *
-                        (Dot(q.data(), k_nope.data() + j * nope, nope) +
-                         Dot(q.data() + nope, latent.data() + j * dim + lora,
-                             rope));
+            scores[j] =
+                a.softmax_scale *
+                (Dot(q.data(), k_nope.data() + j * nope, nope) +
+                 Dot(q.data() + nope, latent.data() + j * dim + lora, rope));
             max_score = std::max(max_score, scores[j]);
           }
           std::fill(acc.begin(), acc.end(), 0.0f);

@@ -63,8 +63,8 @@ int ParallelFor(int64_t n, int num_threads, int64_t grain, Fn&& fn) {
 inline int ParallelForThreads(int64_t n, int num_threads, int64_t grain) {
   if (n <= 0) return 1;
   grain = std::max<int64_t>(grain, 1);
-  return static_cast<int>(std::min<int64_t>(std::max(num_threads, 1),
-                                            (n + grain - 1) / grain));
+  return static_cast<int>(
+      std::min<int64_t>(std::max(num_threads, 1), (n + grain - 1) / grain));
 }
 
 }  // namespace dsa::attention::cpu

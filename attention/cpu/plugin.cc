@@ -16,8 +16,9 @@ DsaStatusCode Initialize(const DsaHostApi* host, char* error,
       host->struct_size < offsetof(DsaHostApi, register_kernel) +
                               sizeof(host->register_kernel) ||
       host->register_kernel == nullptr) {
-    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
-                       "dsa_attention_cpu: the host API has no register_kernel");
+    return PluginError(
+        DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+        "dsa_attention_cpu: the host API has no register_kernel");
   }
   if (host->major_version != DSA_PLUGIN_API_MAJOR) {
     return PluginError(DSA_STATUS_FAILED_PRECONDITION, error, error_size,
@@ -36,9 +37,9 @@ DsaStatusCode Initialize(const DsaHostApi* host, char* error,
 }  // namespace
 
 const DsaPluginApi* CpuAttentionPluginApi() {
-  static const DsaPluginApi api = {
-      sizeof(DsaPluginApi), DSA_PLUGIN_API_MAJOR, DSA_PLUGIN_API_MINOR,
-      "dsa_attention_cpu", &Initialize};
+  static const DsaPluginApi api = {sizeof(DsaPluginApi), DSA_PLUGIN_API_MAJOR,
+                                   DSA_PLUGIN_API_MINOR, "dsa_attention_cpu",
+                                   &Initialize};
   return &api;
 }
 

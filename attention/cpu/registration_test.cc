@@ -48,7 +48,8 @@ TEST(CpuAttentionRegistrationTest, ExplicitRegistrationIntoOwnRegistry) {
   ASSERT_THAT(platform::RegisterCpuPlatform(registry), IsOk());
   ASSERT_THAT(RegisterCpuAttentionKernels(registry), IsOk());
   EXPECT_EQ(registry.KernelOps("cpu"), kAllOps);
-  ASSERT_OK_AND_ASSIGN(Kernel<IndexerQ> fn, GetKernel<IndexerQ>(registry, "cpu"));
+  ASSERT_OK_AND_ASSIGN(Kernel<IndexerQ> fn,
+                       GetKernel<IndexerQ>(registry, "cpu"));
   EXPECT_TRUE(fn);
 }
 
@@ -74,11 +75,12 @@ TEST(CpuAttentionRegistrationTest, LookupRefusesAnotherAbiVersion) {
   d.op_abi_version = IndexerQ::kAbiVersion + 1;
   batch.kernels.push_back(d);
   ASSERT_THAT(registry.Register(batch), IsOk());
-  EXPECT_THAT(GetKernel<IndexerQ>(registry, "cpu"),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("indexer_q")));
-  EXPECT_THAT(GetKernel<IndexerLogits>(registry, "cpu"),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("indexer_logits")));
+  EXPECT_THAT(
+      GetKernel<IndexerQ>(registry, "cpu"),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("indexer_q")));
+  EXPECT_THAT(
+      GetKernel<IndexerLogits>(registry, "cpu"),
+      StatusIs(absl::StatusCode::kNotFound, HasSubstr("indexer_logits")));
 }
 
 }  // namespace

@@ -34,7 +34,8 @@ class Fp8Test : public ::testing::TestWithParam<Format> {
 
 TEST_P(Fp8Test, DecodesEveryCodeAsTheReference) {
   for (int c = 0; c < 256; ++c) {
-    const double expected = reference::Fp8Value(static_cast<uint8_t>(c), kind());
+    const double expected =
+        reference::Fp8Value(static_cast<uint8_t>(c), kind());
     const float got = Fp8ToFloat(static_cast<uint8_t>(c), traits());
     if (std::isnan(expected)) {
       EXPECT_TRUE(std::isnan(got)) << "code " << c;
@@ -51,8 +52,8 @@ TEST_P(Fp8Test, MaxAndNanCodes) {
   EXPECT_EQ(FloatToFp8(-1e9f, traits()), fnuz ? 0xff : 0xfe);
   EXPECT_EQ(FloatToFp8(std::numeric_limits<float>::infinity(), traits()),
             fnuz ? 0x7f : 0x7e);
-  const uint8_t nan = FloatToFp8(std::numeric_limits<float>::quiet_NaN(),
-                                 traits());
+  const uint8_t nan =
+      FloatToFp8(std::numeric_limits<float>::quiet_NaN(), traits());
   EXPECT_TRUE(std::isnan(Fp8ToFloat(nan, traits())));
   // e4m3fnuz has no negative zero: -0 and tiny negatives encode as +0.
   EXPECT_EQ(FloatToFp8(-0.0f, traits()), fnuz ? 0x00 : 0x80);
@@ -94,8 +95,8 @@ TEST_P(Fp8Test, EncodesRandomValuesAsTheReference) {
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_real_distribution<double> exponent(-14.0, 10.0);
   for (int i = 0; i < 200000; ++i) {
-    const float x = static_cast<float>((i % 2 ? -1 : 1) *
-                                       std::exp2(exponent(rng)));
+    const float x =
+        static_cast<float>((i % 2 ? -1 : 1) * std::exp2(exponent(rng)));
     ASSERT_EQ(static_cast<int>(FloatToFp8(x, traits())),
               static_cast<int>(reference::Fp8Nearest(x, kind())))
         << "x = " << x;

@@ -21,19 +21,19 @@ namespace dsa::attention {
 
 struct Fp8Traits {
   uint32_t exponent_bias;
-  float max;              // largest finite value
-  uint32_t max_code;      // its bits without the sign
-  float min_normal;       // 2^(1 - bias)
-  float subnormal_step;   // 2^(1 - bias - 3): spacing below min_normal
+  float max;             // largest finite value
+  uint32_t max_code;     // its bits without the sign
+  float min_normal;      // 2^(1 - bias)
+  float subnormal_step;  // 2^(1 - bias - 3): spacing below min_normal
   // 2^(23 + log2(subnormal_step)): a float whose ulp is subnormal_step, so
   // (a + magic) rounds a to the subnormal grid with the FPU's own RNE.
   float subnormal_magic;
   bool has_negative_zero;  // e4m3fn: NaN is 0x7f/0xff; e4m3fnuz: NaN is 0x80
 };
 
-inline constexpr Fp8Traits kE4m3fnTraits = {7, 448.0f, 0x7e, 0x1p-6f, 0x1p-9f,
-                                            0x1p14f, true};
-inline constexpr Fp8Traits kE4m3fnuzTraits = {8, 240.0f, 0x7f, 0x1p-7f,
+inline constexpr Fp8Traits kE4m3fnTraits = {7,       448.0f,  0x7e, 0x1p-6f,
+                                            0x1p-9f, 0x1p14f, true};
+inline constexpr Fp8Traits kE4m3fnuzTraits = {8,        240.0f,  0x7f, 0x1p-7f,
                                               0x1p-10f, 0x1p13f, false};
 
 // Traits of an fp8 DType; e4m3fn for anything else (callers validate first).

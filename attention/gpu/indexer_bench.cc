@@ -75,7 +75,8 @@ int Main(int argc, char** argv) {
   std::mt19937 rng(20261130);
   std::normal_distribution<float> normal(0.0f, 1.0f);
 
-  const int32_t max_blocks = static_cast<int32_t>((T + block_size - 1) / block_size);
+  const int32_t max_blocks =
+      static_cast<int32_t>((T + block_size - 1) / block_size);
   const int64_t num_blocks = max_blocks;
   std::vector<int32_t> table(max_blocks);
   std::iota(table.begin(), table.end(), 0);
@@ -151,7 +152,8 @@ int Main(int argc, char** argv) {
 
   // Sampled check of the logits against float64.
   std::vector<float> logits(T * T);
-  if (!Check(CopyToHost(logits.data(), b.logits, logits_bytes), "copy")) return 1;
+  if (!Check(CopyToHost(logits.data(), b.logits, logits_bytes), "copy"))
+    return 1;
   double worst = 0.0;
   for (int s = 0; s < 4000; ++s) {
     const int64_t i = rng() % T;
@@ -165,7 +167,8 @@ int Main(int argc, char** argv) {
       }
       continue;
     }
-    const int64_t slot = int64_t{table[j / block_size]} * block_size + j % block_size;
+    const int64_t slot =
+        int64_t{table[j / block_size]} * block_size + j % block_size;
     double ref = 0.0, mag = 0.0;
     for (int h = 0; h < heads; ++h) {
       double dot = 0.0, abs_dot = 0.0;
@@ -185,12 +188,15 @@ int Main(int argc, char** argv) {
     // See indexer_kernels_test.cc: 2^-12 of the sum of |products|.
     if (!(err <= 0x1p-12)) {
       std::fprintf(stderr, "logits[%lld,%lld] = %.8g, want %.8g\n",
-                   static_cast<long long>(i), static_cast<long long>(j), got, ref);
+                   static_cast<long long>(i), static_cast<long long>(j), got,
+                   ref);
       return 1;
     }
   }
-  std::printf("check logits: 4000 samples, worst error %.3g of the sum of |products| (%s path)\n",
-              worst, IndexerLogitsPath(lp));
+  std::printf(
+      "check logits: 4000 samples, worst error %.3g of the sum of |products| "
+      "(%s path)\n",
+      worst, IndexerLogitsPath(lp));
 
   IndexerTopKParams tp;
   tp.logits = static_cast<float*>(b.logits);
@@ -232,7 +238,8 @@ int Main(int argc, char** argv) {
   std::printf("check topk: 48 rows match a host sort\n");
 
   float logits_ms = 0.0f, topk_ms = 0.0f;
-  if (!Check(TimeMedianMs(RunLogits, &lp, 5, iters, &logits_ms), "time logits") ||
+  if (!Check(TimeMedianMs(RunLogits, &lp, 5, iters, &logits_ms),
+             "time logits") ||
       !Check(TimeMedianMs(RunTopK, &tp, 5, iters, &topk_ms), "time topk")) {
     return 1;
   }
@@ -243,10 +250,11 @@ int Main(int argc, char** argv) {
   const double logits_bytes_min =
       static_cast<double>(q.size() + w.size() * 4 + cache.size()) +
       static_cast<double>(logits_bytes);
-  std::printf("ours_logits heads=%d T=%lld median_ms=%.4f tflops=%.1f gbps=%.0f\n",
-              heads, static_cast<long long>(T), logits_ms,
-              flops / (logits_ms * 1e-3) / 1e12,
-              logits_bytes_min / (logits_ms * 1e-3) / 1e9);
+  std::printf(
+      "ours_logits heads=%d T=%lld median_ms=%.4f tflops=%.1f gbps=%.0f\n",
+      heads, static_cast<long long>(T), logits_ms,
+      flops / (logits_ms * 1e-3) / 1e12,
+      logits_bytes_min / (logits_ms * 1e-3) / 1e9);
   // Fewest bytes: the windows' logits read once, the indices written once.
   const double topk_bytes = pairs * 4 + static_cast<double>(T) * topk * 4;
   std::printf("ours_topk k=%d T=%lld median_ms=%.4f gbps=%.0f\n", topk,
@@ -262,4 +270,6 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace dsa::attention::gpu
 
-int main(int argc, char** argv) { return dsa::attention::gpu::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return dsa::attention::gpu::Main(argc, argv);
+}

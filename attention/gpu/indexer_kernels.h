@@ -41,16 +41,16 @@ struct LaunchResult {
 enum class Fp8Encoding : int32_t { kE4m3fn = 0, kE4m3fnuz = 1 };
 
 struct IndexerLogitsParams {
-  const uint8_t* q_fp8 = nullptr;        // [rows, heads, head_dim], contiguous
-  const float* head_weights = nullptr;   // [rows, heads], contiguous
+  const uint8_t* q_fp8 = nullptr;       // [rows, heads, head_dim], contiguous
+  const float* head_weights = nullptr;  // [rows, heads], contiguous
   // [num_blocks, block_size, head_dim + 4] bytes: per block, block_size *
   // head_dim fp8 values (token-major), then block_size fp32 scales.
   const uint8_t* k_cache = nullptr;
-  const int32_t* block_table = nullptr;  // [num_requests, block_table_stride]
-  const int32_t* row_request = nullptr;  // [rows]
+  const int32_t* block_table = nullptr;    // [num_requests, block_table_stride]
+  const int32_t* row_request = nullptr;    // [rows]
   const int32_t* row_key_start = nullptr;  // [rows]
   const int32_t* row_key_end = nullptr;    // [rows]
-  float* logits = nullptr;               // [rows, logits_stride], output
+  float* logits = nullptr;                 // [rows, logits_stride], output
   int64_t rows = 0;
   int32_t heads = 0;
   int32_t head_dim = 0;
@@ -89,7 +89,7 @@ struct IndexerTopKParams {
   int64_t width = 0;
   int64_t logits_stride = 0;  // floats between rows (>= width)
   int32_t topk = 0;
-  int64_t topk_stride = 0;    // int32 elements between rows (>= topk)
+  int64_t topk_stride = 0;  // int32 elements between rows (>= topk)
 };
 
 // The topk largest logits of each row's window [row_key_start, row_key_end)

@@ -62,13 +62,13 @@ class DeviceArray {
 };
 
 // Stops the test: skipped without a device, failed on any other error.
-#define ASSERT_LAUNCH(expr)                                            \
-  do {                                                                 \
-    const LaunchResult r_ = (expr);                                    \
-    if (r_.code == LaunchCode::kNoDevice ||                            \
-        r_.code == LaunchCode::kNotBuilt) {                            \
-      GTEST_SKIP() << r_.message;                                      \
-    }                                                                  \
+#define ASSERT_LAUNCH(expr)                                             \
+  do {                                                                  \
+    const LaunchResult r_ = (expr);                                     \
+    if (r_.code == LaunchCode::kNoDevice ||                             \
+        r_.code == LaunchCode::kNotBuilt) {                             \
+      GTEST_SKIP() << r_.message;                                       \
+    }                                                                   \
     ASSERT_EQ(r_.code, LaunchCode::kOk) << #expr << ": " << r_.message; \
   } while (0)
 
@@ -116,9 +116,8 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
   const LogitsCase& c = GetParam();
   const int64_t rows = static_cast<int64_t>(c.rows.size());
   const int heads = c.heads, dim = c.head_dim, bs = c.block_size;
-  const Fp8Traits traits = c.encoding == Fp8Encoding::kE4m3fnuz
-                               ? kE4m3fnuzTraits
-                               : kE4m3fnTraits;
+  const Fp8Traits traits =
+      c.encoding == Fp8Encoding::kE4m3fnuz ? kE4m3fnuzTraits : kE4m3fnTraits;
   std::mt19937 rng(std::random_device{}());
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> uniform(0.1f, 1.0f);
@@ -214,8 +213,8 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
   ASSERT_LAUNCH(DeviceSynchronize());
   std::vector<float> logits;
   ASSERT_LAUNCH(d_logits.Download(&logits));
-  std::printf("%s: %s path, %lld rows\n", c.name.c_str(),
-              IndexerLogitsPath(p), static_cast<long long>(rows));
+  std::printf("%s: %s path, %lld rows\n", c.name.c_str(), IndexerLogitsPath(p),
+              static_cast<long long>(rows));
 
   int64_t checked = 0;
   double worst = 0.0;
@@ -225,8 +224,8 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
       const float got = logits[i * logits_stride + j];
       if (j < row.start || j >= row.end) {
         ASSERT_TRUE(std::isinf(got) && got < 0)
-            << "row " << i << " col " << j << " outside [" << row.start
-            << ", " << row.end << ") is " << got;
+            << "row " << i << " col " << j << " outside [" << row.start << ", "
+            << row.end << ") is " << got;
         continue;
       }
       const int64_t slot =
@@ -253,8 +252,8 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
       const double err = std::abs(got - ref);
       ASSERT_FALSE(std::isnan(got)) << "row " << i << " col " << j;
       ASSERT_LE(err, 0x1p-12 * magnitude + 1e-30)
-          << "row " << i << " col " << j << ": got " << got << ", want "
-          << ref << " (sum of |products| " << magnitude << ")";
+          << "row " << i << " col " << j << ": got " << got << ", want " << ref
+          << " (sum of |products| " << magnitude << ")";
       worst = std::max(worst, err / (magnitude + 1e-30));
       ++checked;
     }
@@ -264,9 +263,10 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
       ASSERT_EQ(bits, 0xffffffffu) << "row " << i << " wrote past width";
     }
   }
-  std::printf("  %lld logits checked, worst error %.3g of the sum of "
-              "|products|\n",
-              static_cast<long long>(checked), worst);
+  std::printf(
+      "  %lld logits checked, worst error %.3g of the sum of "
+      "|products|\n",
+      static_cast<long long>(checked), worst);
 }
 
 std::vector<LogitsCase> LogitsCases() {
@@ -295,8 +295,7 @@ std::vector<LogitsCase> LogitsCases() {
   }
   {
     // fnuz data (AMD's encoding) through the same matrix kernel.
-    LogitsCase c{"fnuz_32x128", 32, 128, 16, Fp8Encoding::kE4m3fnuz, {}, {},
-                 0};
+    LogitsCase c{"fnuz_32x128", 32, 128, 16, Fp8Encoding::kE4m3fnuz, {}, {}, 0};
     c.requests = {{203}};
     AddPrefillRows(0, 150, 53, 0, &c.rows);
     c.width = 210;
@@ -314,19 +313,19 @@ std::vector<LogitsCase> LogitsCases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, IndexerLogitsTest, ::testing::ValuesIn(LogitsCases()),
-    [](const ::testing::TestParamInfo<LogitsCase>& info) {
-      return info.param.name;
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, IndexerLogitsTest,
+                         ::testing::ValuesIn(LogitsCases()),
+                         [](const ::testing::TestParamInfo<LogitsCase>& info) {
+                           return info.param.name;
+                         });
 
 // ---------------------------------------------------------------------------
 // Top-k.
 
 // The reference: a strict total order (value descending, NaN last, then the
 // lower index), the first topk, ascending positions, -1 padding.
-std::vector<int32_t> ReferenceTopK(const float* row, int32_t start,
-                                   int32_t end, int topk) {
+std::vector<int32_t> ReferenceTopK(const float* row, int32_t start, int32_t end,
+                                   int topk) {
   std::vector<int32_t> idx(end - start);
   std::iota(idx.begin(), idx.end(), start);
   auto better = [row](int32_t x, int32_t y) {
@@ -417,8 +416,8 @@ TEST_P(IndexerTopKTest, MatchesReference) {
   std::vector<int32_t> got;
   ASSERT_LAUNCH(d_topk.Download(&got));
   for (int64_t i = 0; i < rows; ++i) {
-    const std::vector<int32_t> want = ReferenceTopK(
-        logits.data() + i * stride, starts[i], ends[i], c.topk);
+    const std::vector<int32_t> want =
+        ReferenceTopK(logits.data() + i * stride, starts[i], ends[i], c.topk);
     for (int k = 0; k < c.topk; ++k) {
       ASSERT_EQ(got[i * topk_stride + k], want[k])
           << "row " << i << " window [" << starts[i] << ", " << ends[i]
@@ -437,10 +436,21 @@ std::vector<TopKCase> TopKCases() {
   // Lengths around topk, windows starting mid-row, empty and short windows,
   // and windows longer than what a block stages in shared memory.
   const std::vector<std::pair<int32_t, int32_t>> windows = {
-      {0, k - 1},         {0, k},          {0, k + 1},      {100, 100 + k + 1},
-      {7, 7 + k},         {3, 3 + k - 1},  {0, 0},          {50, 60},
-      {0, 4096},          {1234, 8000},    {0, 8192},       {5, 8192 + 5},
-      {0, 10000},         {777, 12000},    {12000 - k - 1, 12000}};
+      {0, k - 1},
+      {0, k},
+      {0, k + 1},
+      {100, 100 + k + 1},
+      {7, 7 + k},
+      {3, 3 + k - 1},
+      {0, 0},
+      {50, 60},
+      {0, 4096},
+      {1234, 8000},
+      {0, 8192},
+      {5, 8192 + 5},
+      {0, 10000},
+      {777, 12000},
+      {12000 - k - 1, 12000}};
   cases.push_back({"random_k2048", k, 12000, Values::kRandom, windows});
   cases.push_back({"ties_k2048", k, 12000, Values::kFewDistinct, windows});
   cases.push_back({"specials_k2048", k, 12000, Values::kSpecials, windows});
@@ -457,11 +467,11 @@ std::vector<TopKCase> TopKCases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Windows, IndexerTopKTest, ::testing::ValuesIn(TopKCases()),
-    [](const ::testing::TestParamInfo<TopKCase>& info) {
-      return info.param.name;
-    });
+INSTANTIATE_TEST_SUITE_P(Windows, IndexerTopKTest,
+                         ::testing::ValuesIn(TopKCases()),
+                         [](const ::testing::TestParamInfo<TopKCase>& info) {
+                           return info.param.name;
+                         });
 
 TEST(IndexerLaunchTest, RejectsBadSizesWithAMessage) {
   if (!kBuilt) GTEST_SKIP() << "built without a GPU backend";

@@ -44,9 +44,9 @@ using ::dsa::gpu::DecodeFp8;
 using ::dsa::gpu::Fp8Format;
 using ::dsa::gpu::Fp8WarpMma;
 
-constexpr int kHeadDim = 128;     // the matrix kernel's head_dim
-constexpr int kTileKeys = 64;     // keys per step, shared by every warp
-constexpr int kWarpHeads = 32;    // (row, head) columns per warp
+constexpr int kHeadDim = 128;   // the matrix kernel's head_dim
+constexpr int kTileKeys = 64;   // keys per step, shared by every warp
+constexpr int kWarpHeads = 32;  // (row, head) columns per warp
 constexpr int kWarps = 8;
 constexpr int kBlockCols = kWarps * kWarpHeads;  // 256
 constexpr int kThreads = kWarps * kDsaWarpSize;
@@ -54,8 +54,8 @@ constexpr float kNegInf = -__builtin_huge_valf();
 
 // Bytes of one key's values and the chunk a thread moves at a time.
 constexpr int kChunk = 16;
-constexpr int kChunksPerKey = kHeadDim / kChunk;                 // 8
-constexpr int kTileChunks = kTileKeys * kChunksPerKey;           // 512
+constexpr int kChunksPerKey = kHeadDim / kChunk;          // 8
+constexpr int kTileChunks = kTileKeys * kChunksPerKey;    // 512
 constexpr int kChunksPerThread = kTileChunks / kThreads;  // 2 (NV), 1 (AMD)
 static_assert(kTileChunks % kThreads == 0, "tile chunks per thread");
 
@@ -139,7 +139,8 @@ struct LogitsShared {
 // The body for sm_80+ NVIDIA and AMD: warp-level fragments (mma.sync /
 // MFMA), query fragments in registers.
 template <Fp8Format F>
-__device__ __forceinline__ void LogitsWarpMmaBody(const IndexerLogitsParams& p) {
+__device__ __forceinline__ void LogitsWarpMmaBody(
+    const IndexerLogitsParams& p) {
   using P = Fp8WarpMma<F>;
   using Elem = typename P::Elem;
   using S = LogitsShared<F>;
@@ -296,7 +297,8 @@ __device__ __forceinline__ void LogitsWarpMmaBody(const IndexerLogitsParams& p) 
             typename P::A a;
             P::LoadA(a, tile_keys + mt * P::kM * kLd + kt * P::kK, kLd, lane);
 #pragma unroll
-            for (int nt = 0; nt < kNT; ++nt) P::Run(acc[mt][nt], a, qfrag[nt][kt]);
+            for (int nt = 0; nt < kNT; ++nt)
+              P::Run(acc[mt][nt], a, qfrag[nt][kt]);
           }
         }
         // Epilogue: relu(score * key scale) * head weight, summed over this
@@ -312,7 +314,8 @@ __device__ __forceinline__ void LogitsWarpMmaBody(const IndexerLogitsParams& p) 
             for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
               for (int cs = 0; cs < P::kColSlots; ++cs) {
-                const float s = acc[mt][nt].v[rs * P::kColSlots + cs] * key_scale;
+                const float s =
+                    acc[mt][nt].v[rs * P::kColSlots + cs] * key_scale;
                 if (s > 0.0f) sum += s * weight[nt][cs];
               }
             }
@@ -346,7 +349,6 @@ __device__ __forceinline__ void LogitsWarpMmaBody(const IndexerLogitsParams& p) 
   }
 }
 
-
 // Byte offset of a tile's 16-byte chunk c (0 .. rows * 8): chunks are
 // numbered so that 8 consecutive threads fill one 128-byte core matrix
 // (conflict-free shared stores; the global reads stay within 1 KB).
@@ -369,7 +371,8 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
   static_assert(WG::kM == kTileKeys && 2 * WG::kN == kBlockCols,
                 "two warpgroups cover the block's columns");
   constexpr int kAcc = WG::kAccPerThread;
-  constexpr int kSegments = WG::kN / kWarpHeads;  // 32-column segments per group
+  constexpr int kSegments =
+      WG::kN / kWarpHeads;  // 32-column segments per group
   alignas(128) __shared__ uint8_t q_smem[kBlockCols * kHeadDim];
   alignas(128) __shared__ uint8_t k_smem[kTileKeys * kHeadDim];
   __shared__ float scale_smem[kTileKeys];
@@ -466,9 +469,8 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 #pragma unroll
       for (int i = 0; i < kChunksPerThread; ++i) {
         const ChunkPos pos = CoreChunk(tid + i * kThreads);
-        *reinterpret_cast<uint4*>(k_smem +
-                                  WG::Offset(pos.row, pos.part * kChunk)) =
-            next[i];
+        *reinterpret_cast<uint4*>(
+            k_smem + WG::Offset(pos.row, pos.part * kChunk)) = next[i];
       }
       if (tid < kTileKeys) scale_smem[tid] = next_scale;
       WG::FenceStores();
@@ -499,8 +501,7 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
     __syncthreads();  // the previous run's last tile is no longer read
     store();
     __syncthreads();
-    const uint8_t* q_group =
-        q_smem + group * (WG::kN / 8) * WG::kRowGroupBytes;
+    const uint8_t* q_group = q_smem + group * (WG::kN / 8) * WG::kRowGroupBytes;
     for (int tile = 0; tile < num_tiles; ++tile) {
       // The product runs asynchronously while this thread fetches the next
       // tile and stores the previous tile's logits.
@@ -540,7 +541,8 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
           if (positive) sum *= key_scale;
           sum += DSA_SHFL_XOR(sum, 1, kDsaWarpSize);
           sum += DSA_SHFL_XOR(sum, 2, kDsaWarpSize);
-          if (lane % 4 == 0) partial[tile & 1][group * kSegments + seg][key] = sum;
+          if (lane % 4 == 0)
+            partial[tile & 1][group * kSegments + seg][key] = sum;
         }
       }
       __syncthreads();  // keys consumed, partials written
@@ -556,8 +558,10 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 // while the other's wgmma does); the warp-level body keeps its query
 // fragments in registers and fits one.
 template <Fp8Format F>
-constexpr int kMinBlocks =
-    (::dsa::gpu::kHasWarpgroupFp8Mma && F == Fp8Format::kE4m3fn) ? 2 : 1;
+constexpr int kMinBlocks = (::dsa::gpu::kHasWarpgroupFp8Mma &&
+                            F == Fp8Format::kE4m3fn)
+                               ? 2
+                               : 1;
 
 template <Fp8Format F>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<F>)
@@ -633,8 +637,7 @@ LaunchResult IndexerLogitsLaunch(const IndexerLogitsParams& p, void* stream) {
   constexpr const char* op = "indexer_logits";
   if (p.rows == 0) return LaunchResult{};
   if (p.rows < 0 || p.heads < 1 || p.head_dim < 1 || p.num_blocks < 1 ||
-      p.block_size < 1 || p.num_requests < 1 ||
-      p.max_blocks_per_request < 1 ||
+      p.block_size < 1 || p.num_requests < 1 || p.max_blocks_per_request < 1 ||
       p.block_table_stride < p.max_blocks_per_request || p.width < 0 ||
       p.logits_stride < p.width) {
     return Invalid(op,
@@ -652,10 +655,10 @@ LaunchResult IndexerLogitsLaunch(const IndexerLogitsParams& p, void* stream) {
     return Invalid(op, "%lld rows, at most 2^31 - 1 per launch",
                    static_cast<long long>(p.rows));
   }
-  if (p.q_fp8 == nullptr || p.head_weights == nullptr ||
-      p.k_cache == nullptr || p.block_table == nullptr ||
-      p.row_request == nullptr || p.row_key_start == nullptr ||
-      p.row_key_end == nullptr || p.logits == nullptr) {
+  if (p.q_fp8 == nullptr || p.head_weights == nullptr || p.k_cache == nullptr ||
+      p.block_table == nullptr || p.row_request == nullptr ||
+      p.row_key_start == nullptr || p.row_key_end == nullptr ||
+      p.logits == nullptr) {
     return Invalid(op, "a device pointer is null");
   }
   if (reinterpret_cast<uintptr_t>(p.k_cache) % 4 != 0) {

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <iterator>
+#include <limits>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -28,9 +28,8 @@ double Fp8Value(uint8_t code, Fp8Kind kind) {
   const int exponent = (code >> 3) & 0xf;
   const int mantissa = code & 0x7;
   const double magnitude =
-      exponent == 0
-          ? std::ldexp(mantissa / 8.0, 1 - Bias(kind))
-          : std::ldexp(1.0 + mantissa / 8.0, exponent - Bias(kind));
+      exponent == 0 ? std::ldexp(mantissa / 8.0, 1 - Bias(kind))
+                    : std::ldexp(1.0 + mantissa / 8.0, exponent - Bias(kind));
   return sign * magnitude;
 }
 
@@ -58,9 +57,9 @@ uint8_t Fp8Nearest(double x, Fp8Kind kind) {
     return t;
   }();
   const auto& table = tables[kind == Fp8Kind::kE4m3fn ? 0 : 1];
-  auto above = std::lower_bound(
-      table.begin(), table.end(), x,
-      [](const std::pair<double, uint8_t>& e, double v) { return e.first < v; });
+  auto above = std::lower_bound(table.begin(), table.end(), x,
+                                [](const std::pair<double, uint8_t>& e,
+                                   double v) { return e.first < v; });
   uint8_t best;
   if (above == table.begin()) {
     best = above->second;
@@ -87,7 +86,8 @@ uint8_t Fp8Nearest(double x, Fp8Kind kind) {
 double Fp8Ulp(double x, Fp8Kind kind) {
   const double a = std::fabs(x);
   const int min_exponent = 1 - Bias(kind);
-  if (a < std::ldexp(1.0, min_exponent)) return std::ldexp(1.0, min_exponent - 3);
+  if (a < std::ldexp(1.0, min_exponent))
+    return std::ldexp(1.0, min_exponent - 3);
   const int e = std::ilogb(a);
   return std::ldexp(1.0, e - 3);
 }
@@ -170,7 +170,8 @@ std::vector<int32_t> TopK(const std::vector<float>& logits, int64_t ks,
   for (int64_t j = ks; j < ke; ++j) order.push_back(static_cast<int32_t>(j));
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
     const double va = logits[a], vb = logits[b];
-    if (std::isnan(va) || std::isnan(vb)) return !std::isnan(va) && std::isnan(vb);
+    if (std::isnan(va) || std::isnan(vb))
+      return !std::isnan(va) && std::isnan(vb);
     return va > vb;
   });
   if (static_cast<int64_t>(order.size()) > topk) order.resize(topk);

@@ -59,12 +59,13 @@ TEST(ReferenceScaleTest, Ue8m0) {
 
 TEST(ReferenceMathTest, LayerNormOfKnownVector) {
   // mean 2.5, variance 1.25.
-  std::vector<double> y = LayerNorm({1, 2, 3, 4}, {1, 1, 2, 1}, {0, 0, 0, 1}, 0);
+  std::vector<double> y =
+      LayerNorm({1, 2, 3, 4}, {1, 1, 2, 1}, {0, 0, 0, 1}, 0);
   const double s = 1 / std::sqrt(1.25);
-  EXPECT_THAT(y, ElementsAre(DoubleNear(-1.5 * s, 1e-12),
-                             DoubleNear(-0.5 * s, 1e-12),
-                             DoubleNear(2 * 0.5 * s, 1e-12),
-                             DoubleNear(1.5 * s + 1, 1e-12)));
+  EXPECT_THAT(
+      y, ElementsAre(DoubleNear(-1.5 * s, 1e-12), DoubleNear(-0.5 * s, 1e-12),
+                     DoubleNear(2 * 0.5 * s, 1e-12),
+                     DoubleNear(1.5 * s + 1, 1e-12)));
 }
 
 TEST(ReferenceMathTest, RopeStyles) {

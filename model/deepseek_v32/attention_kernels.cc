@@ -9,20 +9,21 @@ absl::StatusOr<AttentionKernels> AttentionKernels::Load(
     const platform::Registry& registry, absl::string_view platform_id) {
   using attention::GetKernel;
   AttentionKernels k;
-  DSA_ASSIGN_OR_RETURN(k.indexer_k_write,
-                       GetKernel<attention::IndexerKWrite>(registry, platform_id));
+  DSA_ASSIGN_OR_RETURN(k.indexer_k_write, GetKernel<attention::IndexerKWrite>(
+                                              registry, platform_id));
   DSA_ASSIGN_OR_RETURN(k.indexer_q,
                        GetKernel<attention::IndexerQ>(registry, platform_id));
-  DSA_ASSIGN_OR_RETURN(k.indexer_logits,
-                       GetKernel<attention::IndexerLogits>(registry, platform_id));
-  DSA_ASSIGN_OR_RETURN(k.indexer_topk,
-                       GetKernel<attention::IndexerTopK>(registry, platform_id));
-  DSA_ASSIGN_OR_RETURN(k.mla_cache_write,
-                       GetKernel<attention::MlaCacheWrite>(registry, platform_id));
+  DSA_ASSIGN_OR_RETURN(k.indexer_logits, GetKernel<attention::IndexerLogits>(
+                                             registry, platform_id));
+  DSA_ASSIGN_OR_RETURN(
+      k.indexer_topk, GetKernel<attention::IndexerTopK>(registry, platform_id));
+  DSA_ASSIGN_OR_RETURN(k.mla_cache_write, GetKernel<attention::MlaCacheWrite>(
+                                              registry, platform_id));
   DSA_ASSIGN_OR_RETURN(k.sparse_mla,
                        GetKernel<attention::SparseMla>(registry, platform_id));
-  DSA_ASSIGN_OR_RETURN(k.dense_mha_prefill,
-                       GetKernel<attention::DenseMhaPrefill>(registry, platform_id));
+  DSA_ASSIGN_OR_RETURN(
+      k.dense_mha_prefill,
+      GetKernel<attention::DenseMhaPrefill>(registry, platform_id));
   return k;
 }
 

@@ -13,7 +13,8 @@
 namespace dsa::model::deepseek_v32 {
 namespace {
 
-AttentionMetadata Classify(const ModelConfig& config, const EngineConfig& engine,
+AttentionMetadata Classify(const ModelConfig& config,
+                           const EngineConfig& engine,
                            absl::Span<const Request> requests,
                            int decode_threshold) {
   AttentionMetadata m;
@@ -35,9 +36,8 @@ AttentionMetadata Classify(const ModelConfig& config, const EngineConfig& engine
 }
 
 bool AllDigits(absl::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return c >= '0' && c <= '9';
-  });
+  return !s.empty() && std::all_of(s.begin(), s.end(),
+                                   [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace
@@ -60,9 +60,8 @@ absl::StatusOr<BatchMetadata> BuildBatchMetadata(
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
     if (r.num_context_tokens < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("request ", i, ": negative context length ",
-                       r.num_context_tokens));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request ", i, ": negative context length ", r.num_context_tokens));
     }
     if (r.num_new_tokens < 1) {
       return absl::InvalidArgumentError(
@@ -72,16 +71,16 @@ absl::StatusOr<BatchMetadata> BuildBatchMetadata(
     // Compared without adding first, so huge values cannot overflow.
     if (r.num_new_tokens > max_len ||
         r.num_context_tokens > max_len - r.num_new_tokens) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "request ", i, ": ", r.num_context_tokens, "+", r.num_new_tokens,
-          " tokens exceed ", config.name(), "'s max_position_embeddings ",
-          max_len));
+      return absl::InvalidArgumentError(
+          absl::StrCat("request ", i, ": ", r.num_context_tokens, "+",
+                       r.num_new_tokens, " tokens exceed ", config.name(),
+                       "'s max_position_embeddings ", max_len));
     }
     batch.num_tokens += r.num_new_tokens;  // <= kMaxRequests * 2^31
   }
   batch.mla = Classify(config, engine, requests, /*decode_threshold=*/1);
-  batch.indexer = Classify(config, engine, requests,
-                           1 + engine.num_speculative_tokens);
+  batch.indexer =
+      Classify(config, engine, requests, 1 + engine.num_speculative_tokens);
   return batch;
 }
 
@@ -91,11 +90,11 @@ absl::StatusOr<Request> ParseRequest(absl::string_view spec) {
   if (parts.size() != 2 || !AllDigits(parts[0]) || !AllDigits(parts[1]) ||
       !absl::SimpleAtoi(parts[0], &r.num_context_tokens) ||
       !absl::SimpleAtoi(parts[1], &r.num_new_tokens)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad request \"", platform::EchoForMessage(
-                                     std::string_view(spec.data(), spec.size())),
-                     "\"; expected CONTEXT+NEW with non-negative integers, "
-                     "e.g. 0+1024"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad request \"",
+        platform::EchoForMessage(std::string_view(spec.data(), spec.size())),
+        "\"; expected CONTEXT+NEW with non-negative integers, "
+        "e.g. 0+1024"));
   }
   return r;
 }

@@ -46,7 +46,7 @@ struct AttentionMetadata {
 
 struct BatchMetadata {
   int num_requests = 0;
-  int64_t num_tokens = 0;  // new tokens of all requests
+  int64_t num_tokens = 0;     // new tokens of all requests
   AttentionMetadata mla;      // decode threshold 1
   AttentionMetadata indexer;  // decode threshold 1 + speculative tokens
 };

@@ -121,9 +121,8 @@ TEST_F(BatchMetadataTest, RejectsInvalidRequests) {
   EXPECT_THAT(Build({{5, 0}}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("request 0: needs at least one new token")));
-  EXPECT_THAT(Build({{5, -3}}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("at least one new token")));
+  EXPECT_THAT(Build({{5, -3}}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         HasSubstr("at least one new token")));
   // glm-5.1 accepts 202752 positions.
   EXPECT_OK(Build({{202751, 1}}));
   EXPECT_THAT(Build({{202752, 1}}),
@@ -170,12 +169,10 @@ TEST(ParseRequestsTest, ParsesContextPlusNew) {
 
 TEST(ParseRequestsTest, RejectsMalformedLists) {
   for (const char* bad :
-       {"", "1024", "+5", "5+", "1+2+3", "-1+5", "1+-5", "a+1", "1+1,",
-        ",1+1", "1 +1", "1+1 ", "0x10+1", "1+99999999999999999999",
-        "1.5+2"}) {
-    EXPECT_THAT(ParseRequests(bad),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr("expected CONTEXT+NEW")))
+       {"", "1024", "+5", "5+", "1+2+3", "-1+5", "1+-5", "a+1", "1+1,", ",1+1",
+        "1 +1", "1+1 ", "0x10+1", "1+99999999999999999999", "1.5+2"}) {
+    EXPECT_THAT(ParseRequests(bad), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             HasSubstr("expected CONTEXT+NEW")))
         << bad;
   }
 }

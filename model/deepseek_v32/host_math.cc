@@ -55,9 +55,10 @@ void Linear(absl::Span<const float> x, int64_t tokens, int64_t in,
       }
     }
   };
-  int threads = num_threads > 0
-                    ? num_threads
-                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads =
+      num_threads > 0
+          ? num_threads
+          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads = static_cast<int>(std::min<int64_t>(threads, tokens));
   if (threads <= 1 || tokens * in * out < (int64_t{1} << 16)) {
     rows(0, tokens);
@@ -79,8 +80,8 @@ void RmsNormRows(float* x, int64_t rows, int64_t dim, int64_t row_stride,
     float* v = x + r * row_stride;
     double sum_sq = 0.0;
     for (int64_t i = 0; i < dim; ++i) sum_sq += double{v[i]} * v[i];
-    const float inv =
-        static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(dim) + eps));
+    const float inv = static_cast<float>(
+        1.0 / std::sqrt(sum_sq / static_cast<double>(dim) + eps));
     for (int64_t i = 0; i < dim; ++i) v[i] = v[i] * inv * weight[i];
   }
 }

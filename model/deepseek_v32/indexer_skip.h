@@ -50,8 +50,8 @@ absl::string_view IndexerActionName(IndexerAction action);
 // Why. One reason per decision: the first condition that decides it, in the
 // order the conditions are listed in this file's comment.
 enum class IndexerReason {
-  kShortDensePrefill,  // kSkip: every condition holds
-  kSharesTopk,         // kShared
+  kShortDensePrefill,    // kSkip: every condition holds
+  kSharesTopk,           // kShared
   kNoAttentionMetadata,  // kWorkspaceOnly
   // kScore, static: the layer scores in every forward.
   kNotCudaAlike,

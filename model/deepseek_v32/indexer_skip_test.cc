@@ -63,8 +63,7 @@ TEST(IndexerSkipTest, OtherPlatformsScore) {
   IndexerStaticInputs s = EligibleLayer();
   s.is_cuda_alike = false;  // CPU
   EXPECT_FALSE(DecideIndexerStatic(s).skip_eligible);
-  EXPECT_EQ(Decide(s, PureShortPrefill()),
-            Score(IndexerReason::kNotCudaAlike));
+  EXPECT_EQ(Decide(s, PureShortPrefill()), Score(IndexerReason::kNotCudaAlike));
 }
 
 TEST(IndexerSkipTest, MtpLayersScore) {
@@ -249,8 +248,7 @@ TEST(IndexerSkipTest, NamesAreStable) {
   EXPECT_EQ(IndexerActionName(IndexerAction::kScore), "score");
   EXPECT_EQ(IndexerActionName(IndexerAction::kSkip), "skip");
   EXPECT_EQ(IndexerActionName(IndexerAction::kShared), "shared");
-  EXPECT_EQ(IndexerActionName(IndexerAction::kWorkspaceOnly),
-            "workspace_only");
+  EXPECT_EQ(IndexerActionName(IndexerAction::kWorkspaceOnly), "workspace_only");
   EXPECT_EQ(IndexerReasonName(IndexerReason::kMtpLayer), "mtp_layer");
   EXPECT_EQ(IndexerReasonName(IndexerReason::kPrefillLongerThanTopk),
             "prefill_longer_than_topk");

@@ -63,8 +63,7 @@ absl::StatusOr<LayerPlanner> LayerPlanner::Create(
     in.is_cuda_alike = capabilities.is_cuda_alike;
     in.is_mtp_layer = c.is_mtp_layer(layer);
     in.prefill_context_parallel = engine.prefill_context_parallel;
-    in.dense_mha_prefill_supported =
-        capabilities.sparse_mla_dense_mha_prefill;
+    in.dense_mha_prefill_supported = capabilities.sparse_mla_dense_mha_prefill;
     planner.static_decisions_.push_back(DecideIndexerStatic(in));
   }
   return planner;
@@ -104,9 +103,9 @@ LayerPlan LayerPlanner::PlanValidLayer(int layer, const ForwardContext& forward,
   plan.is_mtp = config_.is_mtp_layer(layer);
   plan.topk_source_layer = config_.topk_source_layer(layer);
   plan.indexer = DecideIndexer(fixed, in);
-  plan.prefill_branch = DecidePrefillBranch(
-      metadata != nullptr ? &metadata->mla : nullptr,
-      capabilities_.sparse_mla_dense_mha_prefill);
+  plan.prefill_branch =
+      DecidePrefillBranch(metadata != nullptr ? &metadata->mla : nullptr,
+                          capabilities_.sparse_mla_dense_mha_prefill);
   plan.k_cache_write = fixed.owns_indexer && metadata != nullptr;
   return plan;
 }
@@ -168,9 +167,8 @@ std::string DescribeIndexerDecision(const LayerPlan& plan,
   switch (plan.indexer.reason) {
     case IndexerReason::kShortDensePrefill:
       return absl::StrCat("pure prefill, max len ",
-                          mla ? mla->prefill_max_seq_len : 0,
-                          " <= index_topk ", topk,
-                          ": dense MHA reads no top-k");
+                          mla ? mla->prefill_max_seq_len : 0, " <= index_topk ",
+                          topk, ": dense MHA reads no top-k");
     case IndexerReason::kSharesTopk:
       return absl::StrCat("no indexer of its own: reuses layer ",
                           plan.topk_source_layer, "'s top-k");

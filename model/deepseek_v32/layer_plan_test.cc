@@ -14,8 +14,8 @@ namespace dsa::model::deepseek_v32 {
 namespace {
 
 using ::dsa::testing::StatusIs;
-using ::testing::HasSubstr;
 using platform::PlatformCapabilities;
+using ::testing::HasSubstr;
 
 // Capabilities as the platform plugins describe them; built by hand so these
 // tests need no registry (platform_query_test and plan_tool_test use it).
@@ -268,8 +268,7 @@ TEST(LayerPlanTest, ForceMqaScoresOnSparseMqa) {
 TEST(LayerPlanTest, NoDenseMhaPrefillOnPlatformScores) {
   PlatformCapabilities caps = Rocm();
   caps.sparse_mla_dense_mha_prefill = false;
-  const ForwardPlan plan =
-      PlanOrDie(MakePlanner("glm-5.1", caps), {{0, 1024}});
+  const ForwardPlan plan = PlanOrDie(MakePlanner("glm-5.1", caps), {{0, 1024}});
   EXPECT_EQ(plan.counts.scored, 79);
   EXPECT_EQ(plan.layers[0].prefill_branch, PrefillBranch::kSparseMqa);
   EXPECT_EQ(plan.layers[0].indexer.reason, IndexerReason::kNoDenseMhaPrefill);
@@ -323,9 +322,9 @@ TEST(LayerPlanTest, RejectsBadLayersAndContexts) {
                        HasSubstr("layer 1000 is out of range")));
   ForwardContext capture_eager;
   capture_eager.capturing = true;
-  EXPECT_THAT(planner.PlanForward(capture_eager, {{0, 16}}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("capturing")));
+  EXPECT_THAT(
+      planner.PlanForward(capture_eager, {{0, 16}}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("capturing")));
   EXPECT_THAT(planner.PlanForward({}, {}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("at least one request")));
@@ -335,8 +334,8 @@ TEST(LayerPlanTest, RejectsBadLayersAndContexts) {
 // every layer runs dense MHA and the batch has no decode tokens.
 TEST(LayerPlanTest, SkipImpliesDenseMhaEverywhere) {
   const std::vector<std::vector<Request>> batches = {
-      {{0, 1024}}, {{0, 8192}}, {{100, 1}, {0, 1024}}, {{0, 2}},
-      {{2000, 48}}, {{2000, 49}}, {{0, 3}, {0, 3}},    {{5, 1}}};
+      {{0, 1024}},  {{0, 8192}},  {{100, 1}, {0, 1024}}, {{0, 2}},
+      {{2000, 48}}, {{2000, 49}}, {{0, 3}, {0, 3}},      {{5, 1}}};
   for (int spec : {0, 1, 3}) {
     EngineConfig engine;
     engine.num_speculative_tokens = spec;

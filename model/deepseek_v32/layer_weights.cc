@@ -20,7 +20,8 @@ class SplitMix64 {
   }
   // Uniform in [-1, 1).
   float Symmetric() {
-    return static_cast<float>(static_cast<double>(Next() >> 11) * 0x1p-52 - 1.0);
+    return static_cast<float>(static_cast<double>(Next() >> 11) * 0x1p-52 -
+                              1.0);
   }
 
  private:
@@ -64,7 +65,8 @@ LayerWeights LayerWeights::Random(const ModelConfig& config, int layer,
   w.q_b_proj = Projection(rng, heads * (nope + rope), c.q_lora_rank());
   w.kv_a_proj_with_mqa = Projection(rng, c.kv_lora_rank() + rope, hidden);
   w.kv_a_layernorm = Uniform(rng, c.kv_lora_rank(), 0.1f, 1.0f);
-  w.kv_b_proj = Projection(rng, heads * (nope + c.v_head_dim()), c.kv_lora_rank());
+  w.kv_b_proj =
+      Projection(rng, heads * (nope + c.v_head_dim()), c.kv_lora_rank());
   w.o_proj = Projection(rng, hidden, heads * c.v_head_dim());
   if (config.owns_indexer(layer)) {
     const int64_t ih = c.indexer().index_n_heads();

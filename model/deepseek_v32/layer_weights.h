@@ -19,19 +19,19 @@ namespace dsa::model::deepseek_v32 {
 
 struct LayerWeights {
   // MLA.
-  std::vector<float> q_a_proj;            // [q_lora_rank, hidden]
-  std::vector<float> q_a_layernorm;       // [q_lora_rank] RMSNorm weight
-  std::vector<float> q_b_proj;            // [heads * (nope + rope), q_lora_rank]
+  std::vector<float> q_a_proj;       // [q_lora_rank, hidden]
+  std::vector<float> q_a_layernorm;  // [q_lora_rank] RMSNorm weight
+  std::vector<float> q_b_proj;       // [heads * (nope + rope), q_lora_rank]
   std::vector<float> kv_a_proj_with_mqa;  // [kv_lora_rank + rope, hidden]
   std::vector<float> kv_a_layernorm;      // [kv_lora_rank] RMSNorm weight
   std::vector<float> kv_b_proj;           // [heads * (nope + v), kv_lora_rank]
   std::vector<float> o_proj;              // [hidden, heads * v]
   // Indexer (empty when the layer reuses another layer's top-k).
-  std::vector<float> indexer_wq_b;          // [index_heads * index_dim, q_lora_rank]
-  std::vector<float> indexer_wk;            // [index_dim, hidden]
-  std::vector<float> indexer_k_norm_weight; // [index_dim] LayerNorm
-  std::vector<float> indexer_k_norm_bias;   // [index_dim]
-  std::vector<float> indexer_weights_proj;  // [index_heads, hidden]
+  std::vector<float> indexer_wq_b;  // [index_heads * index_dim, q_lora_rank]
+  std::vector<float> indexer_wk;    // [index_dim, hidden]
+  std::vector<float> indexer_k_norm_weight;  // [index_dim] LayerNorm
+  std::vector<float> indexer_k_norm_bias;    // [index_dim]
+  std::vector<float> indexer_weights_proj;   // [index_heads, hidden]
 
   bool has_indexer() const { return !indexer_wk.empty(); }
 

@@ -35,9 +35,9 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
                 const std::string& message) override {
     if (error_.empty()) {
       // The parser counts from 0; editors count from 1.
-      error_ = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ",
-                            platform::EchoForMessage(message,
-                                                     kMaxParseErrorChars));
+      error_ =
+          absl::StrCat("line ", line + 1, ", column ", column + 1, ": ",
+                       platform::EchoForMessage(message, kMaxParseErrorChars));
     }
   }
   void AddWarning(int, google::protobuf::io::ColumnNumber,
@@ -62,8 +62,8 @@ class Checker {
   absl::Status InRange(absl::string_view field, int64_t value, int64_t lo,
                        int64_t hi) const {
     if (value < lo || value > hi) {
-      return Error(field, absl::StrCat("must be in [", lo, ", ", hi, "], got ",
-                                       value));
+      return Error(
+          field, absl::StrCat("must be in [", lo, ", ", hi, "], got ", value));
     }
     return absl::OkStatus();
   }
@@ -96,7 +96,8 @@ absl::Status ValidateIndexer(const DeepseekV32Config& p, const Checker& c) {
     return c.Error("qk_rope_head_dim",
                    absl::StrCat("(", p.qk_rope_head_dim(),
                                 ") must not exceed indexer.index_head_dim (",
-                                ix.index_head_dim(), "): the indexer ropes "
+                                ix.index_head_dim(),
+                                "): the indexer ropes "
                                 "the first qk_rope_head_dim dims of a head"));
   }
   if (ix.rope_style() != INDEXER_ROPE_NEOX &&
@@ -152,10 +153,10 @@ absl::Status ValidateIndexer(const DeepseekV32Config& p, const Checker& c) {
 
 absl::Status Validate(const DeepseekV32Config& p, const Checker& c) {
   if (!IsValidPresetName(p.name())) {
-    return c.Error("name", absl::StrCat("must be non-empty and made of "
-                                        "[a-z0-9._-], got \"",
-                                        platform::EchoForMessage(p.name()),
-                                        "\""));
+    return c.Error("name",
+                   absl::StrCat("must be non-empty and made of "
+                                "[a-z0-9._-], got \"",
+                                platform::EchoForMessage(p.name()), "\""));
   }
   DSA_RETURN_IF_ERROR(
       c.InRange("num_hidden_layers", p.num_hidden_layers(), 1, kMaxLayers));
@@ -169,8 +170,10 @@ absl::Status Validate(const DeepseekV32Config& p, const Checker& c) {
   DSA_RETURN_IF_ERROR(c.Dim("kv_lora_rank", p.kv_lora_rank()));
   if (p.kv_lora_rank() % kLatentScaleGroup != 0) {
     return c.Error("kv_lora_rank",
-                   absl::StrCat("(", p.kv_lora_rank(), ") must be a multiple "
-                                "of ", kLatentScaleGroup,
+                   absl::StrCat("(", p.kv_lora_rank(),
+                                ") must be a multiple "
+                                "of ",
+                                kLatentScaleGroup,
                                 ", the fp8 latent cache's scale group"));
   }
   DSA_RETURN_IF_ERROR(c.Dim("qk_nope_head_dim", p.qk_nope_head_dim()));
@@ -182,8 +185,7 @@ absl::Status Validate(const DeepseekV32Config& p, const Checker& c) {
   }
   DSA_RETURN_IF_ERROR(c.Dim("v_head_dim", p.v_head_dim()));
   DSA_RETURN_IF_ERROR(c.InRange("max_position_embeddings",
-                                p.max_position_embeddings(), 1,
-                                kMaxPositions));
+                                p.max_position_embeddings(), 1, kMaxPositions));
   return ValidateIndexer(p, c);
 }
 
@@ -191,9 +193,9 @@ absl::Status Validate(const DeepseekV32Config& p, const Checker& c) {
 
 absl::StatusOr<ModelConfig> ModelConfig::FromProto(DeepseekV32Config proto,
                                                    absl::string_view source) {
-  Checker checker(source.empty() ? (proto.name().empty() ? "model config"
-                                                         : proto.name())
-                                 : std::string(source));
+  Checker checker(source.empty()
+                      ? (proto.name().empty() ? "model config" : proto.name())
+                      : std::string(source));
   DSA_RETURN_IF_ERROR(Validate(proto, checker));
 
   ModelConfig config;
@@ -240,9 +242,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view textproto,
   FirstErrorCollector errors;
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(std::string(textproto), &proto)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": not a valid DeepseekV32Config textproto: ",
-        errors.error().empty() ? "parse error" : errors.error()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not a valid DeepseekV32Config textproto: ",
+                     errors.error().empty() ? "parse error" : errors.error()));
   }
   return ModelConfig::FromProto(std::move(proto), source);
 }
@@ -251,9 +253,9 @@ absl::StatusOr<ModelConfig> LoadPreset(absl::string_view name) {
   for (int i = 0; i < internal::kNumEmbeddedPresets; ++i) {
     const internal::EmbeddedPreset& preset = internal::kEmbeddedPresets[i];
     if (name != preset.name) continue;
-    DSA_ASSIGN_OR_RETURN(ModelConfig config,
-                         ParseModelConfig(preset.textproto,
-                                          absl::StrCat("preset ", name)));
+    DSA_ASSIGN_OR_RETURN(
+        ModelConfig config,
+        ParseModelConfig(preset.textproto, absl::StrCat("preset ", name)));
     // The file name is the preset's id; a mismatch would make the same
     // preset answer to two names.
     if (config.name() != name) {
@@ -263,10 +265,10 @@ absl::StatusOr<ModelConfig> LoadPreset(absl::string_view name) {
     }
     return config;
   }
-  return absl::NotFoundError(
-      absl::StrCat("unknown model preset \"", platform::EchoForMessage(
-                       std::string_view(name.data(), name.size())),
-                   "\"; known: ", absl::StrJoin(PresetNames(), ", ")));
+  return absl::NotFoundError(absl::StrCat(
+      "unknown model preset \"",
+      platform::EchoForMessage(std::string_view(name.data(), name.size())),
+      "\"; known: ", absl::StrJoin(PresetNames(), ", ")));
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfigFile(const std::string& path) {

@@ -40,8 +40,8 @@ std::vector<int> OwnerLayers(const ModelConfig& c) {
 
 TEST(PresetsTest, AllEmbeddedPresetsLoad) {
   EXPECT_THAT(PresetNames(),
-              ElementsAre("deepseek-v3.2", "glm-5.1", "glm-5.2",
-                          "tiny-glm-5.1", "tiny-glm-5.2", "tiny-v3.2"));
+              ElementsAre("deepseek-v3.2", "glm-5.1", "glm-5.2", "tiny-glm-5.1",
+                          "tiny-glm-5.2", "tiny-v3.2"));
   for (const std::string& name : PresetNames()) {
     ASSERT_OK_AND_ASSIGN(ModelConfig config, LoadPreset(name));
     EXPECT_EQ(config.name(), name);
@@ -211,11 +211,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"zero_positions",
                 [](auto& p) { p.set_max_position_embeddings(0); },
                 "max_position_embeddings"},
-        BadCase{"positions_over_int32",
-                [](auto& p) {
-                  p.set_max_position_embeddings(kMaxPositions + 1);
-                },
-                "max_position_embeddings"},
+        BadCase{
+            "positions_over_int32",
+            [](auto& p) { p.set_max_position_embeddings(kMaxPositions + 1); },
+            "max_position_embeddings"},
         BadCase{"no_indexer", [](auto& p) { p.clear_indexer(); }, "indexer"},
         BadCase{"zero_index_heads",
                 [](auto& p) { p.mutable_indexer()->set_index_n_heads(0); },
@@ -285,9 +284,9 @@ TEST(ParseModelConfigTest, ReportsSyntaxErrorsWithTheirLine) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("f: not a valid DeepseekV32Config textproto: "
                                  "line 2")));
-  EXPECT_THAT(ParseModelConfig("no_such_field: 1\n", "f"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("no_such_field")));
+  EXPECT_THAT(
+      ParseModelConfig("no_such_field: 1\n", "f"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no_such_field")));
 }
 
 TEST(ParseModelConfigTest, RejectsBothOwnerLayerForms) {
@@ -298,8 +297,7 @@ TEST(ParseModelConfigTest, RejectsBothOwnerLayerForms) {
   ASSERT_NE(pos, std::string::npos);
   text.insert(pos, "all_layers: true\n");
   EXPECT_THAT(ParseModelConfig(text, "f"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("oneof")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("oneof")));
 }
 
 TEST(LoadPresetTest, UnknownNameListsTheKnownOnes) {
@@ -329,7 +327,7 @@ TEST(LoadModelConfigTest, NameOrPath) {
   EXPECT_THAT(LoadModelConfig(TempPath("missing.textproto")),
               StatusIs(absl::StatusCode::kNotFound,
                        ::testing::AllOf(HasSubstr("model config file"),
-                             HasSubstr("cannot open"))));
+                                        HasSubstr("cannot open"))));
 }
 
 TEST(LoadModelConfigFileTest, InvalidFileNamesThePathAndField) {
@@ -346,9 +344,9 @@ TEST(LoadModelConfigFileTest, InvalidFileNamesThePathAndField) {
 TEST(LoadModelConfigFileTest, RejectsHugeFiles) {
   const std::string path = TempPath("huge.textproto");
   WriteFile(path, std::string(2 << 20, '#'));
-  EXPECT_THAT(LoadModelConfigFile(path),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("larger than")));
+  EXPECT_THAT(
+      LoadModelConfigFile(path),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("larger than")));
 }
 
 }  // namespace

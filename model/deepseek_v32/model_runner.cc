@@ -31,8 +31,8 @@ class Scratch {
   absl::StatusOr<void*> Get(const DeviceRuntime& runtime, size_t bytes) {
     if (buffer_.data() == nullptr || buffer_.bytes() < bytes) {
       buffer_ = DeviceBuffer();  // free first: peak memory is the new size
-      DSA_ASSIGN_OR_RETURN(buffer_,
-                           DeviceBuffer::Allocate(runtime, std::max<size_t>(bytes, 1)));
+      DSA_ASSIGN_OR_RETURN(
+          buffer_, DeviceBuffer::Allocate(runtime, std::max<size_t>(bytes, 1)));
     }
     return buffer_.data();
   }
@@ -48,14 +48,17 @@ absl::StatusOr<DeviceBuffer> Upload(const DeviceRuntime& runtime,
                                     const std::vector<T>& host) {
   DSA_ASSIGN_OR_RETURN(
       DeviceBuffer buffer,
-      DeviceBuffer::Allocate(runtime, std::max<size_t>(host.size() * sizeof(T), 1)));
-  DSA_RETURN_IF_ERROR(buffer.CopyFromHost(host.data(), host.size() * sizeof(T)));
+      DeviceBuffer::Allocate(runtime,
+                             std::max<size_t>(host.size() * sizeof(T), 1)));
+  DSA_RETURN_IF_ERROR(
+      buffer.CopyFromHost(host.data(), host.size() * sizeof(T)));
   return buffer;
 }
 
 // Zero-fills device memory, so that a fresh cache holds defined bytes (a
 // cache dump, or two instances of one model, compare equal slot for slot).
-absl::Status ZeroFill(const DeviceRuntime& runtime, const DeviceBuffer& buffer) {
+absl::Status ZeroFill(const DeviceRuntime& runtime,
+                      const DeviceBuffer& buffer) {
   constexpr size_t kChunk = size_t{1} << 20;
   const std::vector<uint8_t> zeros(std::min(kChunk, buffer.bytes()), 0);
   for (size_t offset = 0; offset < buffer.bytes(); offset += kChunk) {
@@ -123,8 +126,8 @@ DeepseekV32Model::DeepseekV32Model(LayerPlanner planner, RuntimeOptions options,
 DeepseekV32Model::~DeepseekV32Model() = default;
 
 absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
-    LayerPlanner planner, platform::Platform platform,
-    AttentionKernels kernels, RuntimeOptions options, uint64_t seed) {
+    LayerPlanner planner, platform::Platform platform, AttentionKernels kernels,
+    RuntimeOptions options, uint64_t seed) {
   std::vector<LayerWeights> weights;
   for (int l = 0; l < planner.config().num_layers(); ++l) {
     weights.push_back(LayerWeights::Random(planner.config(), l, seed));
@@ -134,9 +137,8 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
 }
 
 absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
-    LayerPlanner planner, platform::Platform platform,
-    AttentionKernels kernels, RuntimeOptions options,
-    std::vector<LayerWeights> weights) {
+    LayerPlanner planner, platform::Platform platform, AttentionKernels kernels,
+    RuntimeOptions options, std::vector<LayerWeights> weights) {
   // Checked on the planner's configuration before it moves into the model.
   const ModelConfig& config = planner.config();
   if (options.max_model_len < 1 ||
@@ -147,26 +149,28 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
         " (the model's max_position_embeddings)"));
   }
   if (options.max_num_batched_tokens < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "runtime options: max_num_batched_tokens is ",
-        options.max_num_batched_tokens, ", expected at least 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("runtime options: max_num_batched_tokens is ",
+                     options.max_num_batched_tokens, ", expected at least 1"));
   }
   if (options.rope_theta <= 1.0) {
-    return absl::InvalidArgumentError("runtime options: rope_theta must be > 1");
+    return absl::InvalidArgumentError(
+        "runtime options: rope_theta must be > 1");
   }
   if (static_cast<int>(weights.size()) != config.num_layers()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "weights for ", weights.size(), " layers, the model has ",
-        config.num_layers()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weights for ", weights.size(), " layers, the model has ",
+                     config.num_layers()));
   }
   for (int l = 0; l < config.num_layers(); ++l) {
     DSA_RETURN_IF_ERROR(weights[l].Validate(config, l));
   }
-  DSA_ASSIGN_OR_RETURN(BlockTables blocks,
-                       BlockTables::Create(options.block_size, options.num_blocks));
+  DSA_ASSIGN_OR_RETURN(
+      BlockTables blocks,
+      BlockTables::Create(options.block_size, options.num_blocks));
   if (!platform.runtime().available()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "platform '", platform.id(), "' has no device runtime"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("platform '", platform.id(), "' has no device runtime"));
   }
 
   std::unique_ptr<DeepseekV32Model> model(
@@ -186,9 +190,10 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
   shared->indexer_rope = mc.indexer().rope_style() == INDEXER_ROPE_INTERLEAVED
                              ? attention::RopeStyle::kInterleaved
                              : attention::RopeStyle::kNeox;
-  shared->host_rope = RopeCosSinTable(options.max_model_len,
-                                      mc.qk_rope_head_dim(), options.rope_theta);
-  DSA_ASSIGN_OR_RETURN(shared->rope, Upload(shared->runtime, shared->host_rope));
+  shared->host_rope = RopeCosSinTable(
+      options.max_model_len, mc.qk_rope_head_dim(), options.rope_theta);
+  DSA_ASSIGN_OR_RETURN(shared->rope,
+                       Upload(shared->runtime, shared->host_rope));
 
   const int64_t latent_entry_bytes =
       attention::LatentCacheEntryWidth(shared->latent_format) *
@@ -199,21 +204,22 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
     auto layer = std::make_unique<Layer>();
     layer->id = l;
     layer->weights = std::move(weights[l]);
-    DSA_ASSIGN_OR_RETURN(layer->latent_cache,
-                         DeviceBuffer::Allocate(shared->runtime,
-                                                slots * latent_entry_bytes));
+    DSA_ASSIGN_OR_RETURN(
+        layer->latent_cache,
+        DeviceBuffer::Allocate(shared->runtime, slots * latent_entry_bytes));
     DSA_RETURN_IF_ERROR(ZeroFill(shared->runtime, layer->latent_cache));
     DSA_ASSIGN_OR_RETURN(layer->kv_b_proj,
                          Upload(shared->runtime, layer->weights.kv_b_proj));
     if (model_config.owns_indexer(l)) {
-      DSA_ASSIGN_OR_RETURN(layer->indexer_k_cache,
-                           DeviceBuffer::Allocate(shared->runtime,
-                                                  slots * indexer_entry_bytes));
+      DSA_ASSIGN_OR_RETURN(
+          layer->indexer_k_cache,
+          DeviceBuffer::Allocate(shared->runtime, slots * indexer_entry_bytes));
       DSA_RETURN_IF_ERROR(ZeroFill(shared->runtime, layer->indexer_k_cache));
       std::vector<float> norm = layer->weights.indexer_k_norm_weight;
       norm.insert(norm.end(), layer->weights.indexer_k_norm_bias.begin(),
                   layer->weights.indexer_k_norm_bias.end());
-      DSA_ASSIGN_OR_RETURN(layer->indexer_k_norm, Upload(shared->runtime, norm));
+      DSA_ASSIGN_OR_RETURN(layer->indexer_k_norm,
+                           Upload(shared->runtime, norm));
     }
     model->layers_.push_back(std::move(layer));
   }
@@ -243,7 +249,8 @@ absl::StatusOr<std::vector<uint8_t>> DeepseekV32Model::ReadIndexerKCache(
   }
   const DeviceBuffer& b = layers_[layer]->indexer_k_cache;
   std::vector<uint8_t> host(b.bytes());
-  if (!host.empty()) DSA_RETURN_IF_ERROR(b.CopyToHost(host.data(), host.size()));
+  if (!host.empty())
+    DSA_RETURN_IF_ERROR(b.CopyToHost(host.data(), host.size()));
   return host;
 }
 
@@ -274,9 +281,9 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
                        planner_.PlanForward(forward, classified));
   const int64_t tokens = plan.metadata->num_tokens;
   if (tokens > options_.max_num_batched_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step: ", tokens, " tokens exceed max_num_batched_tokens ",
-        options_.max_num_batched_tokens));
+    return absl::InvalidArgumentError(
+        absl::StrCat("step: ", tokens, " tokens exceed max_num_batched_tokens ",
+                     options_.max_num_batched_tokens));
   }
   for (size_t i = 0; i < requests.size(); ++i) {
     if (requests[i].num_context_tokens + requests[i].num_new_tokens >
@@ -295,7 +302,8 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
           layer_plan.prefill_branch != PrefillBranch::kDenseMha) {
         return absl::FailedPreconditionError(absl::StrCat(
             "step: no_indexer (a benchmark bound) runs only prefills on the "
-            "dense MHA branch; layer ", layer_plan.layer, " takes the ",
+            "dense MHA branch; layer ",
+            layer_plan.layer, " takes the ",
             PrefillBranchName(layer_plan.prefill_branch), " branch with ",
             plan.metadata->mla.num_decode_tokens,
             " decode tokens and needs the indexer's top-k"));
@@ -303,9 +311,9 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
     }
   }
   if (static_cast<int64_t>(hidden.size()) != tokens * hidden_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step: hidden has ", hidden.size(), " values, expected ", tokens,
-        " tokens x ", hidden_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("step: hidden has ", hidden.size(), " values, expected ",
+                     tokens, " tokens x ", hidden_size));
   }
   DSA_ASSIGN_OR_RETURN(StepLayout layout, blocks_.PrepareStep(requests));
 
@@ -389,18 +397,18 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
   if (options_.no_indexer) return absl::OkStatus();  // the bound: no work
   if (plan.indexer.action == IndexerAction::kWorkspaceOnly || step == nullptr) {
     if (plan.indexer.action != IndexerAction::kWorkspaceOnly) {
-      return absl::InternalError(absl::StrCat(
-          "layer ", layer.id, ": an indexer run without metadata must only "
-          "reserve its workspace"));
+      return absl::InternalError(
+          absl::StrCat("layer ", layer.id,
+                       ": an indexer run without metadata must only "
+                       "reserve its workspace"));
     }
     // A profile or dummy run: reserve what the largest step needs (the
     // logits workspace and the top-k buffer) and compute or write nothing.
     const int64_t rows = options_.max_num_batched_tokens;
-    DSA_RETURN_IF_ERROR(
-        s.workspace
-            .Get(rt, attention::IndexerLogits::WorkspaceBytes(
-                         rows, options_.max_model_len))
-            .status());
+    DSA_RETURN_IF_ERROR(s.workspace
+                            .Get(rt, attention::IndexerLogits::WorkspaceBytes(
+                                         rows, options_.max_model_len))
+                            .status());
     return s.topk.Get(rt, rows * topk * sizeof(int32_t)).status();
   }
   const StepLayout& layout = *step;
@@ -427,8 +435,8 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
           ? TensorView{}
           : MakeTensorView(layer.indexer_k_cache.data(), DType::kUint8,
                            {num_blocks, block_size, id + 4});
-  const TensorView rope_table = MakeTensorView(
-      s.rope.data(), DType::kFloat32, {options_.max_model_len, rope});
+  const TensorView rope_table = MakeTensorView(s.rope.data(), DType::kFloat32,
+                                               {options_.max_model_len, rope});
   if (plan.k_cache_write) {
     if (!w.has_indexer()) {
       return absl::InternalError(absl::StrCat(
@@ -436,13 +444,16 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
     }
     std::vector<float> k;
     Linear(x, T, hidden, w.indexer_wk, id, k, threads);
-    DSA_ASSIGN_OR_RETURN(void* k_dev, s.indexer_k.Get(rt, k.size() * sizeof(float)));
-    DSA_RETURN_IF_ERROR(rt.CopyHostToDevice(k_dev, k.data(), k.size() * sizeof(float)));
+    DSA_ASSIGN_OR_RETURN(void* k_dev,
+                         s.indexer_k.Get(rt, k.size() * sizeof(float)));
+    DSA_RETURN_IF_ERROR(
+        rt.CopyHostToDevice(k_dev, k.data(), k.size() * sizeof(float)));
     void* ln_dev = layer.indexer_k_norm.data();
     attention::IndexerKWrite::Args a;
     a.k = MakeTensorView(k_dev, DType::kFloat32, {T, id});
     a.ln_weight = MakeTensorView(ln_dev, DType::kFloat32, {id});
-    a.ln_bias = MakeTensorView(Offset<float>(ln_dev, id), DType::kFloat32, {id});
+    a.ln_bias =
+        MakeTensorView(Offset<float>(ln_dev, id), DType::kFloat32, {id});
     a.ln_eps = kIndexerLayerNormEps;
     a.positions = MakeTensorView(s.positions.data(), DType::kInt64, {T});
     a.cos_sin_cache = rope_table;
@@ -458,12 +469,17 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
     std::vector<float> iq, iw;
     Linear(q_c, T, q_lora, w.indexer_wq_b, ih * id, iq, threads);
     Linear(x, T, hidden, w.indexer_weights_proj, ih, iw, threads);
-    DSA_ASSIGN_OR_RETURN(void* iq_dev, s.indexer_q.Get(rt, iq.size() * sizeof(float)));
-    DSA_RETURN_IF_ERROR(rt.CopyHostToDevice(iq_dev, iq.data(), iq.size() * sizeof(float)));
-    DSA_ASSIGN_OR_RETURN(void* iw_dev, s.indexer_w.Get(rt, iw.size() * sizeof(float)));
-    DSA_RETURN_IF_ERROR(rt.CopyHostToDevice(iw_dev, iw.data(), iw.size() * sizeof(float)));
+    DSA_ASSIGN_OR_RETURN(void* iq_dev,
+                         s.indexer_q.Get(rt, iq.size() * sizeof(float)));
+    DSA_RETURN_IF_ERROR(
+        rt.CopyHostToDevice(iq_dev, iq.data(), iq.size() * sizeof(float)));
+    DSA_ASSIGN_OR_RETURN(void* iw_dev,
+                         s.indexer_w.Get(rt, iw.size() * sizeof(float)));
+    DSA_RETURN_IF_ERROR(
+        rt.CopyHostToDevice(iw_dev, iw.data(), iw.size() * sizeof(float)));
     DSA_ASSIGN_OR_RETURN(void* q8_dev, s.q_fp8.Get(rt, T * ih * id));
-    DSA_ASSIGN_OR_RETURN(void* hw_dev, s.head_weights.Get(rt, T * ih * sizeof(float)));
+    DSA_ASSIGN_OR_RETURN(void* hw_dev,
+                         s.head_weights.Get(rt, T * ih * sizeof(float)));
     const TensorView q_fp8 =
         MakeTensorView(q8_dev, s.indexer_cache_dtype, {T, ih, id});
     const TensorView head_weights =
@@ -483,7 +499,8 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
     const int64_t width = layout.max_seq_len;
     DSA_ASSIGN_OR_RETURN(
         void* logits_dev,
-        s.workspace.Get(rt, attention::IndexerLogits::WorkspaceBytes(T, width)));
+        s.workspace.Get(rt,
+                        attention::IndexerLogits::WorkspaceBytes(T, width)));
     const TensorView logits =
         MakeTensorView(logits_dev, DType::kFloat32, {T, width});
     const TensorView key_start =
@@ -495,10 +512,13 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
       a.q_fp8 = q_fp8;
       a.head_weights = head_weights;
       a.k_cache = indexer_cache;
-      a.block_table = MakeTensorView(s.block_table.data(), DType::kInt32,
-                                     {layout.num_requests, layout.max_blocks_per_request});
-      a.seq_lens = MakeTensorView(s.seq_lens.data(), DType::kInt32, {layout.num_requests});
-      a.row_request = MakeTensorView(s.token_request.data(), DType::kInt32, {T});
+      a.block_table =
+          MakeTensorView(s.block_table.data(), DType::kInt32,
+                         {layout.num_requests, layout.max_blocks_per_request});
+      a.seq_lens = MakeTensorView(s.seq_lens.data(), DType::kInt32,
+                                  {layout.num_requests});
+      a.row_request =
+          MakeTensorView(s.token_request.data(), DType::kInt32, {T});
       a.row_key_start = key_start;
       a.row_key_end = key_end;
       a.logits = logits;
@@ -562,24 +582,28 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
 
   // --- MLA latent cache write: kv_c and k_pe are strided views of kv.
   DSA_ASSIGN_OR_RETURN(void* kv_dev, s.kv.Get(rt, kv.size() * sizeof(float)));
-  DSA_RETURN_IF_ERROR(rt.CopyHostToDevice(kv_dev, kv.data(), kv.size() * sizeof(float)));
+  DSA_RETURN_IF_ERROR(
+      rt.CopyHostToDevice(kv_dev, kv.data(), kv.size() * sizeof(float)));
   const int64_t num_blocks = options_.num_blocks;
   const int64_t block_size = options_.block_size;
   TensorView latent_cache;
   if (attention::IsFp8(s.latent_format.dtype)) {
-    latent_cache = MakeTensorView(
-        layer.latent_cache.data(), DType::kUint8,
-        {num_blocks, block_size, attention::LatentCacheEntryWidth(s.latent_format)});
+    latent_cache =
+        MakeTensorView(layer.latent_cache.data(), DType::kUint8,
+                       {num_blocks, block_size,
+                        attention::LatentCacheEntryWidth(s.latent_format)});
   } else {
-    latent_cache = MakeTensorView(
-        layer.latent_cache.data(), DType::kBFloat16,
-        {num_blocks, block_size, attention::LatentCacheEntryWidth(s.latent_format)});
+    latent_cache =
+        MakeTensorView(layer.latent_cache.data(), DType::kBFloat16,
+                       {num_blocks, block_size,
+                        attention::LatentCacheEntryWidth(s.latent_format)});
   }
   {
     attention::MlaCacheWrite::Args a;
     a.kv_c = MakeTensorView(kv_dev, DType::kFloat32, {T, kv_lora});
     a.kv_c.strides[0] = kv_lora + rope;
-    a.k_pe = MakeTensorView(Offset<float>(kv_dev, kv_lora), DType::kFloat32, {T, rope});
+    a.k_pe = MakeTensorView(Offset<float>(kv_dev, kv_lora), DType::kFloat32,
+                            {T, rope});
     a.k_pe.strides[0] = kv_lora + rope;
     a.slot_mapping = MakeTensorView(s.slot_mapping.data(), DType::kInt64, {T});
     a.kv_cache = latent_cache;
@@ -601,9 +625,9 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk)));
   DSA_ASSIGN_OR_RETURN(void* attn_dev,
                        s.attn_out.Get(rt, T * H * vdim * sizeof(float)));
-  const TensorView block_table = MakeTensorView(
-      s.block_table.data(), DType::kInt32,
-      {layout.num_requests, layout.max_blocks_per_request});
+  const TensorView block_table =
+      MakeTensorView(s.block_table.data(), DType::kInt32,
+                     {layout.num_requests, layout.max_blocks_per_request});
   if (sparse_rows > 0) {
     if (plan.indexer.action != IndexerAction::kScore &&
         plan.indexer.action != IndexerAction::kShared) {
@@ -613,13 +637,15 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
     }
     // Absorb W_UK into the query: q_abs[h] = [q_nope[h] W_UK[h] | q_pe[h]].
     const int64_t width = kv_lora + rope;
-    std::vector<float> q_abs(static_cast<size_t>(sparse_rows * H * width), 0.0f);
+    std::vector<float> q_abs(static_cast<size_t>(sparse_rows * H * width),
+                             0.0f);
     for (int64_t t = 0; t < sparse_rows; ++t) {
       for (int64_t h = 0; h < H; ++h) {
         const float* qn = q.data() + (t * H + h) * qk;
         float* dst = q_abs.data() + (t * H + h) * width;
         for (int64_t n = 0; n < nope; ++n) {
-          const float* wuk = w.kv_b_proj.data() + (h * (nope + vdim) + n) * kv_lora;
+          const float* wuk =
+              w.kv_b_proj.data() + (h * (nope + vdim) + n) * kv_lora;
           const float qv = qn[n];
           for (int64_t j = 0; j < kv_lora; ++j) dst[j] += qv * wuk[j];
         }
@@ -628,39 +654,44 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
     }
     DSA_ASSIGN_OR_RETURN(void* qa_dev,
                          s.q_absorbed.Get(rt, q_abs.size() * sizeof(float)));
-    DSA_RETURN_IF_ERROR(
-        rt.CopyHostToDevice(qa_dev, q_abs.data(), q_abs.size() * sizeof(float)));
+    DSA_RETURN_IF_ERROR(rt.CopyHostToDevice(qa_dev, q_abs.data(),
+                                            q_abs.size() * sizeof(float)));
     attention::SparseMla::Args a;
     a.q = MakeTensorView(qa_dev, DType::kFloat32, {sparse_rows, H, width});
     a.kv_cache = latent_cache;
     a.cache_format = s.latent_format;
     a.block_table = block_table;
-    a.seq_lens = MakeTensorView(s.seq_lens.data(), DType::kInt32, {layout.num_requests});
+    a.seq_lens =
+        MakeTensorView(s.seq_lens.data(), DType::kInt32, {layout.num_requests});
     a.token_request =
         MakeTensorView(s.token_request.data(), DType::kInt32, {sparse_rows});
-    a.topk_indices = MakeTensorView(topk_dev, DType::kInt32, {sparse_rows, topk});
+    a.topk_indices =
+        MakeTensorView(topk_dev, DType::kInt32, {sparse_rows, topk});
     a.kv_b_proj = MakeTensorView(layer.kv_b_proj.data(), DType::kFloat32,
                                  {H * (nope + vdim), kv_lora});
     a.qk_nope_head_dim = static_cast<int32_t>(nope);
     a.softmax_scale = softmax_scale;
-    a.output = MakeTensorView(attn_dev, DType::kFloat32, {sparse_rows, H, vdim});
+    a.output =
+        MakeTensorView(attn_dev, DType::kFloat32, {sparse_rows, H, vdim});
     ++s.counts.sparse_mla;
     DSA_RETURN_IF_ERROR(s.kernels.sparse_mla(s.exec, a));
   }
   if (dense_prefill && T > D) {
     const int64_t P = T - D;
     const int64_t R = layout.num_requests - layout.num_decode_requests;
-    DSA_ASSIGN_OR_RETURN(void* q_dev, s.q_dense.Get(rt, P * H * qk * sizeof(float)));
+    DSA_ASSIGN_OR_RETURN(void* q_dev,
+                         s.q_dense.Get(rt, P * H * qk * sizeof(float)));
     DSA_RETURN_IF_ERROR(rt.CopyHostToDevice(q_dev, q.data() + D * H * qk,
                                             P * H * qk * sizeof(float)));
     attention::DenseMhaPrefill::Args a;
     a.q = MakeTensorView(q_dev, DType::kFloat32, {P, H, qk});
     a.kv_cache = latent_cache;
     a.cache_format = s.latent_format;
-    a.block_table = MakeTensorView(
-        Offset<int32_t>(s.block_table.data(),
-                        int64_t{layout.num_decode_requests} * layout.max_blocks_per_request),
-        DType::kInt32, {R, layout.max_blocks_per_request});
+    a.block_table =
+        MakeTensorView(Offset<int32_t>(s.block_table.data(),
+                                       int64_t{layout.num_decode_requests} *
+                                           layout.max_blocks_per_request),
+                       DType::kInt32, {R, layout.max_blocks_per_request});
     a.seq_lens = MakeTensorView(
         Offset<int32_t>(s.seq_lens.data(), layout.num_decode_requests),
         DType::kInt32, {R});
@@ -676,7 +707,8 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   }
   DSA_RETURN_IF_ERROR(rt.Synchronize());
   std::vector<float> attn(static_cast<size_t>(T * H * vdim));
-  DSA_RETURN_IF_ERROR(rt.CopyDeviceToHost(attn.data(), attn_dev, attn.size() * sizeof(float)));
+  DSA_RETURN_IF_ERROR(
+      rt.CopyDeviceToHost(attn.data(), attn_dev, attn.size() * sizeof(float)));
   Linear(attn, T, H * vdim, w.o_proj, hidden, out, threads);
   return absl::OkStatus();
 }

@@ -5,7 +5,8 @@
 //
 // Per layer and step:
 //   host   q_c = RMSNorm(x W_qa), q = q_c W_qb (rope on q_pe),
-//          kv = x W_kva: kv_c = RMSNorm(kv[:kv_lora]), k_pe = rope(kv[kv_lora:])
+//          kv = x W_kva: kv_c = RMSNorm(kv[:kv_lora]), k_pe =
+//          rope(kv[kv_lora:])
 //   op     mla_cache_write(kv_c, k_pe)
 //   op     indexer_k_write(x W_k)                 layers owning an indexer
 //   op     indexer_q, indexer_logits, indexer_topk only when the plan scores
@@ -117,7 +118,9 @@ class DeepseekV32Model {
   absl::StatusOr<ForwardPlan> ProfileRun(const ForwardContext& forward);
 
   // Frees a finished request's cache blocks.
-  absl::Status Release(int64_t request_id) { return blocks_.Release(request_id); }
+  absl::Status Release(int64_t request_id) {
+    return blocks_.Release(request_id);
+  }
 
   // Bytes of indexer workspace reserved so far (by profile runs and steps).
   int64_t reserved_workspace_bytes() const;

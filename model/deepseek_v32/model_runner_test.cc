@@ -44,9 +44,9 @@ DsaStatusCode Counting(const DsaExecutionContext* ctx,
 
 AttentionKernels CountingKernels() {
   AttentionKernels k;
-#define DSA_COUNTING_KERNEL(CxxName, field)                                 \
-  k.field = attention::Kernel<attention::CxxName>(                          \
-      &Counting<attention::CxxName, &AttentionKernels::field,               \
+#define DSA_COUNTING_KERNEL(CxxName, field)                   \
+  k.field = attention::Kernel<attention::CxxName>(            \
+      &Counting<attention::CxxName, &AttentionKernels::field, \
                 &OpCallCounts::field>);
   DSA_COUNTING_KERNEL(IndexerKWrite, indexer_k_write)
   DSA_COUNTING_KERNEL(IndexerQ, indexer_q)
@@ -150,7 +150,8 @@ class ModelRunnerTest : public ModelRunnerTestBase,
 constexpr double kReferenceTolerance = 2e-3;
 
 // ‖a - b‖ / ‖b‖ against a float64 reference.
-double RelativeError(const std::vector<float>& a, const std::vector<double>& b) {
+double RelativeError(const std::vector<float>& a,
+                     const std::vector<double>& b) {
   double num = 0.0, den = 0.0;
   for (size_t i = 0; i < b.size(); ++i) {
     num += (a[i] - b[i]) * (a[i] - b[i]);
@@ -220,7 +221,8 @@ TEST_P(SkipEquivalenceTest, PureShortPrefillSkipsScoringWithEqualOutputs) {
   // The same dense computation: equal to the bit on the CPU kernels.
   ASSERT_EQ(a.hidden.size(), x.size());
   EXPECT_EQ(std::memcmp(a.hidden.data(), b.hidden.data(), x.size() * 4), 0);
-  EXPECT_EQ(std::memcmp(a.mtp_hidden.data(), b.mtp_hidden.data(), x.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(a.mtp_hidden.data(), b.mtp_hidden.data(), x.size() * 4),
+            0);
   for (int l = 0; l < config.num_layers(); ++l) {
     ASSERT_OK_AND_ASSIGN(auto ka, skip->ReadIndexerKCache(l));
     ASSERT_OK_AND_ASSIGN(auto kb, no_skip->ReadIndexerKCache(l));
@@ -235,20 +237,22 @@ TEST_P(SkipEquivalenceTest, PureShortPrefillSkipsScoringWithEqualOutputs) {
   for (int l = 0; l < config.num_layers(); ++l) {
     weights.push_back(LayerWeights::Random(config, l, 7));
   }
-  const attention::DType latent =
-      options.fp8_latent_cache ? attention::DType::kFloat8E4m3fnuz
-                               : attention::DType::kBFloat16;
+  const attention::DType latent = options.fp8_latent_cache
+                                      ? attention::DType::kFloat8E4m3fnuz
+                                      : attention::DType::kBFloat16;
   int64_t row = 0;
   for (const StepRequest& r : requests) {
     const int64_t n = r.num_new_tokens;
-    std::vector<float> xr(x.begin() + row * hidden, x.begin() + (row + n) * hidden);
+    std::vector<float> xr(x.begin() + row * hidden,
+                          x.begin() + (row + n) * hidden);
     const ReferenceOutput ref =
         ReferenceForward(config, weights, xr, n, latent, options.rope_theta);
     std::vector<float> got(a.hidden.begin() + row * hidden,
                            a.hidden.begin() + (row + n) * hidden);
     std::vector<float> got_mtp(a.mtp_hidden.begin() + row * hidden,
                                a.mtp_hidden.begin() + (row + n) * hidden);
-    EXPECT_LT(RelativeError(got, ref.hidden), kReferenceTolerance) << "request " << r.request_id;
+    EXPECT_LT(RelativeError(got, ref.hidden), kReferenceTolerance)
+        << "request " << r.request_id;
     EXPECT_LT(RelativeError(got_mtp, ref.mtp_hidden), kReferenceTolerance)
         << "request " << r.request_id;
     row += n;
@@ -257,13 +261,14 @@ TEST_P(SkipEquivalenceTest, PureShortPrefillSkipsScoringWithEqualOutputs) {
 
 INSTANTIATE_TEST_SUITE_P(
     Presets, SkipEquivalenceTest,
-    ::testing::Combine(
-        ::testing::ValuesIn(RunnerPlatforms()),
-        ::testing::Values(SkipCase{"tiny-v3.2", false}, SkipCase{"tiny-v3.2", true},
-                          SkipCase{"tiny-glm-5.1", false},
-                          SkipCase{"tiny-glm-5.2", false},
-                          SkipCase{"tiny-glm-5.2", true})),
-    [](const ::testing::TestParamInfo<std::tuple<std::string, SkipCase>>& info) {
+    ::testing::Combine(::testing::ValuesIn(RunnerPlatforms()),
+                       ::testing::Values(SkipCase{"tiny-v3.2", false},
+                                         SkipCase{"tiny-v3.2", true},
+                                         SkipCase{"tiny-glm-5.1", false},
+                                         SkipCase{"tiny-glm-5.2", false},
+                                         SkipCase{"tiny-glm-5.2", true})),
+    [](const ::testing::TestParamInfo<std::tuple<std::string, SkipCase>>&
+           info) {
       const SkipCase& c = std::get<1>(info.param);
       std::string name = std::get<0>(info.param) + "_" + c.preset +
                          (c.fp8_latent_cache ? "_fp8" : "_bf16");
@@ -365,8 +370,9 @@ TEST_P(ModelRunnerTest, MixedLongMtpFullGraphAndCaptureStillScore) {
     const ModelConfig& config = model->planner().config();
     const std::vector<StepRequest> requests = {{1, 0, 20}};
     CallCounter::calls = {};
-    ASSERT_OK_AND_ASSIGN(StepOutput out,
-                         model->Step(c.forward, requests, RandomHidden(20, hidden, 5)));
+    ASSERT_OK_AND_ASSIGN(
+        StepOutput out,
+        model->Step(c.forward, requests, RandomHidden(20, hidden, 5)));
     EXPECT_EQ(out.plan.counts.skipped, 0);
     EXPECT_EQ(CallCounter::calls.indexer_logits, config.num_indexer_layers());
     EXPECT_EQ(CallCounter::calls.indexer_topk, config.num_indexer_layers());
@@ -376,7 +382,8 @@ TEST_P(ModelRunnerTest, MixedLongMtpFullGraphAndCaptureStillScore) {
   // topk (65 > 64): every indexer layer scores.
   auto model = MakeModel(preset, skip_caps_, options);
   const ModelConfig& config = model->planner().config();
-  ASSERT_OK(model->Step({}, {{1, 0, 10}}, RandomHidden(10, hidden, 1)).status());
+  ASSERT_OK(
+      model->Step({}, {{1, 0, 10}}, RandomHidden(10, hidden, 1)).status());
   CallCounter::calls = {};
   ASSERT_OK_AND_ASSIGN(
       StepOutput mixed,
@@ -388,8 +395,9 @@ TEST_P(ModelRunnerTest, MixedLongMtpFullGraphAndCaptureStillScore) {
   EXPECT_EQ(CallCounter::calls.dense_mha_prefill, config.num_layers());
 
   CallCounter::calls = {};
-  ASSERT_OK_AND_ASSIGN(StepOutput longer,
-                       model->Step({}, {{3, 0, 65}}, RandomHidden(65, hidden, 3)));
+  ASSERT_OK_AND_ASSIGN(
+      StepOutput longer,
+      model->Step({}, {{3, 0, 65}}, RandomHidden(65, hidden, 3)));
   EXPECT_EQ(longer.plan.counts.skipped, 0);
   EXPECT_EQ(CallCounter::calls.indexer_logits, config.num_indexer_layers());
   EXPECT_EQ(CallCounter::calls.sparse_mla, config.num_layers());
@@ -418,10 +426,12 @@ TEST_P(ModelRunnerTest, MtpThreeTokenBatchStillSkipsWithEqualOutputs) {
   ASSERT_OK_AND_ASSIGN(StepOutput a, skip->Step({}, verify, xv));
   EXPECT_EQ(a.plan.metadata->indexer.num_decodes, 2);
   EXPECT_EQ(a.plan.metadata->mla.num_prefills, 2);
-  EXPECT_EQ(a.plan.counts.skipped, config.num_indexer_layers() - config.num_mtp_layers());
+  EXPECT_EQ(a.plan.counts.skipped,
+            config.num_indexer_layers() - config.num_mtp_layers());
   EXPECT_EQ(CallCounter::calls.indexer_logits, config.num_mtp_layers());
   ASSERT_OK_AND_ASSIGN(StepOutput b, no_skip->Step({}, verify, xv));
-  EXPECT_EQ(std::memcmp(a.hidden.data(), b.hidden.data(), a.hidden.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(a.hidden.data(), b.hidden.data(), a.hidden.size() * 4),
+            0);
 }
 
 // A profile run has no metadata: indexer layers reserve the workspace for
@@ -470,15 +480,17 @@ TEST_P(ModelRunnerTest, BadStepsAreClearErrorsAndAllocateNothing) {
   EXPECT_THAT(model->Step({}, {{1, 0, 8}}, RandomHidden(7, 256, 1)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("hidden has 1792 values, expected 8 tokens")));
-  EXPECT_THAT(model->Step({}, {{1, 5, 8}}, RandomHidden(8, 256, 1)),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("claims 5 context tokens but the cache holds 0")));
+  EXPECT_THAT(
+      model->Step({}, {{1, 5, 8}}, RandomHidden(8, 256, 1)),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("claims 5 context tokens but the cache holds 0")));
   EXPECT_THAT(model->Step({}, {{1, 0, 101}}, RandomHidden(101, 256, 1)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("exceed max_num_batched_tokens 100")));
-  EXPECT_THAT(model->Step({}, {{1, 0, 40}, {2, 0, 40}}, RandomHidden(80, 256, 1)),
-              StatusIs(absl::StatusCode::kResourceExhausted,
-                       HasSubstr("needs 6 more cache blocks")));
+  EXPECT_THAT(
+      model->Step({}, {{1, 0, 40}, {2, 0, 40}}, RandomHidden(80, 256, 1)),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               HasSubstr("needs 6 more cache blocks")));
   EXPECT_THAT(model->Step({}, {{1, 0, 0}}, {}),
               StatusIs(absl::StatusCode::kInvalidArgument));
   // Nothing was allocated by the failed steps: the whole cache is still free.
@@ -515,7 +527,8 @@ TEST_P(ModelRunnerTest, NoIndexerBoundRunsNoIndexerWork) {
   EXPECT_EQ(b.op_calls.indexer_k_write, 0);
   EXPECT_EQ(calls.dense_mha_prefill, config.num_layers());
   EXPECT_EQ(std::memcmp(a.hidden.data(), b.hidden.data(), x.size() * 4), 0);
-  EXPECT_EQ(std::memcmp(a.mtp_hidden.data(), b.mtp_hidden.data(), x.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(a.mtp_hidden.data(), b.mtp_hidden.data(), x.size() * 4),
+            0);
   for (int l = 0; l < config.num_layers(); ++l) {
     ASSERT_OK_AND_ASSIGN(auto k, bound->ReadIndexerKCache(l));
     EXPECT_EQ(std::count(k.begin(), k.end(), 0), static_cast<long>(k.size()))
@@ -526,11 +539,13 @@ TEST_P(ModelRunnerTest, NoIndexerBoundRunsNoIndexerWork) {
   // prefills).
   ASSERT_OK(bound->Release(1));
   ASSERT_OK(bound->Release(2));
-  EXPECT_THAT(bound->Step({}, {{3, 0, topk + 1}}, RandomHidden(topk + 1, hidden, 3)),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("needs the indexer's top-k")));
+  EXPECT_THAT(
+      bound->Step({}, {{3, 0, topk + 1}}, RandomHidden(topk + 1, hidden, 3)),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               HasSubstr("needs the indexer's top-k")));
   ASSERT_OK(bound
-                ->Step({}, {{4, 0, topk}, {5, 0, topk}, {6, 0, topk}, {7, 0, topk}},
+                ->Step({},
+                       {{4, 0, topk}, {5, 0, topk}, {6, 0, topk}, {7, 0, topk}},
                        RandomHidden(4 * topk, hidden, 3))
                 .status());
   EXPECT_OK(bound->ProfileRun({}).status());
@@ -553,9 +568,12 @@ TEST_P(ModelRunnerTest, IncrementalStepsMatchTheWholeSequenceReference) {
     const std::vector<float> x = RandomHidden(total, hidden, 31);
     std::vector<float> got;
     int64_t done = 0;
-    for (int64_t chunk : {int64_t{23}, int64_t{14}, int64_t{1}, int64_t{1}, int64_t{1}}) {
-      std::vector<float> xs(x.begin() + done * hidden, x.begin() + (done + chunk) * hidden);
-      ASSERT_OK_AND_ASSIGN(StepOutput out, model->Step({}, {{9, done, chunk}}, xs));
+    for (int64_t chunk :
+         {int64_t{23}, int64_t{14}, int64_t{1}, int64_t{1}, int64_t{1}}) {
+      std::vector<float> xs(x.begin() + done * hidden,
+                            x.begin() + (done + chunk) * hidden);
+      ASSERT_OK_AND_ASSIGN(StepOutput out,
+                           model->Step({}, {{9, done, chunk}}, xs));
       got.insert(got.end(), out.hidden.begin(), out.hidden.end());
       done += chunk;
     }
@@ -563,8 +581,9 @@ TEST_P(ModelRunnerTest, IncrementalStepsMatchTheWholeSequenceReference) {
     for (int l = 0; l < config.num_layers(); ++l) {
       weights.push_back(LayerWeights::Random(config, l, 7));
     }
-    const ReferenceOutput ref = ReferenceForward(
-        config, weights, x, total, attention::DType::kBFloat16, options.rope_theta);
+    const ReferenceOutput ref =
+        ReferenceForward(config, weights, x, total, attention::DType::kBFloat16,
+                         options.rope_theta);
     EXPECT_LT(RelativeError(got, ref.hidden), kReferenceTolerance);
   }
 }

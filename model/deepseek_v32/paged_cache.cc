@@ -10,9 +10,9 @@ namespace dsa::model::deepseek_v32 {
 absl::StatusOr<BlockTables> BlockTables::Create(int block_size,
                                                 int num_blocks) {
   if (block_size <= 0 || num_blocks <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "block tables: block_size (", block_size, ") and num_blocks (",
-        num_blocks, ") must be positive"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("block tables: block_size (", block_size,
+                     ") and num_blocks (", num_blocks, ") must be positive"));
   }
   return BlockTables(block_size, num_blocks);
 }
@@ -34,7 +34,8 @@ absl::Status BlockTables::Release(int64_t request_id) {
     return absl::NotFoundError(
         absl::StrCat("block tables: unknown request id ", request_id));
   }
-  for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend(); ++b) {
+  for (auto b = it->second.blocks.rbegin(); b != it->second.blocks.rend();
+       ++b) {
     free_.push_back(*b);
   }
   sequences_.erase(it);
@@ -56,16 +57,16 @@ absl::StatusOr<StepLayout> BlockTables::PrepareStep(
           "step: request ", i, " repeats request id ", r.request_id));
     }
     if (r.num_new_tokens < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "step: request ", i, " (id ", r.request_id, ") has ",
-          r.num_new_tokens, " new tokens; expected at least 1"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("step: request ", i, " (id ", r.request_id, ") has ",
+                       r.num_new_tokens, " new tokens; expected at least 1"));
     }
     const int64_t cached = cached_tokens(r.request_id);
     if (r.num_context_tokens != cached) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "step: request ", i, " (id ", r.request_id, ") claims ",
-          r.num_context_tokens, " context tokens but the cache holds ",
-          cached));
+      return absl::InvalidArgumentError(
+          absl::StrCat("step: request ", i, " (id ", r.request_id, ") claims ",
+                       r.num_context_tokens,
+                       " context tokens but the cache holds ", cached));
     }
     if (r.num_new_tokens > (int64_t{1} << 30) ||
         cached + r.num_new_tokens > (int64_t{1} << 30)) {
@@ -120,8 +121,8 @@ absl::StatusOr<StepLayout> BlockTables::PrepareStep(
     }
     seq.num_tokens = total;
     layout.seq_lens.push_back(static_cast<int32_t>(total));
-    layout.query_start_loc.push_back(
-        layout.query_start_loc.back() + static_cast<int32_t>(r.num_new_tokens));
+    layout.query_start_loc.push_back(layout.query_start_loc.back() +
+                                     static_cast<int32_t>(r.num_new_tokens));
     layout.max_blocks_per_request = std::max(
         layout.max_blocks_per_request, static_cast<int>(seq.blocks.size()));
     layout.max_seq_len = std::max(layout.max_seq_len, total);
@@ -131,7 +132,8 @@ absl::StatusOr<StepLayout> BlockTables::PrepareStep(
       static_cast<size_t>(layout.num_requests) * layout.max_blocks_per_request,
       0);
   for (int k = 0; k < layout.num_requests; ++k) {
-    const Sequence& seq = sequences_[requests[layout.request_order[k]].request_id];
+    const Sequence& seq =
+        sequences_[requests[layout.request_order[k]].request_id];
     std::copy(seq.blocks.begin(), seq.blocks.end(),
               layout.block_table.begin() +
                   static_cast<int64_t>(k) * layout.max_blocks_per_request);

@@ -63,10 +63,12 @@ class BlockTables {
 
   // Checks every request (its context must equal the tokens cached for its
   // id: 0 for a new id), allocates blocks for the new tokens and returns the
-  // step's layout. All or nothing: on error nothing is allocated. InvalidArgument for a duplicate id, a
-  // context that differs from the cached length, or fewer than one new
-  // token; ResourceExhausted when the blocks run out.
-  absl::StatusOr<StepLayout> PrepareStep(absl::Span<const StepRequest> requests);
+  // step's layout. All or nothing: on error nothing is allocated.
+  // InvalidArgument for a duplicate id, a context that differs from the cached
+  // length, or fewer than one new token; ResourceExhausted when the blocks run
+  // out.
+  absl::StatusOr<StepLayout> PrepareStep(
+      absl::Span<const StepRequest> requests);
 
   // Frees a finished request's blocks. NotFound for an unknown id.
   absl::Status Release(int64_t request_id);

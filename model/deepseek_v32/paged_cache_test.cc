@@ -40,20 +40,23 @@ TEST(BlockTablesTest, OrdersDecodesFirstAndMapsSlots) {
 
 TEST(BlockTablesTest, FailedStepsAllocateNothing) {
   ASSERT_OK_AND_ASSIGN(BlockTables tables, BlockTables::Create(4, 3));
-  EXPECT_THAT(tables.PrepareStep({{1, 0, 8}, {2, 0, 8}}),
-              StatusIs(absl::StatusCode::kResourceExhausted,
-                       HasSubstr("needs 4 more cache blocks of 4 tokens, 3 free")));
+  EXPECT_THAT(
+      tables.PrepareStep({{1, 0, 8}, {2, 0, 8}}),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               HasSubstr("needs 4 more cache blocks of 4 tokens, 3 free")));
   EXPECT_THAT(tables.PrepareStep({{1, 0, 2}, {1, 0, 2}}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("repeats request id 1")));
-  EXPECT_THAT(tables.PrepareStep({{1, 3, 2}}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("claims 3 context tokens but the cache holds 0")));
-  EXPECT_THAT(tables.PrepareStep({{1, 0, 0}}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("0 new tokens")));
-  EXPECT_THAT(tables.PrepareStep({}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no requests")));
+  EXPECT_THAT(
+      tables.PrepareStep({{1, 3, 2}}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("claims 3 context tokens but the cache holds 0")));
+  EXPECT_THAT(
+      tables.PrepareStep({{1, 0, 0}}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("0 new tokens")));
+  EXPECT_THAT(
+      tables.PrepareStep({}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no requests")));
   EXPECT_EQ(tables.num_free_blocks(), 3);
   EXPECT_EQ(tables.cached_tokens(1), 0);
 }
@@ -66,8 +69,9 @@ TEST(BlockTablesTest, ReleaseReturnsBlocks) {
   EXPECT_EQ(tables.num_free_blocks(), 4);
   EXPECT_THAT(tables.Release(1), StatusIs(absl::StatusCode::kNotFound,
                                           HasSubstr("unknown request id 1")));
-  EXPECT_THAT(BlockTables::Create(0, 4),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("block_size")));
+  EXPECT_THAT(
+      BlockTables::Create(0, 4),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("block_size")));
 }
 
 }  // namespace

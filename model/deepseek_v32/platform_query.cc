@@ -14,8 +14,8 @@ absl::StatusOr<platform::PlatformCapabilities> QueryCapabilities(
   if (!found.ok()) {
     if (!platform_id.empty() && absl::IsNotFound(found.status())) {
       return absl::NotFoundError(absl::StrCat(
-          "unknown platform \"", platform_id, "\"; registered: ",
-          absl::StrJoin(registry.PlatformIds(), ", ")));
+          "unknown platform \"", platform_id,
+          "\"; registered: ", absl::StrJoin(registry.PlatformIds(), ", ")));
     }
     return found.status();
   }

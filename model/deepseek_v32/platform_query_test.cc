@@ -12,9 +12,9 @@ namespace dsa::model::deepseek_v32 {
 namespace {
 
 using ::dsa::testing::StatusIs;
+using platform::Registry;
 using ::testing::Contains;
 using ::testing::HasSubstr;
-using platform::Registry;
 
 // The cpu, rocm and cuda plugins register themselves into Global() through
 // the registration targets this test links.
@@ -62,9 +62,9 @@ TEST(PlatformQueryTest, UnknownPlatformOrArch) {
                        HasSubstr("registered: cpu, cuda, rocm")));
   EXPECT_THAT(QueryCapabilities(Registry::Global(), "rocm", "sm_90"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rocm")));
-  EXPECT_THAT(QueryCapabilities(Registry::Global(), "rocm", "gfx1100"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("gfx942")));
+  EXPECT_THAT(
+      QueryCapabilities(Registry::Global(), "rocm", "gfx1100"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("gfx942")));
 }
 
 // An embedder's own registry, empty: nothing is found, nothing crashes.

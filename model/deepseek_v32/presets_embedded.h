@@ -7,7 +7,7 @@
 namespace dsa::model::deepseek_v32::internal {
 
 struct EmbeddedPreset {
-  const char* name;      // the file name without .textproto: "glm-5.1"
+  const char* name;  // the file name without .textproto: "glm-5.1"
   const char* textproto;
 };
 

@@ -19,7 +19,8 @@ std::vector<double> Linear(const std::vector<double>& x, int64_t tokens,
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t o = 0; o < out; ++o) {
       double acc = 0.0;
-      for (int64_t i = 0; i < in; ++i) acc += x[t * in + i] * double{w[o * in + i]};
+      for (int64_t i = 0; i < in; ++i)
+        acc += x[t * in + i] * double{w[o * in + i]};
       y[t * out + o] = acc;
     }
   }
@@ -55,7 +56,8 @@ void RoundLatent(double* kv_c, int64_t kv_lora, DType dtype) {
     return;
   }
   const attention::Fp8Traits traits = attention::Fp8TraitsOf(dtype);
-  for (int64_t tile = 0; tile < kv_lora; tile += attention::kLatentFp8TileSize) {
+  for (int64_t tile = 0; tile < kv_lora;
+       tile += attention::kLatentFp8TileSize) {
     float amax = 0.0f;
     for (int64_t i = tile; i < tile + attention::kLatentFp8TileSize; ++i) {
       amax = std::max(amax, std::fabs(static_cast<float>(kv_c[i])));
@@ -87,16 +89,20 @@ ReferenceOutput ReferenceForward(const ModelConfig& config,
   for (int l = 0; l < config.num_layers(); ++l) {
     const LayerWeights& w = weights[l];
     std::vector<double> q_c = Linear(x, S, hidden, w.q_a_proj, q_lora);
-    for (int64_t t = 0; t < S; ++t) RmsNorm(&q_c[t * q_lora], q_lora, w.q_a_layernorm);
+    for (int64_t t = 0; t < S; ++t)
+      RmsNorm(&q_c[t * q_lora], q_lora, w.q_a_layernorm);
     std::vector<double> q = Linear(q_c, S, q_lora, w.q_b_proj, H * qk);
-    std::vector<double> kv = Linear(x, S, hidden, w.kv_a_proj_with_mqa, kv_lora + rope);
+    std::vector<double> kv =
+        Linear(x, S, hidden, w.kv_a_proj_with_mqa, kv_lora + rope);
     for (int64_t t = 0; t < S; ++t) {
-      for (int64_t h = 0; h < H; ++h) Rope(&q[(t * H + h) * qk + nope], rope, t, theta);
+      for (int64_t h = 0; h < H; ++h)
+        Rope(&q[(t * H + h) * qk + nope], rope, t, theta);
       double* row = &kv[t * (kv_lora + rope)];
       RmsNorm(row, kv_lora, w.kv_a_layernorm);
       Rope(row + kv_lora, rope, t, theta);
       RoundLatent(row, kv_lora, latent_dtype);
-      for (int64_t i = 0; i < rope; ++i) row[kv_lora + i] = RoundBf16(row[kv_lora + i]);
+      for (int64_t i = 0; i < rope; ++i)
+        row[kv_lora + i] = RoundBf16(row[kv_lora + i]);
     }
     // Keys and values per head, decompressed from the (rounded) latent.
     std::vector<double> k(S * H * qk), v(S * H * vdim);
@@ -113,7 +119,8 @@ ReferenceOutput ReferenceForward(const ModelConfig& config,
             v[(j * H + h) * vdim + (n - nope)] = acc;
           }
         }
-        for (int64_t i = 0; i < rope; ++i) k[(j * H + h) * qk + nope + i] = lat[kv_lora + i];
+        for (int64_t i = 0; i < rope; ++i)
+          k[(j * H + h) * qk + nope + i] = lat[kv_lora + i];
       }
     }
     std::vector<double> attn(S * H * vdim, 0.0), p(S);
@@ -122,7 +129,8 @@ ReferenceOutput ReferenceForward(const ModelConfig& config,
         double m = -INFINITY;
         for (int64_t j = 0; j <= t; ++j) {
           double s = 0.0;
-          for (int64_t d = 0; d < qk; ++d) s += q[(t * H + h) * qk + d] * k[(j * H + h) * qk + d];
+          for (int64_t d = 0; d < qk; ++d)
+            s += q[(t * H + h) * qk + d] * k[(j * H + h) * qk + d];
           p[j] = s * scale;
           m = std::max(m, p[j]);
         }
@@ -130,7 +138,8 @@ ReferenceOutput ReferenceForward(const ModelConfig& config,
         for (int64_t j = 0; j <= t; ++j) sum += (p[j] = std::exp(p[j] - m));
         for (int64_t j = 0; j <= t; ++j) {
           for (int64_t d = 0; d < vdim; ++d) {
-            attn[(t * H + h) * vdim + d] += p[j] / sum * v[(j * H + h) * vdim + d];
+            attn[(t * H + h) * vdim + d] +=
+                p[j] / sum * v[(j * H + h) * vdim + d];
           }
         }
       }

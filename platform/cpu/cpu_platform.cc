@@ -64,8 +64,7 @@ std::string CpuModelName() {
   return name;
 }
 
-DsaStatusCode ProbeDevices(DsaDeviceInfo* out, char* error,
-                           size_t error_size) {
+DsaStatusCode ProbeDevices(DsaDeviceInfo* out, char* error, size_t error_size) {
   if (out == nullptr) {
     return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
                        "cpu: NULL device record");
@@ -141,9 +140,9 @@ DsaStatusCode Initialize(const DsaHostApi* host, char* error,
 }  // namespace
 
 const DsaPluginApi* CpuPlatformPluginApi() {
-  static const DsaPluginApi api = {
-      sizeof(DsaPluginApi), DSA_PLUGIN_API_MAJOR, DSA_PLUGIN_API_MINOR,
-      "dsa_cpu_platform", &Initialize};
+  static const DsaPluginApi api = {sizeof(DsaPluginApi), DSA_PLUGIN_API_MAJOR,
+                                   DSA_PLUGIN_API_MINOR, "dsa_cpu_platform",
+                                   &Initialize};
   return &api;
 }
 

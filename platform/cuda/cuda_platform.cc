@@ -125,8 +125,7 @@ DsaStatusCode CapabilitiesForArch(const char* arch, DsaCapabilities* out,
   return FillCapabilities(kCapabilities, "cuda", arch, out, error, error_size);
 }
 
-DsaStatusCode ProbeDevices(DsaDeviceInfo* out, char* error,
-                           size_t error_size) {
+DsaStatusCode ProbeDevices(DsaDeviceInfo* out, char* error, size_t error_size) {
   if (out == nullptr) {
     return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
                        "cuda: NULL device record");
@@ -334,9 +333,9 @@ DsaStatusCode Initialize(const DsaHostApi* host, char* error,
 }  // namespace
 
 const DsaPluginApi* CudaPlatformPluginApi() {
-  static const DsaPluginApi api = {
-      sizeof(DsaPluginApi), DSA_PLUGIN_API_MAJOR, DSA_PLUGIN_API_MINOR,
-      "dsa_cuda_platform", &Initialize};
+  static const DsaPluginApi api = {sizeof(DsaPluginApi), DSA_PLUGIN_API_MAJOR,
+                                   DSA_PLUGIN_API_MINOR, "dsa_cuda_platform",
+                                   &Initialize};
   return &api;
 }
 

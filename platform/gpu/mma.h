@@ -56,8 +56,8 @@ __device__ __forceinline__ float DecodeFp8(uint32_t code) {
   const float v =
       exponent == 0
           ? static_cast<float>(mantissa) * (kFn ? 0x1p-9f : 0x1p-10f)
-          : __int_as_float(static_cast<int>(
-                ((exponent + 127u - kBias) << 23) | (mantissa << 20)));
+          : __int_as_float(static_cast<int>(((exponent + 127u - kBias) << 23) |
+                                            (mantissa << 20)));
   return (code & 0x80u) ? -v : v;
 }
 
@@ -105,14 +105,13 @@ struct Fp8WarpMma {
         if constexpr (F == Fp8Format::kE4m3fn) {
           const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(
               static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
-          out[2 * w + h] = static_cast<uint32_t>(r.x) |
-                           (static_cast<uint32_t>(r.y) << 16);
+          out[2 * w + h] =
+              static_cast<uint32_t>(r.x) | (static_cast<uint32_t>(r.y) << 16);
         } else {
           const __half lo = __float2half_rn(DecodeFp8<F>(pair & 0xffu));
           const __half hi = __float2half_rn(DecodeFp8<F>(pair >> 8));
-          out[2 * w + h] =
-              static_cast<uint32_t>(__half_as_ushort(lo)) |
-              (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
+          out[2 * w + h] = static_cast<uint32_t>(__half_as_ushort(lo)) |
+                           (static_cast<uint32_t>(__half_as_ushort(hi)) << 16);
         }
       }
     }
@@ -130,8 +129,7 @@ struct Fp8WarpMma {
     a.ld = ld;
 #else
     const Elem* p = tile + (lane % 16) * ld + (lane / 16) * 8;
-    const uint32_t addr =
-        static_cast<uint32_t>(__cvta_generic_to_shared(p));
+    const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));
     asm volatile(
         "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
         : "=r"(a.r[0]), "=r"(a.r[1]), "=r"(a.r[2]), "=r"(a.r[3])
@@ -177,8 +175,7 @@ struct Fp8WarpMma {
       }
     }
 #else
-    asm(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c.v[0]), "+f"(c.v[1]), "+f"(c.v[2]), "+f"(c.v[3])
         : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]),
@@ -207,7 +204,6 @@ struct Fp8WarpMma {
     return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
   }
 };
-
 
 // Hopper's warpgroup fp8 product (wgmma, QGMMA in SASS), for kernels built
 // for sm_90a. Four consecutive warps (a warpgroup, starting at a warp index
@@ -384,12 +380,12 @@ struct Fp8WarpMma {
   __device__ __forceinline__ static void LoadA(A& a, const Elem* tile, int ld,
                                                int lane) {
     a.r = *reinterpret_cast<const long*>(tile + (lane % 32) * ld +
-                                        (lane / 32) * 8);
+                                         (lane / 32) * 8);
   }
   __device__ __forceinline__ static void LoadB(B& b, const Elem* tile, int ld,
                                                int lane) {
     b.r = *reinterpret_cast<const long*>(tile + (lane % 32) * ld +
-                                        (lane / 32) * 8);
+                                         (lane / 32) * 8);
   }
 
   __device__ __forceinline__ static void Run(C& c, const A& a, const B& b) {
@@ -408,10 +404,10 @@ struct Fp8WarpMma {
     const long b_hi = __shfl(b.r, n + 32, kDsaWarpSize);
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      bcol[k] = DecodeFp8<F>((static_cast<unsigned long>(b_lo) >> (8 * k)) &
-                             0xffu);
-      bcol[k + 8] = DecodeFp8<F>(
-          (static_cast<unsigned long>(b_hi) >> (8 * k)) & 0xffu);
+      bcol[k] =
+          DecodeFp8<F>((static_cast<unsigned long>(b_lo) >> (8 * k)) & 0xffu);
+      bcol[k + 8] =
+          DecodeFp8<F>((static_cast<unsigned long>(b_hi) >> (8 * k)) & 0xffu);
     }
 #pragma unroll
     for (int slot = 0; slot < kRowSlots; ++slot) {

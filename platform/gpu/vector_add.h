@@ -15,9 +15,9 @@ namespace dsa::gpu {
 
 enum class GpuCallResult : int {
   kOk = 0,
-  kNoDevice = 1,     // the runtime reports no usable device
-  kRuntimeError = 2, // a runtime call or a launch failed; see the message
-  kNotBuilt = 3,     // built without --config=rocm / --config=cuda
+  kNoDevice = 1,      // the runtime reports no usable device
+  kRuntimeError = 2,  // a runtime call or a launch failed; see the message
+  kNotBuilt = 3,      // built without --config=rocm / --config=cuda
 };
 
 // "rocm", "cuda" or "none": which device compiler built this library.

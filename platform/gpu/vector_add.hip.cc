@@ -69,8 +69,10 @@ GpuCallResult DeviceVectorAdd(const float* a, const float* b, float* out,
   if (n <= 0) return GpuCallResult::kOk;
   int count = 0;
   hipError_t err = hipGetDeviceCount(&count);
-  if (err != hipSuccess) return Fail(err, "hipGetDeviceCount", error, error_size);
-  if (count == 0) return Fail(hipErrorNoDevice, "hipGetDeviceCount", error, error_size);
+  if (err != hipSuccess)
+    return Fail(err, "hipGetDeviceCount", error, error_size);
+  if (count == 0)
+    return Fail(hipErrorNoDevice, "hipGetDeviceCount", error, error_size);
 
   const int64_t blocks = (n + kVectorAddBlock - 1) / kVectorAddBlock;
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
@@ -88,8 +90,9 @@ GpuCallResult DeviceVectorAdd(const float* a, const float* b, float* out,
   if (check(hipMalloc(reinterpret_cast<void**>(&d_a), bytes), "hipMalloc") &&
       check(hipMalloc(reinterpret_cast<void**>(&d_b), bytes), "hipMalloc") &&
       check(hipMalloc(reinterpret_cast<void**>(&d_out), bytes), "hipMalloc") &&
-      check(hipMalloc(reinterpret_cast<void**>(&d_sums), blocks * sizeof(float)),
-            "hipMalloc") &&
+      check(
+          hipMalloc(reinterpret_cast<void**>(&d_sums), blocks * sizeof(float)),
+          "hipMalloc") &&
       check(hipMemcpy(d_a, a, bytes, hipMemcpyHostToDevice), "hipMemcpy") &&
       check(hipMemcpy(d_b, b, bytes, hipMemcpyHostToDevice), "hipMemcpy")) {
     hipLaunchKernelGGL(VectorAddKernel<kDsaWarpSize>,
@@ -97,7 +100,8 @@ GpuCallResult DeviceVectorAdd(const float* a, const float* b, float* out,
                        dim3(kVectorAddBlock), 0, 0, d_a, d_b, d_out, d_sums, n);
     if (check(hipGetLastError(), "kernel launch") &&
         check(hipDeviceSynchronize(), "hipDeviceSynchronize") &&
-        check(hipMemcpy(out, d_out, bytes, hipMemcpyDeviceToHost), "hipMemcpy")) {
+        check(hipMemcpy(out, d_out, bytes, hipMemcpyDeviceToHost),
+              "hipMemcpy")) {
       check(hipMemcpy(block_sums, d_sums, blocks * sizeof(float),
                       hipMemcpyDeviceToHost),
             "hipMemcpy");

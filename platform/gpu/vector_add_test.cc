@@ -36,9 +36,8 @@ TEST_P(VectorAddTest, MatchesFloat64Reference) {
   std::vector<float> out(n, std::numeric_limits<float>::quiet_NaN());
   std::vector<float> sums(blocks, std::numeric_limits<float>::quiet_NaN());
   char error[256] = {0};
-  const GpuCallResult r =
-      DeviceVectorAdd(a.data(), b.data(), out.data(), sums.data(), n, error,
-                      sizeof(error));
+  const GpuCallResult r = DeviceVectorAdd(a.data(), b.data(), out.data(),
+                                          sums.data(), n, error, sizeof(error));
   if (r == GpuCallResult::kNoDevice) {
     GTEST_SKIP() << "no GPU device: " << error;
   }

@@ -13,8 +13,7 @@
 namespace dsa::platform {
 namespace {
 
-constexpr const char* kKnownArchs[] = {"gfx90a", "gfx940", "gfx942",
-                                       "gfx950"};
+constexpr const char* kKnownArchs[] = {"gfx90a", "gfx940", "gfx942", "gfx950"};
 constexpr const char* kDefaultArch = "gfx942";
 
 // KV-cache fp8 follows the hardware: the "fnuz" E4M3 variant on gfx94x
@@ -166,8 +165,7 @@ DsaStatusCode CapabilitiesForArch(const char* arch, DsaCapabilities* out,
   return FillCapabilities(kCapabilities, "rocm", arch, out, error, error_size);
 }
 
-DsaStatusCode ProbeDevices(DsaDeviceInfo* out, char* error,
-                           size_t error_size) {
+DsaStatusCode ProbeDevices(DsaDeviceInfo* out, char* error, size_t error_size) {
   if (out == nullptr) {
     return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
                        "rocm: NULL device record");
@@ -292,9 +290,9 @@ std::string GfxNameFromTargetVersion(unsigned version) {
 }
 
 const DsaPluginApi* RocmPlatformPluginApi() {
-  static const DsaPluginApi api = {
-      sizeof(DsaPluginApi), DSA_PLUGIN_API_MAJOR, DSA_PLUGIN_API_MINOR,
-      "dsa_rocm_platform", &Initialize};
+  static const DsaPluginApi api = {sizeof(DsaPluginApi), DSA_PLUGIN_API_MAJOR,
+                                   DSA_PLUGIN_API_MINOR, "dsa_rocm_platform",
+                                   &Initialize};
   return &api;
 }
 

@@ -214,8 +214,8 @@ class Tensors {
       const int dim = rank > 0 ? static_cast<int>(in.Range(0, rank - 1)) : 0;
       switch (in.Range(0, 8)) {
         case 0:
-          t.dtype = static_cast<DType>(in.Pick<int32_t>({0, 1, 2, 3, 4, 5, 6,
-                                                         7, -1}));
+          t.dtype = static_cast<DType>(
+              in.Pick<int32_t>({0, 1, 2, 3, 4, 5, 6, 7, -1}));
           break;
         case 1: {
           const int32_t new_rank = in.Pick<int32_t>({0, 1, 2, 3, 4, -1, 5});
@@ -243,9 +243,8 @@ class Tensors {
             const int64_t s0 = t.strides[dim];
             const int64_t max = std::numeric_limits<int64_t>::max();
             t.strides[dim] = in.Pick<int64_t>(
-                {0, 1, 2, s0 < max ? s0 + 1 : s0,
-                 s0 <= max / 2 ? s0 * 2 : max, -1, (int64_t{1} << 31) - 1,
-                 int64_t{1} << 31, max});
+                {0, 1, 2, s0 < max ? s0 + 1 : s0, s0 <= max / 2 ? s0 * 2 : max,
+                 -1, (int64_t{1} << 31) - 1, int64_t{1} << 31, max});
           }
           break;
         case 4:
@@ -315,8 +314,8 @@ class Tensors {
       if (!s.values.empty() && IsIntType(t.dtype) && t.rank >= 1 &&
           t.rank <= 2) {
         const int64_t cols = t.rank == 2 ? t.shape[1] : 1;
-        for (size_t i = 0; i < s.values.size() &&
-                           static_cast<int64_t>(i) < TrueElements(t);
+        for (size_t i = 0;
+             i < s.values.size() && static_cast<int64_t>(i) < TrueElements(t);
              ++i) {
           const int64_t r = static_cast<int64_t>(i) / cols;
           const int64_t c = static_cast<int64_t>(i) % cols;
@@ -394,13 +393,17 @@ class Tensors {
                        SplitMix64& rng, bool specials) {
     for (int64_t i = 0; i < span; ++i) {
       const uint64_t r = rng.Next();
-      float f = static_cast<float>(static_cast<int64_t>(r % 2001) - 1000) /
-                250.0f;
+      float f =
+          static_cast<float>(static_cast<int64_t>(r % 2001) - 1000) / 250.0f;
       if (specials && (r >> 40) % 16 == 0) {
         const float kSpecial[] = {std::numeric_limits<float>::quiet_NaN(),
                                   std::numeric_limits<float>::infinity(),
                                   -std::numeric_limits<float>::infinity(),
-                                  3e38f, -3e38f, 1e-40f, 0.0f, -0.0f};
+                                  3e38f,
+                                  -3e38f,
+                                  1e-40f,
+                                  0.0f,
+                                  -0.0f};
         f = kSpecial[(r >> 48) % 8];
       }
       switch (t.dtype) {
@@ -473,11 +476,11 @@ std::vector<int64_t> SlotMapping(FuzzInput& in, int64_t tokens,
   const int64_t start = in.Range(0, 255);
   const int64_t step = in.Pick<int64_t>({1, 1, 3, 5});
   for (int64_t t = 0; t < tokens; ++t) {
-    v[t] = (num_slots > 0 && !in.OneIn(6))
-               ? (start + t * step) % num_slots
-               : -1;
+    v[t] =
+        (num_slots > 0 && !in.OneIn(6)) ? (start + t * step) % num_slots : -1;
   }
-  if (tokens > 0 && in.OneIn(8)) v[in.Range(0, tokens - 1)] = IndexValue(in, num_slots, num_slots);
+  if (tokens > 0 && in.OneIn(8))
+    v[in.Range(0, tokens - 1)] = IndexValue(in, num_slots, num_slots);
   return v;
 }
 
@@ -512,8 +515,7 @@ int64_t SeqLen(const Paged& p, int64_t request) {
 
 LatentCacheFormat DecodeFormat(FuzzInput& in) {
   LatentCacheFormat f;
-  f.dtype = static_cast<DType>(
-      in.Pick<int32_t>({1, 1, 2, 3, 1, 2, 0, 4, 9}));
+  f.dtype = static_cast<DType>(in.Pick<int32_t>({1, 1, 2, 3, 1, 2, 0, 4, 9}));
   if (IsFp8(f.dtype)) {
     f.kv_lora_rank = in.Pick<int32_t>({128, 128, 256, 64, 0});
   } else {
@@ -552,8 +554,7 @@ auto& CpuKernel() {
 }
 
 template <class Op>
-bool Run(const typename Op::Args& args, const Tensors& tensors,
-         FuzzInput& in) {
+bool Run(const typename Op::Args& args, const Tensors& tensors, FuzzInput& in) {
   ExecutionContext ctx;
   ctx.num_threads = in.Pick<int32_t>({1, 1, 1, 2, 3, 0, -1});
   tensors.Print(Op::kName);
@@ -583,8 +584,8 @@ void IndexerKWriteCase(FuzzInput& in) {
   }
   a.ln_eps = Scalar(in, 1e-6f);
   a.rope_style = Style(in);
-  a.cache_dtype = in.OneIn(8) ? static_cast<DType>(in.Range(-1, 7))
-                              : Fp8Type(in);
+  a.cache_dtype =
+      in.OneIn(8) ? static_cast<DType>(in.Range(-1, 7)) : Fp8Type(in);
   const DType ft = FloatType(in);
   t.Add("k", &a.k, ft, {tokens, head_dim});
   t.Add("ln_weight", &a.ln_weight, FloatType(in), {head_dim});
@@ -807,8 +808,8 @@ void DenseMhaPrefillCase(FuzzInput& in) {
   t.Add("block_table", &a.block_table, DType::kInt32,
         {p.requests, p.max_blocks}, p.block_table);
   t.Add("seq_lens", &a.seq_lens, DType::kInt32, {p.requests}, p.seq_lens);
-  t.Add("query_start_loc", &a.query_start_loc, DType::kInt32,
-        {p.requests + 1}, query_start_loc);
+  t.Add("query_start_loc", &a.query_start_loc, DType::kInt32, {p.requests + 1},
+        query_start_loc);
   t.Add("kv_b_proj", &a.kv_b_proj, FloatType(in),
         {heads * (nope + v_dim), f.kv_lora_rank});
   t.AddOutput("output", &a.output, FloatType(in), {tokens, heads, v_dim});

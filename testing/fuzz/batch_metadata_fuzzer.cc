@@ -38,8 +38,8 @@ const std::vector<ModelConfig>& Presets() {
     auto* v = new std::vector<ModelConfig>;
     for (const std::string& name : PresetNames()) {
       auto config = LoadPreset(name);
-      if (!config.ok()) Fail(absl::StrCat("preset ", name, ": ",
-                                          config.status().ToString()));
+      if (!config.ok())
+        Fail(absl::StrCat("preset ", name, ": ", config.status().ToString()));
       v->push_back(*std::move(config));
     }
     return v;
@@ -50,8 +50,8 @@ const std::vector<ModelConfig>& Presets() {
 int64_t BoundaryOr(fuzz::FuzzInput& in, int64_t lo, int64_t hi) {
   if (!in.OneIn(4)) return in.Range(lo, hi);
   return in.Pick<int64_t>({0, 1, -1, 2, 64, 2048, 2049, 65536, 163840,
-                           (int64_t{1} << 31) - 1, int64_t{1} << 31,
-                           INT64_MAX, INT64_MIN, INT64_MAX - 1});
+                           (int64_t{1} << 31) - 1, int64_t{1} << 31, INT64_MAX,
+                           INT64_MIN, INT64_MAX - 1});
 }
 
 void CheckView(const AttentionMetadata& m, const ModelConfig& config,
@@ -81,9 +81,9 @@ void CheckView(const AttentionMetadata& m, const ModelConfig& config,
                      ", expected ", max_len));
   Check(m.prefill_max_seq_len <= config.max_position_embeddings(),
         absl::StrCat(name, " prefill_max_seq_len beyond the model's length"));
-  Check(m.use_dense_mha ==
-            (max_len <= config.index_topk() && !engine.force_mqa),
-        absl::StrCat(name, " use_dense_mha is ", m.use_dense_mha));
+  Check(
+      m.use_dense_mha == (max_len <= config.index_topk() && !engine.force_mqa),
+      absl::StrCat(name, " use_dense_mha is ", m.use_dense_mha));
 }
 
 void Run(fuzz::FuzzInput& in) {

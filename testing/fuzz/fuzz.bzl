@@ -8,9 +8,9 @@ The fuzz target (a source defining LLVMFuzzerTestOneInput) becomes
                       through libFuzzer (which, given files, runs each once);
                       `bazel-bin/testing/fuzz/<name> DIR` fuzzes under
                       --config=fuzz (run_fuzzers.sh does that);
-  <name>_regressions  when `regressions` is given: inputs that still crash
-                      code outside this package, kept as a test that is
-                      tagged manual until that code is fixed.
+  <name>_regressions  when `regressions` is given: inputs that once crashed
+                      (or tripped a sanitizer), replayed as a test of their
+                      own so the fix stays fixed.
 """
 
 _FUZZ = "//testing/fuzz:libfuzzer"
@@ -36,6 +36,16 @@ def _fuzz_test(name, lib, files, size, tags):
     )
 
 def dsa_fuzz_test(name, srcs, corpus, deps = [], regressions = [], size = "small"):
+    """A libFuzzer target that is also a test replaying its corpus.
+
+    Args:
+      name: the target (a test; a libFuzzer binary under --config=fuzz).
+      srcs: sources defining LLVMFuzzerTestOneInput.
+      corpus: the seed corpus the test replays (files).
+      deps: libraries of the sources.
+      regressions: inputs that once crashed, replayed by `<name>_regressions`.
+      size: the test size.
+    """
     lib = name + "_lib"
     native.cc_library(
         name = lib,
@@ -51,5 +61,5 @@ def dsa_fuzz_test(name, srcs, corpus, deps = [], regressions = [], size = "small
             ":" + lib,
             regressions,
             size,
-            ["fuzz", "manual"],
+            ["fuzz"],
         )

@@ -41,15 +41,18 @@ void CheckLayers(const ModelConfig& c) {
           absl::StrCat("layer ", layer, " reads layer ", source,
                        ", which owns no indexer"));
     Check(c.owns_indexer(layer) == (source == layer),
-          absl::StrCat("layer ", layer, ": owns_indexer disagrees with its "
+          absl::StrCat("layer ", layer,
+                       ": owns_indexer disagrees with its "
                        "top-k source"));
     Check(c.is_mtp_layer(layer) == (layer >= c.num_main_layers()),
           absl::StrCat("layer ", layer, ": is_mtp_layer is wrong"));
     owners += c.owns_indexer(layer) ? 1 : 0;
   }
   Check(owners == c.num_indexer_layers(),
-        absl::StrCat(owners, " layers own an indexer, num_indexer_layers() "
-                     "says ", c.num_indexer_layers()));
+        absl::StrCat(owners,
+                     " layers own an indexer, num_indexer_layers() "
+                     "says ",
+                     c.num_indexer_layers()));
   Check(c.owns_indexer(0), "layer 0 owns no indexer");
   for (int bad : {-1, c.num_layers(), c.num_layers() + 1, -2147483647 - 1}) {
     Check(!c.is_valid_layer(bad) && !c.is_mtp_layer(bad) &&

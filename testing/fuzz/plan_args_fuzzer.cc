@@ -150,8 +150,7 @@ void Run(const std::string& input) {
   for (std::string& arg : args) {
     if (!absl::StartsWith(arg, "--model=")) continue;
     const std::string value = arg.substr(8);
-    if (absl::StrContains(value, '/') ||
-        absl::EndsWith(value, ".textproto")) {
+    if (absl::StrContains(value, '/') || absl::EndsWith(value, ".textproto")) {
       WriteModelFile(model_file);
       arg = "--model=" + ModelPath();
     }

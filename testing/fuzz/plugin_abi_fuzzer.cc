@@ -58,8 +58,8 @@ PluginMemory* g_memory = nullptr;
 
 const char* String(FuzzInput& in) {
   static const char* const kKnown[] = {
-      "cpu",     "rocm",      "cuda",          "fake",       "fake_b",
-      "x86_64",  "gfx942",    "gfx90a",        "sm_90",      "sm_100",
+      "cpu",     "rocm",      "cuda",           "fake",       "fake_b",
+      "x86_64",  "gfx942",    "gfx90a",         "sm_90",      "sm_100",
       "aarch64", "indexer_q", "indexer_logits", "sparse_mla", ""};
   std::string s;
   switch (in.Range(0, 7)) {
@@ -142,8 +142,7 @@ DsaStatusCode FakeCapabilities(const char* arch, DsaCapabilities* out,
   if (fits(offsetof(DsaCapabilities, sparse_mla_dense_mha_prefill), 4)) {
     out->sparse_mla_dense_mha_prefill = in.Pick<int32_t>({0, 1, 2});
   }
-  if (fits(offsetof(DsaCapabilities, sparse_mla_decode_context_parallel),
-           4)) {
+  if (fits(offsetof(DsaCapabilities, sparse_mla_decode_context_parallel), 4)) {
     out->sparse_mla_decode_context_parallel = in.Pick<int32_t>({0, 1, -3});
   }
   // An older plugin reports a shorter record.
@@ -204,8 +203,8 @@ DsaStatusCode FakeFree(void* ptr, char* error, size_t error_size) {
   return code;
 }
 
-DsaStatusCode FakeMemcpy(void* dst, const void* src, size_t bytes,
-                         int32_t kind, char* error, size_t error_size) {
+DsaStatusCode FakeMemcpy(void* dst, const void* src, size_t bytes, int32_t kind,
+                         char* error, size_t error_size) {
   (void)kind;
   const DsaStatusCode code = Code(*g_in);
   if (code != DSA_STATUS_OK) {
@@ -282,11 +281,11 @@ std::unique_ptr<uint8_t[]> PlatformDescriptor(FuzzInput& in) {
   }
   // Older layouts: up to capabilities_for_arch (the minimum), up to
   // probe_devices, up to device_free.
-  const size_t size = StructSize(
-      in, sizeof(d),
-      {offsetof(DsaPlatformDescriptor, probe_devices),
-       offsetof(DsaPlatformDescriptor, device_malloc),
-       offsetof(DsaPlatformDescriptor, device_memcpy)});
+  const size_t size =
+      StructSize(in, sizeof(d),
+                 {offsetof(DsaPlatformDescriptor, probe_devices),
+                  offsetof(DsaPlatformDescriptor, device_malloc),
+                  offsetof(DsaPlatformDescriptor, device_memcpy)});
   return Exact(d, size, in);
 }
 
@@ -361,9 +360,9 @@ std::unique_ptr<uint8_t[]> PluginApi(FuzzInput& in) {
   api.minor_version = in.Pick<uint32_t>({0, 0, 1, 99});
   api.plugin_name = String(in);
   api.initialize = in.OneIn(10) ? nullptr : &FakeInitialize;
-  const size_t size = StructSize(
-      in, sizeof(api), {offsetof(DsaPluginApi, initialize),
-                        offsetof(DsaPluginApi, plugin_name)});
+  const size_t size = StructSize(in, sizeof(api),
+                                 {offsetof(DsaPluginApi, initialize),
+                                  offsetof(DsaPluginApi, plugin_name)});
   return Exact(api, size, in);
 }
 

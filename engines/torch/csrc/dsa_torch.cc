@@ -63,15 +63,18 @@
 #include "platform/plugin_api.h"
 #include "platform/plugin_file.h"
 
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#if TORCH_VERSION_MAJOR > 2 || \
+    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
 #define DSA_TORCH_HAS_FLOAT8_E4M3FN 1
 #endif
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+#if TORCH_VERSION_MAJOR > 2 || \
+    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
 #define DSA_TORCH_HAS_FLOAT8_E4M3FNUZ 1
 #endif
 // c10::Stream::native_handle(), the cudaStream_t / hipStream_t of a stream
 // without CUDA headers.
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+#if TORCH_VERSION_MAJOR > 2 || \
+    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
 #define DSA_TORCH_HAS_STREAM_NATIVE_HANDLE 1
 #endif
 
@@ -139,9 +142,9 @@ class Host final : public platform::PluginSink {
     std::lock_guard<std::mutex> lock(mu_);
     for (const PluginRegistrations& p : plugins_) {
       if (p.plugin_name == r.plugin_name) {
-        return Status(DSA_STATUS_ALREADY_EXISTS,
-                      StrCat("a plugin named '", r.plugin_name,
-                             "' is already loaded"));
+        return Status(
+            DSA_STATUS_ALREADY_EXISTS,
+            StrCat("a plugin named '", r.plugin_name, "' is already loaded"));
       }
       if (p.file.has_value() && r.file.has_value() && *p.file == *r.file) {
         return Status(DSA_STATUS_ALREADY_EXISTS,
@@ -163,23 +166,22 @@ class Host final : public platform::PluginSink {
       const KernelKey key{k.op_name, k.platform_id};
       if (kernels_.count(key) != 0 || Contains(new_kernels, key)) {
         return Status(DSA_STATUS_ALREADY_EXISTS,
-                      StrCat("a kernel for op '", key.first,
-                             "' on platform '", key.second,
-                             "' is already registered"));
+                      StrCat("a kernel for op '", key.first, "' on platform '",
+                             key.second, "' is already registered"));
       }
       if (platforms_.count(key.second) == 0 &&
           !Contains(new_platforms, key.second)) {
-        return FailedPreconditionError(StrCat(
-            "registers op '", key.first, "' for platform '", key.second,
-            "', which no loaded plugin provides; load that platform's "
-            "plugin first"));
+        return FailedPreconditionError(
+            StrCat("registers op '", key.first, "' for platform '", key.second,
+                   "', which no loaded plugin provides; load that platform's "
+                   "plugin first"));
       }
       new_kernels.push_back(key);
     }
     plugins_.push_back(r);
     for (const DsaPlatformDescriptor& d : r.platforms) {
-      platforms_.emplace(d.platform_id, Registered<DsaPlatformDescriptor>{
-                                            d, r.plugin_name});
+      platforms_.emplace(d.platform_id,
+                         Registered<DsaPlatformDescriptor>{d, r.plugin_name});
     }
     for (const DsaKernelDescriptor& k : r.kernels) {
       kernels_.emplace(KernelKey{k.op_name, k.platform_id},
@@ -209,8 +211,8 @@ class Host final : public platform::PluginSink {
     }
     const DsaKernelDescriptor& k = it->second.descriptor;
     TORCH_CHECK(k.op_abi_version == abi_version, op, ": plugin '",
-                it->second.plugin, "' registers ABI version ",
-                k.op_abi_version, " of the op for platform '", platform_id,
+                it->second.plugin, "' registers ABI version ", k.op_abi_version,
+                " of the op for platform '", platform_id,
                 "'; this binding was built for version ", abi_version);
     return k.fn;
   }
@@ -236,8 +238,7 @@ class Host final : public platform::PluginSink {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<std::string> lines;
     for (const auto& [id, entry] : platforms_) {
-      lines.push_back(StrCat("platform ", id, " (plugin ", entry.plugin,
-                             ")"));
+      lines.push_back(StrCat("platform ", id, " (plugin ", entry.plugin, ")"));
     }
     for (const auto& [key, entry] : kernels_) {
       lines.push_back(StrCat("kernel ", key.first, " v",
@@ -388,20 +389,18 @@ bool FromTorchDType(c10::ScalarType t, DType* out) {
 // the op's own checks then say which strides it accepts).
 TensorView View(const Call& call, const char* arg, const at::Tensor& t,
                 int rank, std::initializer_list<DType> dtypes) {
-  TORCH_CHECK_VALUE(t.defined(), call.op, ": ", arg,
-                    " is an undefined tensor");
+  TORCH_CHECK_VALUE(t.defined(), call.op, ": ", arg, " is an undefined tensor");
   TORCH_CHECK_VALUE(t.device() == call.device, call.op, ": ", arg, " is on ",
                     DeviceName(t.device()), ", expected ",
-                    DeviceName(call.device), " (the device of ",
-                    call.first_arg, ")");
+                    DeviceName(call.device), " (the device of ", call.first_arg,
+                    ")");
   DType dtype = DType::kFloat32;
   bool known = FromTorchDType(t.scalar_type(), &dtype);
   bool allowed = false;
   std::string expected;
   for (DType d : dtypes) {
     if (known && d == dtype) allowed = true;
-    expected += StrCat(expected.empty() ? "" : " or ",
-                       attention::DTypeName(d));
+    expected += StrCat(expected.empty() ? "" : " or ", attention::DTypeName(d));
   }
   TORCH_CHECK_VALUE(allowed, call.op, ": ", arg, " is ",
                     TorchDTypeName(t.scalar_type()), ", expected ", expected);
@@ -448,8 +447,7 @@ attention::RopeStyle RopeStyleOf(const char* op, const std::string& name) {
 // them) a float8 tensor whose dtype is `encoding`.
 TensorView Fp8View(const Call& call, const char* arg, const at::Tensor& t,
                    int rank, DType encoding, const char* encoding_arg) {
-  TORCH_CHECK_VALUE(t.defined(), call.op, ": ", arg,
-                    " is an undefined tensor");
+  TORCH_CHECK_VALUE(t.defined(), call.op, ": ", arg, " is an undefined tensor");
   if (IsTorchFp8(t.scalar_type())) {
     TensorView v = View(call, arg, t, rank,
                         {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz});
@@ -483,8 +481,8 @@ int64_t SizeArg(const char* op, const char* arg, int64_t value) {
 float FloatArg(const char* op, const char* arg, double value) {
   // The ops' own checks reject non-finite and non-positive values; this only
   // keeps a double that does not fit a float from turning into inf silently.
-  TORCH_CHECK_VALUE(!(std::abs(value) > std::numeric_limits<float>::max()),
-                    op, ": ", arg, " is ", value, ", out of float range");
+  TORCH_CHECK_VALUE(!(std::abs(value) > std::numeric_limits<float>::max()), op,
+                    ": ", arg, " is ", value, ", out of float range");
   return static_cast<float>(value);
 }
 
@@ -539,13 +537,15 @@ void Run(const Call& call, const typename Op::Args& args) {
   RaiseIfError(Op::Validate(args));
   Host& host = Host::Get();
   const std::string platform_id = host.PlatformFor(call.device.type());
-  TORCH_CHECK(!platform_id.empty(), call.op, ": no platform is mapped to "
-              "device type ", c10::DeviceTypeName(call.device.type(), true),
-              " (tensors on ", DeviceName(call.device),
+  TORCH_CHECK(!platform_id.empty(), call.op,
+              ": no platform is mapped to "
+              "device type ",
+              c10::DeviceTypeName(call.device.type(), true), " (tensors on ",
+              DeviceName(call.device),
               "); see torch.ops.dsa.set_device_platform");
-  const auto fn = reinterpret_cast<typename Op::CFn>(
-      const_cast<void*>(host.FindKernel(Op::kName, Op::kAbiVersion,
-                                        platform_id, DeviceName(call.device))));
+  const auto fn =
+      reinterpret_cast<typename Op::CFn>(const_cast<void*>(host.FindKernel(
+          Op::kName, Op::kAbiVersion, platform_id, DeviceName(call.device))));
   c10::OptionalDeviceGuard guard(call.device);
   const DsaExecutionContext exec = ExecutionContextFor(call);
   const typename Op::CArgs c_args = attention::ToCArgs(args);
@@ -558,9 +558,9 @@ void Run(const Call& call, const typename Op::Args& args) {
       n > 0 ? std::string(error, n) : StrCat(call.op, ": no message");
   const int raw = static_cast<int>(code);
   if (raw < 1 || raw > 16) {
-    RaiseIfError(InternalError(StrCat(call.op, " on ", platform_id,
-                                      ": unknown status code ", raw, ": ",
-                                      message)));
+    RaiseIfError(
+        InternalError(StrCat(call.op, " on ", platform_id,
+                             ": unknown status code ", raw, ": ", message)));
   }
   RaiseIfError(Status(code, message));
 }
@@ -576,14 +576,11 @@ c10::ScalarType TorchFloatDType(DType d) {
                                : c10::ScalarType::Float;
 }
 
-at::Tensor IndexerKWrite(const at::Tensor& k, const at::Tensor& ln_weight,
-                         const at::Tensor& ln_bias, double ln_eps,
-                         const at::Tensor& positions,
-                         const at::Tensor& cos_sin_cache,
-                         const std::string& rope_style,
-                         const at::Tensor& slot_mapping,
-                         const at::Tensor& k_cache,
-                         const std::string& cache_dtype, int64_t topk) {
+at::Tensor IndexerKWrite(
+    const at::Tensor& k, const at::Tensor& ln_weight, const at::Tensor& ln_bias,
+    double ln_eps, const at::Tensor& positions, const at::Tensor& cos_sin_cache,
+    const std::string& rope_style, const at::Tensor& slot_mapping,
+    const at::Tensor& k_cache, const std::string& cache_dtype, int64_t topk) {
   using Op = attention::IndexerKWrite;
   const Call call = StartCall(Op::kName, "k", k);
   Op::Args a;
@@ -595,15 +592,12 @@ at::Tensor IndexerKWrite(const at::Tensor& k, const at::Tensor& ln_weight,
   a.cos_sin_cache =
       View(call, "cos_sin_cache", cos_sin_cache, 2, {DType::kFloat32});
   a.rope_style = RopeStyleOf(call.op, rope_style);
-  a.slot_mapping = View(call, "slot_mapping", slot_mapping, 1,
-                        {DType::kInt64});
+  a.slot_mapping = View(call, "slot_mapping", slot_mapping, 1, {DType::kInt64});
   a.k_cache = View(call, "k_cache", k_cache, 3, {DType::kUint8});
   a.cache_dtype = Fp8Encoding(call.op, "cache_dtype", cache_dtype);
-  at::Tensor topk_indices =
-      NewOutput(call, {k.size(0), SizeArg(call.op, "topk", topk)},
-                c10::ScalarType::Int);
-  a.topk_indices = View(call, "topk_indices", topk_indices, 2,
-                        {DType::kInt32});
+  at::Tensor topk_indices = NewOutput(
+      call, {k.size(0), SizeArg(call.op, "topk", topk)}, c10::ScalarType::Int);
+  a.topk_indices = View(call, "topk_indices", topk_indices, 2, {DType::kInt32});
   Run<Op>(call, a);
   return topk_indices;
 }
@@ -634,15 +628,12 @@ std::tuple<at::Tensor, at::Tensor> IndexerQ(const at::Tensor& q,
   return {q_fp8, head_weights};
 }
 
-at::Tensor IndexerLogits(const at::Tensor& q_fp8,
-                         const at::Tensor& head_weights,
-                         const at::Tensor& k_cache,
-                         const at::Tensor& block_table,
-                         const at::Tensor& seq_lens,
-                         const at::Tensor& row_request,
-                         const at::Tensor& row_key_start,
-                         const at::Tensor& row_key_end, int64_t width,
-                         const std::string& fp8_dtype) {
+at::Tensor IndexerLogits(
+    const at::Tensor& q_fp8, const at::Tensor& head_weights,
+    const at::Tensor& k_cache, const at::Tensor& block_table,
+    const at::Tensor& seq_lens, const at::Tensor& row_request,
+    const at::Tensor& row_key_start, const at::Tensor& row_key_end,
+    int64_t width, const std::string& fp8_dtype) {
   using Op = attention::IndexerLogits;
   const Call call = StartCall(Op::kName, "q_fp8", q_fp8);
   Op::Args a;
@@ -678,8 +669,7 @@ at::Tensor IndexerTopK(const at::Tensor& logits,
   at::Tensor topk_indices =
       NewOutput(call, {logits.size(0), SizeArg(call.op, "topk", topk)},
                 c10::ScalarType::Int);
-  a.topk_indices = View(call, "topk_indices", topk_indices, 2,
-                        {DType::kInt32});
+  a.topk_indices = View(call, "topk_indices", topk_indices, 2, {DType::kInt32});
   Run<Op>(call, a);
   return topk_indices;
 }
@@ -698,8 +688,7 @@ attention::LatentCacheFormat LatentFormat(const char* op,
 // The latent cache's view: bfloat16 or uint8 bytes, as its format says (the
 // op's checks then name a mismatch).
 TensorView LatentCacheView(const Call& call, const at::Tensor& kv_cache) {
-  return View(call, "kv_cache", kv_cache, 3,
-              {DType::kBFloat16, DType::kUint8});
+  return View(call, "kv_cache", kv_cache, 3, {DType::kBFloat16, DType::kUint8});
 }
 
 void MlaCacheWrite(const at::Tensor& kv_c, const at::Tensor& k_pe,
@@ -711,8 +700,7 @@ void MlaCacheWrite(const at::Tensor& kv_c, const at::Tensor& k_pe,
   Op::Args a;
   a.kv_c = View(call, "kv_c", kv_c, 2, kFloat);
   a.k_pe = View(call, "k_pe", k_pe, 2, kFloat);
-  a.slot_mapping = View(call, "slot_mapping", slot_mapping, 1,
-                        {DType::kInt64});
+  a.slot_mapping = View(call, "slot_mapping", slot_mapping, 1, {DType::kInt64});
   a.kv_cache = LatentCacheView(call, kv_cache);
   a.cache_format = LatentFormat(call.op, cache_dtype, kv_lora_rank, rope_dim);
   Run<Op>(call, a);
@@ -724,12 +712,13 @@ int64_t VHeadDim(const Call& call, const at::Tensor& kv_b_proj, int64_t heads,
   TORCH_CHECK_VALUE(kv_b_proj.defined() && kv_b_proj.dim() == 2, call.op,
                     ": kv_b_proj must be a 2-dim tensor [heads * "
                     "(qk_nope_head_dim + v_head_dim), kv_lora_rank]");
-  TORCH_CHECK_VALUE(heads >= 1, call.op, ": q has 0 heads, expected at "
+  TORCH_CHECK_VALUE(heads >= 1, call.op,
+                    ": q has 0 heads, expected at "
                     "least 1");
   const int64_t rows = kv_b_proj.size(0);
   TORCH_CHECK_VALUE(rows % heads == 0 && rows / heads > qk_nope, call.op,
-                    ": kv_b_proj has ", rows, " rows, expected heads (",
-                    heads, ") * (qk_nope_head_dim (", qk_nope,
+                    ": kv_b_proj has ", rows, " rows, expected heads (", heads,
+                    ") * (qk_nope_head_dim (", qk_nope,
                     ") + v_head_dim) with v_head_dim >= 1");
   return rows / heads - qk_nope;
 }
@@ -752,8 +741,7 @@ at::Tensor SparseMla(const at::Tensor& q, const at::Tensor& kv_cache,
   a.seq_lens = View(call, "seq_lens", seq_lens, 1, {DType::kInt32});
   a.token_request =
       View(call, "token_request", token_request, 1, {DType::kInt32});
-  a.topk_indices =
-      View(call, "topk_indices", topk_indices, 2, {DType::kInt32});
+  a.topk_indices = View(call, "topk_indices", topk_indices, 2, {DType::kInt32});
   a.kv_b_proj = View(call, "kv_b_proj", kv_b_proj, 2, kFloat);
   a.qk_nope_head_dim =
       Int32Arg(call.op, "qk_nope_head_dim", qk_nope_head_dim, 0);
@@ -768,13 +756,11 @@ at::Tensor SparseMla(const at::Tensor& q, const at::Tensor& kv_cache,
 }
 
 at::Tensor DenseMhaPrefill(const at::Tensor& q, const at::Tensor& kv_cache,
-                           const std::string& cache_dtype,
-                           int64_t kv_lora_rank, int64_t rope_dim,
-                           const at::Tensor& block_table,
+                           const std::string& cache_dtype, int64_t kv_lora_rank,
+                           int64_t rope_dim, const at::Tensor& block_table,
                            const at::Tensor& seq_lens,
                            const at::Tensor& query_start_loc,
-                           const at::Tensor& kv_b_proj,
-                           double softmax_scale) {
+                           const at::Tensor& kv_b_proj, double softmax_scale) {
   using Op = attention::DenseMhaPrefill;
   const Call call = StartCall(Op::kName, "q", q);
   Op::Args a;
@@ -853,26 +839,27 @@ PlatformCapabilities(const std::string& platform_id, const std::string& arch) {
                     "platform_capabilities: platform_id \"", platform_id,
                     "\" is not loaded; load its platform plugin first");
   const std::string chosen =
-      arch.empty() ? std::string(platform.default_arch != nullptr
-                                     ? platform.default_arch
-                                     : "")
-                   : arch;
+      arch.empty()
+          ? std::string(platform.default_arch != nullptr ? platform.default_arch
+                                                         : "")
+          : arch;
   DsaCapabilities caps;
   const Status status = platform::QueryCapabilities(platform, chosen, &caps);
   if (!status.ok()) {
-    RaiseIfError(Status(status.code() == DSA_STATUS_NOT_FOUND
-                            ? DSA_STATUS_INVALID_ARGUMENT
-                            : status.code(),
-                        StrCat("platform_capabilities: arch: ",
-                               status.message())));
+    RaiseIfError(Status(
+        status.code() == DSA_STATUS_NOT_FOUND ? DSA_STATUS_INVALID_ARGUMENT
+                                              : status.code(),
+        StrCat("platform_capabilities: arch: ", status.message())));
   }
   const char* fp8 = caps.kv_cache_fp8_format == DSA_FP8_E4M3FNUZ
                         ? "float8_e4m3fnuz"
                         : "float8_e4m3fn";
   return {std::string(caps.arch, strnlen(caps.arch, sizeof(caps.arch))),
-          caps.is_cuda_alike != 0, caps.sparse_mla_dense_mha_prefill != 0,
+          caps.is_cuda_alike != 0,
+          caps.sparse_mla_dense_mha_prefill != 0,
           caps.sparse_mla_decode_context_parallel != 0,
-          static_cast<int64_t>(caps.warp_size), std::string(fp8)};
+          static_cast<int64_t>(caps.warp_size),
+          std::string(fp8)};
 }
 
 void SetPoisonOutputs(bool on) { Host::Get().set_poison_outputs(on); }
@@ -928,13 +915,13 @@ TORCH_LIBRARY(dsa, m) {
 
 // The same functions for CPU and CUDA tensors (ROCm builds of PyTorch use the
 // CUDA key too): the device type picks the plugin's platform at run time.
-#define DSA_TORCH_IMPL_OPS(m)                                   \
-  m.impl("indexer_k_write", &IndexerKWrite);                    \
-  m.impl("indexer_q", &IndexerQ);                               \
-  m.impl("indexer_logits", &IndexerLogits);                     \
-  m.impl("indexer_topk", &IndexerTopK);                         \
-  m.impl("mla_cache_write", &MlaCacheWrite);                    \
-  m.impl("sparse_mla", &SparseMla);                             \
+#define DSA_TORCH_IMPL_OPS(m)                \
+  m.impl("indexer_k_write", &IndexerKWrite); \
+  m.impl("indexer_q", &IndexerQ);            \
+  m.impl("indexer_logits", &IndexerLogits);  \
+  m.impl("indexer_topk", &IndexerTopK);      \
+  m.impl("mla_cache_write", &MlaCacheWrite); \
+  m.impl("sparse_mla", &SparseMla);          \
   m.impl("dense_mha_prefill", &DenseMhaPrefill)
 
 TORCH_LIBRARY_IMPL(dsa, CPU, m) {
