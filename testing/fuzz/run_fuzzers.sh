@@ -88,8 +88,10 @@ for t in "${targets[@]}"; do
   printf '%-24s %12s %8s\n' "$t" "${execs:-?}" "$crashes"
   if [ "$crashes" -ne 0 ] || [ -z "$execs" ]; then
     failed=1
-    echo "--- $t: $dir/log (last lines)"
-    grep -v -E '^#[0-9]+.*(NEW|REDUCE|pulse)' "$dir/log" | tail -40 | sed 's/^/  /'
+    echo "--- $t: the first report in $dir/log"
+    awk '/ERROR: |runtime error:|^[a-z_]+_fuzzer: / {on = 1}
+         on && !/^ +0x[0-9a-f]+: / {print "  " $0; if (++n == 30) exit}
+         on && /^SUMMARY/ {exit}' "$dir/log"
     # What each input does, replayed: the sanitizer's error or the
     # target's own message, counted (the first 50 inputs).
     echo "--- $t: crashes by cause (count, cause, an input)"
