@@ -61,6 +61,10 @@ typedef enum DsaStatusCode {
   DSA_STATUS_UNAVAILABLE = 14,
   DSA_STATUS_DATA_LOSS = 15,
   DSA_STATUS_UNAUTHENTICATED = 16,
+  /* Not a code: makes every int32_t value a valid DsaStatusCode in C++, so a
+   * plugin returning an unknown code is an error the host reports (as
+   * Internal), not undefined behaviour. */
+  DSA_STATUS_CODE_FORCE_INT32 = 0x7fffffff,
 } DsaStatusCode;
 
 typedef enum DsaPlatformKind {
