@@ -16,9 +16,16 @@
 namespace dsa::attention::testing {
 
 std::vector<std::string> OpTestPlatforms() {
-  // A GPU platform joins here, with its kernel registration linked into the
-  // suites (attention/BUILD, _OP_TEST_DEPS).
-  return {"cpu"};
+  // A GPU platform's kernels are linked into the suites (attention/BUILD,
+  // _OP_TEST_DEPS); without its device, or without a kernel a suite needs,
+  // the suite skips on it with a message.
+  return {"cpu", "cuda", "rocm"};
+}
+
+std::vector<std::string> OpTest::RequiredOps() const {
+#define DSA_OP_NAME(CxxName, LIST, PREFIX) CxxName::kName,
+  return {DSA_ATTENTION_OPS(DSA_OP_NAME)};
+#undef DSA_OP_NAME
 }
 
 std::string PlatformName(const ::testing::TestParamInfo<std::string>& info) {
@@ -35,6 +42,22 @@ void OpTest::SetUp() {
   runtime_.emplace(platform->runtime());
   if (!runtime_->available()) {
     GTEST_SKIP() << "platform " << GetParam() << " has no device";
+  }
+  if (platform->is_accelerator()) {
+    absl::StatusOr<platform::DeviceInfo> devices = platform->ProbeDevices();
+    if (!devices.ok() || devices->device_count == 0) {
+      GTEST_SKIP() << "platform " << GetParam() << " has no device";
+    }
+  }
+  // What a platform does not implement (yet) is listed by what it registers.
+  const std::vector<std::string> registered =
+      platform::Registry::Global().KernelOps(GetParam());
+  for (const std::string& op : RequiredOps()) {
+    if (std::find(registered.begin(), registered.end(), op) ==
+        registered.end()) {
+      GTEST_SKIP() << "platform " << GetParam() << " has no " << op
+                   << " kernel";
+    }
   }
   seed_ = std::random_device()();
   seed_ = (seed_ << 32) ^ std::random_device()();

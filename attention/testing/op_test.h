@@ -38,6 +38,16 @@ class OpTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override;
   void TearDown() override;
 
+  // The ops a suite calls; SetUp skips on a platform that lacks a kernel
+  // for any of them. All seven by default.
+  virtual std::vector<std::string> RequiredOps() const;
+
+  // Whether the platform's kernels check index values (slots, block ids,
+  // windows) and report OutOfRange before writing: the CPU kernels do; GPU
+  // kernels cannot without a synchronising copy, and clamp instead
+  // (attention/ops.h).
+  bool ChecksIndexValues() const { return GetParam() == "cpu"; }
+
   // A device copy of `host` viewed as row-major `shape` of `dtype`
   // (sizeof(T) must equal the dtype's size). The allocation lives until the
   // test ends.

@@ -1,0 +1,122 @@
+#include "attention/gpu/op_kernels.h"
+
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "attention/gpu/indexer_kernels.h"
+#include "attention/kernel_abi.h"
+#include "attention/kernel_descriptor.h"
+
+namespace dsa::attention::gpu {
+namespace {
+
+Status FromLaunch(const LaunchResult& r) {
+  switch (r.code) {
+    case LaunchCode::kOk:
+      return OkStatus();
+    case LaunchCode::kInvalidArgument:
+      return InvalidArgumentError(r.message);
+    case LaunchCode::kNoDevice:
+      return FailedPreconditionError(r.message);
+    case LaunchCode::kNotBuilt:
+      return UnimplementedError(r.message);
+    case LaunchCode::kRuntimeError:
+      break;
+  }
+  return InternalError(r.message);
+}
+
+// The launchers take index vectors as plain arrays.
+Status CheckUnitStride(std::string_view op, std::string_view arg,
+                       const TensorView& t, int dim) {
+  if (t.dim(dim) > 1 && t.stride(dim) != 1) {
+    return UnimplementedError(StrCat(op, ": ", arg, " has stride ",
+                                     t.stride(dim), " in dim ", dim,
+                                     "; the GPU kernel needs it contiguous"));
+  }
+  return OkStatus();
+}
+
+Fp8Encoding EncodingOf(DType fp8) {
+  return fp8 == DType::kFloat8E4m3fnuz ? Fp8Encoding::kE4m3fnuz
+                                       : Fp8Encoding::kE4m3fn;
+}
+
+}  // namespace
+
+Status IndexerLogitsGpu(const ExecutionContext& ctx,
+                        const IndexerLogits::Args& a) {
+  constexpr std::string_view op = IndexerLogits::kName;
+  DSA_RETURN_IF_ERROR(IndexerLogits::Validate(a));
+  DSA_RETURN_IF_ERROR(CheckContiguous(op, "q_fp8", a.q_fp8));
+  DSA_RETURN_IF_ERROR(CheckContiguous(op, "head_weights", a.head_weights));
+  DSA_RETURN_IF_ERROR(CheckUnitStride(op, "row_request", a.row_request, 0));
+  DSA_RETURN_IF_ERROR(CheckUnitStride(op, "row_key_start", a.row_key_start, 0));
+  DSA_RETURN_IF_ERROR(CheckUnitStride(op, "row_key_end", a.row_key_end, 0));
+  DSA_RETURN_IF_ERROR(CheckUnitStride(op, "block_table", a.block_table, 1));
+  if (a.logits.empty()) return OkStatus();
+  IndexerLogitsParams p;
+  p.q_fp8 = a.q_fp8.data_as<const uint8_t>();
+  p.head_weights = a.head_weights.data_as<const float>();
+  p.k_cache = a.k_cache.data_as<const uint8_t>();
+  p.block_table = a.block_table.data_as<const int32_t>();
+  p.row_request = a.row_request.data_as<const int32_t>();
+  p.row_key_start = a.row_key_start.data_as<const int32_t>();
+  p.row_key_end = a.row_key_end.data_as<const int32_t>();
+  p.logits = a.logits.data_as<float>();
+  p.rows = a.q_fp8.dim(0);
+  p.heads = static_cast<int32_t>(a.q_fp8.dim(1));
+  p.head_dim = static_cast<int32_t>(a.q_fp8.dim(2));
+  p.num_blocks = a.k_cache.dim(0);
+  p.block_size = static_cast<int32_t>(a.k_cache.dim(1));
+  p.num_requests = static_cast<int32_t>(a.block_table.dim(0));
+  p.max_blocks_per_request = static_cast<int32_t>(a.block_table.dim(1));
+  p.block_table_stride = a.block_table.stride(0);
+  p.width = a.logits.dim(1);
+  p.logits_stride = a.logits.stride(0);
+  p.encoding = EncodingOf(a.q_fp8.dtype);
+  return FromLaunch(IndexerLogitsLaunch(p, ctx.stream));
+}
+
+Status IndexerTopKGpu(const ExecutionContext& ctx, const IndexerTopK::Args& a) {
+  constexpr std::string_view op = IndexerTopK::kName;
+  DSA_RETURN_IF_ERROR(IndexerTopK::Validate(a));
+  DSA_RETURN_IF_ERROR(CheckUnitStride(op, "row_key_start", a.row_key_start, 0));
+  DSA_RETURN_IF_ERROR(CheckUnitStride(op, "row_key_end", a.row_key_end, 0));
+  if (a.topk_indices.empty()) return OkStatus();
+  IndexerTopKParams p;
+  p.logits = a.logits.data_as<const float>();
+  p.row_key_start = a.row_key_start.data_as<const int32_t>();
+  p.row_key_end = a.row_key_end.data_as<const int32_t>();
+  p.topk_indices = a.topk_indices.data_as<int32_t>();
+  p.rows = a.logits.dim(0);
+  p.width = a.logits.dim(1);
+  p.logits_stride = a.logits.stride(0);
+  p.topk = static_cast<int32_t>(a.topk_indices.dim(1));
+  p.topk_stride = a.topk_indices.stride(0);
+  return FromLaunch(IndexerTopKLaunch(p, ctx.stream));
+}
+
+const char* GpuPlatformId() {
+  const char* backend = GpuBackend();
+  if (std::strcmp(backend, "cuda") == 0) return "cuda";
+  if (std::strcmp(backend, "rocm") == 0) return "rocm";
+  return nullptr;
+}
+
+const std::vector<DsaKernelDescriptor>& GpuAttentionKernelDescriptors() {
+  static const auto* const descriptors = [] {
+    auto* d = new std::vector<DsaKernelDescriptor>();
+    if (const char* platform = GpuPlatformId(); platform != nullptr) {
+      d->push_back(KernelDescriptorFor<IndexerLogits>(
+          platform, &CKernel<IndexerLogits, &IndexerLogitsGpu>));
+      d->push_back(KernelDescriptorFor<IndexerTopK>(
+          platform, &CKernel<IndexerTopK, &IndexerTopKGpu>));
+    }
+    return d;
+  }();
+  return *descriptors;
+}
+
+}  // namespace dsa::attention::gpu

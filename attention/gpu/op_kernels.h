@@ -1,0 +1,37 @@
+// The GPU kernels of the indexer's scoring as op kernels (attention/ops.h),
+// registered for the platform the build targets: "cuda" under --config=cuda,
+// "rocm" under --config=rocm, none otherwise.
+//
+// They take the ops' arguments, check them (Op::Validate plus the layouts the
+// launchers need: contiguous index vectors and block-table rows) and enqueue
+// the launchers of indexer_kernels.h on ExecutionContext::stream. Unlike the
+// CPU kernels they do not read index values on the host (that would need a
+// synchronising copy per call): the device code clamps every index it reads,
+// so a bad one gives wrong values, never an access outside the views.
+// Free of Abseil: they are linked into plugin shared objects.
+#ifndef DSA_ATTENTION_GPU_OP_KERNELS_H_
+#define DSA_ATTENTION_GPU_OP_KERNELS_H_
+
+#include <vector>
+
+#include "attention/ops.h"
+#include "platform/core_status.h"
+#include "platform/plugin_api.h"
+
+namespace dsa::attention::gpu {
+
+Status IndexerLogitsGpu(const ExecutionContext& ctx,
+                        const IndexerLogits::Args& args);
+Status IndexerTopKGpu(const ExecutionContext& ctx,
+                      const IndexerTopK::Args& args);
+
+// "cuda", "rocm", or nullptr when built without a GPU backend.
+const char* GpuPlatformId();
+
+// The descriptors of the kernels above for GpuPlatformId(); empty without a
+// GPU backend.
+const std::vector<DsaKernelDescriptor>& GpuAttentionKernelDescriptors();
+
+}  // namespace dsa::attention::gpu
+
+#endif  // DSA_ATTENTION_GPU_OP_KERNELS_H_
