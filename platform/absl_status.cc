@@ -10,7 +10,7 @@ namespace dsa::platform {
 absl::Status StatusFromC(DsaStatusCode code, absl::string_view message) {
   if (code == DSA_STATUS_OK) return absl::OkStatus();
   const int raw = static_cast<int>(code);
-  if (raw < 1 || raw > 16) {
+  if (!IsKnownErrorCode(code)) {
     return absl::InternalError(
         absl::StrCat("unknown status code ", raw, ": ", message));
   }

@@ -21,6 +21,14 @@
 
 namespace dsa {
 
+// Whether `code` is one of the error codes of plugin_api.h (1 to 16, absl's
+// range). A plugin returning anything else has a bug; hosts report it as
+// Internal, naming the code.
+inline bool IsKnownErrorCode(DsaStatusCode code) {
+  const int raw = static_cast<int>(code);
+  return raw >= DSA_STATUS_CANCELLED && raw <= DSA_STATUS_UNAUTHENTICATED;
+}
+
 class Status {
  public:
   Status() = default;  // OK

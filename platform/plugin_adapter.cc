@@ -174,10 +174,9 @@ Status CallbackStatus(DsaStatusCode code, const char* error,
       error != nullptr && error[0] != '\0'
           ? std::string(error, strnlen(error, kErrorSize - 1))
           : std::string("no message");
-  const int raw = static_cast<int>(code);
-  if (raw < 1 || raw > 16) {
-    return InternalError(
-        StrCat(what, ": unknown status code ", raw, ": ", message));
+  if (!IsKnownErrorCode(code)) {
+    return InternalError(StrCat(what, ": unknown status code ",
+                                static_cast<int>(code), ": ", message));
   }
   return Status(code, StrCat(what, ": ", message));
 }
