@@ -53,6 +53,19 @@ using hipDeviceProp_t = cudaDeviceProp;
 #define hipEventRecord cudaEventRecord
 #define hipEventSynchronize cudaEventSynchronize
 #define hipEventElapsedTime cudaEventElapsedTime
+// Stream-ordered allocation: scratch memory a kernel needs for one call is
+// taken and given back on the call's stream, from the runtime's pool.
+#define hipMallocAsync cudaMallocAsync
+#define hipFreeAsync cudaFreeAsync
+// More than 48 KiB of dynamic shared memory must be asked for per kernel.
+#define hipFuncSetAttribute(fn, attr, value) \
+  cudaFuncSetAttribute((fn), (attr), (value))
+#define hipFuncAttributeMaxDynamicSharedMemorySize \
+  cudaFuncAttributeMaxDynamicSharedMemorySize
+#define hipDeviceGetAttribute cudaDeviceGetAttribute
+#define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
+#define hipDeviceAttributeMaxSharedMemoryPerBlock \
+  cudaDevAttrMaxSharedMemoryPerBlockOptin
 
 // hipLaunchKernelGGL(kernel, grid, block, shared_bytes, stream, args...)
 #define hipLaunchKernelGGL(kernel, grid, block, shared_bytes, stream, ...) \
