@@ -2,7 +2,9 @@
 
 #include <vector>
 
+#include "attention/cpu/dense_kernels.h"
 #include "attention/cpu/kernels.h"
+#include "attention/dense_ops.h"
 #include "attention/kernel_abi.h"
 #include "attention/kernel_descriptor.h"
 #include "attention/ops.h"
@@ -18,6 +20,16 @@ const std::vector<DsaKernelDescriptor>& CpuAttentionKernelDescriptors() {
   static const auto* const descriptors = new std::vector<DsaKernelDescriptor>{
       DSA_ATTENTION_OPS(DSA_CPU_KERNEL_DESCRIPTOR)};
 #undef DSA_CPU_KERNEL_DESCRIPTOR
+  return *descriptors;
+}
+
+const std::vector<DsaKernelDescriptor>& CpuDenseKernelDescriptors() {
+#define DSA_CPU_DENSE_KERNEL_DESCRIPTOR(CxxName, LIST, PREFIX) \
+  KernelDescriptorFor<CxxName>(kCpuPlatformId,                 \
+                               &CKernel<CxxName, &CxxName##Cpu>),
+  static const auto* const descriptors = new std::vector<DsaKernelDescriptor>{
+      DSA_DENSE_OPS(DSA_CPU_DENSE_KERNEL_DESCRIPTOR)};
+#undef DSA_CPU_DENSE_KERNEL_DESCRIPTOR
   return *descriptors;
 }
 

@@ -15,6 +15,10 @@ inline constexpr char kCpuPlatformId[] = "cpu";
 // One descriptor per op of attention/ops.h, for platform "cpu".
 const std::vector<DsaKernelDescriptor>& CpuAttentionKernelDescriptors();
 
+// One descriptor per dense op of attention/dense_ops.h, for platform "cpu";
+// registered with the attention kernels (static registration and plugin).
+const std::vector<DsaKernelDescriptor>& CpuDenseKernelDescriptors();
+
 }  // namespace dsa::attention::cpu
 
 #endif  // DSA_ATTENTION_CPU_KERNEL_TABLE_H_

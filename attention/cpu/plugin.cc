@@ -26,10 +26,13 @@ DsaStatusCode Initialize(const DsaHostApi* host, char* error,
                        "built for %d",
                        host->major_version, DSA_PLUGIN_API_MAJOR);
   }
-  for (const DsaKernelDescriptor& kernel : CpuAttentionKernelDescriptors()) {
-    const DsaStatusCode code =
-        host->register_kernel(host->context, &kernel, error, error_size);
-    if (code != DSA_STATUS_OK) return code;
+  for (const auto* table :
+       {&CpuAttentionKernelDescriptors(), &CpuDenseKernelDescriptors()}) {
+    for (const DsaKernelDescriptor& kernel : *table) {
+      const DsaStatusCode code =
+          host->register_kernel(host->context, &kernel, error, error_size);
+      if (code != DSA_STATUS_OK) return code;
+    }
   }
   return DSA_STATUS_OK;
 }

@@ -1,7 +1,8 @@
 // The CPU attention kernels as a plugin shared object: loaded with the host
-// loader into a registry of its own, they register all seven ops for "cpu"
-// through the host API, and the entry points found through the registry run
-// (and report errors as absl::Status) across the shared-object boundary.
+// loader into a registry of its own, they register all seven ops (and the dense
+// ops) for "cpu" through the host API, and the entry points found through the
+// registry run (and report errors as absl::Status) across the shared-object
+// boundary.
 //
 // Usage: plugin_test --plugin=<path to libdsa_attention_cpu.so>
 #include <cstdint>
@@ -37,9 +38,10 @@ TEST(CpuAttentionPluginTest, RegistersEveryOpThroughTheHostApi) {
   ASSERT_THAT(platform::RegisterCpuPlatform(registry), IsOk());
   ASSERT_THAT(registry.LoadPlugin(PluginPath()), IsOk());
   EXPECT_THAT(registry.KernelOps("cpu"),
-              ElementsAre("dense_mha_prefill", "indexer_k_write",
-                          "indexer_logits", "indexer_q", "indexer_topk",
-                          "mla_cache_write", "sparse_mla"));
+              ElementsAre("cast", "dense_mha_prefill", "gemm",
+                          "indexer_k_write", "indexer_logits", "indexer_q",
+                          "indexer_topk", "mla_cache_write", "random_fill",
+                          "residual_add", "rms_norm", "rope", "sparse_mla"));
   EXPECT_THAT(GetKernel<IndexerKWrite>(registry, "cpu"), IsOk());
   EXPECT_THAT(GetKernel<IndexerQ>(registry, "cpu"), IsOk());
   EXPECT_THAT(GetKernel<IndexerLogits>(registry, "cpu"), IsOk());

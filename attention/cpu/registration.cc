@@ -11,6 +11,8 @@ absl::Status RegisterCpuAttentionKernels(platform::Registry& registry) {
   platform::RegistrationBatch batch;
   batch.plugin_name = kCpuAttentionPluginName;
   batch.kernels = CpuAttentionKernelDescriptors();
+  batch.kernels.insert(batch.kernels.end(), CpuDenseKernelDescriptors().begin(),
+                       CpuDenseKernelDescriptors().end());
   return registry.Register(batch);
 }
 

@@ -25,9 +25,13 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
+// The seven attention ops and the six dense ops, sorted.
 const std::vector<std::string> kAllOps = {
-    "dense_mha_prefill", "indexer_k_write", "indexer_logits", "indexer_q",
-    "indexer_topk",      "mla_cache_write", "sparse_mla"};
+    "cast",           "dense_mha_prefill", "gemm",         "indexer_k_write",
+    "indexer_logits", "indexer_q",         "indexer_topk", "mla_cache_write",
+    "random_fill",    "residual_add",      "rms_norm",     "rope",
+    "sparse_mla"};
+constexpr size_t kNumAttentionOps = 7;
 
 TEST(CpuAttentionRegistrationTest, StaticRegistrarFillsTheGlobalRegistry) {
   platform::Registry& global = platform::Registry::Global();
@@ -56,7 +60,8 @@ TEST(CpuAttentionRegistrationTest, ExplicitRegistrationIntoOwnRegistry) {
 TEST(CpuAttentionRegistrationTest, DescriptorsPairNamesWithVersions) {
   const std::vector<DsaKernelDescriptor>& table =
       CpuAttentionKernelDescriptors();
-  ASSERT_EQ(table.size(), kAllOps.size());
+  ASSERT_EQ(table.size(), kNumAttentionOps);
+  ASSERT_EQ(table.size() + CpuDenseKernelDescriptors().size(), kAllOps.size());
   for (const DsaKernelDescriptor& d : table) {
     EXPECT_EQ(d.struct_size, sizeof(DsaKernelDescriptor));
     EXPECT_STREQ(d.platform_id, "cpu");

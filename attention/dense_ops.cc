@@ -1,0 +1,219 @@
+#include "attention/dense_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <string_view>
+
+#include "attention/kernel_abi.h"
+
+namespace dsa::attention {
+namespace {
+
+constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32,
+                                                      DType::kBFloat16};
+
+Status CheckSameShape2(std::string_view op, std::string_view arg,
+                       const TensorView& t, std::string_view ref_name,
+                       const TensorView& ref) {
+  DSA_RETURN_IF_ERROR(
+      CheckDim(op, arg, t, 0, "rows", ref.dim(0), StrCat(ref_name, "'s rows")));
+  return CheckDim(op, arg, t, 1, "cols", ref.dim(1),
+                  StrCat(ref_name, "'s cols"));
+}
+
+Status CheckFinite(std::string_view op, std::string_view arg, float v) {
+  if (!std::isfinite(v)) {
+    return InvalidArgumentError(
+        StrCat(op, ": ", arg, " is ", v, ", expected a finite value"));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+static Status ValidateGemmShapes(const Gemm::Args& a) {
+  constexpr std::string_view op = Gemm::kName;
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "x", a.x, 3, "[batch, rows, in]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "w", a.w, 3, "[batch, out, in]",
+                                  {DType::kBFloat16},
+                                  /*contiguous_last_dim=*/false));
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "y", a.y, 3, "[batch, rows, out]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(
+      CheckDim(op, "w", a.w, 0, "batch", a.x.dim(0), "x's batch"));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "w", a.w, 2, "in", a.x.dim(2), "x's in"));
+  DSA_RETURN_IF_ERROR(
+      CheckDim(op, "y", a.y, 0, "batch", a.x.dim(0), "x's batch"));
+  DSA_RETURN_IF_ERROR(
+      CheckDim(op, "y", a.y, 1, "rows", a.x.dim(1), "x's rows"));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "y", a.y, 2, "out", a.w.dim(1), "w's out"));
+  const bool in_contiguous = a.w.dim(2) <= 1 || a.w.stride(2) == 1;
+  const bool out_contiguous = a.w.dim(1) <= 1 || a.w.stride(1) == 1;
+  if (!in_contiguous && !out_contiguous) {
+    return InvalidArgumentError(StrCat(
+        op, ": w has strides [", a.w.stride(0), ", ", a.w.stride(1), ", ",
+        a.w.stride(2),
+        "], expected its in or its out dim contiguous (stride 1): a matrix or "
+        "a transposed one"));
+  }
+  return OkStatus();
+}
+
+static Status ValidateRmsNormShapes(const RmsNorm::Args& a) {
+  constexpr std::string_view op = RmsNorm::kName;
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "x", a.x, 2, "[rows, dim]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "weight", a.weight, 1, "[dim]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(
+      CheckDim(op, "weight", a.weight, 0, "dim", a.x.dim(1), "x's dim"));
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "y", a.y, 2, "[rows, dim]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(CheckSameShape2(op, "y", a.y, "x", a.x));
+  if (!(a.eps >= 0.0f) || !std::isfinite(a.eps)) {
+    return InvalidArgumentError(
+        StrCat(op, ": eps is ", a.eps, ", expected a finite value >= 0"));
+  }
+  return OkStatus();
+}
+
+static Status ValidateRopeShapes(const Rope::Args& a) {
+  constexpr std::string_view op = Rope::kName;
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "x", a.x, 3, "[tokens, heads, rope_dim]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "positions", a.positions, 1, "[tokens]",
+                                  {DType::kInt64},
+                                  /*contiguous_last_dim=*/false));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "positions", a.positions, 0, "tokens",
+                               a.x.dim(0), "x's tokens"));
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "cos_sin_cache", a.cos_sin_cache, 2,
+                                  "[max_position, rope_dim]",
+                                  {DType::kFloat32}));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "cos_sin_cache", a.cos_sin_cache, 1,
+                               "rope_dim", a.x.dim(2), "x's rope_dim"));
+  if (a.x.dim(2) % 2 != 0) {
+    return InvalidArgumentError(StrCat(op, ": x rope_dim is ", a.x.dim(2),
+                                       ", expected an even number"));
+  }
+  if (a.rope_style != RopeStyle::kNeox &&
+      a.rope_style != RopeStyle::kInterleaved) {
+    return InvalidArgumentError(StrCat(op, ": rope_style ",
+                                       static_cast<int>(a.rope_style),
+                                       " is not a RopeStyle"));
+  }
+  return OkStatus();
+}
+
+static Status ValidateResidualAddShapes(const ResidualAdd::Args& a) {
+  constexpr std::string_view op = ResidualAdd::kName;
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "residual", a.residual, 2, "[rows, cols]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "x", a.x, 2, "[rows, cols]", kFloatTypes));
+  return CheckSameShape2(op, "x", a.x, "residual", a.residual);
+}
+
+static Status ValidateCastShapes(const Cast::Args& a) {
+  constexpr std::string_view op = Cast::kName;
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "x", a.x, 2, "[rows, cols]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "y", a.y, 2, "[rows, cols]", kFloatTypes));
+  return CheckSameShape2(op, "y", a.y, "x", a.x);
+}
+
+static Status ValidateRandomFillShapes(const RandomFill::Args& a) {
+  constexpr std::string_view op = RandomFill::kName;
+  if (a.y.rank < 1 || a.y.rank > kMaxTensorRank) {
+    return InvalidArgumentError(StrCat(op, ": y has rank ", a.y.rank,
+                                       ", expected 1 to ", kMaxTensorRank));
+  }
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "y", a.y, a.y.rank, "[...]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(CheckContiguous(op, "y", a.y));
+  DSA_RETURN_IF_ERROR(CheckFinite(op, "scale", a.scale));
+  return CheckFinite(op, "offset", a.offset);
+}
+
+// Validate = the shape checks, then the aliasing check over every tensor of
+// the argument list (outputs and in-place tensors marked as written), as in
+// ops.cc.
+#define DSA_DENSE_ALIAS_WRITTEN_IN false
+#define DSA_DENSE_ALIAS_WRITTEN_OUT true
+#define DSA_DENSE_ALIAS_WRITTEN_INOUT true
+#define DSA_DENSE_ALIAS_TENSOR(name, direction) \
+  NamedView{#name, &a.name, DSA_DENSE_ALIAS_WRITTEN_##direction},
+#define DSA_DENSE_ALIAS_SKIP3(x, y, z)
+#define DSA_DENSE_ALIAS_SKIP1(x)
+#define DSA_DEFINE_DENSE_VALIDATE(CxxName, LIST, PREFIX)              \
+  Status CxxName::Validate(const Args& a) {                           \
+    DSA_RETURN_IF_ERROR(Validate##CxxName##Shapes(a));                \
+    return CheckNoAliasing(                                           \
+        kName, {LIST(DSA_DENSE_ALIAS_TENSOR, DSA_DENSE_ALIAS_SKIP3,   \
+                     DSA_DENSE_ALIAS_SKIP3, DSA_DENSE_ALIAS_SKIP1)}); \
+  }
+DSA_DENSE_OPS(DSA_DEFINE_DENSE_VALIDATE)
+#undef DSA_DEFINE_DENSE_VALIDATE
+
+// The C <-> C++ conversions, generated from the lists as kernel_abi.cc does
+// for the attention ops.
+namespace {
+constexpr bool Within(size_t struct_size, size_t offset, size_t size) {
+  return offset + size <= struct_size;
+}
+}  // namespace
+
+#define DSA_DENSE_TO_C_TENSOR(name, direction) c.name = TensorViewToC(a.name);
+#define DSA_DENSE_TO_C_SCALAR(c_type, name, default_value) c.name = a.name;
+#define DSA_DENSE_TO_C_ENUM(cxx_enum, name, default_value) \
+  c.name = static_cast<int32_t>(a.name);
+#define DSA_DENSE_TO_C_FORMAT(name) c.name = LatentCacheFormatToC(a.name);
+#define DSA_DENSE_FIELD_PRESENT(name) \
+  Within(size, offsetof(C, name), sizeof(c.name))
+#define DSA_DENSE_FROM_C_TENSOR(name, direction)                       \
+  if (DSA_DENSE_FIELD_PRESENT(name)) {                                 \
+    DSA_RETURN_IF_ERROR(TensorViewFromC(kOp, #name, c.name, &a.name)); \
+  }
+#define DSA_DENSE_FROM_C_SCALAR(c_type, name, default_value) \
+  if (DSA_DENSE_FIELD_PRESENT(name)) a.name = c.name;
+#define DSA_DENSE_FROM_C_ENUM(cxx_enum, name, default_value) \
+  if (DSA_DENSE_FIELD_PRESENT(name)) a.name = static_cast<cxx_enum>(c.name);
+#define DSA_DENSE_FROM_C_FORMAT(name)                                         \
+  if (DSA_DENSE_FIELD_PRESENT(name)) {                                        \
+    DSA_RETURN_IF_ERROR(LatentCacheFormatFromC(kOp, #name, c.name, &a.name)); \
+  }
+
+#define DSA_DEFINE_DENSE_ARGS_CONVERSIONS(CxxName, LIST, PREFIX)              \
+  CxxName::CArgs ToCArgs(const CxxName::Args& a) {                            \
+    CxxName::CArgs c;                                                         \
+    std::memset(&c, 0, sizeof(c));                                            \
+    c.struct_size = sizeof(c);                                                \
+    LIST(DSA_DENSE_TO_C_TENSOR, DSA_DENSE_TO_C_SCALAR, DSA_DENSE_TO_C_ENUM,   \
+         DSA_DENSE_TO_C_FORMAT)                                               \
+    return c;                                                                 \
+  }                                                                           \
+  Status FromCArgs(const CxxName::CArgs* raw, CxxName::Args* out) {           \
+    using C = CxxName::CArgs;                                                 \
+    constexpr const char* kOp = CxxName::kName;                               \
+    if (raw == nullptr) {                                                     \
+      return InvalidArgumentError(StrCat(kOp, ": arguments are NULL"));       \
+    }                                                                         \
+    const size_t size = raw->struct_size;                                     \
+    if (size < sizeof(size_t)) {                                              \
+      return InvalidArgumentError(                                            \
+          StrCat(kOp, ": arguments have struct_size ", size, ", too small")); \
+    }                                                                         \
+    C c;                                                                      \
+    std::memset(&c, 0, sizeof(c));                                            \
+    std::memcpy(&c, raw, std::min(size, sizeof(c)));                          \
+    CxxName::Args a;                                                          \
+    LIST(DSA_DENSE_FROM_C_TENSOR, DSA_DENSE_FROM_C_SCALAR,                    \
+         DSA_DENSE_FROM_C_ENUM, DSA_DENSE_FROM_C_FORMAT)                      \
+    *out = a;                                                                 \
+    return OkStatus();                                                        \
+  }
+DSA_DENSE_OPS(DSA_DEFINE_DENSE_ARGS_CONVERSIONS)
+#undef DSA_DEFINE_DENSE_ARGS_CONVERSIONS
+
+}  // namespace dsa::attention

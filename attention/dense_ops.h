@@ -1,0 +1,80 @@
+// The dense ops of a layer step: the work around the attention ops that
+// keeps a step's activations on the device (docs: DESIGN.md section 8).
+// Every platform registers them next to its attention kernels, and they are
+// defined exactly as the seven ops of ops.h are (name, ABI version, Args from
+// the argument lists of dense_api.h, Validate), so hosts call them through
+// Kernel<Op> and plugins expose them through CKernel.
+//
+// Numerics shared by every platform:
+//  - fp32 accumulation and fp32 intermediates; a bf16 output is the fp32
+//    result rounded to nearest even.
+//  - Gemm: y[b, r, o] = sum_i x[b, r, i] * w[b, o, i] (PyTorch's Linear
+//    layout, y = x W^T, per batch entry). The order of the fp32 sum is the
+//    platform's (a cuBLASLt kernel splits it differently from the CPU's), so
+//    results agree within fp32 rounding of sum |x w|, not bit for bit across
+//    platforms; on one platform a call is deterministic.
+//  - RmsNorm: y = x / sqrt(mean(x^2) + eps) * weight, per row.
+//  - Rope: the rotation of ops.h on each [tokens, heads, rope_dim] vector
+//    (the whole last dim of the view; pass a view of the rope slice), at
+//    positions[t]; in place.
+//  - ResidualAdd: residual += x.
+//  - Cast: y = x, converted (f32 <-> bf16, or a strided copy of one type).
+//  - RandomFill: y[i] = offset + scale * u(seed, stream, i) with u uniform in
+//    [-1, 1) from a counter-based hash (RandomFillValue below), the product
+//    and sum each rounded to fp32 (no fused multiply-add) and a bf16 output
+//    then rounded to nearest even: the same bits on every platform, so
+//    weights generated on a device equal the host's LayerWeights.
+// Free of Abseil, like ops.h: this runs inside plugin shared objects.
+#ifndef DSA_ATTENTION_DENSE_OPS_H_
+#define DSA_ATTENTION_DENSE_OPS_H_
+
+#include <cstdint>
+
+#include "attention/dense_api.h"
+#include "attention/dtypes/random_fill.h"
+#include "attention/ops.h"
+#include "attention/tensor.h"
+#include "platform/core_status.h"
+
+namespace dsa::attention {
+
+struct Gemm {
+  DSA_OP_MEMBERS(Gemm, DSA_GEMM_ARGS, DSA_OP_GEMM);
+  // Whether w's `in` dim is the contiguous one (w[b] row-major [out, in]);
+  // otherwise its `out` dim is (a transposed view, such as W_UK^T).
+  static bool WeightRowMajor(const Args& args) {
+    return args.w.dim(2) <= 1 || args.w.stride(2) == 1;
+  }
+};
+
+struct RmsNorm {
+  DSA_OP_MEMBERS(RmsNorm, DSA_RMS_NORM_ARGS, DSA_OP_RMS_NORM);
+};
+
+struct Rope {
+  DSA_OP_MEMBERS(Rope, DSA_ROPE_ARGS, DSA_OP_ROPE);
+};
+
+struct ResidualAdd {
+  DSA_OP_MEMBERS(ResidualAdd, DSA_RESIDUAL_ADD_ARGS, DSA_OP_RESIDUAL_ADD);
+};
+
+struct Cast {
+  DSA_OP_MEMBERS(Cast, DSA_CAST_ARGS, DSA_OP_CAST);
+};
+
+struct RandomFill {
+  DSA_OP_MEMBERS(RandomFill, DSA_RANDOM_FILL_ARGS, DSA_OP_RANDOM_FILL);
+};
+
+// Per op: the C <-> C++ argument conversions (as kernel_abi.h declares them
+// for the attention ops; CKernel and Kernel<Op> find them by overload).
+#define DSA_DECLARE_DENSE_ARGS_CONVERSIONS(CxxName, LIST, PREFIX) \
+  CxxName::CArgs ToCArgs(const CxxName::Args& args);              \
+  Status FromCArgs(const CxxName::CArgs* raw, CxxName::Args* out);
+DSA_DENSE_OPS(DSA_DECLARE_DENSE_ARGS_CONVERSIONS)
+#undef DSA_DECLARE_DENSE_ARGS_CONVERSIONS
+
+}  // namespace dsa::attention
+
+#endif  // DSA_ATTENTION_DENSE_OPS_H_

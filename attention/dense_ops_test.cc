@@ -1,0 +1,331 @@
+// Conformance suite of the dense ops (attention/dense_ops.h: gemm, rms_norm,
+// rope, residual_add, cast, random_fill), run on every platform of
+// OpTestPlatforms() against float64 references, with fresh random inputs and
+// poisoned outputs.
+#include "attention/dense_ops.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "attention/dtypes/bf16.h"
+#include "attention/dtypes/random_fill.h"
+#include "attention/reference/reference.h"
+#include "attention/testing/op_test.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+
+namespace dsa::attention {
+namespace {
+
+using ::dsa::testing::IsOk;
+using ::dsa::testing::StatusIs;
+using ::testing::HasSubstr;
+
+// A gemm output is within fp32 rounding of sum_i |x_i w_i|: at most `in`
+// additions, each off by 2^-24 of a partial sum, so in * 2^-24 of the
+// magnitude in the worst case (1.6e-5 at in = 272); cuBLASLt and the tiled
+// kernel split the sum differently, which stays inside that bound. A bf16
+// output adds its own rounding, 2^-9 of the value.
+double GemmTolerance(double magnitude, int64_t in, DType out,
+                     double reference) {
+  double tol = magnitude * (static_cast<double>(in) * 0x1p-24 + 1e-6);
+  if (out == DType::kBFloat16) tol += std::abs(reference) * 0x1p-8;
+  return tol;
+}
+
+// Elements read back as double.
+std::vector<double> AsDoubles(const std::vector<uint8_t>& bytes, DType dtype) {
+  std::vector<double> out;
+  if (dtype == DType::kFloat32) {
+    out.resize(bytes.size() / 4);
+    for (size_t i = 0; i < out.size(); ++i) {
+      float v;
+      std::memcpy(&v, bytes.data() + 4 * i, 4);
+      out[i] = v;
+    }
+  } else {
+    out.resize(bytes.size() / 2);
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint16_t v;
+      std::memcpy(&v, bytes.data() + 2 * i, 2);
+      out[i] = reference::Bf16Value(v);
+    }
+  }
+  return out;
+}
+
+class DenseOpTest : public testing::OpTest {
+ protected:
+  std::vector<std::string> RequiredOps() const override {
+#define DSA_DENSE_OP_NAME(CxxName, LIST, PREFIX) CxxName::kName,
+    return {DSA_DENSE_OPS(DSA_DENSE_OP_NAME)};
+#undef DSA_DENSE_OP_NAME
+  }
+
+  // A poisoned output of `n` elements of `dtype` ([rows, cols] view).
+  TensorView Poisoned(DType dtype, std::initializer_list<int64_t> shape) {
+    TensorView v = MakeTensorView(nullptr, dtype, shape);
+    std::vector<uint8_t> poison(v.num_elements() * DTypeSize(dtype), 0xA5);
+    return ToDeviceStrided(poison, v);
+  }
+  std::vector<double> Read(const TensorView& v) {
+    return AsDoubles(ToHost<uint8_t>(v, v.num_elements() * DTypeSize(v.dtype)),
+                     v.dtype);
+  }
+};
+
+struct GemmShape {
+  int64_t rows, in, out;
+};
+
+TEST_P(DenseOpTest, GemmMatchesFloat64ReferenceForEveryTypeAndShape) {
+  for (const GemmShape& s : {GemmShape{1, 64, 96}, GemmShape{7, 136, 200},
+                             GemmShape{130, 272, 72}, GemmShape{33, 8, 512}}) {
+    for (DType x_type : {DType::kFloat32, DType::kBFloat16}) {
+      for (DType y_type : {DType::kFloat32, DType::kBFloat16}) {
+        SCOPED_TRACE(absl::StrCat("rows ", s.rows, " in ", s.in, " out ", s.out,
+                                  " x ", DTypeName(x_type), " y ",
+                                  DTypeName(y_type)));
+        std::vector<float> x = RandomFloats(s.rows * s.in);
+        std::vector<uint16_t> w = RandomBf16(s.out * s.in, 0.1);
+        Gemm::Args a;
+        a.x = FloatsToDevice(x, x_type, {1, s.rows, s.in});
+        a.w = ToDevice(w, DType::kBFloat16, {1, s.out, s.in});
+        a.y = Poisoned(y_type, {1, s.rows, s.out});
+        ASSERT_THAT(Run<Gemm>(a), IsOk());
+        const std::vector<double> y = Read(a.y);
+        int bad = 0;
+        for (int64_t r = 0; r < s.rows; ++r) {
+          for (int64_t o = 0; o < s.out; ++o) {
+            double ref = 0.0, mag = 0.0;
+            for (int64_t i = 0; i < s.in; ++i) {
+              const double p = double{x[r * s.in + i]} *
+                               reference::Bf16Value(w[o * s.in + i]);
+              ref += p;
+              mag += std::abs(p);
+            }
+            const double got = y[r * s.out + o];
+            if (!(std::abs(got - ref) <=
+                  GemmTolerance(mag, s.in, y_type, ref)) &&
+                ++bad <= 5) {
+              ADD_FAILURE() << "y[" << r << ", " << o << "] = " << got
+                            << ", expected " << ref;
+            }
+          }
+        }
+        EXPECT_EQ(bad, 0);
+      }
+    }
+  }
+}
+
+// The MLA's absorption: per head, q_nope[h] (a strided slice of q) times
+// W_UK[h] read as a transposed view of kv_b_proj, into a strided output.
+TEST_P(DenseOpTest, BatchedGemmOverStridedAndTransposedViews) {
+  const int64_t heads = 3, tokens = 9, nope = 24, rope = 8, v = 16,
+                kv_lora = 64;
+  const int64_t qk = nope + rope, width = kv_lora + rope;
+  std::vector<float> q = RandomFloats(tokens * heads * qk);
+  std::vector<uint16_t> kv_b = RandomBf16(heads * (nope + v) * kv_lora, 0.2);
+  Gemm::Args a;
+  // x[h, t, n] = q[t, h, n].
+  a.x = MakeTensorView(nullptr, DType::kFloat32, {heads, tokens, nope});
+  a.x.strides[0] = qk;
+  a.x.strides[1] = heads * qk;
+  a.x = ToDeviceStrided(q, a.x);
+  // w[h, j, n] = kv_b[h * (nope + v) + n, j].
+  a.w = MakeTensorView(nullptr, DType::kBFloat16, {heads, kv_lora, nope});
+  a.w.strides[0] = (nope + v) * kv_lora;
+  a.w.strides[1] = 1;
+  a.w.strides[2] = kv_lora;
+  a.w = ToDeviceStrided(kv_b, a.w);
+  // y[h, t, j] = q_abs[t, h, j], rows of `width` with a rope tail untouched.
+  std::vector<float> out(tokens * heads * width, -7.0f);
+  a.y = MakeTensorView(nullptr, DType::kFloat32, {heads, tokens, kv_lora});
+  a.y.strides[0] = width;
+  a.y.strides[1] = heads * width;
+  a.y = ToDeviceStrided(out, a.y);
+  ASSERT_THAT(Run<Gemm>(a), IsOk());
+  const std::vector<float> got = ToHost<float>(a.y, tokens * heads * width);
+  int bad = 0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t j = 0; j < width; ++j) {
+        const float g = got[(t * heads + h) * width + j];
+        if (j >= kv_lora) {
+          if (g != -7.0f && ++bad <= 5) ADD_FAILURE() << "rope tail written";
+          continue;
+        }
+        double ref = 0.0, mag = 0.0;
+        for (int64_t n = 0; n < nope; ++n) {
+          const double p =
+              double{q[(t * heads + h) * qk + n]} *
+              reference::Bf16Value(kv_b[(h * (nope + v) + n) * kv_lora + j]);
+          ref += p;
+          mag += std::abs(p);
+        }
+        if (!(std::abs(g - ref) <=
+              GemmTolerance(mag, nope, DType::kFloat32, ref)) &&
+            ++bad <= 5) {
+          ADD_FAILURE() << "q_abs[" << t << ", " << h << ", " << j
+                        << "] = " << g << ", expected " << ref;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST_P(DenseOpTest, RmsNormMatchesFloat64Reference) {
+  for (DType type : {DType::kFloat32, DType::kBFloat16}) {
+    const int64_t rows = 37, dim = 160, stride = 200;
+    std::vector<float> x = RandomFloats(rows * stride, 3.0);
+    std::vector<float> w = RandomFloats(dim);
+    RmsNorm::Args a;
+    a.x = FloatsToDevice(x, type, {rows, stride});
+    a.x.shape[1] = dim;  // a slice of wider rows, as kv_c of kv
+    a.weight = FloatsToDevice(w, type, {dim});
+    a.eps = 1e-6f;
+    a.y = Poisoned(type, {rows, dim});
+    ASSERT_THAT(Run<RmsNorm>(a), IsOk());
+    const std::vector<double> y = Read(a.y);
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0.0;
+      for (int64_t i = 0; i < dim; ++i)
+        ss += double{x[r * stride + i]} * x[r * stride + i];
+      const double inv = 1.0 / std::sqrt(ss / dim + 1e-6);
+      for (int64_t i = 0; i < dim; ++i) {
+        const double ref = x[r * stride + i] * inv * w[i];
+        const double tol =
+            (type == DType::kBFloat16 ? 0x1p-8 : 1e-5) * std::abs(ref) + 1e-6;
+        ASSERT_NEAR(y[r * dim + i], ref, tol) << "row " << r << " dim " << i;
+      }
+    }
+  }
+}
+
+TEST_P(DenseOpTest, RopeRotatesAStridedSliceInPlace) {
+  const int64_t tokens = 11, heads = 3, nope = 10, rope = 16;
+  const int64_t qk = nope + rope, max_position = 300;
+  const std::vector<float> cs = testing::RopeCosSinCache(max_position, rope);
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNeox}) {
+    std::vector<float> q = RandomFloats(tokens * heads * qk);
+    std::vector<int64_t> pos(tokens);
+    for (int64_t& p : pos) p = RandomInt(0, max_position - 1);
+    Rope::Args a;
+    a.x = MakeTensorView(nullptr, DType::kFloat32, {tokens, heads, rope});
+    a.x.strides[0] = heads * qk;
+    a.x.strides[1] = qk;
+    a.x = ToDeviceStrided(q, a.x, nope);
+    a.positions = ToDevice(pos, DType::kInt64, {tokens});
+    a.cos_sin_cache = ToDevice(cs, DType::kFloat32, {max_position, rope});
+    a.rope_style = style;
+    ASSERT_THAT(Run<Rope>(a), IsOk());
+    TensorView whole = a.x;
+    whole.data = static_cast<float*>(a.x.data) - nope;
+    const std::vector<float> got = ToHost<float>(whole, tokens * heads * qk);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* in = q.data() + (t * heads + h) * qk;
+        const float* out = got.data() + (t * heads + h) * qk;
+        for (int64_t i = 0; i < nope; ++i) ASSERT_EQ(out[i], in[i]);
+        for (int64_t i = 0; i < rope / 2; ++i) {
+          const double c = cs[pos[t] * rope + i];
+          const double s = cs[pos[t] * rope + rope / 2 + i];
+          const int64_t ia = style == RopeStyle::kNeox ? i : 2 * i;
+          const int64_t ib =
+              style == RopeStyle::kNeox ? i + rope / 2 : 2 * i + 1;
+          const double x1 = in[nope + ia], x2 = in[nope + ib];
+          EXPECT_NEAR(out[nope + ia], x1 * c - x2 * s, 1e-5);
+          EXPECT_NEAR(out[nope + ib], x2 * c + x1 * s, 1e-5);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(DenseOpTest, ResidualAddAndCast) {
+  const int64_t rows = 19, cols = 300;
+  std::vector<float> r = RandomFloats(rows * cols);
+  std::vector<float> x = RandomFloats(rows * cols);
+  ResidualAdd::Args add;
+  add.residual = FloatsToDevice(r, DType::kFloat32, {rows, cols});
+  add.x = FloatsToDevice(x, DType::kBFloat16, {rows, cols});
+  ASSERT_THAT(Run<ResidualAdd>(add), IsOk());
+  const std::vector<float> sum = ToHost<float>(add.residual);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    ASSERT_EQ(sum[i], r[i] + x[i]) << i;  // one fp32 addition: exact match
+  }
+  Cast::Args cast;
+  cast.x = add.residual;
+  cast.y = Poisoned(DType::kBFloat16, {rows, cols});
+  ASSERT_THAT(Run<Cast>(cast), IsOk());
+  const std::vector<uint16_t> bf = ToHost<uint16_t>(cast.y);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    ASSERT_EQ(bf[i], FloatToBf16(sum[i])) << i;
+  }
+}
+
+// Weights drawn on any platform are the same bits as on the host.
+TEST_P(DenseOpTest, RandomFillEqualsTheHostValuesBitForBit) {
+  for (DType type : {DType::kFloat32, DType::kBFloat16}) {
+    const int64_t n = 100003;
+    RandomFill::Args a;
+    a.y = Poisoned(type, {n});
+    a.seed = 7;
+    a.stream = 12345;
+    a.scale = 0.0437f;
+    a.offset = 1.0f;
+    ASSERT_THAT(Run<RandomFill>(a), IsOk());
+    const std::vector<uint8_t> bytes =
+        ToHost<uint8_t>(a.y, n * DTypeSize(type));
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = RandomFillValue(7, 12345, i, 0.0437f, 1.0f);
+      if (type == DType::kFloat32) {
+        float got;
+        std::memcpy(&got, bytes.data() + 4 * i, 4);
+        ASSERT_EQ(std::memcmp(&got, &v, 4), 0) << i;
+      } else {
+        uint16_t got;
+        std::memcpy(&got, bytes.data() + 2 * i, 2);
+        ASSERT_EQ(got, FloatToBf16(v)) << i;
+      }
+      sum += RandomUniform(7, 12345, i);
+    }
+    EXPECT_LT(std::abs(sum / n), 0.01) << "u is centred";
+  }
+}
+
+TEST_P(DenseOpTest, BadArgumentsAreClearErrors) {
+  std::vector<float> x = RandomFloats(4 * 8);
+  std::vector<uint16_t> w = RandomBf16(5 * 9);
+  Gemm::Args a;
+  a.x = FloatsToDevice(x, DType::kFloat32, {1, 4, 8});
+  a.w = ToDevice(w, DType::kBFloat16, {1, 5, 9});
+  a.y = Poisoned(DType::kFloat32, {1, 4, 5});
+  EXPECT_THAT(Run<Gemm>(a), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("gemm: w dim 2 (in)")));
+  std::vector<float> wf = RandomFloats(5 * 8);
+  a.w = FloatsToDevice(wf, DType::kFloat32, {1, 5, 8});
+  EXPECT_THAT(Run<Gemm>(a), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("gemm: w")));
+  RandomFill::Args fill;
+  fill.y = Poisoned(DType::kFloat32, {16});
+  fill.scale = std::numeric_limits<float>::infinity();
+  EXPECT_THAT(Run<RandomFill>(fill),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("random_fill: scale")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Platforms, DenseOpTest,
+                         ::testing::ValuesIn(testing::OpTestPlatforms()),
+                         testing::PlatformName);
+
+}  // namespace
+}  // namespace dsa::attention
