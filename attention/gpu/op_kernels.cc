@@ -4,6 +4,7 @@
 #include <string_view>
 #include <vector>
 
+#include "attention/gpu/dense_op_kernels.h"
 #include "attention/gpu/indexer_kernels.h"
 #include "attention/kernel_abi.h"
 #include "attention/kernel_descriptor.h"
@@ -113,6 +114,7 @@ const std::vector<DsaKernelDescriptor>& GpuAttentionKernelDescriptors() {
           platform, &CKernel<IndexerLogits, &IndexerLogitsGpu>));
       d->push_back(KernelDescriptorFor<IndexerTopK>(
           platform, &CKernel<IndexerTopK, &IndexerTopKGpu>));
+      AppendGpuDenseKernelDescriptors(platform, d);  // dense_op_kernels.h
     }
     return d;
   }();

@@ -1,0 +1,63 @@
+// cuBLASLt, loaded at run time with dlopen (as the CUDA driver is), for the
+// CUDA platform's bf16 matrix products (the gemm dense op,
+// attention/dense_ops.h). Nothing links cuBLASLt at build time: a machine
+// without it builds, and the GEMM falls back to the project's own kernel.
+//
+// The few cuBLASLt constants used are spelled out here (values from
+// cublasLt.h / library_types.h, stable across CUDA 11-13), since the header
+// is not included. Free of Abseil (used inside plugin shared objects).
+#ifndef DSA_PLATFORM_CUDA_CUBLASLT_H_
+#define DSA_PLATFORM_CUDA_CUBLASLT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "platform/runtime_library.h"
+
+namespace dsa::platform::cuda {
+
+struct CublasLtApi {
+#define DSA_CUBLASLT_REQUIRED DSA_RUNTIME_SYMBOL_FIELD
+#define DSA_CUBLASLT_OPTIONAL DSA_RUNTIME_SYMBOL_FIELD
+#include "platform/cuda/cublaslt_symbols.h"
+
+  void Resolve(RuntimeSymbolResolver& resolver) {
+#define DSA_CUBLASLT_REQUIRED DSA_RUNTIME_SYMBOL_RESOLVE_REQUIRED
+#define DSA_CUBLASLT_OPTIONAL DSA_RUNTIME_SYMBOL_RESOLVE_OPTIONAL
+#include "platform/cuda/cublaslt_symbols.h"
+  }
+};
+
+// cuBLASLt's constants.
+inline constexpr int kCublasStatusSuccess = 0;
+inline constexpr int kCudaR32F = 0;
+inline constexpr int kCudaR16BF = 14;
+inline constexpr int kCublasCompute32F = 68;
+inline constexpr int kCublasOpN = 0;
+inline constexpr int kCublasOpT = 1;
+inline constexpr int kMatmulDescTransA = 3;
+inline constexpr int kMatmulDescTransB = 4;
+inline constexpr int kLayoutBatchCount = 5;
+inline constexpr int kLayoutStridedBatchOffset = 6;
+inline constexpr int kPrefMaxWorkspaceBytes = 1;
+inline constexpr int kPrefMinAlignmentABytes = 5;  // B, C, D: 6, 7, 8
+// sizeof(cublasLtMatmulHeuristicResult_t): a 64-byte algo, size_t workspace
+// size, int state, float waves, int reserved[4].
+struct CublasLtHeuristicResult {
+  uint64_t algo[8];
+  size_t workspace_size;
+  int state;
+  float waves_count;
+  int reserved[4];
+};
+
+// The library, loaded once per process (thread-safe). The candidates are
+// DSA_CUBLASLT_LIBRARY when set, then libcublasLt.so.13, .so.12, .so.
+const CublasLtApi* LoadedCublasLt();
+// How the load went (library opened, or why not), for errors and reports.
+const RuntimeLoadResult& CublasLtLoadResult();
+
+}  // namespace dsa::platform::cuda
+
+#endif  // DSA_PLATFORM_CUDA_CUBLASLT_H_
