@@ -24,6 +24,26 @@ absl::StatusOr<AttentionKernels> AttentionKernels::Load(
   DSA_ASSIGN_OR_RETURN(
       k.dense_mha_prefill,
       GetKernel<attention::DenseMhaPrefill>(registry, platform_id));
+  DSA_ASSIGN_OR_RETURN(k.dense, DenseKernels::Load(registry, platform_id));
+  return k;
+}
+
+absl::StatusOr<DenseKernels> DenseKernels::Load(
+    const platform::Registry& registry, absl::string_view platform_id) {
+  using attention::GetKernel;
+  DenseKernels k;
+  DSA_ASSIGN_OR_RETURN(k.gemm,
+                       GetKernel<attention::Gemm>(registry, platform_id));
+  DSA_ASSIGN_OR_RETURN(k.rms_norm,
+                       GetKernel<attention::RmsNorm>(registry, platform_id));
+  DSA_ASSIGN_OR_RETURN(k.rope,
+                       GetKernel<attention::Rope>(registry, platform_id));
+  DSA_ASSIGN_OR_RETURN(
+      k.residual_add, GetKernel<attention::ResidualAdd>(registry, platform_id));
+  DSA_ASSIGN_OR_RETURN(k.cast,
+                       GetKernel<attention::Cast>(registry, platform_id));
+  DSA_ASSIGN_OR_RETURN(
+      k.random_fill, GetKernel<attention::RandomFill>(registry, platform_id));
   return k;
 }
 

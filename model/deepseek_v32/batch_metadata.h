@@ -42,6 +42,10 @@ struct AttentionMetadata {
   // prefill_max_seq_len <= index_topk && !force_mqa: every prefill keeps all
   // its causal keys in top-k, so dense causal MHA computes the same thing.
   bool use_dense_mha = false;
+  // Per request, in the batch's order: 1 when this attention counts it as a
+  // decode. The one classification the step's layout follows
+  // (BlockTables::PrepareStep), so it is never redone elsewhere.
+  std::vector<uint8_t> request_is_decode;
 };
 
 struct BatchMetadata {

@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "attention/dtypes/dtype.h"
 #include "attention/tensor.h"
+#include "attention/dense_ops.h"
+#include "attention/dtypes/bf16.h"
 #include "model/deepseek_v32/host_math.h"
 #include "platform/status_macros.h"
 
@@ -74,6 +76,25 @@ T* Offset(void* base, int64_t elements) {
   return static_cast<T*>(base) + elements;
 }
 
+// A [rows, cols] view at element `offset` of `base` whose rows are
+// `row_stride` elements apart.
+TensorView View2(void* base, DType dtype, int64_t rows, int64_t cols,
+                 int64_t row_stride, int64_t offset = 0) {
+  TensorView v = MakeTensorView(nullptr, dtype, {rows, cols});
+  v.data = static_cast<char*>(base) + offset * attention::DTypeSize(dtype);
+  v.strides[0] = row_stride;
+  return v;
+}
+
+// A [rows, cols] view as the gemm op's [1, rows, cols].
+TensorView Batch1(const TensorView& v) {
+  TensorView b = MakeTensorView(v.data, v.dtype, {1, v.dim(0), v.dim(1)});
+  b.strides[0] = v.dim(0) * v.stride(0);
+  b.strides[1] = v.stride(0);
+  b.strides[2] = 1;
+  return b;
+}
+
 DType Fp8DType(platform::Fp8Format format) {
   return format == platform::Fp8Format::kE4m3fnuz ? DType::kFloat8E4m3fnuz
                                                   : DType::kFloat8E4m3fn;
@@ -81,8 +102,19 @@ DType Fp8DType(platform::Fp8Format format) {
 
 }  // namespace
 
+// The top-k buffer, [tokens, index_topk] int32: one per model, and its one
+// owner. A layer that owns an indexer writes it (indexer_k_write clears it to
+// -1, indexer_topk fills it); that layer and the layers sharing its top-k
+// (GLM-5.2's, LayerPlan::topk_source_layer) read it, until the next indexer
+// layer writes it again. `written_by_layer` records which layer's top-k it
+// holds, so a layer can never read another layer's by mistake.
+struct TopKBuffer {
+  Scratch buffer;
+  int written_by_layer = -1;
+};
+
 // Resources every layer uses: the platform, its kernels, the rope table, the
-// step's index tensors and scratch memory.
+// step's index tensors, the top-k buffer and the indexer's workspace.
 struct DeepseekV32Model::Shared {
   platform::Platform platform;
   DeviceRuntime runtime;
@@ -92,29 +124,100 @@ struct DeepseekV32Model::Shared {
   DType indexer_cache_dtype = DType::kFloat8E4m3fn;
   attention::RopeStyle indexer_rope = attention::RopeStyle::kNeox;
 
-  std::vector<float> host_rope;  // [max_model_len, rope_dim]
-  DeviceBuffer rope;
+  DeviceBuffer rope;  // [max_model_len, rope_dim] f32
 
   // This step's index tensors (internal order, see StepLayout).
   DeviceBuffer positions, slot_mapping, block_table, seq_lens, token_request,
       prefill_query_start_loc, row_key_start, row_key_end;
 
-  Scratch topk, workspace, kv, indexer_k, indexer_q, indexer_w, q_fp8,
-      head_weights, q_dense, q_absorbed, attn_out;
+  TopKBuffer topk;
+  Scratch workspace;  // the indexer's logits
   OpCallCounts counts;
 
   Shared(platform::Platform p, AttentionKernels k)
       : platform(std::move(p)), runtime(platform.runtime()), kernels(k) {}
+
+  // The dense ops, counted.
+  absl::Status Gemm(const TensorView& x, const TensorView& w,
+                    const TensorView& y) {
+    attention::Gemm::Args a;
+    a.x = x;
+    a.w = w;
+    a.y = y;
+    ++counts.gemm;
+    return kernels.dense.gemm(exec, a);
+  }
+  absl::Status RmsNorm(const TensorView& x, const TensorView& weight,
+                       const TensorView& y) {
+    attention::RmsNorm::Args a;
+    a.x = x;
+    a.weight = weight;
+    a.eps = kRmsNormEps;
+    a.y = y;
+    ++counts.rms_norm;
+    return kernels.dense.rms_norm(exec, a);
+  }
+  absl::Status Rope(const TensorView& x, int64_t tokens, int64_t max_position) {
+    attention::Rope::Args a;
+    a.x = x;
+    a.positions = MakeTensorView(positions.data(), DType::kInt64, {tokens});
+    a.cos_sin_cache = MakeTensorView(rope.data(), DType::kFloat32,
+                                     {max_position, x.dim(2)});
+    a.rope_style = attention::RopeStyle::kInterleaved;  // the MLA's
+    ++counts.rope;
+    return kernels.dense.rope(exec, a);
+  }
+  absl::Status Cast(const TensorView& x, const TensorView& y) {
+    attention::Cast::Args a;
+    a.x = x;
+    a.y = y;
+    ++counts.cast;
+    return kernels.dense.cast(exec, a);
+  }
 };
 
+// One layer: its caches and its weights, on the device.
 struct DeepseekV32Model::Layer {
   int id = 0;
-  LayerWeights weights;
+  bool has_indexer = false;
   DeviceBuffer latent_cache;
   DeviceBuffer indexer_k_cache;  // empty without an indexer
-  // Weights the attention ops read, on the device.
-  DeviceBuffer kv_b_proj;
-  DeviceBuffer indexer_k_norm;  // weight then bias; empty without an indexer
+  // bf16, by WeightId; empty for tensors the layer does not have.
+  DeviceBuffer weights[kNumWeightIds];
+  int64_t rows[kNumWeightIds] = {};
+  int64_t cols[kNumWeightIds] = {};
+
+  // [rows, cols] bf16 as the gemm op's [1, rows, cols] weight.
+  TensorView Matrix(WeightId id) const {
+    const int i = static_cast<int>(id);
+    return MakeTensorView(weights[i].data(), DType::kBFloat16,
+                          {1, rows[i], cols[i]});
+  }
+  TensorView Vector(WeightId id) const {
+    const int i = static_cast<int>(id);
+    return MakeTensorView(weights[i].data(), DType::kBFloat16, {rows[i]});
+  }
+};
+
+// The step's activations, in device buffers reserved once for the largest
+// step (internal token order).
+struct DeepseekV32Model::Activations {
+  int64_t capacity = 0;  // tokens
+  DeviceBuffer residual;      // [T, hidden] f32: the residual stream
+  DeviceBuffer x;             // [T, hidden] activation dtype (bf16 only)
+  DeviceBuffer q_c_raw;       // [T, q_lora] f32, before its norm
+  DeviceBuffer q_c;           // [T, q_lora]
+  DeviceBuffer q;             // [T, heads, qk_nope + rope]
+  DeviceBuffer kv;            // [T, kv_lora + rope] f32
+  DeviceBuffer kv_c;          // [T, kv_lora]
+  DeviceBuffer indexer_k;     // [T, index_dim]
+  DeviceBuffer indexer_q;     // [T, index_heads, index_dim]
+  DeviceBuffer indexer_w;     // [T, index_heads]
+  DeviceBuffer q_fp8;         // [T, index_heads, index_dim] fp8
+  DeviceBuffer head_weights;  // [T, index_heads] f32
+  DeviceBuffer q_absorbed;    // [T, heads, kv_lora + rope]
+  DeviceBuffer attn;          // [T, heads, v_head_dim]
+  DeviceBuffer out;           // [T, hidden] f32: the layer's output
 };
 
 DeepseekV32Model::DeepseekV32Model(LayerPlanner planner, RuntimeOptions options,
@@ -128,17 +231,21 @@ DeepseekV32Model::~DeepseekV32Model() = default;
 absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
     LayerPlanner planner, platform::Platform platform, AttentionKernels kernels,
     RuntimeOptions options, uint64_t seed) {
-  std::vector<LayerWeights> weights;
-  for (int l = 0; l < planner.config().num_layers(); ++l) {
-    weights.push_back(LayerWeights::Random(planner.config(), l, seed));
-  }
-  return Create(std::move(planner), std::move(platform), kernels, options,
-                std::move(weights));
+  return Build(std::move(planner), std::move(platform), kernels, options,
+               nullptr, seed);
 }
 
 absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
     LayerPlanner planner, platform::Platform platform, AttentionKernels kernels,
     RuntimeOptions options, std::vector<LayerWeights> weights) {
+  return Build(std::move(planner), std::move(platform), kernels, options,
+               &weights, 0);
+}
+
+absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
+    LayerPlanner planner, platform::Platform platform, AttentionKernels kernels,
+    RuntimeOptions options, const std::vector<LayerWeights>* weights,
+    uint64_t seed) {
   // Checked on the planner's configuration before it moves into the model.
   const ModelConfig& config = planner.config();
   if (options.max_model_len < 1 ||
@@ -157,14 +264,37 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
     return absl::InvalidArgumentError(
         "runtime options: rope_theta must be > 1");
   }
-  if (static_cast<int>(weights.size()) != config.num_layers()) {
+  if (options.activation_dtype != DType::kFloat32 &&
+      options.activation_dtype != DType::kBFloat16) {
     return absl::InvalidArgumentError(
-        absl::StrCat("weights for ", weights.size(), " layers, the model has ",
-                     config.num_layers()));
+        absl::StrCat("runtime options: activation_dtype is ",
+                     attention::DTypeName(options.activation_dtype),
+                     ", expected float32 or bfloat16"));
   }
-  for (int l = 0; l < config.num_layers(); ++l) {
-    DSA_RETURN_IF_ERROR(weights[l].Validate(config, l));
+  if (weights != nullptr) {
+    if (static_cast<int>(weights->size()) != config.num_layers()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("weights for ", weights->size(),
+                       " layers, the model has ", config.num_layers()));
+    }
+    for (int l = 0; l < config.num_layers(); ++l) {
+      DSA_RETURN_IF_ERROR((*weights)[l].Validate(config, l));
+    }
   }
+  // Every kernel the step calls, so that a platform without one fails here,
+  // naming the op, and not in the middle of a step.
+#define DSA_CHECK_KERNEL(field, name)                                      \
+  if (!kernels.field) {                                                    \
+    return absl::NotFoundError(absl::StrCat("platform '", platform.id(),   \
+                                            "' has no kernel of op ", name)); \
+  }
+  DSA_CHECK_KERNEL(dense.gemm, attention::Gemm::kName)
+  DSA_CHECK_KERNEL(dense.rms_norm, attention::RmsNorm::kName)
+  DSA_CHECK_KERNEL(dense.rope, attention::Rope::kName)
+  DSA_CHECK_KERNEL(dense.residual_add, attention::ResidualAdd::kName)
+  DSA_CHECK_KERNEL(dense.cast, attention::Cast::kName)
+  DSA_CHECK_KERNEL(dense.random_fill, attention::RandomFill::kName)
+#undef DSA_CHECK_KERNEL
   DSA_ASSIGN_OR_RETURN(
       BlockTables blocks,
       BlockTables::Create(options.block_size, options.num_blocks));
@@ -190,10 +320,11 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
   shared->indexer_rope = mc.indexer().rope_style() == INDEXER_ROPE_INTERLEAVED
                              ? attention::RopeStyle::kInterleaved
                              : attention::RopeStyle::kNeox;
-  shared->host_rope = RopeCosSinTable(
-      options.max_model_len, mc.qk_rope_head_dim(), options.rope_theta);
-  DSA_ASSIGN_OR_RETURN(shared->rope,
-                       Upload(shared->runtime, shared->host_rope));
+  DSA_ASSIGN_OR_RETURN(
+      shared->rope,
+      Upload(shared->runtime,
+             RopeCosSinTable(options.max_model_len, mc.qk_rope_head_dim(),
+                             options.rope_theta)));
 
   const int64_t latent_entry_bytes =
       attention::LatentCacheEntryWidth(shared->latent_format) *
@@ -203,32 +334,131 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
   for (int l = 0; l < model_config.num_layers(); ++l) {
     auto layer = std::make_unique<Layer>();
     layer->id = l;
-    layer->weights = std::move(weights[l]);
+    layer->has_indexer = model_config.owns_indexer(l);
     DSA_ASSIGN_OR_RETURN(
         layer->latent_cache,
         DeviceBuffer::Allocate(shared->runtime, slots * latent_entry_bytes));
     DSA_RETURN_IF_ERROR(ZeroFill(shared->runtime, layer->latent_cache));
-    DSA_ASSIGN_OR_RETURN(layer->kv_b_proj,
-                         Upload(shared->runtime, layer->weights.kv_b_proj));
-    if (model_config.owns_indexer(l)) {
+    if (layer->has_indexer) {
       DSA_ASSIGN_OR_RETURN(
           layer->indexer_k_cache,
           DeviceBuffer::Allocate(shared->runtime, slots * indexer_entry_bytes));
       DSA_RETURN_IF_ERROR(ZeroFill(shared->runtime, layer->indexer_k_cache));
-      std::vector<float> norm = layer->weights.indexer_k_norm_weight;
-      norm.insert(norm.end(), layer->weights.indexer_k_norm_bias.begin(),
-                  layer->weights.indexer_k_norm_bias.end());
-      DSA_ASSIGN_OR_RETURN(layer->indexer_k_norm,
-                           Upload(shared->runtime, norm));
+    }
+    for (const WeightSpec& spec : LayerWeightSpecs(model_config, l)) {
+      const int i = static_cast<int>(spec.id);
+      layer->rows[i] = spec.rows;
+      layer->cols[i] = spec.cols;
+      if (weights != nullptr) {
+        // The caller's floats, rounded to bf16 once.
+        const std::vector<float>& host = (*weights)[l].tensor(spec.id);
+        std::vector<uint16_t> bits(host.size());
+        for (size_t k = 0; k < host.size(); ++k) {
+          bits[k] = attention::FloatToBf16(host[k]);
+        }
+        DSA_ASSIGN_OR_RETURN(layer->weights[i], Upload(shared->runtime, bits));
+      } else {
+        // Drawn on the device: RandomFill gives LayerWeights::Random's bits.
+        DSA_ASSIGN_OR_RETURN(
+            layer->weights[i],
+            DeviceBuffer::Allocate(shared->runtime,
+                                   static_cast<size_t>(spec.size()) * 2));
+        attention::RandomFill::Args a;
+        a.y = MakeTensorView(layer->weights[i].data(), DType::kBFloat16,
+                             {spec.size()});
+        a.seed = seed;
+        a.stream = WeightStream(l, spec.id);
+        a.scale = spec.scale;
+        a.offset = spec.offset;
+        DSA_RETURN_IF_ERROR(shared->kernels.dense.random_fill(shared->exec, a));
+      }
     }
     model->layers_.push_back(std::move(layer));
   }
   model->shared_ = std::move(shared);
+  DSA_RETURN_IF_ERROR(model->ReserveActivations(options.max_num_batched_tokens));
+  DSA_RETURN_IF_ERROR(model->shared_->runtime.Synchronize());
   return model;
+}
+
+absl::Status DeepseekV32Model::ReserveActivations(int64_t tokens) {
+  const DeviceRuntime& rt = shared_->runtime;
+  const DeepseekV32Config& c = planner_.config().proto();
+  const int64_t act = attention::DTypeSize(options_.activation_dtype);
+  const int64_t hidden = c.hidden_size(), H = c.num_attention_heads();
+  const int64_t qk = c.qk_nope_head_dim() + c.qk_rope_head_dim();
+  const int64_t kv_lora = c.kv_lora_rank(), rope = c.qk_rope_head_dim();
+  const int64_t ih = c.indexer().index_n_heads();
+  const int64_t id = c.indexer().index_head_dim();
+  auto a = std::make_unique<Activations>();
+  a->capacity = tokens;
+  const struct {
+    DeviceBuffer* buffer;
+    int64_t bytes_per_token;
+  } buffers[] = {
+      {&a->residual, hidden * 4},
+      {&a->x, options_.activation_dtype == DType::kFloat32 ? 0 : hidden * act},
+      {&a->q_c_raw, c.q_lora_rank() * 4},
+      {&a->q_c, c.q_lora_rank() * act},
+      {&a->q, H * qk * act},
+      {&a->kv, (kv_lora + rope) * 4},
+      {&a->kv_c, kv_lora * act},
+      {&a->indexer_k, id * act},
+      {&a->indexer_q, ih * id * act},
+      {&a->indexer_w, ih * act},
+      {&a->q_fp8, ih * id},
+      {&a->head_weights, ih * 4},
+      {&a->q_absorbed, H * (kv_lora + rope) * act},
+      {&a->attn, H * c.v_head_dim() * act},
+      {&a->out, hidden * 4},
+  };
+  for (const auto& b : buffers) {
+    if (b.bytes_per_token == 0) continue;
+    DSA_ASSIGN_OR_RETURN(
+        *b.buffer, DeviceBuffer::Allocate(
+                       rt, static_cast<size_t>(b.bytes_per_token * tokens)));
+  }
+  act_ = std::move(a);
+  return absl::OkStatus();
+}
+
+absl::Status DeepseekV32Model::ReserveIndexerWorkspace(int64_t rows,
+                                                       int64_t max_seq_len) {
+  Shared& s = *shared_;
+  DSA_RETURN_IF_ERROR(
+      s.workspace
+          .Get(s.runtime,
+               attention::IndexerLogits::WorkspaceBytes(rows, max_seq_len))
+          .status());
+  return s.topk.buffer
+      .Get(s.runtime, rows * planner_.config().index_topk() * sizeof(int32_t))
+      .status();
 }
 
 int64_t DeepseekV32Model::reserved_workspace_bytes() const {
   return static_cast<int64_t>(shared_->workspace.capacity());
+}
+
+absl::StatusOr<std::vector<float>> DeepseekV32Model::ReadWeight(
+    int layer, WeightId id) const {
+  if (layer < 0 || layer >= static_cast<int>(layers_.size()) ||
+      static_cast<int>(id) < 0 || static_cast<int>(id) >= kNumWeightIds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no layer ", layer, " or no weight ", static_cast<int>(id)));
+  }
+  const DeviceBuffer& b = layers_[layer]->weights[static_cast<int>(id)];
+  if (b.data() == nullptr) {
+    return absl::NotFoundError(absl::StrCat("layer ", layer, " has no weight ",
+                                            static_cast<int>(id)));
+  }
+  std::vector<uint16_t> bits(b.bytes() / 2);
+  DSA_RETURN_IF_ERROR(shared_->runtime.Synchronize());
+  DSA_RETURN_IF_ERROR(b.CopyToHost(bits.data(), b.bytes()));
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) {
+    out[i] = attention::Bf16ToFloat(bits[i]);
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<uint8_t>> DeepseekV32Model::ReadLatentCache(
@@ -238,6 +468,7 @@ absl::StatusOr<std::vector<uint8_t>> DeepseekV32Model::ReadLatentCache(
   }
   const DeviceBuffer& b = layers_[layer]->latent_cache;
   std::vector<uint8_t> host(b.bytes());
+  DSA_RETURN_IF_ERROR(shared_->runtime.Synchronize());
   DSA_RETURN_IF_ERROR(b.CopyToHost(host.data(), host.size()));
   return host;
 }
@@ -249,8 +480,10 @@ absl::StatusOr<std::vector<uint8_t>> DeepseekV32Model::ReadIndexerKCache(
   }
   const DeviceBuffer& b = layers_[layer]->indexer_k_cache;
   std::vector<uint8_t> host(b.bytes());
-  if (!host.empty())
+  if (!host.empty()) {
+    DSA_RETURN_IF_ERROR(shared_->runtime.Synchronize());
     DSA_RETURN_IF_ERROR(b.CopyToHost(host.data(), host.size()));
+  }
   return host;
 }
 
@@ -258,11 +491,15 @@ absl::StatusOr<ForwardPlan> DeepseekV32Model::ProfileRun(
     const ForwardContext& forward) {
   DSA_ASSIGN_OR_RETURN(ForwardPlan plan, planner_.PlanProfileRun(forward));
   // Without metadata the attention computes nothing; indexer layers still
-  // call the indexer, which only reserves its workspace.
+  // call the indexer, which only reserves its workspace for the largest step
+  // (the benchmark bound without an indexer reserves nothing).
   for (const LayerPlan& layer_plan : plan.layers) {
-    if (layer_plan.indexer.action != IndexerAction::kWorkspaceOnly) continue;
-    DSA_RETURN_IF_ERROR(RunIndexer(*layers_[layer_plan.layer], layer_plan,
-                                   /*step=*/nullptr, nullptr, nullptr));
+    if (layer_plan.indexer.action != IndexerAction::kWorkspaceOnly ||
+        options_.no_indexer) {
+      continue;
+    }
+    DSA_RETURN_IF_ERROR(ReserveIndexerWorkspace(options_.max_num_batched_tokens,
+                                                options_.max_model_len));
   }
   return plan;
 }
@@ -315,9 +552,11 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
         absl::StrCat("step: hidden has ", hidden.size(), " values, expected ",
                      tokens, " tokens x ", hidden_size));
   }
-  DSA_ASSIGN_OR_RETURN(StepLayout layout, blocks_.PrepareStep(requests));
+  DSA_ASSIGN_OR_RETURN(StepLayout layout,
+                       blocks_.PrepareStep(requests, plan.metadata->mla));
 
-  // Index tensors shared by every layer.
+  // The step's inputs, uploaded once: index tensors shared by every layer
+  // and the hidden states in internal order.
   Shared& s = *shared_;
   const DeviceRuntime& rt = s.runtime;
   std::vector<int32_t> key_start(tokens, 0), key_end(tokens);
@@ -337,18 +576,25 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
   DSA_ASSIGN_OR_RETURN(s.prefill_query_start_loc, Upload(rt, prefill_qsl));
   DSA_ASSIGN_OR_RETURN(s.row_key_start, Upload(rt, key_start));
   DSA_ASSIGN_OR_RETURN(s.row_key_end, Upload(rt, key_end));
-
-  // The caller's rows in internal order.
-  std::vector<float> x(static_cast<size_t>(tokens * hidden_size));
-  for (int64_t t = 0; t < tokens; ++t) {
-    std::memcpy(x.data() + t * hidden_size,
-                hidden.data() + layout.token_source[t] * hidden_size,
-                hidden_size * sizeof(float));
+  {
+    std::vector<float> x(static_cast<size_t>(tokens * hidden_size));
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::memcpy(x.data() + t * hidden_size,
+                  hidden.data() + layout.token_source[t] * hidden_size,
+                  hidden_size * sizeof(float));
+    }
+    DSA_RETURN_IF_ERROR(
+        act_->residual.CopyFromHost(x.data(), x.size() * sizeof(float)));
   }
-  // Rows of `width` values from the step's internal order to the caller's.
-  auto to_caller_order = [&](const auto& internal, int64_t width) {
-    std::remove_const_t<std::remove_reference_t<decltype(internal)>> out(
-        internal.size());
+  // Device rows of `width` values, read back in the caller's row order.
+  auto read_back = [&](const DeviceBuffer& buffer, int64_t width,
+                       auto element) -> absl::StatusOr<std::vector<decltype(element)>> {
+    using T = decltype(element);
+    std::vector<T> internal(static_cast<size_t>(tokens * width));
+    DSA_RETURN_IF_ERROR(rt.Synchronize());
+    DSA_RETURN_IF_ERROR(
+        buffer.CopyToHost(internal.data(), internal.size() * sizeof(T)));
+    std::vector<T> out(internal.size());
     for (int64_t t = 0; t < tokens; ++t) {
       std::copy_n(internal.begin() + t * width, width,
                   out.begin() + layout.token_source[t] * width);
@@ -358,102 +604,102 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
 
   StepOutput result;
   s.counts = OpCallCounts{};
-  std::vector<float> out;
+  s.topk.written_by_layer = -1;
   for (int l = 0; l < config.num_layers(); ++l) {
-    DSA_RETURN_IF_ERROR(RunLayer(*layers_[l], plan.layers[l], layout, x, out));
+    DSA_RETURN_IF_ERROR(RunLayer(*layers_[l], plan.layers[l], layout));
     if (step_options.capture_layer_outputs) {
-      result.layer_outputs.push_back(to_caller_order(out, hidden_size));
+      DSA_ASSIGN_OR_RETURN(std::vector<float> out,
+                           read_back(act_->out, hidden_size, float{}));
+      result.layer_outputs.push_back(std::move(out));
     }
     if (step_options.capture_topk) {
       const int64_t topk = config.index_topk();
+      DSA_RETURN_IF_ERROR(
+          s.topk.buffer.Get(rt, tokens * topk * sizeof(int32_t)).status());
+      // A topk buffer of exactly this step's rows: read through a view of
+      // the owned buffer.
       std::vector<int32_t> internal(static_cast<size_t>(tokens * topk));
+      DSA_RETURN_IF_ERROR(rt.Synchronize());
       DSA_ASSIGN_OR_RETURN(void* topk_buffer,
-                           s.topk.Get(rt, internal.size() * sizeof(int32_t)));
+                           s.topk.buffer.Get(rt, internal.size() * 4));
       DSA_RETURN_IF_ERROR(rt.CopyDeviceToHost(
           internal.data(), topk_buffer, internal.size() * sizeof(int32_t)));
-      result.topk.push_back(to_caller_order(internal, topk));
+      std::vector<int32_t> out(internal.size());
+      for (int64_t t = 0; t < tokens; ++t) {
+        std::copy_n(internal.begin() + t * topk, topk,
+                    out.begin() + layout.token_source[t] * topk);
+      }
+      result.topk.push_back(std::move(out));
     }
-    for (size_t i = 0; i < x.size(); ++i) x[i] += out[i];
-    if (l + 1 == config.num_main_layers()) {
-      result.hidden = to_caller_order(x, hidden_size);
+    if (l + 1 == config.num_main_layers() && step_options.read_hidden) {
+      DSA_ASSIGN_OR_RETURN(result.hidden,
+                           read_back(act_->residual, hidden_size, float{}));
     }
   }
-  if (config.num_mtp_layers() > 0) {
-    result.mtp_hidden = to_caller_order(x, hidden_size);
+  if (config.num_mtp_layers() > 0 && step_options.read_hidden) {
+    DSA_ASSIGN_OR_RETURN(result.mtp_hidden,
+                         read_back(act_->residual, hidden_size, float{}));
   }
+  // The step's device work is done before it returns (its buffers are
+  // reused by the next step, and a kernel's error surfaces here).
+  DSA_RETURN_IF_ERROR(rt.Synchronize());
   result.plan = std::move(plan);
   result.op_calls = s.counts;
   return result;
 }
 
 absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
-                                          const StepLayout* step,
-                                          const std::vector<float>* x_in,
-                                          const std::vector<float>* q_c_in) {
+                                          const StepLayout& layout) {
+  if (options_.no_indexer) return absl::OkStatus();  // the bound: no work
+  if (plan.indexer.action == IndexerAction::kWorkspaceOnly) {
+    return absl::InternalError(
+        absl::StrCat("layer ", layer.id,
+                     ": a step with metadata planned a workspace-only indexer"));
+  }
   Shared& s = *shared_;
+  Activations& act = *act_;
   const DeviceRuntime& rt = s.runtime;
   const ModelConfig& config = planner_.config();
-  const int64_t topk = config.index_topk();
-  if (options_.no_indexer) return absl::OkStatus();  // the bound: no work
-  if (plan.indexer.action == IndexerAction::kWorkspaceOnly || step == nullptr) {
-    if (plan.indexer.action != IndexerAction::kWorkspaceOnly) {
-      return absl::InternalError(
-          absl::StrCat("layer ", layer.id,
-                       ": an indexer run without metadata must only "
-                       "reserve its workspace"));
-    }
-    // A profile or dummy run: reserve what the largest step needs (the
-    // logits workspace and the top-k buffer) and compute or write nothing.
-    const int64_t rows = options_.max_num_batched_tokens;
-    DSA_RETURN_IF_ERROR(s.workspace
-                            .Get(rt, attention::IndexerLogits::WorkspaceBytes(
-                                         rows, options_.max_model_len))
-                            .status());
-    return s.topk.Get(rt, rows * topk * sizeof(int32_t)).status();
-  }
-  const StepLayout& layout = *step;
-  const std::vector<float>& x = *x_in;
-  const std::vector<float>& q_c = *q_c_in;
   const DeepseekV32Config& c = config.proto();
-  const LayerWeights& w = layer.weights;
-  const int threads = options_.num_threads;
+  const DType adt = options_.activation_dtype;
+  const int64_t topk = config.index_topk();
   const int64_t T = layout.num_tokens;
   const int64_t hidden = c.hidden_size();
   const int64_t q_lora = c.q_lora_rank();
   const int64_t rope = c.qk_rope_head_dim();
   const int64_t num_blocks = options_.num_blocks;
   const int64_t block_size = options_.block_size;
-
-  DSA_ASSIGN_OR_RETURN(void* topk_dev,
-                       s.topk.Get(rt, T * topk * sizeof(int32_t)));
-  const TensorView topk_view =
-      MakeTensorView(topk_dev, DType::kInt32, {T, topk});
   const int64_t ih = c.indexer().index_n_heads();
   const int64_t id = c.indexer().index_head_dim();
+  if (!plan.k_cache_write && plan.indexer.action != IndexerAction::kScore) {
+    return absl::OkStatus();
+  }
+  if (!layer.has_indexer) {
+    return absl::InternalError(absl::StrCat(
+        "layer ", layer.id, " runs an indexer but does not own one"));
+  }
+
+  DSA_ASSIGN_OR_RETURN(void* topk_dev,
+                       s.topk.buffer.Get(rt, T * topk * sizeof(int32_t)));
+  const TensorView topk_view =
+      MakeTensorView(topk_dev, DType::kInt32, {T, topk});
   const TensorView indexer_cache =
-      layer.indexer_k_cache.data() == nullptr
-          ? TensorView{}
-          : MakeTensorView(layer.indexer_k_cache.data(), DType::kUint8,
-                           {num_blocks, block_size, id + 4});
+      MakeTensorView(layer.indexer_k_cache.data(), DType::kUint8,
+                     {num_blocks, block_size, id + 4});
   const TensorView rope_table = MakeTensorView(s.rope.data(), DType::kFloat32,
                                                {options_.max_model_len, rope});
+  const TensorView x =
+      View2(adt == DType::kFloat32 ? act.residual.data() : act.x.data(), adt,
+            T, hidden, hidden);
+  const TensorView q_c = View2(act.q_c.data(), adt, T, q_lora, q_lora);
   if (plan.k_cache_write) {
-    if (!w.has_indexer()) {
-      return absl::InternalError(absl::StrCat(
-          "layer ", layer.id, " writes indexer keys but has no indexer"));
-    }
-    std::vector<float> k;
-    Linear(x, T, hidden, w.indexer_wk, id, k, threads);
-    DSA_ASSIGN_OR_RETURN(void* k_dev,
-                         s.indexer_k.Get(rt, k.size() * sizeof(float)));
+    const TensorView k = View2(act.indexer_k.data(), adt, T, id, id);
     DSA_RETURN_IF_ERROR(
-        rt.CopyHostToDevice(k_dev, k.data(), k.size() * sizeof(float)));
-    void* ln_dev = layer.indexer_k_norm.data();
+        s.Gemm(Batch1(x), layer.Matrix(WeightId::kIndexerWk), Batch1(k)));
     attention::IndexerKWrite::Args a;
-    a.k = MakeTensorView(k_dev, DType::kFloat32, {T, id});
-    a.ln_weight = MakeTensorView(ln_dev, DType::kFloat32, {id});
-    a.ln_bias =
-        MakeTensorView(Offset<float>(ln_dev, id), DType::kFloat32, {id});
+    a.k = k;
+    a.ln_weight = layer.Vector(WeightId::kIndexerKNormWeight);
+    a.ln_bias = layer.Vector(WeightId::kIndexerKNormBias);
     a.ln_eps = kIndexerLayerNormEps;
     a.positions = MakeTensorView(s.positions.data(), DType::kInt64, {T});
     a.cos_sin_cache = rope_table;
@@ -464,30 +710,23 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
     a.topk_indices = topk_view;
     ++s.counts.indexer_k_write;
     DSA_RETURN_IF_ERROR(s.kernels.indexer_k_write(s.exec, a));
+    s.topk.written_by_layer = layer.id;  // cleared to -1
   }
   if (plan.indexer.action == IndexerAction::kScore) {
-    std::vector<float> iq, iw;
-    Linear(q_c, T, q_lora, w.indexer_wq_b, ih * id, iq, threads);
-    Linear(x, T, hidden, w.indexer_weights_proj, ih, iw, threads);
-    DSA_ASSIGN_OR_RETURN(void* iq_dev,
-                         s.indexer_q.Get(rt, iq.size() * sizeof(float)));
+    const TensorView iq = View2(act.indexer_q.data(), adt, T, ih * id, ih * id);
+    const TensorView iw = View2(act.indexer_w.data(), adt, T, ih, ih);
     DSA_RETURN_IF_ERROR(
-        rt.CopyHostToDevice(iq_dev, iq.data(), iq.size() * sizeof(float)));
-    DSA_ASSIGN_OR_RETURN(void* iw_dev,
-                         s.indexer_w.Get(rt, iw.size() * sizeof(float)));
-    DSA_RETURN_IF_ERROR(
-        rt.CopyHostToDevice(iw_dev, iw.data(), iw.size() * sizeof(float)));
-    DSA_ASSIGN_OR_RETURN(void* q8_dev, s.q_fp8.Get(rt, T * ih * id));
-    DSA_ASSIGN_OR_RETURN(void* hw_dev,
-                         s.head_weights.Get(rt, T * ih * sizeof(float)));
+        s.Gemm(Batch1(q_c), layer.Matrix(WeightId::kIndexerWqB), Batch1(iq)));
+    DSA_RETURN_IF_ERROR(s.Gemm(
+        Batch1(x), layer.Matrix(WeightId::kIndexerWeightsProj), Batch1(iw)));
     const TensorView q_fp8 =
-        MakeTensorView(q8_dev, s.indexer_cache_dtype, {T, ih, id});
+        MakeTensorView(act.q_fp8.data(), s.indexer_cache_dtype, {T, ih, id});
     const TensorView head_weights =
-        MakeTensorView(hw_dev, DType::kFloat32, {T, ih});
+        MakeTensorView(act.head_weights.data(), DType::kFloat32, {T, ih});
     {
       attention::IndexerQ::Args a;
-      a.q = MakeTensorView(iq_dev, DType::kFloat32, {T, ih, id});
-      a.weights = MakeTensorView(iw_dev, DType::kFloat32, {T, ih});
+      a.q = MakeTensorView(iq.data, adt, {T, ih, id});
+      a.weights = iw;
       a.positions = MakeTensorView(s.positions.data(), DType::kInt64, {T});
       a.cos_sin_cache = rope_table;
       a.rope_style = s.indexer_rope;
@@ -534,21 +773,19 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
       ++s.counts.indexer_topk;
       DSA_RETURN_IF_ERROR(s.kernels.indexer_topk(s.exec, a));
     }
+    s.topk.written_by_layer = layer.id;
   }
-
   return absl::OkStatus();
 }
 
 absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
-                                        const StepLayout& layout,
-                                        const std::vector<float>& x,
-                                        std::vector<float>& out) {
+                                        const StepLayout& layout) {
   Shared& s = *shared_;
+  Activations& act = *act_;
   const DeviceRuntime& rt = s.runtime;
   const ModelConfig& config = planner_.config();
   const DeepseekV32Config& c = config.proto();
-  const LayerWeights& w = layer.weights;
-  const int threads = options_.num_threads;
+  const DType adt = options_.activation_dtype;
   const int64_t T = layout.num_tokens;
   const int64_t D = layout.num_decode_tokens;
   const int64_t hidden = c.hidden_size();
@@ -559,52 +796,72 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   const int64_t q_lora = c.q_lora_rank();
   const int64_t topk = config.index_topk();
   const int64_t qk = nope + rope;
-
-  auto rope_row = [&](int64_t t) {
-    return s.host_rope.data() + layout.positions[t] * rope;
-  };
-
-  // --- Host: MLA projections, norms and rope.
-  std::vector<float> q_c, q, kv;
-  Linear(x, T, hidden, w.q_a_proj, q_lora, q_c, threads);
-  RmsNormRows(q_c.data(), T, q_lora, q_lora, w.q_a_layernorm, kRmsNormEps);
-  Linear(q_c, T, q_lora, w.q_b_proj, H * qk, q, threads);
-  Linear(x, T, hidden, w.kv_a_proj_with_mqa, kv_lora + rope, kv, threads);
-  RmsNormRows(kv.data(), T, kv_lora, kv_lora + rope, w.kv_a_layernorm,
-              kRmsNormEps);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t h = 0; h < H; ++h) {
-      RopeInterleaved(q.data() + (t * H + h) * qk + nope, rope, rope_row(t));
-    }
-    RopeInterleaved(kv.data() + t * (kv_lora + rope) + kv_lora, rope,
-                    rope_row(t));
+  const int64_t max_position = options_.max_model_len;
+  if (T > act.capacity) {
+    return absl::InternalError(absl::StrCat("step of ", T,
+                                            " tokens above the reserved ",
+                                            act.capacity));
   }
 
-  // --- MLA latent cache write: kv_c and k_pe are strided views of kv.
-  DSA_ASSIGN_OR_RETURN(void* kv_dev, s.kv.Get(rt, kv.size() * sizeof(float)));
+  // --- The layer's input in the activation type.
+  const TensorView residual =
+      View2(act.residual.data(), DType::kFloat32, T, hidden, hidden);
+  TensorView x = residual;
+  if (adt != DType::kFloat32) {
+    x = View2(act.x.data(), adt, T, hidden, hidden);
+    DSA_RETURN_IF_ERROR(s.Cast(residual, x));
+  }
+
+  // --- MLA projections, norms and rope.
+  const TensorView q_c_raw =
+      View2(act.q_c_raw.data(), DType::kFloat32, T, q_lora, q_lora);
+  const TensorView q_c = View2(act.q_c.data(), adt, T, q_lora, q_lora);
+  const TensorView q = View2(act.q.data(), adt, T, H * qk, H * qk);
   DSA_RETURN_IF_ERROR(
-      rt.CopyHostToDevice(kv_dev, kv.data(), kv.size() * sizeof(float)));
+      s.Gemm(Batch1(x), layer.Matrix(WeightId::kQAProj), Batch1(q_c_raw)));
+  DSA_RETURN_IF_ERROR(
+      s.RmsNorm(q_c_raw, layer.Vector(WeightId::kQALayerNorm), q_c));
+  DSA_RETURN_IF_ERROR(
+      s.Gemm(Batch1(q_c), layer.Matrix(WeightId::kQBProj), Batch1(q)));
+  {
+    // q_pe: [T, H, rope] at offset nope of every head.
+    TensorView q_pe = MakeTensorView(nullptr, adt, {T, H, rope});
+    q_pe.data = static_cast<char*>(act.q.data()) +
+                nope * attention::DTypeSize(adt);
+    q_pe.strides[0] = H * qk;
+    q_pe.strides[1] = qk;
+    DSA_RETURN_IF_ERROR(s.Rope(q_pe, T, max_position));
+  }
+  const int64_t kv_width = kv_lora + rope;
+  const TensorView kv =
+      View2(act.kv.data(), DType::kFloat32, T, kv_width, kv_width);
+  const TensorView kv_c = View2(act.kv_c.data(), adt, T, kv_lora, kv_lora);
+  DSA_RETURN_IF_ERROR(s.Gemm(
+      Batch1(x), layer.Matrix(WeightId::kKvAProjWithMqa), Batch1(kv)));
+  DSA_RETURN_IF_ERROR(
+      s.RmsNorm(View2(act.kv.data(), DType::kFloat32, T, kv_lora, kv_width),
+                layer.Vector(WeightId::kKvALayerNorm), kv_c));
+  const TensorView k_pe =
+      View2(act.kv.data(), DType::kFloat32, T, rope, kv_width, kv_lora);
+  {
+    TensorView k_pe3 = MakeTensorView(k_pe.data, DType::kFloat32, {T, 1, rope});
+    k_pe3.strides[0] = kv_width;
+    DSA_RETURN_IF_ERROR(s.Rope(k_pe3, T, max_position));
+  }
+
+  // --- MLA latent cache write.
   const int64_t num_blocks = options_.num_blocks;
   const int64_t block_size = options_.block_size;
-  TensorView latent_cache;
-  if (attention::IsFp8(s.latent_format.dtype)) {
-    latent_cache =
-        MakeTensorView(layer.latent_cache.data(), DType::kUint8,
-                       {num_blocks, block_size,
-                        attention::LatentCacheEntryWidth(s.latent_format)});
-  } else {
-    latent_cache =
-        MakeTensorView(layer.latent_cache.data(), DType::kBFloat16,
-                       {num_blocks, block_size,
-                        attention::LatentCacheEntryWidth(s.latent_format)});
-  }
+  const TensorView latent_cache = MakeTensorView(
+      layer.latent_cache.data(),
+      attention::IsFp8(s.latent_format.dtype) ? DType::kUint8
+                                              : DType::kBFloat16,
+      {num_blocks, block_size,
+       attention::LatentCacheEntryWidth(s.latent_format)});
   {
     attention::MlaCacheWrite::Args a;
-    a.kv_c = MakeTensorView(kv_dev, DType::kFloat32, {T, kv_lora});
-    a.kv_c.strides[0] = kv_lora + rope;
-    a.k_pe = MakeTensorView(Offset<float>(kv_dev, kv_lora), DType::kFloat32,
-                            {T, rope});
-    a.k_pe.strides[0] = kv_lora + rope;
+    a.kv_c = kv_c;
+    a.k_pe = k_pe;
     a.slot_mapping = MakeTensorView(s.slot_mapping.data(), DType::kInt64, {T});
     a.kv_cache = latent_cache;
     a.cache_format = s.latent_format;
@@ -613,9 +870,7 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   }
 
   // --- Indexer: keys always written; scoring only when the plan says so.
-  DSA_RETURN_IF_ERROR(RunIndexer(layer, plan, &layout, &x, &q_c));
-  DSA_ASSIGN_OR_RETURN(void* topk_dev,
-                       s.topk.Get(rt, T * topk * sizeof(int32_t)));
+  DSA_RETURN_IF_ERROR(RunIndexer(layer, plan, layout));
 
   // --- Attention: decodes (and prefills on the sparse branch) over top-k,
   // prefills on the dense branch by dense causal MHA.
@@ -623,11 +878,12 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   const int64_t sparse_rows = dense_prefill ? D : T;
   const float softmax_scale =
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk)));
-  DSA_ASSIGN_OR_RETURN(void* attn_dev,
-                       s.attn_out.Get(rt, T * H * vdim * sizeof(float)));
   const TensorView block_table =
       MakeTensorView(s.block_table.data(), DType::kInt32,
                      {layout.num_requests, layout.max_blocks_per_request});
+  const TensorView kv_b_proj =
+      MakeTensorView(layer.weights[static_cast<int>(WeightId::kKvBProj)].data(),
+                     DType::kBFloat16, {H * (nope + vdim), kv_lora});
   if (sparse_rows > 0) {
     if (plan.indexer.action != IndexerAction::kScore &&
         plan.indexer.action != IndexerAction::kShared) {
@@ -635,29 +891,41 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
           "layer ", layer.id, ": ", sparse_rows,
           " tokens need a top-k that this forward did not compute"));
     }
-    // Absorb W_UK into the query: q_abs[h] = [q_nope[h] W_UK[h] | q_pe[h]].
-    const int64_t width = kv_lora + rope;
-    std::vector<float> q_abs(static_cast<size_t>(sparse_rows * H * width),
-                             0.0f);
-    for (int64_t t = 0; t < sparse_rows; ++t) {
-      for (int64_t h = 0; h < H; ++h) {
-        const float* qn = q.data() + (t * H + h) * qk;
-        float* dst = q_abs.data() + (t * H + h) * width;
-        for (int64_t n = 0; n < nope; ++n) {
-          const float* wuk =
-              w.kv_b_proj.data() + (h * (nope + vdim) + n) * kv_lora;
-          const float qv = qn[n];
-          for (int64_t j = 0; j < kv_lora; ++j) dst[j] += qv * wuk[j];
-        }
-        std::copy_n(qn + nope, rope, dst + kv_lora);
-      }
+    if (s.topk.written_by_layer != plan.topk_source_layer) {
+      return absl::InternalError(absl::StrCat(
+          "layer ", layer.id, " reads layer ", plan.topk_source_layer,
+          "'s top-k, but the top-k buffer holds layer ",
+          s.topk.written_by_layer, "'s"));
     }
-    DSA_ASSIGN_OR_RETURN(void* qa_dev,
-                         s.q_absorbed.Get(rt, q_abs.size() * sizeof(float)));
-    DSA_RETURN_IF_ERROR(rt.CopyHostToDevice(qa_dev, q_abs.data(),
-                                            q_abs.size() * sizeof(float)));
+    DSA_ASSIGN_OR_RETURN(void* topk_dev,
+                         s.topk.buffer.Get(rt, T * topk * sizeof(int32_t)));
+    // Absorb W_UK into the query: q_abs[t, h] = [q_nope[t, h] W_UK[h] |
+    // q_pe[t, h]], one batched gemm over heads (W_UK[h]^T is a transposed
+    // view of kv_b_proj) and a strided copy of q_pe.
+    const int64_t width = kv_lora + rope;
+    const size_t esize = attention::DTypeSize(adt);
+    {
+      TensorView qn = MakeTensorView(act.q.data(), adt, {H, sparse_rows, nope});
+      qn.strides[0] = qk;
+      qn.strides[1] = H * qk;
+      TensorView w_uk = MakeTensorView(kv_b_proj.data, DType::kBFloat16,
+                                       {H, kv_lora, nope});
+      w_uk.strides[0] = (nope + vdim) * kv_lora;
+      w_uk.strides[1] = 1;
+      w_uk.strides[2] = kv_lora;
+      TensorView qa =
+          MakeTensorView(act.q_absorbed.data(), adt, {H, sparse_rows, kv_lora});
+      qa.strides[0] = width;
+      qa.strides[1] = H * width;
+      DSA_RETURN_IF_ERROR(s.Gemm(qn, w_uk, qa));
+      DSA_RETURN_IF_ERROR(s.Cast(
+          View2(static_cast<char*>(act.q.data()) + nope * esize, adt,
+                sparse_rows * H, rope, qk),
+          View2(static_cast<char*>(act.q_absorbed.data()) + kv_lora * esize,
+                adt, sparse_rows * H, rope, width)));
+    }
     attention::SparseMla::Args a;
-    a.q = MakeTensorView(qa_dev, DType::kFloat32, {sparse_rows, H, width});
+    a.q = MakeTensorView(act.q_absorbed.data(), adt, {sparse_rows, H, width});
     a.kv_cache = latent_cache;
     a.cache_format = s.latent_format;
     a.block_table = block_table;
@@ -667,24 +935,20 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
         MakeTensorView(s.token_request.data(), DType::kInt32, {sparse_rows});
     a.topk_indices =
         MakeTensorView(topk_dev, DType::kInt32, {sparse_rows, topk});
-    a.kv_b_proj = MakeTensorView(layer.kv_b_proj.data(), DType::kFloat32,
-                                 {H * (nope + vdim), kv_lora});
+    a.kv_b_proj = kv_b_proj;
     a.qk_nope_head_dim = static_cast<int32_t>(nope);
     a.softmax_scale = softmax_scale;
-    a.output =
-        MakeTensorView(attn_dev, DType::kFloat32, {sparse_rows, H, vdim});
+    a.output = MakeTensorView(act.attn.data(), adt, {sparse_rows, H, vdim});
     ++s.counts.sparse_mla;
     DSA_RETURN_IF_ERROR(s.kernels.sparse_mla(s.exec, a));
   }
   if (dense_prefill && T > D) {
     const int64_t P = T - D;
     const int64_t R = layout.num_requests - layout.num_decode_requests;
-    DSA_ASSIGN_OR_RETURN(void* q_dev,
-                         s.q_dense.Get(rt, P * H * qk * sizeof(float)));
-    DSA_RETURN_IF_ERROR(rt.CopyHostToDevice(q_dev, q.data() + D * H * qk,
-                                            P * H * qk * sizeof(float)));
+    const size_t esize = attention::DTypeSize(adt);
     attention::DenseMhaPrefill::Args a;
-    a.q = MakeTensorView(q_dev, DType::kFloat32, {P, H, qk});
+    a.q = MakeTensorView(static_cast<char*>(act.q.data()) + D * H * qk * esize,
+                         adt, {P, H, qk});
     a.kv_cache = latent_cache;
     a.cache_format = s.latent_format;
     a.block_table =
@@ -697,20 +961,26 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
         DType::kInt32, {R});
     a.query_start_loc = MakeTensorView(s.prefill_query_start_loc.data(),
                                        DType::kInt32, {R + 1});
-    a.kv_b_proj = MakeTensorView(layer.kv_b_proj.data(), DType::kFloat32,
-                                 {H * (nope + vdim), kv_lora});
+    a.kv_b_proj = kv_b_proj;
     a.softmax_scale = softmax_scale;
-    a.output = MakeTensorView(Offset<float>(attn_dev, D * H * vdim),
-                              DType::kFloat32, {P, H, vdim});
+    a.output = MakeTensorView(
+        static_cast<char*>(act.attn.data()) + D * H * vdim * esize, adt,
+        {P, H, vdim});
     ++s.counts.dense_mha_prefill;
     DSA_RETURN_IF_ERROR(s.kernels.dense_mha_prefill(s.exec, a));
   }
-  DSA_RETURN_IF_ERROR(rt.Synchronize());
-  std::vector<float> attn(static_cast<size_t>(T * H * vdim));
+
+  // --- Output projection and the residual.
+  const TensorView out = View2(act.out.data(), DType::kFloat32, T, hidden,
+                               hidden);
   DSA_RETURN_IF_ERROR(
-      rt.CopyDeviceToHost(attn.data(), attn_dev, attn.size() * sizeof(float)));
-  Linear(attn, T, H * vdim, w.o_proj, hidden, out, threads);
-  return absl::OkStatus();
+      s.Gemm(Batch1(View2(act.attn.data(), adt, T, H * vdim, H * vdim)),
+             layer.Matrix(WeightId::kOProj), Batch1(out)));
+  attention::ResidualAdd::Args a;
+  a.residual = residual;
+  a.x = out;
+  ++s.counts.residual_add;
+  return s.kernels.dense.residual_add(s.exec, a);
 }
 
 }  // namespace dsa::model::deepseek_v32

@@ -3,23 +3,25 @@
 // platform, taking the prefill branch and the indexer skip the layer plan
 // decides (layer_plan.h).
 //
-// Per layer and step:
-//   host   q_c = RMSNorm(x W_qa), q = q_c W_qb (rope on q_pe),
-//          kv = x W_kva: kv_c = RMSNorm(kv[:kv_lora]), k_pe =
-//          rope(kv[kv_lora:])
-//   op     mla_cache_write(kv_c, k_pe)
-//   op     indexer_k_write(x W_k)                 layers owning an indexer
-//   op     indexer_q, indexer_logits, indexer_topk only when the plan scores
-//   op     sparse_mla over top-k for MLA decodes, and for prefills on the
-//          sparse MQA branch; dense_mha_prefill for prefills on the dense one
-//   host   out = attn W_o
-// Layers are chained with a residual: x_{l+1} = x_l + out_l. MTP layers run
-// after the main layers on their output.
+// Per layer and step, every op on the active platform (attention/ops.h and
+// the dense ops of attention/dense_ops.h), in this order:
+//   gemm     q_c = x W_qa; rms_norm; q = q_c W_qb; rope on q_pe
+//   gemm     kv = x W_kva; rms_norm kv_c; rope on k_pe
+//   op       mla_cache_write(kv_c, k_pe)
+//   gemm+op  indexer_k_write(x W_k)                 layers owning an indexer
+//   gemm+op  indexer_q, indexer_logits, indexer_topk only when the plan scores
+//   op       sparse_mla over top-k for MLA decodes, and for prefills on the
+//            sparse MQA branch (query absorbed by a batched gemm with W_UK);
+//            dense_mha_prefill for prefills on the dense one
+//   gemm     out = attn W_o; residual_add: x_{l+1} = x_l + out
+// MTP layers run after the main layers on their output.
 //
-// The dense steps run on the host in float32 (host_math.h); everything the
-// attention ops read or write lives in the platform's device memory,
-// allocated through its runtime, so the same code runs on any platform that
-// registers the seven kernels.
+// The step stays on the device: its inputs (hidden states and index tensors)
+// are uploaded once, weights live there as bf16 (drawn there by random_fill
+// for a model created from a seed), activations stay in device buffers
+// reserved once for the largest step, and only what the caller asks for
+// (StepOptions) is read back. The residual stream is fp32; the activations
+// the projections read are RuntimeOptions::activation_dtype.
 //
 // A profile (dummy) run has no attention metadata: indexer layers reserve the
 // indexer's workspace for the largest batch and nothing is written.
@@ -33,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "attention/dtypes/dtype.h"
 #include "attention/ops.h"
 #include "model/deepseek_v32/attention_kernels.h"
 #include "model/deepseek_v32/layer_plan.h"
@@ -61,6 +64,13 @@ struct RuntimeOptions {
   // long decode would read keys that were never written; a step that needs a
   // top-k (decodes, prefills on the sparse MQA branch) is FailedPrecondition.
   bool no_indexer = false;
+  // The type of the activations the projections and the attention ops read
+  // (q, kv_c, the indexer's inputs, the attention output). bf16 is what
+  // engines run and what takes the vendor GEMM (cuBLASLt) on the device;
+  // float32 keeps a step within ~1e-6 of fp32 arithmetic on bf16 weights,
+  // which the tests' float64 references want. The residual stream, the
+  // norms' inputs and the rope'd key part are float32 either way.
+  attention::DType activation_dtype = attention::DType::kFloat32;
 };
 
 // Counts of the attention ops one step launched, summed over layers.
@@ -72,16 +82,31 @@ struct OpCallCounts {
   int mla_cache_write = 0;
   int sparse_mla = 0;
   int dense_mha_prefill = 0;
+  // The dense ops of the step.
+  int gemm = 0;
+  int rms_norm = 0;
+  int rope = 0;
+  int residual_add = 0;
+  int cast = 0;
+  int total() const {
+    return indexer_k_write + indexer_q + indexer_logits + indexer_topk +
+           mla_cache_write + sparse_mla + dense_mha_prefill + gemm + rms_norm +
+           rope + residual_add + cast;
+  }
 };
 
 struct StepOptions {
   bool capture_topk = false;           // copy each layer's top-k to the host
   bool capture_layer_outputs = false;  // keep each layer's attention output
+  // Read the hidden states back (StepOutput::hidden, mtp_hidden). A step
+  // that reads nothing back still waits for its device work to finish.
+  bool read_hidden = true;
 };
 
 struct StepOutput {
   // [tokens, hidden] in the caller's row order: after the main layers, and
-  // after the MTP layers (empty when the preset has none).
+  // after the MTP layers (empty when the preset has none, or without
+  // StepOptions::read_hidden).
   std::vector<float> hidden;
   std::vector<float> mtp_hidden;
   ForwardPlan plan;
@@ -94,7 +119,8 @@ struct StepOutput {
 
 class DeepseekV32Model {
  public:
-  // Weights drawn with LayerWeights::Random(seed).
+  // Weights drawn on the device by the random_fill op: the values of
+  // LayerWeights::Random(seed), bit for bit.
   static absl::StatusOr<std::unique_ptr<DeepseekV32Model>> Create(
       LayerPlanner planner, platform::Platform platform,
       AttentionKernels kernels, RuntimeOptions options, uint64_t seed);
@@ -125,6 +151,10 @@ class DeepseekV32Model {
   // Bytes of indexer workspace reserved so far (by profile runs and steps).
   int64_t reserved_workspace_bytes() const;
 
+  // Host copy of a layer's weight as the device holds it (bf16 values as
+  // floats); for tests. NotFound for a tensor the layer does not have.
+  absl::StatusOr<std::vector<float>> ReadWeight(int layer, WeightId id) const;
+
   // Host copies of a layer's caches, for tests and debugging. The indexer K
   // cache is empty for a layer without an indexer.
   absl::StatusOr<std::vector<uint8_t>> ReadLatentCache(int layer) const;
@@ -133,26 +163,36 @@ class DeepseekV32Model {
  private:
   struct Shared;
   struct Layer;
+  struct Activations;
   DeepseekV32Model(LayerPlanner planner, RuntimeOptions options,
                    BlockTables blocks);
-  // One layer's forward over the step's tokens (internal order): x in,
-  // the attention output (before the residual) out.
+  // Create's body: weights from the host (`weights`) or drawn on the device
+  // from `seed` (weights == nullptr).
+  static absl::StatusOr<std::unique_ptr<DeepseekV32Model>> Build(
+      LayerPlanner planner, platform::Platform platform,
+      AttentionKernels kernels, RuntimeOptions options,
+      const std::vector<LayerWeights>* weights, uint64_t seed);
+  // Device buffers of every activation, for steps of up to `tokens` tokens.
+  absl::Status ReserveActivations(int64_t tokens);
+  // The indexer's logits workspace and the top-k buffer for `rows` query
+  // rows over keys up to `max_seq_len`: what a profile run reserves for the
+  // largest step, and what a step grows them to when it needs more.
+  absl::Status ReserveIndexerWorkspace(int64_t rows, int64_t max_seq_len);
+  // One layer's forward over the step's tokens (internal order), on the
+  // device: reads the residual stream, adds the layer's attention output.
   absl::Status RunLayer(Layer& layer, const LayerPlan& plan,
-                        const StepLayout& layout, const std::vector<float>& x,
-                        std::vector<float>& out);
+                        const StepLayout& layout);
   // The layer's indexer: writes its keys and, when the plan scores, its
-  // top-k. Without a step (a profile run, plan kWorkspaceOnly) it only
-  // reserves its workspace for the largest step. x and q_c are the layer's
-  // input and normalised q latent.
+  // top-k, from the layer's input and normalised q latent (Activations).
   absl::Status RunIndexer(Layer& layer, const LayerPlan& plan,
-                          const StepLayout* step, const std::vector<float>* x,
-                          const std::vector<float>* q_c);
+                          const StepLayout& layout);
 
   LayerPlanner planner_;
   RuntimeOptions options_;
   BlockTables blocks_;
   std::unique_ptr<Shared> shared_;
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::unique_ptr<Activations> act_;
 };
 
 }  // namespace dsa::model::deepseek_v32

@@ -43,9 +43,14 @@ absl::Status BlockTables::Release(int64_t request_id) {
 }
 
 absl::StatusOr<StepLayout> BlockTables::PrepareStep(
-    absl::Span<const StepRequest> requests) {
+    absl::Span<const StepRequest> requests, const AttentionMetadata& mla) {
   if (requests.empty()) {
     return absl::InvalidArgumentError("step: no requests");
+  }
+  if (mla.request_is_decode.size() != requests.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step: the batch metadata classifies ", mla.request_is_decode.size(),
+        " requests, the step has ", requests.size()));
   }
   // Validate everything and count the blocks first: all or nothing.
   std::set<int64_t> ids;
@@ -93,11 +98,11 @@ absl::StatusOr<StepLayout> BlockTables::PrepareStep(
   }
   layout.num_tokens = first_row.back();
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (requests[i].num_new_tokens == 1) layout.request_order.push_back(i);
+    if (mla.request_is_decode[i]) layout.request_order.push_back(i);
   }
   layout.num_decode_requests = static_cast<int>(layout.request_order.size());
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (requests[i].num_new_tokens != 1) layout.request_order.push_back(i);
+    if (!mla.request_is_decode[i]) layout.request_order.push_back(i);
   }
 
   layout.query_start_loc.push_back(0);
@@ -127,7 +132,10 @@ absl::StatusOr<StepLayout> BlockTables::PrepareStep(
         layout.max_blocks_per_request, static_cast<int>(seq.blocks.size()));
     layout.max_seq_len = std::max(layout.max_seq_len, total);
   }
-  layout.num_decode_tokens = layout.num_decode_requests;
+  layout.num_decode_tokens =
+      layout.num_decode_requests == 0
+          ? 0
+          : layout.query_start_loc[layout.num_decode_requests];
   layout.block_table.assign(
       static_cast<size_t>(layout.num_requests) * layout.max_blocks_per_request,
       0);

@@ -26,7 +26,8 @@ struct StepRequest {
   int64_t num_new_tokens = 0;
 };
 
-// A step's batch in the order the layer runs it: MLA decodes, then prefills.
+// A step's batch in the order the layer runs it: MLA decodes, then prefills
+// (as BatchMetadata's MLA view classified them).
 struct StepLayout {
   int num_requests = 0;
   int64_t num_tokens = 0;
@@ -63,12 +64,13 @@ class BlockTables {
 
   // Checks every request (its context must equal the tokens cached for its
   // id: 0 for a new id), allocates blocks for the new tokens and returns the
-  // step's layout. All or nothing: on error nothing is allocated.
-  // InvalidArgument for a duplicate id, a context that differs from the cached
-  // length, or fewer than one new token; ResourceExhausted when the blocks run
-  // out.
-  absl::StatusOr<StepLayout> PrepareStep(
-      absl::Span<const StepRequest> requests);
+  // step's layout, decodes first as `mla` (the MLA attention's metadata of
+  // this batch, BuildBatchMetadata) classified them. All or nothing: on error
+  // nothing is allocated. InvalidArgument for a duplicate id, a context that
+  // differs from the cached length, fewer than one new token, or metadata of
+  // another batch; ResourceExhausted when the blocks run out.
+  absl::StatusOr<StepLayout> PrepareStep(absl::Span<const StepRequest> requests,
+                                         const AttentionMetadata& mla);
 
   // Frees a finished request's blocks. NotFound for an unknown id.
   absl::Status Release(int64_t request_id);

@@ -1,5 +1,7 @@
 #include "model/deepseek_v32/paged_cache.h"
 
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -11,12 +13,27 @@ using ::dsa::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// The MLA's classification (decode threshold 1), as BuildBatchMetadata gives
+// it, for a step's requests.
+AttentionMetadata MlaOf(const std::vector<StepRequest>& requests) {
+  AttentionMetadata m;
+  for (const StepRequest& r : requests) {
+    m.request_is_decode.push_back(r.num_new_tokens <= 1 ? 1 : 0);
+  }
+  return m;
+}
+
+absl::StatusOr<StepLayout> Prepare(BlockTables& tables,
+                                   const std::vector<StepRequest>& requests) {
+  return tables.PrepareStep(requests, MlaOf(requests));
+}
+
 TEST(BlockTablesTest, OrdersDecodesFirstAndMapsSlots) {
   ASSERT_OK_AND_ASSIGN(BlockTables tables, BlockTables::Create(4, 16));
-  ASSERT_OK(tables.PrepareStep({{7, 0, 5}}).status());  // blocks 0, 1
+  ASSERT_OK(Prepare(tables, {{7, 0, 5}}).status());  // blocks 0, 1
   // Caller order: a new prefill of 3, then request 7's decode.
   ASSERT_OK_AND_ASSIGN(StepLayout layout,
-                       tables.PrepareStep({{8, 0, 3}, {7, 5, 1}}));
+                       Prepare(tables, {{8, 0, 3}, {7, 5, 1}}));
   EXPECT_EQ(layout.num_requests, 2);
   EXPECT_EQ(layout.num_tokens, 4);
   EXPECT_EQ(layout.num_decode_requests, 1);
@@ -41,29 +58,32 @@ TEST(BlockTablesTest, OrdersDecodesFirstAndMapsSlots) {
 TEST(BlockTablesTest, FailedStepsAllocateNothing) {
   ASSERT_OK_AND_ASSIGN(BlockTables tables, BlockTables::Create(4, 3));
   EXPECT_THAT(
-      tables.PrepareStep({{1, 0, 8}, {2, 0, 8}}),
+      Prepare(tables, {{1, 0, 8}, {2, 0, 8}}),
       StatusIs(absl::StatusCode::kResourceExhausted,
                HasSubstr("needs 4 more cache blocks of 4 tokens, 3 free")));
-  EXPECT_THAT(tables.PrepareStep({{1, 0, 2}, {1, 0, 2}}),
+  EXPECT_THAT(Prepare(tables, {{1, 0, 2}, {1, 0, 2}}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("repeats request id 1")));
   EXPECT_THAT(
-      tables.PrepareStep({{1, 3, 2}}),
+      Prepare(tables, {{1, 3, 2}}),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("claims 3 context tokens but the cache holds 0")));
   EXPECT_THAT(
-      tables.PrepareStep({{1, 0, 0}}),
+      Prepare(tables, {{1, 0, 0}}),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("0 new tokens")));
   EXPECT_THAT(
-      tables.PrepareStep({}),
+      Prepare(tables, {}),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no requests")));
+  EXPECT_THAT(tables.PrepareStep({{1, 0, 2}}, MlaOf({{1, 0, 2}, {2, 0, 1}})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("classifies 2 requests, the step has 1")));
   EXPECT_EQ(tables.num_free_blocks(), 3);
   EXPECT_EQ(tables.cached_tokens(1), 0);
 }
 
 TEST(BlockTablesTest, ReleaseReturnsBlocks) {
   ASSERT_OK_AND_ASSIGN(BlockTables tables, BlockTables::Create(2, 4));
-  ASSERT_OK(tables.PrepareStep({{1, 0, 3}}).status());
+  ASSERT_OK(Prepare(tables, {{1, 0, 3}}).status());
   EXPECT_EQ(tables.num_free_blocks(), 2);
   ASSERT_OK(tables.Release(1));
   EXPECT_EQ(tables.num_free_blocks(), 4);
