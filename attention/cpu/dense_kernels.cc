@@ -53,44 +53,46 @@ Status GemmCpu(const ExecutionContext& ctx, const Gemm::Args& a) {
   const int64_t out = a.w.dim(1);
   if (batch == 0 || rows == 0 || out == 0) return OkStatus();
   const int threads = ResolveNumThreads(ctx.num_threads);
-  std::vector<float> w(static_cast<size_t>(out * in));
   std::vector<float> x(static_cast<size_t>(rows * in));
   for (int64_t b = 0; b < batch; ++b) {
-    // The weight as fp32 [out, in] and x as fp32 rows: both are read many
-    // times, so one conversion each.
-    const uint16_t* wp = a.w.data_as<const uint16_t>() + b * a.w.stride(0);
-    for (int64_t o = 0; o < out; ++o) {
-      for (int64_t i = 0; i < in; ++i) {
-        w[o * in + i] = Bf16ToFloat(wp[o * a.w.stride(1) + i * a.w.stride(2)]);
-      }
-    }
+    // x as fp32 rows, once: every block of outputs reads all of it.
     for (int64_t r = 0; r < rows; ++r) {
       LoadRow(a.x, b * a.x.stride(0) + r * a.x.stride(1), in,
               x.data() + r * in);
     }
-    // Work items are (pair of rows, block of outputs), so that a decode
-    // (one row) still spreads over every thread.
-    constexpr int64_t kOutBlock = 64;
+    // Work items are blocks of outputs: each converts its block of weight
+    // rows to fp32 once (every weight is converted once per call, whatever
+    // the number of rows) and multiplies every row pair with it, so a decode
+    // (one row) spreads over the threads as well as a prefill does.
+    constexpr int64_t kOutBlock = 32;
     const int64_t out_blocks = (out + kOutBlock - 1) / kOutBlock;
-    const int64_t row_pairs = (rows + 1) / 2;
+    const uint16_t* wp = a.w.data_as<const uint16_t>() + b * a.w.stride(0);
     ParallelFor(
-        row_pairs * out_blocks, threads, 1,
-        [&](int, int64_t begin, int64_t end) {
+        out_blocks, threads, 1, [&](int, int64_t begin, int64_t end) {
+          std::vector<float> w(static_cast<size_t>(kOutBlock * in));
           std::vector<float> y0(kOutBlock), y1(kOutBlock);
-          for (int64_t item = begin; item < end; ++item) {
-            const int64_t r0 = (item / out_blocks) * 2;
-            const int64_t r1 = std::min(r0 + 1, rows - 1);
-            const int64_t o0 = (item % out_blocks) * kOutBlock;
+          for (int64_t block = begin; block < end; ++block) {
+            const int64_t o0 = block * kOutBlock;
             const int64_t n = std::min(kOutBlock, out - o0);
             for (int64_t o = 0; o < n; ++o) {
-              Dot2(x.data() + r0 * in, x.data() + r1 * in,
-                   w.data() + (o0 + o) * in, in, &y0[o], &y1[o]);
+              const uint16_t* row = wp + (o0 + o) * a.w.stride(1);
+              for (int64_t i = 0; i < in; ++i) {
+                w[o * in + i] = Bf16ToFloat(row[i * a.w.stride(2)]);
+              }
             }
-            StoreFloats(a.y, b * a.y.stride(0) + r0 * a.y.stride(1) + o0, n,
-                        y0.data());
-            if (r1 != r0) {
-              StoreFloats(a.y, b * a.y.stride(0) + r1 * a.y.stride(1) + o0, n,
-                          y1.data());
+            for (int64_t r0 = 0; r0 < rows; r0 += 2) {
+              // An odd last row is paired with itself; the copy is dropped.
+              const int64_t r1 = std::min(r0 + 1, rows - 1);
+              for (int64_t o = 0; o < n; ++o) {
+                Dot2(x.data() + r0 * in, x.data() + r1 * in,
+                     w.data() + o * in, in, &y0[o], &y1[o]);
+              }
+              StoreFloats(a.y, b * a.y.stride(0) + r0 * a.y.stride(1) + o0, n,
+                          y0.data());
+              if (r1 != r0) {
+                StoreFloats(a.y, b * a.y.stride(0) + r1 * a.y.stride(1) + o0,
+                            n, y1.data());
+              }
             }
           }
         });

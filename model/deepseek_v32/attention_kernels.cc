@@ -42,8 +42,8 @@ absl::StatusOr<DenseKernels> DenseKernels::Load(
       k.residual_add, GetKernel<attention::ResidualAdd>(registry, platform_id));
   DSA_ASSIGN_OR_RETURN(k.cast,
                        GetKernel<attention::Cast>(registry, platform_id));
-  DSA_ASSIGN_OR_RETURN(
-      k.random_fill, GetKernel<attention::RandomFill>(registry, platform_id));
+  DSA_ASSIGN_OR_RETURN(k.random_fill,
+                       GetKernel<attention::RandomFill>(registry, platform_id));
   return k;
 }
 

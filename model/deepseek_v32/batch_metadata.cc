@@ -21,8 +21,7 @@ AttentionMetadata Classify(const ModelConfig& config,
   m.decode_threshold = decode_threshold;
   m.request_is_decode.reserve(requests.size());
   for (const Request& r : requests) {
-    m.request_is_decode.push_back(r.num_new_tokens <= decode_threshold ? 1
-                                                                        : 0);
+    m.request_is_decode.push_back(r.num_new_tokens <= decode_threshold ? 1 : 0);
     if (r.num_new_tokens <= decode_threshold) {
       ++m.num_decodes;
       m.num_decode_tokens += r.num_new_tokens;

@@ -17,15 +17,13 @@ float ProjectionScale(int64_t fan_in) {
 
 }  // namespace
 
-std::vector<WeightSpec> LayerWeightSpecs(const ModelConfig& config,
-                                         int layer) {
+std::vector<WeightSpec> LayerWeightSpecs(const ModelConfig& config, int layer) {
   const DeepseekV32Config& c = config.proto();
   const int64_t hidden = c.hidden_size();
   const int64_t heads = c.num_attention_heads();
   const int64_t nope = c.qk_nope_head_dim(), rope = c.qk_rope_head_dim();
   const int64_t q_lora = c.q_lora_rank(), kv_lora = c.kv_lora_rank();
-  auto projection = [](WeightId id, const char* name, int64_t out,
-                       int64_t in) {
+  auto projection = [](WeightId id, const char* name, int64_t out, int64_t in) {
     return WeightSpec{id, name, out, in, ProjectionScale(in), 0.0f};
   };
   std::vector<WeightSpec> specs = {
@@ -44,12 +42,11 @@ std::vector<WeightSpec> LayerWeightSpecs(const ModelConfig& config,
     const int64_t id = c.indexer().index_head_dim();
     specs.push_back(
         projection(WeightId::kIndexerWqB, "indexer_wq_b", ih * id, q_lora));
-    specs.push_back(
-        projection(WeightId::kIndexerWk, "indexer_wk", id, hidden));
-    specs.push_back({WeightId::kIndexerKNormWeight, "indexer_k_norm_weight",
-                     id, 1, 0.1f, 1.0f});
-    specs.push_back({WeightId::kIndexerKNormBias, "indexer_k_norm_bias", id,
-                     1, 0.1f, 0.0f});
+    specs.push_back(projection(WeightId::kIndexerWk, "indexer_wk", id, hidden));
+    specs.push_back({WeightId::kIndexerKNormWeight, "indexer_k_norm_weight", id,
+                     1, 0.1f, 1.0f});
+    specs.push_back({WeightId::kIndexerKNormBias, "indexer_k_norm_bias", id, 1,
+                     0.1f, 0.0f});
     specs.push_back(projection(WeightId::kIndexerWeightsProj,
                                "indexer_weights_proj", ih, hidden));
   }
@@ -128,12 +125,18 @@ absl::Status LayerWeights::Validate(const ModelConfig& config,
     const std::vector<float>& v = tensor(id);
     if (static_cast<int64_t>(v.size()) != expected) {
       // Names of the tensors a layer without an indexer must leave empty.
-      static constexpr const char* kNames[] = {
-          "q_a_proj",   "q_a_layernorm",         "q_b_proj",
-          "kv_a_proj_with_mqa", "kv_a_layernorm", "kv_b_proj",
-          "o_proj",     "indexer_wq_b",          "indexer_wk",
-          "indexer_k_norm_weight", "indexer_k_norm_bias",
-          "indexer_weights_proj"};
+      static constexpr const char* kNames[] = {"q_a_proj",
+                                               "q_a_layernorm",
+                                               "q_b_proj",
+                                               "kv_a_proj_with_mqa",
+                                               "kv_a_layernorm",
+                                               "kv_b_proj",
+                                               "o_proj",
+                                               "indexer_wq_b",
+                                               "indexer_wk",
+                                               "indexer_k_norm_weight",
+                                               "indexer_k_norm_bias",
+                                               "indexer_weights_proj"};
       return absl::InvalidArgumentError(absl::StrCat(
           "layer ", layer, " weights: ", name != nullptr ? name : kNames[i],
           " has ", v.size(), " values, expected ", expected));

@@ -7,10 +7,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "attention/dtypes/dtype.h"
-#include "attention/tensor.h"
 #include "attention/dense_ops.h"
 #include "attention/dtypes/bf16.h"
+#include "attention/dtypes/dtype.h"
+#include "attention/tensor.h"
 #include "model/deepseek_v32/host_math.h"
 #include "platform/status_macros.h"
 
@@ -161,8 +161,8 @@ struct DeepseekV32Model::Shared {
     attention::Rope::Args a;
     a.x = x;
     a.positions = MakeTensorView(positions.data(), DType::kInt64, {tokens});
-    a.cos_sin_cache = MakeTensorView(rope.data(), DType::kFloat32,
-                                     {max_position, x.dim(2)});
+    a.cos_sin_cache =
+        MakeTensorView(rope.data(), DType::kFloat32, {max_position, x.dim(2)});
     a.rope_style = attention::RopeStyle::kInterleaved;  // the MLA's
     ++counts.rope;
     return kernels.dense.rope(exec, a);
@@ -202,7 +202,7 @@ struct DeepseekV32Model::Layer {
 // The step's activations, in device buffers reserved once for the largest
 // step (internal token order).
 struct DeepseekV32Model::Activations {
-  int64_t capacity = 0;  // tokens
+  int64_t capacity = 0;       // tokens
   DeviceBuffer residual;      // [T, hidden] f32: the residual stream
   DeviceBuffer x;             // [T, hidden] activation dtype (bf16 only)
   DeviceBuffer q_c_raw;       // [T, q_lora] f32, before its norm
@@ -283,9 +283,9 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   }
   // Every kernel the step calls, so that a platform without one fails here,
   // naming the op, and not in the middle of a step.
-#define DSA_CHECK_KERNEL(field, name)                                      \
-  if (!kernels.field) {                                                    \
-    return absl::NotFoundError(absl::StrCat("platform '", platform.id(),   \
+#define DSA_CHECK_KERNEL(field, name)                                         \
+  if (!kernels.field) {                                                       \
+    return absl::NotFoundError(absl::StrCat("platform '", platform.id(),      \
                                             "' has no kernel of op ", name)); \
   }
   DSA_CHECK_KERNEL(dense.gemm, attention::Gemm::kName)
@@ -376,7 +376,8 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
     model->layers_.push_back(std::move(layer));
   }
   model->shared_ = std::move(shared);
-  DSA_RETURN_IF_ERROR(model->ReserveActivations(options.max_num_batched_tokens));
+  DSA_RETURN_IF_ERROR(
+      model->ReserveActivations(options.max_num_batched_tokens));
   DSA_RETURN_IF_ERROR(model->shared_->runtime.Synchronize());
   return model;
 }
@@ -443,13 +444,13 @@ absl::StatusOr<std::vector<float>> DeepseekV32Model::ReadWeight(
     int layer, WeightId id) const {
   if (layer < 0 || layer >= static_cast<int>(layers_.size()) ||
       static_cast<int>(id) < 0 || static_cast<int>(id) >= kNumWeightIds) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("no layer ", layer, " or no weight ", static_cast<int>(id)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no layer ", layer, " or no weight ", static_cast<int>(id)));
   }
   const DeviceBuffer& b = layers_[layer]->weights[static_cast<int>(id)];
   if (b.data() == nullptr) {
-    return absl::NotFoundError(absl::StrCat("layer ", layer, " has no weight ",
-                                            static_cast<int>(id)));
+    return absl::NotFoundError(
+        absl::StrCat("layer ", layer, " has no weight ", static_cast<int>(id)));
   }
   std::vector<uint16_t> bits(b.bytes() / 2);
   DSA_RETURN_IF_ERROR(shared_->runtime.Synchronize());
@@ -587,8 +588,9 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
         act_->residual.CopyFromHost(x.data(), x.size() * sizeof(float)));
   }
   // Device rows of `width` values, read back in the caller's row order.
-  auto read_back = [&](const DeviceBuffer& buffer, int64_t width,
-                       auto element) -> absl::StatusOr<std::vector<decltype(element)>> {
+  auto read_back =
+      [&](const DeviceBuffer& buffer, int64_t width,
+          auto element) -> absl::StatusOr<std::vector<decltype(element)>> {
     using T = decltype(element);
     std::vector<T> internal(static_cast<size_t>(tokens * width));
     DSA_RETURN_IF_ERROR(rt.Synchronize());
@@ -652,9 +654,9 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
                                           const StepLayout& layout) {
   if (options_.no_indexer) return absl::OkStatus();  // the bound: no work
   if (plan.indexer.action == IndexerAction::kWorkspaceOnly) {
-    return absl::InternalError(
-        absl::StrCat("layer ", layer.id,
-                     ": a step with metadata planned a workspace-only indexer"));
+    return absl::InternalError(absl::StrCat(
+        "layer ", layer.id,
+        ": a step with metadata planned a workspace-only indexer"));
   }
   Shared& s = *shared_;
   Activations& act = *act_;
@@ -689,8 +691,8 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
   const TensorView rope_table = MakeTensorView(s.rope.data(), DType::kFloat32,
                                                {options_.max_model_len, rope});
   const TensorView x =
-      View2(adt == DType::kFloat32 ? act.residual.data() : act.x.data(), adt,
-            T, hidden, hidden);
+      View2(adt == DType::kFloat32 ? act.residual.data() : act.x.data(), adt, T,
+            hidden, hidden);
   const TensorView q_c = View2(act.q_c.data(), adt, T, q_lora, q_lora);
   if (plan.k_cache_write) {
     const TensorView k = View2(act.indexer_k.data(), adt, T, id, id);
@@ -798,9 +800,8 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   const int64_t qk = nope + rope;
   const int64_t max_position = options_.max_model_len;
   if (T > act.capacity) {
-    return absl::InternalError(absl::StrCat("step of ", T,
-                                            " tokens above the reserved ",
-                                            act.capacity));
+    return absl::InternalError(absl::StrCat(
+        "step of ", T, " tokens above the reserved ", act.capacity));
   }
 
   // --- The layer's input in the activation type.
@@ -826,8 +827,8 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   {
     // q_pe: [T, H, rope] at offset nope of every head.
     TensorView q_pe = MakeTensorView(nullptr, adt, {T, H, rope});
-    q_pe.data = static_cast<char*>(act.q.data()) +
-                nope * attention::DTypeSize(adt);
+    q_pe.data =
+        static_cast<char*>(act.q.data()) + nope * attention::DTypeSize(adt);
     q_pe.strides[0] = H * qk;
     q_pe.strides[1] = qk;
     DSA_RETURN_IF_ERROR(s.Rope(q_pe, T, max_position));
@@ -836,8 +837,8 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   const TensorView kv =
       View2(act.kv.data(), DType::kFloat32, T, kv_width, kv_width);
   const TensorView kv_c = View2(act.kv_c.data(), adt, T, kv_lora, kv_lora);
-  DSA_RETURN_IF_ERROR(s.Gemm(
-      Batch1(x), layer.Matrix(WeightId::kKvAProjWithMqa), Batch1(kv)));
+  DSA_RETURN_IF_ERROR(
+      s.Gemm(Batch1(x), layer.Matrix(WeightId::kKvAProjWithMqa), Batch1(kv)));
   DSA_RETURN_IF_ERROR(
       s.RmsNorm(View2(act.kv.data(), DType::kFloat32, T, kv_lora, kv_width),
                 layer.Vector(WeightId::kKvALayerNorm), kv_c));
@@ -852,12 +853,12 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   // --- MLA latent cache write.
   const int64_t num_blocks = options_.num_blocks;
   const int64_t block_size = options_.block_size;
-  const TensorView latent_cache = MakeTensorView(
-      layer.latent_cache.data(),
-      attention::IsFp8(s.latent_format.dtype) ? DType::kUint8
-                                              : DType::kBFloat16,
-      {num_blocks, block_size,
-       attention::LatentCacheEntryWidth(s.latent_format)});
+  const TensorView latent_cache =
+      MakeTensorView(layer.latent_cache.data(),
+                     attention::IsFp8(s.latent_format.dtype) ? DType::kUint8
+                                                             : DType::kBFloat16,
+                     {num_blocks, block_size,
+                      attention::LatentCacheEntryWidth(s.latent_format)});
   {
     attention::MlaCacheWrite::Args a;
     a.kv_c = kv_c;
@@ -908,8 +909,8 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
       TensorView qn = MakeTensorView(act.q.data(), adt, {H, sparse_rows, nope});
       qn.strides[0] = qk;
       qn.strides[1] = H * qk;
-      TensorView w_uk = MakeTensorView(kv_b_proj.data, DType::kBFloat16,
-                                       {H, kv_lora, nope});
+      TensorView w_uk =
+          MakeTensorView(kv_b_proj.data, DType::kBFloat16, {H, kv_lora, nope});
       w_uk.strides[0] = (nope + vdim) * kv_lora;
       w_uk.strides[1] = 1;
       w_uk.strides[2] = kv_lora;
@@ -971,8 +972,8 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   }
 
   // --- Output projection and the residual.
-  const TensorView out = View2(act.out.data(), DType::kFloat32, T, hidden,
-                               hidden);
+  const TensorView out =
+      View2(act.out.data(), DType::kFloat32, T, hidden, hidden);
   DSA_RETURN_IF_ERROR(
       s.Gemm(Batch1(View2(act.attn.data(), adt, T, H * vdim, H * vdim)),
              layer.Matrix(WeightId::kOProj), Batch1(out)));

@@ -622,8 +622,9 @@ TEST_P(ModelRunnerTest, DenseOpsOfAStepAreCounted) {
   ASSERT_TRUE(model);
   const ModelConfig& config = model->planner().config();
   const int hidden = config.proto().hidden_size();
-  ASSERT_OK_AND_ASSIGN(StepOutput out,
-                       model->Step({}, {{1, 0, 20}}, RandomHidden(20, hidden, 4)));
+  ASSERT_OK_AND_ASSIGN(
+      StepOutput out,
+      model->Step({}, {{1, 0, 20}}, RandomHidden(20, hidden, 4)));
   const int layers = config.num_layers();
   EXPECT_EQ(out.op_calls.rms_norm, 2 * layers);
   EXPECT_EQ(out.op_calls.rope, 2 * layers);
@@ -660,9 +661,8 @@ TEST_P(ModelRunnerTest, Bf16ActivationsStayCloseToTheFloat64Reference) {
     for (int l = 0; l < config.num_layers(); ++l) {
       weights.push_back(LayerWeights::Random(config, l, 7));
     }
-    const ReferenceOutput ref =
-        ReferenceForward(config, weights, x, n, attention::DType::kBFloat16,
-                         options.rope_theta);
+    const ReferenceOutput ref = ReferenceForward(
+        config, weights, x, n, attention::DType::kBFloat16, options.rope_theta);
     const double err = RelativeError(out.hidden, ref.hidden);
     RecordProperty(force_mqa ? "bf16_rel_error_sparse" : "bf16_rel_error_dense",
                    std::to_string(err));
@@ -679,10 +679,10 @@ TEST_P(ModelRunnerTest, AMissingDenseKernelIsNotFoundAtCreation) {
   ASSERT_TRUE(planner.ok());
   AttentionKernels kernels = CountingKernels();
   kernels.dense.rope = {};
-  EXPECT_THAT(DeepseekV32Model::Create(std::move(*planner), *platform_,
-                                       kernels, {}, 7),
-              StatusIs(absl::StatusCode::kNotFound,
-                       HasSubstr("has no kernel of op rope")));
+  EXPECT_THAT(
+      DeepseekV32Model::Create(std::move(*planner), *platform_, kernels, {}, 7),
+      StatusIs(absl::StatusCode::kNotFound,
+               HasSubstr("has no kernel of op rope")));
 }
 
 INSTANTIATE_TEST_SUITE_P(Platforms, ModelRunnerTest,

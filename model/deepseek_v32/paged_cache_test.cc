@@ -71,9 +71,8 @@ TEST(BlockTablesTest, FailedStepsAllocateNothing) {
   EXPECT_THAT(
       Prepare(tables, {{1, 0, 0}}),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("0 new tokens")));
-  EXPECT_THAT(
-      Prepare(tables, {}),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no requests")));
+  EXPECT_THAT(Prepare(tables, {}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                            HasSubstr("no requests")));
   EXPECT_THAT(tables.PrepareStep({{1, 0, 2}}, MlaOf({{1, 0, 2}, {2, 0, 1}})),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("classifies 2 requests, the step has 1")));
