@@ -15,6 +15,7 @@
 #include "attention/kernel_abi.h"
 #include "attention/kernel_descriptor.h"
 #include "platform/cuda/cublaslt.h"
+#include "platform/rocm/rocblas.h"
 
 namespace dsa::attention::gpu {
 namespace {
@@ -50,6 +51,7 @@ bool ForceTiled() {
 }
 
 bool OnCuda() { return std::strcmp(GpuBackend(), "cuda") == 0; }
+bool OnRocm() { return std::strcmp(GpuBackend(), "rocm") == 0; }
 
 // ---------------------------------------------------------------------------
 // cuBLASLt. Column-major: y^T [out, rows] = op(A) [out, in] * x^T [in, rows],
@@ -224,6 +226,64 @@ bool TryCublasLt(const GemmParams& p, bool w_row_major, void* stream) {
                              stream) == lt::kCublasStatusSuccess;
 }
 
+// ---------------------------------------------------------------------------
+// rocBLAS, the same column-major mapping: D [out, rows] = op(A) B with
+// A = w ([in, out] transposed when its in dim is contiguous), B = x.
+// One handle per process; its stream is set under the lock for each call.
+
+namespace rb = ::dsa::platform::rocm;
+
+struct RocblasState {
+  std::mutex mu;
+  void* handle = nullptr;
+  bool handle_failed = false;
+};
+
+bool TryRocblas(const GemmParams& p, bool w_row_major, void* stream) {
+  if (p.x_type != FloatType::kBf16 || ForceTiled() || !OnRocm()) return false;
+  const rb::RocblasApi* api = rb::LoadedRocblas();
+  if (api == nullptr) return false;
+  constexpr int64_t kMaxInt = 0x7fffffff;
+  const int64_t lda = std::max<int64_t>(
+      w_row_major ? p.w_out_stride : p.w_in_stride, w_row_major ? p.in : p.out);
+  const int64_t ldb = std::max<int64_t>(p.x_row_stride, p.in);
+  const int64_t ldd = std::max<int64_t>(p.y_row_stride, p.out);
+  for (int64_t v : {p.out, p.rows, p.in, p.batch, lda, ldb, ldd}) {
+    if (v > kMaxInt) return false;  // rocblas_int is 32-bit
+  }
+  static RocblasState* const state = new RocblasState();
+  std::lock_guard<std::mutex> lock(state->mu);
+  if (state->handle == nullptr) {
+    if (state->handle_failed) return false;
+    if (api->rocblas_create_handle(&state->handle) !=
+        rb::kRocblasStatusSuccess) {
+      state->handle_failed = true;
+      state->handle = nullptr;
+      return false;
+    }
+  }
+  if (api->rocblas_set_stream(state->handle, stream) !=
+      rb::kRocblasStatusSuccess) {
+    return false;
+  }
+  const int y_type = p.y_type == FloatType::kBf16 ? rb::kRocblasDatatypeBf16
+                                                  : rb::kRocblasDatatypeF32;
+  const float alpha = 1.0f, beta = 0.0f;
+  return api->rocblas_gemm_strided_batched_ex(
+             state->handle,
+             w_row_major ? rb::kRocblasOperationTranspose
+                         : rb::kRocblasOperationNone,
+             rb::kRocblasOperationNone, static_cast<int32_t>(p.out),
+             static_cast<int32_t>(p.rows), static_cast<int32_t>(p.in), &alpha,
+             p.w, rb::kRocblasDatatypeBf16, static_cast<int32_t>(lda),
+             p.w_batch_stride, p.x, rb::kRocblasDatatypeBf16,
+             static_cast<int32_t>(ldb), p.x_batch_stride, &beta, p.y, y_type,
+             static_cast<int32_t>(ldd), p.y_batch_stride, p.y, y_type,
+             static_cast<int32_t>(ldd), p.y_batch_stride,
+             static_cast<int32_t>(p.batch), rb::kRocblasDatatypeF32,
+             rb::kRocblasGemmAlgoStandard, 0, 0) == rb::kRocblasStatusSuccess;
+}
+
 }  // namespace
 
 Status GemmGpu(const ExecutionContext& ctx, const Gemm::Args& a) {
@@ -246,7 +306,8 @@ Status GemmGpu(const ExecutionContext& ctx, const Gemm::Args& a) {
   p.in = a.x.dim(2);
   p.out = a.w.dim(1);
   if (p.batch == 0 || p.rows == 0 || p.out == 0) return OkStatus();
-  if (p.in > 0 && TryCublasLt(p, Gemm::WeightRowMajor(a), ctx.stream)) {
+  if (p.in > 0 && (TryCublasLt(p, Gemm::WeightRowMajor(a), ctx.stream) ||
+                   TryRocblas(p, Gemm::WeightRowMajor(a), ctx.stream))) {
     return OkStatus();
   }
   return FromLaunch(GemmTiledLaunch(p, ctx.stream));
@@ -342,7 +403,12 @@ void AppendGpuDenseKernelDescriptors(const char* platform_id,
 
 std::string GpuGemmBackend() {
   if (ForceTiled()) return "tiled (DSA_GEMM_BACKEND=tiled)";
-  if (!OnCuda()) return "tiled (no vendor BLAS wired for this platform)";
+  if (OnRocm()) {
+    const platform::RuntimeLoadResult& r = rb::RocblasLoadResult();
+    if (!r.loaded()) return "tiled (rocBLAS: " + r.detail + ")";
+    return "rocblas (" + r.library + "; fp32 x and fallbacks: tiled)";
+  }
+  if (!OnCuda()) return "tiled (built without a GPU backend)";
   const platform::RuntimeLoadResult& r = lt::CublasLtLoadResult();
   if (!r.loaded()) return "tiled (cuBLASLt: " + r.detail + ")";
   std::string s = "cublaslt (" + r.library;

@@ -5,7 +5,10 @@
 // gemm runs on cuBLASLt on the CUDA platform when x is bf16 and
 // libcublasLt can be dlopen'ed (platform/cuda/cublaslt.h), otherwise on the
 // project's own tiled kernel (dense_kernels.h), which also takes fp32 x.
-// ROCm runs the own kernel (hipBLASLt / rocBLAS are not wired yet).
+// On ROCm it runs on rocBLAS (gemm_strided_batched_ex, dlopen'ed,
+// platform/rocm/rocblas.h) when x is bf16 and librocblas can be loaded.
+// Any vendor call that fails (no algorithm for a layout, an error) falls back
+// to the own kernel.
 // DSA_GEMM_BACKEND=tiled forces the own kernel (tests compare both).
 // Free of Abseil: linked into plugin shared objects.
 #ifndef DSA_ATTENTION_GPU_DENSE_OP_KERNELS_H_
@@ -32,7 +35,7 @@ void AppendGpuDenseKernelDescriptors(const char* platform_id,
                                      std::vector<DsaKernelDescriptor>* out);
 
 // Which GEMM a bf16 call takes in this process, for reports:
-// "cublaslt (libcublasLt.so.13)" or "tiled (<why>)".
+// "cublaslt (libcublasLt.so.13 ...)", "rocblas (...)" or "tiled (<why>)".
 std::string GpuGemmBackend();
 
 }  // namespace dsa::attention::gpu

@@ -1,7 +1,6 @@
 #include "platform/cuda/cublaslt.h"
 
 #include <cstdlib>
-#include <mutex>
 #include <vector>
 
 namespace dsa::platform::cuda {
