@@ -130,55 +130,111 @@ TEST_P(DenseOpTest, BatchedGemmOverStridedAndTransposedViews) {
   const int64_t heads = 3, tokens = 9, nope = 24, rope = 8, v = 16,
                 kv_lora = 64;
   const int64_t qk = nope + rope, width = kv_lora + rope;
-  std::vector<float> q = RandomFloats(tokens * heads * qk);
-  std::vector<uint16_t> kv_b = RandomBf16(heads * (nope + v) * kv_lora, 0.2);
-  Gemm::Args a;
-  // x[h, t, n] = q[t, h, n].
-  a.x = MakeTensorView(nullptr, DType::kFloat32, {heads, tokens, nope});
-  a.x.strides[0] = qk;
-  a.x.strides[1] = heads * qk;
-  a.x = ToDeviceStrided(q, a.x);
-  // w[h, j, n] = kv_b[h * (nope + v) + n, j].
-  a.w = MakeTensorView(nullptr, DType::kBFloat16, {heads, kv_lora, nope});
-  a.w.strides[0] = (nope + v) * kv_lora;
-  a.w.strides[1] = 1;
-  a.w.strides[2] = kv_lora;
-  a.w = ToDeviceStrided(kv_b, a.w);
-  // y[h, t, j] = q_abs[t, h, j], rows of `width` with a rope tail untouched.
-  std::vector<float> out(tokens * heads * width, -7.0f);
-  a.y = MakeTensorView(nullptr, DType::kFloat32, {heads, tokens, kv_lora});
-  a.y.strides[0] = width;
-  a.y.strides[1] = heads * width;
-  a.y = ToDeviceStrided(out, a.y);
-  ASSERT_THAT(Run<Gemm>(a), IsOk());
-  const std::vector<float> got = ToHost<float>(a.y, tokens * heads * width);
-  int bad = 0;
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t h = 0; h < heads; ++h) {
-      for (int64_t j = 0; j < width; ++j) {
-        const float g = got[(t * heads + h) * width + j];
-        if (j >= kv_lora) {
-          if (g != -7.0f && ++bad <= 5) ADD_FAILURE() << "rope tail written";
-          continue;
-        }
-        double ref = 0.0, mag = 0.0;
-        for (int64_t n = 0; n < nope; ++n) {
-          const double p =
-              double{q[(t * heads + h) * qk + n]} *
-              reference::Bf16Value(kv_b[(h * (nope + v) + n) * kv_lora + j]);
-          ref += p;
-          mag += std::abs(p);
-        }
-        if (!(std::abs(g - ref) <=
-              GemmTolerance(mag, nope, DType::kFloat32, ref)) &&
-            ++bad <= 5) {
-          ADD_FAILURE() << "q_abs[" << t << ", " << h << ", " << j
-                        << "] = " << g << ", expected " << ref;
+  // bf16 x takes the vendor GEMM on GPUs (strided batches, transposed A),
+  // fp32 x the own kernel.
+  for (DType x_type : {DType::kFloat32, DType::kBFloat16}) {
+    SCOPED_TRACE(DTypeName(x_type));
+    std::vector<float> q = RandomFloats(tokens * heads * qk);
+    std::vector<uint16_t> q_bits(q.size());
+    for (size_t i = 0; i < q.size(); ++i) {
+      q_bits[i] = reference::Bf16Nearest(q[i]);
+      if (x_type == DType::kBFloat16) {
+        q[i] = static_cast<float>(reference::Bf16Value(q_bits[i]));
+      }
+    }
+    std::vector<uint16_t> kv_b = RandomBf16(heads * (nope + v) * kv_lora, 0.2);
+    Gemm::Args a;
+    // x[h, t, n] = q[t, h, n].
+    a.x = MakeTensorView(nullptr, x_type, {heads, tokens, nope});
+    a.x.strides[0] = qk;
+    a.x.strides[1] = heads * qk;
+    a.x = x_type == DType::kFloat32 ? ToDeviceStrided(q, a.x)
+                                    : ToDeviceStrided(q_bits, a.x);
+    // w[h, j, n] = kv_b[h * (nope + v) + n, j].
+    a.w = MakeTensorView(nullptr, DType::kBFloat16, {heads, kv_lora, nope});
+    a.w.strides[0] = (nope + v) * kv_lora;
+    a.w.strides[1] = 1;
+    a.w.strides[2] = kv_lora;
+    a.w = ToDeviceStrided(kv_b, a.w);
+    // y[h, t, j] = q_abs[t, h, j], rows of `width` with a tail untouched.
+    std::vector<float> out(tokens * heads * width, -7.0f);
+    a.y = MakeTensorView(nullptr, DType::kFloat32, {heads, tokens, kv_lora});
+    a.y.strides[0] = width;
+    a.y.strides[1] = heads * width;
+    a.y = ToDeviceStrided(out, a.y);
+    ASSERT_THAT(Run<Gemm>(a), IsOk());
+    const std::vector<float> got = ToHost<float>(a.y, tokens * heads * width);
+    int bad = 0;
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t j = 0; j < width; ++j) {
+          const float g = got[(t * heads + h) * width + j];
+          if (j >= kv_lora) {
+            if (g != -7.0f && ++bad <= 5) ADD_FAILURE() << "tail written";
+            continue;
+          }
+          double ref = 0.0, mag = 0.0;
+          for (int64_t n = 0; n < nope; ++n) {
+            const double p =
+                double{q[(t * heads + h) * qk + n]} *
+                reference::Bf16Value(kv_b[(h * (nope + v) + n) * kv_lora + j]);
+            ref += p;
+            mag += std::abs(p);
+          }
+          if (!(std::abs(g - ref) <=
+                GemmTolerance(mag, nope, DType::kFloat32, ref)) &&
+              ++bad <= 5) {
+            ADD_FAILURE() << "q_abs[" << t << ", " << h << ", " << j
+                          << "] = " << g << ", expected " << ref;
+          }
         }
       }
     }
+    EXPECT_EQ(bad, 0);
   }
-  EXPECT_EQ(bad, 0);
+}
+
+// Odd row strides and a start one element past an aligned address: vendor
+// GEMMs want 16-byte alignment for their fast kernels; whatever a platform
+// takes (a slower algorithm, or the own kernel), the result is the same.
+TEST_P(DenseOpTest, GemmOnMisalignedStridedRows) {
+  const int64_t rows = 21, in = 67, out = 45, x_stride = 70, y_stride = 47;
+  std::vector<uint16_t> x = RandomBf16(1 + rows * x_stride);
+  std::vector<uint16_t> w = RandomBf16(out * in, 0.1);
+  Gemm::Args a;
+  a.x = MakeTensorView(nullptr, DType::kBFloat16, {1, rows, in});
+  a.x.strides[0] = rows * x_stride;
+  a.x.strides[1] = x_stride;
+  a.x = ToDeviceStrided(x, a.x, /*element_offset=*/1);
+  a.w = ToDevice(w, DType::kBFloat16, {1, out, in});
+  std::vector<float> y(1 + rows * y_stride, -3.0f);
+  a.y = MakeTensorView(nullptr, DType::kFloat32, {1, rows, out});
+  a.y.strides[0] = rows * y_stride;
+  a.y.strides[1] = y_stride;
+  a.y = ToDeviceStrided(y, a.y, /*element_offset=*/1);
+  ASSERT_THAT(Run<Gemm>(a), IsOk());
+  TensorView whole = a.y;
+  whole.data = static_cast<float*>(a.y.data) - 1;
+  const std::vector<float> got = ToHost<float>(whole, 1 + rows * y_stride);
+  EXPECT_EQ(got[0], -3.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < y_stride; ++o) {
+      const float g = got[1 + r * y_stride + o];
+      if (o >= out) {
+        ASSERT_EQ(g, -3.0f) << "row " << r << " padding " << o;
+        continue;
+      }
+      double ref = 0.0, mag = 0.0;
+      for (int64_t i = 0; i < in; ++i) {
+        const double p = reference::Bf16Value(x[1 + r * x_stride + i]) *
+                         reference::Bf16Value(w[o * in + i]);
+        ref += p;
+        mag += std::abs(p);
+      }
+      ASSERT_LE(std::abs(g - ref), GemmTolerance(mag, in, DType::kFloat32, ref))
+          << "y[" << r << ", " << o << "]";
+    }
+  }
 }
 
 TEST_P(DenseOpTest, RmsNormMatchesFloat64Reference) {
