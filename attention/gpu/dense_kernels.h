@@ -17,17 +17,15 @@
 
 namespace dsa::attention::gpu {
 
-enum class FloatType : int32_t { kF32 = 0, kBf16 = 1 };
-
 // y[b, r, o] = sum_i x[b, r, i] * w[b, o, i]; strides in elements.
 struct GemmParams {
   const void* x = nullptr;
-  FloatType x_type = FloatType::kF32;
+  FloatFormat x_type = FloatFormat::kFloat32;
   int64_t x_batch_stride = 0, x_row_stride = 0;  // x's in dim: stride 1
   const uint16_t* w = nullptr;                   // bf16
   int64_t w_batch_stride = 0, w_out_stride = 0, w_in_stride = 0;
   void* y = nullptr;
-  FloatType y_type = FloatType::kF32;
+  FloatFormat y_type = FloatFormat::kFloat32;
   int64_t y_batch_stride = 0, y_row_stride = 0;  // y's out dim: stride 1
   int64_t batch = 0, rows = 0, in = 0, out = 0;
 };
@@ -35,13 +33,13 @@ LaunchResult GemmTiledLaunch(const GemmParams& params, void* stream);
 
 struct RmsNormParams {
   const void* x = nullptr;
-  FloatType x_type = FloatType::kF32;
+  FloatFormat x_type = FloatFormat::kFloat32;
   int64_t x_row_stride = 0;
   const void* weight = nullptr;
-  FloatType weight_type = FloatType::kF32;
+  FloatFormat weight_type = FloatFormat::kFloat32;
   int64_t weight_stride = 1;
   void* y = nullptr;
-  FloatType y_type = FloatType::kF32;
+  FloatFormat y_type = FloatFormat::kFloat32;
   int64_t y_row_stride = 0;
   int64_t rows = 0, dim = 0;
   float eps = 1e-6f;
@@ -50,7 +48,7 @@ LaunchResult RmsNormLaunch(const RmsNormParams& params, void* stream);
 
 struct RopeParams {
   void* x = nullptr;  // [tokens, heads, rope_dim], in place
-  FloatType type = FloatType::kF32;
+  FloatFormat type = FloatFormat::kFloat32;
   int64_t token_stride = 0, head_stride = 0;
   int64_t tokens = 0, heads = 0, rope_dim = 0;
   const int64_t* positions = nullptr;
@@ -65,10 +63,10 @@ LaunchResult RopeLaunch(const RopeParams& params, void* stream);
 // y = x (a cast or copy), or y += x with `accumulate`.
 struct ElementwiseParams {
   const void* x = nullptr;
-  FloatType x_type = FloatType::kF32;
+  FloatFormat x_type = FloatFormat::kFloat32;
   int64_t x_row_stride = 0;
   void* y = nullptr;
-  FloatType y_type = FloatType::kF32;
+  FloatFormat y_type = FloatFormat::kFloat32;
   int64_t y_row_stride = 0;
   int64_t rows = 0, cols = 0;
   bool accumulate = false;
@@ -77,7 +75,7 @@ LaunchResult ElementwiseLaunch(const ElementwiseParams& params, void* stream);
 
 struct RandomFillParams {
   void* y = nullptr;  // contiguous
-  FloatType type = FloatType::kF32;
+  FloatFormat type = FloatFormat::kFloat32;
   int64_t n = 0;
   uint64_t seed = 0, stream = 0;
   float scale = 1.0f, offset = 0.0f;

@@ -20,9 +20,9 @@
 namespace dsa::attention::gpu {
 namespace {
 
-__device__ __forceinline__ float LoadF(const void* base, FloatType type,
+__device__ __forceinline__ float LoadF(const void* base, FloatFormat type,
                                        int64_t i) {
-  if (type == FloatType::kF32) return static_cast<const float*>(base)[i];
+  if (type == FloatFormat::kFloat32) return static_cast<const float*>(base)[i];
   return __uint_as_float(
       static_cast<uint32_t>(static_cast<const uint16_t*>(base)[i]) << 16);
 }
@@ -38,9 +38,9 @@ __device__ __forceinline__ uint16_t ToBf16(float x) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
-__device__ __forceinline__ void StoreF(void* base, FloatType type, int64_t i,
+__device__ __forceinline__ void StoreF(void* base, FloatFormat type, int64_t i,
                                        float v) {
-  if (type == FloatType::kF32) {
+  if (type == FloatFormat::kFloat32) {
     static_cast<float*>(base)[i] = v;
   } else {
     static_cast<uint16_t*>(base)[i] = ToBf16(v);
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kGemmThreads) GemmTiledKernel(GemmParams p) {
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTileN;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const void* x =
-      p.x_type == FloatType::kF32
+      p.x_type == FloatFormat::kFloat32
           ? static_cast<const void*>(static_cast<const float*>(p.x) +
                                      b * p.x_batch_stride)
           : static_cast<const void*>(static_cast<const uint16_t*>(p.x) +

@@ -38,8 +38,8 @@ Status FromLaunch(const LaunchResult& r) {
   return InternalError(r.message);
 }
 
-FloatType TypeOf(const TensorView& t) {
-  return t.dtype == DType::kBFloat16 ? FloatType::kBf16 : FloatType::kF32;
+FloatFormat TypeOf(const TensorView& t) {
+  return t.dtype == DType::kBFloat16 ? FloatFormat::kBFloat16 : FloatFormat::kFloat32;
 }
 
 bool ForceTiled() {
@@ -100,7 +100,7 @@ Plan MakePlan(const lt::CublasLtApi& api, void* handle, const GemmParams& p,
               bool w_row_major, int align_x, int align_w, int align_y) {
   Plan plan;
   const int y_type =
-      p.y_type == FloatType::kBf16 ? lt::kCudaR16BF : lt::kCudaR32F;
+      p.y_type == FloatFormat::kBFloat16 ? lt::kCudaR16BF : lt::kCudaR32F;
   auto fail = [&] {
     if (plan.desc) api.cublasLtMatmulDescDestroy(plan.desc);
     for (void* l : {plan.a, plan.b, plan.d}) {
@@ -174,7 +174,7 @@ Plan MakePlan(const lt::CublasLtApi& api, void* handle, const GemmParams& p,
 
 // Runs p on cuBLASLt; false when it cannot (the caller falls back).
 bool TryCublasLt(const GemmParams& p, bool w_row_major, void* stream) {
-  if (p.x_type != FloatType::kBf16 || ForceTiled() || !OnCuda()) return false;
+  if (p.x_type != FloatFormat::kBFloat16 || ForceTiled() || !OnCuda()) return false;
   const lt::CublasLtApi* api = lt::LoadedCublasLt();
   if (api == nullptr) return false;
   if (p.batch > 0x7fffffff) return false;
@@ -240,7 +240,7 @@ struct RocblasState {
 };
 
 bool TryRocblas(const GemmParams& p, bool w_row_major, void* stream) {
-  if (p.x_type != FloatType::kBf16 || ForceTiled() || !OnRocm()) return false;
+  if (p.x_type != FloatFormat::kBFloat16 || ForceTiled() || !OnRocm()) return false;
   const rb::RocblasApi* api = rb::LoadedRocblas();
   if (api == nullptr) return false;
   constexpr int64_t kMaxInt = 0x7fffffff;
@@ -266,7 +266,7 @@ bool TryRocblas(const GemmParams& p, bool w_row_major, void* stream) {
       rb::kRocblasStatusSuccess) {
     return false;
   }
-  const int y_type = p.y_type == FloatType::kBf16 ? rb::kRocblasDatatypeBf16
+  const int y_type = p.y_type == FloatFormat::kBFloat16 ? rb::kRocblasDatatypeBf16
                                                   : rb::kRocblasDatatypeF32;
   const float alpha = 1.0f, beta = 0.0f;
   return api->rocblas_gemm_strided_batched_ex(
