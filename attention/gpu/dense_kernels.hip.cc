@@ -166,15 +166,17 @@ __global__ void RopeKernel(RopeParams p) {
   }
 }
 
+// Rows over blockIdx.y, columns over x: no 64-bit division per element.
 __global__ void ElementwiseKernel(ElementwiseParams p) {
-  const int64_t n = p.rows * p.cols;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       e < n; e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = e / p.cols, c = e % p.cols;
-    float v = LoadF(p.x, p.x_type, r * p.x_row_stride + c);
-    const int64_t yi = r * p.y_row_stride + c;
-    if (p.accumulate) v = __fadd_rn(LoadF(p.y, p.y_type, yi), v);
-    StoreF(p.y, p.y_type, yi, v);
+  for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y) {
+    for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x +
+                     threadIdx.x;
+         c < p.cols; c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      float v = LoadF(p.x, p.x_type, r * p.x_row_stride + c);
+      const int64_t yi = r * p.y_row_stride + c;
+      if (p.accumulate) v = __fadd_rn(LoadF(p.y, p.y_type, yi), v);
+      StoreF(p.y, p.y_type, yi, v);
+    }
   }
 }
 
@@ -261,7 +263,12 @@ LaunchResult ElementwiseLaunch(const ElementwiseParams& p, void* stream) {
   if (p.x == nullptr || p.y == nullptr) {
     return Invalid(op, "a device pointer is null");
   }
-  hipLaunchKernelGGL(ElementwiseKernel, dim3(GridFor(n, 256)), dim3(256), 0,
+  const int64_t col_blocks = (p.cols + 255) / 256;
+  const unsigned grid_x =
+      static_cast<unsigned>(col_blocks < 1024 ? col_blocks : 1024);
+  const unsigned grid_y =
+      static_cast<unsigned>(p.rows < 65535 ? p.rows : 65535);
+  hipLaunchKernelGGL(ElementwiseKernel, dim3(grid_x, grid_y), dim3(256), 0,
                      static_cast<hipStream_t>(stream), p);
   return CheckLaunch(op);
 }
