@@ -18,5 +18,6 @@ chmod u+w $S/bin/*; strip $S/bin/*
 for f in $(ldd $S/bin/* | grep -o '/lib/x86_64-linux-gnu/lib[^ ]*' | grep -v "libc.so\|libm.so\|libgcc_s\|libstdc++\|ld-linux" | sort -u); do cp -n $f $S/lib/; done
 rm -f $P/READY
 tar cJf $P/payload.tar.xz -C $S bin lib
-cp attention/gpu/dense_torch_reference.py model/deepseek_v32/device_run.sh $P/
+cp attention/gpu/dense_torch_reference.py $P/
+cp model/deepseek_v32/device_run.sh $P/run.sh
 du -sh $P
