@@ -634,6 +634,36 @@ TEST_P(ModelRunnerTest, DenseOpsOfAStepAreCounted) {
                                    2 * out.op_calls.indexer_logits);
 }
 
+// A step that reads nothing back still runs every layer (its caches are
+// written) and leaves the model ready for the next step.
+TEST_P(ModelRunnerTest, AStepThatReadsNothingBackStillWritesItsCaches) {
+  RuntimeOptions options;
+  options.block_size = 16;
+  auto quiet = MakeModel("tiny-glm-5.2", skip_caps_, options);
+  auto loud = MakeModel("tiny-glm-5.2", skip_caps_, options);
+  ASSERT_TRUE(quiet && loud);
+  const ModelConfig& config = quiet->planner().config();
+  const int hidden = config.proto().hidden_size();
+  const std::vector<float> x = RandomHidden(12, hidden, 8);
+  StepOptions nothing;
+  nothing.read_hidden = false;
+  ASSERT_OK_AND_ASSIGN(StepOutput a, quiet->Step({}, {{1, 0, 12}}, x, nothing));
+  ASSERT_OK_AND_ASSIGN(StepOutput b, loud->Step({}, {{1, 0, 12}}, x));
+  EXPECT_TRUE(a.hidden.empty());
+  EXPECT_TRUE(a.mtp_hidden.empty());
+  EXPECT_EQ(b.hidden.size(), x.size());
+  EXPECT_EQ(a.op_calls.total(), b.op_calls.total());
+  for (int l = 0; l < config.num_layers(); ++l) {
+    ASSERT_OK_AND_ASSIGN(auto la, quiet->ReadLatentCache(l));
+    ASSERT_OK_AND_ASSIGN(auto lb, loud->ReadLatentCache(l));
+    EXPECT_EQ(la, lb) << "layer " << l;
+  }
+  const std::vector<float> xd = RandomHidden(1, hidden, 9);
+  ASSERT_OK_AND_ASSIGN(StepOutput da, quiet->Step({}, {{1, 12, 1}}, xd));
+  ASSERT_OK_AND_ASSIGN(StepOutput db, loud->Step({}, {{1, 12, 1}}, xd));
+  EXPECT_EQ(da.hidden, db.hidden);
+}
+
 // bf16 activations (what engines run, and what takes cuBLASLt on NVIDIA):
 // the projections' inputs, q, kv_c and the attention output are rounded to
 // bf16, 2^-9 relative each. Over tiny-glm-5.2's 9 layers that measured 4e-3
