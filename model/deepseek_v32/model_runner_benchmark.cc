@@ -6,6 +6,10 @@
 //
 //   bazel run -c opt //model/deepseek_v32:model_runner_benchmark --
 //       --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+//
+// DSA_PLATFORM=cuda (a build with --config=cuda, on a GPU machine) runs the
+// same steps on that platform's kernels with bf16 activations.
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -14,6 +18,7 @@
 #include "benchmark/benchmark.h"
 #include "model/deepseek_v32/model_runner.h"
 #include "platform/registry.h"
+#include "platform/status_macros.h"
 
 namespace dsa::model::deepseek_v32 {
 namespace {
@@ -32,8 +37,15 @@ ModelConfig BenchConfig() {
   return *ModelConfig::FromProto(proto);
 }
 
-std::unique_ptr<DeepseekV32Model> MakeModel(bool skip, int64_t max_len) {
+std::string PlatformId() {
+  const char* id = std::getenv("DSA_PLATFORM");
+  return id != nullptr && id[0] != '\0' ? id : "cpu";
+}
+
+absl::StatusOr<std::unique_ptr<DeepseekV32Model>> MakeModel(bool skip,
+                                                            int64_t max_len) {
   platform::Registry& registry = platform::Registry::Global();
+  const std::string id = PlatformId();
   platform::PlatformCapabilities caps =
       *registry.GetPlatform("rocm")->CapabilitiesForArch("gfx942");
   caps.is_cuda_alike = skip;
@@ -43,10 +55,12 @@ std::unique_ptr<DeepseekV32Model> MakeModel(bool skip, int64_t max_len) {
   options.num_blocks = static_cast<int>((max_len + 63) / 64 + 1);
   options.max_model_len = max_len;
   options.max_num_batched_tokens = max_len;
-  auto model = DeepseekV32Model::Create(
-      std::move(*planner), *registry.GetPlatform("cpu"),
-      *AttentionKernels::Load(registry, "cpu"), options, /*seed=*/1);
-  return std::move(*model);
+  if (id != "cpu") options.activation_dtype = attention::DType::kBFloat16;
+  DSA_ASSIGN_OR_RETURN(platform::Platform target, registry.GetPlatform(id));
+  DSA_ASSIGN_OR_RETURN(AttentionKernels kernels,
+                       AttentionKernels::Load(registry, id));
+  return DeepseekV32Model::Create(std::move(*planner), target, kernels, options,
+                                  /*seed=*/1);
 }
 
 // Args: skip (1) or not (0), prefill length. The first argument varies
@@ -54,7 +68,12 @@ std::unique_ptr<DeepseekV32Model> MakeModel(bool skip, int64_t max_len) {
 void BM_PrefillStep(benchmark::State& state) {
   const bool skip = state.range(0) != 0;
   const int64_t len = state.range(1);
-  auto model = MakeModel(skip, len);
+  auto made = MakeModel(skip, len);
+  if (!made.ok()) {
+    state.SkipWithError(made.status().ToString().c_str());
+    return;
+  }
+  std::unique_ptr<DeepseekV32Model> model = std::move(*made);
   const int hidden = model->planner().config().proto().hidden_size();
   std::mt19937 rng(5);
   std::normal_distribution<float> dist;
