@@ -57,6 +57,20 @@ absl::StatusOr<DeviceBuffer> Upload(const DeviceRuntime& runtime,
   return buffer;
 }
 
+// Copies a host vector into `buffer`, reallocating it only when it is too
+// small: a step's index tensors reuse the previous step's device memory.
+template <class T>
+absl::Status UploadInto(const DeviceRuntime& runtime, DeviceBuffer& buffer,
+                        const std::vector<T>& host) {
+  const size_t bytes = host.size() * sizeof(T);
+  if (buffer.data() == nullptr || buffer.bytes() < bytes) {
+    buffer = DeviceBuffer();
+    DSA_ASSIGN_OR_RETURN(
+        buffer, DeviceBuffer::Allocate(runtime, std::max<size_t>(bytes, 1)));
+  }
+  return buffer.CopyFromHost(host.data(), bytes);
+}
+
 // Zero-fills device memory, so that a fresh cache holds defined bytes (a
 // cache dump, or two instances of one model, compare equal slot for slot).
 absl::Status ZeroFill(const DeviceRuntime& runtime,
@@ -569,14 +583,14 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
     prefill_qsl.push_back(layout.query_start_loc[r] -
                           layout.query_start_loc[layout.num_decode_requests]);
   }
-  DSA_ASSIGN_OR_RETURN(s.positions, Upload(rt, layout.positions));
-  DSA_ASSIGN_OR_RETURN(s.slot_mapping, Upload(rt, layout.slot_mapping));
-  DSA_ASSIGN_OR_RETURN(s.block_table, Upload(rt, layout.block_table));
-  DSA_ASSIGN_OR_RETURN(s.seq_lens, Upload(rt, layout.seq_lens));
-  DSA_ASSIGN_OR_RETURN(s.token_request, Upload(rt, layout.token_request));
-  DSA_ASSIGN_OR_RETURN(s.prefill_query_start_loc, Upload(rt, prefill_qsl));
-  DSA_ASSIGN_OR_RETURN(s.row_key_start, Upload(rt, key_start));
-  DSA_ASSIGN_OR_RETURN(s.row_key_end, Upload(rt, key_end));
+  DSA_RETURN_IF_ERROR(UploadInto(rt, s.positions, layout.positions));
+  DSA_RETURN_IF_ERROR(UploadInto(rt, s.slot_mapping, layout.slot_mapping));
+  DSA_RETURN_IF_ERROR(UploadInto(rt, s.block_table, layout.block_table));
+  DSA_RETURN_IF_ERROR(UploadInto(rt, s.seq_lens, layout.seq_lens));
+  DSA_RETURN_IF_ERROR(UploadInto(rt, s.token_request, layout.token_request));
+  DSA_RETURN_IF_ERROR(UploadInto(rt, s.prefill_query_start_loc, prefill_qsl));
+  DSA_RETURN_IF_ERROR(UploadInto(rt, s.row_key_start, key_start));
+  DSA_RETURN_IF_ERROR(UploadInto(rt, s.row_key_end, key_end));
   {
     std::vector<float> x(static_cast<size_t>(tokens * hidden_size));
     for (int64_t t = 0; t < tokens; ++t) {
