@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -152,6 +153,30 @@ class ModelRunnerTest : public ModelRunnerTestBase,
 // A real error (a wrong position, key or row) is of order 1.
 constexpr double kReferenceTolerance = 2e-3;
 
+// The same on a GPU platform. Its attention kernels multiply on the matrix
+// cores in bf16 (q, the decompressed keys and values, the softmax weights are
+// rounded to bf16, 2^-9 relative each), so a layer adds ~1e-3; with an fp8
+// latent cache a bf16-sized difference also moves a latent value across an
+// fp8 rounding boundary now and then (2^-4 steps). Measured on the H200
+// (2026-11-30, float32 activations): bf16 latent 2.2e-3 to 3.9e-3, fp8
+// latent 7.5e-3 to 2.4e-2 after 4-9 layers.
+constexpr double kGpuReferenceTolerance = 1e-2;
+constexpr double kGpuFp8ReferenceTolerance = 5e-2;
+
+double ReferenceTolerance(const std::string& platform_id, bool fp8_latent) {
+  if (platform_id == "cpu") return kReferenceTolerance;
+  return fp8_latent ? kGpuFp8ReferenceTolerance : kGpuReferenceTolerance;
+}
+
+// Checks an error against its bound and prints it, so device logs carry the
+// measured figures.
+void ExpectWithinReference(const std::string& what, double error,
+                           double bound) {
+  std::printf("[ reference ] %s: relative error %.3g (bound %.3g)\n",
+              what.c_str(), error, bound);
+  EXPECT_LT(error, bound) << what;
+}
+
 // ‖a - b‖ / ‖b‖ against a float64 reference.
 double RelativeError(const std::vector<float>& a,
                      const std::vector<double>& b) {
@@ -254,10 +279,14 @@ TEST_P(SkipEquivalenceTest, PureShortPrefillSkipsScoringWithEqualOutputs) {
                            a.hidden.begin() + (row + n) * hidden);
     std::vector<float> got_mtp(a.mtp_hidden.begin() + row * hidden,
                                a.mtp_hidden.begin() + (row + n) * hidden);
-    EXPECT_LT(RelativeError(got, ref.hidden), kReferenceTolerance)
-        << "request " << r.request_id;
-    EXPECT_LT(RelativeError(got_mtp, ref.mtp_hidden), kReferenceTolerance)
-        << "request " << r.request_id;
+    const double bound =
+        ReferenceTolerance(std::get<0>(GetParam()), Case().fp8_latent_cache);
+    const std::string what = std::get<0>(GetParam()) + " " + Case().preset +
+                             (Case().fp8_latent_cache ? " fp8" : " bf16") +
+                             " request " + std::to_string(r.request_id);
+    ExpectWithinReference(what, RelativeError(got, ref.hidden), bound);
+    ExpectWithinReference(what + " mtp", RelativeError(got_mtp, ref.mtp_hidden),
+                          bound);
     row += n;
   }
 }
@@ -587,7 +616,9 @@ TEST_P(ModelRunnerTest, IncrementalStepsMatchTheWholeSequenceReference) {
     const ReferenceOutput ref =
         ReferenceForward(config, weights, x, total, attention::DType::kBFloat16,
                          options.rope_theta);
-    EXPECT_LT(RelativeError(got, ref.hidden), kReferenceTolerance);
+    ExpectWithinReference(
+        GetParam() + (force_mqa ? " incremental sparse" : " incremental dense"),
+        RelativeError(got, ref.hidden), ReferenceTolerance(GetParam(), false));
   }
 }
 
@@ -668,8 +699,11 @@ TEST_P(ModelRunnerTest, AStepThatReadsNothingBackStillWritesItsCaches) {
 // the projections' inputs, q, kv_c and the attention output are rounded to
 // bf16, 2^-9 relative each. Over tiny-glm-5.2's 9 layers that measured 4e-3
 // to 6e-3 relative to the float64 reference on the CPU kernels; the bound
-// is 2e-2. A real error (a wrong row, head or position) is of order 1.
+// is 2e-2; on a GPU platform, whose attention kernels add their own bf16
+// rounding (kGpuReferenceTolerance), 3e-2. A real error (a wrong row, head or
+// position) is of order 1.
 constexpr double kBf16ActivationTolerance = 2e-2;
+constexpr double kGpuBf16ActivationTolerance = 3e-2;
 
 TEST_P(ModelRunnerTest, Bf16ActivationsStayCloseToTheFloat64Reference) {
   for (bool force_mqa : {false, true}) {
@@ -696,7 +730,11 @@ TEST_P(ModelRunnerTest, Bf16ActivationsStayCloseToTheFloat64Reference) {
     const double err = RelativeError(out.hidden, ref.hidden);
     RecordProperty(force_mqa ? "bf16_rel_error_sparse" : "bf16_rel_error_dense",
                    std::to_string(err));
-    EXPECT_LT(err, kBf16ActivationTolerance);
+    ExpectWithinReference(GetParam() + (force_mqa ? " bf16 activations sparse"
+                                                  : " bf16 activations dense"),
+                          err,
+                          GetParam() == "cpu" ? kBf16ActivationTolerance
+                                              : kGpuBf16ActivationTolerance);
     EXPECT_GT(err, 0.0);
   }
 }
