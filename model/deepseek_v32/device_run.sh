@@ -36,14 +36,16 @@ grep -E "^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test" "$W/runner.txt"; stamp
 if [ -x "$B/model_runner_test_full" ]; then
   echo "== runner suite on cuda, merged tree (every attention op and the dense ops on cuda)"
   timeout 25 "$B/model_runner_test_full" --gtest_filter='*/cuda:*/cuda_*' > "$W/runner_full.txt" 2>&1; echo "rc=$?"
-  grep -E "^\[ +(OK|FAILED) +\]|Failure|Expected|Which is|actual|[Ee]rror: " "$W/runner_full.txt" | head -50
+  grep -E "^\[ +(OK|FAILED) +\] .*[0-9] ms" "$W/runner_full.txt" | sed 's/, where GetParam.*(/ (/' | head -30
+  grep -E "\[ reference \]" "$W/runner_full.txt" | sort -g -k7 | tail -4
+  grep -B1 -A3 "Failure" "$W/runner_full.txt" | grep -v "reference tolerance" | head -24
   grep -A1 ": Skipped" "$W/runner_full.txt" | grep -v -e "Skipped" -e "^--" | sort | uniq -c | head -3
   grep -E "^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test" "$W/runner_full.txt"; stamp
 fi
 if time_left 45; then
   echo "== one GLM-5.1-shaped layer step on cuda (bf16 activations, nothing read back)"
   bench="$B/layer_step_bench"; [ -x "$B/layer_step_bench_full" ] && bench="$B/layer_step_bench_full"
-  timeout 12 "$bench" --platform=cuda --iters=10 1024 8192 2>&1 | tail -8; stamp
+  timeout 15 "$bench" --platform=cuda --iters=5 1024 8192 2>&1 | tail -9; stamp
 fi
 if time_left 45; then
   echo "== gemm per projection (ours), then torch's in the same call"
