@@ -37,7 +37,7 @@ if [ -x "$B/model_runner_test_full" ]; then
   echo "== runner suite on cuda, merged tree (every attention op and the dense ops on cuda)"
   timeout 25 "$B/model_runner_test_full" --gtest_filter='*/cuda:*/cuda_*' > "$W/runner_full.txt" 2>&1; echo "rc=$?"
   grep -E "^\[ +(OK|FAILED) +\] .*[0-9] ms" "$W/runner_full.txt" | sed 's/, where GetParam.*(/ (/' | head -30
-  grep -E "\[ reference \]" "$W/runner_full.txt" | sort -g -k7 | tail -4
+  grep -E "\[ reference \]" "$W/runner_full.txt" | sed -E 's/.*relative error ([^ ]+).*/\1 &/' | sort -g | tail -5 | cut -d' ' -f2-
   grep -B1 -A3 "Failure" "$W/runner_full.txt" | grep -v "reference tolerance" | head -24
   grep -A1 ": Skipped" "$W/runner_full.txt" | grep -v -e "Skipped" -e "^--" | sort | uniq -c | head -3
   grep -E "^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test" "$W/runner_full.txt"; stamp
