@@ -67,35 +67,34 @@ Status GemmCpu(const ExecutionContext& ctx, const Gemm::Args& a) {
     constexpr int64_t kOutBlock = 32;
     const int64_t out_blocks = (out + kOutBlock - 1) / kOutBlock;
     const uint16_t* wp = a.w.data_as<const uint16_t>() + b * a.w.stride(0);
-    ParallelFor(
-        out_blocks, threads, 1, [&](int, int64_t begin, int64_t end) {
-          std::vector<float> w(static_cast<size_t>(kOutBlock * in));
-          std::vector<float> y0(kOutBlock), y1(kOutBlock);
-          for (int64_t block = begin; block < end; ++block) {
-            const int64_t o0 = block * kOutBlock;
-            const int64_t n = std::min(kOutBlock, out - o0);
-            for (int64_t o = 0; o < n; ++o) {
-              const uint16_t* row = wp + (o0 + o) * a.w.stride(1);
-              for (int64_t i = 0; i < in; ++i) {
-                w[o * in + i] = Bf16ToFloat(row[i * a.w.stride(2)]);
-              }
-            }
-            for (int64_t r0 = 0; r0 < rows; r0 += 2) {
-              // An odd last row is paired with itself; the copy is dropped.
-              const int64_t r1 = std::min(r0 + 1, rows - 1);
-              for (int64_t o = 0; o < n; ++o) {
-                Dot2(x.data() + r0 * in, x.data() + r1 * in,
-                     w.data() + o * in, in, &y0[o], &y1[o]);
-              }
-              StoreFloats(a.y, b * a.y.stride(0) + r0 * a.y.stride(1) + o0, n,
-                          y0.data());
-              if (r1 != r0) {
-                StoreFloats(a.y, b * a.y.stride(0) + r1 * a.y.stride(1) + o0,
-                            n, y1.data());
-              }
-            }
+    ParallelFor(out_blocks, threads, 1, [&](int, int64_t begin, int64_t end) {
+      std::vector<float> w(static_cast<size_t>(kOutBlock * in));
+      std::vector<float> y0(kOutBlock), y1(kOutBlock);
+      for (int64_t block = begin; block < end; ++block) {
+        const int64_t o0 = block * kOutBlock;
+        const int64_t n = std::min(kOutBlock, out - o0);
+        for (int64_t o = 0; o < n; ++o) {
+          const uint16_t* row = wp + (o0 + o) * a.w.stride(1);
+          for (int64_t i = 0; i < in; ++i) {
+            w[o * in + i] = Bf16ToFloat(row[i * a.w.stride(2)]);
           }
-        });
+        }
+        for (int64_t r0 = 0; r0 < rows; r0 += 2) {
+          // An odd last row is paired with itself; the copy is dropped.
+          const int64_t r1 = std::min(r0 + 1, rows - 1);
+          for (int64_t o = 0; o < n; ++o) {
+            Dot2(x.data() + r0 * in, x.data() + r1 * in, w.data() + o * in, in,
+                 &y0[o], &y1[o]);
+          }
+          StoreFloats(a.y, b * a.y.stride(0) + r0 * a.y.stride(1) + o0, n,
+                      y0.data());
+          if (r1 != r0) {
+            StoreFloats(a.y, b * a.y.stride(0) + r1 * a.y.stride(1) + o0, n,
+                        y1.data());
+          }
+        }
+      }
+    });
   }
   return OkStatus();
 }

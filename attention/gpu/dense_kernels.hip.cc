@@ -169,8 +169,8 @@ __global__ void RopeKernel(RopeParams p) {
 // Rows over blockIdx.y, columns over x: no 64-bit division per element.
 __global__ void ElementwiseKernel(ElementwiseParams p) {
   for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y) {
-    for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x +
-                     threadIdx.x;
+    for (int64_t c =
+             static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
          c < p.cols; c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
       float v = LoadF(p.x, p.x_type, r * p.x_row_stride + c);
       const int64_t yi = r * p.y_row_stride + c;

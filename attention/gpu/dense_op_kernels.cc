@@ -240,7 +240,8 @@ struct RocblasState {
 };
 
 bool TryRocblas(const GemmParams& p, bool w_row_major, void* stream) {
-  if (p.x_type != FloatFormat::kBFloat16 || ForceTiled() || !OnRocm()) return false;
+  if (p.x_type != FloatFormat::kBFloat16 || ForceTiled() || !OnRocm())
+    return false;
   const rb::RocblasApi* api = rb::LoadedRocblas();
   if (api == nullptr) return false;
   constexpr int64_t kMaxInt = 0x7fffffff;
@@ -266,8 +267,9 @@ bool TryRocblas(const GemmParams& p, bool w_row_major, void* stream) {
       rb::kRocblasStatusSuccess) {
     return false;
   }
-  const int y_type = p.y_type == FloatFormat::kBFloat16 ? rb::kRocblasDatatypeBf16
-                                                  : rb::kRocblasDatatypeF32;
+  const int y_type = p.y_type == FloatFormat::kBFloat16
+                         ? rb::kRocblasDatatypeBf16
+                         : rb::kRocblasDatatypeF32;
   const float alpha = 1.0f, beta = 0.0f;
   return api->rocblas_gemm_strided_batched_ex(
              state->handle,
