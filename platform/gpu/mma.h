@@ -362,6 +362,10 @@ struct Bf16WarpMma {
 #endif
   }
 
+  // The rows of C a lane holds, and which of them accumulator slot i is in
+  // (CRow(lane, i) is the same for every slot of one row slot).
+  static constexpr int kCRowsPerLane = 2;
+  __host__ __device__ static constexpr int CRowSlot(int i) { return i / 2; }
   // C element of accumulator slot i: rows g, g + 8; columns 2t, 2t + 1.
   __device__ __forceinline__ static int CRow(int lane, int i) {
     return lane / 4 + 8 * (i / 2);
@@ -704,6 +708,9 @@ struct Bf16WarpMma {
 #endif
   }
 
+  // Every slot of a lane is its own row of C.
+  static constexpr int kCRowsPerLane = 16;
+  __host__ __device__ static constexpr int CRowSlot(int i) { return i; }
   // C element of accumulator slot i: column lane % 32, rows
   // 8 (i / 4) + 4 (lane / 32) + i % 4.
   __device__ __forceinline__ static int CRow(int lane, int i) {

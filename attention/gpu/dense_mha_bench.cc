@@ -1,0 +1,225 @@
+// Times DenseMhaPrefillLaunch (gather + decompression GEMM + attention) at the
+// presets' shapes, and the decompression GEMM alone, with device events
+// (median of many calls after warm-up, default stream). Prints one line per
+// shape with milliseconds and TFLOP/s; torch_dense_mha.py times the torch
+// equivalent (SDPA + the decompression matmul) in the same device call.
+//
+//   dense_mha_bench [--quick]
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "attention/dtypes/bf16.h"
+#include "attention/dtypes/fp8.h"
+#include "attention/gpu/dense_mha_kernels.h"
+#include "attention/gpu/gemm_bf16.h"
+#include "attention/gpu/indexer_kernels.h"
+
+namespace dsa::attention::gpu {
+namespace {
+
+struct Preset {
+  const char* name;
+  int heads, nope, rope, v;
+};
+constexpr Preset kGlm = {"glm5.1", 64, 192, 64, 256};
+constexpr Preset kDeepSeek = {"deepseek3.2", 128, 128, 64, 128};
+constexpr int kLora = 512;
+constexpr int kBlockSize = 64;
+
+// Fast deterministic uniform floats in [-1, 1).
+struct Rng {
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  float Next() {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return static_cast<float>(static_cast<int32_t>(s >> 32)) * 0x1p-31f;
+  }
+};
+
+bool Check(const LaunchResult& r, const char* what) {
+  if (!r.ok()) std::fprintf(stderr, "%s: %s\n", what, r.message);
+  return r.ok();
+}
+
+struct Buffer {
+  void* p = nullptr;
+  ~Buffer() {
+    if (p != nullptr) (void)DeviceFree(p);
+  }
+  template <typename T>
+  bool Upload(const std::vector<T>& host) {
+    return Check(DeviceMalloc(&p, host.size() * sizeof(T)), "malloc") &&
+           Check(CopyToDevice(p, host.data(), host.size() * sizeof(T)),
+                 "upload");
+  }
+  bool Alloc(size_t bytes) { return Check(DeviceMalloc(&p, bytes), "malloc"); }
+};
+
+LaunchResult RunDense(void* arg) {
+  return DenseMhaPrefillLaunch(*static_cast<DenseMhaPrefillParams*>(arg),
+                               nullptr);
+}
+LaunchResult RunGemm(void* arg) {
+  return Bf16GemmLaunch(*static_cast<Bf16GemmParams*>(arg), nullptr);
+}
+
+// One shape: requests of (context, new tokens), one cache encoding.
+bool Bench(const Preset& pre, const char* label,
+           const std::vector<std::pair<int32_t, int32_t>>& requests,
+           LatentEncoding enc, int iters) {
+  Rng rng;
+  std::vector<int32_t> seq_lens, starts = {0};
+  int32_t max_blocks = 1;
+  for (const auto& [context, fresh] : requests) {
+    seq_lens.push_back(context + fresh);
+    starts.push_back(starts.back() + fresh);
+    max_blocks =
+        std::max(max_blocks, (context + fresh + kBlockSize - 1) / kBlockSize);
+  }
+  const int32_t nreq = static_cast<int32_t>(requests.size());
+  const int64_t tokens = starts.back();
+  const int64_t num_blocks = int64_t{nreq} * max_blocks;
+  std::vector<int32_t> table(num_blocks);
+  for (int64_t i = 0; i < num_blocks; ++i) {
+    table[i] = static_cast<int32_t>((i * 7919) % num_blocks);  // scattered
+  }
+  const bool fp8 = enc != LatentEncoding::kBFloat16;
+  const int64_t entry =
+      fp8 ? kLora + 4 * (kLora / 128) + 2 * pre.rope : 2 * (kLora + pre.rope);
+  std::vector<uint8_t> cache(num_blocks * kBlockSize * entry);
+  const Fp8Traits traits = Fp8TraitsOf(DType::kFloat8E4m3fn);
+  for (int64_t s = 0; s < num_blocks * kBlockSize; ++s) {
+    uint8_t* e = cache.data() + s * entry;
+    if (!fp8) {
+      for (int i = 0; i < kLora + pre.rope; ++i) {
+        const uint16_t b = FloatToBf16(rng.Next());
+        std::memcpy(e + 2 * i, &b, 2);
+      }
+    } else {
+      for (int i = 0; i < kLora; ++i)
+        e[i] = FloatToFp8(rng.Next() * 400, traits);
+      for (int t = 0; t < kLora / 128; ++t) {
+        const float scale = 1.0f / 256;
+        std::memcpy(e + kLora + 4 * t, &scale, 4);
+      }
+      for (int i = 0; i < pre.rope; ++i) {
+        const uint16_t b = FloatToBf16(rng.Next());
+        std::memcpy(e + kLora + 4 * (kLora / 128) + 2 * i, &b, 2);
+      }
+    }
+  }
+  const int qk = pre.nope + pre.rope;
+  std::vector<uint16_t> q(tokens * pre.heads * qk);
+  for (auto& x : q) x = FloatToBf16(rng.Next());
+  std::vector<uint16_t> w(int64_t{pre.heads} * (pre.nope + pre.v) * kLora);
+  for (auto& x : w) x = FloatToBf16(rng.Next() * 0.05f);
+
+  Buffer d_q, d_cache, d_table, d_w, d_out;
+  if (!d_q.Upload(q) || !d_cache.Upload(cache) || !d_table.Upload(table) ||
+      !d_w.Upload(w) || !d_out.Alloc(tokens * pre.heads * pre.v * 2)) {
+    return false;
+  }
+  DenseMhaPrefillParams p;
+  p.q = d_q.p;
+  p.q_format = FloatFormat::kBFloat16;
+  p.kv_cache = d_cache.p;
+  p.cache_encoding = enc;
+  p.num_blocks = num_blocks;
+  p.block_size = kBlockSize;
+  p.kv_lora_rank = kLora;
+  p.rope_dim = pre.rope;
+  p.block_table = static_cast<const int32_t*>(d_table.p);
+  p.num_requests = nreq;
+  p.max_blocks_per_request = max_blocks;
+  p.block_table_stride = max_blocks;
+  p.host_seq_lens = seq_lens.data();
+  p.host_query_start_loc = starts.data();
+  p.kv_b_proj = d_w.p;
+  p.kv_b_proj_format = FloatFormat::kBFloat16;
+  p.output = d_out.p;
+  p.output_format = FloatFormat::kBFloat16;
+  p.tokens = tokens;
+  p.heads = pre.heads;
+  p.qk_nope_head_dim = pre.nope;
+  p.v_head_dim = pre.v;
+  p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(qk));
+  float ms = 0;
+  if (!Check(TimeMedianMs(&RunDense, &p, 3, iters, &ms), "dense")) {
+    return false;
+  }
+  // Output sanity: finite.
+  std::vector<uint16_t> out(tokens * pre.heads * pre.v);
+  if (!Check(CopyToHost(out.data(), d_out.p, out.size() * 2), "download")) {
+    return false;
+  }
+  int64_t bad = 0;
+  for (uint16_t b : out) bad += !std::isfinite(Bf16ToFloat(b));
+
+  // The decompression GEMM alone, same shape.
+  int64_t rows = 0;
+  for (int32_t r = 0; r < nreq; ++r) rows += seq_lens[r];
+  Buffer d_lat, d_kv;
+  if (!d_lat.Alloc(rows * (kLora + pre.rope) * 2) ||
+      !d_kv.Alloc(rows * int64_t{pre.heads} * (pre.nope + pre.v) * 2) ||
+      !Check(DeviceMemset(d_lat.p, 0x3c, rows * (kLora + pre.rope) * 2),
+             "memset")) {
+    return false;
+  }
+  Bf16GemmParams g;
+  g.a = static_cast<const uint16_t*>(d_lat.p);
+  g.lda = kLora + pre.rope;
+  g.b = static_cast<const uint16_t*>(d_w.p);
+  g.ldb = kLora;
+  g.c = static_cast<uint16_t*>(d_kv.p);
+  g.ldc = int64_t{pre.heads} * (pre.nope + pre.v);
+  g.m = rows;
+  g.n = g.ldc;
+  g.k = kLora;
+  float gemm_ms = 0;
+  if (!Check(TimeMedianMs(&RunGemm, &g, 3, iters, &gemm_ms), "gemm")) {
+    return false;
+  }
+  const DenseMhaFlops f = DenseMhaPrefillFlops(p);
+  std::printf(
+      "dense %-11s %-22s cache=%-6s tokens=%6lld  total %8.3f ms "
+      "(%6.1f TFLOP/s)  gemm %7.3f ms (%6.1f TFLOP/s)  rest %8.3f ms "
+      "(attention %6.1f TFLOP/s)%s\n",
+      pre.name, label, fp8 ? "fp8" : "bf16", static_cast<long long>(tokens), ms,
+      (f.attention + f.decompression) / (ms * 1e9), gemm_ms,
+      f.decompression / (gemm_ms * 1e9), ms - gemm_ms,
+      f.attention / ((ms - gemm_ms) * 1e9), bad ? " NON-FINITE OUTPUT" : "");
+  std::fflush(stdout);
+  return bad == 0;
+}
+
+}  // namespace
+}  // namespace dsa::attention::gpu
+
+int main(int argc, char** argv) {
+  using namespace dsa::attention::gpu;
+  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  const int iters = quick ? 5 : 20;
+  bool ok = true;
+  for (const Preset* pre : {&kGlm, &kDeepSeek}) {
+    for (int32_t t : {1024, 1900, 8192}) {
+      char label[64];
+      std::snprintf(label, sizeof(label), "T=%d", t);
+      ok &= Bench(*pre, label, {{0, t}}, LatentEncoding::kBFloat16, iters);
+    }
+    ok &= Bench(*pre, "T=8192", {{0, 8192}}, LatentEncoding::kE4m3fn, iters);
+    if (!quick) {
+      ok &= Bench(*pre, "4 requests x 2048",
+                  {{0, 2048}, {0, 2048}, {0, 2048}, {0, 2048}},
+                  LatentEncoding::kBFloat16, iters);
+      ok &= Bench(*pre, "ctx 6144 + chunk 2048", {{6144, 2048}},
+                  LatentEncoding::kE4m3fn, iters);
+    }
+  }
+  return ok ? 0 : 1;
+}
