@@ -1,21 +1,30 @@
 // Device side of dense_mha_kernels.h: latent gather, key/value decompression
-// (gemm_bf16) and FlashAttention-2-style causal attention on Bf16WarpMma.
+// (two gemm_bf16 calls) and FlashAttention-2-style causal attention.
+//
+// Scratch: each request's latent rows start at a multiple of 64 and run to a
+// multiple of 64 (rows past seq_len are zero), so key tiles never leave
+// their request and every value a tile reads is finite. The decompression
+// writes K_nope row-major [S, heads * nope] and V transposed [heads * v, S],
+// so that both attention products read K-major operands.
 //
 // Attention work per block: 128 query rows (64 on AMD) of one request and
-// one head; each warp owns Mma::kM of those rows (16 on NVIDIA, 32 on AMD),
-// so its scores S = Q K^T for a key tile and its output rows stay in its own
-// registers. Key tiles are visited from the last (diagonal) one down, so
-// only the first one or two visited need the causal mask. Loads follow
-// FlashAttention-2: K of tile t is in shared memory when the tile starts;
-// V of tile t is fetched while S is computed, and K of tile t - 1 while
-// O += P V runs. P goes through the warp's own shared-memory rows as bf16,
-// which works for every fragment layout.
+// one head, key/value tiles of 64 (32 on AMD) visited from the last
+// (diagonal) one down, so only the first one or two visited need the causal
+// mask. Loads follow FlashAttention-2: K of tile t is in shared memory when
+// the tile starts; V of tile t is fetched while S = Q K^T is computed, and K
+// of tile t - 1 while O += P V runs. Two bodies:
+//   - sm_90a: two warpgroups of 64 rows each, both products on wgmma
+//     (WarpgroupBf16Mma, operands in the no-swizzle core-matrix layout);
+//   - everything else: warps of Mma::kM rows on Bf16WarpMma (mma.sync /
+//     MFMA), operands in padded row-major tiles.
+// P goes through the warp(group)'s own shared-memory rows as bf16.
 //
 // FLOPs and bytes (GLM-5.1: 64 heads, qk 256, v 256, T = 8192): attention
 // 2 * 64 * 8192^2 / 2 * 512 = 2.2 TFLOP; decompression 2 * 8192 * 512 * 64
 // * 448 = 0.24 TFLOP; K/V scratch 8192 * 64 * 448 * 2 = 470 MB written once,
 // then each (query tile, head) block reads its keys' K and V from L2.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -54,13 +63,16 @@ static_assert(kBlockM % Mma::kM == 0 && kBlockN % Mma::kN == 0 &&
                   kBlockN % Mma::kK == 0,
               "tiles must hold whole fragments");
 static_assert(Mma::kCPerLane % 2 == 0, "stores take slots in pairs");
+// Scratch rows of a request start at (and are padded to) this multiple.
+constexpr int kKeyAlign = 64;
+static_assert(kKeyAlign % kBlockN == 0, "tiles stay inside a request");
 
 // One request with query tokens, in the order of the scratch rows.
 struct RequestInfo {
   int32_t q_begin;    // first query token (row of q / output)
   int32_t n;          // query tokens
   int32_t seq_len;    // latent rows: context + n
-  int32_t kv_row;     // first row of the request in the scratch buffers
+  int32_t kv_row;     // first scratch row (a multiple of kKeyAlign)
   int32_t table_row;  // the request's block-table row
   int32_t pad[3];
 };
@@ -74,8 +86,9 @@ struct WorkItem {
 constexpr int kGatherRows = 8;
 constexpr int kGatherThreads = 256;
 
-// Latent entries -> bf16 rows kv_c | k_pe (lat_ld elements apart). Grid:
-// (latent rows / kGatherRows, requests).
+// Latent entries -> bf16 rows kv_c | k_pe (lat_ld elements apart); rows
+// from seq_len to the next multiple of kKeyAlign are zero. Grid: (latent
+// rows / kGatherRows, requests).
 template <int kEncoding>
 __global__ void __launch_bounds__(kGatherThreads)
     GatherLatentKernel(const uint8_t* __restrict__ cache, int64_t entry_bytes,
@@ -88,10 +101,18 @@ __global__ void __launch_bounds__(kGatherThreads)
   const RequestInfo req = requests[blockIdx.y];
   const int words = (lora + rope) / 2;  // bf16 pairs per row
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kGatherRows;
+  const int64_t padded = (static_cast<int64_t>(req.seq_len) + kKeyAlign - 1) /
+                         kKeyAlign * kKeyAlign;
   for (int idx = threadIdx.x; idx < kGatherRows * words;
        idx += kGatherThreads) {
     const int64_t j = j0 + idx / words;
-    if (j >= req.seq_len) break;  // rows are in increasing order
+    if (j >= padded) break;  // rows are in increasing order
+    uint32_t* dst =
+        reinterpret_cast<uint32_t*>(lat + (req.kv_row + j) * lat_ld);
+    if (j >= req.seq_len) {
+      dst[idx % words] = 0;
+      continue;
+    }
     const int w = idx % words;
     const int64_t col = j / block_size;
     int64_t block = block_table[req.table_row * table_stride +
@@ -121,7 +142,7 @@ __global__ void __launch_bounds__(kGatherThreads)
                                                 4 * tiles)[(e - lora) / 2];
       }
     }
-    reinterpret_cast<uint32_t*>(lat + (req.kv_row + j) * lat_ld)[w] = out;
+    dst[w] = out;
   }
 }
 
@@ -140,13 +161,15 @@ __global__ void ToBf16Kernel(const T* __restrict__ in,
 }
 
 struct AttentionArgs {
-  const uint16_t* q;    // bf16 [tokens, heads, qk]
-  const uint16_t* kv;   // bf16 [S, heads * (nope + v)]
-  const uint16_t* lat;  // bf16 [S, lat_ld]: kv_c | k_pe
-  void* out;            // [tokens, heads, v]
+  const uint16_t* q;      // bf16 [tokens, heads, qk]
+  const uint16_t* knope;  // bf16 [S, heads * nope]
+  const uint16_t* vt;     // bf16 [heads * v, S]: V transposed
+  const uint16_t* lat;    // bf16 [S, lat_ld]: kv_c | k_pe
+  void* out;              // [tokens, heads, v]
   const RequestInfo* requests;
   const WorkItem* items;
-  int64_t kv_ld;
+  int64_t knope_ld;
+  int64_t vt_ld;
   int64_t lat_ld;
   int32_t heads, nope, rope, v, lora;
   float scale_log2;  // softmax_scale * log2(e)
@@ -154,20 +177,35 @@ struct AttentionArgs {
   bool out_pairs;  // output 8-byte aligned: adjacent fp32 pairs in one store
 };
 
+// Shared memory of the warp-level body: padded row-major tiles.
 template <int kQk, int kV>
-struct AttentionSmem {
+struct WarpSmem {
   static constexpr int kLdQ = kQk + kPad;
-  static constexpr int kLdV = kV + kPad;
+  static constexpr int kLdVt = kBlockN + kPad;
   static constexpr int kLdP = kBlockN + kPad;
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kBlockM * kLdQ;
-  static constexpr int kVOff = kK + kBlockN * kLdQ;
-  static constexpr int kP = kVOff + kBlockN * kLdV;
+  static constexpr int kVt = kK + kBlockN * kLdQ;
+  static constexpr int kP = kVt + kV * kLdVt;
   static constexpr int kElems = kP + kWarps * Mma::kM * kLdP;
   static constexpr size_t kBytes = sizeof(uint16_t) * kElems;
 };
 
-// Writes one output element pair (or single element) of row `token`, head.
+// Shared memory of the warpgroup body: core-matrix layout (mma.h), byte
+// offsets. Q: 128 x kQk, K: 64 x kQk, V^T: kV x 64, P: 2 x 64 x 64.
+template <int kQk, int kV>
+struct WarpgroupSmem {
+  static constexpr int kQkGroup = kQk * 16;       // bytes per 8 rows of Q, K
+  static constexpr int kKeyGroup = kBlockN * 16;  // of V^T and P
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + kBlockM * kQk * 2;
+  static constexpr int kVt = kK + kBlockN * kQk * 2;
+  static constexpr int kP = kVt + kV * kBlockN * 2;
+  static constexpr size_t kBytes = kP + 2 * 64 * kBlockN * 2;
+};
+
+// Writes output elements (col0, v0) and (col1, v1) of one (token, head) row
+// starting at element `base`; `pair`: col1 == col0 + 1.
 __device__ __forceinline__ void StoreOut(const AttentionArgs& a, int64_t base,
                                          int col0, float v0, int col1, float v1,
                                          bool pair) {
@@ -190,80 +228,117 @@ __device__ __forceinline__ void StoreOut(const AttentionArgs& a, int64_t base,
   }
 }
 
+// What a block works on.
+struct BlockWork {
+  RequestInfo req;
+  int head;
+  int i0;              // first query row of the block (within the request)
+  int rows;            // query rows in the block (<= kBlockM)
+  int first_pos;       // position of row 0
+  int num_tiles;       // key tiles [0, num_tiles)
+  int64_t head_knope;  // column of this head in knope
+  int64_t head_vt;     // row of this head's first value dim in vt
+};
+
+__device__ __forceinline__ BlockWork GetWork(const AttentionArgs& a) {
+  BlockWork w;
+  w.head = blockIdx.x;
+  const WorkItem item = a.items[blockIdx.y];
+  w.req = a.requests[item.request];
+  w.i0 = item.q_tile * kBlockM;
+  w.rows = min(kBlockM, w.req.n - w.i0);
+  w.first_pos = w.req.seq_len - w.req.n + w.i0;
+  w.num_tiles = (w.first_pos + w.rows - 1) / kBlockN + 1;
+  w.head_knope = static_cast<int64_t>(w.head) * a.nope;
+  w.head_vt = static_cast<int64_t>(w.head) * a.v;
+  return w;
+}
+
+// Global address of 8 elements of the query row `r` of the block.
+__device__ __forceinline__ const uint16_t* QSrc(const AttentionArgs& a,
+                                                const BlockWork& w, int r,
+                                                int col) {
+  const int qk = a.nope + a.rope;
+  return a.q +
+         (static_cast<int64_t>(w.req.q_begin + w.i0 + r) * a.heads + w.head) *
+             qk +
+         col;
+}
+// ... of key `key` (within the request), dims [col, col + 8) of K_nope|k_pe.
+__device__ __forceinline__ const uint16_t* KSrc(const AttentionArgs& a,
+                                                const BlockWork& w, int key,
+                                                int col) {
+  const int64_t row = w.req.kv_row + key;
+  return col < a.nope ? a.knope + row * a.knope_ld + w.head_knope + col
+                      : a.lat + row * a.lat_ld + a.lora + (col - a.nope);
+}
+// ... of value dim d, keys [key, key + 8).
+__device__ __forceinline__ const uint16_t* VtSrc(const AttentionArgs& a,
+                                                 const BlockWork& w, int d,
+                                                 int key) {
+  return a.vt + (w.head_vt + d) * a.vt_ld + w.req.kv_row + key;
+}
+
+__device__ __forceinline__ int64_t OutBase(const AttentionArgs& a,
+                                           const BlockWork& w, int r) {
+  return (static_cast<int64_t>(w.req.q_begin + w.i0 + r) * a.heads + w.head) *
+         a.v;
+}
+
+// ---------------------------------------------------------------------------
+// Warp-level body: each warp owns Mma::kM query rows.
+
 template <int kQk, int kV>
-__global__ void __launch_bounds__(kThreads, 1)
-    DenseAttentionKernel(const AttentionArgs a) {
-  using L = AttentionSmem<kQk, kV>;
+__device__ __forceinline__ void WarpBody(const AttentionArgs& a,
+                                         uint16_t* smem) {
+  using L = WarpSmem<kQk, kV>;
   constexpr int kLdQ = L::kLdQ;
-  constexpr int kLdV = L::kLdV;
+  constexpr int kLdVt = L::kLdVt;
   constexpr int kLdP = L::kLdP;
   constexpr int kSBlocks = kBlockN / Mma::kN;
   constexpr int kOBlocks = kV / Mma::kN;
   constexpr float kNegInf = -__builtin_huge_valf();
-  extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* q_s = smem + L::kQ;
   uint16_t* k_s = smem + L::kK;
-  uint16_t* v_s = smem + L::kVOff;
-
-  const int head = blockIdx.x;
-  const WorkItem item = a.items[blockIdx.y];
-  const RequestInfo req = a.requests[item.request];
+  uint16_t* vt_s = smem + L::kVt;
+  const BlockWork w = GetWork(a);
   const int warp = threadIdx.x / kDsaWarpSize;
   const int lane = threadIdx.x % kDsaWarpSize;
   uint16_t* p_s = smem + L::kP + warp * Mma::kM * kLdP;
   const int qk = a.nope + a.rope;
-  const int i0 = item.q_tile * kBlockM;
-  const int rows = min(kBlockM, req.n - i0);
-  const int first_pos = req.seq_len - req.n + i0;  // position of row 0
-  const int last_pos = first_pos + rows - 1;
-  const int num_tiles = last_pos / kBlockN + 1;
-  const int64_t head_col = static_cast<int64_t>(head) * (a.nope + a.v);
 
-  // Columns [qk, kQk) of Q and K and [v, kV) of V are zero (never loaded).
+  // Columns [qk, kQk) of Q and K and rows [v, kV) of V^T are zero.
   for (int c = qk + threadIdx.x; c < kQk; c += kThreads) {
     for (int r = 0; r < kBlockM; ++r) q_s[r * kLdQ + c] = 0;
     for (int r = 0; r < kBlockN; ++r) k_s[r * kLdQ + c] = 0;
   }
-  for (int c = a.v + threadIdx.x; c < kV; c += kThreads) {
-    for (int r = 0; r < kBlockN; ++r) v_s[r * kLdV + c] = 0;
+  for (int i = threadIdx.x; i < (kV - a.v) * kBlockN; i += kThreads) {
+    vt_s[(a.v + i / kBlockN) * kLdVt + i % kBlockN] = 0;
   }
-  // Q rows (rows past the request's queries are zero).
   const int q_chunks = qk / 8;
   for (int c = threadIdx.x; c < kBlockM * q_chunks; c += kThreads) {
     const int r = c / q_chunks;
     const int col = (c % q_chunks) * 8;
     uint16_t* d = q_s + r * kLdQ + col;
-    if (r < rows) {
-      CopyAsync16(
-          d, a.q +
-                 (static_cast<int64_t>(req.q_begin + i0 + r) * a.heads + head) *
-                     qk +
-                 col);
+    if (r < w.rows) {
+      CopyAsync16(d, QSrc(a, w, r, col));
     } else {
       *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
     }
   }
-  // K of tile t: K_nope of this head from the decompressed rows, k_pe from
-  // the latent rows. Rows past seq_len repeat the last key (masked).
   auto load_k = [&](int t) {
     for (int c = threadIdx.x; c < kBlockN * q_chunks; c += kThreads) {
       const int r = c / q_chunks;
       const int col = (c % q_chunks) * 8;
-      const int64_t row = req.kv_row + min(t * kBlockN + r, req.seq_len - 1);
-      const uint16_t* src =
-          col < a.nope ? a.kv + row * a.kv_ld + head_col + col
-                       : a.lat + row * a.lat_ld + a.lora + (col - a.nope);
-      CopyAsync16(k_s + r * kLdQ + col, src);
+      CopyAsync16(k_s + r * kLdQ + col, KSrc(a, w, t * kBlockN + r, col));
     }
   };
-  auto load_v = [&](int t) {
-    const int v_chunks = a.v / 8;
-    for (int c = threadIdx.x; c < kBlockN * v_chunks; c += kThreads) {
-      const int r = c / v_chunks;
-      const int col = (c % v_chunks) * 8;
-      const int64_t row = req.kv_row + min(t * kBlockN + r, req.seq_len - 1);
-      CopyAsync16(v_s + r * kLdV + col,
-                  a.kv + row * a.kv_ld + head_col + a.nope + col);
+  auto load_vt = [&](int t) {
+    constexpr int kChunks = kBlockN / 8;
+    for (int c = threadIdx.x; c < a.v * kChunks; c += kThreads) {
+      const int d = c / kChunks;
+      const int key = (c % kChunks) * 8;
+      CopyAsync16(vt_s + d * kLdVt + key, VtSrc(a, w, d, t * kBlockN + key));
     }
   };
 
@@ -279,12 +354,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint16_t* q_w = q_s + warp * Mma::kM * kLdQ;
   const int row_base = warp * Mma::kM;
 
-  load_k(num_tiles - 1);
+  load_k(w.num_tiles - 1);
   CopyAsyncCommit();
-  for (int t = num_tiles - 1; t >= 0; --t) {
+  for (int t = w.num_tiles - 1; t >= 0; --t) {
     CopyAsyncWait<0>();
     __syncthreads();  // K_t (and Q) visible; every warp is done with V_{t+1}
-    load_v(t);
+    load_vt(t);
     CopyAsyncCommit();
 
     Mma::C s[kSBlocks];
@@ -305,7 +380,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Online softmax in the log2 domain. Keys after a row's position are
     // masked; only tiles reaching past the block's first row need it.
     const int key0 = t * kBlockN;
-    const bool masked = key0 + kBlockN - 1 > first_pos;
+    const bool masked = key0 + kBlockN - 1 > w.first_pos;
     float mx[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) mx[r] = kNegInf;
@@ -316,7 +391,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         float x = s[b].v[e] * a.scale_log2;
         if (masked) {
           const int key = key0 + b * Mma::kN + Mma::CCol(lane, e);
-          const int pos = first_pos + row_base + Mma::CRow(lane, e);
+          const int pos = w.first_pos + row_base + Mma::CRow(lane, e);
           if (key > pos) x = kNegInf;
         }
         s[b].v[e] = x;
@@ -339,8 +414,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int b = 0; b < kOBlocks; ++b) {
 #pragma unroll
-      for (int e = 0; e < Mma::kCPerLane; ++e)
+      for (int e = 0; e < Mma::kCPerLane; ++e) {
         o[b].v[e] *= mx[Mma::CRowSlot(e)];
+      }
     }
 #pragma unroll
     for (int b = 0; b < kSBlocks; ++b) {
@@ -350,8 +426,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         const float p1 = exp2f(s[b].v[e + 1] - base[Mma::CRowSlot(e + 1)]);
         l[Mma::CRowSlot(e)] += p0;
         l[Mma::CRowSlot(e + 1)] += p1;
-        const int r0 = Mma::CRow(lane, e),
-                  c0 = b * Mma::kN + Mma::CCol(lane, e);
+        const int r0 = Mma::CRow(lane, e);
+        const int c0 = b * Mma::kN + Mma::CCol(lane, e);
         const int r1 = Mma::CRow(lane, e + 1);
         const int c1 = b * Mma::kN + Mma::CCol(lane, e + 1);
         if (r1 == r0 && c1 == c0 + 1 && c0 % 2 == 0) {
@@ -375,7 +451,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int b = 0; b < kOBlocks; ++b) {
         Mma::B vb;
-        Mma::LoadBTrans(vb, v_s + kk * kLdV + b * Mma::kN, kLdV, lane);
+        Mma::LoadB(vb, vt_s + b * Mma::kN * kLdVt + kk, kLdVt, lane);
         Mma::Run(o[b], pa, vb);
       }
     }
@@ -397,18 +473,261 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int c1 = b * Mma::kN + Mma::CCol(lane, e + 1);
       const float v0 = o[b].v[e] * inv[Mma::CRowSlot(e)];
       const float v1 = o[b].v[e + 1] * inv[Mma::CRowSlot(e + 1)];
-      const auto base_of = [&](int r) {
-        return (static_cast<int64_t>(req.q_begin + i0 + r) * a.heads + head) *
-               a.v;
-      };
       if (r1 == r0 && c1 == c0 + 1) {
-        if (r0 < rows) StoreOut(a, base_of(r0), c0, v0, c1, v1, true);
+        if (r0 < w.rows) StoreOut(a, OutBase(a, w, r0), c0, v0, c1, v1, true);
       } else {
-        if (r0 < rows) StoreOut(a, base_of(r0), c0, v0, a.v, 0.0f, false);
-        if (r1 < rows) StoreOut(a, base_of(r1), c1, v1, a.v, 0.0f, false);
+        if (r0 < w.rows) {
+          StoreOut(a, OutBase(a, w, r0), c0, v0, a.v, 0.0f, false);
+        }
+        if (r1 < w.rows) {
+          StoreOut(a, OutBase(a, w, r1), c1, v1, a.v, 0.0f, false);
+        }
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------
+// Warpgroup body (sm_90a): two warpgroups, 64 query rows each, on wgmma.
+
+#if defined(DSA_GPU_CUDA)
+// 16-byte chunk `c` of an operand of `rows` rows x kCols columns in the
+// core-matrix layout: (row, column) of its first element. Consecutive
+// threads take the two chunks of a 32-byte global segment, then the next
+// row of the same core matrix, so shared-memory stores spread over the banks
+// while global loads stay sector-sized.
+template <int kCols>
+__device__ __forceinline__ void CoreChunk(int c, int* row, int* col) {
+  constexpr int kPerGroup = 8 * (kCols / 8);  // chunks per 8 rows
+  const int group = c / kPerGroup;
+  const int i = c % kPerGroup;
+  *row = group * 8 + (i / 2) % 8;
+  *col = ((i % 2) + 2 * (i / 16)) * 8;
+}
+
+template <int kQk, int kV>
+__device__ __forceinline__ void WarpgroupBody(const AttentionArgs& a,
+                                              uint16_t* smem_u16) {
+  static_assert(kBlockM == 128 && kBlockN == 64, "two warpgroups of 64 rows");
+  static_assert(kQk % 16 == 0 && kV % 8 == 0, "core-matrix tiles");
+  using L = WarpgroupSmem<kQk, kV>;
+  using WgS = ::dsa::gpu::WarpgroupBf16Mma<kBlockN>;
+  using WgO = ::dsa::gpu::WarpgroupBf16Mma<kV>;
+  constexpr float kNegInf = -__builtin_huge_valf();
+  uint8_t* smem = reinterpret_cast<uint8_t*>(smem_u16);
+  uint8_t* q_s = smem + L::kQ;
+  uint8_t* k_s = smem + L::kK;
+  uint8_t* vt_s = smem + L::kVt;
+  const BlockWork w = GetWork(a);
+  const int warp = threadIdx.x / kDsaWarpSize;
+  const int lane = threadIdx.x % kDsaWarpSize;
+  const int group = warp / 4;  // warpgroup: query rows 64 group ..
+  const int warp_in_group = warp % 4;
+  uint8_t* p_s = smem + L::kP + group * 64 * kBlockN * 2;
+  const int qk = a.nope + a.rope;
+  const int row_base = group * 64;
+
+  // Zero columns [qk, kQk) of K (rows of Q past qk are zeroed when loaded)
+  // and rows [v, kV) of V^T.
+  for (int c = threadIdx.x; c < kBlockN * (kQk / 8); c += kThreads) {
+    int r, col;
+    CoreChunk<kQk>(c, &r, &col);
+    if (col >= qk) {
+      *reinterpret_cast<uint4*>(k_s + WgS::Offset(r, col, L::kQkGroup)) =
+          make_uint4(0, 0, 0, 0);
+    }
+  }
+  for (int c = threadIdx.x; c < kV * (kBlockN / 8); c += kThreads) {
+    int d, key;
+    CoreChunk<kBlockN>(c, &d, &key);
+    if (d >= a.v) {
+      *reinterpret_cast<uint4*>(vt_s + WgS::Offset(d, key, L::kKeyGroup)) =
+          make_uint4(0, 0, 0, 0);
+    }
+  }
+  for (int c = threadIdx.x; c < kBlockM * (kQk / 8); c += kThreads) {
+    int r, col;
+    CoreChunk<kQk>(c, &r, &col);
+    uint8_t* d = q_s + WgS::Offset(r, col, L::kQkGroup);
+    if (r < w.rows && col < qk) {
+      CopyAsync16(d, QSrc(a, w, r, col));
+    } else {
+      *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+    }
+  }
+  auto load_k = [&](int t) {
+    for (int c = threadIdx.x; c < kBlockN * (kQk / 8); c += kThreads) {
+      int r, col;
+      CoreChunk<kQk>(c, &r, &col);
+      if (col < qk) {
+        CopyAsync16(k_s + WgS::Offset(r, col, L::kQkGroup),
+                    KSrc(a, w, t * kBlockN + r, col));
+      }
+    }
+  };
+  auto load_vt = [&](int t) {
+    for (int c = threadIdx.x; c < kV * (kBlockN / 8); c += kThreads) {
+      int d, key;
+      CoreChunk<kBlockN>(c, &d, &key);
+      if (d < a.v) {
+        CopyAsync16(vt_s + WgS::Offset(d, key, L::kKeyGroup),
+                    VtSrc(a, w, d, t * kBlockN + key));
+      }
+    }
+  };
+
+  float o[WgO::kAccPerThread];
+#pragma unroll
+  for (int i = 0; i < WgO::kAccPerThread; ++i) o[i] = 0.0f;
+  // Rows 16 w + lane / 4 (slot 0) and + 8 (slot 1) of the warpgroup.
+  float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f};
+  const uint8_t* q_group = q_s + group * 8 * L::kQkGroup;
+
+  load_k(w.num_tiles - 1);
+  CopyAsyncCommit();
+  for (int t = w.num_tiles - 1; t >= 0; --t) {
+    CopyAsyncWait<0>();
+    WgS::FenceStores();
+    __syncthreads();
+    load_vt(t);
+    CopyAsyncCommit();
+
+    float s[WgS::kAccPerThread];
+    WgS::template Issue<kQk>(s, q_group, L::kQkGroup, k_s, L::kQkGroup, false);
+    WgS::Wait(s);
+
+    const int key0 = t * kBlockN;
+    const bool masked = key0 + kBlockN - 1 > w.first_pos;
+    float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int i = 0; i < WgS::kAccPerThread; ++i) {
+      float x = s[i] * a.scale_log2;
+      if (masked) {
+        const int key = key0 + WgS::AccCol(lane, i);
+        const int pos =
+            w.first_pos + row_base + WgS::AccRow(warp_in_group, lane, i);
+        if (key > pos) x = kNegInf;
+      }
+      s[i] = x;
+      mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], x);
+    }
+    float base[2], alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = mx[r];
+      tile_max = fmaxf(tile_max, DSA_SHFL_XOR(tile_max, 1, kDsaWarpSize));
+      tile_max = fmaxf(tile_max, DSA_SHFL_XOR(tile_max, 2, kDsaWarpSize));
+      const float new_max = fmaxf(m[r], tile_max);
+      base[r] = new_max == kNegInf ? 0.0f : new_max;
+      alpha[r] = exp2f(m[r] - base[r]);
+      m[r] = new_max;
+      l[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int i = 0; i < WgO::kAccPerThread; ++i) o[i] *= alpha[(i / 2) % 2];
+#pragma unroll
+    for (int i = 0; i < WgS::kAccPerThread; i += 2) {
+      const int slot = (i / 2) % 2;
+      const float p0 = exp2f(s[i] - base[slot]);
+      const float p1 = exp2f(s[i + 1] - base[slot]);
+      l[slot] += p0 + p1;
+      const int r = WgS::AccRow(warp_in_group, lane, i);
+      const int col = WgS::AccCol(lane, i);
+      *reinterpret_cast<uint32_t*>(p_s + WgS::Offset(r, col, L::kKeyGroup)) =
+          PackBf16x2(p0, p1);
+    }
+
+    CopyAsyncWait<0>();
+    WgS::FenceStores();  // P (st.shared) and V^T (cp.async) for wgmma
+    __syncthreads();
+    if (t > 0) load_k(t - 1);
+    CopyAsyncCommit();
+    WgO::template Issue<kBlockN>(o, p_s, L::kKeyGroup, vt_s, L::kKeyGroup,
+                                 true);
+    WgO::Wait(o);
+  }
+
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = l[r];
+    sum += DSA_SHFL_XOR(sum, 1, kDsaWarpSize);
+    sum += DSA_SHFL_XOR(sum, 2, kDsaWarpSize);
+    inv[r] = sum > 0.0f ? 1.0f / sum : 0.0f;
+  }
+#pragma unroll
+  for (int i = 0; i < WgO::kAccPerThread; i += 2) {
+    const int r = row_base + WgO::AccRow(warp_in_group, lane, i);
+    const int col = WgO::AccCol(lane, i);
+    const float inv_r = inv[(i / 2) % 2];
+    if (r < w.rows) {
+      StoreOut(a, OutBase(a, w, r), col, o[i] * inv_r, col + 1,
+               o[i + 1] * inv_r, true);
+    }
+  }
+}
+#endif  // DSA_GPU_CUDA
+
+#if defined(DSA_GPU_CUDA)
+inline constexpr bool kWarpgroupAttention = ::dsa::gpu::kHasWarpgroupBf16Mma;
+#else
+inline constexpr bool kWarpgroupAttention = false;
+#endif
+
+// Two blocks per multiprocessor where registers and shared memory allow
+// (the warpgroup body with v <= 128); one otherwise.
+template <int kQk, int kV>
+constexpr int kAttentionMinBlocks = kWarpgroupAttention&& kV <= 128 ? 2 : 1;
+
+template <int kQk, int kV>
+__global__ void __launch_bounds__(kThreads, (kAttentionMinBlocks<kQk, kV>))
+    DenseAttentionKernel(const AttentionArgs a) {
+  extern __shared__ __align__(128) uint16_t smem[];
+#if defined(DSA_GPU_CUDA)
+  if constexpr (kWarpgroupAttention) {
+    WarpgroupBody<kQk, kV>(a, smem);
+  } else {
+    WarpBody<kQk, kV>(a, smem);
+  }
+#else
+  WarpBody<kQk, kV>(a, smem);
+#endif
+}
+
+// Whether the attention kernels of this build run the warpgroup body on the
+// current device (sm_90a code): asked of the device once per device.
+__global__ void ProbeWarpgroupKernel(int* out) {
+  *out = kWarpgroupAttention ? 1 : 0;
+}
+
+LaunchResult UsesWarpgroupBody(bool* result) {
+  static std::atomic<int> cache[64];  // 0 unknown, 1 no, 2 yes
+  int device = 0;
+  LaunchResult r =
+      FromError(hipGetDevice(&device), "dense_mha_prefill: device");
+  if (!r.ok()) return r;
+  const int slot = device & 63;
+  const int known = cache[slot].load(std::memory_order_relaxed);
+  if (known != 0) {
+    *result = known == 2;
+    return r;
+  }
+  int* flag = nullptr;
+  r = FromError(hipMalloc(reinterpret_cast<void**>(&flag), sizeof(int)),
+                "dense_mha_prefill: probe");
+  if (!r.ok()) return r;
+  hipLaunchKernelGGL(ProbeWarpgroupKernel, dim3(1), dim3(1), 0, 0, flag);
+  int host = 0;
+  r = CheckLaunch("dense_mha_prefill: probe launch");
+  if (r.ok()) {
+    r = FromError(hipMemcpy(&host, flag, sizeof(int), hipMemcpyDeviceToHost),
+                  "dense_mha_prefill: probe result");
+  }
+  (void)hipFree(flag);
+  if (!r.ok()) return r;
+  cache[slot].store(host ? 2 : 1, std::memory_order_relaxed);
+  *result = host != 0;
+  return r;
 }
 
 using AttentionFn = void (*)(AttentionArgs);
@@ -416,29 +735,32 @@ using AttentionFn = void (*)(AttentionArgs);
 template <int kQk, int kV>
 LaunchResult LaunchAttention(const AttentionArgs& args, int items, int heads,
                              hipStream_t stream) {
-  using L = AttentionSmem<kQk, kV>;
   const AttentionFn fn = &DenseAttentionKernel<kQk, kV>;
+  bool warpgroup = false;
+  LaunchResult r = UsesWarpgroupBody(&warpgroup);
+  if (!r.ok()) return r;
+  const size_t bytes =
+      warpgroup ? WarpgroupSmem<kQk, kV>::kBytes : WarpSmem<kQk, kV>::kBytes;
   int device = 0, max_smem = 0;
-  LaunchResult r =
-      FromError(hipGetDevice(&device), "dense_mha_prefill: device");
+  r = FromError(hipGetDevice(&device), "dense_mha_prefill: device");
   if (!r.ok()) return r;
   r = FromError(
       hipDeviceGetAttribute(&max_smem,
                             hipDeviceAttributeMaxSharedMemoryPerBlock, device),
       "dense_mha_prefill: shared memory limit");
   if (!r.ok()) return r;
-  if (static_cast<size_t>(max_smem) < L::kBytes) {
+  if (static_cast<size_t>(max_smem) < bytes) {
     return Invalid(kOp,
                    "head dims qk<=%d v<=%d need %zu bytes of shared memory per "
                    "block; this device allows %d",
-                   kQk, kV, L::kBytes, max_smem);
+                   kQk, kV, bytes, max_smem);
   }
   r = FromError(hipFuncSetAttribute(reinterpret_cast<const void*>(fn),
                                     hipFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(L::kBytes)),
+                                    static_cast<int>(bytes)),
                 "dense_mha_prefill: shared memory opt-in");
   if (!r.ok()) return r;
-  hipLaunchKernelGGL(fn, dim3(heads, items), dim3(kThreads), L::kBytes, stream,
+  hipLaunchKernelGGL(fn, dim3(heads, items), dim3(kThreads), bytes, stream,
                      args);
   return CheckLaunch("dense_mha_prefill attention");
 }
@@ -562,6 +884,7 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
     info.n = static_cast<int32_t>(n);
     info.seq_len = static_cast<int32_t>(len);
     info.kv_row = static_cast<int32_t>(kv_rows);
+    const int64_t padded = (len + kKeyAlign - 1) / kKeyAlign * kKeyAlign;
     info.table_row = r;
     const int32_t index = static_cast<int32_t>(requests.size());
     requests.push_back(info);
@@ -569,8 +892,8 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
       const int64_t keys = len - n + std::min<int64_t>((tile + 1) * kBlockM, n);
       work.push_back({keys, WorkItem{index, static_cast<int32_t>(tile)}});
     }
-    kv_rows += len;
-    max_len = std::max(max_len, len);
+    kv_rows += padded;
+    max_len = std::max(max_len, padded);
     if (kv_rows > 0x7fffffff) {
       return Invalid(kOp, "more than 2^31 latent rows in one call");
     }
@@ -595,18 +918,23 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
 
   StreamScratch scratch(stream);
   const int64_t lat_ld = lora + rope;
-  const int64_t kv_ld = static_cast<int64_t>(p.heads) * (nope + v);
+  const int64_t knope_ld = static_cast<int64_t>(p.heads) * nope;
+  const int64_t vt_rows = static_cast<int64_t>(p.heads) * v;
   uint8_t* meta_dev = nullptr;
   uint16_t* lat = nullptr;
-  uint16_t* kv = nullptr;
+  uint16_t* knope = nullptr;
+  uint16_t* vt = nullptr;
   LaunchResult r =
       scratch.Get(&meta_dev, meta.size(), "dense_mha_prefill metadata");
   if (!r.ok()) return r;
   r = scratch.Get(&lat, static_cast<size_t>(kv_rows * lat_ld * 2),
                   "dense_mha_prefill latent scratch");
   if (!r.ok()) return r;
-  r = scratch.Get(&kv, static_cast<size_t>(kv_rows * kv_ld * 2),
-                  "dense_mha_prefill K/V scratch");
+  r = scratch.Get(&knope, static_cast<size_t>(kv_rows * knope_ld * 2),
+                  "dense_mha_prefill K scratch");
+  if (!r.ok()) return r;
+  r = scratch.Get(&vt, static_cast<size_t>(vt_rows * kv_rows * 2),
+                  "dense_mha_prefill V scratch");
   if (!r.ok()) return r;
   r = FromError(hipMemcpyAsync(meta_dev, meta.data(), meta.size(),
                                hipMemcpyHostToDevice, stream),
@@ -647,34 +975,57 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
     if (!r.ok()) return r;
   }
 
-  // 2. Decompression: kv = lat[:, :lora] x kv_b_proj^T.
+  // 2. Decompression: K_nope = lat[:, :lora] x W_UK^T and
+  // V^T = W_UV x lat[:, :lora]^T, W_UK / W_UV the per-head row groups of
+  // kv_b_proj.
+  const int64_t w_rows = static_cast<int64_t>(p.heads) * (nope + v);
   const uint16_t* w = static_cast<const uint16_t*>(p.kv_b_proj);
   if (p.kv_b_proj_format == FloatFormat::kFloat32 ||
       reinterpret_cast<uintptr_t>(p.kv_b_proj) % 16 != 0) {
     uint16_t* wb = nullptr;
-    r = scratch.Get(&wb, static_cast<size_t>(kv_ld * lora * 2),
+    r = scratch.Get(&wb, static_cast<size_t>(w_rows * lora * 2),
                     "dense_mha_prefill weight scratch");
     if (!r.ok()) return r;
     r = p.kv_b_proj_format == FloatFormat::kFloat32
             ? ConvertToBf16(static_cast<const float*>(p.kv_b_proj), wb,
-                            kv_ld * lora, stream)
+                            w_rows * lora, stream)
             : ConvertToBf16(static_cast<const uint16_t*>(p.kv_b_proj), wb,
-                            kv_ld * lora, stream);
+                            w_rows * lora, stream);
     if (!r.ok()) return r;
     w = wb;
   }
-  Bf16GemmParams g;
-  g.a = lat;
-  g.lda = lat_ld;
-  g.b = w;
-  g.ldb = lora;
-  g.c = kv;
-  g.ldc = kv_ld;
-  g.m = kv_rows;
-  g.n = kv_ld;
-  g.k = lora;
-  r = Bf16GemmLaunch(g, stream);
-  if (!r.ok()) return r;
+  if (nope > 0) {
+    Bf16GemmParams g;
+    g.a = lat;
+    g.lda = lat_ld;
+    g.b = w;
+    g.ldb = lora;
+    g.b_group_rows = nope;
+    g.b_group_stride = nope + v;
+    g.c = knope;
+    g.ldc = knope_ld;
+    g.m = kv_rows;
+    g.n = knope_ld;
+    g.k = lora;
+    r = Bf16GemmLaunch(g, stream);
+    if (!r.ok()) return r;
+  }
+  {
+    Bf16GemmParams g;
+    g.a = w + nope * lora;
+    g.lda = lora;
+    g.a_group_rows = v;
+    g.a_group_stride = nope + v;
+    g.b = lat;
+    g.ldb = lat_ld;
+    g.c = vt;
+    g.ldc = kv_rows;
+    g.m = vt_rows;
+    g.n = kv_rows;
+    g.k = lora;
+    r = Bf16GemmLaunch(g, stream);
+    if (!r.ok()) return r;
+  }
 
   // 3. Attention.
   const uint16_t* qb = static_cast<const uint16_t*>(p.q);
@@ -693,12 +1044,14 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
   }
   AttentionArgs args;
   args.q = qb;
-  args.kv = kv;
+  args.knope = knope;
+  args.vt = vt;
   args.lat = lat;
   args.out = p.output;
   args.requests = req_dev;
   args.items = items_dev;
-  args.kv_ld = kv_ld;
+  args.knope_ld = knope_ld;
+  args.vt_ld = kv_rows;
   args.lat_ld = lat_ld;
   args.heads = p.heads;
   args.nope = static_cast<int32_t>(nope);
@@ -710,6 +1063,12 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
   args.out_pairs = reinterpret_cast<uintptr_t>(p.output) % 8 == 0;
   return DispatchAttention(args, static_cast<int>(qk), static_cast<int>(v),
                            static_cast<int>(work.size()), p.heads, stream);
+}
+
+const char* DenseMhaAttentionPath() {
+  bool warpgroup = false;
+  if (!UsesWarpgroupBody(&warpgroup).ok()) return "none";
+  return warpgroup ? "warpgroup" : "warp";
 }
 
 LaunchResult CopyToHostOnStream(void* dst, const void* src, size_t bytes,

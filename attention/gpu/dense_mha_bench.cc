@@ -65,8 +65,11 @@ LaunchResult RunDense(void* arg) {
   return DenseMhaPrefillLaunch(*static_cast<DenseMhaPrefillParams*>(arg),
                                nullptr);
 }
+// The decompression as the launcher runs it: K_nope, then V^T.
 LaunchResult RunGemm(void* arg) {
-  return Bf16GemmLaunch(*static_cast<Bf16GemmParams*>(arg), nullptr);
+  const Bf16GemmParams* g = static_cast<Bf16GemmParams*>(arg);
+  LaunchResult r = Bf16GemmLaunch(g[0], nullptr);
+  return r.ok() ? Bf16GemmLaunch(g[1], nullptr) : r;
 }
 
 // One shape: requests of (context, new tokens), one cache encoding.
@@ -161,28 +164,43 @@ bool Bench(const Preset& pre, const char* label,
   int64_t bad = 0;
   for (uint16_t b : out) bad += !std::isfinite(Bf16ToFloat(b));
 
-  // The decompression GEMM alone, same shape.
+  // The decompression GEMMs alone, same shapes (rows padded to 64 per
+  // request as in the launcher).
   int64_t rows = 0;
-  for (int32_t r = 0; r < nreq; ++r) rows += seq_lens[r];
-  Buffer d_lat, d_kv;
+  for (int32_t r = 0; r < nreq; ++r) rows += (seq_lens[r] + 63) / 64 * 64;
+  Buffer d_lat, d_k, d_vt;
   if (!d_lat.Alloc(rows * (kLora + pre.rope) * 2) ||
-      !d_kv.Alloc(rows * int64_t{pre.heads} * (pre.nope + pre.v) * 2) ||
+      !d_k.Alloc(rows * int64_t{pre.heads} * pre.nope * 2) ||
+      !d_vt.Alloc(rows * int64_t{pre.heads} * pre.v * 2) ||
       !Check(DeviceMemset(d_lat.p, 0x3c, rows * (kLora + pre.rope) * 2),
              "memset")) {
     return false;
   }
-  Bf16GemmParams g;
-  g.a = static_cast<const uint16_t*>(d_lat.p);
-  g.lda = kLora + pre.rope;
-  g.b = static_cast<const uint16_t*>(d_w.p);
-  g.ldb = kLora;
-  g.c = static_cast<uint16_t*>(d_kv.p);
-  g.ldc = int64_t{pre.heads} * (pre.nope + pre.v);
-  g.m = rows;
-  g.n = g.ldc;
-  g.k = kLora;
+  Bf16GemmParams g[2];
+  g[0].a = static_cast<const uint16_t*>(d_lat.p);
+  g[0].lda = kLora + pre.rope;
+  g[0].b = static_cast<const uint16_t*>(d_w.p);
+  g[0].ldb = kLora;
+  g[0].b_group_rows = pre.nope;
+  g[0].b_group_stride = pre.nope + pre.v;
+  g[0].c = static_cast<uint16_t*>(d_k.p);
+  g[0].ldc = int64_t{pre.heads} * pre.nope;
+  g[0].m = rows;
+  g[0].n = g[0].ldc;
+  g[0].k = kLora;
+  g[1].a = static_cast<const uint16_t*>(d_w.p) + pre.nope * kLora;
+  g[1].lda = kLora;
+  g[1].a_group_rows = pre.v;
+  g[1].a_group_stride = pre.nope + pre.v;
+  g[1].b = static_cast<const uint16_t*>(d_lat.p);
+  g[1].ldb = kLora + pre.rope;
+  g[1].c = static_cast<uint16_t*>(d_vt.p);
+  g[1].ldc = rows;
+  g[1].m = int64_t{pre.heads} * pre.v;
+  g[1].n = rows;
+  g[1].k = kLora;
   float gemm_ms = 0;
-  if (!Check(TimeMedianMs(&RunGemm, &g, 3, iters, &gemm_ms), "gemm")) {
+  if (!Check(TimeMedianMs(&RunGemm, g, 3, iters, &gemm_ms), "gemm")) {
     return false;
   }
   const DenseMhaFlops f = DenseMhaPrefillFlops(p);
@@ -204,6 +222,7 @@ bool Bench(const Preset& pre, const char* label,
 int main(int argc, char** argv) {
   using namespace dsa::attention::gpu;
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+  std::printf("attention body: %s\n", DenseMhaAttentionPath());
   const int iters = quick ? 5 : 20;
   bool ok = true;
   for (const Preset* pre : {&kGlm, &kDeepSeek}) {

@@ -100,6 +100,11 @@ inline DenseMhaFlops DenseMhaPrefillFlops(const DenseMhaPrefillParams& p) {
   return f;
 }
 
+// Which attention body this build runs on the current device: "warpgroup"
+// (sm_90a code: wgmma) or "warp" (Bf16WarpMma); "none" when not built or on
+// error. For tests and reports.
+const char* DenseMhaAttentionPath();
+
 // `bytes` from device `src` to host `dst` in stream order, then waits for
 // the stream (how the op kernel reads the lengths).
 LaunchResult CopyToHostOnStream(void* dst, const void* src, size_t bytes,

@@ -26,6 +26,7 @@ LaunchResult Bf16GemmLaunch(const Bf16GemmParams&, void*) {
 LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams&, void*) {
   return NotBuilt("dense_mha_prefill");
 }
+const char* DenseMhaAttentionPath() { return "none"; }
 LaunchResult CopyToHostOnStream(void*, const void*, size_t, void*) {
   return NotBuilt("copy to host");
 }

@@ -27,6 +27,13 @@ struct Bf16GemmParams {
   int64_t m = 0;
   int64_t n = 0;
   int64_t k = 0;
+  // Optional row groups: with a_group_rows > 0, logical row i of A is
+  // physical row (i / a_group_rows) * a_group_stride + i % a_group_rows
+  // (e.g. the W_UK rows of every head of kv_b_proj); the same for B.
+  int64_t a_group_rows = 0;
+  int64_t a_group_stride = 0;
+  int64_t b_group_rows = 0;
+  int64_t b_group_stride = 0;
 };
 
 // Needs k, lda and ldb multiples of 8, a and b 16-byte aligned, c 4-byte

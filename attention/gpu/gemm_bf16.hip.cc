@@ -45,16 +45,26 @@ static_assert(Mma::kCPerLane % 2 == 0, "the epilogue takes slots in pairs");
 // Loads rows [row0, row0 + kRows) x k columns [k0, k0 + kBK) of a
 // row-major matrix into `dst` (row stride kLd). Rows past `rows` repeat the
 // last row (their results are never stored); columns past `k` are zero.
+// Logical rows of an operand, in groups (see Bf16GemmParams).
+struct RowMap {
+  int64_t group_rows;  // 0: no groups
+  int64_t group_stride;
+  __device__ __forceinline__ int64_t operator()(int64_t row) const {
+    return group_rows > 0 ? (row / group_rows) * group_stride + row % group_rows
+                          : row;
+  }
+};
+
 template <int kRows>
 __device__ __forceinline__ void LoadTile(uint16_t* dst, const uint16_t* src,
-                                         int64_t ld, int64_t row0, int64_t rows,
-                                         int64_t k0, int64_t k) {
+                                         int64_t ld, RowMap map, int64_t row0,
+                                         int64_t rows, int64_t k0, int64_t k) {
   for (int c = threadIdx.x; c < kRows * kChunksPerRow; c += kThreads) {
     const int r = c / kChunksPerRow;
     const int col = (c % kChunksPerRow) * 8;
     uint16_t* d = dst + r * kLd + col;
     if (k0 + col < k) {
-      const int64_t row = row0 + r < rows ? row0 + r : rows - 1;
+      const int64_t row = map(row0 + r < rows ? row0 + r : rows - 1);
       CopyAsync16(d, src + row * ld + k0 + col);
     } else {
       *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
@@ -63,8 +73,8 @@ __device__ __forceinline__ void LoadTile(uint16_t* dst, const uint16_t* src,
 }
 
 __global__ void __launch_bounds__(kThreads)
-    Bf16GemmKernel(const uint16_t* __restrict__ a, int64_t lda,
-                   const uint16_t* __restrict__ b, int64_t ldb,
+    Bf16GemmKernel(const uint16_t* __restrict__ a, int64_t lda, RowMap a_map,
+                   const uint16_t* __restrict__ b, int64_t ldb, RowMap b_map,
                    uint16_t* __restrict__ c, int64_t ldc, int64_t m, int64_t n,
                    int64_t k) {
   extern __shared__ __align__(16) uint16_t smem[];
@@ -79,8 +89,8 @@ __global__ void __launch_bounds__(kThreads)
 
   auto load_stage = [&](int step) {
     uint16_t* s = smem + (step % kStages) * kStageElems;
-    LoadTile<kBM>(s, a, lda, m0, m, static_cast<int64_t>(step) * kBK, k);
-    LoadTile<kBN>(s + kBM * kLd, b, ldb, n0, n,
+    LoadTile<kBM>(s, a, lda, a_map, m0, m, static_cast<int64_t>(step) * kBK, k);
+    LoadTile<kBN>(s + kBM * kLd, b, ldb, b_map, n0, n,
                   static_cast<int64_t>(step) * kBK, k);
   };
 
@@ -178,6 +188,11 @@ LaunchResult Bf16GemmLaunch(const Bf16GemmParams& p, void* stream) {
                    static_cast<long long>(p.ldb), static_cast<long long>(p.ldc),
                    static_cast<long long>(p.n));
   }
+  if (p.a_group_rows < 0 || p.b_group_rows < 0 ||
+      (p.a_group_rows > 0 && p.a_group_stride < p.a_group_rows) ||
+      (p.b_group_rows > 0 && p.b_group_stride < p.b_group_rows)) {
+    return Invalid(kOp, "row groups: need group_stride >= group_rows > 0");
+  }
   if (reinterpret_cast<uintptr_t>(p.a) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(p.b) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(p.c) % 4 != 0) {
@@ -200,7 +215,8 @@ LaunchResult Bf16GemmLaunch(const Bf16GemmParams& p, void* stream) {
       Bf16GemmKernel,
       dim3(static_cast<unsigned>(grid_n), static_cast<unsigned>(grid_m)),
       dim3(kThreads), kSmemBytes, static_cast<hipStream_t>(stream), p.a, p.lda,
-      p.b, p.ldb, p.c, p.ldc, p.m, p.n, p.k);
+      RowMap{p.a_group_rows, p.a_group_stride}, p.b, p.ldb,
+      RowMap{p.b_group_rows, p.b_group_stride}, p.c, p.ldc, p.m, p.n, p.k);
   return CheckLaunch(kOp);
 }
 

@@ -24,7 +24,8 @@
 // path, wgmma (QGMMA in SASS), for kernels built for sm_90a; four warps
 // multiply operands that stay in shared memory. Kernels branch on
 // kHasWarpgroupFp8Mma with `if constexpr` and keep a warp-level body for
-// every other target.
+// every other target. WarpgroupBf16Mma / kHasWarpgroupBf16Mma are the same
+// for bf16 operands (HGMMA).
 //
 // Bf16 (Bf16WarpMma): bf16 operands staged in shared memory as raw bits,
 // C[kM x kN] += A[kM x kK] * B[kN x kK]^T in fp32, for the attention kernels
@@ -530,6 +531,217 @@ struct WarpgroupFp8Mma {
   }
 };
 
+// Hopper's warpgroup bf16 product (wgmma, HGMMA in SASS), for kernels built
+// for sm_90a: four consecutive warps (starting at a warp index divisible by
+// 4) compute D[64 x kN] (+)= A[64 x K] * B[kN x K]^T, both operands bf16 in
+// shared memory, K-major, in the core-matrix layout without swizzle: 8 rows
+// x 8 bf16 (16 bytes) form one contiguous 128-byte core matrix; core
+// matrices follow each other along K (128 bytes apart), then along the rows
+// (row_group_bytes apart, at least K * 16). Kernels branch on
+// kHasWarpgroupBf16Mma with `if constexpr`, as for the fp8 product.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define DSA_MMA_HAS_WGMMA_BF16 1
+inline constexpr bool kHasWarpgroupBf16Mma = true;
+#else
+inline constexpr bool kHasWarpgroupBf16Mma = false;
+#endif
+
+template <int kN>
+struct WarpgroupBf16Mma {
+  static_assert(kN == 64 || kN == 128 || kN == 256, "instantiated widths");
+  static constexpr int kM = 64;
+  static constexpr int kK = 16;
+  static constexpr int kAccPerThread = kN / 2;
+  static constexpr const char* kInstruction =
+      "wgmma.m64nNk16.bf16 (HGMMA, sm_90a)";
+
+  // Byte offset of element (row, k) of an operand laid out as above.
+  __host__ __device__ static constexpr uint32_t Offset(int row, int k,
+                                                       int row_group_bytes) {
+    return (row / 8) * row_group_bytes + (k / 8) * 128 + (row % 8) * 16 +
+           (k % 8) * 2;
+  }
+  // Descriptor of the operand whose row 0, column k0 (a multiple of 16)
+  // lies at `base`.
+  __device__ __forceinline__ static uint64_t Descriptor(const void* base,
+                                                        int k0,
+                                                        int row_group_bytes) {
+    const uint32_t addr =
+        static_cast<uint32_t>(__cvta_generic_to_shared(base)) + (k0 / 8) * 128;
+    return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+           (static_cast<uint64_t>(128 >> 4) << 16) |
+           (static_cast<uint64_t>(row_group_bytes >> 4) << 32);
+  }
+  __device__ __forceinline__ static void FenceOperands(
+      float (&acc)[kAccPerThread]) {
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i) {
+      asm volatile("" : "+f"(acc[i])::"memory");
+    }
+  }
+  // Shared memory written by ordinary stores or cp.async and read next by
+  // wgmma needs this in each writing thread, before the barrier.
+  __device__ __forceinline__ static void FenceStores() {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+  }
+  // acc (+)= A[64 x kKElems] * B[kN x kKElems]^T; accumulate=false starts
+  // from zero. Returns at once: acc and the operands are off limits until
+  // Wait().
+  template <int kKElems>
+  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
+                                               const void* a, int a_row_group,
+                                               const void* b, int b_row_group,
+                                               bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k0 = 0; k0 < kKElems; k0 += kK) {
+      const uint64_t da = Descriptor(a, k0, a_row_group);
+      const uint64_t db = Descriptor(b, k0, b_row_group);
+      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
+      Mma(acc, da, db, scale_d);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a;
+    (void)a_row_group;
+    (void)b;
+    (void)b_row_group;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupBf16Mma
+#endif
+  }
+  __device__ __forceinline__ static void Wait(float (&acc)[kAccPerThread]) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    FenceOperands(acc);
+#else
+    (void)acc;
+#endif
+  }
+  // Accumulator element i of this thread: row (within the 64) and column.
+  // Thread (warp w of the group, lane l) holds rows 16w + l/4 (+ 8) and, in
+  // each 8-column block n, columns 8n + 2(l%4) (+ 1).
+  __host__ __device__ static constexpr int AccRow(int warp_in_group, int lane,
+                                                  int i) {
+    return 16 * warp_in_group + lane / 4 + 8 * ((i / 2) % 2);
+  }
+  __host__ __device__ static constexpr int AccCol(int lane, int i) {
+    return 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+  }
+
+ private:
+  __device__ __forceinline__ static void Mma(float (&acc)[kAccPerThread],
+                                             uint64_t da, uint64_t db,
+                                             int scale_d) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    if constexpr (kN == 64) {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+          "{"
+          "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+          "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
+            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
+            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
+            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
+            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
+            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
+            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31])
+          : "l"(da), "l"(db), "r"(scale_d));
+    } else if constexpr (kN == 128) {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+          "{"
+          "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+          "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+          "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+          "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
+            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
+            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
+            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
+            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
+            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
+            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
+            "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]),
+            "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
+            "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]),
+            "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
+            "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]),
+            "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
+            "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]),
+            "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63])
+          : "l"(da), "l"(db), "r"(scale_d));
+    } else {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+          "{"
+          "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+          "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+          "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+          "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+          "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+          "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%"
+          "110,%111,"
+          "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%"
+          "125,%126,%127"
+          "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
+            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
+            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
+            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
+            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
+            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
+            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
+            "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]),
+            "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
+            "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]),
+            "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
+            "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]),
+            "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
+            "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]),
+            "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63]),
+            "+f"(acc[64]), "+f"(acc[65]), "+f"(acc[66]), "+f"(acc[67]),
+            "+f"(acc[68]), "+f"(acc[69]), "+f"(acc[70]), "+f"(acc[71]),
+            "+f"(acc[72]), "+f"(acc[73]), "+f"(acc[74]), "+f"(acc[75]),
+            "+f"(acc[76]), "+f"(acc[77]), "+f"(acc[78]), "+f"(acc[79]),
+            "+f"(acc[80]), "+f"(acc[81]), "+f"(acc[82]), "+f"(acc[83]),
+            "+f"(acc[84]), "+f"(acc[85]), "+f"(acc[86]), "+f"(acc[87]),
+            "+f"(acc[88]), "+f"(acc[89]), "+f"(acc[90]), "+f"(acc[91]),
+            "+f"(acc[92]), "+f"(acc[93]), "+f"(acc[94]), "+f"(acc[95]),
+            "+f"(acc[96]), "+f"(acc[97]), "+f"(acc[98]), "+f"(acc[99]),
+            "+f"(acc[100]), "+f"(acc[101]), "+f"(acc[102]), "+f"(acc[103]),
+            "+f"(acc[104]), "+f"(acc[105]), "+f"(acc[106]), "+f"(acc[107]),
+            "+f"(acc[108]), "+f"(acc[109]), "+f"(acc[110]), "+f"(acc[111]),
+            "+f"(acc[112]), "+f"(acc[113]), "+f"(acc[114]), "+f"(acc[115]),
+            "+f"(acc[116]), "+f"(acc[117]), "+f"(acc[118]), "+f"(acc[119]),
+            "+f"(acc[120]), "+f"(acc[121]), "+f"(acc[122]), "+f"(acc[123]),
+            "+f"(acc[124]), "+f"(acc[125]), "+f"(acc[126]), "+f"(acc[127])
+          : "l"(da), "l"(db), "r"(scale_d));
+    }
+#else
+    (void)acc;
+    (void)da;
+    (void)db;
+    (void)scale_d;
+#endif
+  }
+};
+
 #elif defined(DSA_GPU_ROCM)
 
 #if defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)
@@ -755,6 +967,9 @@ struct Bf16WarpMma {
 inline constexpr bool kHasWarpgroupFp8Mma = false;
 template <int kKBytes>
 struct WarpgroupFp8Mma;
+inline constexpr bool kHasWarpgroupBf16Mma = false;
+template <int kN>
+struct WarpgroupBf16Mma;
 
 #endif
 

@@ -35,6 +35,13 @@ MmaCheckResult Bf16MmaProduct(const uint16_t* a, const uint16_t* b,
                               bool b_k_major, float* c, int m, int n, int k,
                               char* error, size_t error_size);
 
+// The same product on WarpgroupBf16Mma<n> (sm_90a wgmma): m = 64, n in
+// {64, 128, 256}, k = 64, b [n][k]. kNotBuilt where the device code has no
+// warpgroup product (anything but sm_90a).
+MmaCheckResult Bf16WarpgroupProduct(const uint16_t* a, const uint16_t* b,
+                                    float* c, int n, char* error,
+                                    size_t error_size);
+
 // bits[i] = FloatToBf16(in[i]); back[i] = Bf16ToFloat(bits[i]); packed[i] =
 // PackBf16x2(in[2i], in[2i+1]) for i < count / 2.
 MmaCheckResult Bf16Convert(const float* in, uint16_t* bits, float* back,

@@ -77,6 +77,45 @@ __global__ void ConvertKernel(const float* __restrict__ in,
   if (i < count / 2) packed[i] = PackBf16x2(in[2 * i], in[2 * i + 1]);
 }
 
+#if defined(DSA_GPU_CUDA)
+// One warpgroup: A [64][64] and B [kN][64] staged in the core-matrix layout
+// (row groups 64 * 16 bytes apart), C [64][kN] written from the
+// accumulators. flag[0] = 1 where the warpgroup product exists.
+template <int kN>
+__global__ void WarpgroupProductKernel(const uint16_t* __restrict__ a,
+                                       const uint16_t* __restrict__ b,
+                                       float* __restrict__ c, int* flag) {
+  using Wg = WarpgroupBf16Mma<kN>;
+  constexpr int kK = 64;
+  constexpr int kGroup = kK * 16;
+  __shared__ __align__(128) uint8_t a_s[64 * kK * 2];
+  __shared__ __align__(128) uint8_t b_s[kN * kK * 2];
+  if constexpr (!kHasWarpgroupBf16Mma) {
+    if (threadIdx.x == 0) *flag = 0;
+    return;
+  } else {
+    if (threadIdx.x == 0) *flag = 1;
+    for (int i = threadIdx.x; i < 64 * kK; i += blockDim.x) {
+      *reinterpret_cast<uint16_t*>(a_s + Wg::Offset(i / kK, i % kK, kGroup)) =
+          a[i];
+    }
+    for (int i = threadIdx.x; i < kN * kK; i += blockDim.x) {
+      *reinterpret_cast<uint16_t*>(b_s + Wg::Offset(i / kK, i % kK, kGroup)) =
+          b[i];
+    }
+    Wg::FenceStores();
+    __syncthreads();
+    float acc[Wg::kAccPerThread];
+    Wg::template Issue<kK>(acc, a_s, kGroup, b_s, kGroup, false);
+    Wg::Wait(acc);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int i = 0; i < Wg::kAccPerThread; ++i) {
+      c[Wg::AccRow(warp, lane, i) * kN + Wg::AccCol(lane, i)] = acc[i];
+    }
+  }
+}
+#endif
+
 MmaCheckResult Fail(hipError_t err, const char* what, char* error,
                     size_t error_size) {
   if (error != nullptr && error_size > 0) {
@@ -155,6 +194,75 @@ MmaCheckResult Bf16MmaProduct(const uint16_t* a, const uint16_t* b,
     return Fail(err, "hipMemcpy", error, error_size);
   }
   return MmaCheckResult::kOk;
+}
+
+MmaCheckResult Bf16WarpgroupProduct(const uint16_t* a, const uint16_t* b,
+                                    float* c, int n, char* error,
+                                    size_t error_size) {
+#if defined(DSA_GPU_CUDA)
+  if (n != 64 && n != 128 && n != 256) {
+    std::snprintf(error, error_size, "n=%d: 64, 128 or 256", n);
+    return MmaCheckResult::kInvalidArgument;
+  }
+  int devices = 0;
+  hipError_t err = hipGetDeviceCount(&devices);
+  if (err != hipSuccess) {
+    return Fail(err, "hipGetDeviceCount", error, error_size);
+  }
+  if (devices == 0) {
+    return Fail(hipErrorNoDevice, "hipGetDeviceCount", error, error_size);
+  }
+  Buffers buf;
+  void *d_a, *d_b, *d_c, *d_flag;
+  const size_t a_bytes = 64 * 64 * 2, b_bytes = static_cast<size_t>(n) * 128,
+               c_bytes = static_cast<size_t>(n) * 64 * 4;
+  if ((err = buf.Alloc(&d_a, a_bytes)) != hipSuccess ||
+      (err = buf.Alloc(&d_b, b_bytes)) != hipSuccess ||
+      (err = buf.Alloc(&d_c, c_bytes)) != hipSuccess ||
+      (err = buf.Alloc(&d_flag, 4)) != hipSuccess) {
+    return Fail(err, "hipMalloc", error, error_size);
+  }
+  if ((err = hipMemcpy(d_a, a, a_bytes, hipMemcpyHostToDevice)) != hipSuccess ||
+      (err = hipMemcpy(d_b, b, b_bytes, hipMemcpyHostToDevice)) != hipSuccess ||
+      (err = hipMemset(d_c, 0xff, c_bytes)) != hipSuccess) {
+    return Fail(err, "hipMemcpy", error, error_size);
+  }
+  auto* pa = static_cast<const uint16_t*>(d_a);
+  auto* pb = static_cast<const uint16_t*>(d_b);
+  auto* pc = static_cast<float*>(d_c);
+  auto* pf = static_cast<int*>(d_flag);
+  if (n == 64) {
+    hipLaunchKernelGGL(WarpgroupProductKernel<64>, dim3(1), dim3(128), 0, 0, pa,
+                       pb, pc, pf);
+  } else if (n == 128) {
+    hipLaunchKernelGGL(WarpgroupProductKernel<128>, dim3(1), dim3(128), 0, 0,
+                       pa, pb, pc, pf);
+  } else {
+    hipLaunchKernelGGL(WarpgroupProductKernel<256>, dim3(1), dim3(128), 0, 0,
+                       pa, pb, pc, pf);
+  }
+  if ((err = hipGetLastError()) != hipSuccess) {
+    return Fail(err, "WarpgroupProductKernel launch", error, error_size);
+  }
+  int flag = 0;
+  if ((err = hipMemcpy(&flag, d_flag, 4, hipMemcpyDeviceToHost)) !=
+          hipSuccess ||
+      (err = hipMemcpy(c, d_c, c_bytes, hipMemcpyDeviceToHost)) != hipSuccess) {
+    return Fail(err, "hipMemcpy", error, error_size);
+  }
+  if (flag == 0) {
+    std::snprintf(error, error_size, "no warpgroup product in this build");
+    return MmaCheckResult::kNotBuilt;
+  }
+  return MmaCheckResult::kOk;
+#else
+  (void)a;
+  (void)b;
+  (void)c;
+  (void)n;
+  std::snprintf(error, error_size, "no warpgroup product on this backend");
+  return MmaCheckResult::kNotBuilt;
+#endif
 }
 
 MmaCheckResult Bf16Convert(const float* in, uint16_t* bits, float* back,
