@@ -83,6 +83,24 @@ struct WorkItem {
   int32_t q_tile;
 };
 
+// Per-call metadata, in the kernel parameters when it fits (no upload, so
+// the launch does not wait for the host), else in device memory.
+constexpr int kInlineRequests = 16;
+constexpr int kInlineItems = 320;
+struct Meta {
+  const RequestInfo* requests;  // device arrays, when not inline
+  const WorkItem* items;
+  int32_t is_inline;
+  RequestInfo req[kInlineRequests];
+  WorkItem item[kInlineItems];
+  __device__ __forceinline__ RequestInfo Request(int i) const {
+    return is_inline ? req[i] : requests[i];
+  }
+  __device__ __forceinline__ WorkItem Item(int i) const {
+    return is_inline ? item[i] : items[i];
+  }
+};
+
 constexpr int kGatherRows = 8;
 constexpr int kGatherThreads = 256;
 
@@ -95,10 +113,9 @@ __global__ void __launch_bounds__(kGatherThreads)
                        int64_t num_blocks, int32_t block_size,
                        const int32_t* __restrict__ block_table,
                        int64_t table_stride, int32_t max_blocks,
-                       const RequestInfo* __restrict__ requests, int32_t lora,
-                       int32_t rope, uint16_t* __restrict__ lat,
-                       int64_t lat_ld) {
-  const RequestInfo req = requests[blockIdx.y];
+                       const Meta meta, int32_t lora, int32_t rope,
+                       uint16_t* __restrict__ lat, int64_t lat_ld) {
+  const RequestInfo req = meta.Request(blockIdx.y);
   const int words = (lora + rope) / 2;  // bf16 pairs per row
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kGatherRows;
   const int64_t padded = (static_cast<int64_t>(req.seq_len) + kKeyAlign - 1) /
@@ -166,8 +183,7 @@ struct AttentionArgs {
   const uint16_t* vt;     // bf16 [heads * v, S]: V transposed
   const uint16_t* lat;    // bf16 [S, lat_ld]: kv_c | k_pe
   void* out;              // [tokens, heads, v]
-  const RequestInfo* requests;
-  const WorkItem* items;
+  Meta meta;
   int64_t knope_ld;
   int64_t vt_ld;
   int64_t lat_ld;
@@ -243,8 +259,8 @@ struct BlockWork {
 __device__ __forceinline__ BlockWork GetWork(const AttentionArgs& a) {
   BlockWork w;
   w.head = blockIdx.x;
-  const WorkItem item = a.items[blockIdx.y];
-  w.req = a.requests[item.request];
+  const WorkItem item = a.meta.Item(blockIdx.y);
+  w.req = a.meta.Request(item.request);
   w.i0 = item.q_tile * kBlockM;
   w.rows = min(kBlockM, w.req.n - w.i0);
   w.first_pos = w.req.seq_len - w.req.n + w.i0;
@@ -906,27 +922,46 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
     return Invalid(kOp, "%zu query tiles: more than one launch holds",
                    work.size());
   }
-  std::vector<uint8_t> meta(requests.size() * sizeof(RequestInfo) +
-                            work.size() * sizeof(WorkItem));
-  std::memcpy(meta.data(), requests.data(),
-              requests.size() * sizeof(RequestInfo));
-  for (size_t i = 0; i < work.size(); ++i) {
-    std::memcpy(meta.data() + requests.size() * sizeof(RequestInfo) +
-                    i * sizeof(WorkItem),
-                &work[i].second, sizeof(WorkItem));
+  Meta meta{};
+  meta.is_inline =
+      requests.size() <= kInlineRequests && work.size() <= kInlineItems;
+  std::vector<uint8_t> meta_bytes;
+  if (meta.is_inline) {
+    std::copy(requests.begin(), requests.end(), meta.req);
+    for (size_t i = 0; i < work.size(); ++i) meta.item[i] = work[i].second;
+  } else {
+    meta_bytes.resize(requests.size() * sizeof(RequestInfo) +
+                      work.size() * sizeof(WorkItem));
+    std::memcpy(meta_bytes.data(), requests.data(),
+                requests.size() * sizeof(RequestInfo));
+    for (size_t i = 0; i < work.size(); ++i) {
+      std::memcpy(meta_bytes.data() + requests.size() * sizeof(RequestInfo) +
+                      i * sizeof(WorkItem),
+                  &work[i].second, sizeof(WorkItem));
+    }
   }
 
   StreamScratch scratch(stream);
   const int64_t lat_ld = lora + rope;
   const int64_t knope_ld = static_cast<int64_t>(p.heads) * nope;
   const int64_t vt_rows = static_cast<int64_t>(p.heads) * v;
-  uint8_t* meta_dev = nullptr;
   uint16_t* lat = nullptr;
   uint16_t* knope = nullptr;
   uint16_t* vt = nullptr;
-  LaunchResult r =
-      scratch.Get(&meta_dev, meta.size(), "dense_mha_prefill metadata");
-  if (!r.ok()) return r;
+  LaunchResult r;
+  if (!meta.is_inline) {
+    uint8_t* meta_dev = nullptr;
+    r = scratch.Get(&meta_dev, meta_bytes.size(), "dense_mha_prefill metadata");
+    if (!r.ok()) return r;
+    // From pageable memory: the runtime stages it before returning.
+    r = FromError(hipMemcpyAsync(meta_dev, meta_bytes.data(), meta_bytes.size(),
+                                 hipMemcpyHostToDevice, stream),
+                  "dense_mha_prefill metadata upload");
+    if (!r.ok()) return r;
+    meta.requests = reinterpret_cast<const RequestInfo*>(meta_dev);
+    meta.items = reinterpret_cast<const WorkItem*>(
+        meta_dev + requests.size() * sizeof(RequestInfo));
+  }
   r = scratch.Get(&lat, static_cast<size_t>(kv_rows * lat_ld * 2),
                   "dense_mha_prefill latent scratch");
   if (!r.ok()) return r;
@@ -936,13 +971,6 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
   r = scratch.Get(&vt, static_cast<size_t>(vt_rows * kv_rows * 2),
                   "dense_mha_prefill V scratch");
   if (!r.ok()) return r;
-  r = FromError(hipMemcpyAsync(meta_dev, meta.data(), meta.size(),
-                               hipMemcpyHostToDevice, stream),
-                "dense_mha_prefill metadata upload");
-  if (!r.ok()) return r;
-  const RequestInfo* req_dev = reinterpret_cast<const RequestInfo*>(meta_dev);
-  const WorkItem* items_dev = reinterpret_cast<const WorkItem*>(
-      meta_dev + requests.size() * sizeof(RequestInfo));
 
   // 1. Gather.
   {
@@ -950,11 +978,11 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
         static_cast<unsigned>((max_len + kGatherRows - 1) / kGatherRows),
         static_cast<unsigned>(requests.size()));
     const uint8_t* cache = static_cast<const uint8_t*>(p.kv_cache);
-#define DSA_GATHER(E)                                                         \
-  hipLaunchKernelGGL(GatherLatentKernel<static_cast<int>(E)>, grid,           \
-                     dim3(kGatherThreads), 0, stream, cache, entry_bytes,     \
-                     p.num_blocks, p.block_size, p.block_table,               \
-                     p.block_table_stride, p.max_blocks_per_request, req_dev, \
+#define DSA_GATHER(E)                                                      \
+  hipLaunchKernelGGL(GatherLatentKernel<static_cast<int>(E)>, grid,        \
+                     dim3(kGatherThreads), 0, stream, cache, entry_bytes,  \
+                     p.num_blocks, p.block_size, p.block_table,            \
+                     p.block_table_stride, p.max_blocks_per_request, meta, \
                      p.kv_lora_rank, p.rope_dim, lat, lat_ld)
     switch (p.cache_encoding) {
       case LatentEncoding::kBFloat16:
@@ -1048,8 +1076,7 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
   args.vt = vt;
   args.lat = lat;
   args.out = p.output;
-  args.requests = req_dev;
-  args.items = items_dev;
+  args.meta = meta;
   args.knope_ld = knope_ld;
   args.vt_ld = kv_rows;
   args.lat_ld = lat_ld;
