@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -682,6 +683,210 @@ __device__ __forceinline__ void WarpgroupBody(const AttentionArgs& a,
     }
   }
 }
+
+// Shared memory of the pipelined warpgroup body: Q, two K and two V^T
+// buffers, and two P buffers per warpgroup (byte offsets).
+template <int kQk, int kV>
+struct PipelinedSmem {
+  static constexpr int kQkGroup = kQk * 16;
+  static constexpr int kKeyGroup = kBlockN * 16;
+  static constexpr int kKBytes = kBlockN * kQk * 2;
+  static constexpr int kVtBytes = kV * kBlockN * 2;
+  static constexpr int kPBytes = 64 * kBlockN * 2;  // one warpgroup's P
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + kBlockM * kQk * 2;
+  static constexpr int kVt = kK + 2 * kKBytes;
+  static constexpr int kP = kVt + 2 * kVtBytes;
+  static constexpr size_t kBytes = kP + 2 * 2 * kPBytes;
+};
+
+// The warpgroup body with FlashAttention-3's intra-warpgroup overlap: tile
+// t's O += P V runs on the tensor cores while tile t - 1's S = Q K^T is
+// issued and its softmax computed. K, V^T and P are double-buffered, and
+// one block barrier per tile (instead of two) orders the buffers:
+//   iteration i (tile t = last - i):
+//     wait K_t, V_{t+1}; barrier
+//     load V_t, K_{t-1} (into the buffers tile t + 2 / t + 1 used)
+//     issue S_t; issue PV_{t+1}; wait S_t (PV_{t+1} may still run)
+//     softmax of tile t -> P_t (the other P buffer)
+//     wait PV_{t+1}; rescale O for tile t's new row maxima
+//   then PV_0.
+template <int kQk, int kV>
+__device__ __forceinline__ void WarpgroupPipelinedBody(const AttentionArgs& a,
+                                                       uint16_t* smem_u16) {
+  static_assert(kBlockM == 128 && kBlockN == 64, "two warpgroups of 64 rows");
+  using L = PipelinedSmem<kQk, kV>;
+  using WgS = ::dsa::gpu::WarpgroupBf16Mma<kBlockN>;
+  using WgO = ::dsa::gpu::WarpgroupBf16Mma<kV>;
+  constexpr float kNegInf = -__builtin_huge_valf();
+  uint8_t* smem = reinterpret_cast<uint8_t*>(smem_u16);
+  uint8_t* q_s = smem + L::kQ;
+  const BlockWork w = GetWork(a);
+  const int warp = threadIdx.x / kDsaWarpSize;
+  const int lane = threadIdx.x % kDsaWarpSize;
+  const int group = warp / 4;
+  const int warp_in_group = warp % 4;
+  const int qk = a.nope + a.rope;
+  const int row_base = group * 64;
+  auto k_buf = [&](int b) { return smem + L::kK + b * L::kKBytes; };
+  auto vt_buf = [&](int b) { return smem + L::kVt + b * L::kVtBytes; };
+  auto p_buf = [&](int b) {
+    return smem + L::kP + (b * 2 + group) * L::kPBytes;
+  };
+
+  // Zero the padding of both K and both V^T buffers (never loaded).
+  for (int b = 0; b < 2; ++b) {
+    for (int c = threadIdx.x; c < kBlockN * (kQk / 8); c += kThreads) {
+      int r, col;
+      CoreChunk<kQk>(c, &r, &col);
+      if (col >= qk) {
+        *reinterpret_cast<uint4*>(k_buf(b) + WgS::Offset(r, col, L::kQkGroup)) =
+            make_uint4(0, 0, 0, 0);
+      }
+    }
+    for (int c = threadIdx.x; c < kV * (kBlockN / 8); c += kThreads) {
+      int d, key;
+      CoreChunk<kBlockN>(c, &d, &key);
+      if (d >= a.v) {
+        *reinterpret_cast<uint4*>(vt_buf(b) +
+                                  WgS::Offset(d, key, L::kKeyGroup)) =
+            make_uint4(0, 0, 0, 0);
+      }
+    }
+  }
+  for (int c = threadIdx.x; c < kBlockM * (kQk / 8); c += kThreads) {
+    int r, col;
+    CoreChunk<kQk>(c, &r, &col);
+    uint8_t* d = q_s + WgS::Offset(r, col, L::kQkGroup);
+    if (r < w.rows && col < qk) {
+      CopyAsync16(d, QSrc(a, w, r, col));
+    } else {
+      *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+    }
+  }
+  auto load_k = [&](int t, uint8_t* dst) {
+    for (int c = threadIdx.x; c < kBlockN * (kQk / 8); c += kThreads) {
+      int r, col;
+      CoreChunk<kQk>(c, &r, &col);
+      if (col < qk) {
+        CopyAsync16(dst + WgS::Offset(r, col, L::kQkGroup),
+                    KSrc(a, w, t * kBlockN + r, col));
+      }
+    }
+  };
+  auto load_vt = [&](int t, uint8_t* dst) {
+    for (int c = threadIdx.x; c < kV * (kBlockN / 8); c += kThreads) {
+      int d, key;
+      CoreChunk<kBlockN>(c, &d, &key);
+      if (d < a.v) {
+        CopyAsync16(dst + WgS::Offset(d, key, L::kKeyGroup),
+                    VtSrc(a, w, d, t * kBlockN + key));
+      }
+    }
+  };
+
+  float o[WgO::kAccPerThread];
+#pragma unroll
+  for (int i = 0; i < WgO::kAccPerThread; ++i) o[i] = 0.0f;
+  float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f};
+  const uint8_t* q_group = q_s + group * 8 * L::kQkGroup;
+  const int last = w.num_tiles - 1;
+
+  load_k(last, k_buf(0));
+  CopyAsyncCommit();
+  for (int i = 0; i <= last; ++i) {
+    const int t = last - i;
+    const int cur = i % 2;
+    CopyAsyncWait<0>();
+    WgS::FenceStores();  // cp.async and P stores, for wgmma
+    __syncthreads();
+    load_vt(t, vt_buf(cur));
+    if (t > 0) load_k(t - 1, k_buf(cur ^ 1));
+    CopyAsyncCommit();
+
+    float s[WgS::kAccPerThread];
+    WgS::template Issue<kQk>(s, q_group, L::kQkGroup, k_buf(cur), L::kQkGroup,
+                             false);
+    if (i > 0) {
+      WgO::template Issue<kBlockN>(o, p_buf(cur ^ 1), L::kKeyGroup,
+                                   vt_buf(cur ^ 1), L::kKeyGroup, true);
+      // S_t was committed first: waiting for all but the newest group
+      // leaves PV_{t+1} running.
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+      WgS::FenceOperands(s);
+    } else {
+      WgS::Wait(s);
+    }
+
+    const int key0 = t * kBlockN;
+    const bool masked = key0 + kBlockN - 1 > w.first_pos;
+    float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int e = 0; e < WgS::kAccPerThread; ++e) {
+      float x = s[e] * a.scale_log2;
+      if (masked) {
+        const int key = key0 + WgS::AccCol(lane, e);
+        const int pos =
+            w.first_pos + row_base + WgS::AccRow(warp_in_group, lane, e);
+        if (key > pos) x = kNegInf;
+      }
+      s[e] = x;
+      mx[(e / 2) % 2] = fmaxf(mx[(e / 2) % 2], x);
+    }
+    float base[2], alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = mx[r];
+      tile_max = fmaxf(tile_max, DSA_SHFL_XOR(tile_max, 1, kDsaWarpSize));
+      tile_max = fmaxf(tile_max, DSA_SHFL_XOR(tile_max, 2, kDsaWarpSize));
+      const float new_max = fmaxf(m[r], tile_max);
+      base[r] = new_max == kNegInf ? 0.0f : new_max;
+      alpha[r] = exp2f(m[r] - base[r]);
+      m[r] = new_max;
+      l[r] *= alpha[r];
+    }
+    uint8_t* p_s = p_buf(cur);
+#pragma unroll
+    for (int e = 0; e < WgS::kAccPerThread; e += 2) {
+      const int slot = (e / 2) % 2;
+      const float p0 = exp2f(s[e] - base[slot]);
+      const float p1 = exp2f(s[e + 1] - base[slot]);
+      l[slot] += p0 + p1;
+      const int r = WgS::AccRow(warp_in_group, lane, e);
+      const int col = WgS::AccCol(lane, e);
+      *reinterpret_cast<uint32_t*>(p_s + WgS::Offset(r, col, L::kKeyGroup)) =
+          PackBf16x2(p0, p1);
+    }
+    WgO::Wait(o);  // PV_{t+1} done: O may be rescaled
+#pragma unroll
+    for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
+  }
+  CopyAsyncWait<0>();
+  WgS::FenceStores();
+  __syncthreads();
+  WgO::template Issue<kBlockN>(o, p_buf(last % 2), L::kKeyGroup,
+                               vt_buf(last % 2), L::kKeyGroup, true);
+  WgO::Wait(o);
+
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = l[r];
+    sum += DSA_SHFL_XOR(sum, 1, kDsaWarpSize);
+    sum += DSA_SHFL_XOR(sum, 2, kDsaWarpSize);
+    inv[r] = sum > 0.0f ? 1.0f / sum : 0.0f;
+  }
+#pragma unroll
+  for (int e = 0; e < WgO::kAccPerThread; e += 2) {
+    const int r = row_base + WgO::AccRow(warp_in_group, lane, e);
+    const int col = WgO::AccCol(lane, e);
+    const float inv_r = inv[(e / 2) % 2];
+    if (r < w.rows) {
+      StoreOut(a, OutBase(a, w, r), col, o[e] * inv_r, col + 1,
+               o[e + 1] * inv_r, true);
+    }
+  }
+}
 #endif  // DSA_GPU_CUDA
 
 #if defined(DSA_GPU_CUDA)
@@ -691,16 +896,22 @@ inline constexpr bool kWarpgroupAttention = false;
 #endif
 
 // Two blocks per multiprocessor where registers and shared memory allow
-// (the warpgroup body with v <= 128); one otherwise.
-template <int kQk, int kV>
-constexpr int kAttentionMinBlocks = kWarpgroupAttention&& kV <= 128 ? 2 : 1;
+// (the plain warpgroup body with v <= 128); one otherwise.
+template <int kQk, int kV, bool kPipelined>
+constexpr int kAttentionMinBlocks =
+    kWarpgroupAttention && !kPipelined && kV <= 128 ? 2 : 1;
 
-template <int kQk, int kV>
-__global__ void __launch_bounds__(kThreads, (kAttentionMinBlocks<kQk, kV>))
+// kPipelined picks the pipelined warpgroup body on sm_90a (elsewhere both
+// instantiations run the warp-level body).
+template <int kQk, int kV, bool kPipelined>
+__global__ void __launch_bounds__(kThreads,
+                                  (kAttentionMinBlocks<kQk, kV, kPipelined>))
     DenseAttentionKernel(const AttentionArgs a) {
   extern __shared__ __align__(128) uint16_t smem[];
 #if defined(DSA_GPU_CUDA)
-  if constexpr (kWarpgroupAttention) {
+  if constexpr (kWarpgroupAttention && kPipelined) {
+    WarpgroupPipelinedBody<kQk, kV>(a, smem);
+  } else if constexpr (kWarpgroupAttention) {
     WarpgroupBody<kQk, kV>(a, smem);
   } else {
     WarpBody<kQk, kV>(a, smem);
@@ -708,6 +919,16 @@ __global__ void __launch_bounds__(kThreads, (kAttentionMinBlocks<kQk, kV>))
 #else
   WarpBody<kQk, kV>(a, smem);
 #endif
+}
+
+// Whether to run the pipelined warpgroup body (sm_90a): yes unless
+// DSA_DENSE_ATTENTION=plain (for comparisons).
+bool PipelinedWanted() {
+  static const bool wanted = [] {
+    const char* env = std::getenv("DSA_DENSE_ATTENTION");
+    return env == nullptr || std::strcmp(env, "plain") != 0;
+  }();
+  return wanted;
 }
 
 // Whether the attention kernels of this build run the warpgroup body on the
@@ -751,12 +972,15 @@ using AttentionFn = void (*)(AttentionArgs);
 template <int kQk, int kV>
 LaunchResult LaunchAttention(const AttentionArgs& args, int items, int heads,
                              hipStream_t stream) {
-  const AttentionFn fn = &DenseAttentionKernel<kQk, kV>;
   bool warpgroup = false;
   LaunchResult r = UsesWarpgroupBody(&warpgroup);
   if (!r.ok()) return r;
-  const size_t bytes =
-      warpgroup ? WarpgroupSmem<kQk, kV>::kBytes : WarpSmem<kQk, kV>::kBytes;
+  const bool pipelined = warpgroup && PipelinedWanted();
+  const AttentionFn fn = pipelined ? &DenseAttentionKernel<kQk, kV, true>
+                                   : &DenseAttentionKernel<kQk, kV, false>;
+  const size_t bytes = pipelined   ? PipelinedSmem<kQk, kV>::kBytes
+                       : warpgroup ? WarpgroupSmem<kQk, kV>::kBytes
+                                   : WarpSmem<kQk, kV>::kBytes;
   int device = 0, max_smem = 0;
   r = FromError(hipGetDevice(&device), "dense_mha_prefill: device");
   if (!r.ok()) return r;
@@ -1095,7 +1319,9 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
 const char* DenseMhaAttentionPath() {
   bool warpgroup = false;
   if (!UsesWarpgroupBody(&warpgroup).ok()) return "none";
-  return warpgroup ? "warpgroup" : "warp";
+  return !warpgroup          ? "warp"
+         : PipelinedWanted() ? "warpgroup-pipelined"
+                             : "warpgroup";
 }
 
 LaunchResult CopyToHostOnStream(void* dst, const void* src, size_t bytes,
