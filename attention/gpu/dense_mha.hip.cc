@@ -208,6 +208,22 @@ struct WarpSmem {
   static constexpr size_t kBytes = sizeof(uint16_t) * kElems;
 };
 
+// Shared memory of the pipelined warpgroup body: Q, two K and two V^T
+// buffers, and two P buffers per warpgroup (byte offsets).
+template <int kQk, int kV>
+struct PipelinedSmem {
+  static constexpr int kQkGroup = kQk * 16;
+  static constexpr int kKeyGroup = kBlockN * 16;
+  static constexpr int kKBytes = kBlockN * kQk * 2;
+  static constexpr int kVtBytes = kV * kBlockN * 2;
+  static constexpr int kPBytes = 64 * kBlockN * 2;  // one warpgroup's P
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + kBlockM * kQk * 2;
+  static constexpr int kVt = kK + 2 * kKBytes;
+  static constexpr int kP = kVt + 2 * kVtBytes;
+  static constexpr size_t kBytes = kP + 2 * 2 * kPBytes;
+};
+
 // Shared memory of the warpgroup body: core-matrix layout (mma.h), byte
 // offsets. Q: 128 x kQk, K: 64 x kQk, V^T: kV x 64, P: 2 x 64 x 64.
 template <int kQk, int kV>
@@ -683,22 +699,6 @@ __device__ __forceinline__ void WarpgroupBody(const AttentionArgs& a,
     }
   }
 }
-
-// Shared memory of the pipelined warpgroup body: Q, two K and two V^T
-// buffers, and two P buffers per warpgroup (byte offsets).
-template <int kQk, int kV>
-struct PipelinedSmem {
-  static constexpr int kQkGroup = kQk * 16;
-  static constexpr int kKeyGroup = kBlockN * 16;
-  static constexpr int kKBytes = kBlockN * kQk * 2;
-  static constexpr int kVtBytes = kV * kBlockN * 2;
-  static constexpr int kPBytes = 64 * kBlockN * 2;  // one warpgroup's P
-  static constexpr int kQ = 0;
-  static constexpr int kK = kQ + kBlockM * kQk * 2;
-  static constexpr int kVt = kK + 2 * kKBytes;
-  static constexpr int kP = kVt + 2 * kVtBytes;
-  static constexpr size_t kBytes = kP + 2 * 2 * kPBytes;
-};
 
 // The warpgroup body with FlashAttention-3's intra-warpgroup overlap: tile
 // t's O += P V runs on the tensor cores while tile t - 1's S = Q K^T is
