@@ -232,7 +232,8 @@ bool Bench(const Preset& pre, const char* label,
 int main(int argc, char** argv) {
   using namespace dsa::attention::gpu;
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
-  std::printf("attention body: %s\n", DenseMhaAttentionPath());
+  std::printf("attention body: %s, gemm body: %s\n", DenseMhaAttentionPath(),
+              Bf16GemmPath());
   const int iters = quick ? 5 : 20;
   bool ok = true;
   for (const Preset* pre : {&kGlm, &kDeepSeek}) {

@@ -342,9 +342,10 @@ TEST_P(DenseMhaKernelTest, MatchesFloat64Reference) {
   }
   const DenseMhaFlops flops = DenseMhaPrefillFlops(p);
   std::printf(
-      "%s: worst |error| / vmax = %.3g (tolerance 2^-8 = %.3g); "
-      "%.3g attention + %.3g decompression FLOP\n",
-      c.name.c_str(), worst, 0x1p-8, flops.attention, flops.decompression);
+      "%s (%s attention, %s gemm): worst |error| / vmax = %.3g (tolerance "
+      "2^-8 = %.3g); %.3g attention + %.3g decompression FLOP\n",
+      c.name.c_str(), DenseMhaAttentionPath(), Bf16GemmPath(), worst, 0x1p-8,
+      flops.attention, flops.decompression);
 }
 
 // GLM-5.1 dims: qk 192 + 64, v 256; DeepSeek-V3.2: 128 + 64, v 128; the

@@ -20,6 +20,7 @@ LaunchResult NotBuilt(const char* what) {
 
 }  // namespace
 
+const char* Bf16GemmPath() { return "none"; }
 LaunchResult Bf16GemmLaunch(const Bf16GemmParams&, void*) {
   return NotBuilt("bf16_gemm");
 }

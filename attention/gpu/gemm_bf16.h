@@ -38,9 +38,15 @@ struct Bf16GemmParams {
 
 // Needs k, lda and ldb multiples of 8, a and b 16-byte aligned, c 4-byte
 // aligned with ldc even (checked: kInvalidArgument otherwise). Tiles of
-// 128 x 128, k in steps of 32 through a 4-stage shared-memory pipeline;
-// m and n need not be multiples of the tile. m * n == 0 launches nothing.
+// 128 x 128 through a shared-memory pipeline of cp.async stages (wgmma on
+// sm_90a, Bf16WarpMma elsewhere); m and n need not be multiples of the
+// tile. m * n == 0 launches nothing.
 LaunchResult Bf16GemmLaunch(const Bf16GemmParams& params, void* stream);
+
+// Which body this build runs on the current device: "warpgroup" (sm_90a
+// code: wgmma, unless DSA_BF16_GEMM=warp) or "warp" (Bf16WarpMma); "none"
+// when not built or on error. For tests and reports.
+const char* Bf16GemmPath();
 
 // Floating-point operations of a call (2 m n k), for reports.
 inline double Bf16GemmFlops(const Bf16GemmParams& p) {

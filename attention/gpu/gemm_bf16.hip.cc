@@ -1,4 +1,6 @@
-// Device side of gemm_bf16.h: a tiled bf16 GEMM on Bf16WarpMma.
+// Device side of gemm_bf16.h: a tiled bf16 GEMM on Bf16WarpMma, and on
+// WarpgroupBf16Mma (wgmma) where the device code is sm_90a (see
+// WarpgroupGemmBody).
 //
 // Each block computes a 128 x 128 tile of C with 256 threads (8 warps of 32
 // on NVIDIA, each a 64 x 32 sub-tile of 4 x 4 m16n8k16 products; 4
@@ -9,7 +11,10 @@
 // the 8 rows an ldmatrix reads in 8 different bank groups.
 #include "attention/gpu/gemm_bf16.h"
 
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "attention/gpu/async_copy.h"
 #include "attention/gpu/launch_util.h"
@@ -72,12 +77,13 @@ __device__ __forceinline__ void LoadTile(uint16_t* dst, const uint16_t* src,
   }
 }
 
-__global__ void __launch_bounds__(kThreads)
-    Bf16GemmKernel(const uint16_t* __restrict__ a, int64_t lda, RowMap a_map,
-                   const uint16_t* __restrict__ b, int64_t ldb, RowMap b_map,
-                   uint16_t* __restrict__ c, int64_t ldc, int64_t m, int64_t n,
-                   int64_t k) {
-  extern __shared__ __align__(16) uint16_t smem[];
+__device__ __forceinline__ void WarpGemmBody(const uint16_t* __restrict__ a,
+                                             int64_t lda, RowMap a_map,
+                                             const uint16_t* __restrict__ b,
+                                             int64_t ldb, RowMap b_map,
+                                             uint16_t* __restrict__ c,
+                                             int64_t ldc, int64_t m, int64_t n,
+                                             int64_t k, uint16_t* smem) {
   const int warp = threadIdx.x / kDsaWarpSize;
   const int lane = threadIdx.x % kDsaWarpSize;
   const int warp_m = warp / kWarpsN;
@@ -165,7 +171,179 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+#if defined(DSA_GPU_CUDA)
+// sm_90a: two warpgroups, each 64 rows x 128 columns of the tile on wgmma
+// (WarpgroupBf16Mma<128>), operands in the core-matrix layout; k in steps of
+// 64 through a 3-stage ring of 32 KiB stages.
+constexpr int kWgBK = 64;
+constexpr int kWgStages = 3;
+constexpr int kWgGroup = kWgBK * 16;  // bytes per 8 rows
+constexpr int kWgTileBytes = 128 * kWgBK * 2;
+constexpr int kWgStageBytes = 2 * kWgTileBytes;
+
+// Chunk c of a 128-row x kWgBK tile: pairs of threads cover a 32-byte
+// global segment, eight pairs the eight rows of a core matrix.
+__device__ __forceinline__ void WgChunk(int c, int* row, int* col) {
+  constexpr int kPerGroup = 8 * (kWgBK / 8);
+  const int group = c / kPerGroup;
+  const int i = c % kPerGroup;
+  *row = group * 8 + (i / 2) % 8;
+  *col = ((i % 2) + 2 * (i / 16)) * 8;
+}
+
+__device__ __forceinline__ void WgLoadTile(uint8_t* dst, const uint16_t* src,
+                                           int64_t ld, RowMap map, int64_t row0,
+                                           int64_t rows, int64_t k0,
+                                           int64_t k) {
+  using Wg = ::dsa::gpu::WarpgroupBf16Mma<128>;
+  for (int c = threadIdx.x; c < 128 * (kWgBK / 8); c += kThreads) {
+    int r, col;
+    WgChunk(c, &r, &col);
+    uint8_t* d = dst + Wg::Offset(r, col, kWgGroup);
+    if (k0 + col < k) {
+      const int64_t row = map(row0 + r < rows ? row0 + r : rows - 1);
+      CopyAsync16(d, src + row * ld + k0 + col);
+    } else {
+      *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+__device__ __forceinline__ void WarpgroupGemmBody(
+    const uint16_t* __restrict__ a, int64_t lda, RowMap a_map,
+    const uint16_t* __restrict__ b, int64_t ldb, RowMap b_map,
+    uint16_t* __restrict__ c, int64_t ldc, int64_t m, int64_t n, int64_t k,
+    uint8_t* smem) {
+  using Wg = ::dsa::gpu::WarpgroupBf16Mma<128>;
+  const int warp = threadIdx.x / kDsaWarpSize;
+  const int lane = threadIdx.x % kDsaWarpSize;
+  const int group = warp / 4;
+  const int warp_in_group = warp % 4;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kBM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBN;
+  const int k_steps = static_cast<int>((k + kWgBK - 1) / kWgBK);
+  auto load_stage = [&](int step) {
+    uint8_t* s = smem + (step % kWgStages) * kWgStageBytes;
+    WgLoadTile(s, a, lda, a_map, m0, m, static_cast<int64_t>(step) * kWgBK, k);
+    WgLoadTile(s + kWgTileBytes, b, ldb, b_map, n0, n,
+               static_cast<int64_t>(step) * kWgBK, k);
+  };
+  float acc[Wg::kAccPerThread];
+#pragma unroll
+  for (int i = 0; i < Wg::kAccPerThread; ++i) acc[i] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kWgStages - 1; ++s) {
+    if (s < k_steps) load_stage(s);
+    CopyAsyncCommit();
+  }
+  for (int step = 0; step < k_steps; ++step) {
+    CopyAsyncWait<kWgStages - 2>();
+    Wg::FenceStores();
+    __syncthreads();
+    if (step + kWgStages - 1 < k_steps) load_stage(step + kWgStages - 1);
+    CopyAsyncCommit();
+    const uint8_t* s = smem + (step % kWgStages) * kWgStageBytes;
+    Wg::Issue<kWgBK>(acc, s + group * 8 * kWgGroup, kWgGroup, s + kWgTileBytes,
+                     kWgGroup, true);
+    Wg::Wait(acc);
+  }
+  CopyAsyncWait<0>();
+#pragma unroll
+  for (int i = 0; i < Wg::kAccPerThread; i += 2) {
+    const int64_t row = m0 + group * 64 + Wg::AccRow(warp_in_group, lane, i);
+    const int64_t col = n0 + Wg::AccCol(lane, i);
+    if (row >= m) continue;
+    if (col + 1 < n) {
+      *reinterpret_cast<uint32_t*>(c + row * ldc + col) =
+          ::dsa::gpu::PackBf16x2(acc[i], acc[i + 1]);
+    } else if (col < n) {
+      c[row * ldc + col] = ::dsa::gpu::FloatToBf16(acc[i]);
+    }
+  }
+}
+#endif
+
+constexpr size_t kWarpgroupSmemBytes =
+#if defined(DSA_GPU_CUDA)
+    static_cast<size_t>(kWgStageBytes) * kWgStages;
+#else
+    0;
+#endif
+constexpr size_t kKernelSmemBytes =
+    kSmemBytes > kWarpgroupSmemBytes ? kSmemBytes : kWarpgroupSmemBytes;
+
+// kWarpgroup picks the wgmma body on sm_90a; elsewhere both
+// instantiations run the warp-level body.
+template <bool kWarpgroup>
+__global__ void __launch_bounds__(kThreads)
+    Bf16GemmKernel(const uint16_t* __restrict__ a, int64_t lda, RowMap a_map,
+                   const uint16_t* __restrict__ b, int64_t ldb, RowMap b_map,
+                   uint16_t* __restrict__ c, int64_t ldc, int64_t m, int64_t n,
+                   int64_t k) {
+  extern __shared__ __align__(128) uint16_t smem[];
+#if defined(DSA_GPU_CUDA)
+  if constexpr (kWarpgroup && ::dsa::gpu::kHasWarpgroupBf16Mma) {
+    WarpgroupGemmBody(a, lda, a_map, b, ldb, b_map, c, ldc, m, n, k,
+                      reinterpret_cast<uint8_t*>(smem));
+  } else {
+    WarpGemmBody(a, lda, a_map, b, ldb, b_map, c, ldc, m, n, k, smem);
+  }
+#else
+  WarpGemmBody(a, lda, a_map, b, ldb, b_map, c, ldc, m, n, k, smem);
+#endif
+}
+
+__global__ void ProbeWarpgroupGemmKernel(int* out) {
+#if defined(DSA_GPU_CUDA)
+  *out = ::dsa::gpu::kHasWarpgroupBf16Mma ? 1 : 0;
+#else
+  *out = 0;
+#endif
+}
+
+// Whether to run the wgmma body: the device code has it (asked of the
+// device once per device) and DSA_BF16_GEMM is not "warp".
+LaunchResult UseWarpgroupGemm(bool* result) {
+  static std::atomic<int> cache[64];  // 0 unknown, 1 no, 2 yes
+  static const bool wanted = [] {
+    const char* env = std::getenv("DSA_BF16_GEMM");
+    return env == nullptr || std::strcmp(env, "warp") != 0;
+  }();
+  *result = false;
+  if (!wanted) return LaunchResult{};
+  int device = 0;
+  LaunchResult r = FromError(hipGetDevice(&device), "bf16_gemm: device");
+  if (!r.ok()) return r;
+  const int known = cache[device & 63].load(std::memory_order_relaxed);
+  if (known != 0) {
+    *result = known == 2;
+    return r;
+  }
+  int* flag = nullptr;
+  r = FromError(hipMalloc(reinterpret_cast<void**>(&flag), sizeof(int)),
+                "bf16_gemm: probe");
+  if (!r.ok()) return r;
+  hipLaunchKernelGGL(ProbeWarpgroupGemmKernel, dim3(1), dim3(1), 0, 0, flag);
+  int host = 0;
+  r = CheckLaunch("bf16_gemm: probe launch");
+  if (r.ok()) {
+    r = FromError(hipMemcpy(&host, flag, sizeof(int), hipMemcpyDeviceToHost),
+                  "bf16_gemm: probe result");
+  }
+  (void)hipFree(flag);
+  if (!r.ok()) return r;
+  cache[device & 63].store(host ? 2 : 1, std::memory_order_relaxed);
+  *result = host != 0;
+  return r;
+}
+
 }  // namespace
+
+const char* Bf16GemmPath() {
+  bool warpgroup = false;
+  if (!UseWarpgroupGemm(&warpgroup).ok()) return "none";
+  return warpgroup ? "warpgroup" : "warp";
+}
 
 LaunchResult Bf16GemmLaunch(const Bf16GemmParams& p, void* stream) {
   constexpr const char* kOp = "bf16_gemm";
@@ -204,18 +382,22 @@ LaunchResult Bf16GemmLaunch(const Bf16GemmParams& p, void* stream) {
     return Invalid(kOp, "m=%lld n=%lld: too many tiles for one launch",
                    static_cast<long long>(p.m), static_cast<long long>(p.n));
   }
+  bool warpgroup = false;
+  LaunchResult r = UseWarpgroupGemm(&warpgroup);
+  if (!r.ok()) return r;
+  const auto kernel =
+      warpgroup ? &Bf16GemmKernel<true> : &Bf16GemmKernel<false>;
   // Per call, not once: the opt-in belongs to the current device.
-  const LaunchResult attr = FromError(
-      hipFuncSetAttribute(reinterpret_cast<const void*>(&Bf16GemmKernel),
-                          hipFuncAttributeMaxDynamicSharedMemorySize,
-                          static_cast<int>(kSmemBytes)),
-      "bf16_gemm: shared memory opt-in");
-  if (!attr.ok()) return attr;
+  r = FromError(hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                    hipFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(kKernelSmemBytes)),
+                "bf16_gemm: shared memory opt-in");
+  if (!r.ok()) return r;
   hipLaunchKernelGGL(
-      Bf16GemmKernel,
+      kernel,
       dim3(static_cast<unsigned>(grid_n), static_cast<unsigned>(grid_m)),
-      dim3(kThreads), kSmemBytes, static_cast<hipStream_t>(stream), p.a, p.lda,
-      RowMap{p.a_group_rows, p.a_group_stride}, p.b, p.ldb,
+      dim3(kThreads), kKernelSmemBytes, static_cast<hipStream_t>(stream), p.a,
+      p.lda, RowMap{p.a_group_rows, p.a_group_stride}, p.b, p.ldb,
       RowMap{p.b_group_rows, p.b_group_stride}, p.c, p.ldc, p.m, p.n, p.k);
   return CheckLaunch(kOp);
 }
