@@ -47,9 +47,6 @@ static_assert(kWM % Mma::kM == 0 && kWN % Mma::kN == 0, "warp tile");
 static_assert(kBK % Mma::kK == 0, "k step");
 static_assert(Mma::kCPerLane % 2 == 0, "the epilogue takes slots in pairs");
 
-// Loads rows [row0, row0 + kRows) x k columns [k0, k0 + kBK) of a
-// row-major matrix into `dst` (row stride kLd). Rows past `rows` repeat the
-// last row (their results are never stored); columns past `k` are zero.
 // Logical rows of an operand, in groups (see Bf16GemmParams).
 struct RowMap {
   int64_t group_rows;  // 0: no groups
@@ -59,23 +56,6 @@ struct RowMap {
                           : row;
   }
 };
-
-template <int kRows>
-__device__ __forceinline__ void LoadTile(uint16_t* dst, const uint16_t* src,
-                                         int64_t ld, RowMap map, int64_t row0,
-                                         int64_t rows, int64_t k0, int64_t k) {
-  for (int c = threadIdx.x; c < kRows * kChunksPerRow; c += kThreads) {
-    const int r = c / kChunksPerRow;
-    const int col = (c % kChunksPerRow) * 8;
-    uint16_t* d = dst + r * kLd + col;
-    if (k0 + col < k) {
-      const int64_t row = map(row0 + r < rows ? row0 + r : rows - 1);
-      CopyAsync16(d, src + row * ld + k0 + col);
-    } else {
-      *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
-    }
-  }
-}
 
 __device__ __forceinline__ void WarpGemmBody(const uint16_t* __restrict__ a,
                                              int64_t lda, RowMap a_map,
@@ -93,11 +73,37 @@ __device__ __forceinline__ void WarpGemmBody(const uint16_t* __restrict__ a,
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBN;
   const int k_steps = static_cast<int>((k + kBK - 1) / kBK);
 
+  // This thread's chunks: the same rows and column in every k step, so the
+  // source rows (row groups, clamping: divisions) are found once.
+  static_assert(kBM == kBN && (kBM * kChunksPerRow) % kThreads == 0, "chunks");
+  constexpr int kPerThread = kBM * kChunksPerRow / kThreads;
+  constexpr int kRowStep = kThreads / kChunksPerRow;
+  const int chunk_col = (threadIdx.x % kChunksPerRow) * 8;
+  const int chunk_row = threadIdx.x / kChunksPerRow;
+  const uint16_t* a_src[kPerThread];
+  const uint16_t* b_src[kPerThread];
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int64_t r = chunk_row + i * kRowStep;
+    a_src[i] = a + a_map(m0 + r < m ? m0 + r : m - 1) * lda + chunk_col;
+    b_src[i] = b + b_map(n0 + r < n ? n0 + r : n - 1) * ldb + chunk_col;
+  }
   auto load_stage = [&](int step) {
     uint16_t* s = smem + (step % kStages) * kStageElems;
-    LoadTile<kBM>(s, a, lda, a_map, m0, m, static_cast<int64_t>(step) * kBK, k);
-    LoadTile<kBN>(s + kBM * kLd, b, ldb, b_map, n0, n,
-                  static_cast<int64_t>(step) * kBK, k);
+    const int64_t k0 = static_cast<int64_t>(step) * kBK;
+    const bool in_k = k0 + chunk_col < k;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      uint16_t* da = s + (chunk_row + i * kRowStep) * kLd + chunk_col;
+      uint16_t* db = da + kBM * kLd;
+      if (in_k) {
+        CopyAsync16(da, a_src[i] + k0);
+        CopyAsync16(db, b_src[i] + k0);
+      } else {
+        *reinterpret_cast<uint4*>(da) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(db) = make_uint4(0, 0, 0, 0);
+      }
+    }
   };
 
   Mma::C acc[kFragM][kFragN];
@@ -191,24 +197,6 @@ __device__ __forceinline__ void WgChunk(int c, int* row, int* col) {
   *col = ((i % 2) + 2 * (i / 16)) * 8;
 }
 
-__device__ __forceinline__ void WgLoadTile(uint8_t* dst, const uint16_t* src,
-                                           int64_t ld, RowMap map, int64_t row0,
-                                           int64_t rows, int64_t k0,
-                                           int64_t k) {
-  using Wg = ::dsa::gpu::WarpgroupBf16Mma<128>;
-  for (int c = threadIdx.x; c < 128 * (kWgBK / 8); c += kThreads) {
-    int r, col;
-    WgChunk(c, &r, &col);
-    uint8_t* d = dst + Wg::Offset(r, col, kWgGroup);
-    if (k0 + col < k) {
-      const int64_t row = map(row0 + r < rows ? row0 + r : rows - 1);
-      CopyAsync16(d, src + row * ld + k0 + col);
-    } else {
-      *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
-    }
-  }
-}
-
 __device__ __forceinline__ void WarpgroupGemmBody(
     const uint16_t* __restrict__ a, int64_t lda, RowMap a_map,
     const uint16_t* __restrict__ b, int64_t ldb, RowMap b_map,
@@ -222,11 +210,37 @@ __device__ __forceinline__ void WarpgroupGemmBody(
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kBM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBN;
   const int k_steps = static_cast<int>((k + kWgBK - 1) / kWgBK);
+  // This thread's chunks (same rows and column in every k step): source
+  // rows found once.
+  constexpr int kPerThread = 128 * (kWgBK / 8) / kThreads;
+  const uint16_t* a_src[kPerThread];
+  const uint16_t* b_src[kPerThread];
+  uint32_t dst_off[kPerThread];
+  int chunk_col = 0;
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    int r;
+    WgChunk(threadIdx.x + i * kThreads, &r, &chunk_col);
+    dst_off[i] = Wg::Offset(r, chunk_col, kWgGroup);
+    a_src[i] = a + a_map(m0 + r < m ? m0 + r : m - 1) * lda + chunk_col;
+    b_src[i] = b + b_map(n0 + r < n ? n0 + r : n - 1) * ldb + chunk_col;
+  }
   auto load_stage = [&](int step) {
     uint8_t* s = smem + (step % kWgStages) * kWgStageBytes;
-    WgLoadTile(s, a, lda, a_map, m0, m, static_cast<int64_t>(step) * kWgBK, k);
-    WgLoadTile(s + kWgTileBytes, b, ldb, b_map, n0, n,
-               static_cast<int64_t>(step) * kWgBK, k);
+    const int64_t k0 = static_cast<int64_t>(step) * kWgBK;
+    const bool in_k = k0 + chunk_col < k;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      uint8_t* da = s + dst_off[i];
+      uint8_t* db = da + kWgTileBytes;
+      if (in_k) {
+        CopyAsync16(da, a_src[i] + k0);
+        CopyAsync16(db, b_src[i] + k0);
+      } else {
+        *reinterpret_cast<uint4*>(da) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(db) = make_uint4(0, 0, 0, 0);
+      }
+    }
   };
   float acc[Wg::kAccPerThread];
 #pragma unroll
