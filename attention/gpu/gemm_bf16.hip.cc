@@ -57,6 +57,26 @@ struct RowMap {
   }
 };
 
+// Loads rows [row0, row0 + kRows) x k columns [k0, k0 + kBK) of a
+// row-major matrix into `dst` (row stride kLd). Rows past `rows` repeat the
+// last row (their results are never stored); columns past `k` are zero.
+template <int kRows>
+__device__ __forceinline__ void LoadTile(uint16_t* dst, const uint16_t* src,
+                                         int64_t ld, RowMap map, int64_t row0,
+                                         int64_t rows, int64_t k0, int64_t k) {
+  for (int c = threadIdx.x; c < kRows * kChunksPerRow; c += kThreads) {
+    const int r = c / kChunksPerRow;
+    const int col = (c % kChunksPerRow) * 8;
+    uint16_t* d = dst + r * kLd + col;
+    if (k0 + col < k) {
+      const int64_t row = map(row0 + r < rows ? row0 + r : rows - 1);
+      CopyAsync16(d, src + row * ld + k0 + col);
+    } else {
+      *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
 __device__ __forceinline__ void WarpGemmBody(const uint16_t* __restrict__ a,
                                              int64_t lda, RowMap a_map,
                                              const uint16_t* __restrict__ b,
@@ -73,37 +93,11 @@ __device__ __forceinline__ void WarpGemmBody(const uint16_t* __restrict__ a,
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBN;
   const int k_steps = static_cast<int>((k + kBK - 1) / kBK);
 
-  // This thread's chunks: the same rows and column in every k step, so the
-  // source rows (row groups, clamping: divisions) are found once.
-  static_assert(kBM == kBN && (kBM * kChunksPerRow) % kThreads == 0, "chunks");
-  constexpr int kPerThread = kBM * kChunksPerRow / kThreads;
-  constexpr int kRowStep = kThreads / kChunksPerRow;
-  const int chunk_col = (threadIdx.x % kChunksPerRow) * 8;
-  const int chunk_row = threadIdx.x / kChunksPerRow;
-  const uint16_t* a_src[kPerThread];
-  const uint16_t* b_src[kPerThread];
-#pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int64_t r = chunk_row + i * kRowStep;
-    a_src[i] = a + a_map(m0 + r < m ? m0 + r : m - 1) * lda + chunk_col;
-    b_src[i] = b + b_map(n0 + r < n ? n0 + r : n - 1) * ldb + chunk_col;
-  }
   auto load_stage = [&](int step) {
     uint16_t* s = smem + (step % kStages) * kStageElems;
-    const int64_t k0 = static_cast<int64_t>(step) * kBK;
-    const bool in_k = k0 + chunk_col < k;
-#pragma unroll
-    for (int i = 0; i < kPerThread; ++i) {
-      uint16_t* da = s + (chunk_row + i * kRowStep) * kLd + chunk_col;
-      uint16_t* db = da + kBM * kLd;
-      if (in_k) {
-        CopyAsync16(da, a_src[i] + k0);
-        CopyAsync16(db, b_src[i] + k0);
-      } else {
-        *reinterpret_cast<uint4*>(da) = make_uint4(0, 0, 0, 0);
-        *reinterpret_cast<uint4*>(db) = make_uint4(0, 0, 0, 0);
-      }
-    }
+    LoadTile<kBM>(s, a, lda, a_map, m0, m, static_cast<int64_t>(step) * kBK, k);
+    LoadTile<kBN>(s + kBM * kLd, b, ldb, b_map, n0, n,
+                  static_cast<int64_t>(step) * kBK, k);
   };
 
   Mma::C acc[kFragM][kFragN];
