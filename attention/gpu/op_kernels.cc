@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "attention/gpu/dense_op_kernels.h"
+#include "attention/gpu/dense_mha_kernels.h"
 #include "attention/gpu/indexer_kernels.h"
 #include "attention/kernel_abi.h"
 #include "attention/kernel_descriptor.h"
@@ -99,6 +100,85 @@ Status IndexerTopKGpu(const ExecutionContext& ctx, const IndexerTopK::Args& a) {
   return FromLaunch(IndexerTopKLaunch(p, ctx.stream));
 }
 
+Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
+                          const DenseMhaPrefill::Args& a) {
+  constexpr std::string_view op = DenseMhaPrefill::kName;
+  DSA_RETURN_IF_ERROR(DenseMhaPrefill::Validate(a));
+  DSA_RETURN_IF_ERROR(CheckContiguous(op, "q", a.q));
+  DSA_RETURN_IF_ERROR(CheckContiguous(op, "output", a.output));
+  DSA_RETURN_IF_ERROR(CheckContiguous(op, "kv_b_proj", a.kv_b_proj));
+  DSA_RETURN_IF_ERROR(CheckContiguous(op, "kv_cache", a.kv_cache));
+  DSA_RETURN_IF_ERROR(CheckUnitStride(op, "seq_lens", a.seq_lens, 0));
+  DSA_RETURN_IF_ERROR(
+      CheckUnitStride(op, "query_start_loc", a.query_start_loc, 0));
+  DSA_RETURN_IF_ERROR(CheckUnitStride(op, "block_table", a.block_table, 1));
+  const int64_t tokens = a.q.dim(0);
+  if (a.output.empty()) return OkStatus();
+  const int64_t requests = a.block_table.dim(0);
+  std::vector<int32_t> seq_lens(requests), starts(requests + 1);
+  DSA_RETURN_IF_ERROR(FromLaunch(
+      CopyToHostOnStream(seq_lens.data(), a.seq_lens.data,
+                         seq_lens.size() * sizeof(int32_t), ctx.stream)));
+  DSA_RETURN_IF_ERROR(FromLaunch(
+      CopyToHostOnStream(starts.data(), a.query_start_loc.data,
+                         starts.size() * sizeof(int32_t), ctx.stream)));
+  // The CPU kernel's checks, with its messages.
+  if (starts[0] != 0 || starts[requests] != tokens) {
+    return OutOfRangeError(StrCat(op, ": query_start_loc runs from ", starts[0],
+                                  " to ", starts[requests], ", expected 0 to ",
+                                  tokens, " (q's tokens)"));
+  }
+  const int64_t block_size = a.kv_cache.dim(1);
+  for (int64_t r = 0; r < requests; ++r) {
+    const int64_t n = int64_t{starts[r + 1]} - starts[r];
+    if (n < 0 || n > seq_lens[r]) {
+      return OutOfRangeError(
+          StrCat(op, ": request ", r, " has ", n,
+                 " query tokens (query_start_loc), expected 0 to its seq_len ",
+                 seq_lens[r]));
+    }
+    if (seq_lens[r] > a.block_table.dim(1) * block_size) {
+      return OutOfRangeError(StrCat(op, ": seq_lens[", r, "] is ", seq_lens[r],
+                                    ", more than block_table's ",
+                                    a.block_table.dim(1), " blocks of ",
+                                    block_size, " hold"));
+    }
+  }
+  const LatentCacheFormat& f = a.cache_format;
+  DenseMhaPrefillParams p;
+  p.q = a.q.data;
+  p.q_format = a.q.dtype == DType::kBFloat16 ? FloatFormat::kBFloat16
+                                             : FloatFormat::kFloat32;
+  p.kv_cache = a.kv_cache.data;
+  p.cache_encoding = f.dtype == DType::kBFloat16 ? LatentEncoding::kBFloat16
+                     : f.dtype == DType::kFloat8E4m3fnuz
+                         ? LatentEncoding::kE4m3fnuz
+                         : LatentEncoding::kE4m3fn;
+  p.num_blocks = a.kv_cache.dim(0);
+  p.block_size = static_cast<int32_t>(block_size);
+  p.kv_lora_rank = f.kv_lora_rank;
+  p.rope_dim = f.rope_dim;
+  p.block_table = a.block_table.data_as<const int32_t>();
+  p.num_requests = static_cast<int32_t>(requests);
+  p.max_blocks_per_request = static_cast<int32_t>(a.block_table.dim(1));
+  p.block_table_stride = a.block_table.stride(0);
+  p.host_seq_lens = seq_lens.data();
+  p.host_query_start_loc = starts.data();
+  p.kv_b_proj = a.kv_b_proj.data;
+  p.kv_b_proj_format = a.kv_b_proj.dtype == DType::kBFloat16
+                           ? FloatFormat::kBFloat16
+                           : FloatFormat::kFloat32;
+  p.output = a.output.data;
+  p.output_format = a.output.dtype == DType::kBFloat16 ? FloatFormat::kBFloat16
+                                                       : FloatFormat::kFloat32;
+  p.tokens = tokens;
+  p.heads = static_cast<int32_t>(a.q.dim(1));
+  p.qk_nope_head_dim = static_cast<int32_t>(a.q.dim(2) - f.rope_dim);
+  p.v_head_dim = static_cast<int32_t>(a.output.dim(2));
+  p.softmax_scale = a.softmax_scale;
+  return FromLaunch(DenseMhaPrefillLaunch(p, ctx.stream));
+}
+
 const char* GpuPlatformId() {
   const char* backend = GpuBackend();
   if (std::strcmp(backend, "cuda") == 0) return "cuda";
@@ -115,6 +195,8 @@ const std::vector<DsaKernelDescriptor>& GpuAttentionKernelDescriptors() {
       d->push_back(KernelDescriptorFor<IndexerTopK>(
           platform, &CKernel<IndexerTopK, &IndexerTopKGpu>));
       AppendGpuDenseKernelDescriptors(platform, d);  // dense_op_kernels.h
+      d->push_back(KernelDescriptorFor<DenseMhaPrefill>(
+          platform, &CKernel<DenseMhaPrefill, &DenseMhaPrefillGpu>));
     }
     return d;
   }();

@@ -24,6 +24,13 @@ Status IndexerLogitsGpu(const ExecutionContext& ctx,
                         const IndexerLogits::Args& args);
 Status IndexerTopKGpu(const ExecutionContext& ctx,
                       const IndexerTopK::Args& args);
+// Dense causal MHA prefill (dense_mha_kernels.h). Unlike the kernels above
+// it reads seq_lens and query_start_loc to the host (one small copy on the
+// stream, which waits for it): they size the scratch and the grid, and are
+// checked there (OutOfRange, as on the CPU). Block ids are clamped on the
+// device. Needs q, output, kv_b_proj and the cache contiguous.
+Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
+                          const DenseMhaPrefill::Args& args);
 
 // "cuda", "rocm", or nullptr when built without a GPU backend.
 const char* GpuPlatformId();

@@ -24,7 +24,20 @@
 // path, wgmma (QGMMA in SASS), for kernels built for sm_90a; four warps
 // multiply operands that stay in shared memory. Kernels branch on
 // kHasWarpgroupFp8Mma with `if constexpr` and keep a warp-level body for
-// every other target.
+// every other target. WarpgroupBf16Mma / kHasWarpgroupBf16Mma are the same
+// for bf16 operands (HGMMA).
+//
+// Bf16 (Bf16WarpMma): bf16 operands staged in shared memory as raw bits,
+// C[kM x kN] += A[kM x kK] * B[kN x kK]^T in fp32, for the attention kernels
+// (Q K^T, P V) and the latent-decompression GEMM.
+//
+//   NVIDIA, sm_80 and later: mma.sync m16n8k16 bf16 (HMMA), fragments loaded
+//     with ldmatrix (x4 for A, x2 / x2.trans for B).
+//   NVIDIA before sm_80: the same m16n8k16 fragments multiplied with FMAs.
+//   AMD gfx90a/gfx940/941/942: v_mfma_f32_32x32x8bf16_1k.
+//   Other AMD targets: the same 32x32x8 fragments multiplied with FMAs.
+// Every path multiplies bf16 values exactly in fp32 and accumulates in fp32,
+// so they agree up to the order of the fp32 summation.
 //
 // Include only from sources built by gpu_kernel_library().
 #ifndef DSA_PLATFORM_GPU_MMA_H_
@@ -59,6 +72,30 @@ __device__ __forceinline__ float DecodeFp8(uint32_t code) {
           : __int_as_float(static_cast<int>(((exponent + 127u - kBias) << 23) |
                                             (mantissa << 20)));
   return (code & 0x80u) ? -v : v;
+}
+
+// float -> bf16 bits, rounded to nearest even; a NaN stays a (quiet) NaN.
+__device__ __forceinline__ uint16_t FloatToBf16(float f) {
+  const uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    return static_cast<uint16_t>((u >> 16) | 0x40u);
+  }
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+// bf16 bits -> float (exact).
+__device__ __forceinline__ float Bf16ToFloat(uint16_t bits) {
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+// Two floats -> two bf16 (lo in bits 0..15), rounded as FloatToBf16.
+__device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
+#if defined(DSA_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return static_cast<uint32_t>(FloatToBf16(lo)) |
+         (static_cast<uint32_t>(FloatToBf16(hi)) << 16);
+#endif
 }
 
 #if defined(DSA_GPU_CUDA)
@@ -205,6 +242,160 @@ struct Fp8WarpMma {
   }
 };
 
+// bf16 warp product, NVIDIA: m16n8k16, HMMA from sm_80 (FMAs before).
+struct Bf16WarpMma {
+  using Elem = uint16_t;  // bf16 bits
+  static constexpr int kM = 16;
+  static constexpr int kN = 8;
+  static constexpr int kK = 16;
+  static constexpr int kCPerLane = 4;
+  static constexpr const char* kInstruction = "mma.sync.m16n8k16.bf16 (HMMA)";
+
+  // Fragments of the PTX ISA's m16n8k16 layout (g = lane / 4, t = lane % 4):
+  // A r0 = A[g][2t..2t+1], r1 = A[g+8][2t..], r2 = A[g][2t+8..],
+  // r3 = A[g+8][2t+8..]; B r0 = B[n=g][k=2t..2t+1], r1 = B[g][2t+8..].
+  struct A {
+    uint32_t r[4];
+  };
+  struct B {
+    uint32_t r[2];
+  };
+  struct C {
+    float v[kCPerLane];
+  };
+  __device__ __forceinline__ static void Zero(C& c) {
+#pragma unroll
+    for (int i = 0; i < kCPerLane; ++i) c.v[i] = 0.0f;
+  }
+
+  __device__ __forceinline__ static void LoadA(A& a, const Elem* tile, int ld,
+                                               int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const Elem* p = tile + (lane % 16) * ld + (lane / 16) * 8;
+    const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+    asm volatile(
+        "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+        : "=r"(a.r[0]), "=r"(a.r[1]), "=r"(a.r[2]), "=r"(a.r[3])
+        : "r"(addr));
+#else
+    const int g = lane / 4, t = lane % 4;
+    a.r[0] = Pair(tile + g * ld + 2 * t);
+    a.r[1] = Pair(tile + (g + 8) * ld + 2 * t);
+    a.r[2] = Pair(tile + g * ld + 2 * t + 8);
+    a.r[3] = Pair(tile + (g + 8) * ld + 2 * t + 8);
+#endif
+  }
+  __device__ __forceinline__ static void LoadB(B& b, const Elem* tile, int ld,
+                                               int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    // Lanes 0-7 address rows 0-7 at k 0, lanes 8-15 at k 8 (lanes 16-31
+    // repeat them: their addresses are ignored but stay in bounds).
+    const Elem* p = tile + (lane % 8) * ld + ((lane / 8) % 2) * 8;
+    const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(b.r[0]), "=r"(b.r[1])
+                 : "r"(addr));
+#else
+    const int g = lane / 4, t = lane % 4;
+    b.r[0] = Pair(tile + g * ld + 2 * t);
+    b.r[1] = Pair(tile + g * ld + 2 * t + 8);
+#endif
+  }
+  __device__ __forceinline__ static void LoadBTrans(B& b, const Elem* tile,
+                                                    int ld, int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    // Lanes 0-15 address the rows k = 0..15 of the [kK][kN] tile.
+    const Elem* p = tile + (lane % 16) * ld;
+    const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+    asm volatile(
+        "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+        : "=r"(b.r[0]), "=r"(b.r[1])
+        : "r"(addr));
+#else
+    const int g = lane / 4, t = lane % 4;
+    b.r[0] = static_cast<uint32_t>(tile[(2 * t) * ld + g]) |
+             (static_cast<uint32_t>(tile[(2 * t + 1) * ld + g]) << 16);
+    b.r[1] = static_cast<uint32_t>(tile[(2 * t + 8) * ld + g]) |
+             (static_cast<uint32_t>(tile[(2 * t + 9) * ld + g]) << 16);
+#endif
+  }
+
+  __device__ __forceinline__ static void Run(C& c, const A& a, const B& b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c.v[0]), "+f"(c.v[1]), "+f"(c.v[2]), "+f"(c.v[3])
+        : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]),
+          "r"(b.r[1]));
+#else
+    // Row r of A lives in the four lanes 4 (r % 8) + t', column n of B in
+    // lanes 4 n + t'; gather them and multiply with FMAs.
+    const int lane = threadIdx.x % kDsaWarpSize;
+    const int g = lane / 4, t = lane % 4;
+    float arow[2][kK], bcol[2][kK];
+#pragma unroll
+    for (int src_t = 0; src_t < 4; ++src_t) {
+      const int a_src = 4 * g + src_t;
+      const uint32_t a0 = __shfl_sync(DSA_FULL_WARP_MASK, a.r[0], a_src);
+      const uint32_t a1 = __shfl_sync(DSA_FULL_WARP_MASK, a.r[1], a_src);
+      const uint32_t a2 = __shfl_sync(DSA_FULL_WARP_MASK, a.r[2], a_src);
+      const uint32_t a3 = __shfl_sync(DSA_FULL_WARP_MASK, a.r[3], a_src);
+      Unpack(a0, &arow[0][2 * src_t]);
+      Unpack(a2, &arow[0][2 * src_t + 8]);
+      Unpack(a1, &arow[1][2 * src_t]);
+      Unpack(a3, &arow[1][2 * src_t + 8]);
+#pragma unroll
+      for (int cs = 0; cs < 2; ++cs) {
+        const int b_src = 4 * (2 * t + cs) + src_t;
+        const uint32_t b0 = __shfl_sync(DSA_FULL_WARP_MASK, b.r[0], b_src);
+        const uint32_t b1 = __shfl_sync(DSA_FULL_WARP_MASK, b.r[1], b_src);
+        Unpack(b0, &bcol[cs][2 * src_t]);
+        Unpack(b1, &bcol[cs][2 * src_t + 8]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kCPerLane; ++i) {
+      float acc = c.v[i];
+#pragma unroll
+      for (int k = 0; k < kK; ++k) acc += arow[i / 2][k] * bcol[i % 2][k];
+      c.v[i] = acc;
+    }
+#endif
+  }
+
+  // The rows of C a lane holds, and which of them accumulator slot i is in
+  // (CRow(lane, i) is the same for every slot of one row slot).
+  static constexpr int kCRowsPerLane = 2;
+  __host__ __device__ static constexpr int CRowSlot(int i) { return i / 2; }
+  // C element of accumulator slot i: rows g, g + 8; columns 2t, 2t + 1.
+  __device__ __forceinline__ static int CRow(int lane, int i) {
+    return lane / 4 + 8 * (i / 2);
+  }
+  __device__ __forceinline__ static int CCol(int lane, int i) {
+    return 2 * (lane % 4) + i % 2;
+  }
+  // Sum / max over the lanes that hold the same rows of C (a quad).
+  __device__ __forceinline__ static float RowSum(float v) {
+    v += DSA_SHFL_XOR(v, 1, kDsaWarpSize);
+    v += DSA_SHFL_XOR(v, 2, kDsaWarpSize);
+    return v;
+  }
+  __device__ __forceinline__ static float RowMax(float v) {
+    v = fmaxf(v, DSA_SHFL_XOR(v, 1, kDsaWarpSize));
+    v = fmaxf(v, DSA_SHFL_XOR(v, 2, kDsaWarpSize));
+    return v;
+  }
+
+ private:
+  __device__ __forceinline__ static uint32_t Pair(const Elem* p) {
+    return *reinterpret_cast<const uint32_t*>(p);
+  }
+  __device__ __forceinline__ static void Unpack(uint32_t r, float* out) {
+    out[0] = __uint_as_float(r << 16);
+    out[1] = __uint_as_float(r & 0xffff0000u);
+  }
+};
+
 // Hopper's warpgroup fp8 product (wgmma, QGMMA in SASS), for kernels built
 // for sm_90a. Four consecutive warps (a warpgroup, starting at a warp index
 // divisible by 4) compute D[64 x 128] (+)= A[64 x 32] * B[128 x 32]^T, both
@@ -340,6 +531,217 @@ struct WarpgroupFp8Mma {
   }
 };
 
+// Hopper's warpgroup bf16 product (wgmma, HGMMA in SASS), for kernels built
+// for sm_90a: four consecutive warps (starting at a warp index divisible by
+// 4) compute D[64 x kN] (+)= A[64 x K] * B[kN x K]^T, both operands bf16 in
+// shared memory, K-major, in the core-matrix layout without swizzle: 8 rows
+// x 8 bf16 (16 bytes) form one contiguous 128-byte core matrix; core
+// matrices follow each other along K (128 bytes apart), then along the rows
+// (row_group_bytes apart, at least K * 16). Kernels branch on
+// kHasWarpgroupBf16Mma with `if constexpr`, as for the fp8 product.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define DSA_MMA_HAS_WGMMA_BF16 1
+inline constexpr bool kHasWarpgroupBf16Mma = true;
+#else
+inline constexpr bool kHasWarpgroupBf16Mma = false;
+#endif
+
+template <int kN>
+struct WarpgroupBf16Mma {
+  static_assert(kN == 64 || kN == 128 || kN == 256, "instantiated widths");
+  static constexpr int kM = 64;
+  static constexpr int kK = 16;
+  static constexpr int kAccPerThread = kN / 2;
+  static constexpr const char* kInstruction =
+      "wgmma.m64nNk16.bf16 (HGMMA, sm_90a)";
+
+  // Byte offset of element (row, k) of an operand laid out as above.
+  __host__ __device__ static constexpr uint32_t Offset(int row, int k,
+                                                       int row_group_bytes) {
+    return (row / 8) * row_group_bytes + (k / 8) * 128 + (row % 8) * 16 +
+           (k % 8) * 2;
+  }
+  // Descriptor of the operand whose row 0, column k0 (a multiple of 16)
+  // lies at `base`.
+  __device__ __forceinline__ static uint64_t Descriptor(const void* base,
+                                                        int k0,
+                                                        int row_group_bytes) {
+    const uint32_t addr =
+        static_cast<uint32_t>(__cvta_generic_to_shared(base)) + (k0 / 8) * 128;
+    return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+           (static_cast<uint64_t>(128 >> 4) << 16) |
+           (static_cast<uint64_t>(row_group_bytes >> 4) << 32);
+  }
+  __device__ __forceinline__ static void FenceOperands(
+      float (&acc)[kAccPerThread]) {
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i) {
+      asm volatile("" : "+f"(acc[i])::"memory");
+    }
+  }
+  // Shared memory written by ordinary stores or cp.async and read next by
+  // wgmma needs this in each writing thread, before the barrier.
+  __device__ __forceinline__ static void FenceStores() {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+  }
+  // acc (+)= A[64 x kKElems] * B[kN x kKElems]^T; accumulate=false starts
+  // from zero. Returns at once: acc and the operands are off limits until
+  // Wait().
+  template <int kKElems>
+  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
+                                               const void* a, int a_row_group,
+                                               const void* b, int b_row_group,
+                                               bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k0 = 0; k0 < kKElems; k0 += kK) {
+      const uint64_t da = Descriptor(a, k0, a_row_group);
+      const uint64_t db = Descriptor(b, k0, b_row_group);
+      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
+      Mma(acc, da, db, scale_d);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a;
+    (void)a_row_group;
+    (void)b;
+    (void)b_row_group;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupBf16Mma
+#endif
+  }
+  __device__ __forceinline__ static void Wait(float (&acc)[kAccPerThread]) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    FenceOperands(acc);
+#else
+    (void)acc;
+#endif
+  }
+  // Accumulator element i of this thread: row (within the 64) and column.
+  // Thread (warp w of the group, lane l) holds rows 16w + l/4 (+ 8) and, in
+  // each 8-column block n, columns 8n + 2(l%4) (+ 1).
+  __host__ __device__ static constexpr int AccRow(int warp_in_group, int lane,
+                                                  int i) {
+    return 16 * warp_in_group + lane / 4 + 8 * ((i / 2) % 2);
+  }
+  __host__ __device__ static constexpr int AccCol(int lane, int i) {
+    return 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+  }
+
+ private:
+  __device__ __forceinline__ static void Mma(float (&acc)[kAccPerThread],
+                                             uint64_t da, uint64_t db,
+                                             int scale_d) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    if constexpr (kN == 64) {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+          "{"
+          "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+          "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
+            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
+            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
+            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
+            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
+            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
+            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31])
+          : "l"(da), "l"(db), "r"(scale_d));
+    } else if constexpr (kN == 128) {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+          "{"
+          "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+          "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+          "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+          "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
+            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
+            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
+            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
+            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
+            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
+            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
+            "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]),
+            "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
+            "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]),
+            "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
+            "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]),
+            "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
+            "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]),
+            "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63])
+          : "l"(da), "l"(db), "r"(scale_d));
+    } else {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+          "{"
+          "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+          "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+          "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+          "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+          "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+          "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%"
+          "110,%111,"
+          "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%"
+          "125,%126,%127"
+          "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
+            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
+            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
+            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
+            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
+            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
+            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
+            "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]),
+            "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
+            "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]),
+            "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
+            "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]),
+            "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
+            "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]),
+            "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63]),
+            "+f"(acc[64]), "+f"(acc[65]), "+f"(acc[66]), "+f"(acc[67]),
+            "+f"(acc[68]), "+f"(acc[69]), "+f"(acc[70]), "+f"(acc[71]),
+            "+f"(acc[72]), "+f"(acc[73]), "+f"(acc[74]), "+f"(acc[75]),
+            "+f"(acc[76]), "+f"(acc[77]), "+f"(acc[78]), "+f"(acc[79]),
+            "+f"(acc[80]), "+f"(acc[81]), "+f"(acc[82]), "+f"(acc[83]),
+            "+f"(acc[84]), "+f"(acc[85]), "+f"(acc[86]), "+f"(acc[87]),
+            "+f"(acc[88]), "+f"(acc[89]), "+f"(acc[90]), "+f"(acc[91]),
+            "+f"(acc[92]), "+f"(acc[93]), "+f"(acc[94]), "+f"(acc[95]),
+            "+f"(acc[96]), "+f"(acc[97]), "+f"(acc[98]), "+f"(acc[99]),
+            "+f"(acc[100]), "+f"(acc[101]), "+f"(acc[102]), "+f"(acc[103]),
+            "+f"(acc[104]), "+f"(acc[105]), "+f"(acc[106]), "+f"(acc[107]),
+            "+f"(acc[108]), "+f"(acc[109]), "+f"(acc[110]), "+f"(acc[111]),
+            "+f"(acc[112]), "+f"(acc[113]), "+f"(acc[114]), "+f"(acc[115]),
+            "+f"(acc[116]), "+f"(acc[117]), "+f"(acc[118]), "+f"(acc[119]),
+            "+f"(acc[120]), "+f"(acc[121]), "+f"(acc[122]), "+f"(acc[123]),
+            "+f"(acc[124]), "+f"(acc[125]), "+f"(acc[126]), "+f"(acc[127])
+          : "l"(da), "l"(db), "r"(scale_d));
+    }
+#else
+    (void)acc;
+    (void)da;
+    (void)db;
+    (void)scale_d;
+#endif
+  }
+};
+
 #elif defined(DSA_GPU_ROCM)
 
 #if defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)
@@ -447,11 +849,127 @@ struct Fp8WarpMma {
   }
 };
 
+#if defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || \
+    defined(__gfx942__)
+#define DSA_MMA_HAS_BF16_MFMA 1
+#endif
+
+// bf16 warp product, AMD: 32x32x8 (v_mfma_f32_32x32x8bf16_1k on gfx90a and
+// gfx94x, FMAs on the same fragments elsewhere).
+struct Bf16WarpMma {
+  using Elem = uint16_t;  // bf16 bits
+  static constexpr int kM = 32;
+  static constexpr int kN = 32;
+  static constexpr int kK = 8;
+  static constexpr int kCPerLane = 16;
+  static constexpr const char* kInstruction = "v_mfma_f32_32x32x8bf16_1k";
+
+  using Operand = short __attribute__((ext_vector_type(4)));
+  using Acc = float __attribute__((ext_vector_type(16)));
+  // Lane l holds row (A) or column (B) l % 32 at k = (l / 32) * 4 .. + 3.
+  struct A {
+    Operand r;
+  };
+  struct B {
+    Operand r;
+  };
+  struct C {
+    Acc v;
+  };
+  __device__ __forceinline__ static void Zero(C& c) {
+#pragma unroll
+    for (int i = 0; i < kCPerLane; ++i) c.v[i] = 0.0f;
+  }
+
+  __device__ __forceinline__ static void LoadA(A& a, const Elem* tile, int ld,
+                                               int lane) {
+    a.r = *reinterpret_cast<const Operand*>(tile + (lane % 32) * ld +
+                                            (lane / 32) * 4);
+  }
+  __device__ __forceinline__ static void LoadB(B& b, const Elem* tile, int ld,
+                                               int lane) {
+    b.r = *reinterpret_cast<const Operand*>(tile + (lane % 32) * ld +
+                                            (lane / 32) * 4);
+  }
+  __device__ __forceinline__ static void LoadBTrans(B& b, const Elem* tile,
+                                                    int ld, int lane) {
+    const Elem* p = tile + (lane / 32) * 4 * ld + lane % 32;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) b.r[j] = static_cast<short>(p[j * ld]);
+  }
+
+  __device__ __forceinline__ static void Run(C& c, const A& a, const B& b) {
+#if defined(DSA_MMA_HAS_BF16_MFMA)
+    c.v = __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(a.r, b.r, c.v, 0, 0, 0);
+#else
+    // Column n = lane % 32 needs B's 8 k values (lanes n and n + 32); row m
+    // needs A's (lanes m and m + 32).
+    const int lane = threadIdx.x % kDsaWarpSize;
+    const int n = lane % 32;
+    float bcol[kK];
+    LoadColumn(b.r, n, bcol);
+#pragma unroll
+    for (int i = 0; i < kCPerLane; ++i) {
+      float arow[kK];
+      LoadColumn(a.r, CRow(lane, i), arow);
+      float acc = c.v[i];
+#pragma unroll
+      for (int k = 0; k < kK; ++k) acc += arow[k] * bcol[k];
+      c.v[i] = acc;
+    }
+#endif
+  }
+
+  // Every slot of a lane is its own row of C.
+  static constexpr int kCRowsPerLane = 16;
+  __host__ __device__ static constexpr int CRowSlot(int i) { return i; }
+  // C element of accumulator slot i: column lane % 32, rows
+  // 8 (i / 4) + 4 (lane / 32) + i % 4.
+  __device__ __forceinline__ static int CRow(int lane, int i) {
+    return 8 * (i / 4) + 4 * (lane / 32) + i % 4;
+  }
+  __device__ __forceinline__ static int CCol(int lane, int /*i*/) {
+    return lane % 32;
+  }
+  // Sum / max over the lanes that hold the same rows of C (a half-wave).
+  __device__ __forceinline__ static float RowSum(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      v += DSA_SHFL_XOR(v, offset, kDsaWarpSize);
+    }
+    return v;
+  }
+  __device__ __forceinline__ static float RowMax(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      v = fmaxf(v, DSA_SHFL_XOR(v, offset, kDsaWarpSize));
+    }
+    return v;
+  }
+
+ private:
+  // The 8 k values of row/column `idx` of an operand (lanes idx, idx + 32).
+  __device__ __forceinline__ static void LoadColumn(const Operand& r, int idx,
+                                                    float* out) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int v = static_cast<int>(r[j]) & 0xffff;
+      const int lo = __shfl(v, idx, kDsaWarpSize);
+      const int hi = __shfl(v, idx + 32, kDsaWarpSize);
+      out[j] = Bf16ToFloat(static_cast<uint16_t>(lo));
+      out[j + 4] = Bf16ToFloat(static_cast<uint16_t>(hi));
+    }
+  }
+};
+
 // No warpgroup product on AMD: declared so that kernels name it only in
 // branches discarded by kHasWarpgroupFp8Mma.
 inline constexpr bool kHasWarpgroupFp8Mma = false;
 template <int kKBytes>
 struct WarpgroupFp8Mma;
+inline constexpr bool kHasWarpgroupBf16Mma = false;
+template <int kN>
+struct WarpgroupBf16Mma;
 
 #endif
 

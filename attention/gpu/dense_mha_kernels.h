@@ -1,0 +1,125 @@
+// GPU kernels of the dense causal MHA prefill over the latent cache
+// (DenseMhaPrefill in attention/ops.h; the CPU kernel in
+// attention/cpu/mla_kernels.cc has the same semantics).
+//
+// A call runs four kernels on `stream`:
+//   1. gather: each request's latent entries [0, seq_len) (bf16, or fp8
+//      "fp8_ds_mla" dequantised, exactly) into contiguous bf16 rows
+//      kv_c | k_pe of a scratch buffer (attention/gpu/stream_scratch.h),
+//      each request's rows starting at and padded to a multiple of 64;
+//   2-3. decompression, two bf16 GEMMs (gemm_bf16.h): K_nope = kv_c W_UK^T
+//      as [S, heads * nope] and V^T = W_UV kv_c^T as [heads * v, S], so that
+//      both attention products read K-major operands;
+//   4. attention: FlashAttention-style causal attention, one block per (128
+//      query rows, head), query tiles of one head in consecutive blocks (they
+//      share that head's K/V in L2), the longest first; key/value tiles of 64
+//      staged in shared memory by cp.async; online softmax in fp32;
+//      K = K_nope | k_pe. On sm_90a both products run on wgmma
+//      (WarpgroupBf16Mma, two warpgroups of 64 rows) with FlashAttention-3's
+//      intra-warpgroup overlap (PV of tile t beside S and softmax of t - 1;
+//      DSA_DENSE_ATTENTION=plain picks the body without it); elsewhere on
+//      Bf16WarpMma (mma.sync on NVIDIA, MFMA on AMD).
+// Queries, keys, values and softmax probabilities enter the matrix products
+// as bf16 (fp32 inputs are rounded once), products accumulate in fp32: the
+// output is within 2^-8 of the largest |value| a row attends to of the exact
+// result (dense_mha_kernels_test.cc says why; measured worst 2.8e-3 with a
+// bf16 output, 1.3e-3 otherwise).
+//
+// The scratch size and the launch grid depend on the requests' lengths, so
+// the launcher takes host copies of seq_lens and query_start_loc (the op
+// kernel reads them with one small copy on the stream). The block table is
+// read on the device only, and every block id is clamped into the cache.
+// Plain C++ header (no HIP or CUDA types).
+#ifndef DSA_ATTENTION_GPU_DENSE_MHA_KERNELS_H_
+#define DSA_ATTENTION_GPU_DENSE_MHA_KERNELS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "attention/gpu/indexer_kernels.h"
+
+namespace dsa::attention::gpu {
+
+enum class FloatFormat : int32_t { kFloat32 = 0, kBFloat16 = 1 };
+enum class LatentEncoding : int32_t {
+  kBFloat16 = 0,  // bf16 [.., kv_lora + rope]
+  kE4m3fn = 1,    // fp8_ds_mla with OCP e4m3fn values
+  kE4m3fnuz = 2,  // fp8_ds_mla with e4m3fnuz values
+};
+
+struct DenseMhaPrefillParams {
+  const void* q = nullptr;  // [tokens, heads, nope + rope], contiguous
+  FloatFormat q_format = FloatFormat::kBFloat16;
+  // [num_blocks, block_size, entry] contiguous; entry = 2 (kv_lora + rope)
+  // bytes (bf16) or kv_lora + 4 kv_lora / 128 + 2 rope bytes (fp8).
+  const void* kv_cache = nullptr;
+  LatentEncoding cache_encoding = LatentEncoding::kBFloat16;
+  int64_t num_blocks = 0;
+  int32_t block_size = 0;
+  int32_t kv_lora_rank = 512;
+  int32_t rope_dim = 64;
+  const int32_t* block_table = nullptr;  // device [num_requests, stride]
+  int32_t num_requests = 0;
+  int32_t max_blocks_per_request = 0;  // block-table columns in use
+  int64_t block_table_stride = 0;      // int32 elements between requests
+  // Host copies: [num_requests] and [num_requests + 1] (0 .. tokens,
+  // non-decreasing, each request's count <= its seq_len).
+  const int32_t* host_seq_lens = nullptr;
+  const int32_t* host_query_start_loc = nullptr;
+  const void* kv_b_proj = nullptr;  // [heads * (nope + v), kv_lora]
+  FloatFormat kv_b_proj_format = FloatFormat::kBFloat16;
+  void* output = nullptr;  // [tokens, heads, v], contiguous
+  FloatFormat output_format = FloatFormat::kBFloat16;
+  int64_t tokens = 0;
+  int32_t heads = 0;
+  int32_t qk_nope_head_dim = 0;
+  int32_t v_head_dim = 0;
+  float softmax_scale = 0.0f;
+};
+
+// Enqueues the three kernels. Supported: nope, rope, v multiples of 8;
+// nope + rope <= 256 and v <= 256; kv_lora a multiple of 8; the
+// lengths in the host arrays consistent (checked: kInvalidArgument names
+// what is wrong). Returns after enqueueing (scratch memory goes back to the
+// stream's pool in stream order).
+LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& params,
+                                   void* stream);
+
+// FLOPs of a call: causal attention 2 * heads * (sum over query rows of the
+// keys they see) * (qk + v), plus the decompression 2 * S * kv_lora * heads
+// * (nope + v) over the S latent rows of the requests with queries.
+struct DenseMhaFlops {
+  double attention = 0;
+  double decompression = 0;
+};
+inline DenseMhaFlops DenseMhaPrefillFlops(const DenseMhaPrefillParams& p) {
+  DenseMhaFlops f;
+  const double qk = static_cast<double>(p.qk_nope_head_dim) + p.rope_dim;
+  for (int32_t r = 0; r < p.num_requests; ++r) {
+    const double n = static_cast<double>(p.host_query_start_loc[r + 1]) -
+                     p.host_query_start_loc[r];
+    if (n <= 0) continue;
+    const double len = p.host_seq_lens[r];
+    const double context = len - n;
+    // Row i sees context + i + 1 keys.
+    const double keys = n * context + n * (n + 1) / 2;
+    f.attention += 2.0 * p.heads * keys * (qk + p.v_head_dim);
+    f.decompression += 2.0 * len * p.kv_lora_rank * p.heads *
+                       (static_cast<double>(p.qk_nope_head_dim) + p.v_head_dim);
+  }
+  return f;
+}
+
+// Which attention body this build runs on the current device: "warpgroup"
+// (sm_90a code: wgmma) or "warp" (Bf16WarpMma); "none" when not built or on
+// error. For tests and reports.
+const char* DenseMhaAttentionPath();
+
+// `bytes` from device `src` to host `dst` in stream order, then waits for
+// the stream (how the op kernel reads the lengths).
+LaunchResult CopyToHostOnStream(void* dst, const void* src, size_t bytes,
+                                void* stream);
+
+}  // namespace dsa::attention::gpu
+
+#endif  // DSA_ATTENTION_GPU_DENSE_MHA_KERNELS_H_
