@@ -26,6 +26,18 @@
 // kHasWarpgroupFp8Mma with `if constexpr` and keep a warp-level body for
 // every other target.
 //
+// Bf16 (Bf16WarpMma): bf16 operands staged in shared memory as raw bits,
+// C[kM x kN] += A[kM x kK] * B[kN x kK]^T in fp32, for the attention kernels
+// (Q K^T, P V) and the latent-decompression GEMM.
+//
+//   NVIDIA, sm_80 and later: mma.sync m16n8k16 bf16 (HMMA), fragments loaded
+//     with ldmatrix (x4 for A, x2 / x2.trans for B).
+//   NVIDIA before sm_80: the same m16n8k16 fragments multiplied with FMAs.
+//   AMD gfx90a/gfx940/941/942: v_mfma_f32_32x32x8bf16_1k.
+//   Other AMD targets: the same 32x32x8 fragments multiplied with FMAs.
+// Every path multiplies bf16 values exactly in fp32 and accumulates in fp32,
+// so they agree up to the order of the fp32 summation.
+//
 // Include only from sources built by gpu_kernel_library().
 #ifndef DSA_PLATFORM_GPU_MMA_H_
 #define DSA_PLATFORM_GPU_MMA_H_
@@ -59,6 +71,30 @@ __device__ __forceinline__ float DecodeFp8(uint32_t code) {
           : __int_as_float(static_cast<int>(((exponent + 127u - kBias) << 23) |
                                             (mantissa << 20)));
   return (code & 0x80u) ? -v : v;
+}
+
+// float -> bf16 bits, rounded to nearest even; a NaN stays a (quiet) NaN.
+__device__ __forceinline__ uint16_t FloatToBf16(float f) {
+  const uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    return static_cast<uint16_t>((u >> 16) | 0x40u);
+  }
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+// bf16 bits -> float (exact).
+__device__ __forceinline__ float Bf16ToFloat(uint16_t bits) {
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+// Two floats -> two bf16 (lo in bits 0..15), rounded as FloatToBf16.
+__device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
+#if defined(DSA_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return static_cast<uint32_t>(FloatToBf16(lo)) |
+         (static_cast<uint32_t>(FloatToBf16(hi)) << 16);
+#endif
 }
 
 #if defined(DSA_GPU_CUDA)
@@ -202,6 +238,156 @@ struct Fp8WarpMma {
  private:
   __device__ __forceinline__ static float HalfBits(uint32_t bits) {
     return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+  }
+};
+
+// bf16 warp product, NVIDIA: m16n8k16, HMMA from sm_80 (FMAs before).
+struct Bf16WarpMma {
+  using Elem = uint16_t;  // bf16 bits
+  static constexpr int kM = 16;
+  static constexpr int kN = 8;
+  static constexpr int kK = 16;
+  static constexpr int kCPerLane = 4;
+  static constexpr const char* kInstruction = "mma.sync.m16n8k16.bf16 (HMMA)";
+
+  // Fragments of the PTX ISA's m16n8k16 layout (g = lane / 4, t = lane % 4):
+  // A r0 = A[g][2t..2t+1], r1 = A[g+8][2t..], r2 = A[g][2t+8..],
+  // r3 = A[g+8][2t+8..]; B r0 = B[n=g][k=2t..2t+1], r1 = B[g][2t+8..].
+  struct A {
+    uint32_t r[4];
+  };
+  struct B {
+    uint32_t r[2];
+  };
+  struct C {
+    float v[kCPerLane];
+  };
+  __device__ __forceinline__ static void Zero(C& c) {
+#pragma unroll
+    for (int i = 0; i < kCPerLane; ++i) c.v[i] = 0.0f;
+  }
+
+  __device__ __forceinline__ static void LoadA(A& a, const Elem* tile, int ld,
+                                               int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const Elem* p = tile + (lane % 16) * ld + (lane / 16) * 8;
+    const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+    asm volatile(
+        "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+        : "=r"(a.r[0]), "=r"(a.r[1]), "=r"(a.r[2]), "=r"(a.r[3])
+        : "r"(addr));
+#else
+    const int g = lane / 4, t = lane % 4;
+    a.r[0] = Pair(tile + g * ld + 2 * t);
+    a.r[1] = Pair(tile + (g + 8) * ld + 2 * t);
+    a.r[2] = Pair(tile + g * ld + 2 * t + 8);
+    a.r[3] = Pair(tile + (g + 8) * ld + 2 * t + 8);
+#endif
+  }
+  __device__ __forceinline__ static void LoadB(B& b, const Elem* tile, int ld,
+                                               int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    // Lanes 0-7 address rows 0-7 at k 0, lanes 8-15 at k 8 (lanes 16-31
+    // repeat them: their addresses are ignored but stay in bounds).
+    const Elem* p = tile + (lane % 8) * ld + ((lane / 8) % 2) * 8;
+    const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(b.r[0]), "=r"(b.r[1])
+                 : "r"(addr));
+#else
+    const int g = lane / 4, t = lane % 4;
+    b.r[0] = Pair(tile + g * ld + 2 * t);
+    b.r[1] = Pair(tile + g * ld + 2 * t + 8);
+#endif
+  }
+  __device__ __forceinline__ static void LoadBTrans(B& b, const Elem* tile,
+                                                    int ld, int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    // Lanes 0-15 address the rows k = 0..15 of the [kK][kN] tile.
+    const Elem* p = tile + (lane % 16) * ld;
+    const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+    asm volatile(
+        "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+        : "=r"(b.r[0]), "=r"(b.r[1])
+        : "r"(addr));
+#else
+    const int g = lane / 4, t = lane % 4;
+    b.r[0] = static_cast<uint32_t>(tile[(2 * t) * ld + g]) |
+             (static_cast<uint32_t>(tile[(2 * t + 1) * ld + g]) << 16);
+    b.r[1] = static_cast<uint32_t>(tile[(2 * t + 8) * ld + g]) |
+             (static_cast<uint32_t>(tile[(2 * t + 9) * ld + g]) << 16);
+#endif
+  }
+
+  __device__ __forceinline__ static void Run(C& c, const A& a, const B& b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c.v[0]), "+f"(c.v[1]), "+f"(c.v[2]), "+f"(c.v[3])
+        : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]),
+          "r"(b.r[1]));
+#else
+    // Row r of A lives in the four lanes 4 (r % 8) + t', column n of B in
+    // lanes 4 n + t'; gather them and multiply with FMAs.
+    const int lane = threadIdx.x % kDsaWarpSize;
+    const int g = lane / 4, t = lane % 4;
+    float arow[2][kK], bcol[2][kK];
+#pragma unroll
+    for (int src_t = 0; src_t < 4; ++src_t) {
+      const int a_src = 4 * g + src_t;
+      const uint32_t a0 = __shfl_sync(DSA_FULL_WARP_MASK, a.r[0], a_src);
+      const uint32_t a1 = __shfl_sync(DSA_FULL_WARP_MASK, a.r[1], a_src);
+      const uint32_t a2 = __shfl_sync(DSA_FULL_WARP_MASK, a.r[2], a_src);
+      const uint32_t a3 = __shfl_sync(DSA_FULL_WARP_MASK, a.r[3], a_src);
+      Unpack(a0, &arow[0][2 * src_t]);
+      Unpack(a2, &arow[0][2 * src_t + 8]);
+      Unpack(a1, &arow[1][2 * src_t]);
+      Unpack(a3, &arow[1][2 * src_t + 8]);
+#pragma unroll
+      for (int cs = 0; cs < 2; ++cs) {
+        const int b_src = 4 * (2 * t + cs) + src_t;
+        const uint32_t b0 = __shfl_sync(DSA_FULL_WARP_MASK, b.r[0], b_src);
+        const uint32_t b1 = __shfl_sync(DSA_FULL_WARP_MASK, b.r[1], b_src);
+        Unpack(b0, &bcol[cs][2 * src_t]);
+        Unpack(b1, &bcol[cs][2 * src_t + 8]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kCPerLane; ++i) {
+      float acc = c.v[i];
+#pragma unroll
+      for (int k = 0; k < kK; ++k) acc += arow[i / 2][k] * bcol[i % 2][k];
+      c.v[i] = acc;
+    }
+#endif
+  }
+
+  // C element of accumulator slot i: rows g, g + 8; columns 2t, 2t + 1.
+  __device__ __forceinline__ static int CRow(int lane, int i) {
+    return lane / 4 + 8 * (i / 2);
+  }
+  __device__ __forceinline__ static int CCol(int lane, int i) {
+    return 2 * (lane % 4) + i % 2;
+  }
+  // Sum / max over the lanes that hold the same rows of C (a quad).
+  __device__ __forceinline__ static float RowSum(float v) {
+    v += DSA_SHFL_XOR(v, 1, kDsaWarpSize);
+    v += DSA_SHFL_XOR(v, 2, kDsaWarpSize);
+    return v;
+  }
+  __device__ __forceinline__ static float RowMax(float v) {
+    v = fmaxf(v, DSA_SHFL_XOR(v, 1, kDsaWarpSize));
+    v = fmaxf(v, DSA_SHFL_XOR(v, 2, kDsaWarpSize));
+    return v;
+  }
+
+ private:
+  __device__ __forceinline__ static uint32_t Pair(const Elem* p) {
+    return *reinterpret_cast<const uint32_t*>(p);
+  }
+  __device__ __forceinline__ static void Unpack(uint32_t r, float* out) {
+    out[0] = __uint_as_float(r << 16);
+    out[1] = __uint_as_float(r & 0xffff0000u);
   }
 };
 
@@ -444,6 +630,116 @@ struct Fp8WarpMma {
   }
   __device__ __forceinline__ static bool IsRowLeader(int lane) {
     return lane % 32 == 0;
+  }
+};
+
+#if defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || \
+    defined(__gfx942__)
+#define DSA_MMA_HAS_BF16_MFMA 1
+#endif
+
+// bf16 warp product, AMD: 32x32x8 (v_mfma_f32_32x32x8bf16_1k on gfx90a and
+// gfx94x, FMAs on the same fragments elsewhere).
+struct Bf16WarpMma {
+  using Elem = uint16_t;  // bf16 bits
+  static constexpr int kM = 32;
+  static constexpr int kN = 32;
+  static constexpr int kK = 8;
+  static constexpr int kCPerLane = 16;
+  static constexpr const char* kInstruction = "v_mfma_f32_32x32x8bf16_1k";
+
+  using Operand = short __attribute__((ext_vector_type(4)));
+  using Acc = float __attribute__((ext_vector_type(16)));
+  // Lane l holds row (A) or column (B) l % 32 at k = (l / 32) * 4 .. + 3.
+  struct A {
+    Operand r;
+  };
+  struct B {
+    Operand r;
+  };
+  struct C {
+    Acc v;
+  };
+  __device__ __forceinline__ static void Zero(C& c) {
+#pragma unroll
+    for (int i = 0; i < kCPerLane; ++i) c.v[i] = 0.0f;
+  }
+
+  __device__ __forceinline__ static void LoadA(A& a, const Elem* tile, int ld,
+                                               int lane) {
+    a.r = *reinterpret_cast<const Operand*>(tile + (lane % 32) * ld +
+                                            (lane / 32) * 4);
+  }
+  __device__ __forceinline__ static void LoadB(B& b, const Elem* tile, int ld,
+                                               int lane) {
+    b.r = *reinterpret_cast<const Operand*>(tile + (lane % 32) * ld +
+                                            (lane / 32) * 4);
+  }
+  __device__ __forceinline__ static void LoadBTrans(B& b, const Elem* tile,
+                                                    int ld, int lane) {
+    const Elem* p = tile + (lane / 32) * 4 * ld + lane % 32;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) b.r[j] = static_cast<short>(p[j * ld]);
+  }
+
+  __device__ __forceinline__ static void Run(C& c, const A& a, const B& b) {
+#if defined(DSA_MMA_HAS_BF16_MFMA)
+    c.v = __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(a.r, b.r, c.v, 0, 0, 0);
+#else
+    // Column n = lane % 32 needs B's 8 k values (lanes n and n + 32); row m
+    // needs A's (lanes m and m + 32).
+    const int lane = threadIdx.x % kDsaWarpSize;
+    const int n = lane % 32;
+    float bcol[kK];
+    LoadColumn(b.r, n, bcol);
+#pragma unroll
+    for (int i = 0; i < kCPerLane; ++i) {
+      float arow[kK];
+      LoadColumn(a.r, CRow(lane, i), arow);
+      float acc = c.v[i];
+#pragma unroll
+      for (int k = 0; k < kK; ++k) acc += arow[k] * bcol[k];
+      c.v[i] = acc;
+    }
+#endif
+  }
+
+  // C element of accumulator slot i: column lane % 32, rows
+  // 8 (i / 4) + 4 (lane / 32) + i % 4.
+  __device__ __forceinline__ static int CRow(int lane, int i) {
+    return 8 * (i / 4) + 4 * (lane / 32) + i % 4;
+  }
+  __device__ __forceinline__ static int CCol(int lane, int /*i*/) {
+    return lane % 32;
+  }
+  // Sum / max over the lanes that hold the same rows of C (a half-wave).
+  __device__ __forceinline__ static float RowSum(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      v += DSA_SHFL_XOR(v, offset, kDsaWarpSize);
+    }
+    return v;
+  }
+  __device__ __forceinline__ static float RowMax(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      v = fmaxf(v, DSA_SHFL_XOR(v, offset, kDsaWarpSize));
+    }
+    return v;
+  }
+
+ private:
+  // The 8 k values of row/column `idx` of an operand (lanes idx, idx + 32).
+  __device__ __forceinline__ static void LoadColumn(const Operand& r, int idx,
+                                                    float* out) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int v = static_cast<int>(r[j]) & 0xffff;
+      const int lo = __shfl(v, idx, kDsaWarpSize);
+      const int hi = __shfl(v, idx + 32, kDsaWarpSize);
+      out[j] = Bf16ToFloat(static_cast<uint16_t>(lo));
+      out[j + 4] = Bf16ToFloat(static_cast<uint16_t>(hi));
+    }
   }
 };
 
