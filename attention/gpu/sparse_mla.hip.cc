@@ -1,0 +1,933 @@
+// Sparse MLA on the GPU; see sparse_mla_kernels.h.
+//
+// Cost model (GLM-5.1 / DeepSeek-V3.2, kv_lora 512, rope 64, top-k 2048):
+// per query row and head, 2 * topk * (576 + 512) FLOPs (Q K^T over the 576
+// latent + rope dims, P V over the 512 latent dims); per row, topk * 1152
+// bytes of gathered cache, read ONCE for all heads (MQA: every head shares
+// the same keys and values). At 64 heads that is ~61 FLOPs per gathered byte
+// from L2/HBM, so the kernel is bound by the matrix cores and by the shared
+// memory traffic that feeds them, not by the gather.
+//
+// Attention kernel (as FlashMLA's sparse prefill): one block per query row
+// and group of HC heads (HC = 64, or 32/16 for small head counts), the
+// group's heads being the M dimension of both products. The row's top-k
+// indices are checked and compacted into a list of cache-entry offsets in
+// shared memory (chunks of 1024), then the block walks that list in tiles of
+// 32 keys, gathering tile t + 1 (cp.async, 16 bytes per copy) while tile t
+// computes:
+//   1. S = Q K^T: warp (head group of kM heads, key slice) multiplies Q and
+//      the staged keys from shared memory on Bf16WarpMma and stores scaled
+//      scores (log2 domain) to shared memory;
+//   2. online softmax in fp32, a few threads per head row; P goes back as
+//      bf16, with the factor that rescales each row's running output;
+//   3. O += P V: V is the first 512 dims of the same staged tile (LoadBTrans);
+//      every warp owns all HC heads times 512 / warps value dims, so each V
+//      fragment loaded feeds HC / kM products.
+// The fp8 cache (vLLM's fp8_ds_mla) is gathered raw and dequantised into the
+// bf16 tile in shared memory: fp8 * power-of-two scale is exact in bf16.
+// The normalised latent output o (bf16) goes to stream scratch; W_UV is then
+// a batched bf16 GEMM over heads on the same matrix cores.
+//
+// Other shapes (kv_lora / rope other than 512 / 64, or cache entries that
+// are not 16-byte aligned) run on a plain FMA kernel pair with the same
+// semantics.
+#include <cstdint>
+#include <cstdio>
+
+#include "attention/gpu/indexer_kernels.h"
+#include "attention/gpu/launch_util.h"
+#include "attention/gpu/sparse_mla_kernels.h"
+#include "attention/gpu/stream_scratch.h"
+#include "platform/gpu/hip_compat.h"
+#include "platform/gpu/mma.h"
+
+#if defined(__clang__) && !defined(__CUDA__)
+#pragma clang diagnostic ignored "-Wpass-failed"
+#endif
+
+namespace dsa::attention::gpu {
+namespace {
+
+using ::dsa::gpu::Bf16ToFloat;
+using ::dsa::gpu::Bf16WarpMma;
+using ::dsa::gpu::DecodeFp8;
+using ::dsa::gpu::FloatToBf16;
+using ::dsa::gpu::Fp8Format;
+using Mma = Bf16WarpMma;
+
+constexpr const char* kOp = "sparse_mla";
+constexpr float kNegInf = -__builtin_huge_valf();
+constexpr float kLog2e = 1.4426950408889634f;
+
+// The matrix kernel's shape.
+constexpr int kLora = 512;
+constexpr int kRope = 64;
+constexpr int kDim = kLora + kRope;  // 576
+// Shared-memory rows of Q and of keys: 1168 bytes, so that the 8 rows one
+// ldmatrix reads fall on 8 different 16-byte bank groups.
+constexpr int kLd = kDim + 8;
+constexpr int kTileKeys = 32;
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / kDsaWarpSize;
+constexpr int kIndexChunk = 1024;  // top-k indices compacted at a time
+constexpr int kIndicesPerThread = kIndexChunk / kThreads;
+constexpr int kFp8Tiles = kLora / 128;
+constexpr int kFp8EntryBytes = kLora + 4 * kFp8Tiles + 2 * kRope;  // 656
+constexpr int kSLd = kTileKeys + 1;  // fp32 scores, + 1 against conflicts
+constexpr int kPLd = kTileKeys + 8;  // bf16 probabilities, 80-byte rows
+static_assert(kIndexChunk % kThreads == 0, "index chunk per thread");
+static_assert(kFp8EntryBytes % 16 == 0, "fp8 entries in 16-byte copies");
+static_assert(kLora % (kWarps * Mma::kN) == 0, "value dims per warp");
+static_assert(kDim % Mma::kK == 0 && kTileKeys % Mma::kK == 0, "k steps");
+
+// --------------------------------------------------------------------------
+// Small device helpers.
+
+__device__ __forceinline__ float LoadFloat(const void* base, FloatFormat f,
+                                           int64_t i) {
+  return f == FloatFormat::kBFloat16
+             ? Bf16ToFloat(static_cast<const uint16_t*>(base)[i])
+             : static_cast<const float*>(base)[i];
+}
+
+// 16 bytes global -> shared, asynchronous where the target has cp.async
+// (sm_80+); `valid` false writes zeros and reads nothing.
+__device__ __forceinline__ void Copy16(void* dst, const void* src, bool valid) {
+#if defined(DSA_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d),
+               "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+#else
+  *static_cast<uint4*>(dst) =
+      valid ? *static_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+#endif
+}
+__device__ __forceinline__ void CopyCommit() {
+#if defined(DSA_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void CopyWaitAll() {
+#if defined(DSA_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+// The row's request and the number of its tokens the block table can hold;
+// an invalid request gives no tokens.
+struct RowRequest {
+  int32_t request;
+  int64_t seq_len;
+};
+
+__device__ __forceinline__ RowRequest LoadRowRequest(const SparseMlaParams& p,
+                                                     int64_t t) {
+  RowRequest rr{-1, 0};
+  const int32_t r = p.token_request[t];
+  if (r < 0 || r >= p.num_requests) return rr;
+  int64_t len = p.seq_lens[r];
+  const int64_t capacity =
+      static_cast<int64_t>(p.max_blocks_per_request) * p.block_size;
+  if (len > capacity) len = capacity;
+  if (len < 0) len = 0;
+  rr.request = r;
+  rr.seq_len = len;
+  return rr;
+}
+
+// Byte offset of the cache entry of top-k index `idx`, or -1 when the index
+// is padding or invalid (outside the request, or its block outside the
+// cache).
+__device__ __forceinline__ int64_t EntryOffset(const SparseMlaParams& p,
+                                               const RowRequest& rr,
+                                               int32_t idx) {
+  if (idx < 0 || idx >= rr.seq_len) return -1;
+  const int32_t block =
+      p.block_table[rr.request * p.block_table_stride + idx / p.block_size];
+  if (block < 0 || block >= p.num_blocks) return -1;
+  return block * p.cache_block_stride +
+         static_cast<int64_t>(idx % p.block_size) * p.cache_token_stride;
+}
+
+// --------------------------------------------------------------------------
+// The matrix attention kernel.
+
+template <int HC, bool kFp8>
+struct MmaLayout {
+  static constexpr int kMTiles = HC / Mma::kM;
+  // Q K^T: kQkGroups head groups (one M tile each) x kQkSplits key slices.
+  static constexpr int kQkGroups = kMTiles;
+  static constexpr int kQkSplits = kWarps / kQkGroups < kTileKeys / Mma::kN
+                                       ? kWarps / kQkGroups
+                                       : kTileKeys / Mma::kN;
+  static constexpr int kQkKeys = kTileKeys / kQkSplits;
+  static constexpr int kQkNTiles = kQkKeys / Mma::kN;
+  // P V: every warp owns all HC heads x kPvDims value dims.
+  static constexpr int kPvDims = kLora / kWarps;
+  static constexpr int kPvNTiles = kPvDims / Mma::kN;
+  // Softmax: kRowThreads threads per head row.
+  static constexpr int kRowThreads = kThreads / HC;
+  static constexpr int kRowKeys = kTileKeys / kRowThreads;
+  static constexpr int kKeyBuffers = kFp8 ? 1 : 2;
+  static constexpr int kRawBuffers = kFp8 ? 2 : 0;
+
+  static_assert(HC % Mma::kM == 0, "heads per block: whole M tiles");
+  static_assert(kWarps % kQkGroups == 0, "Q K^T warps");
+  static_assert(kQkKeys % Mma::kN == 0, "Q K^T key slices");
+  static_assert(kThreads % HC == 0 && kRowThreads <= kDsaWarpSize &&
+                    kTileKeys % kRowThreads == 0,
+                "softmax rows");
+
+  // Shared memory, in bytes (every offset a multiple of 16).
+  static constexpr int kQBytes = HC * kLd * 2;
+  static constexpr int kKeyBytes = kTileKeys * kLd * 2;
+  static constexpr int kRawBytes = kTileKeys * kFp8EntryBytes;
+  static constexpr int kSBytes = (HC * kSLd * 4 + 15) / 16 * 16;
+  static constexpr int kPBytes = HC * kPLd * 2;
+  static constexpr int kQOff = 0;
+  static constexpr int kKeyOff = kQOff + kQBytes;
+  static constexpr int kRawOff = kKeyOff + kKeyBuffers * kKeyBytes;
+  static constexpr int kSOff = kRawOff + kRawBuffers * kRawBytes;
+  static constexpr int kPOff = kSOff + kSBytes;
+  static constexpr int kAlphaOff = kPOff + kPBytes;
+  static constexpr int kSlotOff = kAlphaOff + HC * 4;
+  static constexpr int kScanOff = kSlotOff + kIndexChunk * 8;
+  static constexpr int kBytes = kScanOff + (kWarps + 1) * 4;
+};
+
+// Compacts top-k indices [begin, begin + kIndexChunk) of row t (those below
+// topk) into slots[] (cache-entry byte offsets, in index order) and returns
+// their number. Starts and ends with a barrier.
+__device__ __forceinline__ int CompactChunk(const SparseMlaParams& p, int64_t t,
+                                            const RowRequest& rr, int begin,
+                                            int64_t* slots, int* scan) {
+  const int tid = threadIdx.x;
+  const int lane = tid % kDsaWarpSize, warp = tid / kDsaWarpSize;
+  int64_t off[kIndicesPerThread];
+  int n = 0;
+  const int32_t* row = p.topk_indices + t * p.topk_stride;
+#pragma unroll
+  for (int j = 0; j < kIndicesPerThread; ++j) {
+    const int i = begin + tid * kIndicesPerThread + j;
+    if (i < p.topk && rr.request >= 0) {
+      const int64_t o = EntryOffset(p, rr, row[i]);
+      if (o >= 0) off[n++] = o;
+    }
+  }
+  // Block-wide exclusive scan of n.
+  int inclusive = n;
+#pragma unroll
+  for (int d = 1; d < kDsaWarpSize; d *= 2) {
+    const int v = DSA_SHFL_UP(inclusive, d, kDsaWarpSize);
+    if (lane >= d) inclusive += v;
+  }
+  __syncthreads();  // the previous chunk's slots and scan are no longer read
+  if (lane == kDsaWarpSize - 1) scan[warp] = inclusive;
+  __syncthreads();
+  int base = 0, total = 0;
+  for (int w = 0; w < kWarps; ++w) {
+    const int s = scan[w];
+    if (w < warp) base += s;
+    total += s;
+  }
+  base += inclusive - n;
+#pragma unroll
+  for (int j = 0; j < kIndicesPerThread; ++j) {
+    if (j < n) slots[base + j] = off[j];
+  }
+  __syncthreads();
+  return total;
+}
+
+// Starts the gather of keys [first, first + kTileKeys) of the compacted list
+// (count entries valid) into the tile at `dst` (bf16 cache: the bf16 tile;
+// fp8 cache: the raw entries). Keys past count are zero-filled.
+template <bool kFp8>
+__device__ __forceinline__ void GatherTile(const SparseMlaParams& p,
+                                           const int64_t* slots, int first,
+                                           int count, uint8_t* dst) {
+  constexpr int kChunks = (kFp8 ? kFp8EntryBytes : kDim * 2) / 16;
+  constexpr int kDstStride = kFp8 ? kFp8EntryBytes : kLd * 2;
+  for (int c = threadIdx.x; c < kTileKeys * kChunks; c += kThreads) {
+    const int key = c / kChunks, part = c % kChunks;
+    const bool valid = first + key < count;
+    const uint8_t* src =
+        valid ? p.kv_cache + slots[first + key] + part * 16 : p.kv_cache;
+    Copy16(dst + key * kDstStride + part * 16, src, valid);
+  }
+  CopyCommit();
+}
+
+// Dequantises a raw fp8_ds_mla tile into the bf16 key tile (exact: fp8
+// values times power-of-two scales fit bf16).
+template <Fp8Format F>
+__device__ __forceinline__ void DequantTile(const uint8_t* raw,
+                                            uint16_t* keys) {
+  constexpr int kParts = kLora / 16 + kRope / 8;  // 32 fp8 + 8 rope chunks
+  for (int w = threadIdx.x; w < kTileKeys * kParts; w += kThreads) {
+    const int key = w / kParts, part = w % kParts;
+    const uint8_t* entry = raw + key * kFp8EntryBytes;
+    uint16_t* row = keys + key * kLd;
+    if (part < kLora / 16) {
+      const uint4 codes = *reinterpret_cast<const uint4*>(entry + part * 16);
+      const float scale = *reinterpret_cast<const float*>(
+          entry + kLora + 4 * (part * 16 / 128));
+      const uint32_t in[4] = {codes.x, codes.y, codes.z, codes.w};
+      uint32_t out[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t pair = in[i / 2] >> (16 * (i % 2));
+        out[i] = static_cast<uint32_t>(
+                     FloatToBf16(DecodeFp8<F>(pair & 0xffu) * scale)) |
+                 (static_cast<uint32_t>(
+                      FloatToBf16(DecodeFp8<F>((pair >> 8) & 0xffu) * scale))
+                  << 16);
+      }
+      uint4* d = reinterpret_cast<uint4*>(row + part * 16);
+      d[0] = make_uint4(out[0], out[1], out[2], out[3]);
+      d[1] = make_uint4(out[4], out[5], out[6], out[7]);
+    } else {
+      const int r = part - kLora / 16;
+      *reinterpret_cast<uint4*>(row + kLora + r * 8) =
+          *reinterpret_cast<const uint4*>(entry + kLora + 4 * kFp8Tiles +
+                                          r * 16);
+    }
+  }
+}
+
+// latent[t, h, :] = normalised attention output (bf16) of row t, heads
+// [blockIdx.y * HC, ...). Grid: (tokens, ceil(heads / HC)).
+template <int HC, bool kFp8, Fp8Format F>
+__global__ void __launch_bounds__(kThreads, 1)
+    SparseMlaMmaKernel(SparseMlaParams p, int64_t token_begin,
+                       uint16_t* latent) {
+  using L = MmaLayout<HC, kFp8>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  uint16_t* q_s = reinterpret_cast<uint16_t*>(smem + L::kQOff);
+  uint8_t* key_base = smem + L::kKeyOff;
+  uint8_t* raw_base = smem + L::kRawOff;
+  float* s_s = reinterpret_cast<float*>(smem + L::kSOff);
+  uint16_t* p_s = reinterpret_cast<uint16_t*>(smem + L::kPOff);
+  float* alpha_s = reinterpret_cast<float*>(smem + L::kAlphaOff);
+  int64_t* slots = reinterpret_cast<int64_t*>(smem + L::kSlotOff);
+  int* scan = reinterpret_cast<int*>(smem + L::kScanOff);
+
+  const int64_t t = token_begin + blockIdx.x;
+  const int h0 = blockIdx.y * HC;
+  const int tid = threadIdx.x;
+  const int lane = tid % kDsaWarpSize, warp = tid / kDsaWarpSize;
+
+  // Q, rounded to bf16 once; heads past the last are zeros.
+  for (int i = tid; i < HC * kDim; i += kThreads) {
+    const int hh = i / kDim, d = i % kDim;
+    float v = 0.0f;
+    if (h0 + hh < p.heads) {
+      v = LoadFloat(p.q, p.q_format,
+                    t * p.q_token_stride + (h0 + hh) * p.q_head_stride + d);
+    }
+    q_s[hh * kLd + d] = FloatToBf16(v);
+  }
+  const RowRequest rr = LoadRowRequest(p, t);
+  const float scale_log2 = p.softmax_scale * kLog2e;
+
+  // Softmax state of head row sm_row, kept (identically) by its kRowThreads
+  // threads.
+  const int sm_row = tid / L::kRowThreads, sm_part = tid % L::kRowThreads;
+  float m_run = kNegInf, l_run = 0.0f;
+
+  Mma::C o[L::kMTiles][L::kPvNTiles];
+#pragma unroll
+  for (int mt = 0; mt < L::kMTiles; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < L::kPvNTiles; ++nt) Mma::Zero(o[mt][nt]);
+  }
+
+  for (int chunk = 0; chunk < p.topk; chunk += kIndexChunk) {
+    const int count = CompactChunk(p, t, rr, chunk, slots, scan);
+    const int tiles = (count + kTileKeys - 1) / kTileKeys;
+    if (tiles == 0) continue;
+    GatherTile<kFp8>(p, slots, 0, count, kFp8 ? raw_base : key_base);
+    for (int tile = 0; tile < tiles; ++tile) {
+      CopyWaitAll();
+      __syncthreads();  // tile `tile` is in; tile - 1 is no longer read
+      if (tile + 1 < tiles) {
+        uint8_t* next = kFp8 ? raw_base + ((tile + 1) % 2) * L::kRawBytes
+                             : key_base + ((tile + 1) % 2) * L::kKeyBytes;
+        GatherTile<kFp8>(p, slots, (tile + 1) * kTileKeys, count, next);
+      }
+      uint16_t* keys;
+      if constexpr (kFp8) {
+        keys = reinterpret_cast<uint16_t*>(key_base);
+        DequantTile<F>(raw_base + (tile % 2) * L::kRawBytes, keys);
+        __syncthreads();
+      } else {
+        keys =
+            reinterpret_cast<uint16_t*>(key_base + (tile % 2) * L::kKeyBytes);
+      }
+      const int valid = count - tile * kTileKeys;
+
+      // 1. S = Q K^T, scaled into the log2 domain; keys past `valid` -inf.
+      if (warp < L::kQkGroups * L::kQkSplits) {
+        const int hg = warp % L::kQkGroups, ks = warp / L::kQkGroups;
+        const uint16_t* qa = q_s + hg * Mma::kM * kLd;
+        const uint16_t* kb = keys + ks * L::kQkKeys * kLd;
+        Mma::C s[L::kQkNTiles];
+#pragma unroll
+        for (int nt = 0; nt < L::kQkNTiles; ++nt) Mma::Zero(s[nt]);
+#pragma unroll 4
+        for (int k0 = 0; k0 < kDim; k0 += Mma::kK) {
+          Mma::A a;
+          Mma::LoadA(a, qa + k0, kLd, lane);
+#pragma unroll
+          for (int nt = 0; nt < L::kQkNTiles; ++nt) {
+            Mma::B b;
+            Mma::LoadB(b, kb + nt * Mma::kN * kLd + k0, kLd, lane);
+            Mma::Run(s[nt], a, b);
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < L::kQkNTiles; ++nt) {
+#pragma unroll
+          for (int i = 0; i < Mma::kCPerLane; ++i) {
+            const int row = hg * Mma::kM + Mma::CRow(lane, i);
+            const int col = ks * L::kQkKeys + nt * Mma::kN + Mma::CCol(lane, i);
+            s_s[row * kSLd + col] =
+                col < valid ? s[nt].v[i] * scale_log2 : kNegInf;
+          }
+        }
+      }
+      __syncthreads();
+
+      // 2. Online softmax of row sm_row over this tile.
+      {
+        float sv[L::kRowKeys];
+        float mx = kNegInf;
+#pragma unroll
+        for (int j = 0; j < L::kRowKeys; ++j) {
+          sv[j] = s_s[sm_row * kSLd + sm_part * L::kRowKeys + j];
+          mx = fmaxf(mx, sv[j]);
+        }
+#pragma unroll
+        for (int d = 1; d < L::kRowThreads; d *= 2) {
+          mx = fmaxf(mx, DSA_SHFL_XOR(mx, d, kDsaWarpSize));
+        }
+        const float m_new = fmaxf(m_run, mx);
+        // A row still at -inf (no finite score yet) subtracts 0 instead.
+        const float m_use = m_new == kNegInf ? 0.0f : m_new;
+        const float alpha = exp2f(m_run - m_use);
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < L::kRowKeys; ++j) {
+          // The sum uses the rounded probabilities, the ones P V multiplies.
+          const uint16_t pb = FloatToBf16(exp2f(sv[j] - m_use));
+          sum += Bf16ToFloat(pb);
+          p_s[sm_row * kPLd + sm_part * L::kRowKeys + j] = pb;
+        }
+#pragma unroll
+        for (int d = 1; d < L::kRowThreads; d *= 2) {
+          sum += DSA_SHFL_XOR(sum, d, kDsaWarpSize);
+        }
+        l_run = l_run * alpha + sum;
+        m_run = m_new;
+        if (sm_part == 0) alpha_s[sm_row] = alpha;
+      }
+      __syncthreads();
+
+      // 3. O = O * alpha + P V over this warp's value dims.
+#pragma unroll
+      for (int mt = 0; mt < L::kMTiles; ++mt) {
+#pragma unroll
+        for (int i = 0; i < Mma::kCPerLane; ++i) {
+          const float a = alpha_s[mt * Mma::kM + Mma::CRow(lane, i)];
+#pragma unroll
+          for (int nt = 0; nt < L::kPvNTiles; ++nt) o[mt][nt].v[i] *= a;
+        }
+      }
+      const uint16_t* vb = keys + warp * L::kPvDims;
+#pragma unroll
+      for (int kk = 0; kk < kTileKeys; kk += Mma::kK) {
+        Mma::A pa[L::kMTiles];
+#pragma unroll
+        for (int mt = 0; mt < L::kMTiles; ++mt) {
+          Mma::LoadA(pa[mt], p_s + mt * Mma::kM * kPLd + kk, kPLd, lane);
+        }
+#pragma unroll
+        for (int nt = 0; nt < L::kPvNTiles; ++nt) {
+          Mma::B b;
+          Mma::LoadBTrans(b, vb + kk * kLd + nt * Mma::kN, kLd, lane);
+#pragma unroll
+          for (int mt = 0; mt < L::kMTiles; ++mt)
+            Mma::Run(o[mt][nt], pa[mt], b);
+        }
+      }
+    }
+  }
+
+  // Normalise (a row without any valid key has l = 0 and outputs zeros) and
+  // store the latent output.
+  __syncthreads();
+  if (sm_part == 0) alpha_s[sm_row] = l_run > 0.0f ? 1.0f / l_run : 0.0f;
+  __syncthreads();
+#pragma unroll
+  for (int mt = 0; mt < L::kMTiles; ++mt) {
+#pragma unroll
+    for (int i = 0; i < Mma::kCPerLane; ++i) {
+      const int row = mt * Mma::kM + Mma::CRow(lane, i);
+      if (h0 + row >= p.heads) continue;
+      const float inv = alpha_s[row];
+      uint16_t* out = latent +
+                      ((t - token_begin) * p.heads + h0 + row) * kLora +
+                      warp * L::kPvDims;
+#pragma unroll
+      for (int nt = 0; nt < L::kPvNTiles; ++nt) {
+        out[nt * Mma::kN + Mma::CCol(lane, i)] =
+            FloatToBf16(o[mt][nt].v[i] * inv);
+      }
+    }
+  }
+}
+
+// --------------------------------------------------------------------------
+// W_UV: w[h, o, c] = bf16(kv_b_proj[h * (nope + v) + nope + o, c]).
+__global__ void ConvertWuvKernel(SparseMlaParams p, int lora, uint16_t* w) {
+  const int64_t total = static_cast<int64_t>(p.heads) * p.v_head_dim * lora;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = i % lora;
+    const int64_t ho = i / lora;
+    const int64_t h = ho / p.v_head_dim, o = ho % p.v_head_dim;
+    const int64_t row =
+        h * (p.qk_nope_head_dim + p.v_head_dim) + p.qk_nope_head_dim + o;
+    w[i] = FloatToBf16(LoadFloat(p.kv_b_proj, p.kv_b_proj_format,
+                                 row * p.kv_b_proj_row_stride + c));
+  }
+}
+
+// output[t, h, o] = sum_c w[h, o, c] latent[t, h, c] for tokens
+// [token_begin, token_begin + rows): per head a [rows x lora] x [v x lora]^T
+// bf16 GEMM. Block tile kGemmM x kGemmN, K steps of kGemmK, double-buffered
+// with cp.async; warps 2 (M) x kWarps / 2 (N), each 64 x 32.
+constexpr int kGemmK = 32;
+constexpr int kGemmWarpM = 64;
+constexpr int kGemmWarpN = 32;
+constexpr int kGemmM = 2 * kGemmWarpM;
+constexpr int kGemmN = kGemmWarpN * (kWarps / 2);
+constexpr int kGemmLd = kGemmK + 8;  // 80-byte rows: conflict-free ldmatrix
+constexpr int kGemmMTiles = kGemmWarpM / Mma::kM;
+constexpr int kGemmNTiles = kGemmWarpN / Mma::kN;
+
+template <FloatFormat kOut>
+__global__ void __launch_bounds__(kThreads)
+    WuvGemmKernel(SparseMlaParams p, int64_t token_begin, int64_t rows,
+                  int lora, const uint16_t* latent, const uint16_t* w) {
+  __shared__ __align__(16) uint16_t a_s[2][kGemmM * kGemmLd];
+  __shared__ __align__(16) uint16_t b_s[2][kGemmN * kGemmLd];
+  const int h = blockIdx.z;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kGemmM;
+  const int n0 = blockIdx.y * kGemmN;
+  const int tid = threadIdx.x;
+  const int lane = tid % kDsaWarpSize, warp = tid / kDsaWarpSize;
+  const int wm = warp % 2, wn = warp / 2;
+  const int64_t a_stride = static_cast<int64_t>(p.heads) * lora;
+  const uint16_t* a_base = latent + static_cast<int64_t>(h) * lora;
+  const uint16_t* b_base = w + static_cast<int64_t>(h) * p.v_head_dim * lora;
+
+  auto load = [&](int buf, int k0) {
+    constexpr int kRowChunks = kGemmK / 8;
+    for (int c = tid; c < kGemmM * kRowChunks; c += kThreads) {
+      const int r = c / kRowChunks, part = c % kRowChunks;
+      const bool valid = m0 + r < rows;
+      const uint16_t* src =
+          valid ? a_base + (m0 + r) * a_stride + k0 + part * 8 : a_base;
+      Copy16(&a_s[buf][r * kGemmLd + part * 8], src, valid);
+    }
+    for (int c = tid; c < kGemmN * kRowChunks; c += kThreads) {
+      const int r = c / kRowChunks, part = c % kRowChunks;
+      const bool valid = n0 + r < p.v_head_dim;
+      const uint16_t* src =
+          valid ? b_base + static_cast<int64_t>(n0 + r) * lora + k0 + part * 8
+                : b_base;
+      Copy16(&b_s[buf][r * kGemmLd + part * 8], src, valid);
+    }
+    CopyCommit();
+  };
+
+  Mma::C acc[kGemmMTiles][kGemmNTiles];
+#pragma unroll
+  for (int mt = 0; mt < kGemmMTiles; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < kGemmNTiles; ++nt) Mma::Zero(acc[mt][nt]);
+  }
+  const int steps = lora / kGemmK;
+  load(0, 0);
+  for (int s = 0; s < steps; ++s) {
+    CopyWaitAll();
+    __syncthreads();
+    if (s + 1 < steps) load((s + 1) % 2, (s + 1) * kGemmK);
+    const uint16_t* a_tile = a_s[s % 2] + wm * kGemmWarpM * kGemmLd;
+    const uint16_t* b_tile = b_s[s % 2] + wn * kGemmWarpN * kGemmLd;
+#pragma unroll
+    for (int kk = 0; kk < kGemmK; kk += Mma::kK) {
+      Mma::A a[kGemmMTiles];
+#pragma unroll
+      for (int mt = 0; mt < kGemmMTiles; ++mt) {
+        Mma::LoadA(a[mt], a_tile + mt * Mma::kM * kGemmLd + kk, kGemmLd, lane);
+      }
+#pragma unroll
+      for (int nt = 0; nt < kGemmNTiles; ++nt) {
+        Mma::B b;
+        Mma::LoadB(b, b_tile + nt * Mma::kN * kGemmLd + kk, kGemmLd, lane);
+#pragma unroll
+        for (int mt = 0; mt < kGemmMTiles; ++mt)
+          Mma::Run(acc[mt][nt], a[mt], b);
+      }
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < kGemmMTiles; ++mt) {
+#pragma unroll
+    for (int i = 0; i < Mma::kCPerLane; ++i) {
+      const int64_t r =
+          m0 + wm * kGemmWarpM + mt * Mma::kM + Mma::CRow(lane, i);
+      if (r >= rows) continue;
+      const int64_t t = token_begin + r;
+#pragma unroll
+      for (int nt = 0; nt < kGemmNTiles; ++nt) {
+        const int o = n0 + wn * kGemmWarpN + nt * Mma::kN + Mma::CCol(lane, i);
+        if (o >= p.v_head_dim) continue;
+        const int64_t at =
+            t * p.output_token_stride + h * p.output_head_stride + o;
+        if constexpr (kOut == FloatFormat::kBFloat16) {
+          static_cast<uint16_t*>(p.output)[at] = FloatToBf16(acc[mt][nt].v[i]);
+        } else {
+          static_cast<float*>(p.output)[at] = acc[mt][nt].v[i];
+        }
+      }
+    }
+  }
+}
+
+// --------------------------------------------------------------------------
+// FMA kernels for every other shape: one block per (row, head), the keys one
+// after another, everything in fp32.
+constexpr int kFmaThreads = 128;
+
+template <Fp8Format F>
+__device__ __forceinline__ float CacheValue(const SparseMlaParams& p,
+                                            const uint8_t* entry, int d) {
+  if (p.cache_type == LatentCacheType::kBFloat16) {
+    return Bf16ToFloat(reinterpret_cast<const uint16_t*>(entry)[d]);
+  }
+  const int lora = p.kv_lora_rank;
+  if (d >= lora) {
+    const uint8_t* rope = entry + lora + 4 * (lora / 128) + 2 * (d - lora);
+    return Bf16ToFloat(static_cast<uint16_t>(rope[0] | (rope[1] << 8)));
+  }
+  float scale;
+  __builtin_memcpy(&scale, entry + lora + 4 * (d / 128), 4);
+  return DecodeFp8<F>(entry[d]) * scale;
+}
+
+// latent[t, h, :] (fp32). Dynamic shared memory: q and the running output,
+// (kv_lora + rope) + kv_lora floats, then the reduction scratch.
+template <Fp8Format F>
+__global__ void __launch_bounds__(kFmaThreads)
+    SparseMlaFmaKernel(SparseMlaParams p, int64_t token_begin, float* latent) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int lora = p.kv_lora_rank;
+  const int dim = lora + p.rope_dim;
+  float* q = reinterpret_cast<float*>(smem);
+  float* acc = q + dim;
+  float* red = acc + lora;
+  const int64_t t = token_begin + blockIdx.x;
+  const int h = blockIdx.y;
+  const int tid = threadIdx.x;
+  constexpr int kWarpsFma = kFmaThreads / kDsaWarpSize;
+  for (int d = tid; d < dim; d += kFmaThreads) {
+    q[d] = LoadFloat(p.q, p.q_format,
+                     t * p.q_token_stride + h * p.q_head_stride + d);
+  }
+  for (int d = tid; d < lora; d += kFmaThreads) acc[d] = 0.0f;
+  const RowRequest rr = LoadRowRequest(p, t);
+  float m = kNegInf, l = 0.0f;
+  __syncthreads();
+  const int32_t* row = p.topk_indices + t * p.topk_stride;
+  for (int j = 0; j < p.topk && rr.request >= 0; ++j) {
+    const int64_t off = EntryOffset(p, rr, row[j]);
+    if (off < 0) continue;
+    const uint8_t* entry = p.kv_cache + off;
+    float part = 0.0f;
+    for (int d = tid; d < dim; d += kFmaThreads) {
+      part += q[d] * CacheValue<F>(p, entry, d);
+    }
+    for (int d = kDsaWarpSize / 2; d > 0; d /= 2) {
+      part += DSA_SHFL_XOR(part, d, kDsaWarpSize);
+    }
+    if (tid % kDsaWarpSize == 0) red[tid / kDsaWarpSize] = part;
+    __syncthreads();
+    float s = 0.0f;
+    for (int w = 0; w < kWarpsFma; ++w) s += red[w];
+    __syncthreads();  // red is rewritten by the next key
+    s *= p.softmax_scale;
+    const float m_new = fmaxf(m, s);
+    const float m_use = m_new == kNegInf ? 0.0f : m_new;
+    const float alpha = expf(m - m_use);
+    const float pr = expf(s - m_use);
+    l = l * alpha + pr;
+    m = m_new;
+    for (int d = tid; d < lora; d += kFmaThreads) {
+      acc[d] = acc[d] * alpha + pr * CacheValue<F>(p, entry, d);
+    }
+  }
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  float* out = latent + ((t - token_begin) * p.heads + h) * lora;
+  for (int d = tid; d < lora; d += kFmaThreads) out[d] = acc[d] * inv;
+}
+
+// output[t, h, :] = W_UV[h] latent[t, h, :], one block per (row, head).
+__global__ void __launch_bounds__(kFmaThreads)
+    WuvFmaKernel(SparseMlaParams p, int64_t token_begin, const float* latent) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  float* x = reinterpret_cast<float*>(smem);
+  const int lora = p.kv_lora_rank;
+  const int64_t t = token_begin + blockIdx.x;
+  const int h = blockIdx.y;
+  const float* in =
+      latent + (blockIdx.x * static_cast<int64_t>(p.heads) + h) * lora;
+  for (int c = threadIdx.x; c < lora; c += kFmaThreads) x[c] = in[c];
+  __syncthreads();
+  for (int o = threadIdx.x; o < p.v_head_dim; o += kFmaThreads) {
+    const int64_t row =
+        static_cast<int64_t>(h) * (p.qk_nope_head_dim + p.v_head_dim) +
+        p.qk_nope_head_dim + o;
+    float sum = 0.0f;
+    for (int c = 0; c < lora; ++c) {
+      sum += LoadFloat(p.kv_b_proj, p.kv_b_proj_format,
+                       row * p.kv_b_proj_row_stride + c) *
+             x[c];
+    }
+    const int64_t at = t * p.output_token_stride + h * p.output_head_stride + o;
+    if (p.output_format == FloatFormat::kBFloat16) {
+      static_cast<uint16_t*>(p.output)[at] = FloatToBf16(sum);
+    } else {
+      static_cast<float*>(p.output)[at] = sum;
+    }
+  }
+}
+
+// --------------------------------------------------------------------------
+// Launch.
+
+bool UsesMma(const SparseMlaParams& p) {
+  return p.kv_lora_rank == kLora && p.rope_dim == kRope &&
+         reinterpret_cast<uintptr_t>(p.kv_cache) % 16 == 0 &&
+         p.cache_block_stride % 16 == 0 && p.cache_token_stride % 16 == 0 &&
+         p.topk <= 0x7fffffff - kIndexChunk;
+}
+
+// Latent scratch is limited to about this many bytes: longer batches run in
+// token chunks.
+constexpr int64_t kLatentScratchBytes = int64_t{256} << 20;
+
+template <int HC, bool kFp8, Fp8Format F>
+LaunchResult LaunchMmaAttention(const SparseMlaParams& p, int64_t begin,
+                                int64_t rows, uint16_t* latent,
+                                hipStream_t stream) {
+  using L = MmaLayout<HC, kFp8>;
+  auto kernel = &SparseMlaMmaKernel<HC, kFp8, F>;
+  LaunchResult r =
+      FromError(hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                    hipFuncAttributeMaxDynamicSharedMemorySize,
+                                    L::kBytes),
+                "sparse_mla: shared memory opt-in");
+  if (!r.ok()) return r;
+  const dim3 grid(static_cast<unsigned>(rows),
+                  static_cast<unsigned>((p.heads + HC - 1) / HC));
+  hipLaunchKernelGGL(kernel, grid, dim3(kThreads), L::kBytes, stream, p, begin,
+                     latent);
+  return CheckLaunch(kOp);
+}
+
+template <bool kFp8, Fp8Format F>
+LaunchResult LaunchMmaAttentionHeads(const SparseMlaParams& p, int64_t begin,
+                                     int64_t rows, uint16_t* latent,
+                                     hipStream_t stream) {
+  if constexpr (Mma::kM <= 16) {
+    if (p.heads <= 16) {
+      return LaunchMmaAttention<16, kFp8, F>(p, begin, rows, latent, stream);
+    }
+  }
+  if (p.heads <= 32) {
+    return LaunchMmaAttention<32, kFp8, F>(p, begin, rows, latent, stream);
+  }
+  return LaunchMmaAttention<64, kFp8, F>(p, begin, rows, latent, stream);
+}
+
+LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
+  StreamScratch scratch(stream);
+  uint16_t* w = nullptr;
+  LaunchResult r =
+      scratch.Get(&w, static_cast<size_t>(p.heads) * p.v_head_dim * kLora * 2,
+                  "sparse_mla: W_UV scratch");
+  if (!r.ok()) return r;
+  {
+    const int64_t total = static_cast<int64_t>(p.heads) * p.v_head_dim * kLora;
+    const int64_t blocks = (total + kThreads - 1) / kThreads;
+    hipLaunchKernelGGL(
+        ConvertWuvKernel,
+        dim3(static_cast<unsigned>(blocks < 4096 ? blocks : 4096)),
+        dim3(kThreads), 0, stream, p, kLora, w);
+    r = CheckLaunch(kOp);
+    if (!r.ok()) return r;
+  }
+  const int64_t row_bytes = static_cast<int64_t>(p.heads) * kLora * 2;
+  int64_t chunk = kLatentScratchBytes / row_bytes;
+  if (chunk < 1) chunk = 1;
+  if (chunk > 65535) chunk = 65535;  // grid.x of the attention kernel
+  if (chunk > p.tokens) chunk = p.tokens;
+  uint16_t* latent = nullptr;
+  r = scratch.Get(&latent, static_cast<size_t>(chunk * row_bytes),
+                  "sparse_mla: latent scratch");
+  if (!r.ok()) return r;
+  for (int64_t begin = 0; begin < p.tokens; begin += chunk) {
+    const int64_t rows = p.tokens - begin < chunk ? p.tokens - begin : chunk;
+    switch (p.cache_type) {
+      case LatentCacheType::kBFloat16:
+        r = LaunchMmaAttentionHeads<false, Fp8Format::kE4m3fn>(p, begin, rows,
+                                                               latent, stream);
+        break;
+      case LatentCacheType::kFp8E4m3fn:
+        r = LaunchMmaAttentionHeads<true, Fp8Format::kE4m3fn>(p, begin, rows,
+                                                              latent, stream);
+        break;
+      case LatentCacheType::kFp8E4m3fnuz:
+        r = LaunchMmaAttentionHeads<true, Fp8Format::kE4m3fnuz>(p, begin, rows,
+                                                                latent, stream);
+        break;
+    }
+    if (!r.ok()) return r;
+    const dim3 grid(static_cast<unsigned>((rows + kGemmM - 1) / kGemmM),
+                    static_cast<unsigned>((p.v_head_dim + kGemmN - 1) / kGemmN),
+                    static_cast<unsigned>(p.heads));
+    if (p.output_format == FloatFormat::kBFloat16) {
+      hipLaunchKernelGGL(WuvGemmKernel<FloatFormat::kBFloat16>, grid,
+                         dim3(kThreads), 0, stream, p, begin, rows, kLora,
+                         latent, w);
+    } else {
+      hipLaunchKernelGGL(WuvGemmKernel<FloatFormat::kFloat32>, grid,
+                         dim3(kThreads), 0, stream, p, begin, rows, kLora,
+                         latent, w);
+    }
+    r = CheckLaunch(kOp);
+    if (!r.ok()) return r;
+  }
+  return r;
+}
+
+LaunchResult RunFma(const SparseMlaParams& p, hipStream_t stream) {
+  StreamScratch scratch(stream);
+  const int64_t row_bytes = static_cast<int64_t>(p.heads) * p.kv_lora_rank * 4;
+  int64_t chunk = kLatentScratchBytes / row_bytes;
+  if (chunk < 1) chunk = 1;
+  if (chunk > 65535) chunk = 65535;
+  if (chunk > p.tokens) chunk = p.tokens;
+  float* latent = nullptr;
+  LaunchResult r = scratch.Get(&latent, static_cast<size_t>(chunk * row_bytes),
+                               "sparse_mla: latent scratch");
+  if (!r.ok()) return r;
+  const size_t attn_smem =
+      (2 * static_cast<size_t>(p.kv_lora_rank) + p.rope_dim + kFmaThreads) * 4;
+  const size_t wuv_smem = static_cast<size_t>(p.kv_lora_rank) * 4;
+  auto attn = p.cache_type == LatentCacheType::kFp8E4m3fnuz
+                  ? &SparseMlaFmaKernel<Fp8Format::kE4m3fnuz>
+                  : &SparseMlaFmaKernel<Fp8Format::kE4m3fn>;
+  r = FromError(hipFuncSetAttribute(reinterpret_cast<const void*>(attn),
+                                    hipFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(attn_smem)),
+                "sparse_mla: shared memory opt-in");
+  if (!r.ok()) return r;
+  r = FromError(
+      hipFuncSetAttribute(reinterpret_cast<const void*>(&WuvFmaKernel),
+                          hipFuncAttributeMaxDynamicSharedMemorySize,
+                          static_cast<int>(wuv_smem)),
+      "sparse_mla: shared memory opt-in");
+  if (!r.ok()) return r;
+  for (int64_t begin = 0; begin < p.tokens; begin += chunk) {
+    const int64_t rows = p.tokens - begin < chunk ? p.tokens - begin : chunk;
+    const dim3 grid(static_cast<unsigned>(rows),
+                    static_cast<unsigned>(p.heads));
+    hipLaunchKernelGGL(attn, grid, dim3(kFmaThreads), attn_smem, stream, p,
+                       begin, latent);
+    r = CheckLaunch(kOp);
+    if (!r.ok()) return r;
+    hipLaunchKernelGGL(WuvFmaKernel, grid, dim3(kFmaThreads), wuv_smem, stream,
+                       p, begin, latent);
+    r = CheckLaunch(kOp);
+    if (!r.ok()) return r;
+  }
+  return r;
+}
+
+}  // namespace
+
+const char* SparseMlaPath(const SparseMlaParams& params) {
+  return UsesMma(params) ? "mma" : "fma";
+}
+
+LaunchResult SparseMlaLaunch(const SparseMlaParams& p, void* stream) {
+  if (p.tokens == 0) return LaunchResult{};
+  const bool fp8 = p.cache_type != LatentCacheType::kBFloat16;
+  const int64_t entry =
+      fp8 ? p.kv_lora_rank + 4 * (p.kv_lora_rank / 128) + 2 * p.rope_dim
+          : 2 * (static_cast<int64_t>(p.kv_lora_rank) + p.rope_dim);
+  if (p.tokens < 0 || p.heads < 1 || p.kv_lora_rank < 1 || p.rope_dim < 0 ||
+      p.num_blocks < 1 || p.block_size < 1 || p.num_requests < 1 ||
+      p.max_blocks_per_request < 1 ||
+      p.block_table_stride < p.max_blocks_per_request || p.topk < 0 ||
+      p.topk_stride < p.topk || p.qk_nope_head_dim < 0 || p.v_head_dim < 1 ||
+      p.cache_token_stride < entry ||
+      p.cache_block_stride < p.cache_token_stride * p.block_size) {
+    return Invalid(kOp,
+                   "sizes: tokens %lld, heads %d, kv_lora_rank %d, rope_dim "
+                   "%d, num_blocks %lld, block_size %d, num_requests %d, "
+                   "max_blocks %d, block_table_stride %lld, topk %d, "
+                   "topk_stride %lld, qk_nope %d, v_head_dim %d, cache "
+                   "strides %lld/%lld (entry %lld bytes)",
+                   static_cast<long long>(p.tokens), p.heads, p.kv_lora_rank,
+                   p.rope_dim, static_cast<long long>(p.num_blocks),
+                   p.block_size, p.num_requests, p.max_blocks_per_request,
+                   static_cast<long long>(p.block_table_stride), p.topk,
+                   static_cast<long long>(p.topk_stride), p.qk_nope_head_dim,
+                   p.v_head_dim, static_cast<long long>(p.cache_block_stride),
+                   static_cast<long long>(p.cache_token_stride),
+                   static_cast<long long>(entry));
+  }
+  if (fp8 && p.kv_lora_rank % 128 != 0) {
+    return Invalid(kOp,
+                   "fp8 cache needs kv_lora_rank a multiple of 128, not %d",
+                   p.kv_lora_rank);
+  }
+  if (p.heads > 65535) {
+    return Invalid(kOp, "%d heads, at most 65535", p.heads);
+  }
+  if (p.q == nullptr || p.kv_cache == nullptr || p.block_table == nullptr ||
+      p.seq_lens == nullptr || p.token_request == nullptr ||
+      (p.topk > 0 && p.topk_indices == nullptr) || p.kv_b_proj == nullptr ||
+      p.output == nullptr) {
+    return Invalid(kOp, "a device pointer is null");
+  }
+  if (fp8 && (reinterpret_cast<uintptr_t>(p.kv_cache) % 4 != 0 ||
+              p.cache_block_stride % 4 != 0 || p.cache_token_stride % 4 != 0)) {
+    return Invalid(kOp, "fp8 cache entries are not 4-byte aligned (scales)");
+  }
+  if (!fp8 &&
+      (reinterpret_cast<uintptr_t>(p.kv_cache) % 2 != 0 ||
+       p.cache_block_stride % 2 != 0 || p.cache_token_stride % 2 != 0)) {
+    return Invalid(kOp, "bf16 cache entries are not 2-byte aligned");
+  }
+  auto s = static_cast<hipStream_t>(stream);
+  return UsesMma(p) ? RunMma(p, s) : RunFma(p, s);
+}
+
+}  // namespace dsa::attention::gpu
