@@ -196,12 +196,13 @@ struct MmaLayout {
   static constexpr int kBytes = kScanOff + (kWarps + 1) * 4;
 };
 
-// Compacts top-k indices [begin, begin + kIndexChunk) of row t (those below
-// topk) into slots[] (cache-entry byte offsets, in index order) and returns
+// Compacts top-k indices [begin, min(begin + kIndexChunk, end)) of row t
+// into slots[] (cache-entry byte offsets, in index order) and returns
 // their number. Starts and ends with a barrier.
 __device__ __forceinline__ int CompactChunk(const SparseMlaParams& p, int64_t t,
                                             const RowRequest& rr, int begin,
-                                            int64_t* slots, int* scan) {
+                                            int end, int64_t* slots,
+                                            int* scan) {
   const int tid = threadIdx.x;
   const int lane = tid % kDsaWarpSize, warp = tid / kDsaWarpSize;
   int64_t off[kIndicesPerThread];
@@ -210,7 +211,7 @@ __device__ __forceinline__ int CompactChunk(const SparseMlaParams& p, int64_t t,
 #pragma unroll
   for (int j = 0; j < kIndicesPerThread; ++j) {
     const int i = begin + tid * kIndicesPerThread + j;
-    if (i < p.topk && rr.request >= 0) {
+    if (i < end && rr.request >= 0) {
       const int64_t o = EntryOffset(p, rr, row[i]);
       if (o >= 0) off[n++] = o;
     }
@@ -296,12 +297,23 @@ __device__ __forceinline__ void DequantTile(const uint8_t* raw,
   }
 }
 
-// latent[t, h, :] = normalised attention output (bf16) of row t, heads
-// [blockIdx.y * HC, ...). Grid: (tokens, ceil(heads / HC)).
+// Where the attention kernel puts its result. One split (part_o null):
+// latent[t, h, :] = the normalised output (bf16). Several (few rows: the
+// top-k list is split over blockIdx.z so that the grid fills the GPU): each
+// split's own normalised output, fp32, at part_o[split][t][h][:], and its
+// log2-sum-exp at part_lse[split][t][h] (-inf when it saw no key), merged
+// by CombineSplitsKernel.
+struct MmaOutput {
+  uint16_t* latent;
+  float* part_o;
+  float* part_lse;
+  int splits;
+};
+
+// Grid: (tokens, ceil(heads / HC), splits); heads [blockIdx.y * HC, ...).
 template <int HC, bool kFp8, Fp8Format F>
 __global__ void __launch_bounds__(kThreads, 1)
-    SparseMlaMmaKernel(SparseMlaParams p, int64_t token_begin,
-                       uint16_t* latent) {
+    SparseMlaMmaKernel(SparseMlaParams p, int64_t token_begin, MmaOutput out) {
   using L = MmaLayout<HC, kFp8>;
   extern __shared__ __align__(16) uint8_t smem[];
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem + L::kQOff);
@@ -343,8 +355,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int nt = 0; nt < L::kPvNTiles; ++nt) Mma::Zero(o[mt][nt]);
   }
 
-  for (int chunk = 0; chunk < p.topk; chunk += kIndexChunk) {
-    const int count = CompactChunk(p, t, rr, chunk, slots, scan);
+  const int per_split = (p.topk + out.splits - 1) / out.splits;
+  const int range_begin = blockIdx.z * per_split;
+  const int range_end =
+      p.topk - range_begin < per_split ? p.topk : range_begin + per_split;
+  for (int chunk = range_begin; chunk < range_end; chunk += kIndexChunk) {
+    const int count = CompactChunk(p, t, rr, chunk, range_end, slots, scan);
     const int tiles = (count + kTileKeys - 1) / kTileKeys;
     if (tiles == 0) continue;
     GatherTile<kFp8>(p, slots, 0, count, kFp8 ? raw_base : key_base);
@@ -468,6 +484,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   // store the latent output.
   __syncthreads();
   if (sm_part == 0) alpha_s[sm_row] = l_run > 0.0f ? 1.0f / l_run : 0.0f;
+  // (token, head) index of this block's output row `row`.
+  const int64_t out_row0 =
+      (static_cast<int64_t>(blockIdx.z) * gridDim.x + (t - token_begin)) *
+          p.heads +
+      h0;
+  if (out.part_o != nullptr && sm_part == 0 && h0 + sm_row < p.heads) {
+    out.part_lse[out_row0 + sm_row] =
+        l_run > 0.0f ? m_run + __log2f(l_run) : kNegInf;
+  }
   __syncthreads();
 #pragma unroll
   for (int mt = 0; mt < L::kMTiles; ++mt) {
@@ -476,15 +501,49 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int row = mt * Mma::kM + Mma::CRow(lane, i);
       if (h0 + row >= p.heads) continue;
       const float inv = alpha_s[row];
-      uint16_t* out = latent +
-                      ((t - token_begin) * p.heads + h0 + row) * kLora +
-                      warp * L::kPvDims;
+      const int64_t at = (out_row0 + row) * kLora + warp * L::kPvDims;
 #pragma unroll
       for (int nt = 0; nt < L::kPvNTiles; ++nt) {
-        out[nt * Mma::kN + Mma::CCol(lane, i)] =
-            FloatToBf16(o[mt][nt].v[i] * inv);
+        const float v = o[mt][nt].v[i] * inv;
+        const int col = nt * Mma::kN + Mma::CCol(lane, i);
+        if (out.part_o != nullptr) {
+          out.part_o[at + col] = v;
+        } else {
+          out.latent[at + col] = FloatToBf16(v);
+        }
       }
     }
+  }
+}
+
+// latent[t, h, :] = the splits' outputs weighted by their share of the
+// softmax mass (exp2 of their log2-sum-exp); zeros when no split saw a key.
+// Grid: (rows, heads); 128 threads, 4 dims each.
+__global__ void __launch_bounds__(128)
+    CombineSplitsKernel(int64_t rows, int heads, int splits,
+                        const float* part_o, const float* part_lse,
+                        uint16_t* latent) {
+  const int64_t th = blockIdx.x * static_cast<int64_t>(heads) + blockIdx.y;
+  const int64_t stride = rows * heads;
+  float m = kNegInf;
+  for (int s = 0; s < splits; ++s) m = fmaxf(m, part_lse[s * stride + th]);
+  float acc[kLora / 128] = {};
+  float total = 0.0f;
+  if (m != kNegInf) {
+    for (int s = 0; s < splits; ++s) {
+      const float w = exp2f(part_lse[s * stride + th] - m);
+      if (w == 0.0f) continue;
+      total += w;
+      const float* o = part_o + (s * stride + th) * kLora;
+#pragma unroll
+      for (int k = 0; k < kLora / 128; ++k)
+        acc[k] += w * o[threadIdx.x + 128 * k];
+    }
+  }
+  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+#pragma unroll
+  for (int k = 0; k < kLora / 128; ++k) {
+    latent[th * kLora + threadIdx.x + 128 * k] = FloatToBf16(acc[k] * inv);
   }
 }
 
@@ -732,7 +791,7 @@ constexpr int64_t kLatentScratchBytes = int64_t{256} << 20;
 
 template <int HC, bool kFp8, Fp8Format F>
 LaunchResult LaunchMmaAttention(const SparseMlaParams& p, int64_t begin,
-                                int64_t rows, uint16_t* latent,
+                                int64_t rows, const MmaOutput& out,
                                 hipStream_t stream) {
   using L = MmaLayout<HC, kFp8>;
   auto kernel = &SparseMlaMmaKernel<HC, kFp8, F>;
@@ -743,15 +802,22 @@ LaunchResult LaunchMmaAttention(const SparseMlaParams& p, int64_t begin,
                 "sparse_mla: shared memory opt-in");
   if (!r.ok()) return r;
   const dim3 grid(static_cast<unsigned>(rows),
-                  static_cast<unsigned>((p.heads + HC - 1) / HC));
+                  static_cast<unsigned>((p.heads + HC - 1) / HC),
+                  static_cast<unsigned>(out.splits));
   hipLaunchKernelGGL(kernel, grid, dim3(kThreads), L::kBytes, stream, p, begin,
-                     latent);
+                     out);
   return CheckLaunch(kOp);
+}
+
+// Heads per attention block (LaunchMmaAttentionHeads' choice).
+int HeadsPerBlock(int heads) {
+  if (Mma::kM <= 16 && heads <= 16) return 16;
+  return heads <= 32 ? 32 : 64;
 }
 
 template <bool kFp8, Fp8Format F>
 LaunchResult LaunchMmaAttentionHeads(const SparseMlaParams& p, int64_t begin,
-                                     int64_t rows, uint16_t* latent,
+                                     int64_t rows, const MmaOutput& latent,
                                      hipStream_t stream) {
   if constexpr (Mma::kM <= 16) {
     if (p.heads <= 16) {
@@ -790,23 +856,59 @@ LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
   r = scratch.Get(&latent, static_cast<size_t>(chunk * row_bytes),
                   "sparse_mla: latent scratch");
   if (!r.ok()) return r;
+  // Few rows (decode): split each row's top-k list so that the grid covers
+  // every multiprocessor, at least 256 indices per split.
+  MmaOutput out{latent, nullptr, nullptr, 1};
+  const int64_t blocks = p.tokens * ((p.heads + HeadsPerBlock(p.heads) - 1) /
+                                     HeadsPerBlock(p.heads));
+  int sms = 0, device = 0;
+  if (hipGetDevice(&device) != hipSuccess ||
+      hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount,
+                            device) != hipSuccess) {
+    sms = 0;  // no split
+  }
+  if (p.tokens == chunk && blocks < sms) {
+    int64_t splits = (sms + blocks - 1) / blocks;
+    const int64_t most = p.topk / 256;
+    if (splits > most) splits = most;
+    if (splits > 32) splits = 32;
+    if (splits > 1) {
+      out.splits = static_cast<int>(splits);
+      const size_t rows_heads = static_cast<size_t>(p.tokens) * p.heads;
+      r = scratch.Get(&out.part_o, splits * rows_heads * kLora * 4,
+                      "sparse_mla: split outputs");
+      if (!r.ok()) return r;
+      r = scratch.Get(&out.part_lse, splits * rows_heads * 4,
+                      "sparse_mla: split log-sum-exps");
+      if (!r.ok()) return r;
+    }
+  }
   for (int64_t begin = 0; begin < p.tokens; begin += chunk) {
     const int64_t rows = p.tokens - begin < chunk ? p.tokens - begin : chunk;
     switch (p.cache_type) {
       case LatentCacheType::kBFloat16:
         r = LaunchMmaAttentionHeads<false, Fp8Format::kE4m3fn>(p, begin, rows,
-                                                               latent, stream);
+                                                               out, stream);
         break;
       case LatentCacheType::kFp8E4m3fn:
         r = LaunchMmaAttentionHeads<true, Fp8Format::kE4m3fn>(p, begin, rows,
-                                                              latent, stream);
+                                                              out, stream);
         break;
       case LatentCacheType::kFp8E4m3fnuz:
         r = LaunchMmaAttentionHeads<true, Fp8Format::kE4m3fnuz>(p, begin, rows,
-                                                                latent, stream);
+                                                                out, stream);
         break;
     }
     if (!r.ok()) return r;
+    if (out.splits > 1) {
+      hipLaunchKernelGGL(
+          CombineSplitsKernel,
+          dim3(static_cast<unsigned>(rows), static_cast<unsigned>(p.heads)),
+          dim3(128), 0, stream, rows, p.heads, out.splits, out.part_o,
+          out.part_lse, latent);
+      r = CheckLaunch(kOp);
+      if (!r.ok()) return r;
+    }
     const dim3 grid(static_cast<unsigned>((rows + kGemmM - 1) / kGemmM),
                     static_cast<unsigned>((p.v_head_dim + kGemmN - 1) / kGemmN),
                     static_cast<unsigned>(p.heads));
