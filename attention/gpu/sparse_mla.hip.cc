@@ -73,6 +73,15 @@ constexpr int kIndexChunk = 1024;  // top-k indices compacted at a time
 constexpr int kIndicesPerThread = kIndexChunk / kThreads;
 constexpr int kFp8Tiles = kLora / 128;
 constexpr int kFp8EntryBytes = kLora + 4 * kFp8Tiles + 2 * kRope;  // 656
+// Q K^T k-steps whose Q fragments a warp keeps in registers for the whole
+// row (the last ones), instead of reloading them from shared memory for
+// every key tile: shared-memory bandwidth, not the matrix cores, bounds the
+// kernel, and Q is the same for every tile. Limited by the registers the
+// 128 output floats per thread leave.
+#ifndef DSA_SPARSE_MLA_Q_REGISTER_STEPS
+#define DSA_SPARSE_MLA_Q_REGISTER_STEPS 0
+#endif
+constexpr int kQRegisterSteps = DSA_SPARSE_MLA_Q_REGISTER_STEPS;
 constexpr int kSLd = kTileKeys + 1;  // fp32 scores, + 1 against conflicts
 constexpr int kPLd = kTileKeys + 8;  // bf16 probabilities, 80-byte rows
 static_assert(kIndexChunk % kThreads == 0, "index chunk per thread");
@@ -372,6 +381,18 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int nt = 0; nt < L::kPvNTiles; ++nt) Mma::Zero(o[mt][nt]);
   }
+  constexpr int kQSteps = kDim / Mma::kK;
+  constexpr int kQRegs = kQRegisterSteps < kQSteps ? kQRegisterSteps : kQSteps;
+  constexpr int kQSmemDim = kDim - kQRegs * Mma::kK;
+  Mma::A q_reg[kQRegs > 0 ? kQRegs : 1];
+  if constexpr (kQRegs > 0) {
+    __syncthreads();  // q_s written
+    const uint16_t* qa = q_s + (warp % L::kQkGroups) * Mma::kM * kLd;
+#pragma unroll
+    for (int i = 0; i < kQRegs; ++i) {
+      Mma::LoadA(q_reg[i], qa + kQSmemDim + i * Mma::kK, kLd, lane);
+    }
+  }
 
   const int per_split = (p.topk + out.splits - 1) / out.splits;
   const int range_begin = blockIdx.z * per_split;
@@ -410,7 +431,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int nt = 0; nt < L::kQkNTiles; ++nt) Mma::Zero(s[nt]);
 #pragma unroll 4
-        for (int k0 = 0; k0 < kDim; k0 += Mma::kK) {
+        for (int k0 = 0; k0 < kQSmemDim; k0 += Mma::kK) {
           Mma::A a;
           Mma::LoadA(a, qa + k0, kLd, lane);
 #pragma unroll
@@ -418,6 +439,18 @@ __global__ void __launch_bounds__(kThreads, 1)
             Mma::B b;
             Mma::LoadB(b, kb + nt * Mma::kN * kLd + k0, kLd, lane);
             Mma::Run(s[nt], a, b);
+          }
+        }
+        if constexpr (kQRegs > 0) {
+#pragma unroll
+          for (int i = 0; i < kQRegs; ++i) {
+#pragma unroll
+            for (int nt = 0; nt < L::kQkNTiles; ++nt) {
+              Mma::B b;
+              Mma::LoadB(b, kb + nt * Mma::kN * kLd + kQSmemDim + i * Mma::kK,
+                         kLd, lane);
+              Mma::Run(s[nt], q_reg[i], b);
+            }
           }
         }
 #pragma unroll
