@@ -66,7 +66,12 @@ constexpr int kDim = kLora + kRope;  // 576
 // Shared-memory rows of Q and of keys: 1168 bytes, so that the 8 rows one
 // ldmatrix reads fall on 8 different 16-byte bank groups.
 constexpr int kLd = kDim + 8;
-constexpr int kTileKeys = 32;
+// Keys per tile (a multiple of 16): more keys per tile mean fewer reloads
+// of Q per key and fewer barriers, but less room for double buffering.
+#ifndef DSA_SPARSE_MLA_TILE_KEYS
+#define DSA_SPARSE_MLA_TILE_KEYS 32
+#endif
+constexpr int kTileKeys = DSA_SPARSE_MLA_TILE_KEYS;
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kDsaWarpSize;
 constexpr int kIndexChunk = 1024;  // top-k indices compacted at a time
@@ -162,14 +167,20 @@ __device__ __forceinline__ int64_t EntryOffset(const SparseMlaParams& p,
 // --------------------------------------------------------------------------
 // The matrix attention kernel.
 
+// The largest divisor of n that is at most most.
+constexpr int LargestDivisorAtMost(int n, int most) {
+  int d = most < n ? most : n;
+  while (d > 1 && n % d != 0) --d;
+  return d;
+}
+
 template <int HC, bool kFp8>
 struct MmaLayout {
   static constexpr int kMTiles = HC / Mma::kM;
   // Q K^T: kQkGroups head groups (one M tile each) x kQkSplits key slices.
   static constexpr int kQkGroups = kMTiles;
-  static constexpr int kQkSplits = kWarps / kQkGroups < kTileKeys / Mma::kN
-                                       ? kWarps / kQkGroups
-                                       : kTileKeys / Mma::kN;
+  static constexpr int kQkSplits =
+      LargestDivisorAtMost(kTileKeys / Mma::kN, kWarps / kQkGroups);
   static constexpr int kQkKeys = kTileKeys / kQkSplits;
   static constexpr int kQkNTiles = kQkKeys / Mma::kN;
   // P V: every warp owns all HC heads x kPvDims value dims.
@@ -866,6 +877,34 @@ int HeadsPerBlock(int heads) {
   return heads <= 32 ? 32 : 64;
 }
 
+// Whether the device gives a block the matrix kernel's shared memory
+// (~170 KiB: an H100/H200 gives 227 KiB, AMD CDNA2/3 64 KiB). Without it
+// the FMA kernels run. A failed query (no device) answers yes: the launch
+// then reports the missing device.
+bool MmaFits(const SparseMlaParams& p) {
+  const bool fp8 = p.cache_type != LatentCacheType::kBFloat16;
+  int bytes = 0;
+  switch (HeadsPerBlock(p.heads)) {
+    case 16:
+      bytes = fp8 ? MmaLayout<16, true>::kBytes : MmaLayout<16, false>::kBytes;
+      break;
+    case 32:
+      bytes = fp8 ? MmaLayout<32, true>::kBytes : MmaLayout<32, false>::kBytes;
+      break;
+    default:
+      bytes = fp8 ? MmaLayout<64, true>::kBytes : MmaLayout<64, false>::kBytes;
+      break;
+  }
+  int device = 0, limit = 0;
+  if (hipGetDevice(&device) != hipSuccess ||
+      hipDeviceGetAttribute(&limit, hipDeviceAttributeMaxSharedMemoryPerBlock,
+                            device) != hipSuccess) {
+    (void)hipGetLastError();  // clear the sticky error of the query
+    return true;
+  }
+  return bytes <= limit;
+}
+
 template <bool kFp8, Fp8Format F>
 LaunchResult LaunchMmaAttentionHeads(const SparseMlaParams& p, int64_t begin,
                                      int64_t rows, const MmaOutput& latent,
@@ -1026,7 +1065,7 @@ LaunchResult RunFma(const SparseMlaParams& p, hipStream_t stream) {
 }  // namespace
 
 const char* SparseMlaPath(const SparseMlaParams& params) {
-  return UsesMma(params) ? "mma" : "fma";
+  return UsesMma(params) && MmaFits(params) ? "mma" : "fma";
 }
 
 LaunchResult SparseMlaLaunch(const SparseMlaParams& p, void* stream) {
@@ -1081,7 +1120,7 @@ LaunchResult SparseMlaLaunch(const SparseMlaParams& p, void* stream) {
     return Invalid(kOp, "bf16 cache entries are not 2-byte aligned");
   }
   auto s = static_cast<hipStream_t>(stream);
-  return UsesMma(p) ? RunMma(p, s) : RunFma(p, s);
+  return UsesMma(p) && MmaFits(p) ? RunMma(p, s) : RunFma(p, s);
 }
 
 }  // namespace dsa::attention::gpu
