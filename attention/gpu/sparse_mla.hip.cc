@@ -556,25 +556,52 @@ __global__ void __launch_bounds__(kThreads, 1)
         l_run > 0.0f ? m_run + __log2f(l_run) : kNegInf;
   }
   __syncthreads();
+  if (out.part_o != nullptr) {  // a split of few rows: fp32, direct
+#pragma unroll
+    for (int mt = 0; mt < L::kMTiles; ++mt) {
+#pragma unroll
+      for (int i = 0; i < Mma::kCPerLane; ++i) {
+        const int row = mt * Mma::kM + Mma::CRow(lane, i);
+        if (h0 + row >= p.heads) continue;
+        const float inv = alpha_s[row];
+        const int64_t at = (out_row0 + row) * kLora + warp * L::kPvDims;
+#pragma unroll
+        for (int nt = 0; nt < L::kPvNTiles; ++nt) {
+          out.part_o[at + nt * Mma::kN + Mma::CCol(lane, i)] =
+              o[mt][nt].v[i] * inv;
+        }
+      }
+    }
+    return;
+  }
+  // bf16 through shared memory (the key buffers, free now), then whole
+  // 16-byte chunks per thread: coalesced rows instead of 2-byte scatter.
+  constexpr int kStageLd = kLora + 8;
+  static_assert(HC * kStageLd * 2 <= L::kSOff - L::kKeyOff,
+                "output staging fits the key buffers");
+  uint16_t* stage = reinterpret_cast<uint16_t*>(key_base);
 #pragma unroll
   for (int mt = 0; mt < L::kMTiles; ++mt) {
 #pragma unroll
     for (int i = 0; i < Mma::kCPerLane; ++i) {
       const int row = mt * Mma::kM + Mma::CRow(lane, i);
-      if (h0 + row >= p.heads) continue;
       const float inv = alpha_s[row];
-      const int64_t at = (out_row0 + row) * kLora + warp * L::kPvDims;
+      uint16_t* dst = stage + row * kStageLd + warp * L::kPvDims;
 #pragma unroll
       for (int nt = 0; nt < L::kPvNTiles; ++nt) {
-        const float v = o[mt][nt].v[i] * inv;
-        const int col = nt * Mma::kN + Mma::CCol(lane, i);
-        if (out.part_o != nullptr) {
-          out.part_o[at + col] = v;
-        } else {
-          out.latent[at + col] = FloatToBf16(v);
-        }
+        dst[nt * Mma::kN + Mma::CCol(lane, i)] =
+            FloatToBf16(o[mt][nt].v[i] * inv);
       }
     }
+  }
+  __syncthreads();
+  constexpr int kRowChunks = kLora / 8;
+  const int rows_here = p.heads - h0 < HC ? p.heads - h0 : HC;
+  for (int c = tid; c < rows_here * kRowChunks; c += kThreads) {
+    const int row = c / kRowChunks, part = c % kRowChunks;
+    *reinterpret_cast<uint4*>(out.latent + (out_row0 + row) * kLora +
+                              part * 8) =
+        *reinterpret_cast<const uint4*>(stage + row * kStageLd + part * 8);
   }
 }
 
