@@ -908,18 +908,23 @@ int HeadsPerBlock(int heads) {
 // (~170 KiB: an H100/H200 gives 227 KiB, AMD CDNA2/3 64 KiB). Without it
 // the FMA kernels run. A failed query (no device) answers yes: the launch
 // then reports the missing device.
+template <int HC>
+int MmaSharedBytes(bool fp8) {
+  return fp8 ? MmaLayout<HC, true>::kBytes : MmaLayout<HC, false>::kBytes;
+}
+
 bool MmaFits(const SparseMlaParams& p) {
   const bool fp8 = p.cache_type != LatentCacheType::kBFloat16;
   int bytes = 0;
   switch (HeadsPerBlock(p.heads)) {
-    case 16:
-      bytes = fp8 ? MmaLayout<16, true>::kBytes : MmaLayout<16, false>::kBytes;
+    case 16:  // only where kM <= 16
+      bytes = MmaSharedBytes<(Mma::kM <= 16 ? 16 : 32)>(fp8);
       break;
     case 32:
-      bytes = fp8 ? MmaLayout<32, true>::kBytes : MmaLayout<32, false>::kBytes;
+      bytes = MmaSharedBytes<32>(fp8);
       break;
     default:
-      bytes = fp8 ? MmaLayout<64, true>::kBytes : MmaLayout<64, false>::kBytes;
+      bytes = MmaSharedBytes<64>(fp8);
       break;
   }
   int device = 0, limit = 0;
