@@ -87,6 +87,13 @@ constexpr int kFp8EntryBytes = kLora + 4 * kFp8Tiles + 2 * kRope;  // 656
 #define DSA_SPARSE_MLA_Q_REGISTER_STEPS 0
 #endif
 constexpr int kQRegisterSteps = DSA_SPARSE_MLA_Q_REGISTER_STEPS;
+// Software pipeline over key tiles: Q K^T of tile t + 1 runs in the same
+// phase as P V of tile t (two barriers per tile instead of three, and twice
+// the independent matrix work between them), with a third key buffer.
+#ifndef DSA_SPARSE_MLA_PIPELINE
+#define DSA_SPARSE_MLA_PIPELINE 0
+#endif
+constexpr bool kPipelined = DSA_SPARSE_MLA_PIPELINE != 0;
 constexpr int kSLd = kTileKeys + 1;  // fp32 scores, + 1 against conflicts
 constexpr int kPLd = kTileKeys + 8;  // bf16 probabilities, 80-byte rows
 static_assert(kIndexChunk % kThreads == 0, "index chunk per thread");
@@ -189,8 +196,13 @@ struct MmaLayout {
   // Softmax: kRowThreads threads per head row.
   static constexpr int kRowThreads = kThreads / HC;
   static constexpr int kRowKeys = kTileKeys / kRowThreads;
-  static constexpr int kKeyBuffers = kFp8 ? 1 : 2;
+  // bf16: tiles land in the key buffers (t computing, t + 1 arriving; + 1
+  // pipelined). fp8: raw tiles land in two raw buffers and are dequantised
+  // into the key buffers.
+  static constexpr int kKeyBuffers =
+      kPipelined ? (kFp8 ? 2 : 3) : (kFp8 ? 1 : 2);
   static constexpr int kRawBuffers = kFp8 ? 2 : 0;
+  static constexpr int kPBuffers = kPipelined ? 2 : 1;
 
   static_assert(HC % Mma::kM == 0, "heads per block: whole M tiles");
   static_assert(kWarps % kQkGroups == 0, "Q K^T warps");
@@ -210,8 +222,8 @@ struct MmaLayout {
   static constexpr int kRawOff = kKeyOff + kKeyBuffers * kKeyBytes;
   static constexpr int kSOff = kRawOff + kRawBuffers * kRawBytes;
   static constexpr int kPOff = kSOff + kSBytes;
-  static constexpr int kAlphaOff = kPOff + kPBytes;
-  static constexpr int kSlotOff = kAlphaOff + HC * 4;
+  static constexpr int kAlphaOff = kPOff + kPBuffers * kPBytes;
+  static constexpr int kSlotOff = kAlphaOff + kPBuffers * HC * 4;
   static constexpr int kScanOff = kSlotOff + kIndexChunk * 8;
   static constexpr int kBytes = kScanOff + (kWarps + 1) * 4;
 };
@@ -409,135 +421,187 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int range_begin = blockIdx.z * per_split;
   const int range_end =
       p.topk - range_begin < per_split ? p.topk : range_begin + per_split;
+  // 1. S = Q K^T over `keys`, scaled into the log2 domain; keys past
+  // `valid` -inf.
+  auto qk = [&](const uint16_t* keys, int valid) {
+    if (warp >= L::kQkGroups * L::kQkSplits) return;
+    const int hg = warp % L::kQkGroups, ks = warp / L::kQkGroups;
+    const uint16_t* qa = q_s + hg * Mma::kM * kLd;
+    const uint16_t* kb = keys + ks * L::kQkKeys * kLd;
+    Mma::C s[L::kQkNTiles];
+#pragma unroll
+    for (int nt = 0; nt < L::kQkNTiles; ++nt) Mma::Zero(s[nt]);
+#pragma unroll 4
+    for (int k0 = 0; k0 < kQSmemDim; k0 += Mma::kK) {
+      Mma::A a;
+      Mma::LoadA(a, qa + k0, kLd, lane);
+#pragma unroll
+      for (int nt = 0; nt < L::kQkNTiles; ++nt) {
+        Mma::B b;
+        Mma::LoadB(b, kb + nt * Mma::kN * kLd + k0, kLd, lane);
+        Mma::Run(s[nt], a, b);
+      }
+    }
+    if constexpr (kQRegs > 0) {
+#pragma unroll
+      for (int i = 0; i < kQRegs; ++i) {
+#pragma unroll
+        for (int nt = 0; nt < L::kQkNTiles; ++nt) {
+          Mma::B b;
+          Mma::LoadB(b, kb + nt * Mma::kN * kLd + kQSmemDim + i * Mma::kK, kLd,
+                     lane);
+          Mma::Run(s[nt], q_reg[i], b);
+        }
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < L::kQkNTiles; ++nt) {
+#pragma unroll
+      for (int i = 0; i < Mma::kCPerLane; ++i) {
+        const int row = hg * Mma::kM + Mma::CRow(lane, i);
+        const int col = ks * L::kQkKeys + nt * Mma::kN + Mma::CCol(lane, i);
+        s_s[row * kSLd + col] = col < valid ? s[nt].v[i] * scale_log2 : kNegInf;
+      }
+    }
+  };
+
+  // 2. Online softmax of row sm_row over the scores in s_s: probabilities
+  // (bf16) to p_buf, the rescale factor of the running output to alpha_buf.
+  auto softmax = [&](uint16_t* p_buf, float* alpha_buf) {
+    float sv[L::kRowKeys];
+    float mx = kNegInf;
+#pragma unroll
+    for (int j = 0; j < L::kRowKeys; ++j) {
+      sv[j] = s_s[sm_row * kSLd + sm_part * L::kRowKeys + j];
+      mx = fmaxf(mx, sv[j]);
+    }
+#pragma unroll
+    for (int d = 1; d < L::kRowThreads; d *= 2) {
+      mx = fmaxf(mx, DSA_SHFL_XOR(mx, d, kDsaWarpSize));
+    }
+    const float m_new = fmaxf(m_run, mx);
+    // A row still at -inf (no finite score yet) subtracts 0 instead.
+    const float m_use = m_new == kNegInf ? 0.0f : m_new;
+    const float alpha = exp2f(m_run - m_use);
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < L::kRowKeys; ++j) {
+      // The sum uses the rounded probabilities, the ones P V multiplies.
+      const uint16_t pb = FloatToBf16(exp2f(sv[j] - m_use));
+      sum += Bf16ToFloat(pb);
+      p_buf[sm_row * kPLd + sm_part * L::kRowKeys + j] = pb;
+    }
+#pragma unroll
+    for (int d = 1; d < L::kRowThreads; d *= 2) {
+      sum += DSA_SHFL_XOR(sum, d, kDsaWarpSize);
+    }
+    l_run = l_run * alpha + sum;
+    m_run = m_new;
+    if (sm_part == 0) alpha_buf[sm_row] = alpha;
+  };
+
+  // 3. O = O * alpha + P V over this warp's value dims.
+  auto pv = [&](const uint16_t* keys, const uint16_t* p_buf,
+                const float* alpha_buf) {
+#pragma unroll
+    for (int mt = 0; mt < L::kMTiles; ++mt) {
+#pragma unroll
+      for (int i = 0; i < Mma::kCPerLane; ++i) {
+        const float a = alpha_buf[mt * Mma::kM + Mma::CRow(lane, i)];
+#pragma unroll
+        for (int nt = 0; nt < L::kPvNTiles; ++nt) o[mt][nt].v[i] *= a;
+      }
+    }
+    const uint16_t* vb = keys + warp * L::kPvDims;
+#pragma unroll
+    for (int kk = 0; kk < kTileKeys; kk += Mma::kK) {
+      Mma::A pa[L::kMTiles];
+#pragma unroll
+      for (int mt = 0; mt < L::kMTiles; ++mt) {
+        Mma::LoadA(pa[mt], p_buf + mt * Mma::kM * kPLd + kk, kPLd, lane);
+      }
+#pragma unroll
+      for (int nt = 0; nt < L::kPvNTiles; ++nt) {
+        Mma::B b;
+        Mma::LoadBTrans(b, vb + kk * kLd + nt * Mma::kN, kLd, lane);
+#pragma unroll
+        for (int mt = 0; mt < L::kMTiles; ++mt) Mma::Run(o[mt][nt], pa[mt], b);
+      }
+    }
+  };
+
+  auto key_buffer = [&](int tile) {
+    return reinterpret_cast<uint16_t*>(key_base +
+                                       (tile % L::kKeyBuffers) * L::kKeyBytes);
+  };
+  auto raw_buffer = [&](int tile) {
+    return raw_base + (tile % 2) * L::kRawBytes;
+  };
+  // Where tile `tile`'s gather lands.
+  auto landing = [&](int tile) {
+    return kFp8 ? raw_buffer(tile)
+                : reinterpret_cast<uint8_t*>(key_buffer(tile));
+  };
+
   for (int chunk = range_begin; chunk < range_end; chunk += kIndexChunk) {
     const int count = CompactChunk(p, t, rr, chunk, range_end, slots, scan);
     const int tiles = (count + kTileKeys - 1) / kTileKeys;
     if (tiles == 0) continue;
-    GatherTile<kFp8>(p, slots, 0, count, kFp8 ? raw_base : key_base);
-    for (int tile = 0; tile < tiles; ++tile) {
-      CopyWaitAll();
-      __syncthreads();  // tile `tile` is in; tile - 1 is no longer read
-      if (tile + 1 < tiles) {
-        uint8_t* next = kFp8 ? raw_base + ((tile + 1) % 2) * L::kRawBytes
-                             : key_base + ((tile + 1) % 2) * L::kKeyBytes;
-        GatherTile<kFp8>(p, slots, (tile + 1) * kTileKeys, count, next);
-      }
-      uint16_t* keys;
-      if constexpr (kFp8) {
-        keys = reinterpret_cast<uint16_t*>(key_base);
-        DequantTile<F>(raw_base + (tile % 2) * L::kRawBytes, keys);
+    GatherTile<kFp8>(p, slots, 0, count, landing(0));
+    if constexpr (!kPipelined) {
+      for (int tile = 0; tile < tiles; ++tile) {
+        CopyWaitAll();
+        __syncthreads();  // tile `tile` is in; tile - 1 is no longer read
+        if (tile + 1 < tiles) {
+          GatherTile<kFp8>(p, slots, (tile + 1) * kTileKeys, count,
+                           landing(tile + 1));
+        }
+        uint16_t* keys = key_buffer(tile);
+        if constexpr (kFp8) {
+          DequantTile<F>(raw_buffer(tile), keys);
+          __syncthreads();
+        }
+        qk(keys, count - tile * kTileKeys);
         __syncthreads();
-      } else {
-        keys =
-            reinterpret_cast<uint16_t*>(key_base + (tile % 2) * L::kKeyBytes);
+        softmax(p_s, alpha_s);
+        __syncthreads();
+        pv(keys, p_s, alpha_s);
       }
-      const int valid = count - tile * kTileKeys;
-
-      // 1. S = Q K^T, scaled into the log2 domain; keys past `valid` -inf.
-      if (warp < L::kQkGroups * L::kQkSplits) {
-        const int hg = warp % L::kQkGroups, ks = warp / L::kQkGroups;
-        const uint16_t* qa = q_s + hg * Mma::kM * kLd;
-        const uint16_t* kb = keys + ks * L::kQkKeys * kLd;
-        Mma::C s[L::kQkNTiles];
-#pragma unroll
-        for (int nt = 0; nt < L::kQkNTiles; ++nt) Mma::Zero(s[nt]);
-#pragma unroll 4
-        for (int k0 = 0; k0 < kQSmemDim; k0 += Mma::kK) {
-          Mma::A a;
-          Mma::LoadA(a, qa + k0, kLd, lane);
-#pragma unroll
-          for (int nt = 0; nt < L::kQkNTiles; ++nt) {
-            Mma::B b;
-            Mma::LoadB(b, kb + nt * Mma::kN * kLd + k0, kLd, lane);
-            Mma::Run(s[nt], a, b);
-          }
-        }
-        if constexpr (kQRegs > 0) {
-#pragma unroll
-          for (int i = 0; i < kQRegs; ++i) {
-#pragma unroll
-            for (int nt = 0; nt < L::kQkNTiles; ++nt) {
-              Mma::B b;
-              Mma::LoadB(b, kb + nt * Mma::kN * kLd + kQSmemDim + i * Mma::kK,
-                         kLd, lane);
-              Mma::Run(s[nt], q_reg[i], b);
-            }
-          }
-        }
-#pragma unroll
-        for (int nt = 0; nt < L::kQkNTiles; ++nt) {
-#pragma unroll
-          for (int i = 0; i < Mma::kCPerLane; ++i) {
-            const int row = hg * Mma::kM + Mma::CRow(lane, i);
-            const int col = ks * L::kQkKeys + nt * Mma::kN + Mma::CCol(lane, i);
-            s_s[row * kSLd + col] =
-                col < valid ? s[nt].v[i] * scale_log2 : kNegInf;
-          }
-        }
-      }
+    } else {
+      // P and alpha of tile i live in buffer i % 2.
+      auto p_buf = [&](int i) { return p_s + (i % 2) * HC * kPLd; };
+      auto alpha_buf = [&](int i) { return alpha_s + (i % 2) * HC; };
+      // Prologue: tile 0 up to its probabilities.
+      CopyWaitAll();
       __syncthreads();
-
-      // 2. Online softmax of row sm_row over this tile.
-      {
-        float sv[L::kRowKeys];
-        float mx = kNegInf;
-#pragma unroll
-        for (int j = 0; j < L::kRowKeys; ++j) {
-          sv[j] = s_s[sm_row * kSLd + sm_part * L::kRowKeys + j];
-          mx = fmaxf(mx, sv[j]);
-        }
-#pragma unroll
-        for (int d = 1; d < L::kRowThreads; d *= 2) {
-          mx = fmaxf(mx, DSA_SHFL_XOR(mx, d, kDsaWarpSize));
-        }
-        const float m_new = fmaxf(m_run, mx);
-        // A row still at -inf (no finite score yet) subtracts 0 instead.
-        const float m_use = m_new == kNegInf ? 0.0f : m_new;
-        const float alpha = exp2f(m_run - m_use);
-        float sum = 0.0f;
-#pragma unroll
-        for (int j = 0; j < L::kRowKeys; ++j) {
-          // The sum uses the rounded probabilities, the ones P V multiplies.
-          const uint16_t pb = FloatToBf16(exp2f(sv[j] - m_use));
-          sum += Bf16ToFloat(pb);
-          p_s[sm_row * kPLd + sm_part * L::kRowKeys + j] = pb;
-        }
-#pragma unroll
-        for (int d = 1; d < L::kRowThreads; d *= 2) {
-          sum += DSA_SHFL_XOR(sum, d, kDsaWarpSize);
-        }
-        l_run = l_run * alpha + sum;
-        m_run = m_new;
-        if (sm_part == 0) alpha_s[sm_row] = alpha;
+      if (tiles > 1) {
+        GatherTile<kFp8>(p, slots, kTileKeys, count, landing(1));
       }
+      if constexpr (kFp8) {
+        DequantTile<F>(raw_buffer(0), key_buffer(0));
+        __syncthreads();
+      }
+      qk(key_buffer(0), count);
       __syncthreads();
-
-      // 3. O = O * alpha + P V over this warp's value dims.
-#pragma unroll
-      for (int mt = 0; mt < L::kMTiles; ++mt) {
-#pragma unroll
-        for (int i = 0; i < Mma::kCPerLane; ++i) {
-          const float a = alpha_s[mt * Mma::kM + Mma::CRow(lane, i)];
-#pragma unroll
-          for (int nt = 0; nt < L::kPvNTiles; ++nt) o[mt][nt].v[i] *= a;
+      softmax(p_buf(0), alpha_buf(0));
+      for (int tile = 0; tile < tiles; ++tile) {
+        CopyWaitAll();
+        // Tile + 1 is in, P of `tile` is written, tile - 1 is no longer
+        // read (its buffer takes tile + 2).
+        __syncthreads();
+        if (tile + 2 < tiles) {
+          GatherTile<kFp8>(p, slots, (tile + 2) * kTileKeys, count,
+                           landing(tile + 2));
         }
-      }
-      const uint16_t* vb = keys + warp * L::kPvDims;
-#pragma unroll
-      for (int kk = 0; kk < kTileKeys; kk += Mma::kK) {
-        Mma::A pa[L::kMTiles];
-#pragma unroll
-        for (int mt = 0; mt < L::kMTiles; ++mt) {
-          Mma::LoadA(pa[mt], p_s + mt * Mma::kM * kPLd + kk, kPLd, lane);
+        const bool next = tile + 1 < tiles;
+        if constexpr (kFp8) {
+          if (next) DequantTile<F>(raw_buffer(tile + 1), key_buffer(tile + 1));
+          __syncthreads();
         }
-#pragma unroll
-        for (int nt = 0; nt < L::kPvNTiles; ++nt) {
-          Mma::B b;
-          Mma::LoadBTrans(b, vb + kk * kLd + nt * Mma::kN, kLd, lane);
-#pragma unroll
-          for (int mt = 0; mt < L::kMTiles; ++mt)
-            Mma::Run(o[mt][nt], pa[mt], b);
-        }
+        if (next) qk(key_buffer(tile + 1), count - (tile + 1) * kTileKeys);
+        pv(key_buffer(tile), p_buf(tile), alpha_buf(tile));
+        __syncthreads();  // S of tile + 1 written; P of `tile` read
+        if (next) softmax(p_buf(tile + 1), alpha_buf(tile + 1));
       }
     }
   }
