@@ -473,6 +473,11 @@ struct SparseCase {
 
 class SparseMlaTest : public MlaOpsTest {
  protected:
+  // Runs on a platform as soon as it has this kernel.
+  std::vector<std::string> RequiredOps() const override {
+    return {SparseMla::kName};
+  }
+
   SparseCase MakeCase(const LatentCacheFormat& f, int64_t heads, int64_t nope,
                       int64_t v, int64_t topk,
                       const std::vector<int32_t>& seq_lens,
@@ -719,6 +724,10 @@ struct DenseCase {
 
 class DenseMhaTest : public SparseMlaTest {
  protected:
+  std::vector<std::string> RequiredOps() const override {
+    return {DenseMhaPrefill::kName};
+  }
+
   // Requests of (context, new tokens).
   DenseCase MakeCase(const LatentCacheFormat& f, int64_t heads, int64_t nope,
                      int64_t v,
@@ -913,6 +922,10 @@ TEST_P(DenseMhaTest, RejectsBadArguments) {
 // (token, head) vector's largest element.
 class DenseEqualsSparseTest : public DenseMhaTest {
  protected:
+  std::vector<std::string> RequiredOps() const override {
+    return {DenseMhaPrefill::kName, IndexerTopK::kName, SparseMla::kName};
+  }
+
   void Check(const LatentCacheFormat& f, int64_t topk,
              const std::vector<std::pair<int32_t, int32_t>>& requests,
              int64_t heads, int64_t nope, int64_t v, int64_t block_size) {

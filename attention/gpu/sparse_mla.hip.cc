@@ -87,6 +87,14 @@ constexpr int kFp8EntryBytes = kLora + 4 * kFp8Tiles + 2 * kRope;  // 656
 #define DSA_SPARSE_MLA_Q_REGISTER_STEPS 0
 #endif
 constexpr int kQRegisterSteps = DSA_SPARSE_MLA_Q_REGISTER_STEPS;
+// Independent accumulator sets of a warp's Q K^T (consecutive k-steps go to
+// different sets, summed at the end): with one set, the 36 products of each
+// score fragment form one dependent chain and the matrix pipe waits on its
+// latency; more sets cost 4 floats per fragment each.
+#ifndef DSA_SPARSE_MLA_QK_CHAINS
+#define DSA_SPARSE_MLA_QK_CHAINS 1
+#endif
+constexpr int kQkChains = DSA_SPARSE_MLA_QK_CHAINS;
 // Software pipeline over key tiles: Q K^T of tile t + 1 runs in the same
 // phase as P V of tile t (two barriers per tile instead of three, and twice
 // the independent matrix work between them), with a third key buffer.
@@ -208,8 +216,8 @@ struct MmaLayout {
   static_assert(kWarps % kQkGroups == 0, "Q K^T warps");
   static_assert(kQkKeys % Mma::kN == 0, "Q K^T key slices");
   static_assert(kThreads % HC == 0 && kRowThreads <= kDsaWarpSize &&
-                    kTileKeys % kRowThreads == 0,
-                "softmax rows");
+                    kTileKeys % kRowThreads == 0 && kRowKeys % 2 == 0,
+                "softmax rows: whole bf16 pairs per thread");
 
   // Shared memory, in bytes (every offset a multiple of 16).
   static constexpr int kQBytes = HC * kLd * 2;
@@ -282,12 +290,18 @@ __device__ __forceinline__ void GatherTile(const SparseMlaParams& p,
                                            int count, uint8_t* dst) {
   constexpr int kChunks = (kFp8 ? kFp8EntryBytes : kDim * 2) / 16;
   constexpr int kDstStride = kFp8 ? kFp8EntryBytes : kLd * 2;
-  for (int c = threadIdx.x; c < kTileKeys * kChunks; c += kThreads) {
-    const int key = c / kChunks, part = c % kChunks;
+  // A warp copies whole entries, its lanes consecutive 16-byte chunks: one
+  // slot lookup per entry and no index division.
+  const int lane = threadIdx.x % kDsaWarpSize,
+            warp = threadIdx.x / kDsaWarpSize;
+  for (int key = warp; key < kTileKeys; key += kWarps) {
     const bool valid = first + key < count;
-    const uint8_t* src =
-        valid ? p.kv_cache + slots[first + key] + part * 16 : p.kv_cache;
-    Copy16(dst + key * kDstStride + part * 16, src, valid);
+    const uint8_t* src = valid ? p.kv_cache + slots[first + key] : p.kv_cache;
+    uint8_t* d = dst + key * kDstStride;
+#pragma unroll
+    for (int c = lane; c < kChunks; c += kDsaWarpSize) {
+      Copy16(d + c * 16, valid ? src + c * 16 : src, valid);
+    }
   }
   CopyCommit();
 }
@@ -428,18 +442,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int hg = warp % L::kQkGroups, ks = warp / L::kQkGroups;
     const uint16_t* qa = q_s + hg * Mma::kM * kLd;
     const uint16_t* kb = keys + ks * L::kQkKeys * kLd;
-    Mma::C s[L::kQkNTiles];
+    static_assert(kQSmemDim % (kQkChains * Mma::kK) == 0,
+                  "Q K^T k-steps in whole rounds of the accumulator sets");
+    Mma::C sc[kQkChains][L::kQkNTiles];
 #pragma unroll
-    for (int nt = 0; nt < L::kQkNTiles; ++nt) Mma::Zero(s[nt]);
-#pragma unroll 4
-    for (int k0 = 0; k0 < kQSmemDim; k0 += Mma::kK) {
-      Mma::A a;
-      Mma::LoadA(a, qa + k0, kLd, lane);
+    for (int c = 0; c < kQkChains; ++c) {
 #pragma unroll
-      for (int nt = 0; nt < L::kQkNTiles; ++nt) {
-        Mma::B b;
-        Mma::LoadB(b, kb + nt * Mma::kN * kLd + k0, kLd, lane);
-        Mma::Run(s[nt], a, b);
+      for (int nt = 0; nt < L::kQkNTiles; ++nt) Mma::Zero(sc[c][nt]);
+    }
+#pragma unroll 2
+    for (int k_round = 0; k_round < kQSmemDim; k_round += kQkChains * Mma::kK) {
+#pragma unroll
+      for (int c = 0; c < kQkChains; ++c) {
+        const int k0 = k_round + c * Mma::kK;
+        Mma::A a;
+        Mma::LoadA(a, qa + k0, kLd, lane);
+#pragma unroll
+        for (int nt = 0; nt < L::kQkNTiles; ++nt) {
+          Mma::B b;
+          Mma::LoadB(b, kb + nt * Mma::kN * kLd + k0, kLd, lane);
+          Mma::Run(sc[c][nt], a, b);
+        }
       }
     }
     if constexpr (kQRegs > 0) {
@@ -450,8 +473,18 @@ __global__ void __launch_bounds__(kThreads, 1)
           Mma::B b;
           Mma::LoadB(b, kb + nt * Mma::kN * kLd + kQSmemDim + i * Mma::kK, kLd,
                      lane);
-          Mma::Run(s[nt], q_reg[i], b);
+          Mma::Run(sc[i % kQkChains][nt], q_reg[i], b);
         }
+      }
+    }
+    Mma::C s[L::kQkNTiles];
+#pragma unroll
+    for (int nt = 0; nt < L::kQkNTiles; ++nt) {
+      s[nt] = sc[0][nt];
+#pragma unroll
+      for (int c = 1; c < kQkChains; ++c) {
+#pragma unroll
+        for (int i = 0; i < Mma::kCPerLane; ++i) s[nt].v[i] += sc[c][nt].v[i];
       }
     }
 #pragma unroll
@@ -484,12 +517,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float m_use = m_new == kNegInf ? 0.0f : m_new;
     const float alpha = exp2f(m_run - m_use);
     float sum = 0.0f;
+    uint32_t* prow = reinterpret_cast<uint32_t*>(p_buf + sm_row * kPLd +
+                                                 sm_part * L::kRowKeys);
 #pragma unroll
-    for (int j = 0; j < L::kRowKeys; ++j) {
+    for (int j = 0; j < L::kRowKeys; j += 2) {
       // The sum uses the rounded probabilities, the ones P V multiplies.
-      const uint16_t pb = FloatToBf16(exp2f(sv[j] - m_use));
-      sum += Bf16ToFloat(pb);
-      p_buf[sm_row * kPLd + sm_part * L::kRowKeys + j] = pb;
+      const uint32_t pair = ::dsa::gpu::PackBf16x2(exp2f(sv[j] - m_use),
+                                                   exp2f(sv[j + 1] - m_use));
+      sum += __uint_as_float(pair << 16) + __uint_as_float(pair & 0xffff0000u);
+      prow[j / 2] = pair;
     }
 #pragma unroll
     for (int d = 1; d < L::kRowThreads; d *= 2) {
@@ -503,13 +539,28 @@ __global__ void __launch_bounds__(kThreads, 1)
   // 3. O = O * alpha + P V over this warp's value dims.
   auto pv = [&](const uint16_t* keys, const uint16_t* p_buf,
                 const float* alpha_buf) {
+    // Most tiles leave every row maximum as it was (alpha exactly 1): the
+    // rescale is skipped unless a row of this lane moved.
+    float alpha[L::kMTiles][Mma::kCPerLane];
+    bool moved = false;
 #pragma unroll
     for (int mt = 0; mt < L::kMTiles; ++mt) {
 #pragma unroll
       for (int i = 0; i < Mma::kCPerLane; ++i) {
-        const float a = alpha_buf[mt * Mma::kM + Mma::CRow(lane, i)];
+        alpha[mt][i] = alpha_buf[mt * Mma::kM + Mma::CRow(lane, i)];
+        moved |= alpha[mt][i] != 1.0f;
+      }
+    }
+    if (moved) {
 #pragma unroll
-        for (int nt = 0; nt < L::kPvNTiles; ++nt) o[mt][nt].v[i] *= a;
+      for (int mt = 0; mt < L::kMTiles; ++mt) {
+#pragma unroll
+        for (int i = 0; i < Mma::kCPerLane; ++i) {
+#pragma unroll
+          for (int nt = 0; nt < L::kPvNTiles; ++nt) {
+            o[mt][nt].v[i] *= alpha[mt][i];
+          }
+        }
       }
     }
     const uint16_t* vb = keys + warp * L::kPvDims;
