@@ -92,7 +92,7 @@ constexpr int kQRegisterSteps = DSA_SPARSE_MLA_Q_REGISTER_STEPS;
 // score fragment form one dependent chain and the matrix pipe waits on its
 // latency; more sets cost 4 floats per fragment each.
 #ifndef DSA_SPARSE_MLA_QK_CHAINS
-#define DSA_SPARSE_MLA_QK_CHAINS 1
+#define DSA_SPARSE_MLA_QK_CHAINS 4
 #endif
 constexpr int kQkChains = DSA_SPARSE_MLA_QK_CHAINS;
 // Software pipeline over key tiles: Q K^T of tile t + 1 runs in the same

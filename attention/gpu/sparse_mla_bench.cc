@@ -13,6 +13,7 @@
 // Usage: sparse_mla_bench [--mode=prefill|decode] [--cache=bf16|fp8]
 //   [--heads=64] [--tokens=8192] [--topk=2048] [--v=256] [--nope=192]
 //   [--requests=32] [--context=65536] [--iters=10] [--block_size=64]
+//   [--then <another run's arguments>]...
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -66,12 +67,30 @@ LaunchResult RunSparse(void* arg) {
   return SparseMlaLaunch(*static_cast<SparseMlaParams*>(arg), nullptr);
 }
 
-int Main(int argc, char** argv) {
+struct Config {
   std::string mode = "prefill", cache_name = "bf16";
   int heads = 64, tokens = 8192, topk = 2048, v = 256, nope = 192;
   int requests = 32, context = 65536, iters = 10, block_size = 64;
+};
+
+int RunOne(const Config& config);
+
+// Arguments form groups separated by --then; each group is one run (from
+// the defaults), all in one process so that the device is set up once.
+int Main(int argc, char** argv) {
+  std::vector<Config> configs(1);
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--then") {
+      configs.emplace_back();
+      continue;
+    }
+    Config& c = configs.back();
+    std::string& mode = c.mode;
+    std::string& cache_name = c.cache_name;
+    int &heads = c.heads, &tokens = c.tokens, &topk = c.topk, &v = c.v,
+        &nope = c.nope, &requests = c.requests, &context = c.context,
+        &iters = c.iters, &block_size = c.block_size;
     auto value = [&](const char* name, int* out) {
       const std::string prefix = std::string("--") + name + "=";
       if (a.rfind(prefix, 0) != 0) return false;
@@ -93,6 +112,20 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
+  int rc = 0;
+  for (const Config& c : configs) {
+    const int r = RunOne(c);
+    if (r != 0) rc = r;
+  }
+  return rc;
+}
+
+int RunOne(const Config& c) {
+  const std::string& mode = c.mode;
+  const std::string& cache_name = c.cache_name;
+  const int heads = c.heads, tokens = c.tokens, topk = c.topk, v = c.v,
+            nope = c.nope, requests = c.requests, context = c.context,
+            iters = c.iters, block_size = c.block_size;
   const bool decode = mode == "decode";
   const bool fp8 = cache_name == "fp8";
   if (heads < 1 || topk < 1 || iters < 1 || block_size < 1 || v < 1 ||
