@@ -354,5 +354,6 @@ int RunOne(const Config& c) {
 }  // namespace dsa::attention::gpu
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines show up even if killed
   return dsa::attention::gpu::Main(argc, argv);
 }
