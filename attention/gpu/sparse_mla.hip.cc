@@ -72,7 +72,13 @@ constexpr int kLd = kDim + 8;
 #define DSA_SPARSE_MLA_TILE_KEYS 32
 #endif
 constexpr int kTileKeys = DSA_SPARSE_MLA_TILE_KEYS;
-constexpr int kThreads = 256;
+// Threads of the attention block: 256 (8 NVIDIA warps, 128 output floats
+// per thread) or 512 (16 warps, 64 floats: twice the warps to hide
+// latencies with, at the price of more shared-memory reloads of Q and P).
+#ifndef DSA_SPARSE_MLA_THREADS
+#define DSA_SPARSE_MLA_THREADS 256
+#endif
+constexpr int kThreads = DSA_SPARSE_MLA_THREADS;
 constexpr int kWarps = kThreads / kDsaWarpSize;
 constexpr int kIndexChunk = 1024;  // top-k indices compacted at a time
 constexpr int kIndicesPerThread = kIndexChunk / kThreads;
@@ -775,13 +781,15 @@ constexpr int kGemmK = 32;
 constexpr int kGemmWarpM = 64;
 constexpr int kGemmWarpN = 32;
 constexpr int kGemmM = 2 * kGemmWarpM;
-constexpr int kGemmN = kGemmWarpN * (kWarps / 2);
+constexpr int kGemmThreads = 256;
+constexpr int kGemmWarps = kGemmThreads / kDsaWarpSize;
+constexpr int kGemmN = kGemmWarpN * (kGemmWarps / 2);
 constexpr int kGemmLd = kGemmK + 8;  // 80-byte rows: conflict-free ldmatrix
 constexpr int kGemmMTiles = kGemmWarpM / Mma::kM;
 constexpr int kGemmNTiles = kGemmWarpN / Mma::kN;
 
 template <FloatFormat kOut>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kGemmThreads)
     WuvGemmKernel(SparseMlaParams p, int64_t token_begin, int64_t rows,
                   int lora, const uint16_t* latent, const uint16_t* w) {
   __shared__ __align__(16) uint16_t a_s[2][kGemmM * kGemmLd];
@@ -798,14 +806,14 @@ __global__ void __launch_bounds__(kThreads)
 
   auto load = [&](int buf, int k0) {
     constexpr int kRowChunks = kGemmK / 8;
-    for (int c = tid; c < kGemmM * kRowChunks; c += kThreads) {
+    for (int c = tid; c < kGemmM * kRowChunks; c += kGemmThreads) {
       const int r = c / kRowChunks, part = c % kRowChunks;
       const bool valid = m0 + r < rows;
       const uint16_t* src =
           valid ? a_base + (m0 + r) * a_stride + k0 + part * 8 : a_base;
       Copy16(&a_s[buf][r * kGemmLd + part * 8], src, valid);
     }
-    for (int c = tid; c < kGemmN * kRowChunks; c += kThreads) {
+    for (int c = tid; c < kGemmN * kRowChunks; c += kGemmThreads) {
       const int r = c / kRowChunks, part = c % kRowChunks;
       const bool valid = n0 + r < p.v_head_dim;
       const uint16_t* src =
@@ -1013,9 +1021,14 @@ LaunchResult LaunchMmaAttention(const SparseMlaParams& p, int64_t begin,
   return CheckLaunch(kOp);
 }
 
+// Whether blocks of 16 heads exist: whole M tiles, and whole bf16 pairs of
+// probabilities per softmax thread.
+constexpr bool kHeads16 = Mma::kM <= 16 && kThreads / 16 <= kDsaWarpSize &&
+                          (kTileKeys * 16 / kThreads) % 2 == 0;
+
 // Heads per attention block (LaunchMmaAttentionHeads' choice).
 int HeadsPerBlock(int heads) {
-  if (Mma::kM <= 16 && heads <= 16) return 16;
+  if (kHeads16 && heads <= 16) return 16;
   return heads <= 32 ? 32 : 64;
 }
 
@@ -1033,7 +1046,7 @@ bool MmaFits(const SparseMlaParams& p) {
   int bytes = 0;
   switch (HeadsPerBlock(p.heads)) {
     case 16:  // only where kM <= 16
-      bytes = MmaSharedBytes<(Mma::kM <= 16 ? 16 : 32)>(fp8);
+      bytes = MmaSharedBytes<(kHeads16 ? 16 : 32)>(fp8);
       break;
     case 32:
       bytes = MmaSharedBytes<32>(fp8);
@@ -1056,7 +1069,7 @@ template <bool kFp8, Fp8Format F>
 LaunchResult LaunchMmaAttentionHeads(const SparseMlaParams& p, int64_t begin,
                                      int64_t rows, const MmaOutput& latent,
                                      hipStream_t stream) {
-  if constexpr (Mma::kM <= 16) {
+  if constexpr (kHeads16) {
     if (p.heads <= 16) {
       return LaunchMmaAttention<16, kFp8, F>(p, begin, rows, latent, stream);
     }
@@ -1152,11 +1165,11 @@ LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
                     static_cast<unsigned>(p.heads));
     if (p.output_format == FloatFormat::kBFloat16) {
       hipLaunchKernelGGL(WuvGemmKernel<FloatFormat::kBFloat16>, grid,
-                         dim3(kThreads), 0, stream, p, begin, rows, kLora,
+                         dim3(kGemmThreads), 0, stream, p, begin, rows, kLora,
                          latent, w);
     } else {
       hipLaunchKernelGGL(WuvGemmKernel<FloatFormat::kFloat32>, grid,
-                         dim3(kThreads), 0, stream, p, begin, rows, kLora,
+                         dim3(kGemmThreads), 0, stream, p, begin, rows, kLora,
                          latent, w);
     }
     r = CheckLaunch(kOp);
