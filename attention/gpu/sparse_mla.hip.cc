@@ -31,6 +31,7 @@
 // Other shapes (kv_lora / rope other than 512 / 64, or cache entries that
 // are not 16-byte aligned) run on a plain FMA kernel pair with the same
 // semantics.
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 
@@ -788,10 +789,19 @@ constexpr int kGemmLd = kGemmK + 8;  // 80-byte rows: conflict-free ldmatrix
 constexpr int kGemmMTiles = kGemmWarpM / Mma::kM;
 constexpr int kGemmNTiles = kGemmWarpN / Mma::kN;
 
+// W_UV as the GEMM reads it: row o of head h at rows + h * head_stride +
+// o * row_stride (bf16, rows 16-byte aligned): kv_b_proj itself when it is
+// such, else a converted copy.
+struct WuvWeights {
+  const uint16_t* rows;
+  int64_t head_stride;
+  int64_t row_stride;
+};
+
 template <FloatFormat kOut>
 __global__ void __launch_bounds__(kGemmThreads)
     WuvGemmKernel(SparseMlaParams p, int64_t token_begin, int64_t rows,
-                  int lora, const uint16_t* latent, const uint16_t* w) {
+                  int lora, const uint16_t* latent, WuvWeights w) {
   __shared__ __align__(16) uint16_t a_s[2][kGemmM * kGemmLd];
   __shared__ __align__(16) uint16_t b_s[2][kGemmN * kGemmLd];
   const int h = blockIdx.z;
@@ -802,7 +812,7 @@ __global__ void __launch_bounds__(kGemmThreads)
   const int wm = warp % 2, wn = warp / 2;
   const int64_t a_stride = static_cast<int64_t>(p.heads) * lora;
   const uint16_t* a_base = latent + static_cast<int64_t>(h) * lora;
-  const uint16_t* b_base = w + static_cast<int64_t>(h) * p.v_head_dim * lora;
+  const uint16_t* b_base = w.rows + h * w.head_stride;
 
   auto load = [&](int buf, int k0) {
     constexpr int kRowChunks = kGemmK / 8;
@@ -817,8 +827,7 @@ __global__ void __launch_bounds__(kGemmThreads)
       const int r = c / kRowChunks, part = c % kRowChunks;
       const bool valid = n0 + r < p.v_head_dim;
       const uint16_t* src =
-          valid ? b_base + static_cast<int64_t>(n0 + r) * lora + k0 + part * 8
-                : b_base;
+          valid ? b_base + (n0 + r) * w.row_stride + k0 + part * 8 : b_base;
       Copy16(&b_s[buf][r * kGemmLd + part * 8], src, valid);
     }
     CopyCommit();
@@ -1001,18 +1010,66 @@ bool UsesMma(const SparseMlaParams& p) {
 // token chunks.
 constexpr int64_t kLatentScratchBytes = int64_t{256} << 20;
 
+// The current device's id and its multiprocessor count and opt-in shared
+// memory per block, queried once per device (launches on the decode path
+// must not pay for driver queries). An unknown device gives zeros.
+struct DeviceInfo {
+  int device = -1;
+  int sms = 0;
+  int smem_per_block = 0;
+};
+DeviceInfo CurrentDevice() {
+  DeviceInfo info;
+  if (hipGetDevice(&info.device) != hipSuccess) {
+    (void)hipGetLastError();
+    info.device = -1;
+    return info;
+  }
+  constexpr int kMaxDevices = 64;
+  // value + 1, so that 0 means not yet known; racing first calls store the
+  // same values.
+  static std::atomic<int> sms[kMaxDevices];
+  static std::atomic<int> smem[kMaxDevices];
+  if (info.device < 0 || info.device >= kMaxDevices) return info;
+  if (sms[info.device].load(std::memory_order_relaxed) == 0) {
+    int n = 0, bytes = 0;
+    if (hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount,
+                              info.device) != hipSuccess ||
+        hipDeviceGetAttribute(&bytes, hipDeviceAttributeMaxSharedMemoryPerBlock,
+                              info.device) != hipSuccess) {
+      (void)hipGetLastError();
+      return info;
+    }
+    smem[info.device].store(bytes + 1, std::memory_order_relaxed);
+    sms[info.device].store(n + 1, std::memory_order_relaxed);
+  }
+  info.sms = sms[info.device].load(std::memory_order_relaxed) - 1;
+  info.smem_per_block = smem[info.device].load(std::memory_order_relaxed) - 1;
+  return info;
+}
+
 template <int HC, bool kFp8, Fp8Format F>
 LaunchResult LaunchMmaAttention(const SparseMlaParams& p, int64_t begin,
                                 int64_t rows, const MmaOutput& out,
                                 hipStream_t stream) {
   using L = MmaLayout<HC, kFp8>;
   auto kernel = &SparseMlaMmaKernel<HC, kFp8, F>;
-  LaunchResult r =
-      FromError(hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                                    hipFuncAttributeMaxDynamicSharedMemorySize,
-                                    L::kBytes),
-                "sparse_mla: shared memory opt-in");
-  if (!r.ok()) return r;
+  // The opt-in once per device and kernel.
+  constexpr int kMaxDevices = 64;
+  static std::atomic<bool> opted_in[kMaxDevices];
+  const int device = CurrentDevice().device;
+  if (device < 0 || device >= kMaxDevices ||
+      !opted_in[device].load(std::memory_order_relaxed)) {
+    LaunchResult r =
+        FromError(hipFuncSetAttribute(
+                      reinterpret_cast<const void*>(kernel),
+                      hipFuncAttributeMaxDynamicSharedMemorySize, L::kBytes),
+                  "sparse_mla: shared memory opt-in");
+    if (!r.ok()) return r;
+    if (device >= 0 && device < kMaxDevices) {
+      opted_in[device].store(true, std::memory_order_relaxed);
+    }
+  }
   const dim3 grid(static_cast<unsigned>(rows),
                   static_cast<unsigned>((p.heads + HC - 1) / HC),
                   static_cast<unsigned>(out.splits));
@@ -1055,14 +1112,8 @@ bool MmaFits(const SparseMlaParams& p) {
       bytes = MmaSharedBytes<64>(fp8);
       break;
   }
-  int device = 0, limit = 0;
-  if (hipGetDevice(&device) != hipSuccess ||
-      hipDeviceGetAttribute(&limit, hipDeviceAttributeMaxSharedMemoryPerBlock,
-                            device) != hipSuccess) {
-    (void)hipGetLastError();  // clear the sticky error of the query
-    return true;
-  }
-  return bytes <= limit;
+  const DeviceInfo info = CurrentDevice();
+  return info.smem_per_block == 0 || bytes <= info.smem_per_block;
 }
 
 template <bool kFp8, Fp8Format F>
@@ -1082,20 +1133,35 @@ LaunchResult LaunchMmaAttentionHeads(const SparseMlaParams& p, int64_t begin,
 
 LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
   StreamScratch scratch(stream);
-  uint16_t* w = nullptr;
-  LaunchResult r =
-      scratch.Get(&w, static_cast<size_t>(p.heads) * p.v_head_dim * kLora * 2,
-                  "sparse_mla: W_UV scratch");
-  if (!r.ok()) return r;
-  {
+  LaunchResult r;
+  // bf16 kv_b_proj with 16-byte aligned rows is read in place; anything
+  // else is converted once per call.
+  WuvWeights w;
+  if (p.kv_b_proj_format == FloatFormat::kBFloat16 &&
+      reinterpret_cast<uintptr_t>(p.kv_b_proj) % 16 == 0 &&
+      p.kv_b_proj_row_stride % 8 == 0) {
+    w.rows = static_cast<const uint16_t*>(p.kv_b_proj) +
+             p.qk_nope_head_dim * p.kv_b_proj_row_stride;
+    w.head_stride = static_cast<int64_t>(p.qk_nope_head_dim + p.v_head_dim) *
+                    p.kv_b_proj_row_stride;
+    w.row_stride = p.kv_b_proj_row_stride;
+  } else {
+    uint16_t* converted = nullptr;
+    r = scratch.Get(&converted,
+                    static_cast<size_t>(p.heads) * p.v_head_dim * kLora * 2,
+                    "sparse_mla: W_UV scratch");
+    if (!r.ok()) return r;
     const int64_t total = static_cast<int64_t>(p.heads) * p.v_head_dim * kLora;
-    const int64_t blocks = (total + kThreads - 1) / kThreads;
+    const int64_t blocks = (total + kGemmThreads - 1) / kGemmThreads;
     hipLaunchKernelGGL(
         ConvertWuvKernel,
         dim3(static_cast<unsigned>(blocks < 4096 ? blocks : 4096)),
-        dim3(kThreads), 0, stream, p, kLora, w);
+        dim3(kGemmThreads), 0, stream, p, kLora, converted);
     r = CheckLaunch(kOp);
     if (!r.ok()) return r;
+    w.rows = converted;
+    w.head_stride = static_cast<int64_t>(p.v_head_dim) * kLora;
+    w.row_stride = kLora;
   }
   const int64_t row_bytes = static_cast<int64_t>(p.heads) * kLora * 2;
   int64_t chunk = kLatentScratchBytes / row_bytes;
@@ -1111,12 +1177,7 @@ LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
   MmaOutput out{latent, nullptr, nullptr, 1};
   const int64_t blocks = p.tokens * ((p.heads + HeadsPerBlock(p.heads) - 1) /
                                      HeadsPerBlock(p.heads));
-  int sms = 0, device = 0;
-  if (hipGetDevice(&device) != hipSuccess ||
-      hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount,
-                            device) != hipSuccess) {
-    sms = 0;  // no split
-  }
+  const int sms = CurrentDevice().sms;  // 0 (unknown): no split
   if (p.tokens == chunk && 2 * blocks <= sms) {
     // Whole waves: floor, not ceil (132 SMs, 32 blocks: 4 splits, not 5).
     int64_t splits = sms / blocks;
