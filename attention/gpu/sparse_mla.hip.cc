@@ -5,8 +5,13 @@
 // latent + rope dims, P V over the 512 latent dims); per row, topk * 1152
 // bytes of gathered cache, read ONCE for all heads (MQA: every head shares
 // the same keys and values). At 64 heads that is ~61 FLOPs per gathered byte
-// from L2/HBM, so the kernel is bound by the matrix cores and by the shared
-// memory traffic that feeds them, not by the gather.
+// from L2/HBM, so the gather is not the limit. What is (Nsight Compute on the
+// H200, first version): one 170 KiB block per multiprocessor leaves 8 warps
+// to hide latencies with, and each warp's Q K^T fragment was one 36-deep
+// chain of dependent mma.sync; shared-memory throughput sat at ~50%, the
+// matrix pipe at ~25%. Hence the independent accumulator sets below, and the
+// build options (pipeline, Q in registers, 512 threads) measured against
+// each other on the device.
 //
 // Attention kernel (as FlashMLA's sparse prefill): one block per query row
 // and group of HC heads (HC = 64, or 32/16 for small head counts), the
