@@ -18,8 +18,9 @@
 // group's heads being the M dimension of both products. The row's top-k
 // indices are checked and compacted into a list of cache-entry offsets in
 // shared memory (chunks of 1024), then the block walks that list in tiles of
-// 32 keys, gathering tile t + 1 (cp.async, 16 bytes per copy) while tile t
-// computes:
+// 48 keys (DSA_SPARSE_MLA_TILE_KEYS; on the H200 48 beat 32 by ~9%: per-tile
+// costs are a large share), gathering tile t + 1 (cp.async, 16 bytes per
+// copy) while tile t computes:
 //   1. S = Q K^T: warp (head group of kM heads, key slice) multiplies Q and
 //      the staged keys from shared memory on Bf16WarpMma and stores scaled
 //      scores (log2 domain) to shared memory;
@@ -75,9 +76,11 @@ constexpr int kLd = kDim + 8;
 // Keys per tile (a multiple of 16): more keys per tile mean fewer reloads
 // of Q per key and fewer barriers, but less room for double buffering.
 #ifndef DSA_SPARSE_MLA_TILE_KEYS
-#define DSA_SPARSE_MLA_TILE_KEYS 32
+#define DSA_SPARSE_MLA_TILE_KEYS 48
 #endif
-constexpr int kTileKeys = DSA_SPARSE_MLA_TILE_KEYS;
+// Whole N tiles of the matrix instruction (AMD's 32-wide MFMA takes 32).
+constexpr int kTileKeys =
+    DSA_SPARSE_MLA_TILE_KEYS % Mma::kN == 0 ? DSA_SPARSE_MLA_TILE_KEYS : 32;
 // Threads of the attention block: 256 (8 NVIDIA warps, 128 output floats
 // per thread) or 512 (16 warps, 64 floats: twice the warps to hide
 // latencies with, at the price of more shared-memory reloads of Q and P).
@@ -96,7 +99,7 @@ constexpr int kFp8EntryBytes = kLora + 4 * kFp8Tiles + 2 * kRope;  // 656
 // kernel, and Q is the same for every tile. Limited by the registers the
 // 128 output floats per thread leave.
 #ifndef DSA_SPARSE_MLA_Q_REGISTER_STEPS
-#define DSA_SPARSE_MLA_Q_REGISTER_STEPS 0
+#define DSA_SPARSE_MLA_Q_REGISTER_STEPS 8
 #endif
 constexpr int kQRegisterSteps = DSA_SPARSE_MLA_Q_REGISTER_STEPS;
 // Independent accumulator sets of a warp's Q K^T (consecutive k-steps go to
@@ -104,7 +107,7 @@ constexpr int kQRegisterSteps = DSA_SPARSE_MLA_Q_REGISTER_STEPS;
 // score fragment form one dependent chain and the matrix pipe waits on its
 // latency; more sets cost 4 floats per fragment each.
 #ifndef DSA_SPARSE_MLA_QK_CHAINS
-#define DSA_SPARSE_MLA_QK_CHAINS 4
+#define DSA_SPARSE_MLA_QK_CHAINS 2
 #endif
 constexpr int kQkChains = DSA_SPARSE_MLA_QK_CHAINS;
 // Software pipeline over key tiles: Q K^T of tile t + 1 runs in the same
@@ -115,7 +118,8 @@ constexpr int kQkChains = DSA_SPARSE_MLA_QK_CHAINS;
 #endif
 constexpr bool kPipelined = DSA_SPARSE_MLA_PIPELINE != 0;
 constexpr int kSLd = kTileKeys + 1;  // fp32 scores, + 1 against conflicts
-constexpr int kPLd = kTileKeys + 8;  // bf16 probabilities, 80-byte rows
+constexpr int kPLd = kTileKeys + 8;  // bf16 probabilities; rows 16 bytes
+                                     // off the bank period (ldmatrix)
 static_assert(kIndexChunk % kThreads == 0, "index chunk per thread");
 static_assert(kFp8EntryBytes % 16 == 0, "fp8 entries in 16-byte copies");
 static_assert(kLora % (kWarps * Mma::kN) == 0, "value dims per warp");

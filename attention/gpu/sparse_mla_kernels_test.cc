@@ -225,9 +225,10 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
     indices.insert(indices.end(), pos.begin(), pos.end());
   };
   for (int r = 0; r < requests; ++r) {
-    add_row(r, c.topk, false);
     add_row(r, c.topk - 1, r % 2 == 0);
     add_row(r, c.topk, true);
+    // (A third row per request only where the float64 reference is cheap.)
+    if (c.topk < 1024) add_row(r, c.topk, false);
   }
   add_row(0, 0, false);  // only -1
   add_row(requests - 1, 1, false);
