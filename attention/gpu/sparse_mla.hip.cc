@@ -9,9 +9,14 @@
 // H200, first version): one 170 KiB block per multiprocessor leaves 8 warps
 // to hide latencies with, and each warp's Q K^T fragment was one 36-deep
 // chain of dependent mma.sync; shared-memory throughput sat at ~50%, the
-// matrix pipe at ~25%. Hence the independent accumulator sets below, and the
-// build options (pipeline, Q in registers, 512 threads) measured against
-// each other on the device.
+// matrix pipe at ~25%. Measured on the H200 against each other (64 heads,
+// 8192 rows, top-k 2048): 32-key tiles 18.0 ms, 48-key tiles with Q of the
+// last 8 k-steps in registers 16.3 ms (the defaults); 1, 2 or 4 independent
+// Q K^T accumulator sets, a software pipeline (Q K^T of tile t + 1 beside
+// P V of tile t) and 512-thread blocks all within +-6%: per-tile costs
+// (barriers, softmax, gathers) and shared-memory traffic, not matrix-pipe
+// latency, set the pace. FlashMLA's 3.6 ms comes from wgmma, whose operands
+// stay in shared memory (the next step here).
 //
 // Attention kernel (as FlashMLA's sparse prefill): one block per query row
 // and group of HC heads (HC = 64, or 32/16 for small head counts), the
@@ -81,13 +86,10 @@ constexpr int kLd = kDim + 8;
 // Whole N tiles of the matrix instruction (AMD's 32-wide MFMA takes 32).
 constexpr int kTileKeys =
     DSA_SPARSE_MLA_TILE_KEYS % Mma::kN == 0 ? DSA_SPARSE_MLA_TILE_KEYS : 32;
-// Threads of the attention block: 256 (8 NVIDIA warps, 128 output floats
-// per thread) or 512 (16 warps, 64 floats: twice the warps to hide
-// latencies with, at the price of more shared-memory reloads of Q and P).
-#ifndef DSA_SPARSE_MLA_THREADS
-#define DSA_SPARSE_MLA_THREADS 256
-#endif
-constexpr int kThreads = DSA_SPARSE_MLA_THREADS;
+// Threads of the attention block: 8 NVIDIA warps, 128 output floats per
+// thread. (512 threads, 64 floats each, measured 6% slower on the H200: the
+// extra reloads of Q and P cost more than the extra warps hide.)
+constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kDsaWarpSize;
 constexpr int kIndexChunk = 1024;  // top-k indices compacted at a time
 constexpr int kIndicesPerThread = kIndexChunk / kThreads;
@@ -95,28 +97,20 @@ constexpr int kFp8Tiles = kLora / 128;
 constexpr int kFp8EntryBytes = kLora + 4 * kFp8Tiles + 2 * kRope;  // 656
 // Q K^T k-steps whose Q fragments a warp keeps in registers for the whole
 // row (the last ones), instead of reloading them from shared memory for
-// every key tile: shared-memory bandwidth, not the matrix cores, bounds the
-// kernel, and Q is the same for every tile. Limited by the registers the
-// 128 output floats per thread leave.
+// every key tile (Q is the same for every tile). Limited by the registers
+// the 128 output floats per thread leave: 8 with 48-key tiles.
 #ifndef DSA_SPARSE_MLA_Q_REGISTER_STEPS
 #define DSA_SPARSE_MLA_Q_REGISTER_STEPS 8
 #endif
 constexpr int kQRegisterSteps = DSA_SPARSE_MLA_Q_REGISTER_STEPS;
 // Independent accumulator sets of a warp's Q K^T (consecutive k-steps go to
-// different sets, summed at the end): with one set, the 36 products of each
-// score fragment form one dependent chain and the matrix pipe waits on its
-// latency; more sets cost 4 floats per fragment each.
+// different sets, summed at the end), so that the products of a score
+// fragment do not form one dependent chain; each set costs 4 floats per
+// fragment. 1, 2 and 4 measured the same on the H200.
 #ifndef DSA_SPARSE_MLA_QK_CHAINS
 #define DSA_SPARSE_MLA_QK_CHAINS 2
 #endif
 constexpr int kQkChains = DSA_SPARSE_MLA_QK_CHAINS;
-// Software pipeline over key tiles: Q K^T of tile t + 1 runs in the same
-// phase as P V of tile t (two barriers per tile instead of three, and twice
-// the independent matrix work between them), with a third key buffer.
-#ifndef DSA_SPARSE_MLA_PIPELINE
-#define DSA_SPARSE_MLA_PIPELINE 0
-#endif
-constexpr bool kPipelined = DSA_SPARSE_MLA_PIPELINE != 0;
 constexpr int kSLd = kTileKeys + 1;  // fp32 scores, + 1 against conflicts
 constexpr int kPLd = kTileKeys + 8;  // bf16 probabilities; rows 16 bytes
                                      // off the bank period (ldmatrix)
@@ -220,13 +214,12 @@ struct MmaLayout {
   // Softmax: kRowThreads threads per head row.
   static constexpr int kRowThreads = kThreads / HC;
   static constexpr int kRowKeys = kTileKeys / kRowThreads;
-  // bf16: tiles land in the key buffers (t computing, t + 1 arriving; + 1
-  // pipelined). fp8: raw tiles land in two raw buffers and are dequantised
-  // into the key buffers.
-  static constexpr int kKeyBuffers =
-      kPipelined ? (kFp8 ? 2 : 3) : (kFp8 ? 1 : 2);
+  // bf16: tiles land in the key buffers (t computing, t + 1 arriving).
+  // fp8: raw tiles land in two raw buffers and are dequantised into one
+  // key buffer. (A software pipeline with Q K^T of t + 1 beside P V of t, a
+  // third buffer and two barriers per tile, measured no faster.)
+  static constexpr int kKeyBuffers = kFp8 ? 1 : 2;
   static constexpr int kRawBuffers = kFp8 ? 2 : 0;
-  static constexpr int kPBuffers = kPipelined ? 2 : 1;
 
   static_assert(HC % Mma::kM == 0, "heads per block: whole M tiles");
   static_assert(kWarps % kQkGroups == 0, "Q K^T warps");
@@ -246,8 +239,8 @@ struct MmaLayout {
   static constexpr int kRawOff = kKeyOff + kKeyBuffers * kKeyBytes;
   static constexpr int kSOff = kRawOff + kRawBuffers * kRawBytes;
   static constexpr int kPOff = kSOff + kSBytes;
-  static constexpr int kAlphaOff = kPOff + kPBuffers * kPBytes;
-  static constexpr int kSlotOff = kAlphaOff + kPBuffers * HC * 4;
+  static constexpr int kAlphaOff = kPOff + kPBytes;
+  static constexpr int kSlotOff = kAlphaOff + HC * 4;
   static constexpr int kScanOff = kSlotOff + kIndexChunk * 8;
   static constexpr int kBytes = kScanOff + (kWarps + 1) * 4;
 };
@@ -615,61 +608,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int tiles = (count + kTileKeys - 1) / kTileKeys;
     if (tiles == 0) continue;
     GatherTile<kFp8>(p, slots, 0, count, landing(0));
-    if constexpr (!kPipelined) {
-      for (int tile = 0; tile < tiles; ++tile) {
-        CopyWaitAll();
-        __syncthreads();  // tile `tile` is in; tile - 1 is no longer read
-        if (tile + 1 < tiles) {
-          GatherTile<kFp8>(p, slots, (tile + 1) * kTileKeys, count,
-                           landing(tile + 1));
-        }
-        uint16_t* keys = key_buffer(tile);
-        if constexpr (kFp8) {
-          DequantTile<F>(raw_buffer(tile), keys);
-          __syncthreads();
-        }
-        qk(keys, count - tile * kTileKeys);
-        __syncthreads();
-        softmax(p_s, alpha_s);
-        __syncthreads();
-        pv(keys, p_s, alpha_s);
-      }
-    } else {
-      // P and alpha of tile i live in buffer i % 2.
-      auto p_buf = [&](int i) { return p_s + (i % 2) * HC * kPLd; };
-      auto alpha_buf = [&](int i) { return alpha_s + (i % 2) * HC; };
-      // Prologue: tile 0 up to its probabilities.
+    for (int tile = 0; tile < tiles; ++tile) {
       CopyWaitAll();
-      __syncthreads();
-      if (tiles > 1) {
-        GatherTile<kFp8>(p, slots, kTileKeys, count, landing(1));
+      __syncthreads();  // tile `tile` is in; tile - 1 is no longer read
+      if (tile + 1 < tiles) {
+        GatherTile<kFp8>(p, slots, (tile + 1) * kTileKeys, count,
+                         landing(tile + 1));
       }
+      uint16_t* keys = key_buffer(tile);
       if constexpr (kFp8) {
-        DequantTile<F>(raw_buffer(0), key_buffer(0));
+        DequantTile<F>(raw_buffer(tile), keys);
         __syncthreads();
       }
-      qk(key_buffer(0), count);
+      qk(keys, count - tile * kTileKeys);
       __syncthreads();
-      softmax(p_buf(0), alpha_buf(0));
-      for (int tile = 0; tile < tiles; ++tile) {
-        CopyWaitAll();
-        // Tile + 1 is in, P of `tile` is written, tile - 1 is no longer
-        // read (its buffer takes tile + 2).
-        __syncthreads();
-        if (tile + 2 < tiles) {
-          GatherTile<kFp8>(p, slots, (tile + 2) * kTileKeys, count,
-                           landing(tile + 2));
-        }
-        const bool next = tile + 1 < tiles;
-        if constexpr (kFp8) {
-          if (next) DequantTile<F>(raw_buffer(tile + 1), key_buffer(tile + 1));
-          __syncthreads();
-        }
-        if (next) qk(key_buffer(tile + 1), count - (tile + 1) * kTileKeys);
-        pv(key_buffer(tile), p_buf(tile), alpha_buf(tile));
-        __syncthreads();  // S of tile + 1 written; P of `tile` read
-        if (next) softmax(p_buf(tile + 1), alpha_buf(tile + 1));
-      }
+      softmax(p_s, alpha_s);
+      __syncthreads();
+      pv(keys, p_s, alpha_s);
     }
   }
 
