@@ -7,6 +7,7 @@
 #include "attention/gpu/dense_op_kernels.h"
 #include "attention/gpu/dense_mha_kernels.h"
 #include "attention/gpu/indexer_kernels.h"
+#include "attention/gpu/sparse_mla_kernels.h"
 #include "attention/kernel_abi.h"
 #include "attention/kernel_descriptor.h"
 
@@ -177,6 +178,59 @@ Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
   p.v_head_dim = static_cast<int32_t>(a.output.dim(2));
   p.softmax_scale = a.softmax_scale;
   return FromLaunch(DenseMhaPrefillLaunch(p, ctx.stream));
+Status SparseMlaGpu(const ExecutionContext& ctx, const SparseMla::Args& a) {
+  constexpr std::string_view op = SparseMla::kName;
+  DSA_RETURN_IF_ERROR(SparseMla::Validate(a));
+  DSA_RETURN_IF_ERROR(CheckUnitStride(op, "seq_lens", a.seq_lens, 0));
+  DSA_RETURN_IF_ERROR(CheckUnitStride(op, "token_request", a.token_request, 0));
+  DSA_RETURN_IF_ERROR(CheckUnitStride(op, "block_table", a.block_table, 1));
+  DSA_RETURN_IF_ERROR(CheckUnitStride(op, "topk_indices", a.topk_indices, 1));
+  if (a.output.empty()) return OkStatus();
+  const LatentCacheFormat& f = a.cache_format;
+  const bool fp8 = IsFp8(f.dtype);
+  const int64_t cache_elem = fp8 ? 1 : 2;  // uint8 or bfloat16 view
+  auto format_of = [](DType t) {
+    return t == DType::kBFloat16 ? FloatFormat::kBFloat16
+                                 : FloatFormat::kFloat32;
+  };
+  SparseMlaParams p;
+  p.q = a.q.data;
+  p.q_format = format_of(a.q.dtype);
+  p.q_token_stride = a.q.stride(0);
+  p.q_head_stride = a.q.stride(1);
+  p.kv_cache = a.kv_cache.data_as<const uint8_t>();
+  p.cache_type = !fp8 ? LatentCacheType::kBFloat16
+                 : f.dtype == DType::kFloat8E4m3fnuz
+                     ? LatentCacheType::kFp8E4m3fnuz
+                     : LatentCacheType::kFp8E4m3fn;
+  p.cache_block_stride = a.kv_cache.stride(0) * cache_elem;
+  p.cache_token_stride = a.kv_cache.stride(1) * cache_elem;
+  p.num_blocks = a.kv_cache.dim(0);
+  p.block_size = static_cast<int32_t>(a.kv_cache.dim(1));
+  p.kv_lora_rank = f.kv_lora_rank;
+  p.rope_dim = f.rope_dim;
+  p.block_table = a.block_table.data_as<const int32_t>();
+  p.num_requests = static_cast<int32_t>(a.block_table.dim(0));
+  p.max_blocks_per_request = static_cast<int32_t>(a.block_table.dim(1));
+  p.block_table_stride = a.block_table.stride(0);
+  p.seq_lens = a.seq_lens.data_as<const int32_t>();
+  p.token_request = a.token_request.data_as<const int32_t>();
+  p.topk_indices = a.topk_indices.data_as<const int32_t>();
+  p.topk = static_cast<int32_t>(a.topk_indices.dim(1));
+  p.topk_stride = a.topk_indices.stride(0);
+  p.kv_b_proj = a.kv_b_proj.data;
+  p.kv_b_proj_format = format_of(a.kv_b_proj.dtype);
+  p.kv_b_proj_row_stride = a.kv_b_proj.stride(0);
+  p.qk_nope_head_dim = a.qk_nope_head_dim;
+  p.v_head_dim = static_cast<int32_t>(a.output.dim(2));
+  p.softmax_scale = a.softmax_scale;
+  p.output = a.output.data;
+  p.output_format = format_of(a.output.dtype);
+  p.output_token_stride = a.output.stride(0);
+  p.output_head_stride = a.output.stride(1);
+  p.tokens = a.q.dim(0);
+  p.heads = static_cast<int32_t>(a.q.dim(1));
+  return FromLaunch(SparseMlaLaunch(p, ctx.stream));
 }
 
 const char* GpuPlatformId() {
@@ -197,6 +251,8 @@ const std::vector<DsaKernelDescriptor>& GpuAttentionKernelDescriptors() {
       AppendGpuDenseKernelDescriptors(platform, d);  // dense_op_kernels.h
       d->push_back(KernelDescriptorFor<DenseMhaPrefill>(
           platform, &CKernel<DenseMhaPrefill, &DenseMhaPrefillGpu>));
+      d->push_back(KernelDescriptorFor<SparseMla>(
+          platform, &CKernel<SparseMla, &SparseMlaGpu>));
     }
     return d;
   }();

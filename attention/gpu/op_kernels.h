@@ -32,6 +32,10 @@ Status IndexerTopKGpu(const ExecutionContext& ctx,
 Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
                           const DenseMhaPrefill::Args& args);
 
+// Sparse MLA (attention/gpu/sparse_mla_kernels.h). Needs contiguous
+// token_request / seq_lens vectors, block-table rows and top-k rows.
+Status SparseMlaGpu(const ExecutionContext& ctx, const SparseMla::Args& args);
+
 // "cuda", "rocm", or nullptr when built without a GPU backend.
 const char* GpuPlatformId();
 

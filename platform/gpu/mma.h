@@ -39,6 +39,18 @@
 // Every path multiplies bf16 values exactly in fp32 and accumulates in fp32,
 // so they agree up to the order of the fp32 summation.
 //
+// Bf16 (Bf16WarpMma): bf16 operands staged in shared memory as raw bits,
+// C[kM x kN] += A[kM x kK] * B[kN x kK]^T in fp32, for the attention kernels
+// (Q K^T, P V) and the latent-decompression GEMM.
+//
+//   NVIDIA, sm_80 and later: mma.sync m16n8k16 bf16 (HMMA), fragments loaded
+//     with ldmatrix (x4 for A, x2 / x2.trans for B).
+//   NVIDIA before sm_80: the same m16n8k16 fragments multiplied with FMAs.
+//   AMD gfx90a/gfx940/941/942: v_mfma_f32_32x32x8bf16_1k.
+//   Other AMD targets: the same 32x32x8 fragments multiplied with FMAs.
+// Every path multiplies bf16 values exactly in fp32 and accumulates in fp32,
+// so they agree up to the order of the fp32 summation.
+//
 // Include only from sources built by gpu_kernel_library().
 #ifndef DSA_PLATFORM_GPU_MMA_H_
 #define DSA_PLATFORM_GPU_MMA_H_
