@@ -22,6 +22,8 @@
 //
 // Blocks start with the last rows: with causal windows they have the most
 // keys, and running them first keeps the tail of the grid short.
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 
@@ -554,6 +556,565 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
   }
 }
 
+#if defined(DSA_GPU_CUDA)
+
+// ---------------------------------------------------------------------------
+// The persistent, warp-specialised body for sm_90a with e4m3fn data (what
+// Hopper runs for 32, 64 and 128 heads). Counted for GLM-5.1's 32 x 128 at
+// T = 8192 causal: 2.75e11 FLOPs against 0.27 GB of logits written and ~1.1 GB
+// of key tiles read from L2, so the matrix cores and the epilogue (a max and
+// an FMA per product column) bound it, not memory. Hence, as in DeepGEMM's
+// fp8_mqa_logits:
+//   - one producer warp fills a ring of kPsStages key tiles (64 keys x 128
+//     bytes + their scales) with cp.async, one page lookup per key, and
+//     signals each stage on an mbarrier; the queries and head weights of a
+//     block of 128 (row, head) columns sit in a second, two-deep ring;
+//   - kPsMathGroups warpgroups take the tiles in turn, each multiplying its
+//     64 keys by the block's 128 columns (wgmma m64n128k32, 4 back to back)
+//     and running its epilogue while the other groups' products run, so the
+//     tensor cores do not wait on relu / weights / stores and no block-wide
+//     barrier is left in the loop;
+//   - a CTA per multiprocessor walks (row block, key chunk) items, longest
+//     first, in a zigzag so that the causal triangle spreads evenly; when
+//     rows are few (decode), a block's keys are split into chunks so that
+//     every multiprocessor gets work.
+// The producer writes -inf outside the rows' windows while it waits.
+
+// Math warpgroups: two keep the head weights in registers (up to 168 a
+// thread); three fit 128 registers only with the weights read from shared
+// memory in the epilogue. DSA_LOGITS_PS_GROUPS / _STAGES are for measuring.
+#ifndef DSA_LOGITS_PS_GROUPS
+#define DSA_LOGITS_PS_GROUPS 2
+#endif
+#ifndef DSA_LOGITS_PS_STAGES
+#define DSA_LOGITS_PS_STAGES 12
+#endif
+constexpr int kPsMathGroups = DSA_LOGITS_PS_GROUPS;
+constexpr bool kPsSharedWeights = kPsMathGroups > 2;
+constexpr int kPsMathThreads = kPsMathGroups * 128;
+constexpr int kPsThreads = kPsMathThreads + kDsaWarpSize;  // + the producer
+constexpr int kPsStages = DSA_LOGITS_PS_STAGES;
+constexpr int kPsLag = 2;     // cp.async groups left in flight unsignalled
+constexpr int kPsCols = 128;  // (row, head) columns of a block
+constexpr int kPsKeyBytes = kTileKeys * kHeadDim;  // 8 KB a stage
+constexpr int kPsQBytes = kPsCols * kHeadDim;      // 16 KB a block
+
+// Dynamic shared memory, in bytes from its (1 KB aligned) start.
+constexpr int kPsQOffset = 0;
+constexpr int kPsKeyOffset = kPsQOffset + 2 * kPsQBytes;
+constexpr int kPsScaleOffset = kPsKeyOffset + kPsStages * kPsKeyBytes;
+constexpr int kPsWeightOffset = kPsScaleOffset + kPsStages * kTileKeys * 4;
+constexpr int kPsBarrierOffset = kPsWeightOffset + 2 * kPsCols * 4;
+// full / empty per key stage, then full / empty per query stage.
+constexpr int kPsBarriers = 2 * kPsStages + 4;
+constexpr int kPsSmemBytes = kPsBarrierOffset + kPsBarriers * 8;
+
+// cp.async and mbarrier, the producer / consumer plumbing (sm_90a builds
+// only; the kernel that calls them is never launched elsewhere).
+[[maybe_unused]] __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+[[maybe_unused]] __device__ __forceinline__ void BarrierInit(uint32_t bar,
+                                                             int count) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar),
+               "r"(count)
+               : "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void BarrierArrive(uint32_t bar) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar)
+               : "memory");
+#endif
+}
+// True once the phase of `parity` has completed (a fresh barrier counts its
+// phase before the first as completed, parity 1).
+[[maybe_unused]] __device__ __forceinline__ bool BarrierTryWait(
+    uint32_t bar, uint32_t parity) {
+  uint32_t done = 1;
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+#endif
+  return done != 0;
+}
+[[maybe_unused]] __device__ __forceinline__ void BarrierWait(uint32_t bar,
+                                                             uint32_t parity) {
+  while (!BarrierTryWait(bar, parity)) {
+  }
+}
+// 16 (4) bytes global -> shared; zeros when !valid (nothing is read then).
+[[maybe_unused]] __device__ __forceinline__ void CopyAsync16(uint32_t dst,
+                                                             const void* src,
+                                                             bool valid) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+               "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void CopyAsync4(uint32_t dst,
+                                                            const void* src,
+                                                            bool valid) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
+               "l"(src), "r"(valid ? 4 : 0)
+               : "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void CopyAsyncCommit() {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void CopyAsyncWait() {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// One work item: a block of R rows (R * heads = 128 columns) and the chunk
+// [tile_begin, tile_end) of its key tiles. Its rows' windows, grouped into
+// runs of equal requests (each run walks the union of its rows' windows in
+// 64-key tiles), are what the producer and the consumers both derive. A run
+// is kept in the slot of its first row, so that every index is known at
+// compile time and the item stays in registers.
+template <int R>
+struct PsItem {
+  int64_t row0;
+  int32_t start[R], end[R];
+  int32_t request[R];
+  int32_t run_lo[R], run_hi[R], run_tiles[R];  // run_tiles 0: no run here
+  int32_t run_end[R];
+  int32_t tile_begin, tile_end;
+};
+
+template <int R>
+__device__ __forceinline__ PsItem<R> LoadPsItem(const IndexerLogitsParams& p,
+                                                int64_t block, int chunk,
+                                                int splits) {
+  PsItem<R> it;
+  it.row0 = block * R;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const RowWindow w = LoadWindow(p, it.row0 + r);
+    it.request[r] = w.request;
+    it.start[r] = w.start;
+    it.end[r] = w.end;
+  }
+  int32_t total = 0;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const bool starts = r == 0 || it.request[r] != it.request[r - 1];
+    int32_t e = R;
+#pragma unroll
+    for (int i = R - 1; i > r; --i) {
+      if (it.request[i] != it.request[i - 1]) e = i;
+    }
+    int32_t lo = 0x7fffffff, hi = 0;
+#pragma unroll
+    for (int i = r; i < R; ++i) {
+      if (i < e && it.start[i] < it.end[i]) {
+        lo = min(lo, it.start[i]);
+        hi = max(hi, it.end[i]);
+      }
+    }
+    const bool used = starts && it.request[r] >= 0 && lo < hi;
+    it.run_lo[r] = used ? lo : 0;
+    it.run_hi[r] = used ? hi : 0;
+    it.run_tiles[r] = used ? (hi - lo + kTileKeys - 1) / kTileKeys : 0;
+    it.run_end[r] = e;
+    total += it.run_tiles[r];
+  }
+  it.tile_begin = static_cast<int32_t>(int64_t{total} * chunk / splits);
+  it.tile_end = static_cast<int32_t>(int64_t{total} * (chunk + 1) / splits);
+  return it;
+}
+
+// Tile t of an item: its request, first key, the end of the keys its run
+// reads, and the rows [rb, re) it serves.
+struct PsTile {
+  int32_t request;
+  int32_t key0;
+  int32_t hi;
+  int rb, re;
+};
+template <int R>
+__device__ __forceinline__ PsTile TileOf(const PsItem<R>& it, int32_t t) {
+  PsTile tile{-1, 0, 0, 0, 0};
+  int32_t before = 0;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (it.run_tiles[r] > 0 && t >= before && t < before + it.run_tiles[r]) {
+      tile = {it.request[r], it.run_lo[r] + (t - before) * kTileKeys,
+              it.run_hi[r], r, it.run_end[r]};
+    }
+    before += it.run_tiles[r];
+  }
+  return tile;
+}
+
+// Item i of this CTA's sequence: a zigzag over the items sorted longest
+// first (row blocks from the last), so that CTA c's rounds add up to about
+// the same number of keys as every other CTA's.
+__device__ __forceinline__ int64_t PsItemIndex(int64_t round) {
+  const int64_t ctas = gridDim.x;
+  const int64_t c = blockIdx.x;
+  return round * ctas + ((round & 1) ? ctas - 1 - c : c);
+}
+
+template <Fp8Format F, int R>
+__global__ void __launch_bounds__(kPsThreads, 1)
+    IndexerLogitsPersistentKernel(IndexerLogitsParams p, int splits) {
+  if constexpr (::dsa::gpu::kHasWarpgroupFp8Mma && F == Fp8Format::kE4m3fn) {
+    using WG = ::dsa::gpu::WarpgroupFp8Mma<kHeadDim + 0 * static_cast<int>(F)>;
+    static_assert(WG::kM == kTileKeys && WG::kN == kPsCols,
+                  "a warpgroup covers a tile's keys and a block's columns");
+    constexpr int kHeads = kPsCols / R;
+    constexpr int kBlocksPerRow = kHeads / 8;  // 8-column accumulator blocks
+    extern __shared__ __align__(1024) uint8_t smem[];
+    const uint32_t base = SmemAddr(smem);
+    const uint32_t bar0 = base + kPsBarrierOffset;
+    auto full_k = [&](int s) { return bar0 + 8 * s; };
+    auto empty_k = [&](int s) { return bar0 + 8 * (kPsStages + s); };
+    auto full_q = [&](int s) { return bar0 + 8 * (2 * kPsStages + s); };
+    auto empty_q = [&](int s) { return bar0 + 8 * (2 * kPsStages + 2 + s); };
+
+    const int tid = threadIdx.x;
+    const int warp = tid / kDsaWarpSize;
+    const int lane = tid % kDsaWarpSize;
+    if (tid == 0) {
+      for (int s = 0; s < kPsStages; ++s) {
+        BarrierInit(full_k(s), kDsaWarpSize);
+        BarrierInit(empty_k(s), 128);
+      }
+      for (int s = 0; s < 2; ++s) {
+        BarrierInit(full_q(s), kDsaWarpSize);
+        BarrierInit(empty_q(s), kPsMathThreads);
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    const int64_t blocks = (p.rows + R - 1) / R;
+    const int64_t items = blocks * splits;
+
+    if (warp == kPsMathThreads / kDsaWarpSize) {
+      // ---- Producer warp.
+      // Each lane's copies go in commit groups; a group's stage is
+      // signalled (after the writes are complete and fenced for wgmma's
+      // async proxy) once kPsLag newer groups are in flight, or before the
+      // warp would block.
+      uint32_t pending0 = 0, pending1 = 0;
+      int pending = 0;
+      auto signal_oldest = [&]() {
+        WG::FenceStores();
+        BarrierArrive(pending0);
+        pending0 = pending1;
+        --pending;
+      };
+      auto push = [&](uint32_t bar) {
+        CopyAsyncCommit();
+        if (pending == kPsLag) {
+          CopyAsyncWait<kPsLag>();
+          signal_oldest();
+        }
+        if (pending == 0) {
+          pending0 = bar;
+        } else {
+          pending1 = bar;
+        }
+        ++pending;
+      };
+      auto flush = [&]() {
+        if (pending == 0) return;
+        CopyAsyncWait<0>();
+        while (pending > 0) signal_oldest();
+      };
+      auto acquire = [&](uint32_t bar, uint32_t parity) {
+        if (!BarrierTryWait(bar, parity)) {
+          flush();
+          BarrierWait(bar, parity);
+        }
+      };
+
+      int64_t g = 0;  // key tiles issued by this CTA
+      int64_t j = 0;  // items
+      for (int64_t round = 0; round * gridDim.x < items; ++round) {
+        const int64_t idx = PsItemIndex(round);
+        if (idx >= items) continue;
+        const int64_t block = blocks - 1 - idx / splits;
+        const int chunk = static_cast<int>(idx % splits);
+        const PsItem<R> it = LoadPsItem<R>(p, block, chunk, splits);
+        if (chunk == 0) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if (it.row0 + r >= p.rows) continue;
+            float* out = p.logits + (it.row0 + r) * p.logits_stride;
+            for (int64_t c = lane; c < it.start[r]; c += kDsaWarpSize) {
+              out[c] = kNegInf;
+            }
+            for (int64_t c = it.end[r] + lane; c < p.width; c += kDsaWarpSize) {
+              out[c] = kNegInf;
+            }
+          }
+        }
+        if (it.tile_begin >= it.tile_end) continue;  // consumers skip it too
+
+        // Queries (zeros past the last row) and head weights.
+        const int qs = static_cast<int>(j & 1);
+        acquire(empty_q(qs), static_cast<uint32_t>((j >> 1) & 1) ^ 1u);
+        const uint8_t* q_block = p.q_fp8 + it.row0 * kHeads * kHeadDim;
+        const int64_t q_valid =
+            (p.rows - it.row0) * static_cast<int64_t>(kHeads) * kHeadDim;
+        const uint32_t q_dst = base + kPsQOffset + qs * kPsQBytes;
+#pragma unroll 4
+        for (int c = lane; c < kPsCols * kChunksPerKey; c += kDsaWarpSize) {
+          const ChunkPos pos = CoreChunk(c);
+          const int64_t byte = int64_t{pos.row} * kHeadDim + pos.part * kChunk;
+          const bool valid = byte < q_valid;
+          CopyAsync16(q_dst + WG::Offset(pos.row, pos.part * kChunk),
+                      valid ? q_block + byte : p.q_fp8, valid);
+        }
+        const uint32_t w_dst = base + kPsWeightOffset + qs * kPsCols * 4;
+#pragma unroll
+        for (int i = 0; i < kPsCols / kDsaWarpSize; ++i) {
+          const int col = lane + i * kDsaWarpSize;
+          const int64_t row = it.row0 + col / kHeads;
+          const bool valid = row < p.rows;
+          CopyAsync4(w_dst + col * 4,
+                     valid ? p.head_weights + row * kHeads + col % kHeads
+                           : p.head_weights,
+                     valid);
+        }
+        push(full_q(qs));
+
+        for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
+          const int s = static_cast<int>(g % kPsStages);
+          acquire(empty_k(s), static_cast<uint32_t>((g / kPsStages) & 1) ^ 1u);
+          const PsTile tile = TileOf<R>(it, t);
+          // This lane locates keys `lane` and `lane + 32` of the tile; a key
+          // past the run's union of windows, or on an invalid page, reads as
+          // zeros.
+          int64_t values[2], scale[2];
+          bool ok[2];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int32_t key = tile.key0 + lane + 32 * h;
+            ok[h] = key < tile.hi &&
+                    LocateKey(p, tile.request, key, &values[h], &scale[h]);
+            if (!ok[h]) values[h] = scale[h] = 0;
+          }
+          const uint32_t k_dst = base + kPsKeyOffset + s * kPsKeyBytes;
+          // Copy i moves, for lanes 8a + b, chunk 4(i % 2) + a of key
+          // 8(i / 2) + b: 8 lanes fill one 128-byte core matrix, and each
+          // key's 64 bytes are whole 32-byte sectors of one instruction.
+#pragma unroll
+          for (int i = 0; i < 2 * kChunksPerKey; ++i) {
+            const int key = 8 * (i / 2) + lane % 8;
+            const int part = 4 * (i % 2) + lane / 8;
+            const int src = key % 32;
+            const int h = key / 32;
+            const int64_t v =
+                __shfl_sync(DSA_FULL_WARP_MASK, h ? values[1] : values[0], src);
+            const int valid = __shfl_sync(DSA_FULL_WARP_MASK,
+                                          h ? int{ok[1]} : int{ok[0]}, src);
+            CopyAsync16(k_dst + WG::Offset(key, part * kChunk),
+                        p.k_cache + v + part * kChunk, valid != 0);
+          }
+          const uint32_t sc_dst = base + kPsScaleOffset + s * kTileKeys * 4;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            CopyAsync4(sc_dst + (lane + 32 * h) * 4, p.k_cache + scale[h],
+                       ok[h]);
+          }
+          push(full_k(s));
+        }
+        ++j;
+      }
+      flush();
+      return;
+    }
+
+    // ---- Math warpgroups.
+    const int group = warp / 4;
+    const int warp_in_group = warp % 4;
+    const int key_row = 16 * warp_in_group + lane / 4;  // and key_row + 8
+    const int quad = lane % 4;
+    float acc[WG::kAccPerThread];
+    int64_t g = 0;
+    int64_t j = 0;
+    for (int64_t round = 0; round * gridDim.x < items; ++round) {
+      const int64_t idx = PsItemIndex(round);
+      if (idx >= items) continue;
+      const int64_t block = blocks - 1 - idx / splits;
+      const int chunk = static_cast<int>(idx % splits);
+      const PsItem<R> it = LoadPsItem<R>(p, block, chunk, splits);
+      if (it.tile_begin >= it.tile_end) continue;
+      const int qs = static_cast<int>(j & 1);
+      BarrierWait(full_q(qs), static_cast<uint32_t>((j >> 1) & 1));
+      // This thread's head weights: columns 8n + 2 quad + e.
+      const float* wsm =
+          reinterpret_cast<const float*>(smem + kPsWeightOffset) + qs * kPsCols;
+      float2 weight_reg[16];
+      if constexpr (!kPsSharedWeights) {
+#pragma unroll
+        for (int n = 0; n < 16; ++n) {
+          weight_reg[n] =
+              *reinterpret_cast<const float2*>(wsm + 8 * n + 2 * quad);
+        }
+      }
+      auto weight2 = [&](int n) {
+        if constexpr (kPsSharedWeights) {
+          return *reinterpret_cast<const float2*>(wsm + 8 * n + 2 * quad);
+        } else {
+          return weight_reg[n];
+        }
+      };
+      const uint8_t* q_tile = smem + kPsQOffset + qs * kPsQBytes;
+
+      for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
+        if (static_cast<int>(g % kPsMathGroups) != group) continue;
+        const int s = static_cast<int>(g % kPsStages);
+        BarrierWait(full_k(s), static_cast<uint32_t>((g / kPsStages) & 1));
+        __syncwarp();  // wgmma is .aligned: the warp issues it converged
+        WG::Issue(acc, smem + kPsKeyOffset + s * kPsKeyBytes, q_tile,
+                  /*accumulate=*/false);
+        const float* scales =
+            reinterpret_cast<const float*>(smem + kPsScaleOffset) +
+            s * kTileKeys;
+        const float sc[2] = {scales[key_row], scales[key_row + 8]};
+        const PsTile tile = TileOf<R>(it, t);
+        WG::Wait(acc);
+        BarrierArrive(empty_k(s));
+
+        // relu(score * key scale) * head weight summed over each row's
+        // heads: first this thread's 2 columns of each 8-column block, then
+        // the 4 lanes of the quad. Scales are positive in a real cache
+        // (ue8m0), so relu(s * scale) = scale * relu(s) and the scale
+        // applies once per sum; otherwise the literal form.
+        float v[2][R];
+        const bool positive =
+            __all_sync(DSA_FULL_WARP_MASK, sc[0] > 0.0f && sc[1] > 0.0f);
+        if (positive) {
+#pragma unroll
+          for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+              for (int b = 0; b < kBlocksPerRow; ++b) {
+                const int n = r * kBlocksPerRow + b;
+                const float2 w2 = weight2(n);
+                sum0 = fmaf(fmaxf(acc[4 * n + 2 * rs], 0.0f), w2.x, sum0);
+                sum1 = fmaf(fmaxf(acc[4 * n + 2 * rs + 1], 0.0f), w2.y, sum1);
+              }
+              v[rs][r] = (sum0 + sum1) * sc[rs];
+            }
+          }
+        } else {
+#pragma unroll
+          for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              float sum = 0.0f;
+#pragma unroll
+              for (int b = 0; b < kBlocksPerRow; ++b) {
+                const int n = r * kBlocksPerRow + b;
+                const float2 w2 = weight2(n);
+                const float x0 = acc[4 * n + 2 * rs] * sc[rs];
+                const float x1 = acc[4 * n + 2 * rs + 1] * sc[rs];
+                if (x0 > 0.0f) sum += x0 * w2.x;
+                if (x1 > 0.0f) sum += x1 * w2.y;
+              }
+              v[rs][r] = sum;
+            }
+          }
+        }
+
+        // Sum over the quad; lane `quad` then stores pairs (rs, r) with
+        // rs * R + r == quad (mod 4).
+        float out[2];
+        int out_r[2], out_rs[2], outs;
+        if constexpr (R == 4) {
+          // Reduce-scatter: rows {0,1} / {2,3} by lane bit 1, then one row
+          // by lane bit 0.
+          const bool upper = quad & 2, odd = quad & 1;
+#pragma unroll
+          for (int rs = 0; rs < 2; ++rs) {
+            float keep[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+              const float send = upper ? v[rs][i] : v[rs][i + 2];
+              keep[i] = (upper ? v[rs][i + 2] : v[rs][i]) +
+                        DSA_SHFL_XOR(send, 2, kDsaWarpSize);
+            }
+            const float send = odd ? keep[0] : keep[1];
+            out[rs] =
+                (odd ? keep[1] : keep[0]) + DSA_SHFL_XOR(send, 1, kDsaWarpSize);
+            out_r[rs] = quad;
+            out_rs[rs] = rs;
+          }
+          outs = 2;
+        } else {
+#pragma unroll
+          for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              v[rs][r] += DSA_SHFL_XOR(v[rs][r], 1, kDsaWarpSize);
+              v[rs][r] += DSA_SHFL_XOR(v[rs][r], 2, kDsaWarpSize);
+            }
+          }
+          outs = 0;
+#pragma unroll
+          for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              if ((rs * R + r) % 4 == quad) {
+                out[0] = v[rs][r];
+                out_r[0] = r;
+                out_rs[0] = rs;
+                outs = 1;
+              }
+            }
+          }
+        }
+#pragma unroll
+        for (int o = 0; o < 2; ++o) {
+          if (o >= outs) break;
+          const int r = out_r[o];
+          int32_t start = 0, end = 0;
+#pragma unroll
+          for (int i = 0; i < R; ++i) {
+            if (i == r) {
+              start = it.start[i];
+              end = it.end[i];
+            }
+          }
+          const int32_t key = tile.key0 + key_row + 8 * out_rs[o];
+          if (r >= tile.rb && r < tile.re && key >= start && key < end) {
+            p.logits[(it.row0 + r) * p.logits_stride + key] = out[o];
+          }
+        }
+      }
+      BarrierArrive(empty_q(qs));
+      ++j;
+    }
+  } else {
+    (void)p;
+    (void)splits;
+  }
+}
+
+#endif  // DSA_GPU_CUDA
+
 // Two blocks per multiprocessor for the warpgroup body (one's epilogue runs
 // while the other's wgmma does); the warp-level body keeps its query
 // fragments in registers and fits one.
@@ -611,9 +1172,96 @@ bool UsesMma(const IndexerLogitsParams& p) {
          reinterpret_cast<uintptr_t>(p.k_cache) % 16 == 0;
 }
 
+#if defined(DSA_GPU_CUDA)
+// Whether the device code loaded for this device holds the persistent body
+// (built for sm_90a): set by the device pass, read once per device.
+__device__ int g_persistent_logits_built =
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    1;
+#else
+    0;
+#endif
+
+// The multiprocessor count when the persistent kernel can run on the current
+// device (its shared memory granted), else 0. Cached per device; the first
+// call per device reads a device symbol (a synchronous copy).
+int PersistentCtas() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cached[kMaxDevices];  // 0 unknown, -1 no, else SMs
+  int device = 0;
+  if (hipGetDevice(&device) != hipSuccess || device < 0 ||
+      device >= kMaxDevices) {
+    (void)hipGetLastError();
+    return 0;
+  }
+  int state = cached[device].load(std::memory_order_relaxed);
+  if (state == 0) {
+    int built = 0, sms = 0;
+    bool ok = cudaMemcpyFromSymbol(&built, g_persistent_logits_built,
+                                   sizeof(int)) == cudaSuccess &&
+              built == 1 &&
+              hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount,
+                                    device) == hipSuccess &&
+              sms > 0;
+    using K = void (*)(IndexerLogitsParams, int);
+    const K kernels[] = {IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 1>,
+                         IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 2>,
+                         IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 4>};
+    for (K k : kernels) {
+      ok = ok && hipFuncSetAttribute(reinterpret_cast<const void*>(k),
+                                     hipFuncAttributeMaxDynamicSharedMemorySize,
+                                     kPsSmemBytes) == hipSuccess;
+    }
+    (void)hipGetLastError();  // a failed query leaves no error behind
+    state = ok ? sms : -1;
+    cached[device].store(state, std::memory_order_relaxed);
+  }
+  return state > 0 ? state : 0;
+}
+
+// Launches the persistent kernel when it applies; false otherwise.
+template <Fp8Format F>
+bool LaunchPersistent(const IndexerLogitsParams& p, hipStream_t stream) {
+  if constexpr (F != Fp8Format::kE4m3fn) {
+    return false;
+  } else {
+    if (p.heads > kPsCols) return false;
+    const int sms = PersistentCtas();
+    if (sms == 0) return false;
+    const int rows_per_block = kPsCols / p.heads;
+    const int64_t blocks = (p.rows + rows_per_block - 1) / rows_per_block;
+    // Few blocks (decode): split each block's keys so that every
+    // multiprocessor gets a chunk, chunks of at least 8 tiles.
+    int64_t splits = std::min<int64_t>(sms / blocks, p.width / 512);
+    splits = std::max<int64_t>(splits, 1);
+    const int64_t items = blocks * splits;
+    const unsigned grid = static_cast<unsigned>(std::min<int64_t>(items, sms));
+    const int s = static_cast<int>(splits);
+    switch (rows_per_block) {
+      case 1:
+        IndexerLogitsPersistentKernel<F, 1>
+            <<<grid, kPsThreads, kPsSmemBytes, stream>>>(p, s);
+        break;
+      case 2:
+        IndexerLogitsPersistentKernel<F, 2>
+            <<<grid, kPsThreads, kPsSmemBytes, stream>>>(p, s);
+        break;
+      default:
+        IndexerLogitsPersistentKernel<F, 4>
+            <<<grid, kPsThreads, kPsSmemBytes, stream>>>(p, s);
+        break;
+    }
+    return true;
+  }
+}
+#endif  // DSA_GPU_CUDA
+
 template <Fp8Format F>
 LaunchResult Launch(const IndexerLogitsParams& p, hipStream_t stream) {
   if (UsesMma(p)) {
+#if defined(DSA_GPU_CUDA)
+    if (LaunchPersistent<F>(p, stream)) return CheckLaunch("indexer_logits");
+#endif
     const int rows_per_block = kBlockCols / p.heads;
     const int64_t blocks = (p.rows + rows_per_block - 1) / rows_per_block;
     hipLaunchKernelGGL(IndexerLogitsMmaKernel<F>,
