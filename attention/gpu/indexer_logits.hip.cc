@@ -589,7 +589,15 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 #ifndef DSA_LOGITS_PS_STAGES
 #define DSA_LOGITS_PS_STAGES 12
 #endif
+// DSA_LOGITS_PS_BANKS=2 splits a tile's 128 columns into two products of 64
+// (m64n64k32) and sums the first while the second runs.
+#ifndef DSA_LOGITS_PS_BANKS
+#define DSA_LOGITS_PS_BANKS 1
+#endif
 constexpr int kPsMathGroups = DSA_LOGITS_PS_GROUPS;
+constexpr int kPsBanks = DSA_LOGITS_PS_BANKS;
+static_assert(kPsBanks == 1 || (kPsBanks == 2 && kPsMathGroups == 2),
+              "two banks keep the weights in registers (two groups)");
 constexpr bool kPsSharedWeights = kPsMathGroups > 2;
 constexpr int kPsMathThreads = kPsMathGroups * 128;
 constexpr int kPsThreads = kPsMathThreads + kDsaWarpSize;  // + the producer
@@ -770,6 +778,34 @@ __device__ __forceinline__ int64_t PsItemIndex(int64_t round) {
   return round * ctas + ((round & 1) ? ctas - 1 - c : c);
 }
 
+// Adds to v[rs][r] this thread's relu(score) * weight terms of the 8-column
+// blocks [kN0, kN0 + kCount) (block n's accumulators at a[4 (n - kN0) ..]),
+// positive scales (applied later) or the literal relu(score * scale) form.
+template <int R, int kN0, int kCount, bool kPositive, int kAcc>
+__device__ __forceinline__ void AddBlocks(const float (&a)[kAcc],
+                                          const float2 (&weight)[16],
+                                          const float (&sc)[2],
+                                          float (&v)[2][R]) {
+  constexpr int kBlocksPerRow = 16 / R;
+#pragma unroll
+  for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+    for (int n = kN0; n < kN0 + kCount; ++n) {
+      const int r = n / kBlocksPerRow;
+      const float a0 = a[4 * (n - kN0) + 2 * rs];
+      const float a1 = a[4 * (n - kN0) + 2 * rs + 1];
+      if constexpr (kPositive) {
+        v[rs][r] = fmaf(fmaxf(a0, 0.0f), weight[n].x, v[rs][r]);
+        v[rs][r] = fmaf(fmaxf(a1, 0.0f), weight[n].y, v[rs][r]);
+      } else {
+        const float x0 = a0 * sc[rs], x1 = a1 * sc[rs];
+        if (x0 > 0.0f) v[rs][r] += x0 * weight[n].x;
+        if (x1 > 0.0f) v[rs][r] += x1 * weight[n].y;
+      }
+    }
+  }
+}
+
 template <Fp8Format F, int R>
 __global__ void __launch_bounds__(kPsThreads, 1)
     IndexerLogitsPersistentKernel(IndexerLogitsParams p, int splits) {
@@ -778,7 +814,6 @@ __global__ void __launch_bounds__(kPsThreads, 1)
     static_assert(WG::kM == kTileKeys && WG::kN == kPsCols,
                   "a warpgroup covers a tile's keys and a block's columns");
     constexpr int kHeads = kPsCols / R;
-    constexpr int kBlocksPerRow = kHeads / 8;  // 8-column accumulator blocks
     extern __shared__ __align__(1024) uint8_t smem[];
     const uint32_t base = SmemAddr(smem);
     const uint32_t bar0 = base + kPsBarrierOffset;
@@ -948,7 +983,11 @@ __global__ void __launch_bounds__(kPsThreads, 1)
     const int warp_in_group = warp % 4;
     const int key_row = 16 * warp_in_group + lane / 4;  // and key_row + 8
     const int quad = lane % 4;
-    float acc[WG::kAccPerThread];
+    using WG64 =
+        ::dsa::gpu::WarpgroupFp8Mma64<kHeadDim + 0 * static_cast<int>(F)>;
+    float acc[kPsBanks == 1 ? WG::kAccPerThread : 1];
+    float acc_a[kPsBanks == 2 ? WG64::kAccPerThread : 1];
+    float acc_b[kPsBanks == 2 ? WG64::kAccPerThread : 1];
     int64_t g = 0;
     int64_t j = 0;
     for (int64_t round = 0; round * gridDim.x < items; ++round) {
@@ -985,15 +1024,19 @@ __global__ void __launch_bounds__(kPsThreads, 1)
         const int s = static_cast<int>(g % kPsStages);
         BarrierWait(full_k(s), static_cast<uint32_t>((g / kPsStages) & 1));
         __syncwarp();  // wgmma is .aligned: the warp issues it converged
-        WG::Issue(acc, smem + kPsKeyOffset + s * kPsKeyBytes, q_tile,
-                  /*accumulate=*/false);
+        const uint8_t* k_tile = smem + kPsKeyOffset + s * kPsKeyBytes;
+        if constexpr (kPsBanks == 2) {
+          WG64::Issue(acc_a, k_tile, q_tile, /*accumulate=*/false);
+          WG64::Issue(acc_b, k_tile, q_tile + 64 * kHeadDim,
+                      /*accumulate=*/false);
+        } else {
+          WG::Issue(acc, k_tile, q_tile, /*accumulate=*/false);
+        }
         const float* scales =
             reinterpret_cast<const float*>(smem + kPsScaleOffset) +
             s * kTileKeys;
         const float sc[2] = {scales[key_row], scales[key_row + 8]};
         const PsTile tile = TileOf<R>(it, t);
-        WG::Wait(acc);
-        BarrierArrive(empty_k(s));
 
         // relu(score * key scale) * head weight summed over each row's
         // heads: first this thread's 2 columns of each 8-column block, then
@@ -1001,41 +1044,53 @@ __global__ void __launch_bounds__(kPsThreads, 1)
         // (ue8m0), so relu(s * scale) = scale * relu(s) and the scale
         // applies once per sum; otherwise the literal form.
         float v[2][R];
+#pragma unroll
+        for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) v[rs][r] = 0.0f;
+        }
         const bool positive =
             __all_sync(DSA_FULL_WARP_MASK, sc[0] > 0.0f && sc[1] > 0.0f);
+        if constexpr (kPsBanks == 2) {
+          // Columns 0-63 while the product of 64-127 still runs.
+          WG64::template WaitPending<1>(acc_a);
+          if (positive) {
+            AddBlocks<R, 0, 8, true>(acc_a, weight_reg, sc, v);
+          } else {
+            AddBlocks<R, 0, 8, false>(acc_a, weight_reg, sc, v);
+          }
+          WG64::template WaitPending<0>(acc_b);
+          BarrierArrive(empty_k(s));
+          if (positive) {
+            AddBlocks<R, 8, 8, true>(acc_b, weight_reg, sc, v);
+          } else {
+            AddBlocks<R, 8, 8, false>(acc_b, weight_reg, sc, v);
+          }
+        } else {
+          WG::Wait(acc);
+          BarrierArrive(empty_k(s));
+          if constexpr (kPsSharedWeights) {
+            float2 w[16];
+#pragma unroll
+            for (int n = 0; n < 16; ++n) w[n] = weight2(n);
+            if (positive) {
+              AddBlocks<R, 0, 16, true>(acc, w, sc, v);
+            } else {
+              AddBlocks<R, 0, 16, false>(acc, w, sc, v);
+            }
+          } else {
+            if (positive) {
+              AddBlocks<R, 0, 16, true>(acc, weight_reg, sc, v);
+            } else {
+              AddBlocks<R, 0, 16, false>(acc, weight_reg, sc, v);
+            }
+          }
+        }
         if (positive) {
 #pragma unroll
           for (int rs = 0; rs < 2; ++rs) {
 #pragma unroll
-            for (int r = 0; r < R; ++r) {
-              float sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
-              for (int b = 0; b < kBlocksPerRow; ++b) {
-                const int n = r * kBlocksPerRow + b;
-                const float2 w2 = weight2(n);
-                sum0 = fmaf(fmaxf(acc[4 * n + 2 * rs], 0.0f), w2.x, sum0);
-                sum1 = fmaf(fmaxf(acc[4 * n + 2 * rs + 1], 0.0f), w2.y, sum1);
-              }
-              v[rs][r] = (sum0 + sum1) * sc[rs];
-            }
-          }
-        } else {
-#pragma unroll
-          for (int rs = 0; rs < 2; ++rs) {
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-              float sum = 0.0f;
-#pragma unroll
-              for (int b = 0; b < kBlocksPerRow; ++b) {
-                const int n = r * kBlocksPerRow + b;
-                const float2 w2 = weight2(n);
-                const float x0 = acc[4 * n + 2 * rs] * sc[rs];
-                const float x1 = acc[4 * n + 2 * rs + 1] * sc[rs];
-                if (x0 > 0.0f) sum += x0 * w2.x;
-                if (x1 > 0.0f) sum += x1 * w2.y;
-              }
-              v[rs][r] = sum;
-            }
+            for (int r = 0; r < R; ++r) v[rs][r] *= sc[rs];
           }
         }
 
