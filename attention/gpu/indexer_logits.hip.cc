@@ -10,8 +10,12 @@
 // shared memory, so that the heads of a row split over several warps add up,
 // and leave as coalesced rows of logits.
 //
-// Two bodies share that structure and one launch configuration (256 NVIDIA
-// threads, 512 AMD), picked at compile time through platform/gpu/mma.h:
+// On Hopper (sm_90a, e4m3fn data, 32 / 64 / 128 heads) a persistent,
+// warp-specialised kernel runs instead (a producer warp and a ring of key
+// tiles, described where it is defined); the launcher asks the loaded device
+// code whether it holds that kernel. Everything else runs the kernel above,
+// whose two bodies share one launch configuration (256 NVIDIA threads, 512
+// AMD), picked at compile time through platform/gpu/mma.h:
 //   - warpgroup (sm_90a, e4m3fn): each warpgroup multiplies the fp8 key tile
 //     by its 128 query columns with wgmma straight from shared memory; two
 //     blocks fit on a multiprocessor.
@@ -1239,8 +1243,10 @@ __device__ int g_persistent_logits_built =
 
 // The multiprocessor count when the persistent kernel can run on the current
 // device (its shared memory granted), else 0. Cached per device; the first
-// call per device reads a device symbol (a synchronous copy).
-int PersistentCtas() {
+// call per device reads a device symbol (a synchronous copy), which a stream
+// being captured into a graph must not see: until a call outside capture has
+// asked, captured calls take the other kernel.
+int PersistentCtas(hipStream_t stream) {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> cached[kMaxDevices];  // 0 unknown, -1 no, else SMs
   int device = 0;
@@ -1251,6 +1257,12 @@ int PersistentCtas() {
   }
   int state = cached[device].load(std::memory_order_relaxed);
   if (state == 0) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+        capture != cudaStreamCaptureStatusNone) {
+      (void)hipGetLastError();
+      return 0;
+    }
     int built = 0, sms = 0;
     bool ok = cudaMemcpyFromSymbol(&built, g_persistent_logits_built,
                                    sizeof(int)) == cudaSuccess &&
@@ -1281,7 +1293,7 @@ bool LaunchPersistent(const IndexerLogitsParams& p, hipStream_t stream) {
     return false;
   } else {
     if (p.heads > kPsCols) return false;
-    const int sms = PersistentCtas();
+    const int sms = PersistentCtas(stream);
     if (sms == 0) return false;
     const int rows_per_block = kPsCols / p.heads;
     const int64_t blocks = (p.rows + rows_per_block - 1) / rows_per_block;
