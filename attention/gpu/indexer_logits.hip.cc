@@ -604,7 +604,11 @@ static_assert(kPsBanks == 1 || (kPsBanks == 2 && kPsMathGroups == 2),
               "two banks keep the weights in registers (two groups)");
 constexpr bool kPsSharedWeights = kPsMathGroups > 2;
 constexpr int kPsMathThreads = kPsMathGroups * 128;
-constexpr int kPsThreads = kPsMathThreads + kDsaWarpSize;  // + the producer
+// The producer is a warpgroup too: four warps (one per scheduler) share a
+// tile's copies, so that no single warp's issue rate paces the ring. A
+// block's warps round up to multiples of four for registers anyway.
+constexpr int kPsProducerThreads = 128;
+constexpr int kPsThreads = kPsMathThreads + kPsProducerThreads;
 constexpr int kPsStages = DSA_LOGITS_PS_STAGES;
 constexpr int kPsLag = 2;     // cp.async groups left in flight unsignalled
 constexpr int kPsCols = 128;  // (row, head) columns of a block
@@ -831,11 +835,11 @@ __global__ void __launch_bounds__(kPsThreads, 1)
     const int lane = tid % kDsaWarpSize;
     if (tid == 0) {
       for (int s = 0; s < kPsStages; ++s) {
-        BarrierInit(full_k(s), kDsaWarpSize);
+        BarrierInit(full_k(s), kPsProducerThreads);
         BarrierInit(empty_k(s), 128);
       }
       for (int s = 0; s < 2; ++s) {
-        BarrierInit(full_q(s), kDsaWarpSize);
+        BarrierInit(full_q(s), kPsProducerThreads);
         BarrierInit(empty_q(s), kPsMathThreads);
       }
       asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -845,8 +849,10 @@ __global__ void __launch_bounds__(kPsThreads, 1)
     const int64_t blocks = (p.rows + R - 1) / R;
     const int64_t items = blocks * splits;
 
-    if (warp == kPsMathThreads / kDsaWarpSize) {
-      // ---- Producer warp.
+    if (tid >= kPsMathThreads) {
+      // ---- Producer warpgroup.
+      const int ptid = tid - kPsMathThreads;
+      const int pwarp = ptid / kDsaWarpSize;
       // Each lane's copies go in commit groups; a group's stage is
       // signalled (after the writes are complete and fenced for wgmma's
       // async proxy) once kPsLag newer groups are in flight, or before the
@@ -897,10 +903,11 @@ __global__ void __launch_bounds__(kPsThreads, 1)
           for (int r = 0; r < R; ++r) {
             if (it.row0 + r >= p.rows) continue;
             float* out = p.logits + (it.row0 + r) * p.logits_stride;
-            for (int64_t c = lane; c < it.start[r]; c += kDsaWarpSize) {
+            for (int64_t c = ptid; c < it.start[r]; c += kPsProducerThreads) {
               out[c] = kNegInf;
             }
-            for (int64_t c = it.end[r] + lane; c < p.width; c += kDsaWarpSize) {
+            for (int64_t c = it.end[r] + ptid; c < p.width;
+                 c += kPsProducerThreads) {
               out[c] = kNegInf;
             }
           }
@@ -915,7 +922,8 @@ __global__ void __launch_bounds__(kPsThreads, 1)
             (p.rows - it.row0) * static_cast<int64_t>(kHeads) * kHeadDim;
         const uint32_t q_dst = base + kPsQOffset + qs * kPsQBytes;
 #pragma unroll 4
-        for (int c = lane; c < kPsCols * kChunksPerKey; c += kDsaWarpSize) {
+        for (int c = ptid; c < kPsCols * kChunksPerKey;
+             c += kPsProducerThreads) {
           const ChunkPos pos = CoreChunk(c);
           const int64_t byte = int64_t{pos.row} * kHeadDim + pos.part * kChunk;
           const bool valid = byte < q_valid;
@@ -924,8 +932,8 @@ __global__ void __launch_bounds__(kPsThreads, 1)
         }
         const uint32_t w_dst = base + kPsWeightOffset + qs * kPsCols * 4;
 #pragma unroll
-        for (int i = 0; i < kPsCols / kDsaWarpSize; ++i) {
-          const int col = lane + i * kDsaWarpSize;
+        for (int i = 0; i < kPsCols / kPsProducerThreads; ++i) {
+          const int col = ptid + i * kPsProducerThreads;
           const int64_t row = it.row0 + col / kHeads;
           const bool valid = row < p.rows;
           CopyAsync4(w_dst + col * 4,
@@ -939,40 +947,32 @@ __global__ void __launch_bounds__(kPsThreads, 1)
           const int s = static_cast<int>(g % kPsStages);
           acquire(empty_k(s), static_cast<uint32_t>((g / kPsStages) & 1) ^ 1u);
           const PsTile tile = TileOf<R>(it, t);
-          // This lane locates keys `lane` and `lane + 32` of the tile; a key
-          // past the run's union of windows, or on an invalid page, reads as
-          // zeros.
-          int64_t values[2], scale[2];
-          bool ok[2];
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int32_t key = tile.key0 + lane + 32 * h;
-            ok[h] = key < tile.hi &&
-                    LocateKey(p, tile.request, key, &values[h], &scale[h]);
-            if (!ok[h]) values[h] = scale[h] = 0;
-          }
+          // Warp w copies keys [16 w, 16 w + 16) of the tile. Lane l < 16
+          // locates key 16 w + l; a key past the run's union of windows, or
+          // on an invalid page, reads as zeros.
+          const int32_t my_key = tile.key0 + 16 * pwarp + lane;
+          int64_t values = 0, scale = 0;
+          const bool ok = lane < 16 && my_key < tile.hi &&
+                          LocateKey(p, tile.request, my_key, &values, &scale);
+          if (!ok) values = scale = 0;
           const uint32_t k_dst = base + kPsKeyOffset + s * kPsKeyBytes;
-          // Copy i moves, for lanes 8a + b, chunk 4(i % 2) + a of key
-          // 8(i / 2) + b: 8 lanes fill one 128-byte core matrix, and each
-          // key's 64 bytes are whole 32-byte sectors of one instruction.
+          // Copy i moves, for lanes 8a + b, chunk 4(i % 2) + a of the warp's
+          // key 8(i / 2) + b: 8 lanes fill one 128-byte core matrix, and
+          // each key's 64 bytes are whole 32-byte sectors of one
+          // instruction.
 #pragma unroll
-          for (int i = 0; i < 2 * kChunksPerKey; ++i) {
+          for (int i = 0; i < 4; ++i) {
             const int key = 8 * (i / 2) + lane % 8;
             const int part = 4 * (i % 2) + lane / 8;
-            const int src = key % 32;
-            const int h = key / 32;
-            const int64_t v =
-                __shfl_sync(DSA_FULL_WARP_MASK, h ? values[1] : values[0], src);
-            const int valid = __shfl_sync(DSA_FULL_WARP_MASK,
-                                          h ? int{ok[1]} : int{ok[0]}, src);
-            CopyAsync16(k_dst + WG::Offset(key, part * kChunk),
+            const int64_t v = __shfl_sync(DSA_FULL_WARP_MASK, values, key);
+            const int valid = __shfl_sync(DSA_FULL_WARP_MASK, int{ok}, key);
+            CopyAsync16(k_dst + WG::Offset(16 * pwarp + key, part * kChunk),
                         p.k_cache + v + part * kChunk, valid != 0);
           }
-          const uint32_t sc_dst = base + kPsScaleOffset + s * kTileKeys * 4;
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            CopyAsync4(sc_dst + (lane + 32 * h) * 4, p.k_cache + scale[h],
-                       ok[h]);
+          if (lane < 16) {
+            CopyAsync4(base + kPsScaleOffset + s * kTileKeys * 4 +
+                           (16 * pwarp + lane) * 4,
+                       p.k_cache + scale, ok);
           }
           push(full_k(s));
         }
