@@ -968,6 +968,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
                           LocateKey(p, tile.request, my_key, &values, &scale);
           if (!ok) values = scale = 0;
           const uint32_t k_dst = base + kPsKeyOffset + s * kPsKeyBytes;
+#if !defined(DSA_LOGITS_PS_DIAG_NO_KEYS)  // diagnostic: skip the key loads
           // Copy i moves, for lanes 8a + b, chunk 4(i % 2) + a of the warp's
           // key 8(i / 2) + b: 8 lanes fill one 128-byte core matrix, and
           // each key's 64 bytes are whole 32-byte sectors of one
@@ -986,6 +987,9 @@ __global__ void __launch_bounds__(kPsThreads, 1)
                            (16 * pwarp + lane) * 4,
                        p.k_cache + scale, ok);
           }
+#else
+          (void)k_dst;
+#endif
           push(full_k(s));
         }
         ++j;
@@ -1059,6 +1063,17 @@ __global__ void __launch_bounds__(kPsThreads, 1)
         // the 4 lanes of the quad. Scales are positive in a real cache
         // (ue8m0), so relu(s * scale) = scale * relu(s) and the scale
         // applies once per sum; otherwise the literal form.
+#if defined(DSA_LOGITS_PS_DIAG_NO_EPILOGUE)  // diagnostic: products only
+        if constexpr (kPsBanks == 2) {
+          WG64::template WaitPending<0>(acc_a);
+          WG64::template WaitPending<0>(acc_b);
+        } else {
+          WG::Wait(acc);
+        }
+        BarrierArrive(empty_k(s));
+        if (sc[0] == 12345.0f) p.logits[tile.key0] = acc[0];  // keep acc live
+        continue;
+#endif
         float v[2][R];
 #pragma unroll
         for (int rs = 0; rs < 2; ++rs) {
