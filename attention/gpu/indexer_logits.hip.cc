@@ -604,10 +604,19 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 #ifndef DSA_LOGITS_PS_BANKS
 #define DSA_LOGITS_PS_BANKS 1
 #endif
+// DSA_LOGITS_PS_WIDE=1: blocks of 256 columns, both math groups multiply
+// every key tile (each by its 128 columns), so a tile read from L2 serves
+// twice the work.
+#ifndef DSA_LOGITS_PS_WIDE
+#define DSA_LOGITS_PS_WIDE 0
+#endif
 constexpr int kPsMathGroups = DSA_LOGITS_PS_GROUPS;
+constexpr bool kPsWide = DSA_LOGITS_PS_WIDE != 0;
 constexpr int kPsBanks = DSA_LOGITS_PS_BANKS;
 static_assert(kPsBanks == 1 || (kPsBanks == 2 && kPsMathGroups == 2),
               "two banks keep the weights in registers (two groups)");
+static_assert(!kPsWide || (kPsMathGroups == 2 && kPsBanks == 1),
+              "wide blocks: two groups, one bank");
 constexpr bool kPsSharedWeights = kPsMathGroups > 2;
 constexpr int kPsMathThreads = kPsMathGroups * 128;
 // The producer is a warpgroup too: four warps (one per scheduler) share a
@@ -618,16 +627,17 @@ constexpr int kPsThreads = kPsMathThreads + kPsProducerThreads;
 constexpr int kPsStages = DSA_LOGITS_PS_STAGES;
 constexpr int kPsLag = DSA_LOGITS_PS_LAG;
 static_assert(kPsLag >= 1 && kPsLag < kPsStages, "lag below the ring depth");
-constexpr int kPsCols = 128;  // (row, head) columns of a block
-constexpr int kPsKeyBytes = kTileKeys * kHeadDim;  // 8 KB a stage
-constexpr int kPsQBytes = kPsCols * kHeadDim;      // 16 KB a block
+constexpr int kPsCols = 128;  // (row, head) columns of a math group
+constexpr int kPsBlockCols = kPsWide ? 2 * kPsCols : kPsCols;  // of a block
+constexpr int kPsKeyBytes = kTileKeys * kHeadDim;              // 8 KB a stage
+constexpr int kPsQBytes = kPsBlockCols * kHeadDim;  // 16 (32) KB a block
 
 // Dynamic shared memory, in bytes from its (1 KB aligned) start.
 constexpr int kPsQOffset = 0;
 constexpr int kPsKeyOffset = kPsQOffset + 2 * kPsQBytes;
 constexpr int kPsScaleOffset = kPsKeyOffset + kPsStages * kPsKeyBytes;
 constexpr int kPsWeightOffset = kPsScaleOffset + kPsStages * kTileKeys * 4;
-constexpr int kPsBarrierOffset = kPsWeightOffset + 2 * kPsCols * 4;
+constexpr int kPsBarrierOffset = kPsWeightOffset + 2 * kPsBlockCols * 4;
 // full / empty per key stage, then full / empty per query stage.
 constexpr int kPsBarriers = 2 * kPsStages + 4;
 constexpr int kPsSmemBytes = kPsBarrierOffset + kPsBarriers * 8;
@@ -828,7 +838,10 @@ __global__ void __launch_bounds__(kPsThreads, 1)
     using WG = ::dsa::gpu::WarpgroupFp8Mma<kHeadDim + 0 * static_cast<int>(F)>;
     static_assert(WG::kM == kTileKeys && WG::kN == kPsCols,
                   "a warpgroup covers a tile's keys and a block's columns");
-    constexpr int kHeads = kPsCols / R;
+    constexpr int kHeads = kPsBlockCols / R;
+    // Rows of a math group's 128 columns, and the first of them.
+    constexpr int Rw = kPsWide ? R / 2 : R;
+    static_assert(Rw >= 1, "a math group holds whole rows");
     extern __shared__ __align__(1024) uint8_t smem[];
     const uint32_t base = SmemAddr(smem);
     const uint32_t bar0 = base + kPsBarrierOffset;
@@ -843,7 +856,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
     if (tid == 0) {
       for (int s = 0; s < kPsStages; ++s) {
         BarrierInit(full_k(s), kPsProducerThreads);
-        BarrierInit(empty_k(s), 128);
+        BarrierInit(empty_k(s), kPsWide ? kPsMathThreads : 128);
       }
       for (int s = 0; s < 2; ++s) {
         BarrierInit(full_q(s), kPsProducerThreads);
@@ -934,7 +947,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
             (p.rows - it.row0) * static_cast<int64_t>(kHeads) * kHeadDim;
         const uint32_t q_dst = base + kPsQOffset + qs * kPsQBytes;
 #pragma unroll 4
-        for (int c = ptid; c < kPsCols * kChunksPerKey;
+        for (int c = ptid; c < kPsBlockCols * kChunksPerKey;
              c += kPsProducerThreads) {
           const ChunkPos pos = CoreChunk(c);
           const int64_t byte = int64_t{pos.row} * kHeadDim + pos.part * kChunk;
@@ -942,9 +955,9 @@ __global__ void __launch_bounds__(kPsThreads, 1)
           CopyAsync16(q_dst + WG::Offset(pos.row, pos.part * kChunk),
                       valid ? q_block + byte : p.q_fp8, valid);
         }
-        const uint32_t w_dst = base + kPsWeightOffset + qs * kPsCols * 4;
+        const uint32_t w_dst = base + kPsWeightOffset + qs * kPsBlockCols * 4;
 #pragma unroll
-        for (int i = 0; i < kPsCols / kPsProducerThreads; ++i) {
+        for (int i = 0; i < kPsBlockCols / kPsProducerThreads; ++i) {
           const int col = ptid + i * kPsProducerThreads;
           const int64_t row = it.row0 + col / kHeads;
           const bool valid = row < p.rows;
@@ -1002,6 +1015,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
     const int group = warp / 4;
     const int warp_in_group = warp % 4;
     const int key_row = 16 * warp_in_group + lane / 4;  // and key_row + 8
+    const int row_off = kPsWide ? group * Rw : 0;  // this group's first row
     const int quad = lane % 4;
     using WG64 =
         ::dsa::gpu::WarpgroupFp8Mma64<kHeadDim + 0 * static_cast<int>(F)>;
@@ -1021,7 +1035,8 @@ __global__ void __launch_bounds__(kPsThreads, 1)
       BarrierWait(full_q(qs), static_cast<uint32_t>((j >> 1) & 1));
       // This thread's head weights: columns 8n + 2 quad + e.
       const float* wsm =
-          reinterpret_cast<const float*>(smem + kPsWeightOffset) + qs * kPsCols;
+          reinterpret_cast<const float*>(smem + kPsWeightOffset) +
+          qs * kPsBlockCols + (kPsWide ? group * kPsCols : 0);
       float2 weight_reg[16];
       if constexpr (!kPsSharedWeights) {
 #pragma unroll
@@ -1037,10 +1052,11 @@ __global__ void __launch_bounds__(kPsThreads, 1)
           return weight_reg[n];
         }
       };
-      const uint8_t* q_tile = smem + kPsQOffset + qs * kPsQBytes;
+      const uint8_t* q_tile = smem + kPsQOffset + qs * kPsQBytes +
+                              (kPsWide ? group * kPsCols * kHeadDim : 0);
 
       for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
-        if (static_cast<int>(g % kPsMathGroups) != group) continue;
+        if (!kPsWide && static_cast<int>(g % kPsMathGroups) != group) continue;
         const int s = static_cast<int>(g % kPsStages);
         BarrierWait(full_k(s), static_cast<uint32_t>((g / kPsStages) & 1));
         __syncwarp();  // wgmma is .aligned: the warp issues it converged
@@ -1074,11 +1090,11 @@ __global__ void __launch_bounds__(kPsThreads, 1)
         if (sc[0] == 12345.0f) p.logits[tile.key0] = acc[0];  // keep acc live
         continue;
 #endif
-        float v[2][R];
+        float v[2][Rw];
 #pragma unroll
         for (int rs = 0; rs < 2; ++rs) {
 #pragma unroll
-          for (int r = 0; r < R; ++r) v[rs][r] = 0.0f;
+          for (int r = 0; r < Rw; ++r) v[rs][r] = 0.0f;
         }
         const bool positive =
             __all_sync(DSA_FULL_WARP_MASK, sc[0] > 0.0f && sc[1] > 0.0f);
@@ -1086,16 +1102,16 @@ __global__ void __launch_bounds__(kPsThreads, 1)
           // Columns 0-63 while the product of 64-127 still runs.
           WG64::template WaitPending<1>(acc_a);
           if (positive) {
-            AddBlocks<R, 0, 8, true>(acc_a, weight_reg, sc, v);
+            AddBlocks<Rw, 0, 8, true>(acc_a, weight_reg, sc, v);
           } else {
-            AddBlocks<R, 0, 8, false>(acc_a, weight_reg, sc, v);
+            AddBlocks<Rw, 0, 8, false>(acc_a, weight_reg, sc, v);
           }
           WG64::template WaitPending<0>(acc_b);
           BarrierArrive(empty_k(s));
           if (positive) {
-            AddBlocks<R, 8, 8, true>(acc_b, weight_reg, sc, v);
+            AddBlocks<Rw, 8, 8, true>(acc_b, weight_reg, sc, v);
           } else {
-            AddBlocks<R, 8, 8, false>(acc_b, weight_reg, sc, v);
+            AddBlocks<Rw, 8, 8, false>(acc_b, weight_reg, sc, v);
           }
         } else {
           WG::Wait(acc);
@@ -1105,15 +1121,15 @@ __global__ void __launch_bounds__(kPsThreads, 1)
 #pragma unroll
             for (int n = 0; n < 16; ++n) w[n] = weight2(n);
             if (positive) {
-              AddBlocks<R, 0, 16, true>(acc, w, sc, v);
+              AddBlocks<Rw, 0, 16, true>(acc, w, sc, v);
             } else {
-              AddBlocks<R, 0, 16, false>(acc, w, sc, v);
+              AddBlocks<Rw, 0, 16, false>(acc, w, sc, v);
             }
           } else {
             if (positive) {
-              AddBlocks<R, 0, 16, true>(acc, weight_reg, sc, v);
+              AddBlocks<Rw, 0, 16, true>(acc, weight_reg, sc, v);
             } else {
-              AddBlocks<R, 0, 16, false>(acc, weight_reg, sc, v);
+              AddBlocks<Rw, 0, 16, false>(acc, weight_reg, sc, v);
             }
           }
         }
@@ -1121,15 +1137,15 @@ __global__ void __launch_bounds__(kPsThreads, 1)
 #pragma unroll
           for (int rs = 0; rs < 2; ++rs) {
 #pragma unroll
-            for (int r = 0; r < R; ++r) v[rs][r] *= sc[rs];
+            for (int r = 0; r < Rw; ++r) v[rs][r] *= sc[rs];
           }
         }
 
         // Sum over the quad; lane `quad` then stores pairs (rs, r) with
-        // rs * R + r == quad (mod 4).
+        // rs * Rw + r == quad (mod 4).
         float out[2];
         int out_r[2], out_rs[2], outs;
-        if constexpr (R == 4) {
+        if constexpr (Rw == 4) {
           // Reduce-scatter: rows {0,1} / {2,3} by lane bit 1, then one row
           // by lane bit 0.
           const bool upper = quad & 2, odd = quad & 1;
@@ -1153,7 +1169,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
 #pragma unroll
           for (int rs = 0; rs < 2; ++rs) {
 #pragma unroll
-            for (int r = 0; r < R; ++r) {
+            for (int r = 0; r < Rw; ++r) {
               v[rs][r] += DSA_SHFL_XOR(v[rs][r], 1, kDsaWarpSize);
               v[rs][r] += DSA_SHFL_XOR(v[rs][r], 2, kDsaWarpSize);
             }
@@ -1162,8 +1178,8 @@ __global__ void __launch_bounds__(kPsThreads, 1)
 #pragma unroll
           for (int rs = 0; rs < 2; ++rs) {
 #pragma unroll
-            for (int r = 0; r < R; ++r) {
-              if ((rs * R + r) % 4 == quad) {
+            for (int r = 0; r < Rw; ++r) {
+              if ((rs * Rw + r) % 4 == quad) {
                 out[0] = v[rs][r];
                 out_r[0] = r;
                 out_rs[0] = rs;
@@ -1175,7 +1191,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
 #pragma unroll
         for (int o = 0; o < 2; ++o) {
           if (o >= outs) break;
-          const int r = out_r[o];
+          const int r = row_off + out_r[o];  // row of the block
           int32_t start = 0, end = 0;
 #pragma unroll
           for (int i = 0; i < R; ++i) {
@@ -1298,9 +1314,11 @@ int PersistentCtas(hipStream_t stream) {
                                     device) == hipSuccess &&
               sms > 0;
     using K = void (*)(IndexerLogitsParams, int);
-    const K kernels[] = {IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 1>,
-                         IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 2>,
-                         IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 4>};
+    constexpr int kR = kPsBlockCols / kPsCols;  // rows a block at 128 heads
+    const K kernels[] = {
+        IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, kR>,
+        IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 2 * kR>,
+        IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 4 * kR>};
     for (K k : kernels) {
       ok = ok && hipFuncSetAttribute(reinterpret_cast<const void*>(k),
                                      hipFuncAttributeMaxDynamicSharedMemorySize,
@@ -1322,7 +1340,8 @@ bool LaunchPersistent(const IndexerLogitsParams& p, hipStream_t stream) {
     if (p.heads > kPsCols) return false;
     const int sms = PersistentCtas(stream);
     if (sms == 0) return false;
-    const int rows_per_block = kPsCols / p.heads;
+    const int rows_per_block = kPsBlockCols / p.heads;
+    constexpr int kR = kPsBlockCols / kPsCols;  // rows a block at 128 heads
     const int64_t blocks = (p.rows + rows_per_block - 1) / rows_per_block;
     // Few blocks (decode): split each block's keys so that every
     // multiprocessor gets a chunk, chunks of at least 8 tiles.
@@ -1331,19 +1350,15 @@ bool LaunchPersistent(const IndexerLogitsParams& p, hipStream_t stream) {
     const int64_t items = blocks * splits;
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(items, sms));
     const int s = static_cast<int>(splits);
-    switch (rows_per_block) {
-      case 1:
-        IndexerLogitsPersistentKernel<F, 1>
-            <<<grid, kPsThreads, kPsSmemBytes, stream>>>(p, s);
-        break;
-      case 2:
-        IndexerLogitsPersistentKernel<F, 2>
-            <<<grid, kPsThreads, kPsSmemBytes, stream>>>(p, s);
-        break;
-      default:
-        IndexerLogitsPersistentKernel<F, 4>
-            <<<grid, kPsThreads, kPsSmemBytes, stream>>>(p, s);
-        break;
+    if (rows_per_block == kR) {
+      IndexerLogitsPersistentKernel<F, kR>
+          <<<grid, kPsThreads, kPsSmemBytes, stream>>>(p, s);
+    } else if (rows_per_block == 2 * kR) {
+      IndexerLogitsPersistentKernel<F, 2 * kR>
+          <<<grid, kPsThreads, kPsSmemBytes, stream>>>(p, s);
+    } else {
+      IndexerLogitsPersistentKernel<F, 4 * kR>
+          <<<grid, kPsThreads, kPsSmemBytes, stream>>>(p, s);
     }
     return true;
   }
