@@ -569,10 +569,12 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 // of key tiles read from L2, so the matrix cores and the epilogue (a max and
 // an FMA per product column) bound it, not memory. Hence, as in DeepGEMM's
 // fp8_mqa_logits:
-//   - one producer warp fills a ring of kPsStages key tiles (64 keys x 128
-//     bytes + their scales) with cp.async, one page lookup per key, and
-//     signals each stage on an mbarrier; the queries and head weights of a
-//     block of 128 (row, head) columns sit in a second, two-deep ring;
+//   - a producer warpgroup fills a ring of kPsStages key tiles (64 keys x
+//     128 bytes + their scales) with cp.async (16 keys a warp, one page
+//     lookup per key), keeps kPsLag copy groups in flight and signals each
+//     stage on an mbarrier once its copies have landed; the queries and
+//     head weights of a block of 128 (row, head) columns sit in a second,
+//     two-deep ring;
 //   - kPsMathGroups warpgroups take the tiles in turn, each multiplying its
 //     64 keys by the block's 128 columns (wgmma m64n128k32, 4 back to back)
 //     and running its epilogue while the other groups' products run, so the
@@ -584,9 +586,11 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 //     every multiprocessor gets work.
 // The producer writes -inf outside the rows' windows while it waits.
 
-// Math warpgroups: two keep the head weights in registers (up to 168 a
-// thread); three fit 128 registers only with the weights read from shared
-// memory in the epilogue. DSA_LOGITS_PS_GROUPS / _STAGES are for measuring.
+// Math warpgroups: two keep the head weights in registers (384 threads with
+// the producer: up to 168 registers a thread); three fit 128 registers only
+// with the weights read from shared memory in the epilogue. The
+// DSA_LOGITS_PS_* macros are for measuring variants (device_run.sh); the
+// defaults are what ships.
 #ifndef DSA_LOGITS_PS_GROUPS
 #define DSA_LOGITS_PS_GROUPS 2
 #endif
