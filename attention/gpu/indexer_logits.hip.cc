@@ -608,19 +608,18 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 #ifndef DSA_LOGITS_PS_BANKS
 #define DSA_LOGITS_PS_BANKS 1
 #endif
-// DSA_LOGITS_PS_WIDE=1: blocks of 256 columns, both math groups multiply
-// every key tile (each by its 128 columns), so a tile read from L2 serves
-// twice the work.
+// Wide blocks: kPsMathGroups x 128 columns, every math group multiplies
+// every key tile (by its own 128 columns), so a tile read from L2 serves
+// kPsMathGroups times the work; narrow blocks (128 columns, the groups on
+// alternate tiles) suit rows of many requests (decode). DSA_LOGITS_PS_WIDE:
+// -1 picks per launch (the default), 0 / 1 force one (for measuring).
 #ifndef DSA_LOGITS_PS_WIDE
-#define DSA_LOGITS_PS_WIDE 0
+#define DSA_LOGITS_PS_WIDE -1
 #endif
 constexpr int kPsMathGroups = DSA_LOGITS_PS_GROUPS;
-constexpr bool kPsWide = DSA_LOGITS_PS_WIDE != 0;
 constexpr int kPsBanks = DSA_LOGITS_PS_BANKS;
 static_assert(kPsBanks == 1 || (kPsBanks == 2 && kPsMathGroups == 2),
               "two banks keep the weights in registers (two groups)");
-static_assert(!kPsWide || (kPsMathGroups == 2 && kPsBanks == 1),
-              "wide blocks: two groups, one bank");
 constexpr bool kPsSharedWeights = kPsMathGroups > 2;
 constexpr int kPsMathThreads = kPsMathGroups * 128;
 // The producer is a warpgroup too: four warps (one per scheduler) share a
@@ -632,19 +631,24 @@ constexpr int kPsStages = DSA_LOGITS_PS_STAGES;
 constexpr int kPsLag = DSA_LOGITS_PS_LAG;
 static_assert(kPsLag >= 1 && kPsLag < kPsStages, "lag below the ring depth");
 constexpr int kPsCols = 128;  // (row, head) columns of a math group
-constexpr int kPsBlockCols = kPsWide ? 2 * kPsCols : kPsCols;  // of a block
-constexpr int kPsKeyBytes = kTileKeys * kHeadDim;              // 8 KB a stage
-constexpr int kPsQBytes = kPsBlockCols * kHeadDim;  // 16 (32) KB a block
+constexpr int kPsKeyBytes = kTileKeys * kHeadDim;  // 8 KB a stage
 
-// Dynamic shared memory, in bytes from its (1 KB aligned) start.
-constexpr int kPsQOffset = 0;
-constexpr int kPsKeyOffset = kPsQOffset + 2 * kPsQBytes;
-constexpr int kPsScaleOffset = kPsKeyOffset + kPsStages * kPsKeyBytes;
-constexpr int kPsWeightOffset = kPsScaleOffset + kPsStages * kTileKeys * 4;
-constexpr int kPsBarrierOffset = kPsWeightOffset + 2 * kPsBlockCols * 4;
 // full / empty per key stage, then full / empty per query stage.
 constexpr int kPsBarriers = 2 * kPsStages + 4;
-constexpr int kPsSmemBytes = kPsBarrierOffset + kPsBarriers * 8;
+
+// Dynamic shared memory, in bytes from its (1 KB aligned) start.
+template <bool kWide>
+struct PsLayout {
+  static constexpr int kBlockCols = kWide ? kPsMathGroups * kPsCols : kPsCols;
+  static constexpr int kQBytes = kBlockCols * kHeadDim;  // a query stage
+  static constexpr int kQOffset = 0;
+  static constexpr int kKeyOffset = kQOffset + 2 * kQBytes;
+  static constexpr int kScaleOffset = kKeyOffset + kPsStages * kPsKeyBytes;
+  static constexpr int kWeightOffset = kScaleOffset + kPsStages * kTileKeys * 4;
+  static constexpr int kBarrierOffset = kWeightOffset + 2 * kBlockCols * 4;
+  static constexpr int kSmemBytes = kBarrierOffset + kPsBarriers * 8;
+  static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's shared memory");
+};
 
 // cp.async and mbarrier, the producer / consumer plumbing (sm_90a builds
 // only; the kernel that calls them is never launched elsewhere).
@@ -835,20 +839,21 @@ __device__ __forceinline__ void AddBlocks(const float (&a)[kAcc],
   }
 }
 
-template <Fp8Format F, int R>
+template <Fp8Format F, int R, bool kWide>
 __global__ void __launch_bounds__(kPsThreads, 1)
     IndexerLogitsPersistentKernel(IndexerLogitsParams p, int splits) {
+  using L = PsLayout<kWide>;
   if constexpr (::dsa::gpu::kHasWarpgroupFp8Mma && F == Fp8Format::kE4m3fn) {
     using WG = ::dsa::gpu::WarpgroupFp8Mma<kHeadDim + 0 * static_cast<int>(F)>;
     static_assert(WG::kM == kTileKeys && WG::kN == kPsCols,
                   "a warpgroup covers a tile's keys and a block's columns");
-    constexpr int kHeads = kPsBlockCols / R;
+    constexpr int kHeads = L::kBlockCols / R;
     // Rows of a math group's 128 columns, and the first of them.
-    constexpr int Rw = kPsWide ? R / 2 : R;
+    constexpr int Rw = kWide ? R / kPsMathGroups : R;
     static_assert(Rw >= 1, "a math group holds whole rows");
     extern __shared__ __align__(1024) uint8_t smem[];
     const uint32_t base = SmemAddr(smem);
-    const uint32_t bar0 = base + kPsBarrierOffset;
+    const uint32_t bar0 = base + L::kBarrierOffset;
     auto full_k = [&](int s) { return bar0 + 8 * s; };
     auto empty_k = [&](int s) { return bar0 + 8 * (kPsStages + s); };
     auto full_q = [&](int s) { return bar0 + 8 * (2 * kPsStages + s); };
@@ -860,7 +865,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
     if (tid == 0) {
       for (int s = 0; s < kPsStages; ++s) {
         BarrierInit(full_k(s), kPsProducerThreads);
-        BarrierInit(empty_k(s), kPsWide ? kPsMathThreads : 128);
+        BarrierInit(empty_k(s), kWide ? kPsMathThreads : 128);
       }
       for (int s = 0; s < 2; ++s) {
         BarrierInit(full_q(s), kPsProducerThreads);
@@ -949,9 +954,9 @@ __global__ void __launch_bounds__(kPsThreads, 1)
         const uint8_t* q_block = p.q_fp8 + it.row0 * kHeads * kHeadDim;
         const int64_t q_valid =
             (p.rows - it.row0) * static_cast<int64_t>(kHeads) * kHeadDim;
-        const uint32_t q_dst = base + kPsQOffset + qs * kPsQBytes;
+        const uint32_t q_dst = base + L::kQOffset + qs * L::kQBytes;
 #pragma unroll 4
-        for (int c = ptid; c < kPsBlockCols * kChunksPerKey;
+        for (int c = ptid; c < L::kBlockCols * kChunksPerKey;
              c += kPsProducerThreads) {
           const ChunkPos pos = CoreChunk(c);
           const int64_t byte = int64_t{pos.row} * kHeadDim + pos.part * kChunk;
@@ -959,9 +964,9 @@ __global__ void __launch_bounds__(kPsThreads, 1)
           CopyAsync16(q_dst + WG::Offset(pos.row, pos.part * kChunk),
                       valid ? q_block + byte : p.q_fp8, valid);
         }
-        const uint32_t w_dst = base + kPsWeightOffset + qs * kPsBlockCols * 4;
+        const uint32_t w_dst = base + L::kWeightOffset + qs * L::kBlockCols * 4;
 #pragma unroll
-        for (int i = 0; i < kPsBlockCols / kPsProducerThreads; ++i) {
+        for (int i = 0; i < L::kBlockCols / kPsProducerThreads; ++i) {
           const int col = ptid + i * kPsProducerThreads;
           const int64_t row = it.row0 + col / kHeads;
           const bool valid = row < p.rows;
@@ -984,7 +989,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
           const bool ok = lane < 16 && my_key < tile.hi &&
                           LocateKey(p, tile.request, my_key, &values, &scale);
           if (!ok) values = scale = 0;
-          const uint32_t k_dst = base + kPsKeyOffset + s * kPsKeyBytes;
+          const uint32_t k_dst = base + L::kKeyOffset + s * kPsKeyBytes;
 #if !defined(DSA_LOGITS_PS_DIAG_NO_KEYS)  // diagnostic: skip the key loads
           // Copy i moves, for lanes 8a + b, chunk 4(i % 2) + a of the warp's
           // key 8(i / 2) + b: 8 lanes fill one 128-byte core matrix, and
@@ -1000,7 +1005,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
                         p.k_cache + v + part * kChunk, valid != 0);
           }
           if (lane < 16) {
-            CopyAsync4(base + kPsScaleOffset + s * kTileKeys * 4 +
+            CopyAsync4(base + L::kScaleOffset + s * kTileKeys * 4 +
                            (16 * pwarp + lane) * 4,
                        p.k_cache + scale, ok);
           }
@@ -1019,7 +1024,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
     const int group = warp / 4;
     const int warp_in_group = warp % 4;
     const int key_row = 16 * warp_in_group + lane / 4;  // and key_row + 8
-    const int row_off = kPsWide ? group * Rw : 0;  // this group's first row
+    const int row_off = kWide ? group * Rw : 0;  // this group's first row
     const int quad = lane % 4;
     using WG64 =
         ::dsa::gpu::WarpgroupFp8Mma64<kHeadDim + 0 * static_cast<int>(F)>;
@@ -1039,8 +1044,8 @@ __global__ void __launch_bounds__(kPsThreads, 1)
       BarrierWait(full_q(qs), static_cast<uint32_t>((j >> 1) & 1));
       // This thread's head weights: columns 8n + 2 quad + e.
       const float* wsm =
-          reinterpret_cast<const float*>(smem + kPsWeightOffset) +
-          qs * kPsBlockCols + (kPsWide ? group * kPsCols : 0);
+          reinterpret_cast<const float*>(smem + L::kWeightOffset) +
+          qs * L::kBlockCols + (kWide ? group * kPsCols : 0);
       float2 weight_reg[16];
       if constexpr (!kPsSharedWeights) {
 #pragma unroll
@@ -1056,15 +1061,15 @@ __global__ void __launch_bounds__(kPsThreads, 1)
           return weight_reg[n];
         }
       };
-      const uint8_t* q_tile = smem + kPsQOffset + qs * kPsQBytes +
-                              (kPsWide ? group * kPsCols * kHeadDim : 0);
+      const uint8_t* q_tile = smem + L::kQOffset + qs * L::kQBytes +
+                              (kWide ? group * kPsCols * kHeadDim : 0);
 
       for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
-        if (!kPsWide && static_cast<int>(g % kPsMathGroups) != group) continue;
+        if (!kWide && static_cast<int>(g % kPsMathGroups) != group) continue;
         const int s = static_cast<int>(g % kPsStages);
         BarrierWait(full_k(s), static_cast<uint32_t>((g / kPsStages) & 1));
         __syncwarp();  // wgmma is .aligned: the warp issues it converged
-        const uint8_t* k_tile = smem + kPsKeyOffset + s * kPsKeyBytes;
+        const uint8_t* k_tile = smem + L::kKeyOffset + s * kPsKeyBytes;
         if constexpr (kPsBanks == 2) {
           WG64::Issue(acc_a, k_tile, q_tile, /*accumulate=*/false);
           WG64::Issue(acc_b, k_tile, q_tile + 64 * kHeadDim,
@@ -1073,7 +1078,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
           WG::Issue(acc, k_tile, q_tile, /*accumulate=*/false);
         }
         const float* scales =
-            reinterpret_cast<const float*>(smem + kPsScaleOffset) +
+            reinterpret_cast<const float*>(smem + L::kScaleOffset) +
             s * kTileKeys;
         const float sc[2] = {scales[key_row], scales[key_row + 8]};
         const PsTile tile = TileOf<R>(it, t);
@@ -1279,6 +1284,24 @@ bool UsesMma(const IndexerLogitsParams& p) {
 }
 
 #if defined(DSA_GPU_CUDA)
+// Grants the persistent kernels of one block width their shared memory.
+template <bool kWide>
+bool SetPersistentSmem() {
+  using K = void (*)(IndexerLogitsParams, int);
+  constexpr int kR = PsLayout<kWide>::kBlockCols / kPsCols;  // at 128 heads
+  const K kernels[] = {
+      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, kR, kWide>,
+      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 2 * kR, kWide>,
+      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 4 * kR, kWide>};
+  bool ok = true;
+  for (K k : kernels) {
+    ok = ok && hipFuncSetAttribute(reinterpret_cast<const void*>(k),
+                                   hipFuncAttributeMaxDynamicSharedMemorySize,
+                                   PsLayout<kWide>::kSmemBytes) == hipSuccess;
+  }
+  return ok;
+}
+
 // Whether the device code loaded for this device holds the persistent body
 // (built for sm_90a): set by the device pass, read once per device.
 __device__ int g_persistent_logits_built =
@@ -1317,22 +1340,38 @@ int PersistentCtas(hipStream_t stream) {
               hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount,
                                     device) == hipSuccess &&
               sms > 0;
-    using K = void (*)(IndexerLogitsParams, int);
-    constexpr int kR = kPsBlockCols / kPsCols;  // rows a block at 128 heads
-    const K kernels[] = {
-        IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, kR>,
-        IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 2 * kR>,
-        IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 4 * kR>};
-    for (K k : kernels) {
-      ok = ok && hipFuncSetAttribute(reinterpret_cast<const void*>(k),
-                                     hipFuncAttributeMaxDynamicSharedMemorySize,
-                                     kPsSmemBytes) == hipSuccess;
-    }
+    ok = ok && SetPersistentSmem<false>() && SetPersistentSmem<true>();
     (void)hipGetLastError();  // a failed query leaves no error behind
     state = ok ? sms : -1;
     cached[device].store(state, std::memory_order_relaxed);
   }
   return state > 0 ? state : 0;
+}
+
+template <Fp8Format F, bool kWide>
+void LaunchPersistentAs(const IndexerLogitsParams& p, int sms,
+                        hipStream_t stream) {
+  using L = PsLayout<kWide>;
+  const int rows_per_block = L::kBlockCols / p.heads;
+  constexpr int kR = L::kBlockCols / kPsCols;  // rows a block at 128 heads
+  const int64_t blocks = (p.rows + rows_per_block - 1) / rows_per_block;
+  // Few blocks (decode): split each block's keys so that every
+  // multiprocessor gets a chunk, chunks of at least 8 tiles.
+  int64_t splits = std::min<int64_t>(sms / blocks, p.width / 512);
+  splits = std::max<int64_t>(splits, 1);
+  const int64_t items = blocks * splits;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(items, sms));
+  const int s = static_cast<int>(splits);
+  if (rows_per_block == kR) {
+    IndexerLogitsPersistentKernel<F, kR, kWide>
+        <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s);
+  } else if (rows_per_block == 2 * kR) {
+    IndexerLogitsPersistentKernel<F, 2 * kR, kWide>
+        <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s);
+  } else {
+    IndexerLogitsPersistentKernel<F, 4 * kR, kWide>
+        <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s);
+  }
 }
 
 // Launches the persistent kernel when it applies; false otherwise.
@@ -1344,25 +1383,17 @@ bool LaunchPersistent(const IndexerLogitsParams& p, hipStream_t stream) {
     if (p.heads > kPsCols) return false;
     const int sms = PersistentCtas(stream);
     if (sms == 0) return false;
-    const int rows_per_block = kPsBlockCols / p.heads;
-    constexpr int kR = kPsBlockCols / kPsCols;  // rows a block at 128 heads
-    const int64_t blocks = (p.rows + rows_per_block - 1) / rows_per_block;
-    // Few blocks (decode): split each block's keys so that every
-    // multiprocessor gets a chunk, chunks of at least 8 tiles.
-    int64_t splits = std::min<int64_t>(sms / blocks, p.width / 512);
-    splits = std::max<int64_t>(splits, 1);
-    const int64_t items = blocks * splits;
-    const unsigned grid = static_cast<unsigned>(std::min<int64_t>(items, sms));
-    const int s = static_cast<int>(splits);
-    if (rows_per_block == kR) {
-      IndexerLogitsPersistentKernel<F, kR>
-          <<<grid, kPsThreads, kPsSmemBytes, stream>>>(p, s);
-    } else if (rows_per_block == 2 * kR) {
-      IndexerLogitsPersistentKernel<F, 2 * kR>
-          <<<grid, kPsThreads, kPsSmemBytes, stream>>>(p, s);
+    // Wide blocks when a block's rows are mostly of one request (prefill):
+    // on rows of as many requests as rows (decode) they would multiply
+    // most tiles by other requests' columns for nothing.
+    const int64_t wide_rows = PsLayout<true>::kBlockCols / p.heads;
+    const bool wide = DSA_LOGITS_PS_WIDE >= 0
+                          ? DSA_LOGITS_PS_WIDE > 0
+                          : p.rows >= wide_rows * int64_t{p.num_requests};
+    if (wide) {
+      LaunchPersistentAs<F, true>(p, sms, stream);
     } else {
-      IndexerLogitsPersistentKernel<F, 4 * kR>
-          <<<grid, kPsThreads, kPsSmemBytes, stream>>>(p, s);
+      LaunchPersistentAs<F, false>(p, sms, stream);
     }
     return true;
   }
