@@ -616,6 +616,12 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 #ifndef DSA_LOGITS_PS_WIDE
 #define DSA_LOGITS_PS_WIDE -1
 #endif
+// DSA_LOGITS_PS_PINGPONG=1: on wide blocks the two math groups take turns
+// to issue their products (named barriers), so that one group's epilogue
+// runs under the other's products rather than both at once.
+#ifndef DSA_LOGITS_PS_PINGPONG
+#define DSA_LOGITS_PS_PINGPONG 0
+#endif
 constexpr int kPsMathGroups = DSA_LOGITS_PS_GROUPS;
 constexpr int kPsBanks = DSA_LOGITS_PS_BANKS;
 static_assert(kPsBanks == 1 || (kPsBanks == 2 && kPsMathGroups == 2),
@@ -708,6 +714,13 @@ struct PsLayout {
                "l"(src), "r"(valid ? 4 : 0)
                : "memory");
 #endif
+}
+// Named barriers 1 and 2 over the two math groups (256 threads).
+[[maybe_unused]] __device__ __forceinline__ void NamedSync(int id) {
+  asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
+}
+[[maybe_unused]] __device__ __forceinline__ void NamedArrive(int id) {
+  asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
 }
 [[maybe_unused]] __device__ __forceinline__ void CopyAsyncCommit() {
 #if defined(DSA_MMA_HAS_WGMMA_FP8)
@@ -1033,6 +1046,9 @@ __global__ void __launch_bounds__(kPsThreads, 1)
     float acc_b[kPsBanks == 2 ? WG64::kAccPerThread : 1];
     int64_t g = 0;
     int64_t j = 0;
+    if constexpr (kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2) {
+      if (group == 1) NamedArrive(1);  // group 0 issues first
+    }
     for (int64_t round = 0; round * gridDim.x < items; ++round) {
       const int64_t idx = PsItemIndex(round);
       if (idx >= items) continue;
@@ -1075,7 +1091,12 @@ __global__ void __launch_bounds__(kPsThreads, 1)
           WG64::Issue(acc_b, k_tile, q_tile + 64 * kHeadDim,
                       /*accumulate=*/false);
         } else {
+          // Ping-pong: wait for this group's turn, issue, pass the turn.
+          constexpr bool kPingPong =
+              kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2;
+          if constexpr (kPingPong) NamedSync(1 + group);
           WG::Issue(acc, k_tile, q_tile, /*accumulate=*/false);
+          if constexpr (kPingPong) NamedArrive(2 - group);
         }
         const float* scales =
             reinterpret_cast<const float*>(smem + L::kScaleOffset) +
@@ -1217,6 +1238,11 @@ __global__ void __launch_bounds__(kPsThreads, 1)
       }
       BarrierArrive(empty_q(qs));
       ++j;
+    }
+    // Ping-pong: group 1 gave group 0 its first turn up front, so group 0
+    // takes the last one, leaving both barriers balanced.
+    if constexpr (kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2) {
+      if (group == 0) NamedSync(1);
     }
   } else {
     (void)p;
