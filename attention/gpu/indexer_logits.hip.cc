@@ -620,7 +620,7 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 // to issue their products (named barriers), so that one group's epilogue
 // runs under the other's products rather than both at once.
 #ifndef DSA_LOGITS_PS_PINGPONG
-#define DSA_LOGITS_PS_PINGPONG 0
+#define DSA_LOGITS_PS_PINGPONG 1
 #endif
 constexpr int kPsMathGroups = DSA_LOGITS_PS_GROUPS;
 constexpr int kPsBanks = DSA_LOGITS_PS_BANKS;
@@ -1382,8 +1382,13 @@ void LaunchPersistentAs(const IndexerLogitsParams& p, int sms,
   constexpr int kR = L::kBlockCols / kPsCols;  // rows a block at 128 heads
   const int64_t blocks = (p.rows + rows_per_block - 1) / rows_per_block;
   // Few blocks (decode): split each block's keys so that every
-  // multiprocessor gets a chunk, chunks of at least 8 tiles.
-  int64_t splits = std::min<int64_t>(sms / blocks, p.width / 512);
+  // multiprocessor gets a chunk, chunks of at least 8 tiles (a run's keys
+  // per DSA_LOGITS_PS_SPLIT_KEYS, for measuring).
+#ifndef DSA_LOGITS_PS_SPLIT_KEYS
+#define DSA_LOGITS_PS_SPLIT_KEYS 512
+#endif
+  int64_t splits =
+      std::min<int64_t>(sms / blocks, p.width / DSA_LOGITS_PS_SPLIT_KEYS);
   splits = std::max<int64_t>(splits, 1);
   const int64_t items = blocks * splits;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(items, sms));
