@@ -49,9 +49,10 @@ for arch in 90a 90; do
   nvcc "-gencode=arch=compute_$arch,code=sm_$arch" -o "$build/$arch/indexer_bench" \
     "$build/$arch"/*.o "$build/bench.o" || exit 1
   echo "sm_$arch:"
-  # The logits kernel that runs at 32 heads: on sm_90a the persistent
-  # warp-specialised one (R = 4 rows a block), on sm_90 the mma.sync one.
-  if [ "$arch" = 90a ]; then kernel='PersistentKernelILNS_3gpu9Fp8FormatE0ELi4E'
+  # The logits kernel that runs a 32-head prefill: on sm_90a the persistent
+  # warp-specialised one (wide blocks of R = 8 rows), on sm_90 the mma.sync
+  # one.
+  if [ "$arch" = 90a ]; then kernel='PersistentKernelILNS_3gpu9Fp8FormatE0ELi8ELb1E'
   else kernel='MmaKernelILNS_3gpu9Fp8FormatE0'; fi
   grep -E "Compiling entry|registers|spill" "$build/$arch/ptxas_indexer_logits.txt" \
     "$build/$arch/ptxas_indexer_topk.txt" | grep -A2 "$kernel\|TopKKernel" \

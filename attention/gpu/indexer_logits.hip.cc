@@ -565,21 +565,24 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 // ---------------------------------------------------------------------------
 // The persistent, warp-specialised body for sm_90a with e4m3fn data (what
 // Hopper runs for 32, 64 and 128 heads). Counted for GLM-5.1's 32 x 128 at
-// T = 8192 causal: 2.75e11 FLOPs against 0.27 GB of logits written and ~1.1 GB
-// of key tiles read from L2, so the matrix cores and the epilogue (a max and
-// an FMA per product column) bound it, not memory. Hence, as in DeepGEMM's
+// T = 8192 causal: 2.75e11 FLOPs and 0.27 GB of logits written; the key
+// tiles streamed from L2 are the window sizes x 128 bytes per block of rows
+// (~1.1 GB with 4-row blocks), and measurement showed that stream, not the
+// matrix cores, pacing the first version. Hence, as in DeepGEMM's
 // fp8_mqa_logits:
 //   - a producer warpgroup fills a ring of kPsStages key tiles (64 keys x
 //     128 bytes + their scales) with cp.async (16 keys a warp, one page
 //     lookup per key), keeps kPsLag copy groups in flight and signals each
 //     stage on an mbarrier once its copies have landed; the queries and
-//     head weights of a block of 128 (row, head) columns sit in a second,
-//     two-deep ring;
-//   - kPsMathGroups warpgroups take the tiles in turn, each multiplying its
-//     64 keys by the block's 128 columns (wgmma m64n128k32, 4 back to back)
-//     and running its epilogue while the other groups' products run, so the
-//     tensor cores do not wait on relu / weights / stores and no block-wide
-//     barrier is left in the loop;
+//     head weights of a block sit in a second, two-deep ring;
+//   - two math warpgroups multiply 64-key tiles by 128 (row, head) columns
+//     each (wgmma m64n128k32, 4 back to back) and run the epilogue (relu,
+//     head weight, sum over the row's heads, quad shuffles, stores) without
+//     any block-wide barrier. Wide blocks (prefill: 256 columns, 8 rows of
+//     32 heads) give every group every tile, so a tile read from L2 serves
+//     both (half the key traffic of 128-column blocks: 0.75 -> 0.51 ms at
+//     T = 8192); narrow blocks (decode, rows of different requests) give
+//     the groups alternate tiles;
 //   - a CTA per multiprocessor walks (row block, key chunk) items, longest
 //     first, in a zigzag so that the causal triangle spreads evenly; when
 //     rows are few (decode), a block's keys are split into chunks so that
@@ -618,9 +621,11 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 #endif
 // DSA_LOGITS_PS_PINGPONG=1: on wide blocks the two math groups take turns
 // to issue their products (named barriers), so that one group's epilogue
-// runs under the other's products rather than both at once.
+// runs under the other's products rather than both at once. Measured on the
+// H200 (round 4): 64 heads T=8192 0.963 -> 0.924 ms, 32 heads 0.512 ->
+// 0.523 ms; off until its full test suite has run on the device.
 #ifndef DSA_LOGITS_PS_PINGPONG
-#define DSA_LOGITS_PS_PINGPONG 1
+#define DSA_LOGITS_PS_PINGPONG 0
 #endif
 constexpr int kPsMathGroups = DSA_LOGITS_PS_GROUPS;
 constexpr int kPsBanks = DSA_LOGITS_PS_BANKS;
