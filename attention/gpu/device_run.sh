@@ -6,8 +6,10 @@
 # compute-sanitizer memcheck (binaries built here with
 # `bazel build --config=cuda --define=DSA_CUDA_ARCHS=<arch>
 #  //attention/gpu:indexer_kernels_test`, passed as arguments), times our
-# kernels at the presets' shapes, and in the same call the torch equivalents
-# and the card's ceilings (torch_reference.py). The table comes last.
+# kernels at the presets' shapes (causal prefill at T = 1024 / 1900 / 8192 for
+# 32 and 64 heads, and the paged decode of 32 requests x 8K), and in the same
+# call the torch equivalents and the card's ceilings (torch_reference.py).
+# The table comes last.
 #
 # Usage (from the repository root, or any copy of it):
 #   attention/gpu/device_run.sh [test_binary_sm90a [test_binary_sm90]]
@@ -47,15 +49,20 @@ for arch in 90a 90; do
   nvcc "-gencode=arch=compute_$arch,code=sm_$arch" -o "$build/$arch/indexer_bench" \
     "$build/$arch"/*.o "$build/bench.o" || exit 1
   echo "sm_$arch:"
+  # The logits kernel that runs a 32-head prefill: on sm_90a the persistent
+  # warp-specialised one (wide blocks of R = 8 rows), on sm_90 the mma.sync
+  # one.
+  if [ "$arch" = 90a ]; then kernel='PersistentKernelILNS_3gpu9Fp8FormatE0ELi8ELb1E'
+  else kernel='MmaKernelILNS_3gpu9Fp8FormatE0'; fi
   grep -E "Compiling entry|registers|spill" "$build/$arch/ptxas_indexer_logits.txt" \
-    "$build/$arch/ptxas_indexer_topk.txt" | grep -A2 "MmaKernelILNS_3gpu9Fp8FormatE0\|TopKKernel" \
+    "$build/$arch/ptxas_indexer_topk.txt" | grep -A2 "$kernel\|TopKKernel" \
     | grep -E "registers|spill" | sed 's/^.*ptxas info *: *//'
   cuobjdump -sass "$build/$arch/indexer_logits.o" > "$build/$arch/logits.sass"
-  awk '/Function : .*IndexerLogitsMmaKernelILNS_3gpu9Fp8FormatE0/ {on=1; next}
+  awk -v k="$kernel" '$0 ~ ("Function : .*" k) {on=1; next}
        /Function :/ {on=0}
        on' "$build/$arch/logits.sass" > "$out/mma_kernel_sm$arch.sass"
   printf '  SASS of the logits kernel (e4m3fn): '
-  for op in QGMMA HGMMA HMMA FFMA LDSM; do
+  for op in QGMMA HGMMA HMMA FFMA LDSM LDGSTS SYNCS; do
     printf '%s=%s ' "$op" "$(grep -c "$op" "$out/mma_kernel_sm$arch.sass")"
   done
   echo
@@ -79,13 +86,13 @@ done
 
 if [ "${DSA_NCU:-0}" = 1 ]; then
   echo "== ncu (one launch of each kernel, clocks left alone)"
-  ncu --clock-control none -k "regex:IndexerLogitsMma|IndexerTopK" -c 2 \
+  ncu --clock-control none -k "regex:IndexerLogitsPersistent|IndexerTopK" -c 2 \
     --section SpeedOfLight --section WarpStateStats --section Occupancy \
     --section SchedulerStats --section ComputeWorkloadAnalysis \
     --section MemoryWorkloadAnalysis \
     "$build/90a/indexer_bench" --heads=32 --tokens=8192 --iters=1 \
     > "$build/ncu.txt" 2>&1
-  grep -E "IndexerLogitsMma|IndexerTopK|Duration|Issue Slots Busy|Warp Cycles Per Issued|Achieved Occupancy|Eligible Warps|highest-utilized" \
+  grep -E "IndexerLogitsPersistent|IndexerTopK|Duration|Issue Slots Busy|Warp Cycles Per Issued|Achieved Occupancy|Eligible Warps|highest-utilized|stalled" \
     "$build/ncu.txt" | head -40
 fi
 
@@ -97,6 +104,9 @@ for heads in 32 64; do
       2>&1 | tee -a "$out/ours.txt" || echo "bench failed: heads=$heads tokens=$tokens"
   done
 done
+# Paged decode: 32 requests of 8K cached tokens, one query row each.
+"$build/90a/indexer_bench" --heads=32 --tokens=8192 --decode=32 --iters=50 \
+  2>&1 | tee -a "$out/ours.txt" || echo "bench failed: decode"
 echo "-- the sm_90 build (mma.sync), for comparison"
 for heads in 32 64; do
   "$build/90/indexer_bench" --heads=$heads --tokens=8192 --iters=30 2>&1 \
@@ -104,4 +114,4 @@ for heads in 32 64; do
 done
 
 echo "== torch (same call)"
-python3 attention/gpu/torch_reference.py "$out/ours.txt" 2>&1 | tee "$out/torch.txt"
+python3 attention/gpu/torch_reference.py "$out/ours.txt" 32 2>&1 | tee "$out/torch.txt"

@@ -94,6 +94,9 @@ struct LogitsCase {
   std::vector<Request> requests;
   std::vector<Row> rows;
   int64_t width;
+  // Some key scales zero or negative (a real cache's are positive ue8m0
+  // powers of two; the kernels must still follow the op's definition).
+  bool mixed_sign_scales = false;
 };
 
 // Causal prefill rows of a request whose first `context` tokens are cached:
@@ -155,7 +158,10 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
       page[(slot % bs) * dim + d] = code;
       key_values[slot * dim + d] = Fp8ToFloat(code, traits);
     }
-    const float scale = uniform(rng) * 0.05f;
+    float scale = uniform(rng) * 0.05f;
+    if (c.mixed_sign_scales && slot % 3 != 0) {
+      scale = slot % 3 == 1 ? -scale : 0.0f;
+    }
     std::memcpy(page + int64_t{bs} * dim + (slot % bs) * 4, &scale, 4);
     key_scale[slot] = scale;
   }
@@ -242,7 +248,7 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
         const double s = dot * key_scale[slot];
         const double w = weights[i * heads + h];
         ref += s > 0 ? s * w : 0.0;
-        magnitude += abs_dot * key_scale[slot] * std::abs(w);
+        magnitude += abs_dot * std::abs(key_scale[slot]) * std::abs(w);
       }
       // The products of fp8 values are exact; the error is the
       // accumulation's. Hopper's fp8 matrix cores (wgmma) keep about 14 bits
@@ -299,6 +305,53 @@ std::vector<LogitsCase> LogitsCases() {
     c.requests = {{203}};
     AddPrefillRows(0, 150, 53, 0, &c.rows);
     c.width = 210;
+    cases.push_back(c);
+  }
+  {
+    // A long causal prefill: more row blocks than an H200 has
+    // multiprocessors, so the persistent sm_90a kernel walks several items
+    // per CTA (zigzag order) and its stage ring wraps many times.
+    LogitsCase c{"long_32x128", 32, 128, 64, Fp8Encoding::kE4m3fn, {}, {}, 0};
+    c.requests = {{100 + 600}};
+    AddPrefillRows(0, 100, 600, 0, &c.rows);
+    c.width = 701;
+    cases.push_back(c);
+  }
+  {
+    // Paged decode: one row per request, contexts of different lengths
+    // (some not a multiple of the 64-key tile), few rows, so the sm_90a
+    // kernel splits each block's keys over several CTAs.
+    LogitsCase c{"decode_32x128", 32, 128, 64, Fp8Encoding::kE4m3fn, {}, {}, 0};
+    const int32_t contexts[] = {2900, 1,    64,  65,   2047, 2048, 2049,
+                                777,  3000, 130, 1500, 2600, 5,    999};
+    for (int32_t n : contexts) {
+      c.rows.push_back({static_cast<int32_t>(c.requests.size()), 0, n});
+      c.requests.push_back({n});
+    }
+    c.width = 3001;
+    cases.push_back(c);
+  }
+  {
+    // 128 heads (one row per block), a block size that is not a power of
+    // two, and scales of every sign.
+    LogitsCase c{
+        "mixed_128x128", 128, 128, 20, Fp8Encoding::kE4m3fn, {}, {}, 0, true};
+    c.requests = {{90}, {41}};
+    AddPrefillRows(0, 60, 30, 7, &c.rows);
+    c.rows.push_back({1, 0, 41});
+    c.rows.push_back({-1, 0, 0});
+    c.width = 95;
+    cases.push_back(c);
+  }
+  {
+    // 64 heads, mixed-sign scales, rows of three requests within a block.
+    LogitsCase c{
+        "mixed_64x128", 64, 128, 64, Fp8Encoding::kE4m3fn, {}, {}, 0, true};
+    c.requests = {{300}, {3}, {260}};
+    AddPrefillRows(0, 250, 50, 0, &c.rows);
+    c.rows.push_back({1, 0, 3});
+    AddPrefillRows(2, 200, 60, 100, &c.rows);
+    c.width = 301;
     cases.push_back(c);
   }
   {

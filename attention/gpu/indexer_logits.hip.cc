@@ -10,8 +10,12 @@
 // shared memory, so that the heads of a row split over several warps add up,
 // and leave as coalesced rows of logits.
 //
-// Two bodies share that structure and one launch configuration (256 NVIDIA
-// threads, 512 AMD), picked at compile time through platform/gpu/mma.h:
+// On Hopper (sm_90a, e4m3fn data, 32 / 64 / 128 heads) a persistent,
+// warp-specialised kernel runs instead (a producer warp and a ring of key
+// tiles, described where it is defined); the launcher asks the loaded device
+// code whether it holds that kernel. Everything else runs the kernel above,
+// whose two bodies share one launch configuration (256 NVIDIA threads, 512
+// AMD), picked at compile time through platform/gpu/mma.h:
 //   - warpgroup (sm_90a, e4m3fn): each warpgroup multiplies the fp8 key tile
 //     by its 128 query columns with wgmma straight from shared memory; two
 //     blocks fit on a multiprocessor.
@@ -22,6 +26,8 @@
 //
 // Blocks start with the last rows: with causal windows they have the most
 // keys, and running them first keeps the tail of the grid short.
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 
@@ -554,6 +560,703 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
   }
 }
 
+#if defined(DSA_GPU_CUDA)
+
+// ---------------------------------------------------------------------------
+// The persistent, warp-specialised body for sm_90a with e4m3fn data (what
+// Hopper runs for 32, 64 and 128 heads). Counted for GLM-5.1's 32 x 128 at
+// T = 8192 causal: 2.75e11 FLOPs and 0.27 GB of logits written; the key
+// tiles streamed from L2 are the window sizes x 128 bytes per block of rows
+// (~1.1 GB with 4-row blocks), and measurement showed that stream, not the
+// matrix cores, pacing the first version. Hence, as in DeepGEMM's
+// fp8_mqa_logits:
+//   - a producer warpgroup fills a ring of kPsStages key tiles (64 keys x
+//     128 bytes + their scales) with cp.async (16 keys a warp, one page
+//     lookup per key), keeps kPsLag copy groups in flight and signals each
+//     stage on an mbarrier once its copies have landed; the queries and
+//     head weights of a block sit in a second, two-deep ring;
+//   - two math warpgroups multiply 64-key tiles by 128 (row, head) columns
+//     each (wgmma m64n128k32, 4 back to back) and run the epilogue (relu,
+//     head weight, sum over the row's heads, quad shuffles, stores) without
+//     any block-wide barrier. Wide blocks (prefill: 256 columns, 8 rows of
+//     32 heads) give every group every tile, so a tile read from L2 serves
+//     both (half the key traffic of 128-column blocks: 0.75 -> 0.51 ms at
+//     T = 8192); narrow blocks (decode, rows of different requests) give
+//     the groups alternate tiles;
+//   - a CTA per multiprocessor walks (row block, key chunk) items, longest
+//     first, in a zigzag so that the causal triangle spreads evenly; when
+//     rows are few (decode), a block's keys are split into chunks so that
+//     every multiprocessor gets work.
+// The producer writes -inf outside the rows' windows while it waits.
+
+// Math warpgroups: two keep the head weights in registers (384 threads with
+// the producer: up to 168 registers a thread); three fit 128 registers only
+// with the weights read from shared memory in the epilogue. The
+// DSA_LOGITS_PS_* macros are for measuring variants (device_run.sh); the
+// defaults are what ships.
+#ifndef DSA_LOGITS_PS_GROUPS
+#define DSA_LOGITS_PS_GROUPS 2
+#endif
+#ifndef DSA_LOGITS_PS_STAGES
+#define DSA_LOGITS_PS_STAGES 16
+#endif
+// cp.async groups a producer thread keeps in flight before it waits for the
+// oldest and signals its stage: the ring's depth in flight is what hides the
+// L2 latency (with 2 in flight, the first version ran at 0.79 ms).
+#ifndef DSA_LOGITS_PS_LAG
+#define DSA_LOGITS_PS_LAG 8
+#endif
+// DSA_LOGITS_PS_BANKS=2 splits a tile's 128 columns into two products of 64
+// (m64n64k32) and sums the first while the second runs.
+#ifndef DSA_LOGITS_PS_BANKS
+#define DSA_LOGITS_PS_BANKS 1
+#endif
+// Wide blocks: kPsMathGroups x 128 columns, every math group multiplies
+// every key tile (by its own 128 columns), so a tile read from L2 serves
+// kPsMathGroups times the work; narrow blocks (128 columns, the groups on
+// alternate tiles) suit rows of many requests (decode). DSA_LOGITS_PS_WIDE:
+// -1 picks per launch (the default), 0 / 1 force one (for measuring).
+#ifndef DSA_LOGITS_PS_WIDE
+#define DSA_LOGITS_PS_WIDE -1
+#endif
+// DSA_LOGITS_PS_PINGPONG=1: on wide blocks the two math groups take turns
+// to issue their products (named barriers), so that one group's epilogue
+// runs under the other's products rather than both at once. Measured on the
+// H200 (round 4): 64 heads T=8192 0.963 -> 0.924 ms, 32 heads 0.512 ->
+// 0.523 ms; off until its full test suite has run on the device.
+#ifndef DSA_LOGITS_PS_PINGPONG
+#define DSA_LOGITS_PS_PINGPONG 0
+#endif
+constexpr int kPsMathGroups = DSA_LOGITS_PS_GROUPS;
+constexpr int kPsBanks = DSA_LOGITS_PS_BANKS;
+static_assert(kPsBanks == 1 || (kPsBanks == 2 && kPsMathGroups == 2),
+              "two banks keep the weights in registers (two groups)");
+constexpr bool kPsSharedWeights = kPsMathGroups > 2;
+constexpr int kPsMathThreads = kPsMathGroups * 128;
+// The producer is a warpgroup too: four warps (one per scheduler) share a
+// tile's copies, so that no single warp's issue rate paces the ring. A
+// block's warps round up to multiples of four for registers anyway.
+constexpr int kPsProducerThreads = 128;
+constexpr int kPsThreads = kPsMathThreads + kPsProducerThreads;
+constexpr int kPsStages = DSA_LOGITS_PS_STAGES;
+constexpr int kPsLag = DSA_LOGITS_PS_LAG;
+static_assert(kPsLag >= 1 && kPsLag < kPsStages, "lag below the ring depth");
+constexpr int kPsCols = 128;  // (row, head) columns of a math group
+constexpr int kPsKeyBytes = kTileKeys * kHeadDim;  // 8 KB a stage
+
+// full / empty per key stage, then full / empty per query stage.
+constexpr int kPsBarriers = 2 * kPsStages + 4;
+
+// Dynamic shared memory, in bytes from its (1 KB aligned) start.
+template <bool kWide>
+struct PsLayout {
+  static constexpr int kBlockCols = kWide ? kPsMathGroups * kPsCols : kPsCols;
+  static constexpr int kQBytes = kBlockCols * kHeadDim;  // a query stage
+  static constexpr int kQOffset = 0;
+  static constexpr int kKeyOffset = kQOffset + 2 * kQBytes;
+  static constexpr int kScaleOffset = kKeyOffset + kPsStages * kPsKeyBytes;
+  static constexpr int kWeightOffset = kScaleOffset + kPsStages * kTileKeys * 4;
+  static constexpr int kBarrierOffset = kWeightOffset + 2 * kBlockCols * 4;
+  static constexpr int kSmemBytes = kBarrierOffset + kPsBarriers * 8;
+  static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's shared memory");
+};
+
+// cp.async and mbarrier, the producer / consumer plumbing (sm_90a builds
+// only; the kernel that calls them is never launched elsewhere).
+[[maybe_unused]] __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+[[maybe_unused]] __device__ __forceinline__ void BarrierInit(uint32_t bar,
+                                                             int count) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar),
+               "r"(count)
+               : "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void BarrierArrive(uint32_t bar) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar)
+               : "memory");
+#endif
+}
+// True once the phase of `parity` has completed (a fresh barrier counts its
+// phase before the first as completed, parity 1).
+[[maybe_unused]] __device__ __forceinline__ bool BarrierTryWait(
+    uint32_t bar, uint32_t parity) {
+  uint32_t done = 1;
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+#endif
+  return done != 0;
+}
+[[maybe_unused]] __device__ __forceinline__ void BarrierWait(uint32_t bar,
+                                                             uint32_t parity) {
+  while (!BarrierTryWait(bar, parity)) {
+  }
+}
+// 16 (4) bytes global -> shared; zeros when !valid (nothing is read then).
+[[maybe_unused]] __device__ __forceinline__ void CopyAsync16(uint32_t dst,
+                                                             const void* src,
+                                                             bool valid) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+               "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void CopyAsync4(uint32_t dst,
+                                                            const void* src,
+                                                            bool valid) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
+               "l"(src), "r"(valid ? 4 : 0)
+               : "memory");
+#endif
+}
+// Named barriers 1 and 2 over the two math groups (256 threads).
+[[maybe_unused]] __device__ __forceinline__ void NamedSync(int id) {
+  asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
+}
+[[maybe_unused]] __device__ __forceinline__ void NamedArrive(int id) {
+  asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
+}
+[[maybe_unused]] __device__ __forceinline__ void CopyAsyncCommit() {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void CopyAsyncWait() {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// One work item: a block of R rows (R * heads = 128 columns) and the chunk
+// [tile_begin, tile_end) of its key tiles. Its rows' windows, grouped into
+// runs of equal requests (each run walks the union of its rows' windows in
+// 64-key tiles), are what the producer and the consumers both derive. A run
+// is kept in the slot of its first row, so that every index is known at
+// compile time and the item stays in registers.
+template <int R>
+struct PsItem {
+  int64_t row0;
+  int32_t start[R], end[R];
+  int32_t request[R];
+  int32_t run_lo[R], run_hi[R], run_tiles[R];  // run_tiles 0: no run here
+  int32_t run_end[R];
+  int32_t tile_begin, tile_end;
+};
+
+template <int R>
+__device__ __forceinline__ PsItem<R> LoadPsItem(const IndexerLogitsParams& p,
+                                                int64_t block, int chunk,
+                                                int splits) {
+  PsItem<R> it;
+  it.row0 = block * R;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const RowWindow w = LoadWindow(p, it.row0 + r);
+    it.request[r] = w.request;
+    it.start[r] = w.start;
+    it.end[r] = w.end;
+  }
+  int32_t total = 0;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const bool starts = r == 0 || it.request[r] != it.request[r - 1];
+    int32_t e = R;
+#pragma unroll
+    for (int i = R - 1; i > r; --i) {
+      if (it.request[i] != it.request[i - 1]) e = i;
+    }
+    int32_t lo = 0x7fffffff, hi = 0;
+#pragma unroll
+    for (int i = r; i < R; ++i) {
+      if (i < e && it.start[i] < it.end[i]) {
+        lo = min(lo, it.start[i]);
+        hi = max(hi, it.end[i]);
+      }
+    }
+    const bool used = starts && it.request[r] >= 0 && lo < hi;
+    it.run_lo[r] = used ? lo : 0;
+    it.run_hi[r] = used ? hi : 0;
+    it.run_tiles[r] = used ? (hi - lo + kTileKeys - 1) / kTileKeys : 0;
+    it.run_end[r] = e;
+    total += it.run_tiles[r];
+  }
+  it.tile_begin = static_cast<int32_t>(int64_t{total} * chunk / splits);
+  it.tile_end = static_cast<int32_t>(int64_t{total} * (chunk + 1) / splits);
+  return it;
+}
+
+// Tile t of an item: its request, first key, the end of the keys its run
+// reads, and the rows [rb, re) it serves.
+struct PsTile {
+  int32_t request;
+  int32_t key0;
+  int32_t hi;
+  int rb, re;
+};
+template <int R>
+__device__ __forceinline__ PsTile TileOf(const PsItem<R>& it, int32_t t) {
+  PsTile tile{-1, 0, 0, 0, 0};
+  int32_t before = 0;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (it.run_tiles[r] > 0 && t >= before && t < before + it.run_tiles[r]) {
+      tile = {it.request[r], it.run_lo[r] + (t - before) * kTileKeys,
+              it.run_hi[r], r, it.run_end[r]};
+    }
+    before += it.run_tiles[r];
+  }
+  return tile;
+}
+
+// Item i of this CTA's sequence: a zigzag over the items sorted longest
+// first (row blocks from the last), so that CTA c's rounds add up to about
+// the same number of keys as every other CTA's.
+__device__ __forceinline__ int64_t PsItemIndex(int64_t round) {
+  const int64_t ctas = gridDim.x;
+  const int64_t c = blockIdx.x;
+  return round * ctas + ((round & 1) ? ctas - 1 - c : c);
+}
+
+// Adds to v[rs][r] this thread's relu(score) * weight terms of the 8-column
+// blocks [kN0, kN0 + kCount) (block n's accumulators at a[4 (n - kN0) ..]),
+// positive scales (applied later) or the literal relu(score * scale) form.
+template <int R, int kN0, int kCount, bool kPositive, int kAcc>
+__device__ __forceinline__ void AddBlocks(const float (&a)[kAcc],
+                                          const float2 (&weight)[16],
+                                          const float (&sc)[2],
+                                          float (&v)[2][R]) {
+  constexpr int kBlocksPerRow = 16 / R;
+#pragma unroll
+  for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+    for (int n = kN0; n < kN0 + kCount; ++n) {
+      const int r = n / kBlocksPerRow;
+      const float a0 = a[4 * (n - kN0) + 2 * rs];
+      const float a1 = a[4 * (n - kN0) + 2 * rs + 1];
+      if constexpr (kPositive) {
+        v[rs][r] = fmaf(fmaxf(a0, 0.0f), weight[n].x, v[rs][r]);
+        v[rs][r] = fmaf(fmaxf(a1, 0.0f), weight[n].y, v[rs][r]);
+      } else {
+        const float x0 = a0 * sc[rs], x1 = a1 * sc[rs];
+        if (x0 > 0.0f) v[rs][r] += x0 * weight[n].x;
+        if (x1 > 0.0f) v[rs][r] += x1 * weight[n].y;
+      }
+    }
+  }
+}
+
+template <Fp8Format F, int R, bool kWide>
+__global__ void __launch_bounds__(kPsThreads, 1)
+    IndexerLogitsPersistentKernel(IndexerLogitsParams p, int splits) {
+  using L = PsLayout<kWide>;
+  if constexpr (::dsa::gpu::kHasWarpgroupFp8Mma && F == Fp8Format::kE4m3fn) {
+    using WG = ::dsa::gpu::WarpgroupFp8Mma<kHeadDim + 0 * static_cast<int>(F)>;
+    static_assert(WG::kM == kTileKeys && WG::kN == kPsCols,
+                  "a warpgroup covers a tile's keys and a block's columns");
+    constexpr int kHeads = L::kBlockCols / R;
+    // Rows of a math group's 128 columns, and the first of them.
+    constexpr int Rw = kWide ? R / kPsMathGroups : R;
+    static_assert(Rw >= 1, "a math group holds whole rows");
+    extern __shared__ __align__(1024) uint8_t smem[];
+    const uint32_t base = SmemAddr(smem);
+    const uint32_t bar0 = base + L::kBarrierOffset;
+    auto full_k = [&](int s) { return bar0 + 8 * s; };
+    auto empty_k = [&](int s) { return bar0 + 8 * (kPsStages + s); };
+    auto full_q = [&](int s) { return bar0 + 8 * (2 * kPsStages + s); };
+    auto empty_q = [&](int s) { return bar0 + 8 * (2 * kPsStages + 2 + s); };
+
+    const int tid = threadIdx.x;
+    const int warp = tid / kDsaWarpSize;
+    const int lane = tid % kDsaWarpSize;
+    if (tid == 0) {
+      for (int s = 0; s < kPsStages; ++s) {
+        BarrierInit(full_k(s), kPsProducerThreads);
+        BarrierInit(empty_k(s), kWide ? kPsMathThreads : 128);
+      }
+      for (int s = 0; s < 2; ++s) {
+        BarrierInit(full_q(s), kPsProducerThreads);
+        BarrierInit(empty_q(s), kPsMathThreads);
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    const int64_t blocks = (p.rows + R - 1) / R;
+    const int64_t items = blocks * splits;
+
+    if (tid >= kPsMathThreads) {
+      // ---- Producer warpgroup.
+      const int ptid = tid - kPsMathThreads;
+      const int pwarp = ptid / kDsaWarpSize;
+      // Each lane's copies go in commit groups; a group's stage is
+      // signalled (after the writes are complete and fenced for wgmma's
+      // async proxy) once kPsLag newer groups are in flight, or before the
+      // warp would block.
+      uint32_t ring[kPsLag];  // barriers of the groups in flight, oldest first
+      int pending = 0;
+#pragma unroll
+      for (int i = 0; i < kPsLag; ++i) ring[i] = 0;
+      auto push = [&](uint32_t bar) {
+        CopyAsyncCommit();
+        if (pending == kPsLag) {
+          CopyAsyncWait<kPsLag>();
+          WG::FenceStores();
+          BarrierArrive(ring[0]);
+#pragma unroll
+          for (int i = 0; i + 1 < kPsLag; ++i) ring[i] = ring[i + 1];
+          ring[kPsLag - 1] = bar;
+        } else {
+#pragma unroll
+          for (int i = 0; i < kPsLag; ++i) {
+            if (i == pending) ring[i] = bar;
+          }
+          ++pending;
+        }
+      };
+      auto flush = [&]() {
+        if (pending == 0) return;
+        CopyAsyncWait<0>();
+        WG::FenceStores();
+#pragma unroll
+        for (int i = 0; i < kPsLag; ++i) {
+          if (i < pending) BarrierArrive(ring[i]);
+        }
+        pending = 0;
+      };
+      auto acquire = [&](uint32_t bar, uint32_t parity) {
+        if (!BarrierTryWait(bar, parity)) {
+          flush();
+          BarrierWait(bar, parity);
+        }
+      };
+
+      int64_t g = 0;  // key tiles issued by this CTA
+      int64_t j = 0;  // items
+      for (int64_t round = 0; round * gridDim.x < items; ++round) {
+        const int64_t idx = PsItemIndex(round);
+        if (idx >= items) continue;
+        const int64_t block = blocks - 1 - idx / splits;
+        const int chunk = static_cast<int>(idx % splits);
+        const PsItem<R> it = LoadPsItem<R>(p, block, chunk, splits);
+        if (chunk == 0) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            if (it.row0 + r >= p.rows) continue;
+            float* out = p.logits + (it.row0 + r) * p.logits_stride;
+            for (int64_t c = ptid; c < it.start[r]; c += kPsProducerThreads) {
+              out[c] = kNegInf;
+            }
+            for (int64_t c = it.end[r] + ptid; c < p.width;
+                 c += kPsProducerThreads) {
+              out[c] = kNegInf;
+            }
+          }
+        }
+        if (it.tile_begin >= it.tile_end) continue;  // consumers skip it too
+
+        // Queries (zeros past the last row) and head weights.
+        const int qs = static_cast<int>(j & 1);
+        acquire(empty_q(qs), static_cast<uint32_t>((j >> 1) & 1) ^ 1u);
+        const uint8_t* q_block = p.q_fp8 + it.row0 * kHeads * kHeadDim;
+        const int64_t q_valid =
+            (p.rows - it.row0) * static_cast<int64_t>(kHeads) * kHeadDim;
+        const uint32_t q_dst = base + L::kQOffset + qs * L::kQBytes;
+#pragma unroll 4
+        for (int c = ptid; c < L::kBlockCols * kChunksPerKey;
+             c += kPsProducerThreads) {
+          const ChunkPos pos = CoreChunk(c);
+          const int64_t byte = int64_t{pos.row} * kHeadDim + pos.part * kChunk;
+          const bool valid = byte < q_valid;
+          CopyAsync16(q_dst + WG::Offset(pos.row, pos.part * kChunk),
+                      valid ? q_block + byte : p.q_fp8, valid);
+        }
+        const uint32_t w_dst = base + L::kWeightOffset + qs * L::kBlockCols * 4;
+#pragma unroll
+        for (int i = 0; i < L::kBlockCols / kPsProducerThreads; ++i) {
+          const int col = ptid + i * kPsProducerThreads;
+          const int64_t row = it.row0 + col / kHeads;
+          const bool valid = row < p.rows;
+          CopyAsync4(w_dst + col * 4,
+                     valid ? p.head_weights + row * kHeads + col % kHeads
+                           : p.head_weights,
+                     valid);
+        }
+        push(full_q(qs));
+
+        for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
+          const int s = static_cast<int>(g % kPsStages);
+          acquire(empty_k(s), static_cast<uint32_t>((g / kPsStages) & 1) ^ 1u);
+          const PsTile tile = TileOf<R>(it, t);
+          // Warp w copies keys [16 w, 16 w + 16) of the tile. Lane l < 16
+          // locates key 16 w + l; a key past the run's union of windows, or
+          // on an invalid page, reads as zeros.
+          const int32_t my_key = tile.key0 + 16 * pwarp + lane;
+          int64_t values = 0, scale = 0;
+          const bool ok = lane < 16 && my_key < tile.hi &&
+                          LocateKey(p, tile.request, my_key, &values, &scale);
+          if (!ok) values = scale = 0;
+          const uint32_t k_dst = base + L::kKeyOffset + s * kPsKeyBytes;
+#if !defined(DSA_LOGITS_PS_DIAG_NO_KEYS)  // diagnostic: skip the key loads
+          // Copy i moves, for lanes 8a + b, chunk 4(i % 2) + a of the warp's
+          // key 8(i / 2) + b: 8 lanes fill one 128-byte core matrix, and
+          // each key's 64 bytes are whole 32-byte sectors of one
+          // instruction.
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int key = 8 * (i / 2) + lane % 8;
+            const int part = 4 * (i % 2) + lane / 8;
+            const int64_t v = __shfl_sync(DSA_FULL_WARP_MASK, values, key);
+            const int valid = __shfl_sync(DSA_FULL_WARP_MASK, int{ok}, key);
+            CopyAsync16(k_dst + WG::Offset(16 * pwarp + key, part * kChunk),
+                        p.k_cache + v + part * kChunk, valid != 0);
+          }
+          if (lane < 16) {
+            CopyAsync4(base + L::kScaleOffset + s * kTileKeys * 4 +
+                           (16 * pwarp + lane) * 4,
+                       p.k_cache + scale, ok);
+          }
+#else
+          (void)k_dst;
+#endif
+          push(full_k(s));
+        }
+        ++j;
+      }
+      flush();
+      return;
+    }
+
+    // ---- Math warpgroups.
+    const int group = warp / 4;
+    const int warp_in_group = warp % 4;
+    const int key_row = 16 * warp_in_group + lane / 4;  // and key_row + 8
+    const int row_off = kWide ? group * Rw : 0;  // this group's first row
+    const int quad = lane % 4;
+    using WG64 =
+        ::dsa::gpu::WarpgroupFp8Mma64<kHeadDim + 0 * static_cast<int>(F)>;
+    float acc[kPsBanks == 1 ? WG::kAccPerThread : 1];
+    float acc_a[kPsBanks == 2 ? WG64::kAccPerThread : 1];
+    float acc_b[kPsBanks == 2 ? WG64::kAccPerThread : 1];
+    int64_t g = 0;
+    int64_t j = 0;
+    if constexpr (kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2) {
+      if (group == 1) NamedArrive(1);  // group 0 issues first
+    }
+    for (int64_t round = 0; round * gridDim.x < items; ++round) {
+      const int64_t idx = PsItemIndex(round);
+      if (idx >= items) continue;
+      const int64_t block = blocks - 1 - idx / splits;
+      const int chunk = static_cast<int>(idx % splits);
+      const PsItem<R> it = LoadPsItem<R>(p, block, chunk, splits);
+      if (it.tile_begin >= it.tile_end) continue;
+      const int qs = static_cast<int>(j & 1);
+      BarrierWait(full_q(qs), static_cast<uint32_t>((j >> 1) & 1));
+      // This thread's head weights: columns 8n + 2 quad + e.
+      const float* wsm =
+          reinterpret_cast<const float*>(smem + L::kWeightOffset) +
+          qs * L::kBlockCols + (kWide ? group * kPsCols : 0);
+      float2 weight_reg[16];
+      if constexpr (!kPsSharedWeights) {
+#pragma unroll
+        for (int n = 0; n < 16; ++n) {
+          weight_reg[n] =
+              *reinterpret_cast<const float2*>(wsm + 8 * n + 2 * quad);
+        }
+      }
+      auto weight2 = [&](int n) {
+        if constexpr (kPsSharedWeights) {
+          return *reinterpret_cast<const float2*>(wsm + 8 * n + 2 * quad);
+        } else {
+          return weight_reg[n];
+        }
+      };
+      const uint8_t* q_tile = smem + L::kQOffset + qs * L::kQBytes +
+                              (kWide ? group * kPsCols * kHeadDim : 0);
+
+      for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
+        if (!kWide && static_cast<int>(g % kPsMathGroups) != group) continue;
+        const int s = static_cast<int>(g % kPsStages);
+        BarrierWait(full_k(s), static_cast<uint32_t>((g / kPsStages) & 1));
+        __syncwarp();  // wgmma is .aligned: the warp issues it converged
+        const uint8_t* k_tile = smem + L::kKeyOffset + s * kPsKeyBytes;
+        if constexpr (kPsBanks == 2) {
+          WG64::Issue(acc_a, k_tile, q_tile, /*accumulate=*/false);
+          WG64::Issue(acc_b, k_tile, q_tile + 64 * kHeadDim,
+                      /*accumulate=*/false);
+        } else {
+          // Ping-pong: wait for this group's turn, issue, pass the turn.
+          constexpr bool kPingPong =
+              kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2;
+          if constexpr (kPingPong) NamedSync(1 + group);
+          WG::Issue(acc, k_tile, q_tile, /*accumulate=*/false);
+          if constexpr (kPingPong) NamedArrive(2 - group);
+        }
+        const float* scales =
+            reinterpret_cast<const float*>(smem + L::kScaleOffset) +
+            s * kTileKeys;
+        const float sc[2] = {scales[key_row], scales[key_row + 8]};
+        const PsTile tile = TileOf<R>(it, t);
+
+        // relu(score * key scale) * head weight summed over each row's
+        // heads: first this thread's 2 columns of each 8-column block, then
+        // the 4 lanes of the quad. Scales are positive in a real cache
+        // (ue8m0), so relu(s * scale) = scale * relu(s) and the scale
+        // applies once per sum; otherwise the literal form.
+#if defined(DSA_LOGITS_PS_DIAG_NO_EPILOGUE)  // diagnostic: products only
+        if constexpr (kPsBanks == 2) {
+          WG64::template WaitPending<0>(acc_a);
+          WG64::template WaitPending<0>(acc_b);
+        } else {
+          WG::Wait(acc);
+        }
+        BarrierArrive(empty_k(s));
+        if (sc[0] == 12345.0f) p.logits[tile.key0] = acc[0];  // keep acc live
+        continue;
+#endif
+        float v[2][Rw];
+#pragma unroll
+        for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+          for (int r = 0; r < Rw; ++r) v[rs][r] = 0.0f;
+        }
+        const bool positive =
+            __all_sync(DSA_FULL_WARP_MASK, sc[0] > 0.0f && sc[1] > 0.0f);
+        if constexpr (kPsBanks == 2) {
+          // Columns 0-63 while the product of 64-127 still runs.
+          WG64::template WaitPending<1>(acc_a);
+          if (positive) {
+            AddBlocks<Rw, 0, 8, true>(acc_a, weight_reg, sc, v);
+          } else {
+            AddBlocks<Rw, 0, 8, false>(acc_a, weight_reg, sc, v);
+          }
+          WG64::template WaitPending<0>(acc_b);
+          BarrierArrive(empty_k(s));
+          if (positive) {
+            AddBlocks<Rw, 8, 8, true>(acc_b, weight_reg, sc, v);
+          } else {
+            AddBlocks<Rw, 8, 8, false>(acc_b, weight_reg, sc, v);
+          }
+        } else {
+          WG::Wait(acc);
+          BarrierArrive(empty_k(s));
+          if constexpr (kPsSharedWeights) {
+            float2 w[16];
+#pragma unroll
+            for (int n = 0; n < 16; ++n) w[n] = weight2(n);
+            if (positive) {
+              AddBlocks<Rw, 0, 16, true>(acc, w, sc, v);
+            } else {
+              AddBlocks<Rw, 0, 16, false>(acc, w, sc, v);
+            }
+          } else {
+            if (positive) {
+              AddBlocks<Rw, 0, 16, true>(acc, weight_reg, sc, v);
+            } else {
+              AddBlocks<Rw, 0, 16, false>(acc, weight_reg, sc, v);
+            }
+          }
+        }
+        if (positive) {
+#pragma unroll
+          for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+            for (int r = 0; r < Rw; ++r) v[rs][r] *= sc[rs];
+          }
+        }
+
+        // Sum over the quad; lane `quad` then stores pairs (rs, r) with
+        // rs * Rw + r == quad (mod 4).
+        float out[2];
+        int out_r[2], out_rs[2], outs;
+        if constexpr (Rw == 4) {
+          // Reduce-scatter: rows {0,1} / {2,3} by lane bit 1, then one row
+          // by lane bit 0.
+          const bool upper = quad & 2, odd = quad & 1;
+#pragma unroll
+          for (int rs = 0; rs < 2; ++rs) {
+            float keep[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+              const float send = upper ? v[rs][i] : v[rs][i + 2];
+              keep[i] = (upper ? v[rs][i + 2] : v[rs][i]) +
+                        DSA_SHFL_XOR(send, 2, kDsaWarpSize);
+            }
+            const float send = odd ? keep[0] : keep[1];
+            out[rs] =
+                (odd ? keep[1] : keep[0]) + DSA_SHFL_XOR(send, 1, kDsaWarpSize);
+            out_r[rs] = quad;
+            out_rs[rs] = rs;
+          }
+          outs = 2;
+        } else {
+#pragma unroll
+          for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+            for (int r = 0; r < Rw; ++r) {
+              v[rs][r] += DSA_SHFL_XOR(v[rs][r], 1, kDsaWarpSize);
+              v[rs][r] += DSA_SHFL_XOR(v[rs][r], 2, kDsaWarpSize);
+            }
+          }
+          outs = 0;
+#pragma unroll
+          for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+            for (int r = 0; r < Rw; ++r) {
+              if ((rs * Rw + r) % 4 == quad) {
+                out[0] = v[rs][r];
+                out_r[0] = r;
+                out_rs[0] = rs;
+                outs = 1;
+              }
+            }
+          }
+        }
+#pragma unroll
+        for (int o = 0; o < 2; ++o) {
+          if (o >= outs) break;
+          const int r = row_off + out_r[o];  // row of the block
+          int32_t start = 0, end = 0;
+#pragma unroll
+          for (int i = 0; i < R; ++i) {
+            if (i == r) {
+              start = it.start[i];
+              end = it.end[i];
+            }
+          }
+          const int32_t key = tile.key0 + key_row + 8 * out_rs[o];
+          if (r >= tile.rb && r < tile.re && key >= start && key < end) {
+            p.logits[(it.row0 + r) * p.logits_stride + key] = out[o];
+          }
+        }
+      }
+      BarrierArrive(empty_q(qs));
+      ++j;
+    }
+    // Ping-pong: group 1 gave group 0 its first turn up front, so group 0
+    // takes the last one, leaving both barriers balanced.
+    if constexpr (kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2) {
+      if (group == 0) NamedSync(1);
+    }
+  } else {
+    (void)p;
+    (void)splits;
+  }
+}
+
+#endif  // DSA_GPU_CUDA
+
 // Two blocks per multiprocessor for the warpgroup body (one's epilogue runs
 // while the other's wgmma does); the warp-level body keeps its query
 // fragments in registers and fits one.
@@ -611,9 +1314,134 @@ bool UsesMma(const IndexerLogitsParams& p) {
          reinterpret_cast<uintptr_t>(p.k_cache) % 16 == 0;
 }
 
+#if defined(DSA_GPU_CUDA)
+// Grants the persistent kernels of one block width their shared memory.
+template <bool kWide>
+bool SetPersistentSmem() {
+  using K = void (*)(IndexerLogitsParams, int);
+  constexpr int kR = PsLayout<kWide>::kBlockCols / kPsCols;  // at 128 heads
+  const K kernels[] = {
+      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, kR, kWide>,
+      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 2 * kR, kWide>,
+      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 4 * kR, kWide>};
+  bool ok = true;
+  for (K k : kernels) {
+    ok = ok && hipFuncSetAttribute(reinterpret_cast<const void*>(k),
+                                   hipFuncAttributeMaxDynamicSharedMemorySize,
+                                   PsLayout<kWide>::kSmemBytes) == hipSuccess;
+  }
+  return ok;
+}
+
+// Whether the device code loaded for this device holds the persistent body
+// (built for sm_90a): set by the device pass, read once per device.
+__device__ int g_persistent_logits_built =
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    1;
+#else
+    0;
+#endif
+
+// The multiprocessor count when the persistent kernel can run on the current
+// device (its shared memory granted), else 0. Cached per device; the first
+// call per device reads a device symbol (a synchronous copy), which a stream
+// being captured into a graph must not see: until a call outside capture has
+// asked, captured calls take the other kernel.
+int PersistentCtas(hipStream_t stream) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cached[kMaxDevices];  // 0 unknown, -1 no, else SMs
+  int device = 0;
+  if (hipGetDevice(&device) != hipSuccess || device < 0 ||
+      device >= kMaxDevices) {
+    (void)hipGetLastError();
+    return 0;
+  }
+  int state = cached[device].load(std::memory_order_relaxed);
+  if (state == 0) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+        capture != cudaStreamCaptureStatusNone) {
+      (void)hipGetLastError();
+      return 0;
+    }
+    int built = 0, sms = 0;
+    bool ok = cudaMemcpyFromSymbol(&built, g_persistent_logits_built,
+                                   sizeof(int)) == cudaSuccess &&
+              built == 1 &&
+              hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount,
+                                    device) == hipSuccess &&
+              sms > 0;
+    ok = ok && SetPersistentSmem<false>() && SetPersistentSmem<true>();
+    (void)hipGetLastError();  // a failed query leaves no error behind
+    state = ok ? sms : -1;
+    cached[device].store(state, std::memory_order_relaxed);
+  }
+  return state > 0 ? state : 0;
+}
+
+template <Fp8Format F, bool kWide>
+void LaunchPersistentAs(const IndexerLogitsParams& p, int sms,
+                        hipStream_t stream) {
+  using L = PsLayout<kWide>;
+  const int rows_per_block = L::kBlockCols / p.heads;
+  constexpr int kR = L::kBlockCols / kPsCols;  // rows a block at 128 heads
+  const int64_t blocks = (p.rows + rows_per_block - 1) / rows_per_block;
+  // Few blocks (decode): split each block's keys so that every
+  // multiprocessor gets a chunk, chunks of at least 8 tiles (a run's keys
+  // per DSA_LOGITS_PS_SPLIT_KEYS, for measuring).
+#ifndef DSA_LOGITS_PS_SPLIT_KEYS
+#define DSA_LOGITS_PS_SPLIT_KEYS 512
+#endif
+  int64_t splits =
+      std::min<int64_t>(sms / blocks, p.width / DSA_LOGITS_PS_SPLIT_KEYS);
+  splits = std::max<int64_t>(splits, 1);
+  const int64_t items = blocks * splits;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(items, sms));
+  const int s = static_cast<int>(splits);
+  if (rows_per_block == kR) {
+    IndexerLogitsPersistentKernel<F, kR, kWide>
+        <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s);
+  } else if (rows_per_block == 2 * kR) {
+    IndexerLogitsPersistentKernel<F, 2 * kR, kWide>
+        <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s);
+  } else {
+    IndexerLogitsPersistentKernel<F, 4 * kR, kWide>
+        <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s);
+  }
+}
+
+// Launches the persistent kernel when it applies; false otherwise.
+template <Fp8Format F>
+bool LaunchPersistent(const IndexerLogitsParams& p, hipStream_t stream) {
+  if constexpr (F != Fp8Format::kE4m3fn) {
+    return false;
+  } else {
+    if (p.heads > kPsCols) return false;
+    const int sms = PersistentCtas(stream);
+    if (sms == 0) return false;
+    // Wide blocks when a block's rows are mostly of one request (prefill):
+    // on rows of as many requests as rows (decode) they would multiply
+    // most tiles by other requests' columns for nothing.
+    const int64_t wide_rows = PsLayout<true>::kBlockCols / p.heads;
+    const bool wide = DSA_LOGITS_PS_WIDE >= 0
+                          ? DSA_LOGITS_PS_WIDE > 0
+                          : p.rows >= wide_rows * int64_t{p.num_requests};
+    if (wide) {
+      LaunchPersistentAs<F, true>(p, sms, stream);
+    } else {
+      LaunchPersistentAs<F, false>(p, sms, stream);
+    }
+    return true;
+  }
+}
+#endif  // DSA_GPU_CUDA
+
 template <Fp8Format F>
 LaunchResult Launch(const IndexerLogitsParams& p, hipStream_t stream) {
   if (UsesMma(p)) {
+#if defined(DSA_GPU_CUDA)
+    if (LaunchPersistent<F>(p, stream)) return CheckLaunch("indexer_logits");
+#endif
     const int rows_per_block = kBlockCols / p.heads;
     const int64_t blocks = (p.rows + rows_per_block - 1) / rows_per_block;
     hipLaunchKernelGGL(IndexerLogitsMmaKernel<F>,

@@ -584,6 +584,19 @@ struct WarpgroupBf16Mma {
            (static_cast<uint64_t>(128 >> 4) << 16) |
            (static_cast<uint64_t>(row_group_bytes >> 4) << 32);
   }
+// The same product on 64 columns, D[64 x 64] (+)= A[64 x 32] * B[64 x 32]^T
+// (wgmma m64n64k32, 32 accumulators a thread, same operand layout). A
+// kernel splits its columns into two such banks so that it can work on the
+// first bank's accumulators while the second's product still runs:
+// Issue(a); Issue(b); WaitPending<1>(a) (bank a done); ...; WaitPending<0>(b).
+template <int kKBytes>
+struct WarpgroupFp8Mma64 : WarpgroupFp8Mma<kKBytes> {
+  using Base = WarpgroupFp8Mma<kKBytes>;
+  static constexpr int kN = 64;
+  static constexpr int kAccPerThread = Base::kM * kN / 128;  // 32
+  static constexpr const char* kInstruction =
+      "wgmma.m64n64k32.e4m3 (QGMMA, sm_90a)";
+
   __device__ __forceinline__ static void FenceOperands(
       float (&acc)[kAccPerThread]) {
 #pragma unroll
@@ -659,6 +672,25 @@ struct WarpgroupBf16Mma {
           "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
           "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
           "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+  // As WarpgroupFp8Mma::Issue; b_tile holds 64 rows. One commit group.
+  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
+                                               const uint8_t* a_tile,
+                                               const uint8_t* b_tile,
+                                               bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k0 = 0; k0 < kKBytes; k0 += Base::kK) {
+      const uint64_t da = Base::Descriptor(a_tile, k0);
+      const uint64_t db = Base::Descriptor(b_tile, k0);
+      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%"
+          "19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"
+          " %32, %33, p, 1, 1;\n}\n"
           : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
             "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
             "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
@@ -751,6 +783,27 @@ struct WarpgroupBf16Mma {
     (void)db;
     (void)scale_d;
 #endif
+  }
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a_tile;
+    (void)b_tile;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupFp8Mma
+#endif
+  }
+  // Waits until at most kPending of this warpgroup's issued products are
+  // still running (the oldest first), then acc may be read.
+  template <int kPending>
+  __device__ __forceinline__ static void WaitPending(
+      float (&acc)[kAccPerThread]) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
+                 : "memory");
+#endif
+    FenceOperands(acc);
   }
 };
 
@@ -982,6 +1035,8 @@ struct WarpgroupFp8Mma;
 inline constexpr bool kHasWarpgroupBf16Mma = false;
 template <int kN>
 struct WarpgroupBf16Mma;
+template <int kKBytes>
+struct WarpgroupFp8Mma64;
 
 #endif
 
