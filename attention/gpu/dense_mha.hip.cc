@@ -139,11 +139,11 @@ __global__ void __launch_bounds__(kGatherThreads)
     const uint8_t* entry =
         cache + (block * block_size + j % block_size) * entry_bytes;
     uint32_t out;
-    if constexpr (kEncoding == static_cast<int>(LatentEncoding::kBFloat16)) {
+    if constexpr (kEncoding == static_cast<int>(LatentCacheType::kBFloat16)) {
       out = reinterpret_cast<const uint32_t*>(entry)[w];
     } else {
       constexpr Fp8Format kF =
-          kEncoding == static_cast<int>(LatentEncoding::kE4m3fn)
+          kEncoding == static_cast<int>(LatentCacheType::kFp8E4m3fn)
               ? Fp8Format::kE4m3fn
               : Fp8Format::kE4m3fnuz;
       const int e = 2 * w;
@@ -1054,7 +1054,7 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
   const int64_t nope = p.qk_nope_head_dim, rope = p.rope_dim, v = p.v_head_dim;
   const int64_t lora = p.kv_lora_rank;
   const int64_t qk = nope + rope;
-  const bool fp8 = p.cache_encoding != LatentEncoding::kBFloat16;
+  const bool fp8 = p.cache_encoding != LatentCacheType::kBFloat16;
   if (p.tokens < 0 || p.heads <= 0 || p.heads > 65535 || p.num_requests < 0) {
     return Invalid(kOp, "tokens=%lld heads=%d num_requests=%d out of range",
                    static_cast<long long>(p.tokens), p.heads, p.num_requests);
@@ -1215,14 +1215,14 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
                      p.block_table_stride, p.max_blocks_per_request, meta, \
                      p.kv_lora_rank, p.rope_dim, lat, lat_ld)
     switch (p.cache_encoding) {
-      case LatentEncoding::kBFloat16:
-        DSA_GATHER(LatentEncoding::kBFloat16);
+      case LatentCacheType::kBFloat16:
+        DSA_GATHER(LatentCacheType::kBFloat16);
         break;
-      case LatentEncoding::kE4m3fn:
-        DSA_GATHER(LatentEncoding::kE4m3fn);
+      case LatentCacheType::kFp8E4m3fn:
+        DSA_GATHER(LatentCacheType::kFp8E4m3fn);
         break;
-      case LatentEncoding::kE4m3fnuz:
-        DSA_GATHER(LatentEncoding::kE4m3fnuz);
+      case LatentCacheType::kFp8E4m3fnuz:
+        DSA_GATHER(LatentCacheType::kFp8E4m3fnuz);
         break;
       default:
         return Invalid(kOp, "unknown cache encoding %d",

@@ -85,7 +85,7 @@ LaunchResult RunGemm(void* arg) {
 // One shape: requests of (context, new tokens), one cache encoding.
 bool Bench(const Preset& pre, const char* label,
            const std::vector<std::pair<int32_t, int32_t>>& requests,
-           LatentEncoding enc, int iters) {
+           LatentCacheType enc, int iters) {
   Rng rng;
   std::vector<int32_t> seq_lens, starts = {0};
   int32_t max_blocks = 1;
@@ -102,7 +102,7 @@ bool Bench(const Preset& pre, const char* label,
   for (int64_t i = 0; i < num_blocks; ++i) {
     table[i] = static_cast<int32_t>((i * 7919) % num_blocks);  // scattered
   }
-  const bool fp8 = enc != LatentEncoding::kBFloat16;
+  const bool fp8 = enc != LatentCacheType::kBFloat16;
   const int64_t entry =
       fp8 ? kLora + 4 * (kLora / 128) + 2 * pre.rope : 2 * (kLora + pre.rope);
   std::vector<uint8_t> cache(num_blocks * kBlockSize * entry);
@@ -240,22 +240,22 @@ int main(int argc, char** argv) {
   bool ok = true;
   // The floor's shapes first (T = 8192), then the rest.
   for (const Preset* pre : {&kGlm, &kDeepSeek}) {
-    ok &= Bench(*pre, "T=8192", {{0, 8192}}, LatentEncoding::kBFloat16, iters);
+    ok &= Bench(*pre, "T=8192", {{0, 8192}}, LatentCacheType::kBFloat16, iters);
   }
   for (const Preset* pre : {&kGlm, &kDeepSeek}) {
     if (only_long) break;
     for (int32_t t : {1024, 1900}) {
       char label[64];
       std::snprintf(label, sizeof(label), "T=%d", t);
-      ok &= Bench(*pre, label, {{0, t}}, LatentEncoding::kBFloat16, iters);
+      ok &= Bench(*pre, label, {{0, t}}, LatentCacheType::kBFloat16, iters);
     }
     if (!quick) {
-      ok &= Bench(*pre, "T=8192", {{0, 8192}}, LatentEncoding::kE4m3fn, iters);
+      ok &= Bench(*pre, "T=8192", {{0, 8192}}, LatentCacheType::kFp8E4m3fn, iters);
       ok &= Bench(*pre, "4 requests x 2048",
                   {{0, 2048}, {0, 2048}, {0, 2048}, {0, 2048}},
-                  LatentEncoding::kBFloat16, iters);
+                  LatentCacheType::kBFloat16, iters);
       ok &= Bench(*pre, "ctx 6144 + chunk 2048", {{6144, 2048}},
-                  LatentEncoding::kE4m3fn, iters);
+                  LatentCacheType::kFp8E4m3fn, iters);
     }
   }
   return ok ? 0 : 1;

@@ -40,12 +40,6 @@
 
 namespace dsa::attention::gpu {
 
-enum class FloatFormat : int32_t { kFloat32 = 0, kBFloat16 = 1 };
-enum class LatentEncoding : int32_t {
-  kBFloat16 = 0,  // bf16 [.., kv_lora + rope]
-  kE4m3fn = 1,    // fp8_ds_mla with OCP e4m3fn values
-  kE4m3fnuz = 2,  // fp8_ds_mla with e4m3fnuz values
-};
 
 struct DenseMhaPrefillParams {
   const void* q = nullptr;  // [tokens, heads, nope + rope], contiguous
@@ -53,7 +47,7 @@ struct DenseMhaPrefillParams {
   // [num_blocks, block_size, entry] contiguous; entry = 2 (kv_lora + rope)
   // bytes (bf16) or kv_lora + 4 kv_lora / 128 + 2 rope bytes (fp8).
   const void* kv_cache = nullptr;
-  LatentEncoding cache_encoding = LatentEncoding::kBFloat16;
+  LatentCacheType cache_encoding = LatentCacheType::kBFloat16;
   int64_t num_blocks = 0;
   int32_t block_size = 0;
   int32_t kv_lora_rank = 512;

@@ -108,7 +108,7 @@ uint32_t FreshSeed() {
 struct DenseCase {
   std::string name;
   int heads, nope, rope, v, lora, block_size;
-  LatentEncoding encoding;
+  LatentCacheType encoding;
   std::vector<std::pair<int32_t, int32_t>> requests;  // (context, new)
   bool f32_io = false;       // fp32 q, kv_b_proj and output
   bool bf16_output = false;  // else fp32 output (with bf16 q and weights)
@@ -127,9 +127,9 @@ struct HostCache {
 HostCache MakeCache(const DenseCase& c, int64_t slots, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int dim = c.lora + c.rope;
-  const bool fp8 = c.encoding != LatentEncoding::kBFloat16;
+  const bool fp8 = c.encoding != LatentCacheType::kBFloat16;
   const Fp8Traits traits =
-      c.encoding == LatentEncoding::kE4m3fnuz ? kE4m3fnuzTraits : kE4m3fnTraits;
+      c.encoding == LatentCacheType::kFp8E4m3fnuz ? kE4m3fnuzTraits : kE4m3fnTraits;
   HostCache h;
   h.entry_bytes =
       fp8 ? c.lora + 4 * (c.lora / 128) + 2 * c.rope : 2 * int64_t{dim};
@@ -360,7 +360,7 @@ INSTANTIATE_TEST_SUITE_P(
                   256,
                   512,
                   64,
-                  LatentEncoding::kBFloat16,
+                  LatentCacheType::kBFloat16,
                   {{0, 1}}},
         DenseCase{"glm_tile_edges_e4m3fn",
                   2,
@@ -369,7 +369,7 @@ INSTANTIATE_TEST_SUITE_P(
                   256,
                   512,
                   64,
-                  LatentEncoding::kE4m3fn,
+                  LatentCacheType::kFp8E4m3fn,
                   {{0, 127}, {0, 128}, {0, 129}, {70, 64}, {5, 1}, {300, 200}}},
         DenseCase{"glm_bf16_output",
                   2,
@@ -378,7 +378,7 @@ INSTANTIATE_TEST_SUITE_P(
                   256,
                   512,
                   16,
-                  LatentEncoding::kBFloat16,
+                  LatentCacheType::kBFloat16,
                   {{0, 200}, {63, 1}},
                   false,
                   true},
@@ -389,7 +389,7 @@ INSTANTIATE_TEST_SUITE_P(
                   128,
                   512,
                   64,
-                  LatentEncoding::kE4m3fnuz,
+                  LatentCacheType::kFp8E4m3fnuz,
                   {{0, 257}, {1000, 33}, {40, 0}, {63, 65}}},
         DenseCase{"deepseek_1024",
                   1,
@@ -398,7 +398,7 @@ INSTANTIATE_TEST_SUITE_P(
                   128,
                   512,
                   64,
-                  LatentEncoding::kE4m3fn,
+                  LatentCacheType::kFp8E4m3fn,
                   {{0, 1024}}},
         DenseCase{"deepseek_f32_io",
                   2,
@@ -407,7 +407,7 @@ INSTANTIATE_TEST_SUITE_P(
                   128,
                   512,
                   16,
-                  LatentEncoding::kBFloat16,
+                  LatentCacheType::kBFloat16,
                   {{3, 70}, {0, 64}},
                   true},
         DenseCase{"tiny_v32",
@@ -417,7 +417,7 @@ INSTANTIATE_TEST_SUITE_P(
                   64,
                   128,
                   16,
-                  LatentEncoding::kE4m3fn,
+                  LatentCacheType::kFp8E4m3fn,
                   {{0, 9}, {30, 5}, {2, 1}}},
         DenseCase{"tiny_glm",
                   4,
@@ -426,7 +426,7 @@ INSTANTIATE_TEST_SUITE_P(
                   64,
                   128,
                   16,
-                  LatentEncoding::kBFloat16,
+                  LatentCacheType::kBFloat16,
                   {{0, 9}, {30, 5}, {2, 1}, {0, 130}}}),
     [](const ::testing::TestParamInfo<DenseCase>& info) {
       return info.param.name;
@@ -465,7 +465,7 @@ TEST(DenseMhaKernelArgsTest, RejectsWhatItCannotRun) {
   bad.v_head_dim = 512;
   expect_invalid(bad, "v <= 256");
   bad = p;
-  bad.cache_encoding = LatentEncoding::kE4m3fn;
+  bad.cache_encoding = LatentCacheType::kFp8E4m3fn;
   bad.kv_lora_rank = 64;
   expect_invalid(bad, "of 128 for an fp8 cache");
   bad = p;

@@ -151,10 +151,10 @@ Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
   p.q_format = a.q.dtype == DType::kBFloat16 ? FloatFormat::kBFloat16
                                              : FloatFormat::kFloat32;
   p.kv_cache = a.kv_cache.data;
-  p.cache_encoding = f.dtype == DType::kBFloat16 ? LatentEncoding::kBFloat16
+  p.cache_encoding = f.dtype == DType::kBFloat16 ? LatentCacheType::kBFloat16
                      : f.dtype == DType::kFloat8E4m3fnuz
-                         ? LatentEncoding::kE4m3fnuz
-                         : LatentEncoding::kE4m3fn;
+                         ? LatentCacheType::kFp8E4m3fnuz
+                         : LatentCacheType::kFp8E4m3fn;
   p.num_blocks = a.kv_cache.dim(0);
   p.block_size = static_cast<int32_t>(block_size);
   p.kv_lora_rank = f.kv_lora_rank;
@@ -178,6 +178,8 @@ Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
   p.v_head_dim = static_cast<int32_t>(a.output.dim(2));
   p.softmax_scale = a.softmax_scale;
   return FromLaunch(DenseMhaPrefillLaunch(p, ctx.stream));
+}
+
 Status SparseMlaGpu(const ExecutionContext& ctx, const SparseMla::Args& a) {
   constexpr std::string_view op = SparseMla::kName;
   DSA_RETURN_IF_ERROR(SparseMla::Validate(a));

@@ -24,15 +24,6 @@
 
 namespace dsa::attention::gpu {
 
-// Element type of q, kv_b_proj and the output.
-enum class FloatFormat : int32_t { kFloat32 = 0, kBFloat16 = 1 };
-
-// The latent cache's layout (ops.h, LatentCacheFormat).
-enum class LatentCacheType : int32_t {
-  kBFloat16 = 0,   // kv_c | k_pe, kv_lora_rank + rope_dim bf16
-  kFp8E4m3fn = 1,  // "fp8_ds_mla": fp8 kv_c, fp32 tile scales, bf16 k_pe
-  kFp8E4m3fnuz = 2,
-};
 
 struct SparseMlaParams {
   // [tokens, heads, kv_lora_rank + rope_dim]; the last dim contiguous.

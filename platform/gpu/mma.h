@@ -39,18 +39,6 @@
 // Every path multiplies bf16 values exactly in fp32 and accumulates in fp32,
 // so they agree up to the order of the fp32 summation.
 //
-// Bf16 (Bf16WarpMma): bf16 operands staged in shared memory as raw bits,
-// C[kM x kN] += A[kM x kK] * B[kN x kK]^T in fp32, for the attention kernels
-// (Q K^T, P V) and the latent-decompression GEMM.
-//
-//   NVIDIA, sm_80 and later: mma.sync m16n8k16 bf16 (HMMA), fragments loaded
-//     with ldmatrix (x4 for A, x2 / x2.trans for B).
-//   NVIDIA before sm_80: the same m16n8k16 fragments multiplied with FMAs.
-//   AMD gfx90a/gfx940/941/942: v_mfma_f32_32x32x8bf16_1k.
-//   Other AMD targets: the same 32x32x8 fragments multiplied with FMAs.
-// Every path multiplies bf16 values exactly in fp32 and accumulates in fp32,
-// so they agree up to the order of the fp32 summation.
-//
 // Include only from sources built by gpu_kernel_library().
 #ifndef DSA_PLATFORM_GPU_MMA_H_
 #define DSA_PLATFORM_GPU_MMA_H_
@@ -543,6 +531,77 @@ struct WarpgroupFp8Mma {
   }
 };
 
+// The same product on 64 columns, D[64 x 64] (+)= A[64 x 32] * B[64 x 32]^T
+// (wgmma m64n64k32, 32 accumulators a thread, same operand layout). A
+// kernel splits its columns into two such banks so that it can work on the
+// first bank's accumulators while the second's product still runs:
+// Issue(a); Issue(b); WaitPending<1>(a) (bank a done); ...; WaitPending<0>(b).
+template <int kKBytes>
+struct WarpgroupFp8Mma64 : WarpgroupFp8Mma<kKBytes> {
+  using Base = WarpgroupFp8Mma<kKBytes>;
+  static constexpr int kN = 64;
+  static constexpr int kAccPerThread = Base::kM * kN / 128;  // 32
+  static constexpr const char* kInstruction =
+      "wgmma.m64n64k32.e4m3 (QGMMA, sm_90a)";
+
+  __device__ __forceinline__ static void FenceOperands(
+      float (&acc)[kAccPerThread]) {
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i) {
+      asm volatile("" : "+f"(acc[i])::"memory");
+    }
+  }
+  // As WarpgroupFp8Mma::Issue; b_tile holds 64 rows. One commit group.
+  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
+                                               const uint8_t* a_tile,
+                                               const uint8_t* b_tile,
+                                               bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k0 = 0; k0 < kKBytes; k0 += Base::kK) {
+      const uint64_t da = Base::Descriptor(a_tile, k0);
+      const uint64_t db = Base::Descriptor(b_tile, k0);
+      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%"
+          "19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"
+          " %32, %33, p, 1, 1;\n}\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
+            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
+            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
+            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
+            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
+            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
+            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31])
+          : "l"(da), "l"(db), "r"(scale_d));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a_tile;
+    (void)b_tile;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupFp8Mma
+#endif
+  }
+  // Waits until at most kPending of this warpgroup's issued products are
+  // still running (the oldest first), then acc may be read.
+  template <int kPending>
+  __device__ __forceinline__ static void WaitPending(
+      float (&acc)[kAccPerThread]) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
+                 : "memory");
+#endif
+    FenceOperands(acc);
+  }
+};
+
 // Hopper's warpgroup bf16 product (wgmma, HGMMA in SASS), for kernels built
 // for sm_90a: four consecutive warps (starting at a warp index divisible by
 // 4) compute D[64 x kN] (+)= A[64 x K] * B[kN x K]^T, both operands bf16 in
@@ -584,19 +643,6 @@ struct WarpgroupBf16Mma {
            (static_cast<uint64_t>(128 >> 4) << 16) |
            (static_cast<uint64_t>(row_group_bytes >> 4) << 32);
   }
-// The same product on 64 columns, D[64 x 64] (+)= A[64 x 32] * B[64 x 32]^T
-// (wgmma m64n64k32, 32 accumulators a thread, same operand layout). A
-// kernel splits its columns into two such banks so that it can work on the
-// first bank's accumulators while the second's product still runs:
-// Issue(a); Issue(b); WaitPending<1>(a) (bank a done); ...; WaitPending<0>(b).
-template <int kKBytes>
-struct WarpgroupFp8Mma64 : WarpgroupFp8Mma<kKBytes> {
-  using Base = WarpgroupFp8Mma<kKBytes>;
-  static constexpr int kN = 64;
-  static constexpr int kAccPerThread = Base::kM * kN / 128;  // 32
-  static constexpr const char* kInstruction =
-      "wgmma.m64n64k32.e4m3 (QGMMA, sm_90a)";
-
   __device__ __forceinline__ static void FenceOperands(
       float (&acc)[kAccPerThread]) {
 #pragma unroll
@@ -672,25 +718,6 @@ struct WarpgroupFp8Mma64 : WarpgroupFp8Mma<kKBytes> {
           "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
           "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
           "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-  // As WarpgroupFp8Mma::Issue; b_tile holds 64 rows. One commit group.
-  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
-                                               const uint8_t* a_tile,
-                                               const uint8_t* b_tile,
-                                               bool accumulate) {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-    FenceOperands(acc);
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int k0 = 0; k0 < kKBytes; k0 += Base::kK) {
-      const uint64_t da = Base::Descriptor(a_tile, k0);
-      const uint64_t db = Base::Descriptor(b_tile, k0);
-      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
-      asm volatile(
-          "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-          "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
-          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%"
-          "19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"
-          " %32, %33, p, 1, 1;\n}\n"
           : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
             "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
             "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
@@ -783,27 +810,6 @@ struct WarpgroupFp8Mma64 : WarpgroupFp8Mma<kKBytes> {
     (void)db;
     (void)scale_d;
 #endif
-  }
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#else
-    (void)acc;
-    (void)a_tile;
-    (void)b_tile;
-    (void)accumulate;
-    __trap();  // only reached if a kernel ignores kHasWarpgroupFp8Mma
-#endif
-  }
-  // Waits until at most kPending of this warpgroup's issued products are
-  // still running (the oldest first), then acc may be read.
-  template <int kPending>
-  __device__ __forceinline__ static void WaitPending(
-      float (&acc)[kAccPerThread]) {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
-                 : "memory");
-#endif
-    FenceOperands(acc);
   }
 };
 
@@ -1032,11 +1038,11 @@ struct Bf16WarpMma {
 inline constexpr bool kHasWarpgroupFp8Mma = false;
 template <int kKBytes>
 struct WarpgroupFp8Mma;
+template <int kKBytes>
+struct WarpgroupFp8Mma64;
 inline constexpr bool kHasWarpgroupBf16Mma = false;
 template <int kN>
 struct WarpgroupBf16Mma;
-template <int kKBytes>
-struct WarpgroupFp8Mma64;
 
 #endif
 
