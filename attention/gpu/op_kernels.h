@@ -24,6 +24,12 @@ Status IndexerLogitsGpu(const ExecutionContext& ctx,
                         const IndexerLogits::Args& args);
 Status IndexerTopKGpu(const ExecutionContext& ctx,
                       const IndexerTopK::Args& args);
+// The memory-bound ops (cache_kernels.h): bit-identical to the CPU kernels.
+Status IndexerKWriteGpu(const ExecutionContext& ctx,
+                        const IndexerKWrite::Args& args);
+Status IndexerQGpu(const ExecutionContext& ctx, const IndexerQ::Args& args);
+Status MlaCacheWriteGpu(const ExecutionContext& ctx,
+                        const MlaCacheWrite::Args& args);
 
 // "cuda", "rocm", or nullptr when built without a GPU backend.
 const char* GpuPlatformId();

@@ -1,0 +1,489 @@
+// The indexer K write, indexer Q and MLA latent cache write on the GPU; see
+// cache_kernels.h.
+//
+// Bytes, not FLOPs, bound all three (a few float ops per byte). Per token at
+// DeepSeek-V3.2 / GLM-5.x shapes (bf16 inputs, head_dim 128, topk 2048):
+//   K write   256 B read, 132 B cache written, 8 KiB of -1 written to the
+//             top-k buffer (the bulk of it), 16 B index reads, 256 B rope row;
+//   Q         per head 256 B read, 132 B written (+ weights), 256 B rope row
+//             per token (cached in L1/L2 across its heads);
+//   MLA write 1152 B read, 1152 B (bf16) or 656 B (fp8) written.
+// Each group of 32 lanes owns one row, staged in shared memory with 16-byte
+// loads when aligned, so the stores of consecutive lanes are contiguous and
+// the groups of a block keep enough loads in flight.
+#include "attention/gpu/cache_kernels.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include "attention/dtypes/bf16.h"
+#include "attention/dtypes/fp8.h"
+#include "attention/dtypes/layer_norm.h"
+#include "attention/gpu/launch_util.h"
+#include "platform/gpu/hip_compat.h"
+
+namespace dsa::attention::gpu {
+namespace {
+
+// Lanes of a group: the canonical LayerNorm order is defined for 32 lanes
+// (attention/dtypes/layer_norm.h); on 64-wide AMD wavefronts two groups
+// share one, and every shuffle below stays within its 32-lane half.
+constexpr int kLanes = kLayerNormLanes;
+static_assert(kDsaWarpSize % kLanes == 0, "a group must fit in a warp");
+constexpr int kThreads = 256;
+constexpr int kMaxGroups = kThreads / kLanes;
+// Shared memory a block may stage (floats of all its groups' rows).
+constexpr int kMaxStagedFloats = 12 * 1024;
+
+__device__ __forceinline__ float LoadElement(const void* base, FloatType type,
+                                             int64_t i) {
+  if (type == FloatType::kFloat32) return static_cast<const float*>(base)[i];
+  return Bf16ToFloat(static_cast<const uint16_t*>(base)[i]);
+}
+
+// Stages n elements of `row` as floats in `dst` (shared), lanes striding.
+__device__ void StageRow(const void* row, FloatType type, int n, float* dst,
+                         int lane) {
+  const int esize = type == FloatType::kFloat32 ? 4 : 2;
+  const bool vec =
+      (reinterpret_cast<uintptr_t>(row) & 15) == 0 && (n * esize) % 16 == 0;
+  if (vec) {
+    const uint4* src = static_cast<const uint4*>(row);
+    const int units = n * esize / 16;
+    for (int u = lane; u < units; u += kLanes) {
+      const uint4 v = src[u];
+      if (type == FloatType::kFloat32) {
+        dst[4 * u + 0] = __uint_as_float(v.x);
+        dst[4 * u + 1] = __uint_as_float(v.y);
+        dst[4 * u + 2] = __uint_as_float(v.z);
+        dst[4 * u + 3] = __uint_as_float(v.w);
+      } else {
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          dst[8 * u + 2 * k] = Bf16ToFloat(static_cast<uint16_t>(w[k]));
+          dst[8 * u + 2 * k + 1] =
+              Bf16ToFloat(static_cast<uint16_t>(w[k] >> 16));
+        }
+      }
+    }
+  } else {
+    for (int i = lane; i < n; i += kLanes) dst[i] = LoadElement(row, type, i);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ T GroupSum(T v) {
+#pragma unroll
+  for (int o = kLanes / 2; o >= 1; o /= 2) v += DSA_SHFL_XOR(v, o, kLanes);
+  return v;
+}
+
+__device__ __forceinline__ float GroupMax(float v) {
+#pragma unroll
+  for (int o = kLanes / 2; o >= 1; o /= 2) {
+    v = fmaxf(v, DSA_SHFL_XOR(v, o, kLanes));
+  }
+  return v;
+}
+
+// The elements lane `lane` owns in the canonical order: chunks of
+// kLayerNormChunk starting at chunk `lane`, every kLanes chunks.
+#define FOR_OWN_ELEMENTS(i, n, lane)              \
+  for (int c_ = (lane)*kLayerNormChunk; c_ < (n); \
+       c_ += kLanes * kLayerNormChunk)            \
+    for (int i = c_; i < c_ + kLayerNormChunk && i < (n); ++i)
+
+// Rope on y[0:rope_dim] at cos_sin row `cs` (cos then sin), as ApplyRope
+// of the CPU kernels: x1 * c - x2 * s and x2 * c + x1 * s, each product
+// rounded. Pairs are spread over the lanes; the caller syncs around it.
+__device__ void RopeShared(float* y, const float* cs, int rope_dim,
+                           RopeKind rope, int lane) {
+  const int half = rope_dim / 2;
+  for (int i = lane; i < half; i += kLanes) {
+    const float c = cs[i];
+    const float s = cs[half + i];
+    const int a = rope == RopeKind::kNeox ? i : 2 * i;
+    const int b = rope == RopeKind::kNeox ? i + half : 2 * i + 1;
+    const float x1 = y[a];
+    const float x2 = y[b];
+    y[a] = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
+    y[b] = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
+  }
+}
+
+// The ue8m0 scale of y[0:n] (every lane gets it).
+__device__ float GroupScale(const float* y, int n, const Fp8Traits& traits,
+                            int lane) {
+  float m = 0.0f;
+  FOR_OWN_ELEMENTS(i, n, lane) { m = fmaxf(m, fabsf(y[i])); }
+  return Ue8m0Scale(GroupMax(m), traits.max);
+}
+
+// codes[0:n] = fp8(y * inv), 4 codes per lane and store when `codes` is
+// 4-byte aligned and n a multiple of 4, else byte by byte.
+__device__ void StoreCodes(const float* y, int n, float inv,
+                           const Fp8Traits& traits, uint8_t* codes, int lane) {
+  if ((reinterpret_cast<uintptr_t>(codes) & 3) == 0 && n % 4 == 0) {
+    uint32_t* out = reinterpret_cast<uint32_t*>(codes);
+    for (int c = lane; c < n / 4; c += kLanes) {
+      uint32_t word = 0;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        word |= uint32_t{FloatToFp8(__fmul_rn(y[4 * c + k], inv), traits)}
+                << (8 * k);
+      }
+      out[c] = word;
+    }
+  } else {
+    for (int i = lane; i < n; i += kLanes) {
+      codes[i] = FloatToFp8(__fmul_rn(y[i], inv), traits);
+    }
+  }
+}
+
+__device__ __forceinline__ void StoreFloatBytes(uint8_t* p, float v) {
+  if ((reinterpret_cast<uintptr_t>(p) & 3) == 0) {
+    *reinterpret_cast<float*>(p) = v;
+    return;
+  }
+  const uint32_t bits = __float_as_uint(v);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) p[k] = static_cast<uint8_t>(bits >> (8 * k));
+}
+
+__device__ __forceinline__ void StoreBf16Bytes(uint8_t* p, float v) {
+  const uint16_t bits = FloatToBf16(v);
+  if ((reinterpret_cast<uintptr_t>(p) & 1) == 0) {
+    *reinterpret_cast<uint16_t*>(p) = bits;
+    return;
+  }
+  p[0] = static_cast<uint8_t>(bits);
+  p[1] = static_cast<uint8_t>(bits >> 8);
+}
+
+Fp8Traits TraitsOf(Fp8Encoding e) {
+  return e == Fp8Encoding::kE4m3fnuz ? kE4m3fnuzTraits : kE4m3fnTraits;
+}
+
+// ---------------------------------------------------------------------------
+// Indexer K write.
+
+__global__ void __launch_bounds__(kThreads)
+    IndexerKWriteKernel(IndexerKWriteParams p, Fp8Traits traits, int groups) {
+  extern __shared__ float staged[];
+  const int group = threadIdx.x / kLanes;
+  const int lane = threadIdx.x % kLanes;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * groups + group;
+  const int n = p.head_dim;
+  float* y = staged + group * n;
+  const bool in_range = group < groups && t < p.tokens;
+
+  // The top-k buffer clear: every token, padding included.
+  if (in_range && p.topk > 0) {
+    int32_t* row = p.topk_indices + t * p.topk_stride;
+    if ((reinterpret_cast<uintptr_t>(row) & 15) == 0 && p.topk % 4 == 0) {
+      int4* out = reinterpret_cast<int4*>(row);
+      const int4 minus_one = make_int4(-1, -1, -1, -1);
+      for (int u = lane; u < p.topk / 4; u += kLanes) out[u] = minus_one;
+    } else {
+      for (int j = lane; j < p.topk; j += kLanes) row[j] = -1;
+    }
+  }
+
+  int64_t slot = -1, pos = -1;
+  if (in_range) {
+    slot = p.slot_mapping[t * p.slot_mapping_stride];
+    pos = p.positions[t * p.positions_stride];
+  }
+  // Padding, and (clamped) anything the CPU kernel would reject.
+  const bool active = slot >= 0 && slot < p.num_blocks * p.block_size &&
+                      pos >= 0 && pos < p.max_position;
+  if (active) {
+    StageRow(static_cast<const char*>(p.k) +
+                 t * p.k_row_stride * (p.k_type == FloatType::kFloat32 ? 4 : 2),
+             p.k_type, n, y, lane);
+  }
+  __syncthreads();
+
+  // LayerNorm statistics in the canonical order (layer_norm.h); groups
+  // without a token sum nothing and discard the result.
+  double sum = 0.0;
+  if (active) {
+    FOR_OWN_ELEMENTS(i, n, lane) { sum = __dadd_rn(sum, double{y[i]}); }
+  }
+  sum = GroupSum(sum);
+  const double mean = sum / static_cast<double>(n);
+  double sq = 0.0;
+  if (active) {
+    FOR_OWN_ELEMENTS(i, n, lane) {
+      const double d = __dsub_rn(double{y[i]}, mean);
+      sq = __dadd_rn(sq, __dmul_rn(d, d));
+    }
+  }
+  sq = GroupSum(sq);
+  if (active) {
+    const float mean_f = static_cast<float>(mean);
+    const float inv_std = LayerNormInvStd(sq, n, p.ln_eps);
+    FOR_OWN_ELEMENTS(i, n, lane) {
+      const float w = LoadElement(p.ln_weight, p.ln_weight_type, i);
+      const float b = LoadElement(p.ln_bias, p.ln_bias_type, i);
+      y[i] = __fadd_rn(
+          __fmul_rn(__fmul_rn(__fsub_rn(y[i], mean_f), inv_std), w), b);
+    }
+  }
+  __syncthreads();
+  if (active) {
+    RopeShared(y, p.cos_sin_cache + pos * p.cos_sin_stride, p.rope_dim, p.rope,
+               lane);
+  }
+  __syncthreads();
+  if (!active) return;  // no barrier follows
+  const float scale = GroupScale(y, n, traits, lane);
+  const float inv = 1.0f / scale;  // exact: scale is a power of two
+  const int64_t block = slot / p.block_size;
+  const int64_t offset = slot % p.block_size;
+  uint8_t* base = p.k_cache + block * p.block_size * (int64_t{n} + 4);
+  StoreCodes(y, n, inv, traits, base + offset * n, lane);
+  if (lane == 0) {
+    StoreFloatBytes(base + int64_t{p.block_size} * n + 4 * offset, scale);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Indexer Q.
+
+__global__ void __launch_bounds__(kThreads)
+    IndexerQKernel(IndexerQParams p, Fp8Traits traits, int groups,
+                   float weight_scale) {
+  extern __shared__ float staged[];
+  const int group = threadIdx.x / kLanes;
+  const int lane = threadIdx.x % kLanes;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * groups + group;
+  const int n = p.head_dim;
+  float* y = staged + group * n;
+  int64_t t = 0, h = 0, pos = -1;
+  if (group < groups && item < p.tokens * p.heads) {
+    t = item / p.heads;
+    h = item % p.heads;
+    pos = p.positions[t * p.positions_stride];
+  }
+  const bool active = pos >= 0 && pos < p.max_position;
+  if (active) {
+    const int esize = p.q_type == FloatType::kFloat32 ? 4 : 2;
+    StageRow(static_cast<const char*>(p.q) +
+                 (t * p.q_token_stride + h * p.q_head_stride) * esize,
+             p.q_type, n, y, lane);
+  }
+  __syncthreads();
+  if (active) {
+    RopeShared(y, p.cos_sin_cache + pos * p.cos_sin_stride, p.rope_dim, p.rope,
+               lane);
+  }
+  __syncthreads();
+  if (!active) return;
+  const float scale = GroupScale(y, n, traits, lane);
+  const float inv = 1.0f / scale;
+  StoreCodes(y, n, inv, traits,
+             p.q_fp8 + t * p.q_fp8_token_stride + h * p.q_fp8_head_stride,
+             lane);
+  if (lane == 0) {
+    const float w =
+        LoadElement(p.weights, p.weights_type,
+                    t * p.weights_token_stride + h * p.weights_head_stride);
+    p.head_weights[t * p.head_weights_token_stride +
+                   h * p.head_weights_head_stride] =
+        __fmul_rn(__fmul_rn(w, scale), weight_scale);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// MLA latent cache write.
+
+__global__ void __launch_bounds__(kThreads)
+    MlaCacheWriteKernel(MlaCacheWriteParams p, Fp8Traits traits, int groups) {
+  extern __shared__ float staged[];
+  const int group = threadIdx.x / kLanes;
+  const int lane = threadIdx.x % kLanes;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * groups + group;
+  const int lora = p.kv_lora_rank;
+  const int rope = p.rope_dim;
+  float* y = staged + group * (lora + rope);
+  int64_t slot = -1;
+  if (group < groups && t < p.tokens) {
+    slot = p.slot_mapping[t * p.slot_mapping_stride];
+  }
+  const bool active = slot >= 0 && slot < p.num_blocks * p.block_size;
+  if (active) {
+    const int kv_esize = p.kv_c_type == FloatType::kFloat32 ? 4 : 2;
+    const int pe_esize = p.k_pe_type == FloatType::kFloat32 ? 4 : 2;
+    StageRow(static_cast<const char*>(p.kv_c) + t * p.kv_c_stride * kv_esize,
+             p.kv_c_type, lora, y, lane);
+    StageRow(static_cast<const char*>(p.k_pe) + t * p.k_pe_stride * pe_esize,
+             p.k_pe_type, rope, y + lora, lane);
+  }
+  __syncthreads();
+  if (!active) return;  // no barrier follows
+  uint8_t* entry = p.kv_cache + (slot / p.block_size) * p.block_stride_bytes +
+                   (slot % p.block_size) * p.slot_stride_bytes;
+  if (p.layout == LatentLayout::kBFloat16) {
+    const int n = lora + rope;
+    if ((reinterpret_cast<uintptr_t>(entry) & 15) == 0 && n % 8 == 0) {
+      uint4* out = reinterpret_cast<uint4*>(entry);
+      for (int u = lane; u < n / 8; u += kLanes) {
+        uint32_t w[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          w[k] = uint32_t{FloatToBf16(y[8 * u + 2 * k])} |
+                 (uint32_t{FloatToBf16(y[8 * u + 2 * k + 1])} << 16);
+        }
+        out[u] = make_uint4(w[0], w[1], w[2], w[3]);
+      }
+    } else {
+      for (int i = lane; i < n; i += kLanes)
+        StoreBf16Bytes(entry + 2 * i, y[i]);
+    }
+    return;
+  }
+  const int tiles = lora / 128;
+  for (int tile = 0; tile < tiles; ++tile) {
+    const float* x = y + tile * 128;
+    const float scale = GroupScale(x, 128, traits, lane);
+    StoreCodes(x, 128, 1.0f / scale, traits, entry + tile * 128, lane);
+    if (lane == 0) StoreFloatBytes(entry + lora + 4 * tile, scale);
+  }
+  uint8_t* pe = entry + lora + 4 * tiles;
+  for (int i = lane; i < rope; i += kLanes)
+    StoreBf16Bytes(pe + 2 * i, y[lora + i]);
+}
+
+// Groups per block for rows of `floats` staged floats each.
+int GroupsFor(int64_t floats) {
+  int64_t g = kMaxStagedFloats / (floats > 0 ? floats : 1);
+  return static_cast<int>(g < 1 ? 1 : (g > kMaxGroups ? kMaxGroups : g));
+}
+
+}  // namespace
+
+LaunchResult IndexerKWriteLaunch(const IndexerKWriteParams& p, void* stream) {
+  constexpr const char* op = "indexer_k_write";
+  if (p.tokens < 0 || p.head_dim < 1 || p.topk < 0 || p.block_size < 1 ||
+      p.num_blocks < 0 || p.max_position < 0) {
+    return Invalid(op,
+                   "tokens %lld, head_dim %d, topk %d, block_size %d, "
+                   "num_blocks %lld, max_position %lld: expected tokens, topk, "
+                   "num_blocks, max_position >= 0, head_dim, block_size >= 1",
+                   static_cast<long long>(p.tokens), p.head_dim, p.topk,
+                   p.block_size, static_cast<long long>(p.num_blocks),
+                   static_cast<long long>(p.max_position));
+  }
+  if (p.rope_dim < 0 || p.rope_dim % 2 != 0 || p.rope_dim > p.head_dim) {
+    return Invalid(op, "rope_dim %d, expected an even number <= head_dim %d",
+                   p.rope_dim, p.head_dim);
+  }
+  if (p.head_dim > kMaxStagedFloats) {
+    return Invalid(op, "head_dim %d is above the GPU kernel's %d", p.head_dim,
+                   kMaxStagedFloats);
+  }
+  if (p.tokens == 0) return LaunchResult{};
+  if (p.k == nullptr || p.ln_weight == nullptr || p.ln_bias == nullptr ||
+      p.positions == nullptr || p.cos_sin_cache == nullptr ||
+      p.slot_mapping == nullptr || (p.k_cache == nullptr && p.num_blocks > 0) ||
+      (p.topk_indices == nullptr && p.topk > 0)) {
+    return Invalid(op, "a null pointer for a non-empty tensor");
+  }
+  const int groups = GroupsFor(p.head_dim);
+  const int64_t blocks = (p.tokens + groups - 1) / groups;
+  if (blocks > 0x7fffffff) {
+    return Invalid(op, "%lld tokens are too many for one launch",
+                   static_cast<long long>(p.tokens));
+  }
+  hipLaunchKernelGGL(IndexerKWriteKernel, dim3(static_cast<uint32_t>(blocks)),
+                     dim3(groups * kLanes), groups * p.head_dim * sizeof(float),
+                     static_cast<hipStream_t>(stream), p, TraitsOf(p.encoding),
+                     groups);
+  return CheckLaunch(op);
+}
+
+LaunchResult IndexerQLaunch(const IndexerQParams& p, void* stream) {
+  constexpr const char* op = "indexer_q";
+  if (p.tokens < 0 || p.heads < 1 || p.head_dim < 1 || p.max_position < 0) {
+    return Invalid(op,
+                   "tokens %lld, heads %d, head_dim %d, max_position %lld: "
+                   "expected tokens, max_position >= 0, heads, head_dim >= 1",
+                   static_cast<long long>(p.tokens), p.heads, p.head_dim,
+                   static_cast<long long>(p.max_position));
+  }
+  if (p.rope_dim < 0 || p.rope_dim % 2 != 0 || p.rope_dim > p.head_dim) {
+    return Invalid(op, "rope_dim %d, expected an even number <= head_dim %d",
+                   p.rope_dim, p.head_dim);
+  }
+  if (p.head_dim > kMaxStagedFloats) {
+    return Invalid(op, "head_dim %d is above the GPU kernel's %d", p.head_dim,
+                   kMaxStagedFloats);
+  }
+  if (p.tokens == 0) return LaunchResult{};
+  if (p.q == nullptr || p.weights == nullptr || p.positions == nullptr ||
+      p.cos_sin_cache == nullptr || p.q_fp8 == nullptr ||
+      p.head_weights == nullptr) {
+    return Invalid(op, "a null pointer for a non-empty tensor");
+  }
+  // head_dim^-0.5 * heads^-0.5, rounded once, as the CPU kernel does.
+  const float weight_scale =
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim) *
+                                         static_cast<double>(p.heads)));
+  const int groups = GroupsFor(p.head_dim);
+  const int64_t items = p.tokens * p.heads;
+  const int64_t blocks = (items + groups - 1) / groups;
+  if (blocks > 0x7fffffff) {
+    return Invalid(op, "%lld (token, head) rows are too many for one launch",
+                   static_cast<long long>(items));
+  }
+  hipLaunchKernelGGL(IndexerQKernel, dim3(static_cast<uint32_t>(blocks)),
+                     dim3(groups * kLanes), groups * p.head_dim * sizeof(float),
+                     static_cast<hipStream_t>(stream), p, TraitsOf(p.encoding),
+                     groups, weight_scale);
+  return CheckLaunch(op);
+}
+
+LaunchResult MlaCacheWriteLaunch(const MlaCacheWriteParams& p, void* stream) {
+  constexpr const char* op = "mla_cache_write";
+  if (p.tokens < 0 || p.kv_lora_rank < 1 || p.rope_dim < 0 ||
+      p.block_size < 1 || p.num_blocks < 0) {
+    return Invalid(op,
+                   "tokens %lld, kv_lora_rank %d, rope_dim %d, block_size %d, "
+                   "num_blocks %lld: expected tokens, rope_dim, num_blocks >= "
+                   "0, kv_lora_rank, block_size >= 1",
+                   static_cast<long long>(p.tokens), p.kv_lora_rank, p.rope_dim,
+                   p.block_size, static_cast<long long>(p.num_blocks));
+  }
+  if (p.layout == LatentLayout::kFp8 && p.kv_lora_rank % 128 != 0) {
+    return Invalid(op, "kv_lora_rank %d is not a multiple of 128 (fp8 tiles)",
+                   p.kv_lora_rank);
+  }
+  const int64_t row = int64_t{p.kv_lora_rank} + p.rope_dim;
+  if (row > kMaxStagedFloats) {
+    return Invalid(op,
+                   "kv_lora_rank + rope_dim = %lld is above the GPU "
+                   "kernel's %d",
+                   static_cast<long long>(row), kMaxStagedFloats);
+  }
+  if (p.tokens == 0) return LaunchResult{};
+  if (p.kv_c == nullptr || p.k_pe == nullptr || p.slot_mapping == nullptr ||
+      (p.kv_cache == nullptr && p.num_blocks > 0)) {
+    return Invalid(op, "a null pointer for a non-empty tensor");
+  }
+  const int groups = GroupsFor(row);
+  const int64_t blocks = (p.tokens + groups - 1) / groups;
+  if (blocks > 0x7fffffff) {
+    return Invalid(op, "%lld tokens are too many for one launch",
+                   static_cast<long long>(p.tokens));
+  }
+  hipLaunchKernelGGL(MlaCacheWriteKernel, dim3(static_cast<uint32_t>(blocks)),
+                     dim3(groups * kLanes), groups * row * sizeof(float),
+                     static_cast<hipStream_t>(stream), p, TraitsOf(p.encoding),
+                     groups);
+  return CheckLaunch(op);
+}
+
+}  // namespace dsa::attention::gpu
