@@ -352,9 +352,9 @@ TEST_F(CacheKernelsTest, KWriteSkipsOutOfRangeIndices) {
     for (int64_t d = 0; d < hd; ++d)
       ASSERT_EQ(v[d], kPoison) << "slot " << slot;
   }
-  EXPECT_FALSE(std::all_of(got.begin(), got.begin() + hd,
-                           [](uint8_t c) { return c == kPoison; }))
-      << "slot 0 was not written";
+  EXPECT_FALSE(std::all_of(got.begin(), got.begin() + hd, [](uint8_t c) {
+    return c == kPoison;
+  })) << "slot 0 was not written";
   for (int32_t v : dev.Download<int32_t>(p.topk_indices, topk.size())) {
     ASSERT_EQ(v, -1);
   }
