@@ -100,11 +100,10 @@ Status IndexerKWriteCpu(const ExecutionContext& ctx,
           const int64_t slot = LoadIndex<int64_t>(a.slot_mapping, t);
           if (slot == -1) continue;
           LoadFloats(a.k, a.k.offset(t, 0), head_dim, y.data());
-          // Two-pass statistics in double (immune to the
-          // cancellation a one-pass fp32 variance suffers on offset
-          // inputs), summed in the order the GPU kernel uses
-          // (attention/dtypes/layer_norm.h) so both write the same
-          // bytes.
+          // Two-pass statistics in double (immune to the cancellation a
+          // one-pass fp32 variance suffers on offset inputs), summed in the
+          // order the GPU kernel uses (attention/dtypes/layer_norm.h), so
+          // both write the same bytes.
           float mean_f, inv_std;
           LayerNormStats(y.data(), head_dim, a.ln_eps, &mean_f, &inv_std);
           for (int64_t d = 0; d < head_dim; ++d) {
