@@ -16,10 +16,13 @@
 // in the canonical order of attention/dtypes/layer_norm.h on both sides.
 //
 // Layout: one group of 32 lanes per token (K write, MLA write) or per
-// (token, head) (Q), several groups per block. A group stages its row in
-// shared memory with 16-byte loads when the row is 16-byte aligned (any
-// other row is read element by element), so the reductions can follow the
-// canonical order and rope can pair any two dims.
+// (token, head) (Q). For head_dim 128 (every preset) and rope_dim / 8 a
+// power of two, K write and Q keep a row in registers, 4 dims per lane (the
+// canonical LayerNorm lanes), and exchange rope partners by shuffles; Q
+// loads 4 rows per group before working on them. Any other shape takes the
+// general path: a group stages its row in shared memory (16-byte loads when
+// aligned), so the reductions follow the canonical order and rope can pair
+// any two dims. Both paths do the same arithmetic.
 //
 // The launchers take raw device pointers, element strides and sizes (plain
 // C++, no HIP types) and enqueue on `stream` without synchronising. They
@@ -70,6 +73,9 @@ struct IndexerKWriteParams {
   int64_t topk_stride = 0;  // int32 elements between rows
   int64_t tokens = 0;
   int32_t head_dim = 0;
+  // Tests and benchmarks: use the general (shared-memory) path even where
+  // the register path fits (head_dim 128, rope_dim / 8 a power of two).
+  bool force_staged_path = false;
 };
 
 LaunchResult IndexerKWriteLaunch(const IndexerKWriteParams& params,
@@ -101,6 +107,8 @@ struct IndexerQParams {
   int64_t tokens = 0;
   int32_t heads = 0;
   int32_t head_dim = 0;
+  // As IndexerKWriteParams::force_staged_path.
+  bool force_staged_path = false;
 };
 
 // head_weights[t,h] = weights[t,h] * q_scale[t,h] * weight_scale, with

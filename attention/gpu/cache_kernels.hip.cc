@@ -357,6 +357,231 @@ __global__ void __launch_bounds__(kThreads)
     StoreBf16Bytes(pe + 2 * i, y[lora + i]);
 }
 
+// ---------------------------------------------------------------------------
+// Register path for head_dim 128 (every preset's indexer): lane l of a group
+// holds dims 4l..4l+3, which is also the canonical LayerNorm lane
+// assignment (layer_norm.h), so the statistics need no shared memory; rope
+// pairs across lanes are exchanged with one xor shuffle (NeoX: the partner
+// of dim i < rope/2 is dim i + rope/2, rope/8 lanes away; interleaved: in
+// the same lane), which needs rope_dim / 8 to be a power of two. No block
+// barriers: each group works alone, loads for several rows in flight.
+// The arithmetic is the staged path's, operation for operation.
+
+constexpr int kRegDim = 128;
+constexpr int kQRowsPerGroup = 4;  // independent rows per group (Q)
+
+bool RegisterPathFits(int head_dim, int rope_dim) {
+  if (head_dim != kRegDim || rope_dim < 8 || rope_dim > kRegDim ||
+      rope_dim % 8 != 0) {
+    return false;
+  }
+  const int d = rope_dim / 8;
+  return (d & (d - 1)) == 0;
+}
+
+// v[0:4] = row[4 * lane + 0:4] (16-/8-byte load when aligned).
+__device__ __forceinline__ void Load4(const void* row, FloatType type, int lane,
+                                      float v[4]) {
+  if (type == FloatType::kFloat32) {
+    const float* r = static_cast<const float*>(row) + 4 * lane;
+    if ((reinterpret_cast<uintptr_t>(r) & 15) == 0) {
+      const float4 x = *reinterpret_cast<const float4*>(r);
+      v[0] = x.x;
+      v[1] = x.y;
+      v[2] = x.z;
+      v[3] = x.w;
+    } else {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] = r[k];
+    }
+  } else {
+    const uint16_t* r = static_cast<const uint16_t*>(row) + 4 * lane;
+    if ((reinterpret_cast<uintptr_t>(r) & 7) == 0) {
+      const uint2 x = *reinterpret_cast<const uint2*>(r);
+      v[0] = Bf16ToFloat(static_cast<uint16_t>(x.x));
+      v[1] = Bf16ToFloat(static_cast<uint16_t>(x.x >> 16));
+      v[2] = Bf16ToFloat(static_cast<uint16_t>(x.y));
+      v[3] = Bf16ToFloat(static_cast<uint16_t>(x.y >> 16));
+    } else {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] = Bf16ToFloat(r[k]);
+    }
+  }
+}
+
+// Rope of dims 4*lane..4*lane+3 (ApplyRope's arithmetic). Every lane of the
+// group must call it (it shuffles).
+__device__ __forceinline__ void Rope4(float v[4], const float* cs, int rope_dim,
+                                      RopeKind rope, int lane) {
+  const int half = rope_dim / 2;
+  const int e0 = 4 * lane;
+  if (rope == RopeKind::kNeox) {
+    const int distance = half / 4;  // lanes between a dim and its partner
+    float other[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) other[k] = DSA_SHFL_XOR(v[k], distance, kLanes);
+    if (e0 < rope_dim) {
+      const bool first = e0 < half;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int i = first ? e0 + k : e0 + k - half;
+        const float c = cs[i];
+        const float s = cs[half + i];
+        // first: (x1, x2) = (v, other); second: (x1, x2) = (other, v).
+        v[k] = first ? __fsub_rn(__fmul_rn(v[k], c), __fmul_rn(other[k], s))
+                     : __fadd_rn(__fmul_rn(v[k], c), __fmul_rn(other[k], s));
+      }
+    }
+  } else if (e0 < rope_dim) {
+#pragma unroll
+    for (int k = 0; k < 4; k += 2) {
+      const int i = (e0 + k) / 2;
+      const float c = cs[i];
+      const float s = cs[half + i];
+      const float x1 = v[k];
+      const float x2 = v[k + 1];
+      v[k] = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
+      v[k + 1] = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
+    }
+  }
+}
+
+// The ue8m0 scale of the group's 128 values and their 4 codes per lane,
+// stored at codes + 4 * lane; returns the scale.
+__device__ __forceinline__ float Quantize4(const float v[4],
+                                           const Fp8Traits& traits,
+                                           uint8_t* codes, int lane) {
+  float m = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) m = fmaxf(m, fabsf(v[k]));
+  const float scale = Ue8m0Scale(GroupMax(m), traits.max);
+  const float inv = 1.0f / scale;
+  uint8_t c[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) c[k] = FloatToFp8(__fmul_rn(v[k], inv), traits);
+  uint8_t* out = codes + 4 * lane;
+  if ((reinterpret_cast<uintptr_t>(out) & 3) == 0) {
+    *reinterpret_cast<uint32_t*>(out) = uint32_t{c[0]} | (uint32_t{c[1]} << 8) |
+                                        (uint32_t{c[2]} << 16) |
+                                        (uint32_t{c[3]} << 24);
+  } else {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) out[k] = c[k];
+  }
+  return scale;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    IndexerQRegisterKernel(IndexerQParams p, Fp8Traits traits,
+                           float weight_scale) {
+  const int lane = threadIdx.x % kLanes;
+  const int64_t group =
+      (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes;
+  const int64_t items = p.tokens * p.heads;
+  const int esize = p.q_type == FloatType::kFloat32 ? 4 : 2;
+  float v[kQRowsPerGroup][4];
+  int64_t t[kQRowsPerGroup], h[kQRowsPerGroup], pos[kQRowsPerGroup];
+  // Every row's load first, so they are in flight together.
+#pragma unroll
+  for (int j = 0; j < kQRowsPerGroup; ++j) {
+    const int64_t item = group * kQRowsPerGroup + j;
+    pos[j] = -1;
+    t[j] = h[j] = 0;
+    if (item < items) {
+      t[j] = item / p.heads;
+      h[j] = item % p.heads;
+      pos[j] = p.positions[t[j] * p.positions_stride];
+    }
+    if (pos[j] >= 0 && pos[j] < p.max_position) {
+      Load4(static_cast<const char*>(p.q) +
+                (t[j] * p.q_token_stride + h[j] * p.q_head_stride) * esize,
+            p.q_type, lane, v[j]);
+    } else {
+      pos[j] = -1;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kQRowsPerGroup; ++j) {
+    if (pos[j] < 0) continue;  // the whole group skips together
+    Rope4(v[j], p.cos_sin_cache + pos[j] * p.cos_sin_stride, p.rope_dim, p.rope,
+          lane);
+    const float scale = Quantize4(
+        v[j], traits,
+        p.q_fp8 + t[j] * p.q_fp8_token_stride + h[j] * p.q_fp8_head_stride,
+        lane);
+    if (lane == 0) {
+      const float w = LoadElement(
+          p.weights, p.weights_type,
+          t[j] * p.weights_token_stride + h[j] * p.weights_head_stride);
+      p.head_weights[t[j] * p.head_weights_token_stride +
+                     h[j] * p.head_weights_head_stride] =
+          __fmul_rn(__fmul_rn(w, scale), weight_scale);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    IndexerKWriteRegisterKernel(IndexerKWriteParams p, Fp8Traits traits) {
+  const int lane = threadIdx.x % kLanes;
+  const int64_t t =
+      (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes;
+  if (t >= p.tokens) return;  // whole groups only: no barrier follows
+  const int64_t slot = p.slot_mapping[t * p.slot_mapping_stride];
+  const int64_t pos = p.positions[t * p.positions_stride];
+  const bool active = slot >= 0 && slot < p.num_blocks * p.block_size &&
+                      pos >= 0 && pos < p.max_position;
+  float v[4];
+  if (active) {
+    Load4(static_cast<const char*>(p.k) +
+              t * p.k_row_stride * (p.k_type == FloatType::kFloat32 ? 4 : 2),
+          p.k_type, lane, v);
+  }
+  // The top-k buffer clear (every token) while the row is in flight.
+  if (p.topk > 0) {
+    int32_t* row = p.topk_indices + t * p.topk_stride;
+    if ((reinterpret_cast<uintptr_t>(row) & 15) == 0 && p.topk % 4 == 0) {
+      int4* out = reinterpret_cast<int4*>(row);
+      const int4 minus_one = make_int4(-1, -1, -1, -1);
+      for (int u = lane; u < p.topk / 4; u += kLanes) out[u] = minus_one;
+    } else {
+      for (int j = lane; j < p.topk; j += kLanes) row[j] = -1;
+    }
+  }
+  if (!active) return;
+  // LayerNorm statistics in the canonical order: this lane's 4 dims in
+  // increasing order, then the xor butterfly.
+  double sum = 0.0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) sum = __dadd_rn(sum, double{v[k]});
+  sum = GroupSum(sum);
+  const double mean = sum / static_cast<double>(kRegDim);
+  double sq = 0.0;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const double d = __dsub_rn(double{v[k]}, mean);
+    sq = __dadd_rn(sq, __dmul_rn(d, d));
+  }
+  sq = GroupSum(sq);
+  const float mean_f = static_cast<float>(mean);
+  const float inv_std = LayerNormInvStd(sq, kRegDim, p.ln_eps);
+  float w[4], b[4];
+  Load4(p.ln_weight, p.ln_weight_type, lane, w);
+  Load4(p.ln_bias, p.ln_bias_type, lane, b);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    v[k] = __fadd_rn(
+        __fmul_rn(__fmul_rn(__fsub_rn(v[k], mean_f), inv_std), w[k]), b[k]);
+  }
+  Rope4(v, p.cos_sin_cache + pos * p.cos_sin_stride, p.rope_dim, p.rope, lane);
+  const int64_t block = slot / p.block_size;
+  const int64_t offset = slot % p.block_size;
+  uint8_t* base = p.k_cache + block * p.block_size * int64_t{kRegDim + 4};
+  const float scale = Quantize4(v, traits, base + offset * kRegDim, lane);
+  if (lane == 0) {
+    StoreFloatBytes(base + int64_t{p.block_size} * kRegDim + 4 * offset, scale);
+  }
+}
+
 // Groups per block for rows of `floats` staged floats each.
 int GroupsFor(int64_t floats) {
   int64_t g = kMaxStagedFloats / (floats > 0 ? floats : 1);
@@ -391,6 +616,19 @@ LaunchResult IndexerKWriteLaunch(const IndexerKWriteParams& p, void* stream) {
       p.slot_mapping == nullptr || (p.k_cache == nullptr && p.num_blocks > 0) ||
       (p.topk_indices == nullptr && p.topk > 0)) {
     return Invalid(op, "a null pointer for a non-empty tensor");
+  }
+  if (!p.force_staged_path && RegisterPathFits(p.head_dim, p.rope_dim)) {
+    constexpr int kGroups = kThreads / kLanes;
+    const int64_t blocks = (p.tokens + kGroups - 1) / kGroups;
+    if (blocks > 0x7fffffff) {
+      return Invalid(op, "%lld tokens are too many for one launch",
+                     static_cast<long long>(p.tokens));
+    }
+    hipLaunchKernelGGL(IndexerKWriteRegisterKernel,
+                       dim3(static_cast<uint32_t>(blocks)), dim3(kThreads), 0,
+                       static_cast<hipStream_t>(stream), p,
+                       TraitsOf(p.encoding));
+    return CheckLaunch(op);
   }
   const int groups = GroupsFor(p.head_dim);
   const int64_t blocks = (p.tokens + groups - 1) / groups;
@@ -432,8 +670,21 @@ LaunchResult IndexerQLaunch(const IndexerQParams& p, void* stream) {
   const float weight_scale =
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim) *
                                          static_cast<double>(p.heads)));
-  const int groups = GroupsFor(p.head_dim);
   const int64_t items = p.tokens * p.heads;
+  if (!p.force_staged_path && RegisterPathFits(p.head_dim, p.rope_dim)) {
+    constexpr int64_t kRowsPerBlock = kThreads / kLanes * kQRowsPerGroup;
+    const int64_t blocks = (items + kRowsPerBlock - 1) / kRowsPerBlock;
+    if (blocks > 0x7fffffff) {
+      return Invalid(op, "%lld (token, head) rows are too many for one launch",
+                     static_cast<long long>(items));
+    }
+    hipLaunchKernelGGL(IndexerQRegisterKernel,
+                       dim3(static_cast<uint32_t>(blocks)), dim3(kThreads), 0,
+                       static_cast<hipStream_t>(stream), p,
+                       TraitsOf(p.encoding), weight_scale);
+    return CheckLaunch(op);
+  }
+  const int groups = GroupsFor(p.head_dim);
   const int64_t blocks = (items + groups - 1) / groups;
   if (blocks > 0x7fffffff) {
     return Invalid(op, "%lld (token, head) rows are too many for one launch",

@@ -120,7 +120,7 @@ std::vector<float> CosSin(int64_t positions, int64_t rope) {
 }
 
 // Slots for `tokens` tokens in a cache of `num_slots`: distinct, shuffled,
-// about one in six -1 (padding).
+// about one in six -1 (padding), except token 0, which is always written.
 std::vector<int64_t> RandomSlots(std::mt19937_64& rng, int64_t tokens,
                                  int64_t num_slots) {
   std::vector<int64_t> free_slots(num_slots);
@@ -128,7 +128,7 @@ std::vector<int64_t> RandomSlots(std::mt19937_64& rng, int64_t tokens,
   std::shuffle(free_slots.begin(), free_slots.end(), rng);
   std::vector<int64_t> slots(tokens);
   for (int64_t t = 0; t < tokens; ++t) {
-    slots[t] = rng() % 6 == 0 ? -1 : free_slots[t];
+    slots[t] = t > 0 && rng() % 6 == 0 ? -1 : free_slots[t];
   }
   return slots;
 }
@@ -242,25 +242,37 @@ void RunKWrite(std::mt19937_64& rng, const KWriteShape& s, DType fp8,
   void* dp = dev.Upload(positions.data(), positions.size() * 8);
   void* dcs = dev.Upload(cs.data(), cs.size() * 4);
   void* ds = dev.Upload(slots.data(), slots.size() * 8);
-  void* dc = dev.Upload(cache.data(), cache.size());
-  void* dt = dev.Upload(topk.data(), topk.size() * 4);
-  ASSERT_TRUE(dev.last().ok()) << dev.last().message;
-  const Status gpu_status = IndexerKWriteGpu(
-      ExecutionContext{}, make_args(dk, dw, db, dp, dcs, ds, dc, dt));
-  ASSERT_TRUE(gpu_status.ok()) << gpu_status.message();
-  ASSERT_TRUE(DeviceSynchronize().ok());
-  const std::vector<uint8_t> gpu_cache =
-      dev.Download<uint8_t>(dc, cache.size());
-  const std::vector<int32_t> gpu_topk = dev.Download<int32_t>(dt, topk.size());
-  ASSERT_TRUE(dev.last().ok()) << dev.last().message;
-
-  const int64_t diff = FirstDifference(gpu_cache, cpu_cache);
-  ASSERT_EQ(diff, -1) << "cache byte " << diff << " (block "
-                      << diff / (s.block_size * (s.head_dim + 4)) << "): gpu "
-                      << int{gpu_cache[diff]} << ", cpu "
-                      << int{cpu_cache[diff]};
-  for (size_t i = 0; i < gpu_topk.size(); ++i) {
-    ASSERT_EQ(gpu_topk[i], -1) << "top-k element " << i;
+  // The path op_kernels picks (registers at head_dim 128), then the general
+  // staged path, each from the poison.
+  for (const bool staged : {false, true}) {
+    SCOPED_TRACE(staged ? "staged path" : "default path");
+    void* dc = dev.Upload(cache.data(), cache.size());
+    void* dt = dev.Upload(topk.data(), topk.size() * 4);
+    ASSERT_TRUE(dev.last().ok()) << dev.last().message;
+    const IndexerKWrite::Args args = make_args(dk, dw, db, dp, dcs, ds, dc, dt);
+    if (!staged) {
+      const Status gpu_status = IndexerKWriteGpu(ExecutionContext{}, args);
+      ASSERT_TRUE(gpu_status.ok()) << gpu_status.message();
+    } else {
+      IndexerKWriteParams params = IndexerKWriteParamsFor(args);
+      params.force_staged_path = true;
+      const LaunchResult r = IndexerKWriteLaunch(params, nullptr);
+      ASSERT_TRUE(r.ok()) << r.message;
+    }
+    ASSERT_TRUE(DeviceSynchronize().ok());
+    const std::vector<uint8_t> gpu_cache =
+        dev.Download<uint8_t>(dc, cache.size());
+    const std::vector<int32_t> gpu_topk =
+        dev.Download<int32_t>(dt, topk.size());
+    ASSERT_TRUE(dev.last().ok()) << dev.last().message;
+    const int64_t diff = FirstDifference(gpu_cache, cpu_cache);
+    ASSERT_EQ(diff, -1) << "cache byte " << diff << " (block "
+                        << diff / (s.block_size * (s.head_dim + 4)) << "): gpu "
+                        << int{gpu_cache[diff]} << ", cpu "
+                        << int{cpu_cache[diff]};
+    for (size_t i = 0; i < gpu_topk.size(); ++i) {
+      ASSERT_EQ(gpu_topk[i], -1) << "top-k element " << i;
+    }
   }
   // The poison check the CPU side implies: written slots changed.
   int64_t written = 0;
@@ -297,6 +309,9 @@ TEST_F(CacheKernelsTest, KWriteEqualsCpuAtEdgeShapes) {
                 DType::kBFloat16);
       RunKWrite(rng_, {33, 130, 32, 8, 5, 5, 130, 0}, fp8, style,
                 DType::kFloat32);
+      // head_dim 128 with a rope the register path does not take.
+      RunKWrite(rng_, {20, 128, 48, 16, 2, 4, 128, 0}, fp8, style,
+                DType::kBFloat16);
       if (HasFatalFailure()) return;
     }
   }
@@ -329,34 +344,38 @@ TEST_F(CacheKernelsTest, KWriteSkipsOutOfRangeIndices) {
   p.rope_dim = rope;
   p.slot_mapping =
       static_cast<const int64_t*>(dev.Upload(slots.data(), slots.size() * 8));
-  p.k_cache = static_cast<uint8_t*>(dev.Upload(cache.data(), cache.size()));
   p.num_blocks = blocks;
   p.block_size = bs;
-  p.topk_indices =
-      static_cast<int32_t*>(dev.Upload(topk.data(), topk.size() * 4));
   p.topk = 8;
   p.topk_stride = 8;
   p.tokens = tokens;
   p.head_dim = hd;
   ASSERT_TRUE(dev.last().ok()) << dev.last().message;
-  const LaunchResult r = IndexerKWriteLaunch(p, nullptr);
-  ASSERT_TRUE(r.ok()) << r.message;
-  ASSERT_TRUE(DeviceSynchronize().ok());
-  const std::vector<uint8_t> got =
-      dev.Download<uint8_t>(p.k_cache, cache.size());
-  // Only token 0 (slot 0) is valid: slot 1 has position 16, slot 2 position
-  // -1, the rest are outside the 8 slots.
-  for (int64_t slot = 1; slot < blocks * bs; ++slot) {
-    const int64_t block = slot / bs, off = slot % bs;
-    const uint8_t* v = got.data() + block * bs * (hd + 4) + off * hd;
-    for (int64_t d = 0; d < hd; ++d)
-      ASSERT_EQ(v[d], kPoison) << "slot " << slot;
-  }
-  EXPECT_FALSE(std::all_of(got.begin(), got.begin() + hd, [](uint8_t c) {
-    return c == kPoison;
-  })) << "slot 0 was not written";
-  for (int32_t v : dev.Download<int32_t>(p.topk_indices, topk.size())) {
-    ASSERT_EQ(v, -1);
+  for (const bool staged : {false, true}) {
+    SCOPED_TRACE(staged ? "staged path" : "register path");
+    p.k_cache = static_cast<uint8_t*>(dev.Upload(cache.data(), cache.size()));
+    p.topk_indices =
+        static_cast<int32_t*>(dev.Upload(topk.data(), topk.size() * 4));
+    p.force_staged_path = staged;
+    const LaunchResult r = IndexerKWriteLaunch(p, nullptr);
+    ASSERT_TRUE(r.ok()) << r.message;
+    ASSERT_TRUE(DeviceSynchronize().ok());
+    const std::vector<uint8_t> got =
+        dev.Download<uint8_t>(p.k_cache, cache.size());
+    // Only token 0 (slot 0) is valid: slot 1 has position 16, slot 2 position
+    // -1, the rest are outside the 8 slots.
+    for (int64_t slot = 1; slot < blocks * bs; ++slot) {
+      const int64_t block = slot / bs, off = slot % bs;
+      const uint8_t* v = got.data() + block * bs * (hd + 4) + off * hd;
+      for (int64_t d = 0; d < hd; ++d)
+        ASSERT_EQ(v[d], kPoison) << "slot " << slot;
+    }
+    EXPECT_FALSE(std::all_of(got.begin(), got.begin() + hd, [](uint8_t c) {
+      return c == kPoison;
+    })) << "slot 0 was not written";
+    for (int32_t v : dev.Download<int32_t>(p.topk_indices, topk.size())) {
+      ASSERT_EQ(v, -1);
+    }
   }
 }
 
@@ -412,25 +431,35 @@ void RunQ(std::mt19937_64& rng, int64_t tokens, int64_t heads, int64_t head_dim,
   void* dw = dev.Upload(w_bytes.data(), w_bytes.size());
   void* dp = dev.Upload(positions.data(), positions.size() * 8);
   void* dcs = dev.Upload(cs.data(), cs.size() * 4);
-  void* dqo = dev.Upload(q_fp8.data(), q_fp8.size());
-  void* dho = dev.Upload(hw.data(), hw.size() * 4);
-  ASSERT_TRUE(dev.last().ok()) << dev.last().message;
-  const Status gpu_status =
-      IndexerQGpu(ExecutionContext{}, make_args(dq, dw, dp, dcs, dqo, dho));
-  ASSERT_TRUE(gpu_status.ok()) << gpu_status.message();
-  ASSERT_TRUE(DeviceSynchronize().ok());
-  const std::vector<uint8_t> gpu_q = dev.Download<uint8_t>(dqo, q_fp8.size());
-  const std::vector<float> gpu_hw = dev.Download<float>(dho, hw.size());
-  const int64_t diff = FirstDifference(gpu_q, cpu_q);
-  ASSERT_EQ(diff, -1) << "q_fp8 byte " << diff << " ((token, head) "
-                      << diff / head_dim << "): gpu " << int{gpu_q[diff]}
-                      << ", cpu " << int{cpu_q[diff]};
-  for (size_t i = 0; i < gpu_hw.size(); ++i) {
-    uint32_t g, c;
-    std::memcpy(&g, &gpu_hw[i], 4);
-    std::memcpy(&c, &cpu_hw[i], 4);
-    ASSERT_EQ(g, c) << "head_weights " << i << ": gpu " << gpu_hw[i] << ", cpu "
-                    << cpu_hw[i];
+  for (const bool staged : {false, true}) {
+    SCOPED_TRACE(staged ? "staged path" : "default path");
+    void* dqo = dev.Upload(q_fp8.data(), q_fp8.size());
+    void* dho = dev.Upload(hw.data(), hw.size() * 4);
+    ASSERT_TRUE(dev.last().ok()) << dev.last().message;
+    const IndexerQ::Args args = make_args(dq, dw, dp, dcs, dqo, dho);
+    if (!staged) {
+      const Status gpu_status = IndexerQGpu(ExecutionContext{}, args);
+      ASSERT_TRUE(gpu_status.ok()) << gpu_status.message();
+    } else {
+      IndexerQParams params = IndexerQParamsFor(args);
+      params.force_staged_path = true;
+      const LaunchResult r = IndexerQLaunch(params, nullptr);
+      ASSERT_TRUE(r.ok()) << r.message;
+    }
+    ASSERT_TRUE(DeviceSynchronize().ok());
+    const std::vector<uint8_t> gpu_q = dev.Download<uint8_t>(dqo, q_fp8.size());
+    const std::vector<float> gpu_hw = dev.Download<float>(dho, hw.size());
+    const int64_t diff = FirstDifference(gpu_q, cpu_q);
+    ASSERT_EQ(diff, -1) << "q_fp8 byte " << diff << " ((token, head) "
+                        << diff / head_dim << "): gpu " << int{gpu_q[diff]}
+                        << ", cpu " << int{cpu_q[diff]};
+    for (size_t i = 0; i < gpu_hw.size(); ++i) {
+      uint32_t g, c;
+      std::memcpy(&g, &gpu_hw[i], 4);
+      std::memcpy(&c, &cpu_hw[i], 4);
+      ASSERT_EQ(g, c) << "head_weights " << i << ": gpu " << gpu_hw[i]
+                      << ", cpu " << cpu_hw[i];
+    }
   }
 }
 
@@ -454,6 +483,8 @@ TEST_F(CacheKernelsTest, QEqualsCpuAtEdgeShapes) {
     RunQ(rng_, 17, 4, 128, 64, fp8, RopeStyle::kNeox, DType::kFloat32, 3);
     RunQ(rng_, 9, 4, 64, 32, fp8, RopeStyle::kInterleaved, DType::kBFloat16, 0);
     RunQ(rng_, 5, 3, 130, 128, fp8, RopeStyle::kNeox, DType::kFloat32, 0);
+    RunQ(rng_, 6, 5, 128, 48, fp8, RopeStyle::kInterleaved, DType::kFloat32, 0);
+    RunQ(rng_, 7, 3, 128, 128, fp8, RopeStyle::kNeox, DType::kBFloat16, 1);
     if (HasFatalFailure()) return;
   }
 }

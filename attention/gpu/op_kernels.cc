@@ -112,9 +112,7 @@ RopeKind RopeKindOf(RopeStyle style) {
 
 }  // namespace
 
-Status IndexerKWriteGpu(const ExecutionContext& ctx,
-                        const IndexerKWrite::Args& a) {
-  DSA_RETURN_IF_ERROR(IndexerKWrite::Validate(a));
+IndexerKWriteParams IndexerKWriteParamsFor(const IndexerKWrite::Args& a) {
   IndexerKWriteParams p;
   p.k = a.k.data;
   p.k_type = FloatTypeOf(a.k.dtype);
@@ -142,11 +140,16 @@ Status IndexerKWriteGpu(const ExecutionContext& ctx,
   p.topk_stride = a.topk_indices.stride(0);
   p.tokens = a.k.dim(0);
   p.head_dim = static_cast<int32_t>(a.k.dim(1));
-  return FromLaunch(IndexerKWriteLaunch(p, ctx.stream));
+  return p;
 }
 
-Status IndexerQGpu(const ExecutionContext& ctx, const IndexerQ::Args& a) {
-  DSA_RETURN_IF_ERROR(IndexerQ::Validate(a));
+Status IndexerKWriteGpu(const ExecutionContext& ctx,
+                        const IndexerKWrite::Args& a) {
+  DSA_RETURN_IF_ERROR(IndexerKWrite::Validate(a));
+  return FromLaunch(IndexerKWriteLaunch(IndexerKWriteParamsFor(a), ctx.stream));
+}
+
+IndexerQParams IndexerQParamsFor(const IndexerQ::Args& a) {
   IndexerQParams p;
   p.q = a.q.data;
   p.q_type = FloatTypeOf(a.q.dtype);
@@ -173,7 +176,12 @@ Status IndexerQGpu(const ExecutionContext& ctx, const IndexerQ::Args& a) {
   p.tokens = a.q.dim(0);
   p.heads = static_cast<int32_t>(a.q.dim(1));
   p.head_dim = static_cast<int32_t>(a.q.dim(2));
-  return FromLaunch(IndexerQLaunch(p, ctx.stream));
+  return p;
+}
+
+Status IndexerQGpu(const ExecutionContext& ctx, const IndexerQ::Args& a) {
+  DSA_RETURN_IF_ERROR(IndexerQ::Validate(a));
+  return FromLaunch(IndexerQLaunch(IndexerQParamsFor(a), ctx.stream));
 }
 
 Status MlaCacheWriteGpu(const ExecutionContext& ctx,

@@ -14,6 +14,7 @@
 
 #include <vector>
 
+#include "attention/gpu/cache_kernels.h"
 #include "attention/ops.h"
 #include "platform/core_status.h"
 #include "platform/plugin_api.h"
@@ -30,6 +31,10 @@ Status IndexerKWriteGpu(const ExecutionContext& ctx,
 Status IndexerQGpu(const ExecutionContext& ctx, const IndexerQ::Args& args);
 Status MlaCacheWriteGpu(const ExecutionContext& ctx,
                         const MlaCacheWrite::Args& args);
+// The launchers' parameters for op arguments (already validated), so tests
+// and benchmarks can run a launcher path of their choice.
+IndexerKWriteParams IndexerKWriteParamsFor(const IndexerKWrite::Args& args);
+IndexerQParams IndexerQParamsFor(const IndexerQ::Args& args);
 
 // "cuda", "rocm", or nullptr when built without a GPU backend.
 const char* GpuPlatformId();
