@@ -145,6 +145,11 @@ struct MlaCacheWriteParams {
 LaunchResult MlaCacheWriteLaunch(const MlaCacheWriteParams& params,
                                  void* stream);
 
+// For tests: out[i] = the kernels' float -> fp8 conversion of in[i] (device
+// pointers), which must equal FloatToFp8 (attention/dtypes/fp8.h).
+LaunchResult Fp8EncodeForTesting(const float* in, uint8_t* out, int64_t n,
+                                 Fp8Encoding encoding, void* stream);
+
 }  // namespace dsa::attention::gpu
 
 #endif  // DSA_ATTENTION_GPU_CACHE_KERNELS_H_

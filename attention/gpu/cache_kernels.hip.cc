@@ -35,6 +35,22 @@ constexpr int kMaxGroups = kThreads / kLanes;
 // Shared memory a block may stage (floats of all its groups' rows).
 constexpr int kMaxStagedFloats = 12 * 1024;
 
+// float -> fp8 as FloatToFp8 (attention/dtypes/fp8.h) computes it. On
+// NVIDIA sm_89 and newer, e4m3fn uses the hardware conversion (cvt.rn.
+// satfinite: round to nearest even, saturating to +-448, as FloatToFp8 does)
+// instead of ~20 integer instructions; NaN keeps FloatToFp8's sign rule.
+// cache_kernels_test compares the two over 2^25 float32 bit patterns.
+__device__ __forceinline__ uint8_t EncodeFp8(float x, const Fp8Traits& t) {
+#if defined(DSA_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if (t.has_negative_zero && !isnan(x)) {
+    uint16_t pair;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;" : "=h"(pair) : "f"(x));
+    return static_cast<uint8_t>(pair);
+  }
+#endif
+  return FloatToFp8(x, t);
+}
+
 __device__ __forceinline__ float LoadElement(const void* base, FloatType type,
                                              int64_t i) {
   if (type == FloatType::kFloat32) return static_cast<const float*>(base)[i];
@@ -130,14 +146,14 @@ __device__ void StoreCodes(const float* y, int n, float inv,
       uint32_t word = 0;
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        word |= uint32_t{FloatToFp8(__fmul_rn(y[4 * c + k], inv), traits)}
+        word |= uint32_t{EncodeFp8(__fmul_rn(y[4 * c + k], inv), traits)}
                 << (8 * k);
       }
       out[c] = word;
     }
   } else {
     for (int i = lane; i < n; i += kLanes) {
-      codes[i] = FloatToFp8(__fmul_rn(y[i], inv), traits);
+      codes[i] = EncodeFp8(__fmul_rn(y[i], inv), traits);
     }
   }
 }
@@ -364,11 +380,20 @@ __global__ void __launch_bounds__(kThreads)
 // pairs across lanes are exchanged with one xor shuffle (NeoX: the partner
 // of dim i < rope/2 is dim i + rope/2, rope/8 lanes away; interleaved: in
 // the same lane), which needs rope_dim / 8 to be a power of two. No block
-// barriers: each group works alone, loads for several rows in flight.
-// The arithmetic is the staged path's, operation for operation.
+// barriers: each group works alone. Q rows spread wider (8 lanes a row,
+// 4 rows per group at once, 8 in flight; below). The arithmetic is the
+// staged path's, operation for operation.
 
 constexpr int kRegDim = 128;
-constexpr int kQRowsPerGroup = 4;  // independent rows per group (Q)
+
+// 1 / scale for an ue8m0 scale (a power of two in [2^-22, 2^121], or +inf
+// for an infinite amax) without a division: exact, so equal to the CPU's
+// 1.0f / scale.
+__device__ __forceinline__ float InversePow2(float scale) {
+  const uint32_t bits = __float_as_uint(scale);
+  if (bits >= (253u << 23)) return 1.0f / scale;  // 2^126 and up, inf
+  return __uint_as_float((254u << 23) - bits);
+}
 
 bool RegisterPathFits(int head_dim, int rope_dim) {
   if (head_dim != kRegDim || rope_dim < 8 || rope_dim > kRegDim ||
@@ -455,10 +480,10 @@ __device__ __forceinline__ float Quantize4(const float v[4],
 #pragma unroll
   for (int k = 0; k < 4; ++k) m = fmaxf(m, fabsf(v[k]));
   const float scale = Ue8m0Scale(GroupMax(m), traits.max);
-  const float inv = 1.0f / scale;
+  const float inv = InversePow2(scale);
   uint8_t c[4];
 #pragma unroll
-  for (int k = 0; k < 4; ++k) c[k] = FloatToFp8(__fmul_rn(v[k], inv), traits);
+  for (int k = 0; k < 4; ++k) c[k] = EncodeFp8(__fmul_rn(v[k], inv), traits);
   uint8_t* out = codes + 4 * lane;
   if ((reinterpret_cast<uintptr_t>(out) & 3) == 0) {
     *reinterpret_cast<uint32_t*>(out) = uint32_t{c[0]} | (uint32_t{c[1]} << 8) |
@@ -471,51 +496,174 @@ __device__ __forceinline__ float Quantize4(const float v[4],
   return scale;
 }
 
+// Q rows of head_dim 128 take 8 lanes each, 16 dims per lane, so a group
+// works on 4 rows at once and the per-row work (index math, the scale, the
+// head weight) is spread over lanes instead of repeated by all 32.
+constexpr int kQLanesPerRow = 8;
+constexpr int kQDimsPerLane = kRegDim / kQLanesPerRow;  // 16
+constexpr int kQRowsAtOnce = kLanes / kQLanesPerRow;    // 4
+constexpr int kQPasses = 2;  // rows in flight per group: 8
+
+bool QRegisterPathFits(int head_dim, int rope_dim, int64_t rows) {
+  // NeoX partners half = rope/2 dims apart must be whole lanes apart, a
+  // power of two of them (xor shuffle within the row's 8 lanes).
+  return head_dim == kRegDim &&
+         (rope_dim == 32 || rope_dim == 64 || rope_dim == 128) &&
+         rows <= 0x7fffffff;
+}
+
+// v = row[16 * sub + 0:16] (16-byte loads when aligned).
+__device__ __forceinline__ void Load16(const void* row, FloatType type, int sub,
+                                       float v[kQDimsPerLane]) {
+  if (type == FloatType::kFloat32) {
+    const float* r = static_cast<const float*>(row) + kQDimsPerLane * sub;
+    if ((reinterpret_cast<uintptr_t>(r) & 15) == 0) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float4 x = reinterpret_cast<const float4*>(r)[q];
+        v[4 * q] = x.x;
+        v[4 * q + 1] = x.y;
+        v[4 * q + 2] = x.z;
+        v[4 * q + 3] = x.w;
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kQDimsPerLane; ++k) v[k] = r[k];
+    }
+  } else {
+    const uint16_t* r = static_cast<const uint16_t*>(row) + kQDimsPerLane * sub;
+    if ((reinterpret_cast<uintptr_t>(r) & 15) == 0) {
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const uint4 x = reinterpret_cast<const uint4*>(r)[q];
+        const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          v[8 * q + 2 * k] = Bf16ToFloat(static_cast<uint16_t>(w[k]));
+          v[8 * q + 2 * k + 1] = Bf16ToFloat(static_cast<uint16_t>(w[k] >> 16));
+        }
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kQDimsPerLane; ++k) v[k] = Bf16ToFloat(r[k]);
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kThreads)
     IndexerQRegisterKernel(IndexerQParams p, Fp8Traits traits,
                            float weight_scale) {
   const int lane = threadIdx.x % kLanes;
-  const int64_t group =
-      (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes;
-  const int64_t items = p.tokens * p.heads;
+  const int sub = lane % kQLanesPerRow;   // 16 dims of the row
+  const int slot = lane / kQLanesPerRow;  // which of the 4 rows
+  // At most 2^31 rows (QRegisterPathFits): row indices fit 32 bits.
+  const uint32_t group = static_cast<uint32_t>(
+      (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes);
+  const uint32_t items = static_cast<uint32_t>(p.tokens * p.heads);
+  const uint32_t heads = static_cast<uint32_t>(p.heads);
   const int esize = p.q_type == FloatType::kFloat32 ? 4 : 2;
-  float v[kQRowsPerGroup][4];
-  int64_t t[kQRowsPerGroup], h[kQRowsPerGroup], pos[kQRowsPerGroup];
-  // Every row's load first, so they are in flight together.
+  float v[kQPasses][kQDimsPerLane];
+  uint32_t t[kQPasses], h[kQPasses];
+  int64_t pos[kQPasses];
+  // Every pass's load first, so they are in flight together.
 #pragma unroll
-  for (int j = 0; j < kQRowsPerGroup; ++j) {
-    const int64_t item = group * kQRowsPerGroup + j;
+  for (int j = 0; j < kQPasses; ++j) {
+    const uint32_t item = (group * kQPasses + j) * kQRowsAtOnce + slot;
     pos[j] = -1;
     t[j] = h[j] = 0;
     if (item < items) {
-      t[j] = item / p.heads;
-      h[j] = item % p.heads;
-      pos[j] = p.positions[t[j] * p.positions_stride];
+      t[j] = item / heads;
+      h[j] = item - t[j] * heads;
+      pos[j] = p.positions[int64_t{t[j]} * p.positions_stride];
     }
     if (pos[j] >= 0 && pos[j] < p.max_position) {
-      Load4(static_cast<const char*>(p.q) +
-                (t[j] * p.q_token_stride + h[j] * p.q_head_stride) * esize,
-            p.q_type, lane, v[j]);
+      Load16(static_cast<const char*>(p.q) + (int64_t{t[j]} * p.q_token_stride +
+                                              int64_t{h[j]} * p.q_head_stride) *
+                                                 esize,
+             p.q_type, sub, v[j]);
     } else {
       pos[j] = -1;
     }
   }
+  const int half = p.rope_dim / 2;
+  const int e0 = kQDimsPerLane * sub;
 #pragma unroll
-  for (int j = 0; j < kQRowsPerGroup; ++j) {
-    if (pos[j] < 0) continue;  // the whole group skips together
-    Rope4(v[j], p.cos_sin_cache + pos[j] * p.cos_sin_stride, p.rope_dim, p.rope,
-          lane);
-    const float scale = Quantize4(
-        v[j], traits,
-        p.q_fp8 + t[j] * p.q_fp8_token_stride + h[j] * p.q_fp8_head_stride,
-        lane);
-    if (lane == 0) {
-      const float w = LoadElement(
-          p.weights, p.weights_type,
-          t[j] * p.weights_token_stride + h[j] * p.weights_head_stride);
-      p.head_weights[t[j] * p.head_weights_token_stride +
-                     h[j] * p.head_weights_head_stride] =
-          __fmul_rn(__fmul_rn(w, scale), weight_scale);
+  for (int j = 0; j < kQPasses; ++j) {
+    // Rope. Every lane shuffles (rows without a token included).
+    if (p.rope == RopeKind::kNeox) {
+      const int distance = half / kQDimsPerLane;  // 1, 2 or 4 lanes
+      float other[kQDimsPerLane];
+#pragma unroll
+      for (int k = 0; k < kQDimsPerLane; ++k) {
+        other[k] = DSA_SHFL_XOR(v[j][k], distance, kLanes);
+      }
+      if (pos[j] >= 0 && e0 < p.rope_dim) {
+        const float* cs = p.cos_sin_cache + pos[j] * p.cos_sin_stride;
+        const bool first = e0 < half;
+        const int i0 = first ? e0 : e0 - half;
+#pragma unroll
+        for (int k = 0; k < kQDimsPerLane; ++k) {
+          const float c = cs[i0 + k];
+          const float s = cs[half + i0 + k];
+          v[j][k] =
+              first ? __fsub_rn(__fmul_rn(v[j][k], c), __fmul_rn(other[k], s))
+                    : __fadd_rn(__fmul_rn(v[j][k], c), __fmul_rn(other[k], s));
+        }
+      }
+    } else if (pos[j] >= 0 && e0 < p.rope_dim) {
+      const float* cs = p.cos_sin_cache + pos[j] * p.cos_sin_stride;
+#pragma unroll
+      for (int k = 0; k < kQDimsPerLane; k += 2) {
+        const int i = (e0 + k) / 2;
+        const float c = cs[i];
+        const float s = cs[half + i];
+        const float x1 = v[j][k];
+        const float x2 = v[j][k + 1];
+        v[j][k] = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
+        v[j][k + 1] = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
+      }
+    }
+    // amax over the row's 8 lanes (xor 4, 2, 1 stays within them).
+    float m = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kQDimsPerLane; ++k) m = fmaxf(m, fabsf(v[j][k]));
+#pragma unroll
+    for (int o = kQLanesPerRow / 2; o >= 1; o /= 2) {
+      m = fmaxf(m, DSA_SHFL_XOR(m, o, kLanes));
+    }
+    if (pos[j] < 0) continue;
+    const float scale = Ue8m0Scale(m, traits.max);
+    const float inv = InversePow2(scale);
+    uint32_t w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      w[q] = 0;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        w[q] |= uint32_t{EncodeFp8(__fmul_rn(v[j][4 * q + k], inv), traits)}
+                << (8 * k);
+      }
+    }
+    uint8_t* out = p.q_fp8 + int64_t{t[j]} * p.q_fp8_token_stride +
+                   int64_t{h[j]} * p.q_fp8_head_stride + kQDimsPerLane * sub;
+    if ((reinterpret_cast<uintptr_t>(out) & 15) == 0) {
+      *reinterpret_cast<uint4*>(out) = make_uint4(w[0], w[1], w[2], w[3]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          out[4 * q + k] = static_cast<uint8_t>(w[q] >> (8 * k));
+        }
+      }
+    }
+    if (sub == 0) {
+      const float wt = LoadElement(p.weights, p.weights_type,
+                                   int64_t{t[j]} * p.weights_token_stride +
+                                       int64_t{h[j]} * p.weights_head_stride);
+      p.head_weights[int64_t{t[j]} * p.head_weights_token_stride +
+                     int64_t{h[j]} * p.head_weights_head_stride] =
+          __fmul_rn(__fmul_rn(wt, scale), weight_scale);
     }
   }
 }
@@ -580,6 +728,12 @@ __global__ void __launch_bounds__(kThreads)
   if (lane == 0) {
     StoreFloatBytes(base + int64_t{p.block_size} * kRegDim + 4 * offset, scale);
   }
+}
+
+__global__ void Fp8EncodeKernel(const float* in, uint8_t* out, int64_t n,
+                                Fp8Traits traits) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = EncodeFp8(in[i], traits);
 }
 
 // Groups per block for rows of `floats` staged floats each.
@@ -671,8 +825,10 @@ LaunchResult IndexerQLaunch(const IndexerQParams& p, void* stream) {
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim) *
                                          static_cast<double>(p.heads)));
   const int64_t items = p.tokens * p.heads;
-  if (!p.force_staged_path && RegisterPathFits(p.head_dim, p.rope_dim)) {
-    constexpr int64_t kRowsPerBlock = kThreads / kLanes * kQRowsPerGroup;
+  if (!p.force_staged_path &&
+      QRegisterPathFits(p.head_dim, p.rope_dim, items)) {
+    constexpr int64_t kRowsPerBlock =
+        kThreads / kLanes * kQRowsAtOnce * kQPasses;
     const int64_t blocks = (items + kRowsPerBlock - 1) / kRowsPerBlock;
     if (blocks > 0x7fffffff) {
       return Invalid(op, "%lld (token, head) rows are too many for one launch",
@@ -734,6 +890,21 @@ LaunchResult MlaCacheWriteLaunch(const MlaCacheWriteParams& p, void* stream) {
                      dim3(groups * kLanes), groups * row * sizeof(float),
                      static_cast<hipStream_t>(stream), p, TraitsOf(p.encoding),
                      groups);
+  return CheckLaunch(op);
+}
+
+LaunchResult Fp8EncodeForTesting(const float* in, uint8_t* out, int64_t n,
+                                 Fp8Encoding encoding, void* stream) {
+  constexpr const char* op = "fp8_encode";
+  if (n < 0 || (n > 0 && (in == nullptr || out == nullptr))) {
+    return Invalid(op, "n %lld with a null pointer", static_cast<long long>(n));
+  }
+  if (n == 0) return LaunchResult{};
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  if (blocks > 0x7fffffff) return Invalid(op, "n is too large");
+  hipLaunchKernelGGL(Fp8EncodeKernel, dim3(static_cast<uint32_t>(blocks)),
+                     dim3(kThreads), 0, static_cast<hipStream_t>(stream), in,
+                     out, n, TraitsOf(encoding));
   return CheckLaunch(op);
 }
 

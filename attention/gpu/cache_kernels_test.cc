@@ -22,6 +22,7 @@
 #include "attention/cpu/kernels.h"
 #include "attention/dtypes/bf16.h"
 #include "attention/dtypes/dtype.h"
+#include "attention/dtypes/fp8.h"
 #include "attention/gpu/indexer_kernels.h"
 #include "attention/gpu/op_kernels.h"
 #include "attention/ops.h"
@@ -485,6 +486,9 @@ TEST_F(CacheKernelsTest, QEqualsCpuAtEdgeShapes) {
     RunQ(rng_, 5, 3, 130, 128, fp8, RopeStyle::kNeox, DType::kFloat32, 0);
     RunQ(rng_, 6, 5, 128, 48, fp8, RopeStyle::kInterleaved, DType::kFloat32, 0);
     RunQ(rng_, 7, 3, 128, 128, fp8, RopeStyle::kNeox, DType::kBFloat16, 1);
+    RunQ(rng_, 9, 6, 128, 32, fp8, RopeStyle::kNeox, DType::kFloat32, 0);
+    RunQ(rng_, 9, 6, 128, 32, fp8, RopeStyle::kInterleaved, DType::kBFloat16,
+         0);
     if (HasFatalFailure()) return;
   }
 }
@@ -609,6 +613,68 @@ TEST_F(CacheKernelsTest, LaunchersRejectBadShapes) {
   EXPECT_EQ(r.code, LaunchCode::kInvalidArgument);
   EXPECT_NE(std::string(r.message).find("kv_lora_rank 500"), std::string::npos)
       << r.message;
+}
+
+// ---------------------------------------------------------------------------
+// The kernels' fp8 conversion (hardware on sm_89+ for e4m3fn) against
+// FloatToFp8, over every 128th float32 bit pattern (2^25 values: every
+// exponent, both signs, subnormals, the saturation range, infinities and
+// NaNs) plus the values around each fp8 rounding boundary.
+
+TEST_F(CacheKernelsTest, Fp8ConversionEqualsHost) {
+  SKIP_WITHOUT_DEVICE();
+  std::vector<float> in;
+  in.reserve((size_t{1} << 25) + 4096);
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 128) {
+    uint32_t b =
+        static_cast<uint32_t>(bits) | static_cast<uint32_t>((bits >> 7) & 127);
+    float f;
+    std::memcpy(&f, &b, 4);
+    in.push_back(f);
+  }
+  for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
+    const Fp8Traits traits = Fp8TraitsOf(fp8);
+    // Midpoints between neighbouring codes and their float neighbours.
+    for (int c = 0; c < 0x7f; ++c) {
+      const float a = Fp8ToFloat(static_cast<uint8_t>(c), traits);
+      const float b = Fp8ToFloat(static_cast<uint8_t>(c + 1), traits);
+      if (!std::isfinite(a) || !std::isfinite(b)) continue;
+      const float mid = 0.5f * (a + b);
+      for (float x :
+           {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f), a, b}) {
+        in.push_back(x);
+        in.push_back(-x);
+      }
+    }
+  }
+  const int64_t n = static_cast<int64_t>(in.size());
+  Device dev;
+  const float* din = static_cast<const float*>(dev.Upload(in.data(), n * 4));
+  void* dout = dev.Upload(std::vector<uint8_t>(n, 0).data(), n);
+  ASSERT_TRUE(dev.last().ok()) << dev.last().message;
+  for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
+    SCOPED_TRACE(DTypeName(fp8));
+    const LaunchResult r = Fp8EncodeForTesting(
+        din, static_cast<uint8_t*>(dout), n,
+        fp8 == DType::kFloat8E4m3fnuz ? Fp8Encoding::kE4m3fnuz
+                                      : Fp8Encoding::kE4m3fn,
+        nullptr);
+    ASSERT_TRUE(r.ok()) << r.message;
+    ASSERT_TRUE(DeviceSynchronize().ok());
+    const std::vector<uint8_t> got = dev.Download<uint8_t>(dout, n);
+    const Fp8Traits traits = Fp8TraitsOf(fp8);
+    int64_t mismatches = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const uint8_t want = FloatToFp8(in[i], traits);
+      if (got[i] != want && ++mismatches <= 5) {
+        uint32_t b;
+        std::memcpy(&b, &in[i], 4);
+        ADD_FAILURE() << "float bits 0x" << std::hex << b << " (" << in[i]
+                      << "): gpu 0x" << int{got[i]} << ", host 0x" << int{want};
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << "of " << n;
+  }
 }
 
 }  // namespace

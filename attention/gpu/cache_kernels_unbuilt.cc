@@ -29,5 +29,9 @@ LaunchResult IndexerQLaunch(const IndexerQParams&, void*) {
 LaunchResult MlaCacheWriteLaunch(const MlaCacheWriteParams&, void*) {
   return NotBuilt("mla_cache_write");
 }
+LaunchResult Fp8EncodeForTesting(const float*, uint8_t*, int64_t, Fp8Encoding,
+                                 void*) {
+  return NotBuilt("fp8_encode");
+}
 
 }  // namespace dsa::attention::gpu
