@@ -215,7 +215,9 @@ __global__ void __launch_bounds__(kThreads)
   // Padding, and (clamped) anything the CPU kernel would reject.
   const bool active = slot >= 0 && slot < p.num_blocks * p.block_size &&
                       pos >= 0 && pos < p.max_position;
-  if (active) {
+  // The row is read whenever the token exists (its address does not depend
+  // on the slot), so its load does not wait for the index loads.
+  if (in_range) {
     StageRow(static_cast<const char*>(p.k) +
                  t * p.k_row_stride * (p.k_type == FloatType::kFloat32 ? 4 : 2),
              p.k_type, n, y, lane);
@@ -279,13 +281,14 @@ __global__ void __launch_bounds__(kThreads)
   const int n = p.head_dim;
   float* y = staged + group * n;
   int64_t t = 0, h = 0, pos = -1;
-  if (group < groups && item < p.tokens * p.heads) {
+  const bool in_range = group < groups && item < p.tokens * p.heads;
+  if (in_range) {
     t = item / p.heads;
     h = item % p.heads;
     pos = p.positions[t * p.positions_stride];
   }
   const bool active = pos >= 0 && pos < p.max_position;
-  if (active) {
+  if (in_range) {  // not waiting for the position
     const int esize = p.q_type == FloatType::kFloat32 ? 4 : 2;
     StageRow(static_cast<const char*>(p.q) +
                  (t * p.q_token_stride + h * p.q_head_stride) * esize,
@@ -326,11 +329,12 @@ __global__ void __launch_bounds__(kThreads)
   const int rope = p.rope_dim;
   float* y = staged + group * (lora + rope);
   int64_t slot = -1;
-  if (group < groups && t < p.tokens) {
+  const bool in_range = group < groups && t < p.tokens;
+  if (in_range) {
     slot = p.slot_mapping[t * p.slot_mapping_stride];
   }
   const bool active = slot >= 0 && slot < p.num_blocks * p.block_size;
-  if (active) {
+  if (in_range) {  // not waiting for the slot
     const int kv_esize = p.kv_c_type == FloatType::kFloat32 ? 4 : 2;
     const int pe_esize = p.k_pe_type == FloatType::kFloat32 ? 4 : 2;
     StageRow(static_cast<const char*>(p.kv_c) + t * p.kv_c_stride * kv_esize,
@@ -575,15 +579,13 @@ __global__ void __launch_bounds__(kThreads)
       t[j] = item / heads;
       h[j] = item - t[j] * heads;
       pos[j] = p.positions[int64_t{t[j]} * p.positions_stride];
-    }
-    if (pos[j] >= 0 && pos[j] < p.max_position) {
+      // Not waiting for the position: the row's address does not need it.
       Load16(static_cast<const char*>(p.q) + (int64_t{t[j]} * p.q_token_stride +
                                               int64_t{h[j]} * p.q_head_stride) *
                                                  esize,
              p.q_type, sub, v[j]);
-    } else {
-      pos[j] = -1;
     }
+    if (!(pos[j] >= 0 && pos[j] < p.max_position)) pos[j] = -1;
   }
   const int half = p.rope_dim / 2;
   const int e0 = kQDimsPerLane * sub;
@@ -678,12 +680,11 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t pos = p.positions[t * p.positions_stride];
   const bool active = slot >= 0 && slot < p.num_blocks * p.block_size &&
                       pos >= 0 && pos < p.max_position;
+  // The row's load does not wait for the slot and position.
   float v[4];
-  if (active) {
-    Load4(static_cast<const char*>(p.k) +
-              t * p.k_row_stride * (p.k_type == FloatType::kFloat32 ? 4 : 2),
-          p.k_type, lane, v);
-  }
+  Load4(static_cast<const char*>(p.k) +
+            t * p.k_row_stride * (p.k_type == FloatType::kFloat32 ? 4 : 2),
+        p.k_type, lane, v);
   // The top-k buffer clear (every token) while the row is in flight.
   if (p.topk > 0) {
     int32_t* row = p.topk_indices + t * p.topk_stride;
