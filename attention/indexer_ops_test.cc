@@ -142,6 +142,13 @@ std::vector<uint8_t> RandomCodes(std::mt19937_64& rng, int64_t n, DType fp8,
 
 class IndexerOpsTest : public testing::OpTest {
  protected:
+  // K write and Q; the pipeline test also scores (LogitsTest and TopKTest
+  // narrow this to their op).
+  std::vector<std::string> RequiredOps() const override {
+    return {IndexerKWrite::kName, IndexerQ::kName, IndexerLogits::kName,
+            IndexerTopK::kName};
+  }
+
   // Inputs of one indexer K write, kept on the host for the reference.
   struct KWrite {
     DType fp8;
@@ -370,6 +377,20 @@ TEST_P(IndexerOpsTest, KWriteRejectsBadArguments) {
     EXPECT_THAT(
         Run<IndexerKWrite>(a),
         StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ln_eps is 0")));
+  }
+  if (!ChecksIndexValues()) {
+    // GPU kernels do not read index values on the host: a token whose slot
+    // or position is out of range is skipped (never written outside the
+    // cache), and every top-k row is still cleared.
+    KWrite w = fresh();
+    w.slots[3] = 32;  // the cache has 2 * 16 slots
+    w.slots[5] = -2;
+    w.positions[4] = kMaxPosition;
+    w.args.slot_mapping = ToDevice(w.slots, DType::kInt64, {12});
+    w.args.positions = ToDevice(w.positions, DType::kInt64, {12});
+    EXPECT_THAT(Run<IndexerKWrite>(w.args), IsOk());
+    for (int32_t v : ToHost<int32_t>(w.args.topk_indices)) ASSERT_EQ(v, -1);
+    return;
   }
   // Value errors are found before anything is written: the cache and the
   // top-k buffer keep their poison.
@@ -615,6 +636,19 @@ TEST_P(IndexerOpsTest, QRejectsBadArguments) {
                             DType::kFloat32, {kTokens, kHeads});
   a.positions =
       ToDevice(std::vector<int64_t>{0, 8, 2}, DType::kInt64, {kTokens});
+  if (!ChecksIndexValues()) {
+    // GPU kernels skip the token (its rows keep their poison) instead.
+    EXPECT_THAT(Run<IndexerQ>(a), IsOk());
+    const std::vector<uint8_t> codes = ToHost<uint8_t>(a.q_fp8);
+    const std::vector<float> weights = ToHost<float>(a.head_weights);
+    for (int64_t h = 0; h < kHeads; ++h) {
+      EXPECT_TRUE(std::isnan(weights[1 * kHeads + h]));
+      for (int64_t d = 0; d < kHeadDim; ++d) {
+        ASSERT_EQ(codes[(1 * kHeads + h) * kHeadDim + d], 0x7f);
+      }
+    }
+    return;
+  }
   EXPECT_THAT(Run<IndexerQ>(a), StatusIs(absl::StatusCode::kOutOfRange,
                                          HasSubstr("positions[1] is 8")));
   for (uint8_t c : ToHost<uint8_t>(a.q_fp8)) ASSERT_EQ(c, 0x7f);

@@ -53,7 +53,15 @@ def dsa_plugin_shared_object(name, api_header, api_function, deps, visibility = 
         visibility = visibility,
     )
 
-def dsa_platform_plugin(name, api_function, textual_hdrs = [], deps = [], visibility = ["//visibility:public"]):
+def dsa_platform_plugin(
+        name,
+        api_function,
+        textual_hdrs = [],
+        deps = [],
+        visibility = ["//visibility:public"],
+        shared_object_api_function = None,
+        shared_object_api_header = None,
+        shared_object_deps = []):
     """The targets of one platform plugin, in the package of the same name.
 
     In package //platform/<name> (sources <name>_platform.{h,cc} and
@@ -74,6 +82,12 @@ def dsa_platform_plugin(name, api_function, textual_hdrs = [], deps = [], visibi
       deps: further dependencies of the plugin library (no Abseil: the
         shared object must not need it).
       visibility: of the three targets.
+      shared_object_api_function: the API table the shared object exports
+        instead of api_function (e.g. the platform together with the GPU
+        attention kernels built for it); declared in
+        shared_object_api_header, defined in shared_object_deps.
+      shared_object_api_header: see shared_object_api_function.
+      shared_object_deps: see shared_object_api_function.
     """
     package = native.package_name()
     if package.split("/")[-1] != name:
@@ -104,8 +118,8 @@ def dsa_platform_plugin(name, api_function, textual_hdrs = [], deps = [], visibi
     )
     dsa_plugin_shared_object(
         name = "dsa_" + library,
-        api_function = api_function,
-        api_header = "%s/%s.h" % (package, library),
-        deps = [":" + library],
+        api_function = shared_object_api_function or api_function,
+        api_header = shared_object_api_header or "%s/%s.h" % (package, library),
+        deps = [":" + library] + shared_object_deps,
         visibility = visibility,
     )

@@ -11,6 +11,7 @@
 #include "attention/cpu/kernels.h"
 #include "attention/cpu/parallel.h"
 #include "attention/dtypes/fp8.h"
+#include "attention/dtypes/layer_norm.h"
 #include "attention/ops.h"
 #include "platform/core_status.h"
 
@@ -91,37 +92,31 @@ Status IndexerKWriteCpu(const ExecutionContext& ctx,
   const Fp8Traits traits = Fp8TraitsOf(a.cache_dtype);
   const float* cos_sin = a.cos_sin_cache.data_as<const float>();
 
-  ParallelFor(tokens, ResolveNumThreads(ctx.num_threads), 32,
-              [&](int, int64_t begin, int64_t end) {
-                std::vector<float> y(head_dim);
-                for (int64_t t = begin; t < end; ++t) {
-                  const int64_t slot = LoadIndex<int64_t>(a.slot_mapping, t);
-                  if (slot == -1) continue;
-                  LoadFloats(a.k, a.k.offset(t, 0), head_dim, y.data());
-                  // Two-pass statistics in double: cheap at 128 values and
-                  // immune to the cancellation a one-pass fp32 variance suffers
-                  // on offset inputs.
-                  double sum = 0;
-                  for (int64_t d = 0; d < head_dim; ++d) sum += y[d];
-                  const double mean = sum / head_dim;
-                  double sq = 0;
-                  for (int64_t d = 0; d < head_dim; ++d) {
-                    sq += (y[d] - mean) * (y[d] - mean);
-                  }
-                  const float inv_std = static_cast<float>(
-                      1.0 / std::sqrt(sq / head_dim + a.ln_eps));
-                  const float mean_f = static_cast<float>(mean);
-                  for (int64_t d = 0; d < head_dim; ++d) {
-                    y[d] = (y[d] - mean_f) * inv_std * weight[d] + bias[d];
-                  }
-                  const int64_t pos = LoadIndex<int64_t>(a.positions, t);
-                  ApplyRope(y.data(), cos_sin + a.cos_sin_cache.offset(pos, 0),
-                            rope_dim, a.rope_style);
-                  const float scale = QuantizeUe8m0(y.data(), head_dim, traits,
-                                                    cache.values(slot));
-                  StoreUnalignedFloat(cache.scale(slot), scale);
-                }
-              });
+  ParallelFor(
+      tokens, ResolveNumThreads(ctx.num_threads), 32,
+      [&](int, int64_t begin, int64_t end) {
+        std::vector<float> y(head_dim);
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t slot = LoadIndex<int64_t>(a.slot_mapping, t);
+          if (slot == -1) continue;
+          LoadFloats(a.k, a.k.offset(t, 0), head_dim, y.data());
+          // Two-pass statistics in double (immune to the cancellation a
+          // one-pass fp32 variance suffers on offset inputs), summed in the
+          // order the GPU kernel uses (attention/dtypes/layer_norm.h), so
+          // both write the same bytes.
+          float mean_f, inv_std;
+          LayerNormStats(y.data(), head_dim, a.ln_eps, &mean_f, &inv_std);
+          for (int64_t d = 0; d < head_dim; ++d) {
+            y[d] = (y[d] - mean_f) * inv_std * weight[d] + bias[d];
+          }
+          const int64_t pos = LoadIndex<int64_t>(a.positions, t);
+          ApplyRope(y.data(), cos_sin + a.cos_sin_cache.offset(pos, 0),
+                    rope_dim, a.rope_style);
+          const float scale =
+              QuantizeUe8m0(y.data(), head_dim, traits, cache.values(slot));
+          StoreUnalignedFloat(cache.scale(slot), scale);
+        }
+      });
   return OkStatus();
 }
 

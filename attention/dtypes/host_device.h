@@ -22,7 +22,12 @@ template <class To, class From>
 DSA_HOST_DEVICE inline To BitCast(const From& from) {
   static_assert(sizeof(To) == sizeof(From), "BitCast needs equal sizes");
   To to;
+#if defined(__HIP_DEVICE_COMPILE__)
+  // HIP 5.2's device pass has no std::memcpy; the builtin is the same.
+  __builtin_memcpy(&to, &from, sizeof(To));
+#else
   std::memcpy(&to, &from, sizeof(To));
+#endif
   return to;
 }
 

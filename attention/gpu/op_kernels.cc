@@ -6,6 +6,7 @@
 
 #include "attention/gpu/dense_op_kernels.h"
 #include "attention/gpu/dense_mha_kernels.h"
+#include "attention/gpu/cache_kernels.h"
 #include "attention/gpu/indexer_kernels.h"
 #include "attention/gpu/sparse_mla_kernels.h"
 #include "attention/kernel_abi.h"
@@ -233,6 +234,116 @@ Status SparseMlaGpu(const ExecutionContext& ctx, const SparseMla::Args& a) {
   p.tokens = a.q.dim(0);
   p.heads = static_cast<int32_t>(a.q.dim(1));
   return FromLaunch(SparseMlaLaunch(p, ctx.stream));
+namespace {
+
+FloatType FloatTypeOf(DType dtype) {
+  return dtype == DType::kBFloat16 ? FloatType::kBFloat16 : FloatType::kFloat32;
+}
+
+RopeKind RopeKindOf(RopeStyle style) {
+  return style == RopeStyle::kInterleaved ? RopeKind::kInterleaved
+                                          : RopeKind::kNeox;
+}
+
+}  // namespace
+
+IndexerKWriteParams IndexerKWriteParamsFor(const IndexerKWrite::Args& a) {
+  IndexerKWriteParams p;
+  p.k = a.k.data;
+  p.k_type = FloatTypeOf(a.k.dtype);
+  p.k_row_stride = a.k.stride(0);
+  p.ln_weight = a.ln_weight.data;
+  p.ln_weight_type = FloatTypeOf(a.ln_weight.dtype);
+  p.ln_bias = a.ln_bias.data;
+  p.ln_bias_type = FloatTypeOf(a.ln_bias.dtype);
+  p.ln_eps = a.ln_eps;
+  p.positions = a.positions.data_as<const int64_t>();
+  p.positions_stride = a.positions.stride(0);
+  p.cos_sin_cache = a.cos_sin_cache.data_as<const float>();
+  p.max_position = a.cos_sin_cache.dim(0);
+  p.cos_sin_stride = a.cos_sin_cache.stride(0);
+  p.rope_dim = static_cast<int32_t>(a.cos_sin_cache.dim(1));
+  p.rope = RopeKindOf(a.rope_style);
+  p.slot_mapping = a.slot_mapping.data_as<const int64_t>();
+  p.slot_mapping_stride = a.slot_mapping.stride(0);
+  p.k_cache = a.k_cache.data_as<uint8_t>();
+  p.num_blocks = a.k_cache.dim(0);
+  p.block_size = static_cast<int32_t>(a.k_cache.dim(1));
+  p.encoding = EncodingOf(a.cache_dtype);
+  p.topk_indices = a.topk_indices.data_as<int32_t>();
+  p.topk = static_cast<int32_t>(a.topk_indices.dim(1));
+  p.topk_stride = a.topk_indices.stride(0);
+  p.tokens = a.k.dim(0);
+  p.head_dim = static_cast<int32_t>(a.k.dim(1));
+  return p;
+}
+
+Status IndexerKWriteGpu(const ExecutionContext& ctx,
+                        const IndexerKWrite::Args& a) {
+  DSA_RETURN_IF_ERROR(IndexerKWrite::Validate(a));
+  return FromLaunch(IndexerKWriteLaunch(IndexerKWriteParamsFor(a), ctx.stream));
+}
+
+IndexerQParams IndexerQParamsFor(const IndexerQ::Args& a) {
+  IndexerQParams p;
+  p.q = a.q.data;
+  p.q_type = FloatTypeOf(a.q.dtype);
+  p.q_token_stride = a.q.stride(0);
+  p.q_head_stride = a.q.stride(1);
+  p.weights = a.weights.data;
+  p.weights_type = FloatTypeOf(a.weights.dtype);
+  p.weights_token_stride = a.weights.stride(0);
+  p.weights_head_stride = a.weights.stride(1);
+  p.positions = a.positions.data_as<const int64_t>();
+  p.positions_stride = a.positions.stride(0);
+  p.cos_sin_cache = a.cos_sin_cache.data_as<const float>();
+  p.max_position = a.cos_sin_cache.dim(0);
+  p.cos_sin_stride = a.cos_sin_cache.stride(0);
+  p.rope_dim = static_cast<int32_t>(a.cos_sin_cache.dim(1));
+  p.rope = RopeKindOf(a.rope_style);
+  p.q_fp8 = a.q_fp8.data_as<uint8_t>();
+  p.q_fp8_token_stride = a.q_fp8.stride(0);
+  p.q_fp8_head_stride = a.q_fp8.stride(1);
+  p.encoding = EncodingOf(a.q_fp8.dtype);
+  p.head_weights = a.head_weights.data_as<float>();
+  p.head_weights_token_stride = a.head_weights.stride(0);
+  p.head_weights_head_stride = a.head_weights.stride(1);
+  p.tokens = a.q.dim(0);
+  p.heads = static_cast<int32_t>(a.q.dim(1));
+  p.head_dim = static_cast<int32_t>(a.q.dim(2));
+  return p;
+}
+
+Status IndexerQGpu(const ExecutionContext& ctx, const IndexerQ::Args& a) {
+  DSA_RETURN_IF_ERROR(IndexerQ::Validate(a));
+  return FromLaunch(IndexerQLaunch(IndexerQParamsFor(a), ctx.stream));
+}
+
+Status MlaCacheWriteGpu(const ExecutionContext& ctx,
+                        const MlaCacheWrite::Args& a) {
+  DSA_RETURN_IF_ERROR(MlaCacheWrite::Validate(a));
+  const size_t esize = DTypeSize(a.kv_cache.dtype);
+  MlaCacheWriteParams p;
+  p.kv_c = a.kv_c.data;
+  p.kv_c_type = FloatTypeOf(a.kv_c.dtype);
+  p.kv_c_stride = a.kv_c.stride(0);
+  p.k_pe = a.k_pe.data;
+  p.k_pe_type = FloatTypeOf(a.k_pe.dtype);
+  p.k_pe_stride = a.k_pe.stride(0);
+  p.slot_mapping = a.slot_mapping.data_as<const int64_t>();
+  p.slot_mapping_stride = a.slot_mapping.stride(0);
+  p.kv_cache = a.kv_cache.data_as<uint8_t>();
+  p.num_blocks = a.kv_cache.dim(0);
+  p.block_size = static_cast<int32_t>(a.kv_cache.dim(1));
+  p.block_stride_bytes = a.kv_cache.stride(0) * static_cast<int64_t>(esize);
+  p.slot_stride_bytes = a.kv_cache.stride(1) * static_cast<int64_t>(esize);
+  p.layout = IsFp8(a.cache_format.dtype) ? LatentLayout::kFp8
+                                         : LatentLayout::kBFloat16;
+  p.encoding = EncodingOf(a.cache_format.dtype);
+  p.kv_lora_rank = a.cache_format.kv_lora_rank;
+  p.rope_dim = a.cache_format.rope_dim;
+  p.tokens = a.kv_c.dim(0);
+  return FromLaunch(MlaCacheWriteLaunch(p, ctx.stream));
 }
 
 const char* GpuPlatformId() {
@@ -255,6 +366,12 @@ const std::vector<DsaKernelDescriptor>& GpuAttentionKernelDescriptors() {
           platform, &CKernel<DenseMhaPrefill, &DenseMhaPrefillGpu>));
       d->push_back(KernelDescriptorFor<SparseMla>(
           platform, &CKernel<SparseMla, &SparseMlaGpu>));
+      d->push_back(KernelDescriptorFor<IndexerKWrite>(
+          platform, &CKernel<IndexerKWrite, &IndexerKWriteGpu>));
+      d->push_back(KernelDescriptorFor<IndexerQ>(
+          platform, &CKernel<IndexerQ, &IndexerQGpu>));
+      d->push_back(KernelDescriptorFor<MlaCacheWrite>(
+          platform, &CKernel<MlaCacheWrite, &MlaCacheWriteGpu>));
     }
     return d;
   }();

@@ -14,6 +14,7 @@
 
 #include <vector>
 
+#include "attention/gpu/cache_kernels.h"
 #include "attention/ops.h"
 #include "platform/core_status.h"
 #include "platform/plugin_api.h"
@@ -35,6 +36,16 @@ Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
 // Sparse MLA (attention/gpu/sparse_mla_kernels.h). Needs contiguous
 // token_request / seq_lens vectors, block-table rows and top-k rows.
 Status SparseMlaGpu(const ExecutionContext& ctx, const SparseMla::Args& args);
+// The memory-bound ops (cache_kernels.h): bit-identical to the CPU kernels.
+Status IndexerKWriteGpu(const ExecutionContext& ctx,
+                        const IndexerKWrite::Args& args);
+Status IndexerQGpu(const ExecutionContext& ctx, const IndexerQ::Args& args);
+Status MlaCacheWriteGpu(const ExecutionContext& ctx,
+                        const MlaCacheWrite::Args& args);
+// The launchers' parameters for op arguments (already validated), so tests
+// and benchmarks can run a launcher path of their choice.
+IndexerKWriteParams IndexerKWriteParamsFor(const IndexerKWrite::Args& args);
+IndexerQParams IndexerQParamsFor(const IndexerQ::Args& args);
 
 // "cuda", "rocm", or nullptr when built without a GPU backend.
 const char* GpuPlatformId();

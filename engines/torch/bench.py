@@ -26,16 +26,24 @@ import dsa_torch  # noqa: E402
 
 
 def timed(fn, device, repeats):
-    fn()  # warm up
+    """Median seconds per call (CUDA: device events around each call)."""
+    out = fn()  # warm up
     if device == "cuda":
         torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
         if device == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
+            begin = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            begin.record()
+            out = fn()
+            end.record()
+            end.synchronize()
+            times.append(begin.elapsed_time(end) * 1e-3)
+        else:
+            start = time.perf_counter()
+            out = fn()
+            times.append(time.perf_counter() - start)
     return statistics.median(times), out
 
 
@@ -182,6 +190,85 @@ def bench_dense_mha_prefill(dsa, device, tokens, heads, repeats):
     return ours, theirs, lambda a, b: float((a - b).abs().max())
 
 
+def rope_cos_sin(max_pos, rope_dim, device):
+    inv = 10000.0 ** (-torch.arange(0, rope_dim, 2, dtype=torch.float64)
+                      / rope_dim)
+    ang = torch.arange(max_pos, dtype=torch.float64)[:, None] * inv[None]
+    return torch.cat([ang.cos(), ang.sin()], 1).float().to(device)
+
+
+def eager_rope_neox(x, cs):
+    """NeoX rope on the first cs.shape[-1] dims of x (cs: cos | sin)."""
+    half = cs.shape[-1] // 2
+    c, s_ = cs[..., :half], cs[..., half:]
+    x1, x2 = x[..., :half], x[..., half:2 * half]
+    return torch.cat([x1 * c - x2 * s_, x2 * c + x1 * s_, x[..., 2 * half:]],
+                     -1)
+
+
+def eager_ue8m0_fp8(y, fp8_max=448.0):
+    amax = y.abs().amax(-1, keepdim=True).clamp(min=1e-4)
+    scale = torch.exp2(torch.ceil(torch.log2(amax / fp8_max)))
+    return (y / scale).to(torch.float8_e4m3fn).view(torch.uint8), scale
+
+
+def bench_indexer_k_write(dsa, device, tokens, topk, repeats):
+    head_dim, rope_dim, block_size = 128, 64, 64
+    num_blocks = (tokens + block_size - 1) // block_size
+    k = torch.randn(tokens, head_dim, device=device).to(torch.bfloat16)
+    ln_w = (1 + 0.1 * torch.randn(head_dim, device=device)).to(torch.bfloat16)
+    ln_b = (0.1 * torch.randn(head_dim, device=device)).to(torch.bfloat16)
+    pos = torch.arange(tokens, device=device)
+    cs = rope_cos_sin(tokens, rope_dim, device)
+    slots = torch.randperm(num_blocks * block_size)[:tokens].to(device)
+    cache = torch.zeros(num_blocks, block_size, head_dim + 4,
+                        dtype=torch.uint8, device=device)
+    ref = cache.clone()
+    ref_topk = torch.empty(tokens, topk, dtype=torch.int32, device=device)
+
+    def ours():
+        dsa.indexer_k_write(k, ln_w, ln_b, 1e-6, pos, cs, "neox", slots,
+                            cache, "float8_e4m3fn", topk)
+        return cache
+
+    def theirs():
+        y = torch.nn.functional.layer_norm(k.float(), (head_dim,),
+                                           ln_w.float(), ln_b.float(), 1e-6)
+        codes, scale = eager_ue8m0_fp8(eager_rope_neox(y, cs[pos]))
+        flat = ref.view(num_blocks, -1)
+        b, t = slots // block_size, slots % block_size
+        vals = flat[:, :block_size * head_dim].view(num_blocks, block_size,
+                                                    head_dim)
+        vals[b, t] = codes
+        scales = flat[:, block_size * head_dim:].view(torch.float32)
+        scales[b, t] = scale[:, 0]
+        ref_topk.fill_(-1)
+        return ref
+
+    # Eager float32 LayerNorm rounds differently from the kernels' float64
+    # statistics: count the cache bytes that differ.
+    return ours, theirs, lambda a, b: float((a != b).sum())
+
+
+def bench_indexer_q(dsa, device, tokens, heads, repeats):
+    head_dim, rope_dim = 128, 64
+    q = torch.randn(tokens, heads, head_dim, device=device).to(torch.bfloat16)
+    w = torch.randn(tokens, heads, device=device).to(torch.bfloat16)
+    pos = torch.arange(tokens, device=device)
+    cs = rope_cos_sin(tokens, rope_dim, device)
+
+    def ours():
+        return dsa.indexer_q(q, w, pos, cs, "neox", "float8_e4m3fn")[0]
+
+    def theirs():
+        codes, scale = eager_ue8m0_fp8(
+            eager_rope_neox(q.float(), cs[pos][:, None]))
+        hw = w.float() * scale[..., 0] * (head_dim * heads) ** -0.5
+        return codes, hw
+
+    return ours, theirs, lambda a, b: float((a != b[0]).sum())
+
+
 def bench_mla_cache_write(dsa, device, tokens, repeats):
     kv_lora, rope, block_size, num_blocks = 512, 64, 64, 4 * tokens // 64 + 4
     cache = torch.zeros(num_blocks, block_size, kv_lora + rope,
@@ -227,15 +314,20 @@ def main():
     n = lambda x: max(1, int(x * args.scale))  # noqa: E731
     d = args.device
     cases = [
-        ("indexer_topk 256 rows x 8192, k 2048",
+        ("indexer_k_write %d tokens, bf16, top-k buffer 2048" % n(8192),
+         "indexer_k_write",
+         bench_indexer_k_write(dsa, d, n(8192), 2048, args.repeats)),
+        ("indexer_q %d tokens x 64 heads, bf16" % n(8192), "indexer_q",
+         bench_indexer_q(dsa, d, n(8192), 64, args.repeats)),
+        ("indexer_topk 256 rows x 8192, k 2048", "indexer_topk",
          bench_indexer_topk(dsa, d, n(256), 8192, 2048, args.repeats)),
-        ("indexer_logits 64 rows x 4096 keys, 64 heads",
+        ("indexer_logits 64 rows x 4096 keys, 64 heads", "indexer_logits",
          bench_indexer_logits(dsa, d, n(64), 4096, 64, 128, args.repeats)),
-        ("sparse_mla 64 tokens, top-k 2048 of 8192, 16 heads",
+        ("sparse_mla 64 tokens, top-k 2048 of 8192, 16 heads", "sparse_mla",
          bench_sparse_mla(dsa, d, n(64), 8192, 2048, 16, args.repeats)),
         ("dense_mha_prefill 1024-token prefill, 16 heads",
-         bench_dense_mha_prefill(dsa, d, n(1024), 16, args.repeats)),
-        ("mla_cache_write bf16, 4096 tokens",
+         "dense_mha_prefill", bench_dense_mha_prefill(dsa, d, n(1024), 16, args.repeats)),
+        ("mla_cache_write bf16, 4096 tokens", "mla_cache_write",
          bench_mla_cache_write(dsa, d, n(4096), args.repeats)),
     ]
     print(f"torch {torch.__version__}, device {d}, "
@@ -243,7 +335,18 @@ def main():
     print()
     print("| op | torch.ops.dsa | PyTorch eager | eager / dsa | max diff |")
     print("|---|---|---|---|---|")
-    for name, (ours, theirs, diff) in cases:
+    platform_id = dsa.device_platform(d)
+    loaded = dsa_torch.loaded()
+    for name, op, (ours, theirs, diff) in cases:
+        if not any(line.startswith(f"kernel {op} v")
+                   and f" on {platform_id} " in line for line in loaded):
+            print(f"| {name} | no {op} kernel for {platform_id} | | | |")
+            continue
+        if op in ("indexer_k_write", "indexer_q") and \
+                not hasattr(torch, "float8_e4m3fn"):
+            print(f"| {name} | | the eager side needs torch.float8_e4m3fn "
+                  f"(PyTorch 2.1+) | | |")
+            continue
         t_ours, a = timed(ours, d, args.repeats)
         t_theirs, b = timed(theirs, d, args.repeats)
         print(f"| {name} | {t_ours * 1e3:.2f} ms | {t_theirs * 1e3:.2f} ms | "

@@ -39,7 +39,7 @@ def _require(compiler, hint):
         hint,
     )
 
-def _hipcc_cmd():
+def _hipcc_cmd(copts):
     return " ".join([
         _require(HIPCC_COMPILER, HIPCC_INSTALL_HINT),
         "archs=$$(echo '$(DSA_ROCM_ARCHS)' | tr ',' ' ');",
@@ -49,10 +49,11 @@ def _hipcc_cmd():
         "-D__HIP_PLATFORM_AMD__ -DDSA_GPU_ROCM=1",
         "-I. -I$(GENDIR)",
         "$$flags",
+        " ".join(copts),
         "-x hip -c $(location {src}) -o $@",
     ])
 
-def _nvcc_cmd():
+def _nvcc_cmd(copts):
     return " ".join([
         _require(NVCC_COMPILER, NVCC_INSTALL_HINT),
         "archs=$$(echo '$(DSA_CUDA_ARCHS)' | tr ',' ' ');",
@@ -65,6 +66,7 @@ def _nvcc_cmd():
         "-DDSA_GPU_CUDA=1",
         "-I. -I$(GENDIR)",
         "$$flags",
+        " ".join(copts),
         "-x cu -c $(location {src}) -o $@",
     ])
 
@@ -75,7 +77,9 @@ def gpu_kernel_library(
         device_hdrs = [],
         deps = [],
         visibility = None,
-        testonly = False):
+        testonly = False,
+        hipcc_copts = [],
+        nvcc_copts = []):
     """A C++ library whose sources are HIP kernels and their launchers.
 
     Args:
@@ -87,6 +91,8 @@ def gpu_kernel_library(
       deps: cc_library deps of the host side.
       visibility: as for cc_library.
       testonly: as for cc_library.
+      hipcc_copts: extra flags for hipcc (e.g. -ffp-contract=off).
+      nvcc_copts: extra flags for nvcc (e.g. --fmad=false).
     """
     all_hdrs = hdrs + device_hdrs + ["//platform/gpu:hip_compat.h"]
     rocm_objs = []
@@ -94,8 +100,8 @@ def gpu_kernel_library(
     for src in srcs:
         stem = src.replace(".hip.cc", "").replace("/", "_")
         for backend, cmd, objs in [
-            ("rocm", _hipcc_cmd(), rocm_objs),
-            ("cuda", _nvcc_cmd(), cuda_objs),
+            ("rocm", _hipcc_cmd(hipcc_copts), rocm_objs),
+            ("cuda", _nvcc_cmd(nvcc_copts), cuda_objs),
         ]:
             out = "_%s_%s/%s.o" % (name, backend, stem)
             native.genrule(

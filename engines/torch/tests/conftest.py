@@ -56,3 +56,18 @@ def device(request, dsa):
             pytest.skip(f"no plugin with {platform_id} kernels is loaded "
                         f"(set DSA_TORCH_PLUGINS)")
     return request.param
+
+
+@pytest.fixture
+def require_kernel(dsa, device):
+    """require_kernel(op) skips the test when the device's platform has no
+    kernel for op (a GPU plugin may bring only some of the seven)."""
+    def require(op):
+        if device == "cpu":
+            return
+        platform_id = dsa.device_platform(device)
+        if not any(line.startswith(f"kernel {op} v")
+                   and f" on {platform_id} " in line
+                   for line in dsa_torch.loaded()):
+            pytest.skip(f"no {op} kernel for {platform_id} is loaded")
+    return require
