@@ -40,18 +40,16 @@
 
 namespace dsa::attention::gpu {
 
-// Element type of a float input.
-enum class FloatType : int32_t { kFloat32 = 0, kBFloat16 = 1 };
 enum class RopeKind : int32_t { kNeox = 0, kInterleaved = 1 };
 
 struct IndexerKWriteParams {
   const void* k = nullptr;  // [tokens, head_dim], rows k_row_stride apart
-  FloatType k_type = FloatType::kFloat32;
+  FloatFormat k_type = FloatFormat::kFloat32;
   int64_t k_row_stride = 0;         // elements
   const void* ln_weight = nullptr;  // [head_dim], contiguous
-  FloatType ln_weight_type = FloatType::kFloat32;
+  FloatFormat ln_weight_type = FloatFormat::kFloat32;
   const void* ln_bias = nullptr;  // [head_dim], contiguous
-  FloatType ln_bias_type = FloatType::kFloat32;
+  FloatFormat ln_bias_type = FloatFormat::kFloat32;
   float ln_eps = 1e-6f;
   const int64_t* positions = nullptr;  // [tokens]
   int64_t positions_stride = 1;
@@ -83,11 +81,11 @@ LaunchResult IndexerKWriteLaunch(const IndexerKWriteParams& params,
 
 struct IndexerQParams {
   const void* q = nullptr;  // [tokens, heads, head_dim]
-  FloatType q_type = FloatType::kFloat32;
+  FloatFormat q_type = FloatFormat::kFloat32;
   int64_t q_token_stride = 0;  // elements
   int64_t q_head_stride = 0;
   const void* weights = nullptr;  // [tokens, heads]
-  FloatType weights_type = FloatType::kFloat32;
+  FloatFormat weights_type = FloatFormat::kFloat32;
   int64_t weights_token_stride = 0;
   int64_t weights_head_stride = 0;
   const int64_t* positions = nullptr;  // [tokens]
@@ -121,10 +119,10 @@ enum class LatentLayout : int32_t { kBFloat16 = 0, kFp8 = 1 };
 
 struct MlaCacheWriteParams {
   const void* kv_c = nullptr;  // [tokens, kv_lora_rank]
-  FloatType kv_c_type = FloatType::kFloat32;
+  FloatFormat kv_c_type = FloatFormat::kFloat32;
   int64_t kv_c_stride = 0;     // elements between tokens
   const void* k_pe = nullptr;  // [tokens, rope_dim]
-  FloatType k_pe_type = FloatType::kFloat32;
+  FloatFormat k_pe_type = FloatFormat::kFloat32;
   int64_t k_pe_stride = 0;
   const int64_t* slot_mapping = nullptr;  // [tokens], -1 = skip
   int64_t slot_mapping_stride = 1;

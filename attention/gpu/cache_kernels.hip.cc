@@ -51,16 +51,16 @@ __device__ __forceinline__ uint8_t EncodeFp8(float x, const Fp8Traits& t) {
   return FloatToFp8(x, t);
 }
 
-__device__ __forceinline__ float LoadElement(const void* base, FloatType type,
+__device__ __forceinline__ float LoadElement(const void* base, FloatFormat type,
                                              int64_t i) {
-  if (type == FloatType::kFloat32) return static_cast<const float*>(base)[i];
+  if (type == FloatFormat::kFloat32) return static_cast<const float*>(base)[i];
   return Bf16ToFloat(static_cast<const uint16_t*>(base)[i]);
 }
 
 // Stages n elements of `row` as floats in `dst` (shared), lanes striding.
-__device__ void StageRow(const void* row, FloatType type, int n, float* dst,
+__device__ void StageRow(const void* row, FloatFormat type, int n, float* dst,
                          int lane) {
-  const int esize = type == FloatType::kFloat32 ? 4 : 2;
+  const int esize = type == FloatFormat::kFloat32 ? 4 : 2;
   const bool vec =
       (reinterpret_cast<uintptr_t>(row) & 15) == 0 && (n * esize) % 16 == 0;
   if (vec) {
@@ -68,7 +68,7 @@ __device__ void StageRow(const void* row, FloatType type, int n, float* dst,
     const int units = n * esize / 16;
     for (int u = lane; u < units; u += kLanes) {
       const uint4 v = src[u];
-      if (type == FloatType::kFloat32) {
+      if (type == FloatFormat::kFloat32) {
         dst[4 * u + 0] = __uint_as_float(v.x);
         dst[4 * u + 1] = __uint_as_float(v.y);
         dst[4 * u + 2] = __uint_as_float(v.z);
@@ -218,9 +218,10 @@ __global__ void __launch_bounds__(kThreads)
   // The row is read whenever the token exists (its address does not depend
   // on the slot), so its load does not wait for the index loads.
   if (in_range) {
-    StageRow(static_cast<const char*>(p.k) +
-                 t * p.k_row_stride * (p.k_type == FloatType::kFloat32 ? 4 : 2),
-             p.k_type, n, y, lane);
+    StageRow(
+        static_cast<const char*>(p.k) +
+            t * p.k_row_stride * (p.k_type == FloatFormat::kFloat32 ? 4 : 2),
+        p.k_type, n, y, lane);
   }
   __syncthreads();
 
@@ -289,7 +290,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   const bool active = pos >= 0 && pos < p.max_position;
   if (in_range) {  // not waiting for the position
-    const int esize = p.q_type == FloatType::kFloat32 ? 4 : 2;
+    const int esize = p.q_type == FloatFormat::kFloat32 ? 4 : 2;
     StageRow(static_cast<const char*>(p.q) +
                  (t * p.q_token_stride + h * p.q_head_stride) * esize,
              p.q_type, n, y, lane);
@@ -335,8 +336,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   const bool active = slot >= 0 && slot < p.num_blocks * p.block_size;
   if (in_range) {  // not waiting for the slot
-    const int kv_esize = p.kv_c_type == FloatType::kFloat32 ? 4 : 2;
-    const int pe_esize = p.k_pe_type == FloatType::kFloat32 ? 4 : 2;
+    const int kv_esize = p.kv_c_type == FloatFormat::kFloat32 ? 4 : 2;
+    const int pe_esize = p.k_pe_type == FloatFormat::kFloat32 ? 4 : 2;
     StageRow(static_cast<const char*>(p.kv_c) + t * p.kv_c_stride * kv_esize,
              p.kv_c_type, lora, y, lane);
     StageRow(static_cast<const char*>(p.k_pe) + t * p.k_pe_stride * pe_esize,
@@ -409,9 +410,9 @@ bool RegisterPathFits(int head_dim, int rope_dim) {
 }
 
 // v[0:4] = row[4 * lane + 0:4] (16-/8-byte load when aligned).
-__device__ __forceinline__ void Load4(const void* row, FloatType type, int lane,
-                                      float v[4]) {
-  if (type == FloatType::kFloat32) {
+__device__ __forceinline__ void Load4(const void* row, FloatFormat type,
+                                      int lane, float v[4]) {
+  if (type == FloatFormat::kFloat32) {
     const float* r = static_cast<const float*>(row) + 4 * lane;
     if ((reinterpret_cast<uintptr_t>(r) & 15) == 0) {
       const float4 x = *reinterpret_cast<const float4*>(r);
@@ -517,9 +518,9 @@ bool QRegisterPathFits(int head_dim, int rope_dim, int64_t rows) {
 }
 
 // v = row[16 * sub + 0:16] (16-byte loads when aligned).
-__device__ __forceinline__ void Load16(const void* row, FloatType type, int sub,
-                                       float v[kQDimsPerLane]) {
-  if (type == FloatType::kFloat32) {
+__device__ __forceinline__ void Load16(const void* row, FloatFormat type,
+                                       int sub, float v[kQDimsPerLane]) {
+  if (type == FloatFormat::kFloat32) {
     const float* r = static_cast<const float*>(row) + kQDimsPerLane * sub;
     if ((reinterpret_cast<uintptr_t>(r) & 15) == 0) {
 #pragma unroll
@@ -565,7 +566,7 @@ __global__ void __launch_bounds__(kThreads)
       (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kLanes);
   const uint32_t items = static_cast<uint32_t>(p.tokens * p.heads);
   const uint32_t heads = static_cast<uint32_t>(p.heads);
-  const int esize = p.q_type == FloatType::kFloat32 ? 4 : 2;
+  const int esize = p.q_type == FloatFormat::kFloat32 ? 4 : 2;
   float v[kQPasses][kQDimsPerLane];
   uint32_t t[kQPasses], h[kQPasses];
   int64_t pos[kQPasses];
@@ -683,7 +684,7 @@ __global__ void __launch_bounds__(kThreads)
   // The row's load does not wait for the slot and position.
   float v[4];
   Load4(static_cast<const char*>(p.k) +
-            t * p.k_row_stride * (p.k_type == FloatType::kFloat32 ? 4 : 2),
+            t * p.k_row_stride * (p.k_type == FloatFormat::kFloat32 ? 4 : 2),
         p.k_type, lane, v);
   // The top-k buffer clear (every token) while the row is in flight.
   if (p.topk > 0) {

@@ -250,7 +250,8 @@ int main(int argc, char** argv) {
       ok &= Bench(*pre, label, {{0, t}}, LatentCacheType::kBFloat16, iters);
     }
     if (!quick) {
-      ok &= Bench(*pre, "T=8192", {{0, 8192}}, LatentCacheType::kFp8E4m3fn, iters);
+      ok &= Bench(*pre, "T=8192", {{0, 8192}}, LatentCacheType::kFp8E4m3fn,
+                  iters);
       ok &= Bench(*pre, "4 requests x 2048",
                   {{0, 2048}, {0, 2048}, {0, 2048}, {0, 2048}},
                   LatentCacheType::kBFloat16, iters);

@@ -40,7 +40,6 @@
 
 namespace dsa::attention::gpu {
 
-
 struct DenseMhaPrefillParams {
   const void* q = nullptr;  // [tokens, heads, nope + rope], contiguous
   FloatFormat q_format = FloatFormat::kBFloat16;

@@ -128,8 +128,9 @@ HostCache MakeCache(const DenseCase& c, int64_t slots, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const int dim = c.lora + c.rope;
   const bool fp8 = c.encoding != LatentCacheType::kBFloat16;
-  const Fp8Traits traits =
-      c.encoding == LatentCacheType::kFp8E4m3fnuz ? kE4m3fnuzTraits : kE4m3fnTraits;
+  const Fp8Traits traits = c.encoding == LatentCacheType::kFp8E4m3fnuz
+                               ? kE4m3fnuzTraits
+                               : kE4m3fnTraits;
   HostCache h;
   h.entry_bytes =
       fp8 ? c.lora + 4 * (c.lora / 128) + 2 * c.rope : 2 * int64_t{dim};

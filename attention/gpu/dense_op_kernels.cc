@@ -39,7 +39,8 @@ Status FromLaunch(const LaunchResult& r) {
 }
 
 FloatFormat TypeOf(const TensorView& t) {
-  return t.dtype == DType::kBFloat16 ? FloatFormat::kBFloat16 : FloatFormat::kFloat32;
+  return t.dtype == DType::kBFloat16 ? FloatFormat::kBFloat16
+                                     : FloatFormat::kFloat32;
 }
 
 bool ForceTiled() {
@@ -174,7 +175,8 @@ Plan MakePlan(const lt::CublasLtApi& api, void* handle, const GemmParams& p,
 
 // Runs p on cuBLASLt; false when it cannot (the caller falls back).
 bool TryCublasLt(const GemmParams& p, bool w_row_major, void* stream) {
-  if (p.x_type != FloatFormat::kBFloat16 || ForceTiled() || !OnCuda()) return false;
+  if (p.x_type != FloatFormat::kBFloat16 || ForceTiled() || !OnCuda())
+    return false;
   const lt::CublasLtApi* api = lt::LoadedCublasLt();
   if (api == nullptr) return false;
   if (p.batch > 0x7fffffff) return false;

@@ -4,9 +4,9 @@
 #include <string_view>
 #include <vector>
 
-#include "attention/gpu/dense_op_kernels.h"
-#include "attention/gpu/dense_mha_kernels.h"
 #include "attention/gpu/cache_kernels.h"
+#include "attention/gpu/dense_mha_kernels.h"
+#include "attention/gpu/dense_op_kernels.h"
 #include "attention/gpu/indexer_kernels.h"
 #include "attention/gpu/sparse_mla_kernels.h"
 #include "attention/kernel_abi.h"
@@ -234,10 +234,13 @@ Status SparseMlaGpu(const ExecutionContext& ctx, const SparseMla::Args& a) {
   p.tokens = a.q.dim(0);
   p.heads = static_cast<int32_t>(a.q.dim(1));
   return FromLaunch(SparseMlaLaunch(p, ctx.stream));
+}
+
 namespace {
 
-FloatType FloatTypeOf(DType dtype) {
-  return dtype == DType::kBFloat16 ? FloatType::kBFloat16 : FloatType::kFloat32;
+FloatFormat FloatFormatOf(DType dtype) {
+  return dtype == DType::kBFloat16 ? FloatFormat::kBFloat16
+                                   : FloatFormat::kFloat32;
 }
 
 RopeKind RopeKindOf(RopeStyle style) {
@@ -250,12 +253,12 @@ RopeKind RopeKindOf(RopeStyle style) {
 IndexerKWriteParams IndexerKWriteParamsFor(const IndexerKWrite::Args& a) {
   IndexerKWriteParams p;
   p.k = a.k.data;
-  p.k_type = FloatTypeOf(a.k.dtype);
+  p.k_type = FloatFormatOf(a.k.dtype);
   p.k_row_stride = a.k.stride(0);
   p.ln_weight = a.ln_weight.data;
-  p.ln_weight_type = FloatTypeOf(a.ln_weight.dtype);
+  p.ln_weight_type = FloatFormatOf(a.ln_weight.dtype);
   p.ln_bias = a.ln_bias.data;
-  p.ln_bias_type = FloatTypeOf(a.ln_bias.dtype);
+  p.ln_bias_type = FloatFormatOf(a.ln_bias.dtype);
   p.ln_eps = a.ln_eps;
   p.positions = a.positions.data_as<const int64_t>();
   p.positions_stride = a.positions.stride(0);
@@ -287,11 +290,11 @@ Status IndexerKWriteGpu(const ExecutionContext& ctx,
 IndexerQParams IndexerQParamsFor(const IndexerQ::Args& a) {
   IndexerQParams p;
   p.q = a.q.data;
-  p.q_type = FloatTypeOf(a.q.dtype);
+  p.q_type = FloatFormatOf(a.q.dtype);
   p.q_token_stride = a.q.stride(0);
   p.q_head_stride = a.q.stride(1);
   p.weights = a.weights.data;
-  p.weights_type = FloatTypeOf(a.weights.dtype);
+  p.weights_type = FloatFormatOf(a.weights.dtype);
   p.weights_token_stride = a.weights.stride(0);
   p.weights_head_stride = a.weights.stride(1);
   p.positions = a.positions.data_as<const int64_t>();
@@ -325,10 +328,10 @@ Status MlaCacheWriteGpu(const ExecutionContext& ctx,
   const size_t esize = DTypeSize(a.kv_cache.dtype);
   MlaCacheWriteParams p;
   p.kv_c = a.kv_c.data;
-  p.kv_c_type = FloatTypeOf(a.kv_c.dtype);
+  p.kv_c_type = FloatFormatOf(a.kv_c.dtype);
   p.kv_c_stride = a.kv_c.stride(0);
   p.k_pe = a.k_pe.data;
-  p.k_pe_type = FloatTypeOf(a.k_pe.dtype);
+  p.k_pe_type = FloatFormatOf(a.k_pe.dtype);
   p.k_pe_stride = a.k_pe.stride(0);
   p.slot_mapping = a.slot_mapping.data_as<const int64_t>();
   p.slot_mapping_stride = a.slot_mapping.stride(0);
@@ -357,21 +360,12 @@ const std::vector<DsaKernelDescriptor>& GpuAttentionKernelDescriptors() {
   static const auto* const descriptors = [] {
     auto* d = new std::vector<DsaKernelDescriptor>();
     if (const char* platform = GpuPlatformId(); platform != nullptr) {
-      d->push_back(KernelDescriptorFor<IndexerLogits>(
-          platform, &CKernel<IndexerLogits, &IndexerLogitsGpu>));
-      d->push_back(KernelDescriptorFor<IndexerTopK>(
-          platform, &CKernel<IndexerTopK, &IndexerTopKGpu>));
+      // Every attention op of kernel_api.h, by its <Op>Gpu kernel above.
+#define DSA_GPU_KERNEL_DESCRIPTOR(Op, LIST, PREFIX) \
+  d->push_back(KernelDescriptorFor<Op>(platform, &CKernel<Op, &Op##Gpu>));
+      DSA_ATTENTION_OPS(DSA_GPU_KERNEL_DESCRIPTOR)
+#undef DSA_GPU_KERNEL_DESCRIPTOR
       AppendGpuDenseKernelDescriptors(platform, d);  // dense_op_kernels.h
-      d->push_back(KernelDescriptorFor<DenseMhaPrefill>(
-          platform, &CKernel<DenseMhaPrefill, &DenseMhaPrefillGpu>));
-      d->push_back(KernelDescriptorFor<SparseMla>(
-          platform, &CKernel<SparseMla, &SparseMlaGpu>));
-      d->push_back(KernelDescriptorFor<IndexerKWrite>(
-          platform, &CKernel<IndexerKWrite, &IndexerKWriteGpu>));
-      d->push_back(KernelDescriptorFor<IndexerQ>(
-          platform, &CKernel<IndexerQ, &IndexerQGpu>));
-      d->push_back(KernelDescriptorFor<MlaCacheWrite>(
-          platform, &CKernel<MlaCacheWrite, &MlaCacheWriteGpu>));
     }
     return d;
   }();

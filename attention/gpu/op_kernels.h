@@ -1,13 +1,17 @@
-// The GPU kernels of the indexer's scoring as op kernels (attention/ops.h),
-// registered for the platform the build targets: "cuda" under --config=cuda,
-// "rocm" under --config=rocm, none otherwise.
+// The GPU kernels of the seven attention ops (attention/ops.h), one <Op>Gpu
+// function per op of kernel_api.h's DSA_ATTENTION_OPS, registered for the
+// platform the build targets: "cuda" under --config=cuda, "rocm" under
+// --config=rocm, none otherwise (the layer's dense ops are in
+// dense_op_kernels.h and registered with them).
 //
 // They take the ops' arguments, check them (Op::Validate plus the layouts the
 // launchers need: contiguous index vectors and block-table rows) and enqueue
-// the launchers of indexer_kernels.h on ExecutionContext::stream. Unlike the
-// CPU kernels they do not read index values on the host (that would need a
-// synchronising copy per call): the device code clamps every index it reads,
-// so a bad one gives wrong values, never an access outside the views.
+// the launchers (indexer_kernels.h, cache_kernels.h, sparse_mla_kernels.h,
+// dense_mha_kernels.h) on ExecutionContext::stream. Unlike the CPU kernels
+// they do not read index values on the host (that would need a synchronising
+// copy per call; dense_mha_prefill is the one exception, below): the device
+// code clamps or skips every index it reads, so a bad one gives wrong values,
+// never an access outside the views.
 // Free of Abseil: they are linked into plugin shared objects.
 #ifndef DSA_ATTENTION_GPU_OP_KERNELS_H_
 #define DSA_ATTENTION_GPU_OP_KERNELS_H_

@@ -24,7 +24,6 @@
 
 namespace dsa::attention::gpu {
 
-
 struct SparseMlaParams {
   // [tokens, heads, kv_lora_rank + rope_dim]; the last dim contiguous.
   const void* q = nullptr;
