@@ -1,0 +1,149 @@
+#!/bin/bash
+# The GPU run, in one call on the device machine (an NVIDIA H200 here: CUDA,
+# PyTorch and the Nsight tools, no Bazel). It checks and times every GPU
+# kernel of the project and, in the same call on the same card, the PyTorch
+# equivalents and the card's ceilings:
+#
+#   testing/gpu/build_payload.sh      # here: bazel build --config=cuda, pack .device/gpu
+#   testing/gpu/device_run.sh         # there, from the repository root (carry .device/gpu)
+#
+# In order of importance (each step has a time limit; the later ones are
+# skipped when less than they need is left of DSA_GPU_RUN_SECONDS, default
+# 420):
+#   1. the matrix instructions in each kernel's SASS (HGMMA/QGMMA/HMMA, FFMA);
+#   2. every gpu-tagged gtest: the kernels against float64 references, the op
+#      suites, the dense ops and the runner suite on the "cuda" platform;
+#   3. compute-sanitizer memcheck over the op suites, racecheck over one;
+#   4. our kernels timed at the presets' shapes, then the torch references
+#      (torch.topk, cuDNN SDPA, cuBLAS, eager gathers) and the copy and
+#      matmul ceilings in the same call;
+#   5. the PyTorch binding built against the machine's torch, tested on CUDA
+#      tensors and timed against eager PyTorch;
+#   6. prefill_bench at GLM-5.1's real shapes (issue 9's H200 run).
+# Everything goes to stdout and to $OUT/device_run.txt.
+set -u -o pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+payload="$root/${DSA_PAYLOAD:-.device/gpu}"
+out="${OUT:-/tmp/dsa_gpu_out}"
+budget="${DSA_GPU_RUN_SECONDS:-420}"
+mkdir -p "$out"
+work=/tmp/dsa_gpu_run
+rm -rf "$work" && mkdir -p "$work/bin"
+for f in "$payload"/bin/*.gz; do gzip -dc "$f" > "$work/bin/$(basename "$f" .gz)"; done
+chmod +x "$work"/bin/*
+B="$work/bin"
+# Carried Abseil/protobuf; cuBLASLt from the CUDA toolkit (dlopened by the
+# cuda platform's GEMM).
+export LD_LIBRARY_PATH="$payload/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONUNBUFFERED=1
+exec > >(tee "$out/device_run.txt") 2>&1
+
+t0=$(date +%s)
+elapsed() { echo $(( $(date +%s) - t0 )); }
+section() { echo; echo "==== [$(elapsed) s] $*"; }
+# True when at least $1 seconds of the budget are left.
+room() { [ $(( budget - $(elapsed) )) -ge "$1" ]; }
+# A gtest binary: its summary, failures and the lines kernels print.
+gtest() {
+  local limit=$1; shift
+  timeout "$limit" "$@" --gtest_brief=1 > "$work/gtest.txt" 2>&1
+  local rc=$?
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) +\]|Failure|Expected|Which is|actual|worst|path " \
+    "$work/gtest.txt" | head -24
+  echo "exit $rc"
+}
+
+section "card"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv
+nvcc --version 2>/dev/null | tail -1
+python3 -c "import torch; print('torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())"
+
+section "matrix instructions in the SASS (sm_90a), per kernel"
+for b in indexer_bench sparse_mla_bench dense_mha_bench cache_bench dense_bench; do
+  cuobjdump -sass "$B/$b" 2>/dev/null | awk -v bin="$b" '
+    function flush() { if (n != "" && (g + q + h + f) > 0) print bin, n, "HGMMA=" g, "QGMMA=" q, "HMMA=" h, "FFMA=" f }
+    /Function : / { flush(); n = $3; g = q = h = f = 0; next }
+    /HGMMA/ { g++ } /QGMMA/ { q++ } /HMMA/ { h++ } /FFMA/ { f++ }
+    END { flush() }' \
+    | sed -E 's/_ZN3dsa9attention3gpu[0-9]*(_GLOBAL__N__[0-9a-f_]+[a-z0-9_]+_hip_cc_[0-9a-f]+)?[0-9]*//' \
+    | grep -E "Mma|Gemm|Attention|Logits|Sparse|Wuv|Dense" | cut -c1-150 | sort -u | head -16
+done
+
+section "gtest: kernels against float64 references"
+for t in vector_add_test mma_bf16_test indexer_kernels_test cache_kernels_test \
+         sparse_mla_kernels_test dense_mha_kernels_test; do
+  echo "-- $t"; gtest 45 "$B/$t"
+done
+section "gtest: op suites, dense ops, runner and platform on cuda"
+echo "-- indexer_ops_test"; gtest 40 "$B/indexer_ops_test" --gtest_filter='*/cuda*'
+echo "-- mla_ops_test"; gtest 60 "$B/mla_ops_test" --gtest_filter='*/cuda*'
+echo "-- dense_ops_test"; gtest 30 "$B/dense_ops_test" --gtest_filter='*/cuda*'
+echo "-- model_runner_test"; gtest 60 "$B/model_runner_test" --gtest_filter='*/cuda*'
+echo "-- platform_conformance_test"; gtest 20 "$B/platform_conformance_test"
+
+section "compute-sanitizer: memcheck over the op suites on cuda, racecheck over top-k and the cache writes"
+room 200 && timeout 40 compute-sanitizer --tool memcheck --print-limit 5 "$B/indexer_ops_test" \
+  --gtest_brief=1 --gtest_filter='*/cuda*' 2>&1 | grep -E "ERROR SUMMARY|PASSED|FAILED" | tail -3
+room 180 && timeout 40 compute-sanitizer --tool memcheck --print-limit 5 "$B/mla_ops_test" \
+  --gtest_brief=1 --gtest_filter='*/cuda*' 2>&1 | grep -E "ERROR SUMMARY|PASSED|FAILED" | tail -3
+room 160 && timeout 25 compute-sanitizer --tool racecheck --print-limit 5 "$B/indexer_ops_test" \
+  --gtest_brief=1 --gtest_filter='*TopK*/cuda*:*KWrite*/cuda*' 2>&1 \
+  | grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" | tail -3
+
+section "ours: indexer logits and top-k (fp8 cache, causal prefill of one request; decode 32 x 8K)"
+: > "$work/ours_indexer.txt"
+for h in 32 64; do
+  for t in 1024 1900 8192; do
+    timeout 10 "$B/indexer_bench" --heads=$h --tokens=$t --iters=30 >> "$work/ours_indexer.txt" 2>&1
+  done
+done
+timeout 10 "$B/indexer_bench" --heads=32 --tokens=8192 --decode=32 --iters=50 >> "$work/ours_indexer.txt" 2>&1
+grep -E "^ours_|fail" "$work/ours_indexer.txt"
+section "ours: sparse MLA (absorbed 576/512, top-k 2048, W_UV included)"
+room 120 && timeout 40 stdbuf -oL "$B/sparse_mla_bench" \
+  --mode=prefill --cache=bf16 --heads=64 --v=256 --nope=192 --tokens=8192 --iters=5 \
+  --then --mode=prefill --cache=bf16 --heads=128 --v=128 --nope=128 --tokens=8192 --iters=3 \
+  --then --mode=prefill --cache=bf16 --heads=64 --v=256 --nope=192 --tokens=1024 --iters=10 \
+  --then --mode=prefill --cache=fp8 --heads=64 --v=256 --nope=192 --tokens=1900 --iters=5 \
+  --then --mode=decode --cache=fp8 --heads=128 --v=128 --nope=128 --requests=32 --context=8192 --iters=20 \
+  --then --mode=decode --cache=fp8 --heads=64 --v=256 --nope=192 --requests=32 --context=65536 --iters=20 \
+  2>&1 | grep -E "^sparse_mla|fail"
+section "ours: dense causal MHA prefill (K/V decompression included)"
+room 100 && timeout 30 "$B/dense_mha_bench" 2>&1 | grep -E "^dense|fail|ceiling"
+section "ours: indexer K write, indexer Q, MLA cache write"
+room 90 && timeout 15 "$B/cache_bench" --iters=30 2>&1 | tail -14
+section "ours: the layer's dense ops (cuBLASLt GEMM, RMSNorm) and one GLM-5.1-shaped layer step"
+room 80 && timeout 12 "$B/dense_bench" 1024 8192 32 2>&1 | grep -E "backend|sum|rms_norm"
+room 75 && timeout 20 "$B/layer_step_bench" --platform=cuda --iters=5 1024 8192 2>&1 | tail -8
+
+section "torch, same card: ceilings, the logits reference, torch.topk"
+room 70 && timeout 25 python3 attention/gpu/torch_reference.py "$work/ours_indexer.txt" 32 2>&1 | tail -26
+section "torch: gather + softmax sparse MLA (+ W_UV matmul)"
+room 60 && timeout 25 python3 attention/gpu/torch_sparse_mla.py --iters=3 2>&1 | grep -E "total|w_uv"
+section "torch: SDPA (cuDNN) + the K/V decompression matmul"
+room 50 && timeout 25 python3 attention/gpu/torch_dense_mha.py 2>&1 | tail -8
+section "torch: the memory-bound ops and the dense ops"
+room 40 && timeout 15 python3 attention/gpu/cache_torch_reference.py --iters=20 2>&1 | tail -10
+room 35 && timeout 15 python3 attention/gpu/dense_torch_reference.py 1024 8192 32 2>&1 | grep -E "sum|rms_norm"
+
+section "PyTorch binding (torch.ops.dsa), built against this torch, on CUDA tensors"
+if room 30 && CXX=/usr/bin/g++ timeout 60 bash engines/torch/build.sh "$work/torch" > "$work/torch_build.txt" 2>&1; then
+  tail -1 "$work/torch_build.txt"
+  p="$payload/plugins"
+  export DSA_TORCH_LIBRARY="$work/torch/libdsa_torch.so"
+  export DSA_TORCH_PLUGINS="$p/libdsa_cpu_platform.so:$p/libdsa_attention_cpu.so:$p/libdsa_cuda_platform.so"
+  export DSA_TORCH_PLATFORM_PLUGINS="$p/libdsa_cpu_platform.so:$p/libdsa_rocm_platform.so:$p/libdsa_cuda_platform.so"
+  PYTHONPATH="$root/engines/torch" timeout 40 python3 -m pytest -q -p no:cacheprovider -rs engines/torch/tests 2>&1 | tail -10
+  room 15 && PYTHONPATH="$root/engines/torch" timeout 20 python3 engines/torch/bench.py --device cuda --repeats 20 \
+    --plugins="$DSA_TORCH_PLUGINS" 2>&1 | tail -12
+else
+  tail -5 "$work/torch_build.txt" 2>/dev/null
+fi
+
+section "prefill_bench on cuda at GLM-5.1's real shapes (78 layers + MTP)"
+if room 60; then
+  timeout $(( budget - $(elapsed) )) "$B/prefill_bench" --platform=cuda --model=glm-5.1 \
+    --workloads=1k_c1,8k_c1 --arms=main,skip --runs=1 --json="$out/prefill_bench_glm51.json" 2>&1 | tail -25
+fi
+section "done"
