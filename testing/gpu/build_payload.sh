@@ -7,9 +7,10 @@
 #   testing/gpu/build_payload.sh [bazel flags]   # here
 #   testing/gpu/device_run.sh                    # there, from the repository root
 #
-# The device machine has no Bazel (DESIGN.md section 7). The binaries link
-# Debian's Abseil, protobuf and benchmark shared objects, which it lacks: they
-# are copied into lib/ beside them. Binaries are gzipped to stay well under
+# The device machine has no Bazel (DESIGN.md section 7). The project's own
+# libraries are linked statically (--dynamic_mode=off); Debian's Abseil,
+# protobuf and benchmark shared objects, which that machine lacks, are copied
+# into lib/ beside the binaries. Binaries are gzipped to stay well under
 # what a call carries.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,8 +46,8 @@ plugins=(
 
 targets=("${plugins[@]}")
 for b in "${binaries[@]}"; do targets+=("${b#*=}"); done
-bazel build --config=cuda "$@" "${targets[@]}"
-bin_dir="$(bazel info --config=cuda "$@" bazel-bin)"
+bazel build --config=cuda --dynamic_mode=off "$@" "${targets[@]}"
+bin_dir="$(bazel info --config=cuda --dynamic_mode=off "$@" bazel-bin)"
 path_of() { local t="${1#//}"; echo "$bin_dir/${t%%:*}/${t#*:}"; }
 
 rm -rf "$out"
@@ -55,7 +56,7 @@ for b in "${binaries[@]}"; do
   label="${b%%=*}"
   src="$(path_of "${b#*=}")"
   cp "$src" "$out/bin/$label"
-  ldd "$src" | awk '$3 ~ /^\/usr\/lib\/x86_64-linux-gnu\/lib(absl|protobuf|benchmark)/ {print $3}' \
+  ldd "$src" | awk '$3 ~ /^(\/usr)?\/lib\/x86_64-linux-gnu\/lib(absl|protobuf|benchmark)/ {print $3}' \
     | while read -r lib; do cp -nL "$lib" "$out/lib/"; done
 done
 for p in "${plugins[@]}"; do cp "$(path_of "$p")" "$out/plugins/"; done

@@ -464,6 +464,16 @@ def output_tolerance(dtype):
         dict(rtol=1e-4, atol=1e-4)
 
 
+def attention_tolerance(dtype, device, want):
+    """The GPU attention kernels multiply on bf16 matrix cores (keys, values
+    and the softmax weights rounded to bf16, about 2^-9 each), so their
+    bound is 2^-6 of the largest |output|, as in attention/mla_ops_test.cc;
+    the CPU kernels accumulate in float32 (output_tolerance)."""
+    if device == "cpu":
+        return output_tolerance(dtype)
+    return dict(rtol=2**-6, atol=2**-6 * float(want.abs().max()))
+
+
 # --------------------------------------------------------------------------
 # sparse_mla
 
@@ -534,7 +544,9 @@ def test_dense_mha_prefill(dsa, device, seed, dtype, cache_dtype,
                            require_kernel):
     require_kernel("dense_mha_prefill")
     gen = torch.Generator().manual_seed(seed)
-    heads, kv_lora, rope_dim, qk_nope, v_dim = 2, 128, 16, 24, 20
+    # Head dims that are multiples of 8: what the GPU kernel's matrix-core
+    # tiles take (test_dense_mha_prefill_gpu_rejects_odd_dims).
+    heads, kv_lora, rope_dim, qk_nope, v_dim = 2, 128, 16, 24, 24
     block_size = 4
     seq_lens = [int(x) for x in torch.randint(1, 18, (3,), generator=gen)]
     new = [int(torch.randint(1, s + 1, (1,), generator=gen)) for s in seq_lens]
@@ -572,7 +584,23 @@ def test_dense_mha_prefill(dsa, device, seed, dtype, cache_dtype,
                 s = scale * (k[:pos + 1] @ q64[t, h])
                 want[t, h] = torch.softmax(s, 0) @ v[:pos + 1]
     torch.testing.assert_close(out.cpu().to(torch.float64), want,
-                               **output_tolerance(dtype))
+                               **attention_tolerance(dtype, device, want))
+
+
+def test_dense_mha_prefill_gpu_rejects_odd_dims(dsa, device, require_kernel):
+    if device == "cpu":
+        pytest.skip("the CPU kernel takes any head dims")
+    require_kernel("dense_mha_prefill")
+    gen = torch.Generator().manual_seed(5)
+    table, num_blocks = paging([8], 4, gen)
+    cache = filled_latent_cache("bfloat16", num_blocks, 4, 128, 16, gen)
+    q = float_input((8, 2, 24 + 16), torch.float32, gen)
+    kv_b_proj = float_input((2 * (24 + 20), 128), torch.float32, gen, 0.1)
+    with pytest.raises(ValueError, match="multiples of 8"):
+        dsa.dense_mha_prefill(
+            q.to(device), cache.to(device), "bfloat16", 128, 16,
+            *to_dev(device, table, torch.tensor([8], dtype=torch.int32),
+                    torch.tensor([0, 8], dtype=torch.int32), kv_b_proj), 0.1)
 
 
 # --------------------------------------------------------------------------
