@@ -592,7 +592,7 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 // Math warpgroups: two keep the head weights in registers (384 threads with
 // the producer: up to 168 registers a thread); three fit 128 registers only
 // with the weights read from shared memory in the epilogue. The
-// DSA_LOGITS_PS_* macros are for measuring variants (device_run.sh); the
+// DSA_LOGITS_PS_* macros are for measuring variants (-D on the nvcc line); the
 // defaults are what ships.
 #ifndef DSA_LOGITS_PS_GROUPS
 #define DSA_LOGITS_PS_GROUPS 2

@@ -1,4 +1,4 @@
-"""PyTorch side of attention/gpu/device_run.sh, timed in the same call.
+"""PyTorch side of the indexer timings of testing/gpu/device_run.sh, timed in the same call.
 
 Measures the card's ceilings (device-to-device copy bandwidth, bf16 matrix
 rate on random data) and the torch equivalents of the indexer scoring at the
