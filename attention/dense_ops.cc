@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "attention/args_conversion.h"
 #include "attention/kernel_abi.h"
 
 namespace dsa::attention {
@@ -156,64 +157,8 @@ static Status ValidateRandomFillShapes(const RandomFill::Args& a) {
 DSA_DENSE_OPS(DSA_DEFINE_DENSE_VALIDATE)
 #undef DSA_DEFINE_DENSE_VALIDATE
 
-// The C <-> C++ conversions, generated from the lists as kernel_abi.cc does
-// for the attention ops.
-namespace {
-constexpr bool Within(size_t struct_size, size_t offset, size_t size) {
-  return offset + size <= struct_size;
-}
-}  // namespace
-
-#define DSA_DENSE_TO_C_TENSOR(name, direction) c.name = TensorViewToC(a.name);
-#define DSA_DENSE_TO_C_SCALAR(c_type, name, default_value) c.name = a.name;
-#define DSA_DENSE_TO_C_ENUM(cxx_enum, name, default_value) \
-  c.name = static_cast<int32_t>(a.name);
-#define DSA_DENSE_TO_C_FORMAT(name) c.name = LatentCacheFormatToC(a.name);
-#define DSA_DENSE_FIELD_PRESENT(name) \
-  Within(size, offsetof(C, name), sizeof(c.name))
-#define DSA_DENSE_FROM_C_TENSOR(name, direction)                       \
-  if (DSA_DENSE_FIELD_PRESENT(name)) {                                 \
-    DSA_RETURN_IF_ERROR(TensorViewFromC(kOp, #name, c.name, &a.name)); \
-  }
-#define DSA_DENSE_FROM_C_SCALAR(c_type, name, default_value) \
-  if (DSA_DENSE_FIELD_PRESENT(name)) a.name = c.name;
-#define DSA_DENSE_FROM_C_ENUM(cxx_enum, name, default_value) \
-  if (DSA_DENSE_FIELD_PRESENT(name)) a.name = static_cast<cxx_enum>(c.name);
-#define DSA_DENSE_FROM_C_FORMAT(name)                                         \
-  if (DSA_DENSE_FIELD_PRESENT(name)) {                                        \
-    DSA_RETURN_IF_ERROR(LatentCacheFormatFromC(kOp, #name, c.name, &a.name)); \
-  }
-
-#define DSA_DEFINE_DENSE_ARGS_CONVERSIONS(CxxName, LIST, PREFIX)              \
-  CxxName::CArgs ToCArgs(const CxxName::Args& a) {                            \
-    CxxName::CArgs c;                                                         \
-    std::memset(&c, 0, sizeof(c));                                            \
-    c.struct_size = sizeof(c);                                                \
-    LIST(DSA_DENSE_TO_C_TENSOR, DSA_DENSE_TO_C_SCALAR, DSA_DENSE_TO_C_ENUM,   \
-         DSA_DENSE_TO_C_FORMAT)                                               \
-    return c;                                                                 \
-  }                                                                           \
-  Status FromCArgs(const CxxName::CArgs* raw, CxxName::Args* out) {           \
-    using C = CxxName::CArgs;                                                 \
-    constexpr const char* kOp = CxxName::kName;                               \
-    if (raw == nullptr) {                                                     \
-      return InvalidArgumentError(StrCat(kOp, ": arguments are NULL"));       \
-    }                                                                         \
-    const size_t size = raw->struct_size;                                     \
-    if (size < sizeof(size_t)) {                                              \
-      return InvalidArgumentError(                                            \
-          StrCat(kOp, ": arguments have struct_size ", size, ", too small")); \
-    }                                                                         \
-    C c;                                                                      \
-    std::memset(&c, 0, sizeof(c));                                            \
-    std::memcpy(&c, raw, std::min(size, sizeof(c)));                          \
-    CxxName::Args a;                                                          \
-    LIST(DSA_DENSE_FROM_C_TENSOR, DSA_DENSE_FROM_C_SCALAR,                    \
-         DSA_DENSE_FROM_C_ENUM, DSA_DENSE_FROM_C_FORMAT)                      \
-    *out = a;                                                                 \
-    return OkStatus();                                                        \
-  }
-DSA_DENSE_OPS(DSA_DEFINE_DENSE_ARGS_CONVERSIONS)
-#undef DSA_DEFINE_DENSE_ARGS_CONVERSIONS
+// The C <-> C++ conversions of each dense op's arguments, generated from its
+// list (args_conversion.h), as kernel_abi.cc does for the attention ops.
+DSA_DENSE_OPS(DSA_DEFINE_ARGS_CONVERSIONS)
 
 }  // namespace dsa::attention

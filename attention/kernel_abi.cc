@@ -4,14 +4,10 @@
 #include <cstddef>
 #include <cstring>
 
+#include "attention/args_conversion.h"
+
 namespace dsa::attention {
 namespace {
-
-// Whether `field` of size `size` at `offset` lies within the caller's
-// struct_size.
-constexpr bool Within(size_t struct_size, size_t offset, size_t size) {
-  return offset + size <= struct_size;
-}
 
 bool KnownDType(int32_t d) {
   return d >= static_cast<int32_t>(DType::kFloat32) &&
@@ -112,66 +108,18 @@ Status ExecutionContextFromC(const char* op, const DsaExecutionContext* ctx,
   DsaExecutionContext c;
   std::memset(&c, 0, sizeof(c));
   std::memcpy(&c, ctx, std::min(size, sizeof(c)));
-  if (Within(size, offsetof(DsaExecutionContext, stream), sizeof(c.stream))) {
+  if (internal::FieldWithin(size, offsetof(DsaExecutionContext, stream),
+                            sizeof(c.stream))) {
     out->stream = c.stream;
   }
-  if (Within(size, offsetof(DsaExecutionContext, num_threads),
-             sizeof(c.num_threads))) {
+  if (internal::FieldWithin(size, offsetof(DsaExecutionContext, num_threads),
+                            sizeof(c.num_threads))) {
     out->num_threads = c.num_threads;
   }
   return OkStatus();
 }
 
 // The conversions of each op's arguments, generated from its list.
-#define DSA_TO_C_TENSOR(name, direction) c.name = TensorViewToC(a.name);
-#define DSA_TO_C_SCALAR(c_type, name, default_value) c.name = a.name;
-#define DSA_TO_C_ENUM(cxx_enum, name, default_value) \
-  c.name = static_cast<int32_t>(a.name);
-#define DSA_TO_C_FORMAT(name) c.name = LatentCacheFormatToC(a.name);
-
-// A field the caller's struct does not reach keeps its default.
-#define DSA_FIELD_PRESENT(name) Within(size, offsetof(C, name), sizeof(c.name))
-#define DSA_FROM_C_TENSOR(name, direction)                             \
-  if (DSA_FIELD_PRESENT(name)) {                                       \
-    DSA_RETURN_IF_ERROR(TensorViewFromC(kOp, #name, c.name, &a.name)); \
-  }
-#define DSA_FROM_C_SCALAR(c_type, name, default_value) \
-  if (DSA_FIELD_PRESENT(name)) a.name = c.name;
-#define DSA_FROM_C_ENUM(cxx_enum, name, default_value) \
-  if (DSA_FIELD_PRESENT(name)) a.name = static_cast<cxx_enum>(c.name);
-#define DSA_FROM_C_FORMAT(name)                                               \
-  if (DSA_FIELD_PRESENT(name)) {                                              \
-    DSA_RETURN_IF_ERROR(LatentCacheFormatFromC(kOp, #name, c.name, &a.name)); \
-  }
-
-#define DSA_DEFINE_ARGS_CONVERSIONS(CxxName, LIST, PREFIX)                    \
-  CxxName::CArgs ToCArgs(const CxxName::Args& a) {                            \
-    CxxName::CArgs c;                                                         \
-    std::memset(&c, 0, sizeof(c));                                            \
-    c.struct_size = sizeof(c);                                                \
-    LIST(DSA_TO_C_TENSOR, DSA_TO_C_SCALAR, DSA_TO_C_ENUM, DSA_TO_C_FORMAT)    \
-    return c;                                                                 \
-  }                                                                           \
-  Status FromCArgs(const CxxName::CArgs* raw, CxxName::Args* out) {           \
-    using C = CxxName::CArgs;                                                 \
-    constexpr const char* kOp = CxxName::kName;                               \
-    if (raw == nullptr) {                                                     \
-      return InvalidArgumentError(StrCat(kOp, ": arguments are NULL"));       \
-    }                                                                         \
-    const size_t size = raw->struct_size;                                     \
-    if (size < sizeof(size_t)) {                                              \
-      return InvalidArgumentError(                                            \
-          StrCat(kOp, ": arguments have struct_size ", size, ", too small")); \
-    }                                                                         \
-    C c;                                                                      \
-    std::memset(&c, 0, sizeof(c));                                            \
-    std::memcpy(&c, raw, std::min(size, sizeof(c)));                          \
-    CxxName::Args a;                                                          \
-    LIST(DSA_FROM_C_TENSOR, DSA_FROM_C_SCALAR, DSA_FROM_C_ENUM,               \
-         DSA_FROM_C_FORMAT)                                                   \
-    *out = a;                                                                 \
-    return OkStatus();                                                        \
-  }
 DSA_ATTENTION_OPS(DSA_DEFINE_ARGS_CONVERSIONS)
 
 }  // namespace dsa::attention

@@ -37,6 +37,7 @@
 
 #include "attention/dtypes/bf16.h"
 #include "attention/dtypes/fp8.h"
+#include "attention/gpu/device_test_util.h"
 #include "attention/gpu/gemm_bf16.h"
 #include "attention/gpu/indexer_kernels.h"
 #include "gtest/gtest.h"
@@ -49,48 +50,6 @@ constexpr bool kBuilt = true;
 #else
 constexpr bool kBuilt = false;
 #endif
-
-class DeviceArray {
- public:
-  DeviceArray() = default;
-  ~DeviceArray() {
-    if (ptr_ != nullptr) (void)DeviceFree(ptr_);
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-
-  template <typename T>
-  LaunchResult Upload(const std::vector<T>& host) {
-    bytes_ = host.size() * sizeof(T);
-    LaunchResult r = DeviceMalloc(&ptr_, bytes_ == 0 ? 1 : bytes_);
-    if (!r.ok() || host.empty()) return r;
-    return CopyToDevice(ptr_, host.data(), bytes_);
-  }
-  template <typename T>
-  LaunchResult Download(std::vector<T>* host) const {
-    host->resize(bytes_ / sizeof(T));
-    if (bytes_ == 0) return LaunchResult{};
-    return CopyToHost(host->data(), ptr_, bytes_);
-  }
-  template <typename T>
-  T* get() const {
-    return static_cast<T*>(ptr_);
-  }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-#define ASSERT_LAUNCH(expr)                                             \
-  do {                                                                  \
-    const LaunchResult r_ = (expr);                                     \
-    if (r_.code == LaunchCode::kNoDevice ||                             \
-        r_.code == LaunchCode::kNotBuilt) {                             \
-      GTEST_SKIP() << r_.message;                                       \
-    }                                                                   \
-    ASSERT_EQ(r_.code, LaunchCode::kOk) << #expr << ": " << r_.message; \
-  } while (0)
 
 double Bf16Round(double x) {
   return Bf16ToFloat(FloatToBf16(static_cast<float>(x)));

@@ -12,6 +12,7 @@
 
 #include "attention/gpu/dense_kernels.h"
 #include "attention/gpu/indexer_kernels.h"
+#include "attention/gpu/launch_status.h"
 #include "attention/kernel_abi.h"
 #include "attention/kernel_descriptor.h"
 #include "platform/cuda/cublaslt.h"
@@ -21,22 +22,6 @@ namespace dsa::attention::gpu {
 namespace {
 
 namespace lt = ::dsa::platform::cuda;
-
-Status FromLaunch(const LaunchResult& r) {
-  switch (r.code) {
-    case LaunchCode::kOk:
-      return OkStatus();
-    case LaunchCode::kInvalidArgument:
-      return InvalidArgumentError(r.message);
-    case LaunchCode::kNoDevice:
-      return FailedPreconditionError(r.message);
-    case LaunchCode::kNotBuilt:
-      return UnimplementedError(r.message);
-    case LaunchCode::kRuntimeError:
-      break;
-  }
-  return InternalError(r.message);
-}
 
 FloatFormat TypeOf(const TensorView& t) {
   return t.dtype == DType::kBFloat16 ? FloatFormat::kBFloat16
@@ -314,7 +299,7 @@ Status GemmGpu(const ExecutionContext& ctx, const Gemm::Args& a) {
                    TryRocblas(p, Gemm::WeightRowMajor(a), ctx.stream))) {
     return OkStatus();
   }
-  return FromLaunch(GemmTiledLaunch(p, ctx.stream));
+  return StatusFromLaunch(GemmTiledLaunch(p, ctx.stream));
 }
 
 Status RmsNormGpu(const ExecutionContext& ctx, const RmsNorm::Args& a) {
@@ -332,7 +317,7 @@ Status RmsNormGpu(const ExecutionContext& ctx, const RmsNorm::Args& a) {
   p.rows = a.x.dim(0);
   p.dim = a.x.dim(1);
   p.eps = a.eps;
-  return FromLaunch(RmsNormLaunch(p, ctx.stream));
+  return StatusFromLaunch(RmsNormLaunch(p, ctx.stream));
 }
 
 Status RopeGpu(const ExecutionContext& ctx, const Rope::Args& a) {
@@ -351,7 +336,7 @@ Status RopeGpu(const ExecutionContext& ctx, const Rope::Args& a) {
   p.cos_sin_stride = a.cos_sin_cache.stride(0);
   p.max_position = a.cos_sin_cache.dim(0);
   p.neox = a.rope_style == RopeStyle::kNeox;
-  return FromLaunch(RopeLaunch(p, ctx.stream));
+  return StatusFromLaunch(RopeLaunch(p, ctx.stream));
 }
 
 Status ResidualAddGpu(const ExecutionContext& ctx, const ResidualAdd::Args& a) {
@@ -366,7 +351,7 @@ Status ResidualAddGpu(const ExecutionContext& ctx, const ResidualAdd::Args& a) {
   p.rows = a.x.dim(0);
   p.cols = a.x.dim(1);
   p.accumulate = true;
-  return FromLaunch(ElementwiseLaunch(p, ctx.stream));
+  return StatusFromLaunch(ElementwiseLaunch(p, ctx.stream));
 }
 
 Status CastGpu(const ExecutionContext& ctx, const Cast::Args& a) {
@@ -380,7 +365,7 @@ Status CastGpu(const ExecutionContext& ctx, const Cast::Args& a) {
   p.y_row_stride = a.y.stride(0);
   p.rows = a.x.dim(0);
   p.cols = a.x.dim(1);
-  return FromLaunch(ElementwiseLaunch(p, ctx.stream));
+  return StatusFromLaunch(ElementwiseLaunch(p, ctx.stream));
 }
 
 Status RandomFillGpu(const ExecutionContext& ctx, const RandomFill::Args& a) {
@@ -393,7 +378,7 @@ Status RandomFillGpu(const ExecutionContext& ctx, const RandomFill::Args& a) {
   p.stream = a.stream;
   p.scale = a.scale;
   p.offset = a.offset;
-  return FromLaunch(RandomFillLaunch(p, ctx.stream));
+  return StatusFromLaunch(RandomFillLaunch(p, ctx.stream));
 }
 
 void AppendGpuDenseKernelDescriptors(const char* platform_id,

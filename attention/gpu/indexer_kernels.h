@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 
 namespace dsa::attention::gpu {
 
@@ -36,6 +37,18 @@ struct LaunchResult {
   char message[256] = {0};
   bool ok() const { return code == LaunchCode::kOk; }
 };
+
+// kNotBuilt for `what`: the answer of every launcher in a build without a
+// GPU backend (the *_unbuilt.cc files).
+inline LaunchResult NotBuiltResult(const char* what) {
+  LaunchResult r;
+  r.code = LaunchCode::kNotBuilt;
+  std::snprintf(r.message, sizeof(r.message),
+                "%s: built without a GPU backend (use --config=cuda or "
+                "--config=rocm)",
+                what);
+  return r;
+}
 
 // The fp8 encoding of the query and the cache (the engine's fp8 dtype).
 enum class Fp8Encoding : int32_t { kE4m3fn = 0, kE4m3fnuz = 1 };

@@ -8,28 +8,13 @@
 #include "attention/gpu/dense_mha_kernels.h"
 #include "attention/gpu/dense_op_kernels.h"
 #include "attention/gpu/indexer_kernels.h"
+#include "attention/gpu/launch_status.h"
 #include "attention/gpu/sparse_mla_kernels.h"
 #include "attention/kernel_abi.h"
 #include "attention/kernel_descriptor.h"
 
 namespace dsa::attention::gpu {
 namespace {
-
-Status FromLaunch(const LaunchResult& r) {
-  switch (r.code) {
-    case LaunchCode::kOk:
-      return OkStatus();
-    case LaunchCode::kInvalidArgument:
-      return InvalidArgumentError(r.message);
-    case LaunchCode::kNoDevice:
-      return FailedPreconditionError(r.message);
-    case LaunchCode::kNotBuilt:
-      return UnimplementedError(r.message);
-    case LaunchCode::kRuntimeError:
-      break;
-  }
-  return InternalError(r.message);
-}
 
 // The launchers take index vectors as plain arrays.
 Status CheckUnitStride(std::string_view op, std::string_view arg,
@@ -80,7 +65,7 @@ Status IndexerLogitsGpu(const ExecutionContext& ctx,
   p.width = a.logits.dim(1);
   p.logits_stride = a.logits.stride(0);
   p.encoding = EncodingOf(a.q_fp8.dtype);
-  return FromLaunch(IndexerLogitsLaunch(p, ctx.stream));
+  return StatusFromLaunch(IndexerLogitsLaunch(p, ctx.stream));
 }
 
 Status IndexerTopKGpu(const ExecutionContext& ctx, const IndexerTopK::Args& a) {
@@ -99,7 +84,7 @@ Status IndexerTopKGpu(const ExecutionContext& ctx, const IndexerTopK::Args& a) {
   p.logits_stride = a.logits.stride(0);
   p.topk = static_cast<int32_t>(a.topk_indices.dim(1));
   p.topk_stride = a.topk_indices.stride(0);
-  return FromLaunch(IndexerTopKLaunch(p, ctx.stream));
+  return StatusFromLaunch(IndexerTopKLaunch(p, ctx.stream));
 }
 
 Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
@@ -118,10 +103,10 @@ Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
   if (a.output.empty()) return OkStatus();
   const int64_t requests = a.block_table.dim(0);
   std::vector<int32_t> seq_lens(requests), starts(requests + 1);
-  DSA_RETURN_IF_ERROR(FromLaunch(
+  DSA_RETURN_IF_ERROR(StatusFromLaunch(
       CopyToHostOnStream(seq_lens.data(), a.seq_lens.data,
                          seq_lens.size() * sizeof(int32_t), ctx.stream)));
-  DSA_RETURN_IF_ERROR(FromLaunch(
+  DSA_RETURN_IF_ERROR(StatusFromLaunch(
       CopyToHostOnStream(starts.data(), a.query_start_loc.data,
                          starts.size() * sizeof(int32_t), ctx.stream)));
   // The CPU kernel's checks, with its messages.
@@ -178,7 +163,7 @@ Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
   p.qk_nope_head_dim = static_cast<int32_t>(a.q.dim(2) - f.rope_dim);
   p.v_head_dim = static_cast<int32_t>(a.output.dim(2));
   p.softmax_scale = a.softmax_scale;
-  return FromLaunch(DenseMhaPrefillLaunch(p, ctx.stream));
+  return StatusFromLaunch(DenseMhaPrefillLaunch(p, ctx.stream));
 }
 
 Status SparseMlaGpu(const ExecutionContext& ctx, const SparseMla::Args& a) {
@@ -233,7 +218,7 @@ Status SparseMlaGpu(const ExecutionContext& ctx, const SparseMla::Args& a) {
   p.output_head_stride = a.output.stride(1);
   p.tokens = a.q.dim(0);
   p.heads = static_cast<int32_t>(a.q.dim(1));
-  return FromLaunch(SparseMlaLaunch(p, ctx.stream));
+  return StatusFromLaunch(SparseMlaLaunch(p, ctx.stream));
 }
 
 namespace {
@@ -284,7 +269,8 @@ IndexerKWriteParams IndexerKWriteParamsFor(const IndexerKWrite::Args& a) {
 Status IndexerKWriteGpu(const ExecutionContext& ctx,
                         const IndexerKWrite::Args& a) {
   DSA_RETURN_IF_ERROR(IndexerKWrite::Validate(a));
-  return FromLaunch(IndexerKWriteLaunch(IndexerKWriteParamsFor(a), ctx.stream));
+  return StatusFromLaunch(
+      IndexerKWriteLaunch(IndexerKWriteParamsFor(a), ctx.stream));
 }
 
 IndexerQParams IndexerQParamsFor(const IndexerQ::Args& a) {
@@ -319,7 +305,7 @@ IndexerQParams IndexerQParamsFor(const IndexerQ::Args& a) {
 
 Status IndexerQGpu(const ExecutionContext& ctx, const IndexerQ::Args& a) {
   DSA_RETURN_IF_ERROR(IndexerQ::Validate(a));
-  return FromLaunch(IndexerQLaunch(IndexerQParamsFor(a), ctx.stream));
+  return StatusFromLaunch(IndexerQLaunch(IndexerQParamsFor(a), ctx.stream));
 }
 
 Status MlaCacheWriteGpu(const ExecutionContext& ctx,
@@ -346,7 +332,7 @@ Status MlaCacheWriteGpu(const ExecutionContext& ctx,
   p.kv_lora_rank = a.cache_format.kv_lora_rank;
   p.rope_dim = a.cache_format.rope_dim;
   p.tokens = a.kv_c.dim(0);
-  return FromLaunch(MlaCacheWriteLaunch(p, ctx.stream));
+  return StatusFromLaunch(MlaCacheWriteLaunch(p, ctx.stream));
 }
 
 const char* GpuPlatformId() {

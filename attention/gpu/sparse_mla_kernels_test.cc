@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "attention/dtypes/fp8.h"
+#include "attention/gpu/device_test_util.h"
 #include "attention/gpu/indexer_kernels.h"
 #include "gtest/gtest.h"
 
@@ -48,50 +49,6 @@ constexpr bool kBuilt = false;
 #endif
 
 constexpr double kRelTol = 1.0 / 64;
-
-class DeviceArray {
- public:
-  DeviceArray() = default;
-  ~DeviceArray() {
-    if (ptr_ != nullptr) (void)DeviceFree(ptr_);
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  LaunchResult Allocate(size_t bytes) {
-    bytes_ = bytes;
-    return DeviceMalloc(&ptr_, bytes == 0 ? 1 : bytes);
-  }
-  template <typename T>
-  LaunchResult Upload(const std::vector<T>& host) {
-    LaunchResult r = Allocate(host.size() * sizeof(T));
-    if (!r.ok() || host.empty()) return r;
-    return CopyToDevice(ptr_, host.data(), bytes_);
-  }
-  template <typename T>
-  LaunchResult Download(std::vector<T>* host) const {
-    host->resize(bytes_ / sizeof(T));
-    if (bytes_ == 0) return LaunchResult{};
-    return CopyToHost(host->data(), ptr_, bytes_);
-  }
-  template <typename T>
-  T* get() const {
-    return static_cast<T*>(ptr_);
-  }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-#define ASSERT_LAUNCH(expr)                                             \
-  do {                                                                  \
-    const LaunchResult r_ = (expr);                                     \
-    if (r_.code == LaunchCode::kNoDevice ||                             \
-        r_.code == LaunchCode::kNotBuilt) {                             \
-      GTEST_SKIP() << r_.message;                                       \
-    }                                                                   \
-    ASSERT_EQ(r_.code, LaunchCode::kOk) << #expr << ": " << r_.message; \
-  } while (0)
 
 uint16_t Bf16Bits(float f) {
   uint32_t u;
