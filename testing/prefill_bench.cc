@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "attention/dtypes/dtype.h"
 #include "model/deepseek_v32/attention_kernels.h"
 #include "model/deepseek_v32/forward_context.h"
 #include "model/deepseek_v32/layer_plan.h"
@@ -127,12 +128,15 @@ constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
 // large for the machine is one clear line, not the kernel's OOM killer.
 
 struct MemoryEstimate {
-  int64_t host_bytes = 0;    // weights (host copies) of every arm
-  int64_t device_bytes = 0;  // caches, device weights, workspace
+  int64_t host_bytes = 0;    // host-side copies (none: see below)
+  int64_t device_bytes = 0;  // weights, caches, workspace
 };
 
 // What one model of `config` holds, per the runner's layout (an estimate:
-// the runner's scratch buffers for activations are left out).
+// the runner's scratch buffers for activations are left out). The runner
+// draws its bf16 weights in the platform's memory (random_fill) and keeps no
+// host copy, so everything is platform memory: the host's on the CPU, the
+// device's on a GPU.
 MemoryEstimate EstimateModelBytes(const ModelConfig& config, int64_t num_blocks,
                                   int block_size, int64_t max_model_len,
                                   int64_t max_num_batched_tokens) {
@@ -149,13 +153,12 @@ MemoryEstimate EstimateModelBytes(const ModelConfig& config, int64_t num_blocks,
     int64_t floats = q_lora * hidden + q_lora + heads * (nope + rope) * q_lora +
                      (kv_lora + rope) * hidden + kv_lora +
                      heads * (nope + v) * kv_lora + hidden * heads * v;
-    const int64_t kv_b = heads * (nope + v) * kv_lora;
-    m.device_bytes += kv_b * 4 + slots * (kv_lora + rope) * 2;
+    m.device_bytes += slots * (kv_lora + rope) * 2;
     if (config.owns_indexer(l)) {
       floats += ih * id * q_lora + id * hidden + 2 * id + ih * hidden;
       m.device_bytes += slots * (id + 4) + 2 * id * 4;
     }
-    m.host_bytes += floats * 4;
+    m.device_bytes += floats * 2;  // bf16
   }
   // The indexer's logits workspace and top-k for the largest step.
   m.device_bytes += max_num_batched_tokens * max_model_len * 4 +
@@ -893,8 +896,9 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
       return absl::ResourceExhaustedError(absl::StrCat(
           config->name(), " with ", arms_count,
           arms_count == 1 ? " arm" : " arms", " needs about ", Gib(host),
-          " of host memory (weights", on_host ? ", caches and workspace" : "",
-          "), ", Gib(available), " are available",
+          " of host memory (",
+          on_host ? "weights, caches and workspace" : "host side", "), ",
+          Gib(available), " are available",
           on_host
               ? absl::StrCat("; on the CPU use a small preset (the default ",
                              kCpuDefaultModel, ") or fewer --arms")
@@ -910,7 +914,7 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
         return absl::ResourceExhaustedError(absl::StrCat(
             "the workloads need about ", Gib(need), " of ", platform.info.name,
             " device memory for ", arms_count,
-            " arms' caches and workspace; "
+            " arms' weights, caches and workspace; "
             "the device has ",
             Gib(device_total),
             ": use fewer --arms, --num_blocks or --max_num_batched_tokens"));
@@ -949,6 +953,12 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
   options.max_model_len = max_len;
   options.max_num_batched_tokens = step_tokens;
   options.num_threads = flags.threads;
+  // On a GPU the projections read bf16 activations, so that they run on the
+  // vendor GEMM (cuBLASLt takes bf16 x); both arms alike, so their outputs
+  // still compare to the bit. The CPU keeps float32, its reference.
+  if (platform.info.executes_on != "cpu") {
+    options.activation_dtype = attention::DType::kBFloat16;
+  }
   std::vector<Arm> arms;
   for (const std::string& name : arm_names) {
     platform::PlatformCapabilities caps = platform.caps;
@@ -961,6 +971,16 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
                          LayerPlanner::Create(*config, caps, engine));
     RuntimeOptions arm_options = options;
     arm_options.no_indexer = name == kNoIndexer;
+    // A large preset takes a while to build (every layer's weights drawn,
+    // caches cleared): say so, as the rounds below do.
+    const std::string building = absl::StrCat(
+        "[setup] building the ", name, " arm: ", config->name(), ", ",
+        config->num_layers(), " layers on ", platform.info.name);
+    if (progress_tty) {
+      progress << "\r\033[K" << building << std::flush;
+    } else {
+      progress << building << "\n" << std::flush;
+    }
     absl::StatusOr<std::unique_ptr<DeepseekV32Model>> model =
         DeepseekV32Model::Create(std::move(planner), *platform.exec, kernels,
                                  arm_options, flags.seed);
