@@ -23,11 +23,6 @@ namespace {
 
 namespace lt = ::dsa::platform::cuda;
 
-FloatFormat TypeOf(const TensorView& t) {
-  return t.dtype == DType::kBFloat16 ? FloatFormat::kBFloat16
-                                     : FloatFormat::kFloat32;
-}
-
 bool ForceTiled() {
   static const bool forced = [] {
     const char* env = std::getenv("DSA_GEMM_BACKEND");
@@ -279,7 +274,7 @@ Status GemmGpu(const ExecutionContext& ctx, const Gemm::Args& a) {
   DSA_RETURN_IF_ERROR(Gemm::Validate(a));
   GemmParams p;
   p.x = a.x.data;
-  p.x_type = TypeOf(a.x);
+  p.x_type = FloatFormatOf(a.x.dtype);
   p.x_batch_stride = a.x.stride(0);
   p.x_row_stride = a.x.stride(1);
   p.w = a.w.data_as<const uint16_t>();
@@ -287,7 +282,7 @@ Status GemmGpu(const ExecutionContext& ctx, const Gemm::Args& a) {
   p.w_out_stride = a.w.stride(1);
   p.w_in_stride = a.w.stride(2);
   p.y = a.y.data;
-  p.y_type = TypeOf(a.y);
+  p.y_type = FloatFormatOf(a.y.dtype);
   p.y_batch_stride = a.y.stride(0);
   p.y_row_stride = a.y.stride(1);
   p.batch = a.x.dim(0);
@@ -306,13 +301,13 @@ Status RmsNormGpu(const ExecutionContext& ctx, const RmsNorm::Args& a) {
   DSA_RETURN_IF_ERROR(RmsNorm::Validate(a));
   RmsNormParams p;
   p.x = a.x.data;
-  p.x_type = TypeOf(a.x);
+  p.x_type = FloatFormatOf(a.x.dtype);
   p.x_row_stride = a.x.stride(0);
   p.weight = a.weight.data;
-  p.weight_type = TypeOf(a.weight);
+  p.weight_type = FloatFormatOf(a.weight.dtype);
   p.weight_stride = a.weight.stride(0);
   p.y = a.y.data;
-  p.y_type = TypeOf(a.y);
+  p.y_type = FloatFormatOf(a.y.dtype);
   p.y_row_stride = a.y.stride(0);
   p.rows = a.x.dim(0);
   p.dim = a.x.dim(1);
@@ -324,7 +319,7 @@ Status RopeGpu(const ExecutionContext& ctx, const Rope::Args& a) {
   DSA_RETURN_IF_ERROR(Rope::Validate(a));
   RopeParams p;
   p.x = a.x.data;
-  p.type = TypeOf(a.x);
+  p.type = FloatFormatOf(a.x.dtype);
   p.token_stride = a.x.stride(0);
   p.head_stride = a.x.stride(1);
   p.tokens = a.x.dim(0);
@@ -343,10 +338,10 @@ Status ResidualAddGpu(const ExecutionContext& ctx, const ResidualAdd::Args& a) {
   DSA_RETURN_IF_ERROR(ResidualAdd::Validate(a));
   ElementwiseParams p;
   p.x = a.x.data;
-  p.x_type = TypeOf(a.x);
+  p.x_type = FloatFormatOf(a.x.dtype);
   p.x_row_stride = a.x.stride(0);
   p.y = a.residual.data;
-  p.y_type = TypeOf(a.residual);
+  p.y_type = FloatFormatOf(a.residual.dtype);
   p.y_row_stride = a.residual.stride(0);
   p.rows = a.x.dim(0);
   p.cols = a.x.dim(1);
@@ -358,10 +353,10 @@ Status CastGpu(const ExecutionContext& ctx, const Cast::Args& a) {
   DSA_RETURN_IF_ERROR(Cast::Validate(a));
   ElementwiseParams p;
   p.x = a.x.data;
-  p.x_type = TypeOf(a.x);
+  p.x_type = FloatFormatOf(a.x.dtype);
   p.x_row_stride = a.x.stride(0);
   p.y = a.y.data;
-  p.y_type = TypeOf(a.y);
+  p.y_type = FloatFormatOf(a.y.dtype);
   p.y_row_stride = a.y.stride(0);
   p.rows = a.x.dim(0);
   p.cols = a.x.dim(1);
@@ -372,7 +367,7 @@ Status RandomFillGpu(const ExecutionContext& ctx, const RandomFill::Args& a) {
   DSA_RETURN_IF_ERROR(RandomFill::Validate(a));
   RandomFillParams p;
   p.y = a.y.data;
-  p.type = TypeOf(a.y);
+  p.type = FloatFormatOf(a.y.dtype);
   p.n = a.y.num_elements();
   p.seed = a.seed;
   p.stream = a.stream;

@@ -134,13 +134,9 @@ Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
   const LatentCacheFormat& f = a.cache_format;
   DenseMhaPrefillParams p;
   p.q = a.q.data;
-  p.q_format = a.q.dtype == DType::kBFloat16 ? FloatFormat::kBFloat16
-                                             : FloatFormat::kFloat32;
+  p.q_format = FloatFormatOf(a.q.dtype);
   p.kv_cache = a.kv_cache.data;
-  p.cache_encoding = f.dtype == DType::kBFloat16 ? LatentCacheType::kBFloat16
-                     : f.dtype == DType::kFloat8E4m3fnuz
-                         ? LatentCacheType::kFp8E4m3fnuz
-                         : LatentCacheType::kFp8E4m3fn;
+  p.cache_encoding = LatentCacheTypeOf(f.dtype);
   p.num_blocks = a.kv_cache.dim(0);
   p.block_size = static_cast<int32_t>(block_size);
   p.kv_lora_rank = f.kv_lora_rank;
@@ -152,12 +148,9 @@ Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
   p.host_seq_lens = seq_lens.data();
   p.host_query_start_loc = starts.data();
   p.kv_b_proj = a.kv_b_proj.data;
-  p.kv_b_proj_format = a.kv_b_proj.dtype == DType::kBFloat16
-                           ? FloatFormat::kBFloat16
-                           : FloatFormat::kFloat32;
+  p.kv_b_proj_format = FloatFormatOf(a.kv_b_proj.dtype);
   p.output = a.output.data;
-  p.output_format = a.output.dtype == DType::kBFloat16 ? FloatFormat::kBFloat16
-                                                       : FloatFormat::kFloat32;
+  p.output_format = FloatFormatOf(a.output.dtype);
   p.tokens = tokens;
   p.heads = static_cast<int32_t>(a.q.dim(1));
   p.qk_nope_head_dim = static_cast<int32_t>(a.q.dim(2) - f.rope_dim);
@@ -177,20 +170,13 @@ Status SparseMlaGpu(const ExecutionContext& ctx, const SparseMla::Args& a) {
   const LatentCacheFormat& f = a.cache_format;
   const bool fp8 = IsFp8(f.dtype);
   const int64_t cache_elem = fp8 ? 1 : 2;  // uint8 or bfloat16 view
-  auto format_of = [](DType t) {
-    return t == DType::kBFloat16 ? FloatFormat::kBFloat16
-                                 : FloatFormat::kFloat32;
-  };
   SparseMlaParams p;
   p.q = a.q.data;
-  p.q_format = format_of(a.q.dtype);
+  p.q_format = FloatFormatOf(a.q.dtype);
   p.q_token_stride = a.q.stride(0);
   p.q_head_stride = a.q.stride(1);
   p.kv_cache = a.kv_cache.data_as<const uint8_t>();
-  p.cache_type = !fp8 ? LatentCacheType::kBFloat16
-                 : f.dtype == DType::kFloat8E4m3fnuz
-                     ? LatentCacheType::kFp8E4m3fnuz
-                     : LatentCacheType::kFp8E4m3fn;
+  p.cache_type = LatentCacheTypeOf(f.dtype);
   p.cache_block_stride = a.kv_cache.stride(0) * cache_elem;
   p.cache_token_stride = a.kv_cache.stride(1) * cache_elem;
   p.num_blocks = a.kv_cache.dim(0);
@@ -207,13 +193,13 @@ Status SparseMlaGpu(const ExecutionContext& ctx, const SparseMla::Args& a) {
   p.topk = static_cast<int32_t>(a.topk_indices.dim(1));
   p.topk_stride = a.topk_indices.stride(0);
   p.kv_b_proj = a.kv_b_proj.data;
-  p.kv_b_proj_format = format_of(a.kv_b_proj.dtype);
+  p.kv_b_proj_format = FloatFormatOf(a.kv_b_proj.dtype);
   p.kv_b_proj_row_stride = a.kv_b_proj.stride(0);
   p.qk_nope_head_dim = a.qk_nope_head_dim;
   p.v_head_dim = static_cast<int32_t>(a.output.dim(2));
   p.softmax_scale = a.softmax_scale;
   p.output = a.output.data;
-  p.output_format = format_of(a.output.dtype);
+  p.output_format = FloatFormatOf(a.output.dtype);
   p.output_token_stride = a.output.stride(0);
   p.output_head_stride = a.output.stride(1);
   p.tokens = a.q.dim(0);
@@ -222,11 +208,6 @@ Status SparseMlaGpu(const ExecutionContext& ctx, const SparseMla::Args& a) {
 }
 
 namespace {
-
-FloatFormat FloatFormatOf(DType dtype) {
-  return dtype == DType::kBFloat16 ? FloatFormat::kBFloat16
-                                   : FloatFormat::kFloat32;
-}
 
 RopeKind RopeKindOf(RopeStyle style) {
   return style == RopeStyle::kInterleaved ? RopeKind::kInterleaved
