@@ -40,9 +40,10 @@ using model::deepseek_v32::DeepseekV32Model;
 using model::deepseek_v32::LayerPlan;
 using model::deepseek_v32::LayerPlanner;
 using model::deepseek_v32::ModelConfig;
-using model::deepseek_v32::OpCallCounts;
+using model::deepseek_v32::OpTimes;
 using model::deepseek_v32::PrefillBranch;
 using model::deepseek_v32::RuntimeOptions;
+using model::deepseek_v32::StepOptions;
 using model::deepseek_v32::StepOutput;
 using model::deepseek_v32::StepRequest;
 
@@ -314,12 +315,9 @@ struct RunFigures {
   int64_t scored = 0;
   int64_t launches = 0;
   uint64_t output_hash = kFnvBasis;
+  // Per step (StepOutput): the host's issue time and the device's tail.
+  std::vector<double> host_issue_ms, device_tail_ms;
 };
-
-int64_t Launches(const OpCallCounts& c) {
-  return c.indexer_k_write + c.indexer_q + c.indexer_logits + c.indexer_topk +
-         c.mla_cache_write + c.sparse_mla + c.dense_mha_prefill;
-}
 
 // CPU time of every thread of this process: the host work a step costs,
 // whatever share of the cores the machine's other load leaves it.
@@ -385,7 +383,9 @@ class ScheduleRun {
     boundary_cpu_ms_[k + 1] = cpu_clock_ms_;
     ++steps_done_;
     figures_.scored += out->op_calls.indexer_topk;
-    figures_.launches += Launches(out->op_calls);
+    figures_.launches += out->op_calls.attention_ops();
+    figures_.host_issue_ms.push_back(out->host_issue_ms);
+    figures_.device_tail_ms.push_back(out->device_tail_ms);
     figures_.output_hash =
         Fnv1a(out->hidden.data(), out->hidden.size() * sizeof(float),
               figures_.output_hash);
@@ -437,6 +437,34 @@ class ScheduleRun {
   double cpu_clock_ms_ = 0.0;
   RunFigures figures_;
 };
+
+// The schedule's first step on `model` with every op timed
+// (StepOptions::time_ops); its requests are released after it.
+absl::StatusOr<OpTimes> ProfileFirstStep(DeepseekV32Model& model,
+                                         const Schedule& schedule,
+                                         const std::vector<float>& input,
+                                         int64_t request_id_base) {
+  const ScheduledStep& step = schedule.steps.front();
+  std::vector<StepRequest> requests;
+  for (const ScheduledPrompt& p : step.prompts) {
+    requests.push_back({request_id_base + p.prompt, p.context, p.new_tokens});
+  }
+  const int64_t hidden = model.planner().config().proto().hidden_size();
+  StepOptions options;
+  options.time_ops = true;
+  options.read_hidden = false;
+  absl::StatusOr<StepOutput> out = model.Step(
+      {}, requests, absl::MakeConstSpan(input.data(), step.tokens * hidden),
+      options);
+  absl::Status released;
+  for (const ScheduledPrompt& p : step.prompts) {
+    absl::Status r = model.Release(request_id_base + p.prompt);
+    if (!r.ok() && released.ok() && out.ok()) released = r;
+  }
+  DSA_RETURN_IF_ERROR(out.status());
+  DSA_RETURN_IF_ERROR(released);
+  return out->op_ms;
+}
 
 absl::StatusOr<uint64_t> CacheHash(const DeepseekV32Model& model) {
   uint64_t h = kFnvBasis;
@@ -583,6 +611,10 @@ clock, which other load on a shared machine does not stretch.
   --plot=PATH                draw the medians and run-to-run spread (PNG,
                              SVG, PDF; needs Debian's python3-matplotlib)
   --commit=REV               recorded in the JSON (default: git describe)
+  --op_times=BOOL            after each workload, one more step per arm with
+                             every op timed between synchronisations: the
+                             indexer's scoring's share of a step, per op
+                             (default false)
   --help                     this text
 
 Exit status: 0 on success; 2 for bad flags, an unknown preset or platform, a
@@ -598,7 +630,8 @@ absl::StatusOr<Flags> ParseFlags(absl::Span<const std::string> args) {
           "model",       "platform",   "arch",       "workloads",
           "arms",        "runs",       "prompts",    "max_num_batched_tokens",
           "spec_tokens", "block_size", "num_blocks", "threads",
-          "seed",        "json",       "plot",       "commit"};
+          "seed",        "json",       "plot",       "commit",
+          "op_times"};
   std::map<std::string, std::string> values;
   Flags flags;
   for (const std::string& arg : args) {
@@ -705,6 +738,13 @@ absl::StatusOr<Flags> ParseFlags(absl::Span<const std::string> args) {
   if (const std::string* v = get("json")) flags.json = *v;
   if (const std::string* v = get("plot")) flags.plot = *v;
   if (const std::string* v = get("commit")) flags.commit = *v;
+  if (const std::string* v = get("op_times")) {
+    if (*v != "true" && *v != "false") {
+      return UsageError(
+          absl::StrCat("--op_times=", *v, ": expected true or false"));
+    }
+    flags.op_times = *v == "true";
+  }
   return flags;
 }
 
@@ -934,14 +974,17 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
   result.max_num_batched_tokens = step_tokens;
   result.block_size = flags.block_size;
   result.num_blocks = static_cast<int>(num_blocks);
-  if (platform.info.executes_on == "cpu") {
+  const bool on_gpu = platform.info.executes_on != "cpu";
+  if (!on_gpu) {
     result.gpu_timing_note =
         "n/a: the step executes on the CPU, where every op runs synchronously "
         "on the host; there is no separate host issue time or device tail";
   } else {
     result.gpu_timing_note =
-        "n/a: this runner synchronises after every layer, so it cannot "
-        "separate host issue time from the device tail yet";
+        "per step, the median over every step of every run: host issue is the "
+        "wall time from a step's first launch to the return of its last one, "
+        "device tail the time the device still needed after that (uploads "
+        "and read-backs are in neither)";
   }
 
   // --- One model per arm, the same weights, on the platform's kernels.
@@ -1091,6 +1134,24 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
       if (!runnable[a]) continue;
       DSA_ASSIGN_OR_RETURN(cache_hash[arms[a].name], CacheHash(*arms[a].model));
     }
+    // --op_times: the first step once more per arm, every op timed.
+    if (flags.op_times) {
+      for (size_t a = 0; a < arms.size(); ++a) {
+        if (!runnable[a]) continue;
+        DSA_ASSIGN_OR_RETURN(
+            OpTimes times,
+            ProfileFirstStep(*arms[a].model, schedule, input, request_id));
+        ArmResult& ar = wr.arms[a];
+#define DSA_OP_TIME(op) \
+  if (times.op > 0) ar.op_ms.emplace_back(#op, times.op);
+        DSA_STEP_ATTENTION_OPS(DSA_OP_TIME)
+        DSA_STEP_DENSE_OPS(DSA_OP_TIME)
+#undef DSA_OP_TIME
+        ar.profiled_step_ms = times.total();
+        ar.scoring_ms = times.indexer_scoring;
+      }
+      request_id += w.prompts;
+    }
     const bool have_main = runs.count(kMain) > 0;
     for (ArmResult& ar : wr.arms) {
       const auto it = runs.find(ar.arm);
@@ -1108,6 +1169,17 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
       ar.launches_per_step =
           static_cast<double>(rf.front().launches) / std::max(1, wr.steps);
       ar.steps = wr.steps;
+      if (on_gpu) {
+        std::vector<double> issue, tail;
+        for (const RunFigures& f : rf) {
+          issue.insert(issue.end(), f.host_issue_ms.begin(),
+                       f.host_issue_ms.end());
+          tail.insert(tail.end(), f.device_tail_ms.begin(),
+                      f.device_tail_ms.end());
+        }
+        ar.host_issue_ms = Median(issue);
+        ar.device_tail_ms = Median(tail);
+      }
       for (const RunFigures& f : rf) {
         ar.deterministic &= f.output_hash == rf.front().output_hash &&
                             f.scored == rf.front().scored;
@@ -1170,7 +1242,7 @@ std::string FormatTable(const BenchResult& r) {
       r.runs == 1 ? " run" : " runs",
       " per arm after a warm-up, the arms' steps interleaved in "
       "ABBA order; a run's TTFT is the median over its prompts\n\n");
-  const std::vector<size_t> widths = {9, 10, 12, 8, 18, 8, 9, 8, 30, 30, 0};
+  const std::vector<size_t> widths = {9, 10, 12, 8, 18, 8, 9, 8, 15, 30, 30, 0};
   auto row = [&](const std::vector<std::string>& cells) {
     std::string line;
     for (size_t i = 0; i < cells.size(); ++i) {
@@ -1181,14 +1253,14 @@ std::string FormatTable(const BenchResult& r) {
     absl::StrAppend(&out, line, "\n");
   };
   row({"workload", "prompts", "arm", "median", "every run", "CPU", "scored",
-       "launch/", "TTFT vs main [spread]", "CPU TTFT vs main [spread]",
-       "vs main, to the bit"});
+       "launch/", "step: issue /", "TTFT vs main [spread]",
+       "CPU TTFT vs main [spread]", "vs main, to the bit"});
   row({"", "x tokens", "", "TTFT ms", "TTFT ms", "TTFT ms", "of total", "step",
-       "", "", ""});
+       "tail ms", "", "", ""});
   for (const WorkloadResult& w : r.workloads) {
     bool first = true;
     for (const ArmResult& a : w.arms) {
-      std::vector<std::string> cells(11);
+      std::vector<std::string> cells(12);
       if (first) {
         cells[0] = w.workload.name;
         cells[1] =
@@ -1198,7 +1270,7 @@ std::string FormatTable(const BenchResult& r) {
       cells[2] = a.arm == kNoIndexer ? "no_indexer*" : a.arm;
       if (!a.ran) {
         cells[3] = "n/a";
-        cells[10] = a.not_run_reason;
+        cells[11] = a.not_run_reason;
         row(cells);
         continue;
       }
@@ -1209,25 +1281,30 @@ std::string FormatTable(const BenchResult& r) {
       cells[5] = FormatMs(a.median_ttft_cpu_ms);
       cells[6] = absl::StrCat(a.indexer_scored, "/", a.indexer_total);
       cells[7] = absl::StrFormat("%.1f", a.launches_per_step);
+      cells[8] = a.host_issue_ms && a.device_tail_ms
+                     ? absl::StrCat(FormatMs(*a.host_issue_ms), " / ",
+                                    FormatMs(*a.device_tail_ms))
+                     : "n/a";
       if (a.arm == kSkip) {
-        cells[8] = ChangeText(w.change);
-        cells[9] = ChangeText(w.change_cpu);
+        cells[9] = ChangeText(w.change);
+        cells[10] = ChangeText(w.change_cpu);
       }
       if (a.arm == kNoIndexer && w.bound_change_pct) {
-        cells[8] = absl::StrCat(SignedPct(*w.bound_change_pct), " (bound)");
+        cells[9] = absl::StrCat(SignedPct(*w.bound_change_pct), " (bound)");
       }
       if (a.arm == kNoIndexer && w.bound_change_cpu_pct) {
-        cells[9] = absl::StrCat(SignedPct(*w.bound_change_cpu_pct), " (bound)");
+        cells[10] =
+            absl::StrCat(SignedPct(*w.bound_change_cpu_pct), " (bound)");
       }
       if (a.arm == kMain) {
-        cells[10] = a.deterministic ? "reference" : "runs DIFFER";
+        cells[11] = a.deterministic ? "reference" : "runs DIFFER";
       } else if (a.outputs_equal.has_value()) {
-        cells[10] = *a.outputs_equal ? "outputs equal" : "outputs DIFFER";
+        cells[11] = *a.outputs_equal ? "outputs equal" : "outputs DIFFER";
         if (a.caches_equal.has_value()) {
-          absl::StrAppend(&cells[10], *a.caches_equal ? ", caches equal"
+          absl::StrAppend(&cells[11], *a.caches_equal ? ", caches equal"
                                                       : ", caches DIFFER");
         } else if (a.arm == kNoIndexer) {
-          absl::StrAppend(&cells[10], ", no indexer keys");
+          absl::StrAppend(&cells[11], ", no indexer keys");
         }
       }
       row(cells);
@@ -1244,9 +1321,54 @@ std::string FormatTable(const BenchResult& r) {
       absl::StrFormat("%.0f", kNoiseFloorPct), "% the same way.\n",
       "scored of total: indexer-layer calls of one run that ran logits + "
       "top-k; launch/step: attention ops launched per step.\n",
-      "host issue / device tail: ", r.gpu_timing_note, ".\n");
+      "step: issue / tail: ", r.gpu_timing_note, ".\n");
+  // --op_times: where a step's time goes.
+  bool header = false;
+  for (const WorkloadResult& w : r.workloads) {
+    for (const ArmResult& a : w.arms) {
+      if (!a.profiled_step_ms) continue;
+      if (!header) {
+        absl::StrAppend(&out,
+                        "\nop times of each workload's first step, run once "
+                        "more with every op timed between synchronisations "
+                        "(--op_times):\n");
+        header = true;
+      }
+      std::vector<std::pair<std::string, double>> ops = a.op_ms;
+      std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) {
+        return x.second > y.second;
+      });
+      std::vector<std::string> parts;
+      for (const auto& [op, ms] : ops) {
+        parts.push_back(absl::StrCat(op, " ", FormatMs(ms)));
+      }
+      const double step = *a.profiled_step_ms;
+      absl::StrAppend(
+          &out, "  ", PadRight(w.workload.name, 8), " ", PadRight(a.arm, 10),
+          " step ", FormatMs(step), " ms, indexer scoring ",
+          FormatMs(a.scoring_ms.value_or(0)), " ms (",
+          absl::StrFormat("%.1f", step > 0 ? 100 * *a.scoring_ms / step : 0.0),
+          "%): ", absl::StrJoin(parts, ", "), "\n");
+    }
+  }
   return out;
 }
+
+namespace {
+
+// --op_times' figures of an arm, or null.
+std::string OpTimesJson(const ArmResult& a) {
+  if (!a.profiled_step_ms) return "null";
+  std::vector<std::string> ops;
+  for (const auto& [op, ms] : a.op_ms) {
+    ops.push_back(absl::StrCat(JsonString(op), ": ", JsonNumber(ms)));
+  }
+  return absl::StrCat("{\"step_ms\": ", JsonNumber(a.profiled_step_ms),
+                      ", \"indexer_scoring_ms\": ", JsonNumber(a.scoring_ms),
+                      ", \"ms\": {", absl::StrJoin(ops, ", "), "}}");
+}
+
+}  // namespace
 
 std::string ToJson(const BenchResult& r) {
   std::string o = "{\n";
@@ -1302,6 +1424,7 @@ std::string ToJson(const BenchResult& r) {
           a.ran ? JsonNumber(a.launches_per_step) : "null",
           ", \"host_issue_ms\": ", JsonNumber(a.host_issue_ms),
           ", \"device_tail_ms\": ", JsonNumber(a.device_tail_ms),
+          ", \"op_times\": ", OpTimesJson(a),
           ", \"outputs_equal_to_main\": ", JsonBool(a.outputs_equal),
           ", \"caches_equal_to_main\": ", JsonBool(a.caches_equal),
           ", \"bound\": ", a.arm == kNoIndexer ? "true" : "false",

@@ -37,6 +37,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -82,6 +83,9 @@ struct Flags {
   std::string json;    // write every figure here
   std::string plot;    // draw the medians here (PNG, SVG...)
   std::string commit;  // empty: asked of git
+  // After each workload's runs, one more step per arm with every op timed
+  // (StepOptions::time_ops): the share of the indexer's scoring, per op.
+  bool op_times = false;
   bool help = false;
 };
 
@@ -149,12 +153,21 @@ struct ArmResult {
   // shared machine's load does not stretch.
   std::vector<double> ttft_cpu_ms;
   double median_ttft_cpu_ms = 0;
-  int64_t indexer_scored = 0;            // per run
-  int64_t indexer_total = 0;             // indexer-layer calls per run
-  double launches_per_step = 0;          // attention-op launches
-  int steps = 0;                         // per run
-  std::optional<double> host_issue_ms;   // GPU only
-  std::optional<double> device_tail_ms;  // GPU only
+  int64_t indexer_scored = 0;    // per run
+  int64_t indexer_total = 0;     // indexer-layer calls per run
+  double launches_per_step = 0;  // attention-op launches
+  int steps = 0;                 // per run
+  // GPU only: per step, the median over every step of every run of the
+  // wall time the host took to issue the step's launches and of the time the
+  // device took after that (StepOutput::host_issue_ms, device_tail_ms).
+  std::optional<double> host_issue_ms;
+  std::optional<double> device_tail_ms;
+  // --op_times: the workload's first step once more, every op timed between
+  // synchronisations; milliseconds per op kind (those that ran), the step's
+  // sum and the indexer's scoring (OpTimes::indexer_scoring).
+  std::vector<std::pair<std::string, double>> op_ms;
+  std::optional<double> profiled_step_ms;
+  std::optional<double> scoring_ms;
   // Compared with main's, to the bit (outputs: every step's hidden states
   // after the main layers and after the MTP layers).
   std::optional<bool> outputs_equal;

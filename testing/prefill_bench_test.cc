@@ -69,6 +69,7 @@ TEST(ParseFlagsTest, BadFlagsNameWhatIsWrong) {
       {{"--block_size=-4"}, "--block_size=-4: expected an integer"},
       {{"--spec_tokens=65"},
        "--spec_tokens=65: expected an integer in [0, 64]"},
+      {{"--op_times=yes"}, "--op_times=yes: expected true or false"},
   };
   for (const auto& [args, message] : cases) {
     EXPECT_THAT(Parse(args), StatusIs(absl::StatusCode::kInvalidArgument,
@@ -253,6 +254,47 @@ TEST_F(RunBenchTest, EmulatedRocmShowsTheSkip) {
   const std::string json = ToJson(r);
   EXPECT_THAT(json, HasSubstr("\"emulated\": true"));
   EXPECT_THAT(json, HasSubstr("\"host_issue_ms\": null"));
+  EXPECT_THAT(json, HasSubstr("\"op_times\": null"));
+}
+
+// --op_times: one more step per arm with every op timed; on a short
+// workload the skip arm's scoring is the MTP layer's alone, so its share is
+// smaller than main's, and the bound scores nothing.
+TEST_F(RunBenchTest, OpTimesShowTheScoringShare) {
+  ASSERT_OK_AND_ASSIGN(
+      BenchResult r,
+      Run({"--platform=emulated-rocm", "--model=tiny-glm-5.1",
+           "--workloads=1k_c1", "--prompts=1", "--runs=1", "--op_times=true"}));
+  ASSERT_EQ(r.workloads.size(), 1u);
+  const std::vector<ArmResult>& arms = r.workloads[0].arms;
+  ASSERT_EQ(arms.size(), 3u);
+  for (const ArmResult& a : arms) {
+    SCOPED_TRACE(a.arm);
+    ASSERT_TRUE(a.profiled_step_ms.has_value());
+    ASSERT_TRUE(a.scoring_ms.has_value());
+    EXPECT_GT(*a.profiled_step_ms, 0);
+    EXPECT_LE(*a.scoring_ms, *a.profiled_step_ms);
+    double sum = 0;
+    for (const auto& [op, ms] : a.op_ms) {
+      EXPECT_GT(ms, 0) << op;
+      sum += ms;
+    }
+    EXPECT_NEAR(sum, *a.profiled_step_ms, 1e-9 * sum + 1e-12);
+  }
+  auto has_op = [](const ArmResult& a, const std::string& name) {
+    for (const auto& [op, ms] : a.op_ms) {
+      if (op == name) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has_op(arms[0], "indexer_logits"));
+  EXPECT_TRUE(has_op(arms[0], "dense_mha_prefill"));
+  EXPECT_GT(*arms[0].scoring_ms, 0);
+  EXPECT_TRUE(has_op(arms[1], "indexer_logits"));  // the MTP layer scores
+  EXPECT_FALSE(has_op(arms[2], "indexer_logits"));
+  EXPECT_EQ(*arms[2].scoring_ms, 0);
+  EXPECT_THAT(FormatTable(r), HasSubstr("indexer scoring"));
+  EXPECT_THAT(ToJson(r), HasSubstr("\"indexer_scoring_ms\": "));
 }
 
 TEST_F(RunBenchTest, ConfigurationErrorsComeBeforeAnyRun) {

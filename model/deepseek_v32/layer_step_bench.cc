@@ -105,12 +105,15 @@ absl::Status TimeModelStep(const platform::Platform& target,
     step_options.read_hidden = false;
     std::vector<double> ms;
     int launches = 0;
+    double issue_ms = 0, tail_ms = 0;  // of the last step
     for (int i = 0; i < iters + 2; ++i) {
       const auto begin = std::chrono::steady_clock::now();
       auto out = (*model)->Step({}, {{i, 0, tokens}}, x, step_options);
       const auto end = std::chrono::steady_clock::now();
       if (!out.ok()) return out.status();
       launches = out->op_calls.total();
+      issue_ms = out->host_issue_ms;
+      tail_ms = out->device_tail_ms;
       if (i >= 2) {
         ms.push_back(
             std::chrono::duration<double, std::milli>(end - begin).count());
@@ -122,6 +125,23 @@ absl::Status TimeModelStep(const platform::Platform& target,
         "inputs)  %d op launches\n",
         static_cast<long long>(tokens), skip ? "skip" : "score", Median(ms),
         iters, launches);
+    // Where the step's time goes: once more with every op timed.
+    step_options.time_ops = true;
+    auto profiled =
+        (*model)->Step({}, {{iters + 2, 0, tokens}}, x, step_options);
+    if (!profiled.ok()) return profiled.status();
+    if (absl::Status s = (*model)->Release(iters + 2); !s.ok()) return s;
+    const OpTimes& t = profiled->op_ms;
+    std::printf("  ops timed one by one: %.3f ms, indexer scoring %.3f ms;",
+                t.total(), t.indexer_scoring);
+#define DSA_PRINT_OP(op) \
+  if (t.op > 0) std::printf(" %s %.3f", #op, t.op);
+    DSA_STEP_ATTENTION_OPS(DSA_PRINT_OP)
+    DSA_STEP_DENSE_OPS(DSA_PRINT_OP)
+#undef DSA_PRINT_OP
+    std::printf(
+        "\n  unprofiled step: host issue %.3f ms, device tail %.3f ms\n",
+        issue_ms, tail_ms);
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,7 @@
 #include "model/deepseek_v32/model_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -147,19 +148,42 @@ struct DeepseekV32Model::Shared {
   TopKBuffer topk;
   Scratch workspace;  // the indexer's logits
   OpCallCounts counts;
+  // StepOptions::time_ops: each launch timed between two synchronisations.
+  bool time_ops = false;
+  bool scoring = false;  // inside the indexer's scoring (OpTimes)
+  OpTimes times;
 
   Shared(platform::Platform p, AttentionKernels k)
       : platform(std::move(p)), runtime(platform.runtime()), kernels(k) {}
 
-  // The dense ops, counted.
+  // Every op of a step goes through here: counted, and timed when asked.
+  template <typename Kernel, typename Args>
+  absl::Status Launch(int OpCallCounts::*count, double OpTimes::*ms,
+                      const Kernel& kernel, const Args& args) {
+    ++(counts.*count);
+    if (!time_ops) return kernel(exec, args);
+    DSA_RETURN_IF_ERROR(runtime.Synchronize());
+    const auto begin = std::chrono::steady_clock::now();
+    absl::Status status = kernel(exec, args);
+    if (status.ok()) status = runtime.Synchronize();
+    const double elapsed = std::chrono::duration<double, std::milli>(
+                               std::chrono::steady_clock::now() - begin)
+                               .count();
+    times.*ms += elapsed;
+    if (scoring) times.indexer_scoring += elapsed;
+    return status;
+  }
+#define DSA_LAUNCH(shared, op, kernel, args) \
+  (shared).Launch(&OpCallCounts::op, &OpTimes::op, (kernel), (args))
+
+  // The dense ops.
   absl::Status Gemm(const TensorView& x, const TensorView& w,
                     const TensorView& y) {
     attention::Gemm::Args a;
     a.x = x;
     a.w = w;
     a.y = y;
-    ++counts.gemm;
-    return kernels.dense.gemm(exec, a);
+    return DSA_LAUNCH(*this, gemm, kernels.dense.gemm, a);
   }
   absl::Status RmsNorm(const TensorView& x, const TensorView& weight,
                        const TensorView& y) {
@@ -168,8 +192,7 @@ struct DeepseekV32Model::Shared {
     a.weight = weight;
     a.eps = kRmsNormEps;
     a.y = y;
-    ++counts.rms_norm;
-    return kernels.dense.rms_norm(exec, a);
+    return DSA_LAUNCH(*this, rms_norm, kernels.dense.rms_norm, a);
   }
   absl::Status Rope(const TensorView& x, int64_t tokens, int64_t max_position) {
     attention::Rope::Args a;
@@ -178,15 +201,13 @@ struct DeepseekV32Model::Shared {
     a.cos_sin_cache =
         MakeTensorView(rope.data(), DType::kFloat32, {max_position, x.dim(2)});
     a.rope_style = attention::RopeStyle::kInterleaved;  // the MLA's
-    ++counts.rope;
-    return kernels.dense.rope(exec, a);
+    return DSA_LAUNCH(*this, rope, kernels.dense.rope, a);
   }
   absl::Status Cast(const TensorView& x, const TensorView& y) {
     attention::Cast::Args a;
     a.x = x;
     a.y = y;
-    ++counts.cast;
-    return kernels.dense.cast(exec, a);
+    return DSA_LAUNCH(*this, cast, kernels.dense.cast, a);
   }
 };
 
@@ -232,6 +253,9 @@ struct DeepseekV32Model::Activations {
   DeviceBuffer q_absorbed;    // [T, heads, kv_lora + rope]
   DeviceBuffer attn;          // [T, heads, v_head_dim]
   DeviceBuffer out;           // [T, hidden] f32: the layer's output
+  // [T, hidden] f32: the residual stream after the main layers, kept on the
+  // device while the MTP layers run (presets with MTP layers only).
+  DeviceBuffer main_hidden;
 };
 
 DeepseekV32Model::DeepseekV32Model(LayerPlanner planner, RuntimeOptions options,
@@ -426,6 +450,8 @@ absl::Status DeepseekV32Model::ReserveActivations(int64_t tokens) {
       {&a->q_absorbed, H * (kv_lora + rope) * act},
       {&a->attn, H * c.v_head_dim() * act},
       {&a->out, hidden * 4},
+      {&a->main_hidden,
+       planner_.config().num_mtp_layers() > 0 ? hidden * 4 : 0},
   };
   for (const auto& b : buffers) {
     if (b.bytes_per_token == 0) continue;
@@ -620,7 +646,13 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
 
   StepOutput result;
   s.counts = OpCallCounts{};
+  s.times = OpTimes{};
+  s.time_ops = step_options.time_ops;
+  s.scoring = false;
   s.topk.written_by_layer = -1;
+  const size_t hidden_bytes = static_cast<size_t>(tokens * hidden_size) * 4;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point issue_begin = Clock::now();
   for (int l = 0; l < config.num_layers(); ++l) {
     DSA_RETURN_IF_ERROR(RunLayer(*layers_[l], plan.layers[l], layout));
     if (step_options.capture_layer_outputs) {
@@ -630,8 +662,6 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
     }
     if (step_options.capture_topk) {
       const int64_t topk = config.index_topk();
-      DSA_RETURN_IF_ERROR(
-          s.topk.buffer.Get(rt, tokens * topk * sizeof(int32_t)).status());
       // A topk buffer of exactly this step's rows: read through a view of
       // the owned buffer.
       std::vector<int32_t> internal(static_cast<size_t>(tokens * topk));
@@ -647,18 +677,35 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
       }
       result.topk.push_back(std::move(out));
     }
-    if (l + 1 == config.num_main_layers() && step_options.read_hidden) {
-      DSA_ASSIGN_OR_RETURN(result.hidden,
-                           read_back(act_->residual, hidden_size, float{}));
+    if (l + 1 == config.num_main_layers() && config.num_mtp_layers() > 0 &&
+        step_options.read_hidden) {
+      // Kept on the device (a copy ordered after the layer's work), read
+      // back with the MTP layers' output at the end.
+      DSA_RETURN_IF_ERROR(rt.CopyDeviceToDevice(
+          act_->main_hidden.data(), act_->residual.data(), hidden_bytes));
     }
-  }
-  if (config.num_mtp_layers() > 0 && step_options.read_hidden) {
-    DSA_ASSIGN_OR_RETURN(result.mtp_hidden,
-                         read_back(act_->residual, hidden_size, float{}));
   }
   // The step's device work is done before it returns (its buffers are
   // reused by the next step, and a kernel's error surfaces here).
+  const Clock::time_point issued = Clock::now();
   DSA_RETURN_IF_ERROR(rt.Synchronize());
+  const Clock::time_point done = Clock::now();
+  result.host_issue_ms =
+      std::chrono::duration<double, std::milli>(issued - issue_begin).count();
+  result.device_tail_ms =
+      std::chrono::duration<double, std::milli>(done - issued).count();
+  if (step_options.read_hidden) {
+    const bool mtp = config.num_mtp_layers() > 0;
+    DSA_ASSIGN_OR_RETURN(result.hidden,
+                         read_back(mtp ? act_->main_hidden : act_->residual,
+                                   hidden_size, float{}));
+    if (mtp) {
+      DSA_ASSIGN_OR_RETURN(result.mtp_hidden,
+                           read_back(act_->residual, hidden_size, float{}));
+    }
+  }
+  s.time_ops = false;
+  result.op_ms = s.times;
   result.plan = std::move(plan);
   result.op_calls = s.counts;
   return result;
@@ -724,11 +771,12 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
     a.k_cache = indexer_cache;
     a.cache_dtype = s.indexer_cache_dtype;
     a.topk_indices = topk_view;
-    ++s.counts.indexer_k_write;
-    DSA_RETURN_IF_ERROR(s.kernels.indexer_k_write(s.exec, a));
+    DSA_RETURN_IF_ERROR(
+        DSA_LAUNCH(s, indexer_k_write, s.kernels.indexer_k_write, a));
     s.topk.written_by_layer = layer.id;  // cleared to -1
   }
   if (plan.indexer.action == IndexerAction::kScore) {
+    s.scoring = true;  // until the top-k is written (OpTimes)
     const TensorView iq = View2(act.indexer_q.data(), adt, T, ih * id, ih * id);
     const TensorView iw = View2(act.indexer_w.data(), adt, T, ih, ih);
     DSA_RETURN_IF_ERROR(
@@ -748,8 +796,7 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
       a.rope_style = s.indexer_rope;
       a.q_fp8 = q_fp8;
       a.head_weights = head_weights;
-      ++s.counts.indexer_q;
-      DSA_RETURN_IF_ERROR(s.kernels.indexer_q(s.exec, a));
+      DSA_RETURN_IF_ERROR(DSA_LAUNCH(s, indexer_q, s.kernels.indexer_q, a));
     }
     const int64_t width = layout.max_seq_len;
     DSA_ASSIGN_OR_RETURN(
@@ -777,8 +824,8 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
       a.row_key_start = key_start;
       a.row_key_end = key_end;
       a.logits = logits;
-      ++s.counts.indexer_logits;
-      DSA_RETURN_IF_ERROR(s.kernels.indexer_logits(s.exec, a));
+      DSA_RETURN_IF_ERROR(
+          DSA_LAUNCH(s, indexer_logits, s.kernels.indexer_logits, a));
     }
     {
       attention::IndexerTopK::Args a;
@@ -786,9 +833,10 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
       a.row_key_start = key_start;
       a.row_key_end = key_end;
       a.topk_indices = topk_view;
-      ++s.counts.indexer_topk;
-      DSA_RETURN_IF_ERROR(s.kernels.indexer_topk(s.exec, a));
+      DSA_RETURN_IF_ERROR(
+          DSA_LAUNCH(s, indexer_topk, s.kernels.indexer_topk, a));
     }
+    s.scoring = false;
     s.topk.written_by_layer = layer.id;
   }
   return absl::OkStatus();
@@ -880,8 +928,8 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
     a.slot_mapping = MakeTensorView(s.slot_mapping.data(), DType::kInt64, {T});
     a.kv_cache = latent_cache;
     a.cache_format = s.latent_format;
-    ++s.counts.mla_cache_write;
-    DSA_RETURN_IF_ERROR(s.kernels.mla_cache_write(s.exec, a));
+    DSA_RETURN_IF_ERROR(
+        DSA_LAUNCH(s, mla_cache_write, s.kernels.mla_cache_write, a));
   }
 
   // --- Indexer: keys always written; scoring only when the plan says so.
@@ -954,8 +1002,7 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
     a.qk_nope_head_dim = static_cast<int32_t>(nope);
     a.softmax_scale = softmax_scale;
     a.output = MakeTensorView(act.attn.data(), adt, {sparse_rows, H, vdim});
-    ++s.counts.sparse_mla;
-    DSA_RETURN_IF_ERROR(s.kernels.sparse_mla(s.exec, a));
+    DSA_RETURN_IF_ERROR(DSA_LAUNCH(s, sparse_mla, s.kernels.sparse_mla, a));
   }
   if (dense_prefill && T > D) {
     const int64_t P = T - D;
@@ -981,8 +1028,8 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
     a.output = MakeTensorView(
         static_cast<char*>(act.attn.data()) + D * H * vdim * esize, adt,
         {P, H, vdim});
-    ++s.counts.dense_mha_prefill;
-    DSA_RETURN_IF_ERROR(s.kernels.dense_mha_prefill(s.exec, a));
+    DSA_RETURN_IF_ERROR(
+        DSA_LAUNCH(s, dense_mha_prefill, s.kernels.dense_mha_prefill, a));
   }
 
   // --- Output projection and the residual.
@@ -994,8 +1041,7 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   attention::ResidualAdd::Args a;
   a.residual = residual;
   a.x = out;
-  ++s.counts.residual_add;
-  return s.kernels.dense.residual_add(s.exec, a);
+  return DSA_LAUNCH(s, residual_add, s.kernels.dense.residual_add, a);
 }
 
 }  // namespace dsa::model::deepseek_v32

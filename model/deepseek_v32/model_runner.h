@@ -73,25 +73,66 @@ struct RuntimeOptions {
   attention::DType activation_dtype = attention::DType::kFloat32;
 };
 
-// Counts of the attention ops one step launched, summed over layers.
+// The ops a step launches, by the name of their OpCallCounts/OpTimes field:
+// the attention ops of attention/ops.h, then the dense ops of
+// attention/dense_ops.h.
+#define DSA_STEP_ATTENTION_OPS(X) \
+  X(indexer_k_write)              \
+  X(indexer_q)                    \
+  X(indexer_logits)               \
+  X(indexer_topk)                 \
+  X(mla_cache_write)              \
+  X(sparse_mla)                   \
+  X(dense_mha_prefill)
+#define DSA_STEP_DENSE_OPS(X) \
+  X(gemm)                     \
+  X(rms_norm)                 \
+  X(rope)                     \
+  X(residual_add)             \
+  X(cast)
+
+// Counts of the ops one step launched, summed over layers.
 struct OpCallCounts {
-  int indexer_k_write = 0;
-  int indexer_q = 0;
-  int indexer_logits = 0;
-  int indexer_topk = 0;
-  int mla_cache_write = 0;
-  int sparse_mla = 0;
-  int dense_mha_prefill = 0;
-  // The dense ops of the step.
-  int gemm = 0;
-  int rms_norm = 0;
-  int rope = 0;
-  int residual_add = 0;
-  int cast = 0;
+#define DSA_STEP_OP_FIELD(op) int op = 0;
+  DSA_STEP_ATTENTION_OPS(DSA_STEP_OP_FIELD)
+  DSA_STEP_DENSE_OPS(DSA_STEP_OP_FIELD)
+#undef DSA_STEP_OP_FIELD
+  int attention_ops() const {
+    int n = 0;
+#define DSA_STEP_OP_ADD(op) n += op;
+    DSA_STEP_ATTENTION_OPS(DSA_STEP_OP_ADD)
+#undef DSA_STEP_OP_ADD
+    return n;
+  }
   int total() const {
-    return indexer_k_write + indexer_q + indexer_logits + indexer_topk +
-           mla_cache_write + sparse_mla + dense_mha_prefill + gemm + rms_norm +
-           rope + residual_add + cast;
+    int n = attention_ops();
+#define DSA_STEP_OP_ADD(op) n += op;
+    DSA_STEP_DENSE_OPS(DSA_STEP_OP_ADD)
+#undef DSA_STEP_OP_ADD
+    return n;
+  }
+};
+
+// Milliseconds of one step per op kind, summed over layers, measured with
+// StepOptions::time_ops: each op is timed on the host clock between a
+// synchronisation before its launch and one after it, so a figure is the op's
+// device time plus one launch's overhead (a few microseconds).
+struct OpTimes {
+#define DSA_STEP_OP_FIELD(op) double op = 0;
+  DSA_STEP_ATTENTION_OPS(DSA_STEP_OP_FIELD)
+  DSA_STEP_DENSE_OPS(DSA_STEP_OP_FIELD)
+#undef DSA_STEP_OP_FIELD
+  // Everything the indexer's scoring launched (the projections of its
+  // queries and head weights, indexer_q, indexer_logits, indexer_topk): the
+  // work the short-prefill skip saves. Also counted in the fields above.
+  double indexer_scoring = 0;
+  double total() const {
+    double t = 0;
+#define DSA_STEP_OP_ADD(op) t += op;
+    DSA_STEP_ATTENTION_OPS(DSA_STEP_OP_ADD)
+    DSA_STEP_DENSE_OPS(DSA_STEP_OP_ADD)
+#undef DSA_STEP_OP_ADD
+    return t;
   }
 };
 
@@ -101,6 +142,11 @@ struct StepOptions {
   // Read the hidden states back (StepOutput::hidden, mtp_hidden). A step
   // that reads nothing back still waits for its device work to finish.
   bool read_hidden = true;
+  // Time every op (StepOutput::op_ms). A profile: the synchronisation
+  // around each launch takes away the overlap of host and device, so the
+  // step is slower and its host_issue_ms / device_tail_ms are not the
+  // unprofiled step's.
+  bool time_ops = false;
 };
 
 struct StepOutput {
@@ -111,6 +157,16 @@ struct StepOutput {
   std::vector<float> mtp_hidden;
   ForwardPlan plan;
   OpCallCounts op_calls;
+  // With StepOptions::time_ops, per op kind; zeros otherwise.
+  OpTimes op_ms;
+  // Wall time from the first launch of the layers to the return of the last
+  // one (the host issuing the step), and from then until the device finished
+  // (the device's tail after the host is done). The uploads before and the
+  // read-backs after are in neither; the copies of capture_topk and
+  // capture_layer_outputs, and any op whose launcher waits for the device,
+  // count their waits in the issue time.
+  double host_issue_ms = 0;
+  double device_tail_ms = 0;
   // With StepOptions: per layer, [tokens, index_topk] (caller's row order) of
   // the top-k the layer read, and [tokens, hidden] of its attention output.
   std::vector<std::vector<int32_t>> topk;

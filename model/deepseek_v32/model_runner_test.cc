@@ -665,6 +665,43 @@ TEST_P(ModelRunnerTest, DenseOpsOfAStepAreCounted) {
                                    2 * out.op_calls.indexer_logits);
 }
 
+// StepOptions::time_ops: every op that ran has a time, the kinds add up to
+// the total, the scoring is part of it, and the outputs are the unprofiled
+// step's. Without it the times stay zero; the issue/tail split is always
+// measured.
+TEST_P(ModelRunnerTest, TimedOpsAddUpAndDoNotChangeTheStep) {
+  RuntimeOptions options;
+  options.block_size = 16;
+  auto timed = MakeModel("tiny-glm-5.2", no_skip_caps_, options);
+  auto plain = MakeModel("tiny-glm-5.2", no_skip_caps_, options);
+  ASSERT_TRUE(timed && plain);
+  const int hidden = timed->planner().config().proto().hidden_size();
+  const std::vector<float> x = RandomHidden(20, hidden, 6);
+  StepOptions profile;
+  profile.time_ops = true;
+  ASSERT_OK_AND_ASSIGN(StepOutput a, timed->Step({}, {{1, 0, 20}}, x, profile));
+  ASSERT_OK_AND_ASSIGN(StepOutput b, plain->Step({}, {{1, 0, 20}}, x));
+  EXPECT_EQ(a.hidden, b.hidden);
+  EXPECT_EQ(a.mtp_hidden, b.mtp_hidden);
+  const OpTimes& t = a.op_ms;
+  double sum = 0;
+#define DSA_CHECK_OP(op)                         \
+  EXPECT_EQ(t.op > 0, a.op_calls.op > 0) << #op; \
+  EXPECT_GE(t.op, 0) << #op;                     \
+  sum += t.op;
+  DSA_STEP_ATTENTION_OPS(DSA_CHECK_OP)
+  DSA_STEP_DENSE_OPS(DSA_CHECK_OP)
+#undef DSA_CHECK_OP
+  EXPECT_DOUBLE_EQ(sum, t.total());
+  ASSERT_GT(a.op_calls.indexer_logits, 0);  // scoring on every indexer layer
+  EXPECT_GT(t.indexer_scoring, t.indexer_logits + t.indexer_topk - 1e-12);
+  EXPECT_LT(t.indexer_scoring, t.total());
+  EXPECT_EQ(b.op_ms.total(), 0);
+  EXPECT_EQ(b.op_ms.indexer_scoring, 0);
+  EXPECT_GE(b.host_issue_ms, 0);
+  EXPECT_GE(b.device_tail_ms, 0);
+}
+
 // A step that reads nothing back still runs every layer (its caches are
 // written) and leaves the model ready for the next step.
 TEST_P(ModelRunnerTest, AStepThatReadsNothingBackStillWritesItsCaches) {
