@@ -166,9 +166,13 @@ __global__ void RopeKernel(RopeParams p) {
   }
 }
 
-// Rows over blockIdx.y, columns over x: no 64-bit division per element.
+// Rows over y, columns over x (no 64-bit division per element). A block is
+// 256 threads: as many columns as the row has, up to 256, and as many rows as
+// fill the rest, so that narrow rows (a head's 64 rope dims) keep every
+// thread busy.
 __global__ void ElementwiseKernel(ElementwiseParams p) {
-  for (int64_t r = blockIdx.y; r < p.rows; r += gridDim.y) {
+  for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;
+       r < p.rows; r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
     for (int64_t c =
              static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
          c < p.cols; c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -263,12 +267,17 @@ LaunchResult ElementwiseLaunch(const ElementwiseParams& p, void* stream) {
   if (p.x == nullptr || p.y == nullptr) {
     return Invalid(op, "a device pointer is null");
   }
-  const int64_t col_blocks = (p.cols + 255) / 256;
+  unsigned threads_x = 32;  // a power of two, at least the row, up to 256
+  while (threads_x < 256 && threads_x < p.cols) threads_x *= 2;
+  const unsigned threads_y = 256 / threads_x;
+  const int64_t col_blocks = (p.cols + threads_x - 1) / threads_x;
+  const int64_t row_blocks = (p.rows + threads_y - 1) / threads_y;
   const unsigned grid_x =
       static_cast<unsigned>(col_blocks < 1024 ? col_blocks : 1024);
   const unsigned grid_y =
-      static_cast<unsigned>(p.rows < 65535 ? p.rows : 65535);
-  hipLaunchKernelGGL(ElementwiseKernel, dim3(grid_x, grid_y), dim3(256), 0,
+      static_cast<unsigned>(row_blocks < 65535 ? row_blocks : 65535);
+  hipLaunchKernelGGL(ElementwiseKernel, dim3(grid_x, grid_y),
+                     dim3(threads_x, threads_y), 0,
                      static_cast<hipStream_t>(stream), p);
   return CheckLaunch(op);
 }

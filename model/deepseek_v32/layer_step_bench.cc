@@ -105,7 +105,7 @@ absl::Status TimeModelStep(const platform::Platform& target,
     step_options.read_hidden = false;
     std::vector<double> ms;
     int launches = 0;
-    double issue_ms = 0, tail_ms = 0;  // of the last step
+    double prepare_ms = 0, issue_ms = 0, tail_ms = 0;  // of the last step
     for (int i = 0; i < iters + 2; ++i) {
       const auto begin = std::chrono::steady_clock::now();
       auto out = (*model)->Step({}, {{i, 0, tokens}}, x, step_options);
@@ -113,6 +113,7 @@ absl::Status TimeModelStep(const platform::Platform& target,
       if (!out.ok()) return out.status();
       launches = out->op_calls.total();
       issue_ms = out->host_issue_ms;
+      prepare_ms = out->prepare_ms;
       tail_ms = out->device_tail_ms;
       if (i >= 2) {
         ms.push_back(

@@ -110,6 +110,25 @@ TensorView Batch1(const TensorView& v) {
   return b;
 }
 
+// A run of internal tokens whose caller rows are consecutive too.
+struct RowRun {
+  int64_t internal = 0;  // first internal token
+  int64_t caller = 0;    // its caller row
+  int64_t count = 0;
+};
+std::vector<RowRun> RowRuns(const std::vector<int64_t>& token_source) {
+  std::vector<RowRun> runs;
+  for (int64_t t = 0; t < static_cast<int64_t>(token_source.size()); ++t) {
+    if (!runs.empty() &&
+        token_source[t] == runs.back().caller + runs.back().count) {
+      ++runs.back().count;
+    } else {
+      runs.push_back({t, token_source[t], 1});
+    }
+  }
+  return runs;
+}
+
 DType Fp8DType(platform::Fp8Format format) {
   return format == platform::Fp8Format::kE4m3fnuz ? DType::kFloat8E4m3fnuz
                                                   : DType::kFloat8E4m3fn;
@@ -548,6 +567,8 @@ absl::StatusOr<ForwardPlan> DeepseekV32Model::ProfileRun(
 absl::StatusOr<StepOutput> DeepseekV32Model::Step(
     const ForwardContext& forward, absl::Span<const StepRequest> requests,
     absl::Span<const float> hidden, const StepOptions& step_options) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point step_begin = Clock::now();
   const ModelConfig& config = planner_.config();
   const DeepseekV32Config& c = config.proto();
   const int64_t hidden_size = c.hidden_size();
@@ -617,29 +638,25 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
   DSA_RETURN_IF_ERROR(UploadInto(rt, s.prefill_query_start_loc, prefill_qsl));
   DSA_RETURN_IF_ERROR(UploadInto(rt, s.row_key_start, key_start));
   DSA_RETURN_IF_ERROR(UploadInto(rt, s.row_key_end, key_end));
-  {
-    std::vector<float> x(static_cast<size_t>(tokens * hidden_size));
-    for (int64_t t = 0; t < tokens; ++t) {
-      std::memcpy(x.data() + t * hidden_size,
-                  hidden.data() + layout.token_source[t] * hidden_size,
-                  hidden_size * sizeof(float));
-    }
-    DSA_RETURN_IF_ERROR(
-        act_->residual.CopyFromHost(x.data(), x.size() * sizeof(float)));
+  // Internal token t is the caller's row token_source[t]; requests keep
+  // their rows together, so a run of consecutive rows moves in one copy (one
+  // run for a batch already in internal order) and no host staging is needed.
+  const std::vector<RowRun> runs = RowRuns(layout.token_source);
+  for (const RowRun& run : runs) {
+    DSA_RETURN_IF_ERROR(rt.CopyHostToDevice(
+        Offset<float>(act_->residual.data(), run.internal * hidden_size),
+        hidden.data() + run.caller * hidden_size,
+        static_cast<size_t>(run.count * hidden_size) * sizeof(float)));
   }
-  // Device rows of `width` values, read back in the caller's row order.
-  auto read_back =
-      [&](const DeviceBuffer& buffer, int64_t width,
-          auto element) -> absl::StatusOr<std::vector<decltype(element)>> {
-    using T = decltype(element);
-    std::vector<T> internal(static_cast<size_t>(tokens * width));
-    DSA_RETURN_IF_ERROR(rt.Synchronize());
-    DSA_RETURN_IF_ERROR(
-        buffer.CopyToHost(internal.data(), internal.size() * sizeof(T)));
-    std::vector<T> out(internal.size());
-    for (int64_t t = 0; t < tokens; ++t) {
-      std::copy_n(internal.begin() + t * width, width,
-                  out.begin() + layout.token_source[t] * width);
+  // Device rows of `width` floats, read back in the caller's row order.
+  auto read_back = [&](const DeviceBuffer& buffer,
+                       int64_t width) -> absl::StatusOr<std::vector<float>> {
+    std::vector<float> out(static_cast<size_t>(tokens * width));
+    for (const RowRun& run : runs) {
+      DSA_RETURN_IF_ERROR(rt.CopyDeviceToHost(
+          out.data() + run.caller * width,
+          Offset<float>(buffer.data(), run.internal * width),
+          static_cast<size_t>(run.count * width) * sizeof(float)));
     }
     return out;
   };
@@ -651,13 +668,13 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
   s.scoring = false;
   s.topk.written_by_layer = -1;
   const size_t hidden_bytes = static_cast<size_t>(tokens * hidden_size) * 4;
-  using Clock = std::chrono::steady_clock;
   const Clock::time_point issue_begin = Clock::now();
   for (int l = 0; l < config.num_layers(); ++l) {
     DSA_RETURN_IF_ERROR(RunLayer(*layers_[l], plan.layers[l], layout));
     if (step_options.capture_layer_outputs) {
+      DSA_RETURN_IF_ERROR(rt.Synchronize());
       DSA_ASSIGN_OR_RETURN(std::vector<float> out,
-                           read_back(act_->out, hidden_size, float{}));
+                           read_back(act_->out, hidden_size));
       result.layer_outputs.push_back(std::move(out));
     }
     if (step_options.capture_topk) {
@@ -694,16 +711,21 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
       std::chrono::duration<double, std::milli>(issued - issue_begin).count();
   result.device_tail_ms =
       std::chrono::duration<double, std::milli>(done - issued).count();
+  result.prepare_ms =
+      std::chrono::duration<double, std::milli>(issue_begin - step_begin)
+          .count();
   if (step_options.read_hidden) {
     const bool mtp = config.num_mtp_layers() > 0;
-    DSA_ASSIGN_OR_RETURN(result.hidden,
-                         read_back(mtp ? act_->main_hidden : act_->residual,
-                                   hidden_size, float{}));
+    DSA_ASSIGN_OR_RETURN(
+        result.hidden,
+        read_back(mtp ? act_->main_hidden : act_->residual, hidden_size));
     if (mtp) {
       DSA_ASSIGN_OR_RETURN(result.mtp_hidden,
-                           read_back(act_->residual, hidden_size, float{}));
+                           read_back(act_->residual, hidden_size));
     }
   }
+  result.read_back_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - done).count();
   s.time_ops = false;
   result.op_ms = s.times;
   result.plan = std::move(plan);

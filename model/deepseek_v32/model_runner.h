@@ -167,6 +167,11 @@ struct StepOutput {
   // count their waits in the issue time.
   double host_issue_ms = 0;
   double device_tail_ms = 0;
+  // Before the first launch: planning, the block tables and the uploads of
+  // the index tensors and hidden states; after the device finished: the
+  // read-backs. A step's wall time is these four together.
+  double prepare_ms = 0;
+  double read_back_ms = 0;
   // With StepOptions: per layer, [tokens, index_topk] (caller's row order) of
   // the top-k the layer read, and [tokens, hidden] of its attention output.
   std::vector<std::vector<int32_t>> topk;
