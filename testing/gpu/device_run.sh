@@ -21,7 +21,11 @@
 #      tensors and timed against eager PyTorch;
 #   6. prefill_bench at GLM-5.1's real shapes (issue 9's H200 run).
 # DSA_GPU_SKIP_TIMING=1 leaves out the SASS census and step 4 (a check-only
-# run), DSA_GPU_SKIP_SANITIZER=1 step 3. Everything goes to stdout and to $OUT/device_run.txt.
+# run), DSA_GPU_SKIP_SANITIZER=1 step 3; DSA_GPU_STEPS=6 (a comma list of
+# step numbers) runs only those. prefill_bench runs GLM-5.1 and then GLM-5.2
+# with MTP=3, every workload, --op_times=true; DSA_GPU_PREFILL_ARGS adds to
+# its flags (e.g. --prompts=8). Everything goes to stdout and to
+# $OUT/device_run.txt, prefill_bench's JSON to $OUT/prefill_bench_*.json.
 set -u -o pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -39,6 +43,10 @@ B="$work/bin"
 export LD_LIBRARY_PATH="$payload/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
 exec > >(tee "$out/device_run.txt") 2>&1
+
+steps="${DSA_GPU_STEPS:-1,2,3,4,5,6}"
+# True when step $1 is to run.
+want() { [[ ",$steps," == *",$1,"* ]]; }
 
 t0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - t0 )); }
@@ -62,8 +70,11 @@ python3 -c "import torch; print('torch', torch.__version__, 'cudnn', torch.backe
 
 timing=1
 [ "${DSA_GPU_SKIP_TIMING:-0}" = 1 ] && timing=0
-[ $timing = 1 ] && section "matrix instructions in the SASS (sm_90a), per kernel"
-[ $timing = 1 ] && for b in indexer_bench sparse_mla_bench dense_mha_bench cache_bench dense_bench; do
+census=$timing
+want 1 || census=0
+want 4 || timing=0
+[ $census = 1 ] && section "matrix instructions in the SASS (sm_90a), per kernel"
+[ $census = 1 ] && for b in indexer_bench sparse_mla_bench dense_mha_bench cache_bench dense_bench; do
   cuobjdump -sass "$B/$b" 2>/dev/null | awk -v bin="$b" '
     function flush() { if (n != "" && (g + q + h + f) > 0) print bin, n, "HGMMA=" g, "QGMMA=" q, "HMMA=" h, "FFMA=" f }
     /Function : / { flush(); n = $3; g = q = h = f = 0; next }
@@ -73,6 +84,7 @@ timing=1
     | grep -E "Mma|Gemm|Attention|Logits|Sparse|Wuv|Dense" | cut -c1-150 | sort -u | head -16
 done
 
+if want 2; then
 section "gtest: kernels against float64 references"
 for t in vector_add_test mma_bf16_test indexer_kernels_test cache_kernels_test \
          sparse_mla_kernels_test dense_mha_kernels_test; do
@@ -84,10 +96,12 @@ echo "-- mla_ops_test"; gtest 60 "$B/mla_ops_test" --gtest_filter='*/cuda*'
 echo "-- dense_ops_test"; gtest 30 "$B/dense_ops_test" --gtest_filter='*/cuda*'
 echo "-- model_runner_test"; gtest 60 "$B/model_runner_test" --gtest_filter='*/cuda*'
 echo "-- platform_conformance_test"; gtest 20 "$B/platform_conformance_test"
+fi
 
 section "compute-sanitizer: memcheck over the op suites on cuda, racecheck over top-k and the cache writes"
 sanitize=1
 [ "${DSA_GPU_SKIP_SANITIZER:-0}" = 1 ] && sanitize=0 && echo "(skipped: DSA_GPU_SKIP_SANITIZER=1)"
+want 3 || sanitize=0
 [ $sanitize = 1 ] && room 90 && timeout 40 compute-sanitizer --tool memcheck --print-limit 5 "$B/indexer_ops_test" \
   --gtest_brief=1 --gtest_filter='*/cuda*' 2>&1 | grep -E "ERROR SUMMARY|PASSED|FAILED" | tail -3
 [ $sanitize = 1 ] && room 80 && timeout 40 compute-sanitizer --tool memcheck --print-limit 5 "$B/mla_ops_test" \
@@ -135,8 +149,10 @@ room 35 && timeout 15 python3 attention/gpu/dense_torch_reference.py 1024 8192 3
 
 fi  # timing
 
-section "PyTorch binding (torch.ops.dsa), built against this torch, on CUDA tensors"
-if room 30 && CXX=/usr/bin/g++ timeout 60 bash engines/torch/build.sh "$work/torch" > "$work/torch_build.txt" 2>&1; then
+want 5 && section "PyTorch binding (torch.ops.dsa), built against this torch, on CUDA tensors"
+if ! want 5; then
+  :
+elif room 30 && CXX=/usr/bin/g++ timeout 60 bash engines/torch/build.sh "$work/torch" > "$work/torch_build.txt" 2>&1; then
   tail -1 "$work/torch_build.txt"
   p="$payload/plugins"
   export DSA_TORCH_LIBRARY="$work/torch/libdsa_torch.so"
@@ -149,10 +165,15 @@ else
   tail -5 "$work/torch_build.txt" 2>/dev/null
 fi
 
-section "prefill_bench on cuda at GLM-5.1's real shapes (78 layers + MTP)"
-for w in 1k_c1 8k_c1; do
-  room 40 || break
-  timeout $(( budget - $(elapsed) )) "$B/prefill_bench" --platform=cuda --model=glm-5.1 \
-    --workloads=$w --arms=main,skip --runs=1 --json="$out/prefill_bench_glm51_$w.json" 2>&1 | tail -16
+if want 6; then
+section "prefill_bench on cuda at the real shapes: GLM-5.1 (78 layers + MTP), GLM-5.2 with MTP=3"
+for m in glm-5.1 glm-5.2; do
+  room 60 || break
+  extra=""
+  [ $m = glm-5.2 ] && extra="--spec_tokens=3"
+  # shellcheck disable=SC2086
+  timeout $(( budget - $(elapsed) )) "$B/prefill_bench" --platform=cuda --model=$m $extra \
+    --op_times=true --json="$out/prefill_bench_${m//[.-]/}.json" ${DSA_GPU_PREFILL_ARGS:-} 2>&1 | tail -40
 done
+fi
 section "done"
