@@ -128,45 +128,6 @@ constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
 // --- Memory: checked before anything is allocated, so that a preset too
 // large for the machine is one clear line, not the kernel's OOM killer.
 
-struct MemoryEstimate {
-  int64_t host_bytes = 0;    // host-side copies (none: see below)
-  int64_t device_bytes = 0;  // weights, caches, workspace
-};
-
-// What one model of `config` holds, per the runner's layout (an estimate:
-// the runner's scratch buffers for activations are left out). The runner
-// draws its bf16 weights in the platform's memory (random_fill) and keeps no
-// host copy, so everything is platform memory: the host's on the CPU, the
-// device's on a GPU.
-MemoryEstimate EstimateModelBytes(const ModelConfig& config, int64_t num_blocks,
-                                  int block_size, int64_t max_model_len,
-                                  int64_t max_num_batched_tokens) {
-  const auto& c = config.proto();
-  const int64_t hidden = c.hidden_size(), heads = c.num_attention_heads();
-  const int64_t q_lora = c.q_lora_rank(), kv_lora = c.kv_lora_rank();
-  const int64_t nope = c.qk_nope_head_dim(), rope = c.qk_rope_head_dim();
-  const int64_t v = c.v_head_dim();
-  const int64_t ih = c.indexer().index_n_heads(),
-                id = c.indexer().index_head_dim();
-  const int64_t slots = num_blocks * block_size;
-  MemoryEstimate m;
-  for (int l = 0; l < config.num_layers(); ++l) {
-    int64_t floats = q_lora * hidden + q_lora + heads * (nope + rope) * q_lora +
-                     (kv_lora + rope) * hidden + kv_lora +
-                     heads * (nope + v) * kv_lora + hidden * heads * v;
-    m.device_bytes += slots * (kv_lora + rope) * 2;
-    if (config.owns_indexer(l)) {
-      floats += ih * id * q_lora + id * hidden + 2 * id + ih * hidden;
-      m.device_bytes += slots * (id + 4) + 2 * id * 4;
-    }
-    m.device_bytes += floats * 2;  // bf16
-  }
-  // The indexer's logits workspace and top-k for the largest step.
-  m.device_bytes += max_num_batched_tokens * max_model_len * 4 +
-                    max_num_batched_tokens * config.index_topk() * 4;
-  return m;
-}
-
 // MemAvailable from /proc/meminfo; 0 when unknown.
 int64_t AvailableHostBytes() {
   FILE* f = std::fopen("/proc/meminfo", "r");
@@ -924,13 +885,26 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
     return absl::ResourceExhaustedError(
         absl::StrCat("the workloads need ", num_blocks, " cache blocks"));
   }
+  RuntimeOptions options;
+  options.block_size = flags.block_size;
+  options.num_blocks = static_cast<int>(num_blocks);
+  options.max_model_len = max_len;
+  options.max_num_batched_tokens = step_tokens;
+  options.num_threads = flags.threads;
+  // On a GPU the projections read bf16 activations, so that they run on the
+  // vendor GEMM (cuBLASLt takes bf16 x); both arms alike, so their outputs
+  // still compare to the bit. The CPU keeps float32, its reference.
+  if (platform.info.executes_on != "cpu") {
+    options.activation_dtype = attention::DType::kBFloat16;
+  }
   {
-    const MemoryEstimate one = EstimateModelBytes(
-        *config, num_blocks, flags.block_size, max_len, step_tokens);
+    // One arm's model: all of it is platform memory, the host's on the CPU
+    // and the device's on a GPU (the runner draws its weights there and
+    // keeps no host copy).
+    const int64_t one = DeepseekV32Model::DeviceBytes(*config, options);
     const int64_t arms_count = static_cast<int64_t>(arm_names.size());
     const bool on_host = platform.info.executes_on == "cpu";
-    const int64_t host =
-        arms_count * (one.host_bytes + (on_host ? one.device_bytes : 0));
+    const int64_t host = on_host ? arms_count * one : 0;
     const int64_t available = AvailableHostBytes();
     if (available > 0 && host > available * 9 / 10) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -949,7 +923,7 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
           platform.exec->ProbeDevices();
       const int64_t device_total =
           device.ok() ? static_cast<int64_t>(device->total_memory_bytes) : 0;
-      const int64_t need = arms_count * one.device_bytes;
+      const int64_t need = arms_count * one;
       if (device_total > 0 && need > device_total * 9 / 10) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "the workloads need about ", Gib(need), " of ", platform.info.name,
@@ -990,18 +964,6 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
   // --- One model per arm, the same weights, on the platform's kernels.
   DSA_ASSIGN_OR_RETURN(AttentionKernels kernels,
                        AttentionKernels::Load(registry, platform.exec->id()));
-  RuntimeOptions options;
-  options.block_size = flags.block_size;
-  options.num_blocks = static_cast<int>(num_blocks);
-  options.max_model_len = max_len;
-  options.max_num_batched_tokens = step_tokens;
-  options.num_threads = flags.threads;
-  // On a GPU the projections read bf16 activations, so that they run on the
-  // vendor GEMM (cuBLASLt takes bf16 x); both arms alike, so their outputs
-  // still compare to the bit. The CPU keeps float32, its reference.
-  if (platform.info.executes_on != "cpu") {
-    options.activation_dtype = attention::DType::kBFloat16;
-  }
   std::vector<Arm> arms;
   for (const std::string& name : arm_names) {
     platform::PlatformCapabilities caps = platform.caps;

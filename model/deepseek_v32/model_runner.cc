@@ -110,6 +110,12 @@ TensorView Batch1(const TensorView& v) {
   return b;
 }
 
+// Bytes of one token's entry in the MLA latent cache.
+int64_t LatentCacheEntryBytes(const attention::LatentCacheFormat& format) {
+  return attention::LatentCacheEntryWidth(format) *
+         (attention::IsFp8(format.dtype) ? 1 : 2);
+}
+
 // A run of internal tokens whose caller rows are consecutive too.
 struct RowRun {
   int64_t internal = 0;  // first internal token
@@ -384,8 +390,7 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
                              options.rope_theta)));
 
   const int64_t latent_entry_bytes =
-      attention::LatentCacheEntryWidth(shared->latent_format) *
-      (options.fp8_latent_cache ? 1 : 2);
+      LatentCacheEntryBytes(shared->latent_format);
   const int64_t slots = int64_t{options.num_blocks} * options.block_size;
   const int64_t indexer_entry_bytes = mc.indexer().index_head_dim() + 4;
   for (int l = 0; l < model_config.num_layers(); ++l) {
@@ -439,45 +444,92 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   return model;
 }
 
-absl::Status DeepseekV32Model::ReserveActivations(int64_t tokens) {
-  const DeviceRuntime& rt = shared_->runtime;
-  const DeepseekV32Config& c = planner_.config().proto();
-  const int64_t act = attention::DTypeSize(options_.activation_dtype);
+// Every activation buffer and its bytes per token (0: not allocated), the
+// one list that ReserveActivations allocates and DeviceBytes counts. `a` may
+// be null (counting only).
+template <typename F>
+void DeepseekV32Model::ForEachActivation(const ModelConfig& config,
+                                         const RuntimeOptions& options,
+                                         Activations* a, F f) {
+  const DeepseekV32Config& c = config.proto();
+  const int64_t act = attention::DTypeSize(options.activation_dtype);
   const int64_t hidden = c.hidden_size(), H = c.num_attention_heads();
   const int64_t qk = c.qk_nope_head_dim() + c.qk_rope_head_dim();
   const int64_t kv_lora = c.kv_lora_rank(), rope = c.qk_rope_head_dim();
   const int64_t ih = c.indexer().index_n_heads();
   const int64_t id = c.indexer().index_head_dim();
+  auto buffer = [a](DeviceBuffer Activations::*member) {
+    return a == nullptr ? nullptr : &(a->*member);
+  };
+  using A = Activations;
+  f(buffer(&A::residual), hidden * 4);
+  f(buffer(&A::x),
+    options.activation_dtype == DType::kFloat32 ? 0 : hidden * act);
+  f(buffer(&A::q_c_raw), c.q_lora_rank() * 4);
+  f(buffer(&A::q_c), c.q_lora_rank() * act);
+  f(buffer(&A::q), H * qk * act);
+  f(buffer(&A::kv), (kv_lora + rope) * 4);
+  f(buffer(&A::kv_c), kv_lora * act);
+  f(buffer(&A::indexer_k), id * act);
+  f(buffer(&A::indexer_q), ih * id * act);
+  f(buffer(&A::indexer_w), ih * act);
+  f(buffer(&A::q_fp8), ih * id);
+  f(buffer(&A::head_weights), ih * 4);
+  f(buffer(&A::q_absorbed), H * (kv_lora + rope) * act);
+  f(buffer(&A::attn), H * c.v_head_dim() * act);
+  f(buffer(&A::out), hidden * 4);
+  f(buffer(&A::main_hidden), config.num_mtp_layers() > 0 ? hidden * 4 : 0);
+}
+
+int64_t DeepseekV32Model::DeviceBytes(const ModelConfig& config,
+                                      const RuntimeOptions& options) {
+  const DeepseekV32Config& c = config.proto();
+  attention::LatentCacheFormat format;
+  format.dtype =
+      options.fp8_latent_cache ? DType::kFloat8E4m3fn : DType::kBFloat16;
+  format.kv_lora_rank = c.kv_lora_rank();
+  format.rope_dim = c.qk_rope_head_dim();
+  const int64_t slots = int64_t{options.num_blocks} * options.block_size;
+  const int64_t tokens = options.max_num_batched_tokens;
+  int64_t bytes = 0;
+  for (int l = 0; l < config.num_layers(); ++l) {
+    bytes += slots * LatentCacheEntryBytes(format);
+    if (config.owns_indexer(l)) {
+      bytes += slots * (c.indexer().index_head_dim() + 4);
+    }
+    for (const WeightSpec& spec : LayerWeightSpecs(config, l)) {
+      bytes += spec.size() * 2;  // bf16
+    }
+  }
+  ForEachActivation(config, options, nullptr,
+                    [&](DeviceBuffer*, int64_t bytes_per_token) {
+                      bytes += bytes_per_token * tokens;
+                    });
+  bytes += options.max_model_len * c.qk_rope_head_dim() * 4;  // rope table
+  // The indexer's workspace and top-k as a profile run reserves them.
+  bytes +=
+      attention::IndexerLogits::WorkspaceBytes(tokens, options.max_model_len) +
+      tokens * config.index_topk() * 4;
+  return bytes;
+}
+
+absl::Status DeepseekV32Model::ReserveActivations(int64_t tokens) {
+  const DeviceRuntime& rt = shared_->runtime;
   auto a = std::make_unique<Activations>();
   a->capacity = tokens;
-  const struct {
-    DeviceBuffer* buffer;
-    int64_t bytes_per_token;
-  } buffers[] = {
-      {&a->residual, hidden * 4},
-      {&a->x, options_.activation_dtype == DType::kFloat32 ? 0 : hidden * act},
-      {&a->q_c_raw, c.q_lora_rank() * 4},
-      {&a->q_c, c.q_lora_rank() * act},
-      {&a->q, H * qk * act},
-      {&a->kv, (kv_lora + rope) * 4},
-      {&a->kv_c, kv_lora * act},
-      {&a->indexer_k, id * act},
-      {&a->indexer_q, ih * id * act},
-      {&a->indexer_w, ih * act},
-      {&a->q_fp8, ih * id},
-      {&a->head_weights, ih * 4},
-      {&a->q_absorbed, H * (kv_lora + rope) * act},
-      {&a->attn, H * c.v_head_dim() * act},
-      {&a->out, hidden * 4},
-      {&a->main_hidden,
-       planner_.config().num_mtp_layers() > 0 ? hidden * 4 : 0},
-  };
-  for (const auto& b : buffers) {
-    if (b.bytes_per_token == 0) continue;
-    DSA_ASSIGN_OR_RETURN(
-        *b.buffer, DeviceBuffer::Allocate(
-                       rt, static_cast<size_t>(b.bytes_per_token * tokens)));
-  }
+  absl::Status status;
+  ForEachActivation(planner_.config(), options_, a.get(),
+                    [&](DeviceBuffer* buffer, int64_t bytes_per_token) {
+                      if (bytes_per_token == 0 || !status.ok()) return;
+                      absl::StatusOr<DeviceBuffer> b = DeviceBuffer::Allocate(
+                          rt, static_cast<size_t>(bytes_per_token * tokens));
+                      if (!b.ok()) {
+                        status = b.status();
+                        return;
+                      }
+                      *buffer = std::move(*b);
+                    });
+  DSA_RETURN_IF_ERROR(status);
   act_ = std::move(a);
   return absl::OkStatus();
 }

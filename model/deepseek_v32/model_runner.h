@@ -209,6 +209,14 @@ class DeepseekV32Model {
     return blocks_.Release(request_id);
   }
 
+  // Device memory a model of `config` with `options` holds once a profile
+  // run has reserved the indexer's workspace for its largest step: weights,
+  // caches, activations, the rope table, the workspace and the top-k. The
+  // step's small index tensors and the platform's own scratch (its GEMM
+  // workspace, the kernels' stream-ordered pool) are not counted.
+  static int64_t DeviceBytes(const ModelConfig& config,
+                             const RuntimeOptions& options);
+
   // Bytes of indexer workspace reserved so far (by profile runs and steps).
   int64_t reserved_workspace_bytes() const;
 
@@ -235,6 +243,12 @@ class DeepseekV32Model {
       const std::vector<LayerWeights>* weights, uint64_t seed);
   // Device buffers of every activation, for steps of up to `tokens` tokens.
   absl::Status ReserveActivations(int64_t tokens);
+  // Calls f(buffer, bytes per token) for every activation buffer (buffer
+  // null when `a` is): the one list ReserveActivations and DeviceBytes use.
+  template <typename F>
+  static void ForEachActivation(const ModelConfig& config,
+                                const RuntimeOptions& options, Activations* a,
+                                F f);
   // The indexer's logits workspace and the top-k buffer for `rows` query
   // rows over keys up to `max_seq_len`: what a profile run reserves for the
   // largest step, and what a step grows them to when it needs more.

@@ -796,5 +796,33 @@ INSTANTIATE_TEST_SUITE_P(Platforms, ModelRunnerTest,
                            return info.param;
                          });
 
+// DeviceBytes counts what a model holds: one more cache block per layer adds
+// exactly its latent and indexer-key slots; bf16 activations halve the
+// activation buffers the projections read; the weights are bf16.
+TEST(DeviceBytesTest, FollowsTheCachesActivationsAndWeights) {
+  auto config = LoadModelConfig("glm-5.1");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const DeepseekV32Config& c = config->proto();
+  RuntimeOptions options;
+  options.block_size = 64;
+  options.num_blocks = 100;
+  options.max_model_len = 8192;
+  options.max_num_batched_tokens = 8192;
+  const int64_t base = DeepseekV32Model::DeviceBytes(*config, options);
+  RuntimeOptions more = options;
+  more.num_blocks = 101;
+  const int64_t latent = (c.kv_lora_rank() + c.qk_rope_head_dim()) * 2;
+  const int64_t keys = c.indexer().index_head_dim() + 4;
+  EXPECT_EQ(DeepseekV32Model::DeviceBytes(*config, more) - base,
+            64 * (config->num_layers() * latent +
+                  config->num_indexer_layers() * keys));
+  RuntimeOptions bf16 = options;
+  bf16.activation_dtype = attention::DType::kBFloat16;
+  EXPECT_LT(DeepseekV32Model::DeviceBytes(*config, bf16), base);
+  // GLM-5.1's 79 layers of bf16 weights alone are about 25 GiB.
+  EXPECT_GT(base, int64_t{24} << 30);
+  EXPECT_LT(base, int64_t{40} << 30);
+}
+
 }  // namespace
 }  // namespace dsa::model::deepseek_v32
