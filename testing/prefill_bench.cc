@@ -277,7 +277,7 @@ struct RunFigures {
   int64_t launches = 0;
   uint64_t output_hash = kFnvBasis;
   // Per step (StepOutput): the host's issue time and the device's tail.
-  std::vector<double> host_issue_ms, device_tail_ms;
+  std::vector<double> host_issue_ms, device_tail_ms, prepare_ms, read_back_ms;
 };
 
 // CPU time of every thread of this process: the host work a step costs,
@@ -347,6 +347,8 @@ class ScheduleRun {
     figures_.launches += out->op_calls.attention_ops();
     figures_.host_issue_ms.push_back(out->host_issue_ms);
     figures_.device_tail_ms.push_back(out->device_tail_ms);
+    figures_.prepare_ms.push_back(out->prepare_ms);
+    figures_.read_back_ms.push_back(out->read_back_ms);
     figures_.output_hash =
         Fnv1a(out->hidden.data(), out->hidden.size() * sizeof(float),
               figures_.output_hash);
@@ -957,8 +959,9 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
     result.gpu_timing_note =
         "per step, the median over every step of every run: host issue is the "
         "wall time from a step's first launch to the return of its last one, "
-        "device tail the time the device still needed after that (uploads "
-        "and read-backs are in neither)";
+        "device tail the time the device still needed after that (the "
+        "uploads before and the read-backs after are in the JSON's "
+        "prepare_ms and read_back_ms)";
   }
 
   // --- One model per arm, the same weights, on the platform's kernels.
@@ -1132,15 +1135,18 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
           static_cast<double>(rf.front().launches) / std::max(1, wr.steps);
       ar.steps = wr.steps;
       if (on_gpu) {
-        std::vector<double> issue, tail;
-        for (const RunFigures& f : rf) {
-          issue.insert(issue.end(), f.host_issue_ms.begin(),
-                       f.host_issue_ms.end());
-          tail.insert(tail.end(), f.device_tail_ms.begin(),
-                      f.device_tail_ms.end());
-        }
-        ar.host_issue_ms = Median(issue);
-        ar.device_tail_ms = Median(tail);
+        // Every step of every run.
+        auto median_of = [&rf](std::vector<double> RunFigures::*steps) {
+          std::vector<double> all;
+          for (const RunFigures& f : rf) {
+            all.insert(all.end(), (f.*steps).begin(), (f.*steps).end());
+          }
+          return Median(all);
+        };
+        ar.host_issue_ms = median_of(&RunFigures::host_issue_ms);
+        ar.device_tail_ms = median_of(&RunFigures::device_tail_ms);
+        ar.prepare_ms = median_of(&RunFigures::prepare_ms);
+        ar.read_back_ms = median_of(&RunFigures::read_back_ms);
       }
       for (const RunFigures& f : rf) {
         ar.deterministic &= f.output_hash == rf.front().output_hash &&
@@ -1386,6 +1392,8 @@ std::string ToJson(const BenchResult& r) {
           a.ran ? JsonNumber(a.launches_per_step) : "null",
           ", \"host_issue_ms\": ", JsonNumber(a.host_issue_ms),
           ", \"device_tail_ms\": ", JsonNumber(a.device_tail_ms),
+          ", \"prepare_ms\": ", JsonNumber(a.prepare_ms),
+          ", \"read_back_ms\": ", JsonNumber(a.read_back_ms),
           ", \"op_times\": ", OpTimesJson(a),
           ", \"outputs_equal_to_main\": ", JsonBool(a.outputs_equal),
           ", \"caches_equal_to_main\": ", JsonBool(a.caches_equal),

@@ -162,6 +162,11 @@ struct ArmResult {
   // device took after that (StepOutput::host_issue_ms, device_tail_ms).
   std::optional<double> host_issue_ms;
   std::optional<double> device_tail_ms;
+  // GPU only, the same medians of the rest of a step's wall time: before the
+  // first launch (planning, uploads) and after the device finished (reading
+  // the hidden states back).
+  std::optional<double> prepare_ms;
+  std::optional<double> read_back_ms;
   // --op_times: the workload's first step once more, every op timed between
   // synchronisations; milliseconds per op kind (those that ran), the step's
   // sum and the indexer's scoring (OpTimes::indexer_scoring).

@@ -141,8 +141,9 @@ absl::Status TimeModelStep(const platform::Platform& target,
     DSA_STEP_DENSE_OPS(DSA_PRINT_OP)
 #undef DSA_PRINT_OP
     std::printf(
-        "\n  unprofiled step: host issue %.3f ms, device tail %.3f ms\n",
-        issue_ms, tail_ms);
+        "\n  unprofiled step: prepare (plan, uploads) %.3f ms, host issue "
+        "%.3f ms, device tail %.3f ms\n",
+        prepare_ms, issue_ms, tail_ms);
   }
   return absl::OkStatus();
 }
