@@ -274,7 +274,8 @@ struct RunFigures {
   double median_ttft_ms = 0;
   double median_ttft_cpu_ms = 0;
   int64_t scored = 0;
-  int64_t launches = 0;
+  int64_t launches = 0;      // attention ops
+  int64_t all_launches = 0;  // every op
   uint64_t output_hash = kFnvBasis;
   // Per step (StepOutput): the host's issue time and the device's tail.
   std::vector<double> host_issue_ms, device_tail_ms, prepare_ms, read_back_ms;
@@ -345,6 +346,7 @@ class ScheduleRun {
     ++steps_done_;
     figures_.scored += out->op_calls.indexer_topk;
     figures_.launches += out->op_calls.attention_ops();
+    figures_.all_launches += out->op_calls.total();
     figures_.host_issue_ms.push_back(out->host_issue_ms);
     figures_.device_tail_ms.push_back(out->device_tail_ms);
     figures_.prepare_ms.push_back(out->prepare_ms);
@@ -1133,6 +1135,8 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
       ar.indexer_total = int64_t{config->num_indexer_layers()} * wr.steps;
       ar.launches_per_step =
           static_cast<double>(rf.front().launches) / std::max(1, wr.steps);
+      ar.all_launches_per_step =
+          static_cast<double>(rf.front().all_launches) / std::max(1, wr.steps);
       ar.steps = wr.steps;
       if (on_gpu) {
         // Every step of every run.
@@ -1288,7 +1292,8 @@ std::string FormatTable(const BenchResult& r) {
       "faster/slower only when every round is beyond ",
       absl::StrFormat("%.0f", kNoiseFloorPct), "% the same way.\n",
       "scored of total: indexer-layer calls of one run that ran logits + "
-      "top-k; launch/step: attention ops launched per step.\n",
+      "top-k; launch/step: attention ops launched per step (every op, the "
+      "dense ones too: launches_per_step_all_ops in the JSON).\n",
       "step: issue / tail: ", r.gpu_timing_note, ".\n");
   // --op_times: where a step's time goes.
   bool header = false;
@@ -1390,6 +1395,8 @@ std::string ToJson(const BenchResult& r) {
                 : "null",
           ", \"launches_per_step\": ",
           a.ran ? JsonNumber(a.launches_per_step) : "null",
+          ", \"launches_per_step_all_ops\": ",
+          a.ran ? JsonNumber(a.all_launches_per_step) : "null",
           ", \"host_issue_ms\": ", JsonNumber(a.host_issue_ms),
           ", \"device_tail_ms\": ", JsonNumber(a.device_tail_ms),
           ", \"prepare_ms\": ", JsonNumber(a.prepare_ms),

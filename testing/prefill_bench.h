@@ -153,10 +153,11 @@ struct ArmResult {
   // shared machine's load does not stretch.
   std::vector<double> ttft_cpu_ms;
   double median_ttft_cpu_ms = 0;
-  int64_t indexer_scored = 0;    // per run
-  int64_t indexer_total = 0;     // indexer-layer calls per run
-  double launches_per_step = 0;  // attention-op launches
-  int steps = 0;                 // per run
+  int64_t indexer_scored = 0;        // per run
+  int64_t indexer_total = 0;         // indexer-layer calls per run
+  double launches_per_step = 0;      // attention-op launches
+  double all_launches_per_step = 0;  // with the dense ops (projections...)
+  int steps = 0;                     // per run
   // GPU only: per step, the median over every step of every run of the
   // wall time the host took to issue the step's launches and of the time the
   // device took after that (StepOutput::host_issue_ms, device_tail_ms).

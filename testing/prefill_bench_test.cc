@@ -240,6 +240,8 @@ TEST_F(RunBenchTest, EmulatedRocmShowsTheSkip) {
       EXPECT_LT(bound.launches_per_step, skip.launches_per_step);
       EXPECT_LT(skip.launches_per_step, main.launches_per_step);
     }
+    // Every op: the attention ops and the dense ones around them.
+    EXPECT_GT(main.all_launches_per_step, main.launches_per_step);
   }
   // --prompts=2: 1k_c32 is two concurrent prompts of 32 tokens, one step;
   // 8k_c1's 256-token prompts in two chunks of 128 tokens each (both
