@@ -24,7 +24,8 @@
 # run), DSA_GPU_SKIP_SANITIZER=1 step 3; DSA_GPU_STEPS=6 (a comma list of
 # step numbers) runs only those. prefill_bench runs GLM-5.1 and then GLM-5.2
 # with MTP=3, every workload, --op_times=true; DSA_GPU_PREFILL_ARGS adds to
-# its flags (e.g. --prompts=8). Everything goes to stdout and to
+# its flags (e.g. --prompts=8), DSA_GPU_PREFILL_GLM52_ARGS to GLM-5.2's only.
+# Everything goes to stdout and to
 # $OUT/device_run.txt, prefill_bench's JSON to $OUT/prefill_bench_*.json.
 set -u -o pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -170,7 +171,7 @@ section "prefill_bench on cuda at the real shapes: GLM-5.1 (78 layers + MTP), GL
 for m in glm-5.1 glm-5.2; do
   room 60 || break
   extra=""
-  [ $m = glm-5.2 ] && extra="--spec_tokens=3"
+  [ $m = glm-5.2 ] && extra="--spec_tokens=3 ${DSA_GPU_PREFILL_GLM52_ARGS:-}"
   # shellcheck disable=SC2086
   timeout $(( budget - $(elapsed) )) "$B/prefill_bench" --platform=cuda --model=$m $extra \
     --op_times=true --json="$out/prefill_bench_${m//[.-]/}.json" ${DSA_GPU_PREFILL_ARGS:-} 2>&1 | tail -40
