@@ -30,9 +30,14 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <type_traits>
 
 #include "attention/gpu/indexer_kernels.h"
 #include "attention/gpu/launch_util.h"
+#if defined(DSA_GPU_CUDA)
+#include <cuda.h>  // CUtensorMap (the tensor-map encoder is the driver's)
+#endif
 #include "platform/gpu/hip_compat.h"
 #include "platform/gpu/mma.h"
 
@@ -657,8 +662,13 @@ struct PsLayout {
   static constexpr int kScaleOffset = kKeyOffset + kPsStages * kPsKeyBytes;
   static constexpr int kWeightOffset = kScaleOffset + kPsStages * kTileKeys * 4;
   static constexpr int kBarrierOffset = kWeightOffset + 2 * kBlockCols * 4;
-  static constexpr int kSmemBytes = kBarrierOffset + kPsBarriers * 8;
+  // The kernel aligns its base to 1 KB (128-byte swizzled key tiles need
+  // it), so it asks for 1 KB more than it uses.
+  static constexpr int kSmemBytes = kBarrierOffset + kPsBarriers * 8 + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's shared memory");
+  static_assert(kKeyOffset % 1024 == 0 && kPsKeyBytes % 1024 == 0 &&
+                    kScaleOffset % 128 == 0,
+                "key stages on 1 KB, scale stages on 128 bytes");
 };
 
 // cp.async and mbarrier, the producer / consumer plumbing (sm_90a builds
@@ -738,6 +748,49 @@ __device__ __forceinline__ void CopyAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif
 }
+// The tensor memory accelerator (TMA): one thread moves a whole key tile and
+// its scales; the stage's full barrier counts the bytes (expect_tx) and
+// completes when they have landed. A box wholly outside the tensor (an
+// invalid page, coordinate -1) lands as zeros and still counts its bytes.
+[[maybe_unused]] __device__ __forceinline__ void BarrierExpectBytes(
+    uint32_t bar, uint32_t bytes) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+      "r"(bytes)
+      : "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void TmaLoad3d(
+    uint32_t dst, const CUtensorMap* map, int32_t c0, int32_t c1, int32_t c2,
+    uint32_t bar) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_"
+      "tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void TmaLoad2d(
+    uint32_t dst, const CUtensorMap* map, int32_t c0, int32_t c1,
+    uint32_t bar) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_"
+      "tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void TmaPrefetchMap(
+    const CUtensorMap* map) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile(
+      "prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map))
+      : "memory");
+#endif
+}
 
 // One work item: a block of R rows (R * heads = 128 columns) and the chunk
 // [tile_begin, tile_end) of its key tiles. Its rows' windows, grouped into
@@ -755,7 +808,10 @@ struct PsItem {
   int32_t tile_begin, tile_end;
 };
 
-template <int R>
+// kAligned: runs start on a multiple of 64 keys (the TMA path, whose tiles
+// are whole 64-key slices of one page; the keys added in front fall outside
+// every row's window and are not stored).
+template <int R, bool kAligned = false>
 __device__ __forceinline__ PsItem<R> LoadPsItem(const IndexerLogitsParams& p,
                                                 int64_t block, int chunk,
                                                 int splits) {
@@ -786,6 +842,7 @@ __device__ __forceinline__ PsItem<R> LoadPsItem(const IndexerLogitsParams& p,
       }
     }
     const bool used = starts && it.request[r] >= 0 && lo < hi;
+    if (kAligned) lo &= ~(kTileKeys - 1);
     it.run_lo[r] = used ? lo : 0;
     it.run_hi[r] = used ? hi : 0;
     it.run_tiles[r] = used ? (hi - lo + kTileKeys - 1) / kTileKeys : 0;
@@ -857,20 +914,28 @@ __device__ __forceinline__ void AddBlocks(const float (&a)[kAcc],
   }
 }
 
-template <Fp8Format F, int R, bool kWide>
-__global__ void __launch_bounds__(kPsThreads, 1)
-    IndexerLogitsPersistentKernel(IndexerLogitsParams p, int splits) {
+// kTma: key tiles and scales arrive by TMA through key_map / scale_map
+// (block_size a multiple of 64; see MakeKeyMaps), else by cp.async.
+template <Fp8Format F, int R, bool kWide, bool kTma>
+__global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
+    IndexerLogitsParams p, int splits,
+    const __grid_constant__ CUtensorMap key_map,
+    const __grid_constant__ CUtensorMap scale_map) {
   using L = PsLayout<kWide>;
   if constexpr (::dsa::gpu::kHasWarpgroupFp8Mma && F == Fp8Format::kE4m3fn) {
     using WG = ::dsa::gpu::WarpgroupFp8Mma<kHeadDim + 0 * static_cast<int>(F)>;
     static_assert(WG::kM == kTileKeys && WG::kN == kPsCols,
                   "a warpgroup covers a tile's keys and a block's columns");
+    static_assert(!kTma || kPsBanks == 1, "TMA tiles take one bank");
     constexpr int kHeads = L::kBlockCols / R;
     // Rows of a math group's 128 columns, and the first of them.
     constexpr int Rw = kWide ? R / kPsMathGroups : R;
     static_assert(Rw >= 1, "a math group holds whole rows");
-    extern __shared__ __align__(1024) uint8_t smem[];
-    const uint32_t base = SmemAddr(smem);
+    extern __shared__ __align__(1024) uint8_t smem_raw[];
+    // 1 KB aligned whatever the runtime gives (the layout has the slack).
+    const uint32_t raw_base = SmemAddr(smem_raw);
+    const uint32_t base = (raw_base + 1023u) & ~1023u;
+    uint8_t* const smem = smem_raw + (base - raw_base);
     const uint32_t bar0 = base + L::kBarrierOffset;
     auto full_k = [&](int s) { return bar0 + 8 * s; };
     auto empty_k = [&](int s) { return bar0 + 8 * (kPsStages + s); };
@@ -882,7 +947,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
     const int lane = tid % kDsaWarpSize;
     if (tid == 0) {
       for (int s = 0; s < kPsStages; ++s) {
-        BarrierInit(full_k(s), kPsProducerThreads);
+        BarrierInit(full_k(s), kTma ? 1 : kPsProducerThreads);
         BarrierInit(empty_k(s), kWide ? kPsMathThreads : 128);
       }
       for (int s = 0; s < 2; ++s) {
@@ -900,6 +965,10 @@ __global__ void __launch_bounds__(kPsThreads, 1)
       // ---- Producer warpgroup.
       const int ptid = tid - kPsMathThreads;
       const int pwarp = ptid / kDsaWarpSize;
+      if (kTma && ptid == 0) {
+        TmaPrefetchMap(&key_map);
+        TmaPrefetchMap(&scale_map);
+      }
       // Each lane's copies go in commit groups; a group's stage is
       // signalled (after the writes are complete and fenced for wgmma's
       // async proxy) once kPsLag newer groups are in flight, or before the
@@ -949,7 +1018,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
         if (idx >= items) continue;
         const int64_t block = blocks - 1 - idx / splits;
         const int chunk = static_cast<int>(idx % splits);
-        const PsItem<R> it = LoadPsItem<R>(p, block, chunk, splits);
+        const PsItem<R> it = LoadPsItem<R, kTma>(p, block, chunk, splits);
         if (chunk == 0) {
 #pragma unroll
           for (int r = 0; r < R; ++r) {
@@ -995,42 +1064,75 @@ __global__ void __launch_bounds__(kPsThreads, 1)
         }
         push(full_q(qs));
 
-        for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
-          const int s = static_cast<int>(g % kPsStages);
-          acquire(empty_k(s), static_cast<uint32_t>((g / kPsStages) & 1) ^ 1u);
-          const PsTile tile = TileOf<R>(it, t);
-          // Warp w copies keys [16 w, 16 w + 16) of the tile. Lane l < 16
-          // locates key 16 w + l; a key past the run's union of windows, or
-          // on an invalid page, reads as zeros.
-          const int32_t my_key = tile.key0 + 16 * pwarp + lane;
-          int64_t values = 0, scale = 0;
-          const bool ok = lane < 16 && my_key < tile.hi &&
-                          LocateKey(p, tile.request, my_key, &values, &scale);
-          if (!ok) values = scale = 0;
-          const uint32_t k_dst = base + L::kKeyOffset + s * kPsKeyBytes;
+        if constexpr (kTma) {
+          // One thread moves each tile: keys [key0, key0 + 64) are rows
+          // `within`.. of one page (block_size a multiple of 64, runs
+          // aligned to 64). A block past the table or an invalid page reads
+          // as zeros (coordinate -1 is outside the tensor). The other
+          // threads signal their query copies at once (no key copies follow
+          // to push them out of the lag window); thread 0 after its tiles.
+          if (ptid != 0) flush();
+          if (ptid == 0) {
+            for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
+              const int s = static_cast<int>(g % kPsStages);
+              acquire(empty_k(s),
+                      static_cast<uint32_t>((g / kPsStages) & 1) ^ 1u);
+              const PsTile tile = TileOf<R>(it, t);
+              const int32_t bs = p.block_size;
+              const int32_t blk = tile.key0 / bs;
+              const int32_t within = tile.key0 - blk * bs;
+              int32_t page = -1;
+              if (tile.request >= 0 && blk < p.max_blocks_per_request) {
+                page = p.block_table[tile.request * p.block_table_stride + blk];
+                if (page < 0 || page >= p.num_blocks) page = -1;
+              }
+              BarrierExpectBytes(full_k(s), kPsKeyBytes + kTileKeys * 4);
+              TmaLoad3d(base + L::kKeyOffset + s * kPsKeyBytes, &key_map, 0,
+                        within, page, full_k(s));
+              TmaLoad2d(base + L::kScaleOffset + s * kTileKeys * 4, &scale_map,
+                        within, page, full_k(s));
+            }
+            flush();
+          }
+        } else {
+          for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
+            const int s = static_cast<int>(g % kPsStages);
+            acquire(empty_k(s),
+                    static_cast<uint32_t>((g / kPsStages) & 1) ^ 1u);
+            const PsTile tile = TileOf<R>(it, t);
+            // Warp w copies keys [16 w, 16 w + 16) of the tile. Lane l < 16
+            // locates key 16 w + l; a key past the run's union of windows, or
+            // on an invalid page, reads as zeros.
+            const int32_t my_key = tile.key0 + 16 * pwarp + lane;
+            int64_t values = 0, scale = 0;
+            const bool ok = lane < 16 && my_key < tile.hi &&
+                            LocateKey(p, tile.request, my_key, &values, &scale);
+            if (!ok) values = scale = 0;
+            const uint32_t k_dst = base + L::kKeyOffset + s * kPsKeyBytes;
 #if !defined(DSA_LOGITS_PS_DIAG_NO_KEYS)  // diagnostic: skip the key loads
-          // Copy i moves, for lanes 8a + b, chunk 4(i % 2) + a of the warp's
-          // key 8(i / 2) + b: 8 lanes fill one 128-byte core matrix, and
-          // each key's 64 bytes are whole 32-byte sectors of one
-          // instruction.
+            // Copy i moves, for lanes 8a + b, chunk 4(i % 2) + a of the warp's
+            // key 8(i / 2) + b: 8 lanes fill one 128-byte core matrix, and
+            // each key's 64 bytes are whole 32-byte sectors of one
+            // instruction.
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int key = 8 * (i / 2) + lane % 8;
-            const int part = 4 * (i % 2) + lane / 8;
-            const int64_t v = __shfl_sync(DSA_FULL_WARP_MASK, values, key);
-            const int valid = __shfl_sync(DSA_FULL_WARP_MASK, int{ok}, key);
-            CopyAsync16(k_dst + WG::Offset(16 * pwarp + key, part * kChunk),
-                        p.k_cache + v + part * kChunk, valid != 0);
-          }
-          if (lane < 16) {
-            CopyAsync4(base + L::kScaleOffset + s * kTileKeys * 4 +
-                           (16 * pwarp + lane) * 4,
-                       p.k_cache + scale, ok);
-          }
+            for (int i = 0; i < 4; ++i) {
+              const int key = 8 * (i / 2) + lane % 8;
+              const int part = 4 * (i % 2) + lane / 8;
+              const int64_t v = __shfl_sync(DSA_FULL_WARP_MASK, values, key);
+              const int valid = __shfl_sync(DSA_FULL_WARP_MASK, int{ok}, key);
+              CopyAsync16(k_dst + WG::Offset(16 * pwarp + key, part * kChunk),
+                          p.k_cache + v + part * kChunk, valid != 0);
+            }
+            if (lane < 16) {
+              CopyAsync4(base + L::kScaleOffset + s * kTileKeys * 4 +
+                             (16 * pwarp + lane) * 4,
+                         p.k_cache + scale, ok);
+            }
 #else
-          (void)k_dst;
+            (void)k_dst;
 #endif
-          push(full_k(s));
+            push(full_k(s));
+          }
         }
         ++j;
       }
@@ -1059,7 +1161,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
       if (idx >= items) continue;
       const int64_t block = blocks - 1 - idx / splits;
       const int chunk = static_cast<int>(idx % splits);
-      const PsItem<R> it = LoadPsItem<R>(p, block, chunk, splits);
+      const PsItem<R> it = LoadPsItem<R, kTma>(p, block, chunk, splits);
       if (it.tile_begin >= it.tile_end) continue;
       const int qs = static_cast<int>(j & 1);
       BarrierWait(full_q(qs), static_cast<uint32_t>((j >> 1) & 1));
@@ -1100,7 +1202,11 @@ __global__ void __launch_bounds__(kPsThreads, 1)
           constexpr bool kPingPong =
               kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2;
           if constexpr (kPingPong) NamedSync(1 + group);
-          WG::Issue(acc, k_tile, q_tile, /*accumulate=*/false);
+          if constexpr (kTma) {
+            WG::IssueSwizzledA(acc, k_tile, q_tile, /*accumulate=*/false);
+          } else {
+            WG::Issue(acc, k_tile, q_tile, /*accumulate=*/false);
+          }
           if constexpr (kPingPong) NamedArrive(2 - group);
         }
         const float* scales =
@@ -1252,6 +1358,8 @@ __global__ void __launch_bounds__(kPsThreads, 1)
   } else {
     (void)p;
     (void)splits;
+    (void)key_map;
+    (void)scale_map;
   }
 }
 
@@ -1316,14 +1424,14 @@ bool UsesMma(const IndexerLogitsParams& p) {
 
 #if defined(DSA_GPU_CUDA)
 // Grants the persistent kernels of one block width their shared memory.
-template <bool kWide>
+template <bool kWide, bool kTma>
 bool SetPersistentSmem() {
-  using K = void (*)(IndexerLogitsParams, int);
+  using K = void (*)(IndexerLogitsParams, int, CUtensorMap, CUtensorMap);
   constexpr int kR = PsLayout<kWide>::kBlockCols / kPsCols;  // at 128 heads
   const K kernels[] = {
-      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, kR, kWide>,
-      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 2 * kR, kWide>,
-      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 4 * kR, kWide>};
+      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, kR, kWide, kTma>,
+      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 2 * kR, kWide, kTma>,
+      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 4 * kR, kWide, kTma>};
   bool ok = true;
   for (K k : kernels) {
     ok = ok && hipFuncSetAttribute(reinterpret_cast<const void*>(k),
@@ -1371,12 +1479,123 @@ int PersistentCtas(hipStream_t stream) {
               hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount,
                                     device) == hipSuccess &&
               sms > 0;
-    ok = ok && SetPersistentSmem<false>() && SetPersistentSmem<true>();
+    ok = ok && SetPersistentSmem<false, false>() &&
+         SetPersistentSmem<true, false>();
+    if constexpr (kPsBanks == 1) {
+      ok = ok && SetPersistentSmem<false, true>() &&
+           SetPersistentSmem<true, true>();
+    }
     (void)hipGetLastError();  // a failed query leaves no error behind
     state = ok ? sms : -1;
     cached[device].store(state, std::memory_order_relaxed);
   }
   return state > 0 ? state : 0;
+}
+
+// DSA_LOGITS_PS_TMA=0 keeps the cp.async key path everywhere; 1 (the
+// default) moves key tiles by TMA when the cache allows. The environment
+// variable of the same name, "0", turns it off at run time (read once; for
+// measuring both paths in one process and as a way back).
+#ifndef DSA_LOGITS_PS_TMA
+#define DSA_LOGITS_PS_TMA 1
+#endif
+bool TmaKeysEnabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("DSA_LOGITS_PS_TMA");
+    return DSA_LOGITS_PS_TMA != 0 && !(env != nullptr && env[0] == '0');
+  }();
+  return enabled;
+}
+
+// The driver's tensor-map encoder, found through the runtime (nothing links
+// libcuda); null when the driver has none.
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType,
+                                   cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*,
+                                   const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                   CUtensorMapFloatOOBfill);
+EncodeTiledFn TensorMapEncoder() {
+  static const EncodeTiledFn fn = []() -> EncodeTiledFn {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult status;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
+                                         cudaEnableDefault,
+                                         &status) != cudaSuccess ||
+        status != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+
+// Tensor maps over the paged cache for the TMA path: the key values as
+// [num_blocks][block_size][128] bytes (pages block_size * 132 bytes apart),
+// read in 64-key boxes with 128-byte swizzle (the layout wgmma's
+// DescriptorSwizzle128 reads), and the scales as [num_blocks][block_size]
+// floats (from byte block_size * 128 of each page), read 64 at a time.
+// False when the cache does not allow it: block_size not a multiple of 64,
+// more pages than a coordinate holds, or no encoder.
+bool EncodeKeyMaps(const IndexerLogitsParams& p, CUtensorMap* key_map,
+                   CUtensorMap* scale_map);
+// The maps of the cache last used by this thread are kept: encoding costs
+// host time between the launches (decode steps take ~30 us on the device).
+bool MakeKeyMaps(const IndexerLogitsParams& p, CUtensorMap* key_map,
+                 CUtensorMap* scale_map) {
+  if (!TmaKeysEnabled() || p.block_size % kTileKeys != 0 ||
+      p.num_blocks > 0x7fffffff || p.head_dim != kHeadDim) {
+    return false;
+  }
+  struct Cached {
+    const uint8_t* cache = nullptr;
+    int64_t num_blocks = 0;
+    int32_t block_size = 0;
+    CUtensorMap key_map, scale_map;
+  };
+  thread_local Cached last;
+  if (last.cache != p.k_cache || last.num_blocks != p.num_blocks ||
+      last.block_size != p.block_size) {
+    last.cache = nullptr;
+    if (!EncodeKeyMaps(p, &last.key_map, &last.scale_map)) return false;
+    last.cache = p.k_cache;
+    last.num_blocks = p.num_blocks;
+    last.block_size = p.block_size;
+  }
+  *key_map = last.key_map;
+  *scale_map = last.scale_map;
+  return true;
+}
+bool EncodeKeyMaps(const IndexerLogitsParams& p, CUtensorMap* key_map,
+                   CUtensorMap* scale_map) {
+  const EncodeTiledFn encode = TensorMapEncoder();
+  if (encode == nullptr) return false;
+  const cuuint64_t page_bytes =
+      static_cast<cuuint64_t>(p.block_size) * (kHeadDim + 4);
+  const cuuint64_t key_dims[3] = {kHeadDim,
+                                  static_cast<cuuint64_t>(p.block_size),
+                                  static_cast<cuuint64_t>(p.num_blocks)};
+  const cuuint64_t key_strides[2] = {kHeadDim, page_bytes};
+  const cuuint32_t key_box[3] = {kHeadDim, kTileKeys, 1};
+  const cuuint32_t unit[3] = {1, 1, 1};
+  uint8_t* cache = const_cast<uint8_t*>(p.k_cache);
+  if (encode(key_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, cache, key_dims,
+             key_strides, key_box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+    return false;
+  }
+  const cuuint64_t scale_dims[2] = {static_cast<cuuint64_t>(p.block_size),
+                                    static_cast<cuuint64_t>(p.num_blocks)};
+  const cuuint64_t scale_strides[1] = {page_bytes};
+  const cuuint32_t scale_box[2] = {kTileKeys, 1};
+  return encode(scale_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2,
+                cache + static_cast<int64_t>(p.block_size) * kHeadDim,
+                scale_dims, scale_strides, scale_box, unit,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 template <Fp8Format F, bool kWide>
@@ -1398,16 +1617,31 @@ void LaunchPersistentAs(const IndexerLogitsParams& p, int sms,
   const int64_t items = blocks * splits;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(items, sms));
   const int s = static_cast<int>(splits);
-  if (rows_per_block == kR) {
-    IndexerLogitsPersistentKernel<F, kR, kWide>
-        <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s);
-  } else if (rows_per_block == 2 * kR) {
-    IndexerLogitsPersistentKernel<F, 2 * kR, kWide>
-        <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s);
-  } else {
-    IndexerLogitsPersistentKernel<F, 4 * kR, kWide>
-        <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s);
+  CUtensorMap key_map{}, scale_map{};
+  const bool tma = kPsBanks == 1 && MakeKeyMaps(p, &key_map, &scale_map);
+  auto launch = [&](auto tma_tag) {
+    constexpr bool kTma = decltype(tma_tag)::value;
+    if (rows_per_block == kR) {
+      IndexerLogitsPersistentKernel<F, kR, kWide, kTma>
+          <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s, key_map,
+                                                        scale_map);
+    } else if (rows_per_block == 2 * kR) {
+      IndexerLogitsPersistentKernel<F, 2 * kR, kWide, kTma>
+          <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s, key_map,
+                                                        scale_map);
+    } else {
+      IndexerLogitsPersistentKernel<F, 4 * kR, kWide, kTma>
+          <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s, key_map,
+                                                        scale_map);
+    }
+  };
+  if constexpr (kPsBanks == 1) {
+    if (tma) {
+      launch(std::true_type{});
+      return;
+    }
   }
+  launch(std::false_type{});
 }
 
 // Launches the persistent kernel when it applies; false otherwise.

@@ -437,6 +437,20 @@ struct WarpgroupFp8Mma {
            (static_cast<uint64_t>(kLeadingBytes >> 4) << 16) |
            (static_cast<uint64_t>(kRowGroupBytes >> 4) << 32);
   }
+  // Descriptor of an operand of 128-byte rows (kKBytes = 128) as the tensor
+  // memory accelerator writes it with 128-byte swizzle: row r at 128 r, its
+  // 16-byte chunk c at chunk c ^ (r % 8); 8-row groups 1024 bytes apart.
+  // Row 0 lies at `base` (1024-byte aligned); k0 is a multiple of 32.
+  __device__ __forceinline__ static uint64_t DescriptorSwizzle128(
+      const void* base, int k0) {
+    static_assert(kKBytes == 128, "128-byte swizzle spans 128-byte rows");
+    const uint32_t addr =
+        static_cast<uint32_t>(__cvta_generic_to_shared(base)) + k0;
+    return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+           (uint64_t{1} << 16) |                       // leading offset: unused
+           (static_cast<uint64_t>(1024 >> 4) << 32) |  // 8-row group stride
+           (uint64_t{1} << 62);  // layout: 128-byte swizzle
+  }
   // Keeps the compiler from moving reads or writes of the accumulators
   // across the asynchronous product.
   __device__ __forceinline__ static void FenceOperands(
@@ -461,12 +475,31 @@ struct WarpgroupFp8Mma {
                                                const uint8_t* a_tile,
                                                const uint8_t* b_tile,
                                                bool accumulate) {
+    IssueAs<false>(acc, a_tile, b_tile, accumulate);
+  }
+  // The same with A (a_tile, 1024-byte aligned) in the 128-byte swizzled
+  // layout of DescriptorSwizzle128, B as above.
+  __device__ __forceinline__ static void IssueSwizzledA(
+      float (&acc)[kAccPerThread], const uint8_t* a_tile, const uint8_t* b_tile,
+      bool accumulate) {
+    IssueAs<true>(acc, a_tile, b_tile, accumulate);
+  }
+  template <bool kASwizzle128>
+  __device__ __forceinline__ static void IssueAs(float (&acc)[kAccPerThread],
+                                                 const uint8_t* a_tile,
+                                                 const uint8_t* b_tile,
+                                                 bool accumulate) {
 #if defined(DSA_MMA_HAS_WGMMA_FP8)
     FenceOperands(acc);
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int k0 = 0; k0 < kKBytes; k0 += kK) {
-      const uint64_t da = Descriptor(a_tile, k0);
+      uint64_t da;
+      if constexpr (kASwizzle128) {
+        da = DescriptorSwizzle128(a_tile, k0);
+      } else {
+        da = Descriptor(a_tile, k0);
+      }
       const uint64_t db = Descriptor(b_tile, k0);
       const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
       asm volatile(
