@@ -632,11 +632,34 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 #ifndef DSA_LOGITS_PS_PINGPONG
 #define DSA_LOGITS_PS_PINGPONG 0
 #endif
+// DSA_LOGITS_PS_DOUBLE=1: on wide blocks each math group keeps two
+// accumulator sets and issues tile t + 1's product before it runs tile t's
+// epilogue, so that the matrix cores and the epilogue overlap within a group
+// (as FlashAttention-3 overlaps softmax with the next product). The 128
+// accumulators a thread need more than 384 threads' even share of the
+// register file: the producer warpgroup gives registers back (setmaxnreg)
+// and the head weights are read from shared memory.
+#ifndef DSA_LOGITS_PS_DOUBLE
+#define DSA_LOGITS_PS_DOUBLE 0
+#endif
 constexpr int kPsMathGroups = DSA_LOGITS_PS_GROUPS;
 constexpr int kPsBanks = DSA_LOGITS_PS_BANKS;
 static_assert(kPsBanks == 1 || (kPsBanks == 2 && kPsMathGroups == 2),
               "two banks keep the weights in registers (two groups)");
-constexpr bool kPsSharedWeights = kPsMathGroups > 2;
+constexpr bool kPsDouble = DSA_LOGITS_PS_DOUBLE != 0 && kPsBanks == 1 &&
+                           kPsMathGroups == 2 && !DSA_LOGITS_PS_PINGPONG;
+constexpr bool kPsSharedWeights = kPsMathGroups > 2 || kPsDouble;
+// Registers a thread of the producer / a math group holds after setmaxnreg
+// (kPsDouble only; 128 * producer + 256 * math <= 64 K). Blocks of 8 rows
+// (32 heads) need more in the producer (the item's arrays); below these
+// figures ptxas spills.
+template <int R>
+constexpr int kPsProducerRegs = R >= 8 ? 112 : 96;
+template <int R>
+constexpr int kPsMathRegs = R >= 8 ? 192 : 200;
+static_assert(128 * kPsProducerRegs<8> + 256 * kPsMathRegs<8> <= 65536 &&
+                  128 * kPsProducerRegs<4> + 256 * kPsMathRegs<4> <= 65536,
+              "register file");
 constexpr int kPsMathThreads = kPsMathGroups * 128;
 // The producer is a warpgroup too: four warps (one per scheduler) share a
 // tile's copies, so that no single warp's issue rate paces the ring. A
@@ -736,6 +759,20 @@ struct PsLayout {
 }
 [[maybe_unused]] __device__ __forceinline__ void NamedArrive(int id) {
   asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
+}
+// Warpgroup register reallocation (sm_90a): every thread of the warpgroup
+// executes it.
+template <int kRegs>
+__device__ __forceinline__ void RegsDecrease() {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void RegsIncrease() {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
 }
 [[maybe_unused]] __device__ __forceinline__ void CopyAsyncCommit() {
 #if defined(DSA_MMA_HAS_WGMMA_FP8)
@@ -886,6 +923,40 @@ __device__ __forceinline__ int64_t PsItemIndex(int64_t round) {
   return round * ctas + ((round & 1) ? ctas - 1 - c : c);
 }
 
+// The row of its math group's Rw rows whose logits a lane of quad position
+// `quad` stores (after the quad's reduce-scatter, see the epilogue).
+template <int Rw>
+__device__ __forceinline__ int OutputRow(int quad) {
+  return Rw == 4 ? quad : (Rw == 2 ? quad % 2 : 0);
+}
+
+// What a math thread needs of an item for its stores, in a few registers
+// (the item's arrays would take 7 R): the tiles [t0, t1) of its row's run,
+// the run's first key, and the row's window.
+struct PsMine {
+  int row;
+  int32_t t0, t1, lo, start, end;
+};
+template <int R>
+__device__ __forceinline__ PsMine MineOf(const PsItem<R>& it, int row) {
+  PsMine m{row, 0, 0, 0, 0, 0};
+  int32_t before = 0;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (it.run_tiles[r] > 0 && r <= row && row < it.run_end[r]) {
+      m.t0 = before;
+      m.t1 = before + it.run_tiles[r];
+      m.lo = it.run_lo[r];
+    }
+    if (r == row) {
+      m.start = it.start[r];
+      m.end = it.end[r];
+    }
+    before += it.run_tiles[r];
+  }
+  return m;
+}
+
 // Adds to v[rs][r] this thread's relu(score) * weight terms of the 8-column
 // blocks [kN0, kN0 + kCount) (block n's accumulators at a[4 (n - kN0) ..]),
 // positive scales (applied later) or the literal relu(score * scale) form.
@@ -963,6 +1034,8 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
 
     if (tid >= kPsMathThreads) {
       // ---- Producer warpgroup.
+      constexpr bool kDouble = kWide && kPsDouble;
+      if constexpr (kDouble) RegsDecrease<kPsProducerRegs<R>>();
       const int ptid = tid - kPsMathThreads;
       const int pwarp = ptid / kDsaWarpSize;
       if (kTma && ptid == 0) {
@@ -1141,6 +1214,8 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
     }
 
     // ---- Math warpgroups.
+    constexpr bool kDouble = kWide && kPsDouble;
+    if constexpr (kDouble) RegsIncrease<kPsMathRegs<R>>();
     const int group = warp / 4;
     const int warp_in_group = warp % 4;
     const int key_row = 16 * warp_in_group + lane / 4;  // and key_row + 8
@@ -1149,6 +1224,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
     using WG64 =
         ::dsa::gpu::WarpgroupFp8Mma64<kHeadDim + 0 * static_cast<int>(F)>;
     float acc[kPsBanks == 1 ? WG::kAccPerThread : 1];
+    float acc2[kDouble ? WG::kAccPerThread : 1];
     float acc_a[kPsBanks == 2 ? WG64::kAccPerThread : 1];
     float acc_b[kPsBanks == 2 ? WG64::kAccPerThread : 1];
     int64_t g = 0;
@@ -1163,6 +1239,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
       const int chunk = static_cast<int>(idx % splits);
       const PsItem<R> it = LoadPsItem<R, kTma>(p, block, chunk, splits);
       if (it.tile_begin >= it.tile_end) continue;
+      const PsMine mine = MineOf<R>(it, row_off + OutputRow<Rw>(quad));
       const int qs = static_cast<int>(j & 1);
       BarrierWait(full_q(qs), static_cast<uint32_t>((j >> 1) & 1));
       // This thread's head weights: columns 8n + 2 quad + e.
@@ -1187,93 +1264,10 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
       const uint8_t* q_tile = smem + L::kQOffset + qs * L::kQBytes +
                               (kWide ? group * kPsCols * kHeadDim : 0);
 
-      for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
-        if (!kWide && static_cast<int>(g % kPsMathGroups) != group) continue;
-        const int s = static_cast<int>(g % kPsStages);
-        BarrierWait(full_k(s), static_cast<uint32_t>((g / kPsStages) & 1));
-        __syncwarp();  // wgmma is .aligned: the warp issues it converged
-        const uint8_t* k_tile = smem + L::kKeyOffset + s * kPsKeyBytes;
-        if constexpr (kPsBanks == 2) {
-          WG64::Issue(acc_a, k_tile, q_tile, /*accumulate=*/false);
-          WG64::Issue(acc_b, k_tile, q_tile + 64 * kHeadDim,
-                      /*accumulate=*/false);
-        } else {
-          // Ping-pong: wait for this group's turn, issue, pass the turn.
-          constexpr bool kPingPong =
-              kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2;
-          if constexpr (kPingPong) NamedSync(1 + group);
-          if constexpr (kTma) {
-            WG::IssueSwizzledA(acc, k_tile, q_tile, /*accumulate=*/false);
-          } else {
-            WG::Issue(acc, k_tile, q_tile, /*accumulate=*/false);
-          }
-          if constexpr (kPingPong) NamedArrive(2 - group);
-        }
-        const float* scales =
-            reinterpret_cast<const float*>(smem + L::kScaleOffset) +
-            s * kTileKeys;
-        const float sc[2] = {scales[key_row], scales[key_row + 8]};
-        const PsTile tile = TileOf<R>(it, t);
-
-        // relu(score * key scale) * head weight summed over each row's
-        // heads: first this thread's 2 columns of each 8-column block, then
-        // the 4 lanes of the quad. Scales are positive in a real cache
-        // (ue8m0), so relu(s * scale) = scale * relu(s) and the scale
-        // applies once per sum; otherwise the literal form.
-#if defined(DSA_LOGITS_PS_DIAG_NO_EPILOGUE)  // diagnostic: products only
-        if constexpr (kPsBanks == 2) {
-          WG64::template WaitPending<0>(acc_a);
-          WG64::template WaitPending<0>(acc_b);
-        } else {
-          WG::Wait(acc);
-        }
-        BarrierArrive(empty_k(s));
-        if (sc[0] == 12345.0f) p.logits[tile.key0] = acc[0];  // keep acc live
-        continue;
-#endif
-        float v[2][Rw];
-#pragma unroll
-        for (int rs = 0; rs < 2; ++rs) {
-#pragma unroll
-          for (int r = 0; r < Rw; ++r) v[rs][r] = 0.0f;
-        }
-        const bool positive =
-            __all_sync(DSA_FULL_WARP_MASK, sc[0] > 0.0f && sc[1] > 0.0f);
-        if constexpr (kPsBanks == 2) {
-          // Columns 0-63 while the product of 64-127 still runs.
-          WG64::template WaitPending<1>(acc_a);
-          if (positive) {
-            AddBlocks<Rw, 0, 8, true>(acc_a, weight_reg, sc, v);
-          } else {
-            AddBlocks<Rw, 0, 8, false>(acc_a, weight_reg, sc, v);
-          }
-          WG64::template WaitPending<0>(acc_b);
-          BarrierArrive(empty_k(s));
-          if (positive) {
-            AddBlocks<Rw, 8, 8, true>(acc_b, weight_reg, sc, v);
-          } else {
-            AddBlocks<Rw, 8, 8, false>(acc_b, weight_reg, sc, v);
-          }
-        } else {
-          WG::Wait(acc);
-          BarrierArrive(empty_k(s));
-          if constexpr (kPsSharedWeights) {
-            float2 w[16];
-#pragma unroll
-            for (int n = 0; n < 16; ++n) w[n] = weight2(n);
-            if (positive) {
-              AddBlocks<Rw, 0, 16, true>(acc, w, sc, v);
-            } else {
-              AddBlocks<Rw, 0, 16, false>(acc, w, sc, v);
-            }
-          } else {
-            if (positive) {
-              AddBlocks<Rw, 0, 16, true>(acc, weight_reg, sc, v);
-            } else {
-              AddBlocks<Rw, 0, 16, false>(acc, weight_reg, sc, v);
-            }
-          }
-        }
+      // The tile's sums v (per row slot and row of this group), scaled,
+      // summed over the quad and stored inside the rows' windows.
+      auto finish = [&](float(&v)[2][Rw], const float(&sc)[2], bool positive,
+                        int32_t t) {
         if (positive) {
 #pragma unroll
           for (int rs = 0; rs < 2; ++rs) {
@@ -1329,23 +1323,169 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
             }
           }
         }
+        (void)out_r;  // always mine.row (see OutputRow)
+        if (t < mine.t0 || t >= mine.t1) return;  // not my row's run
+        const int32_t key0 = mine.lo + (t - mine.t0) * kTileKeys + key_row;
 #pragma unroll
         for (int o = 0; o < 2; ++o) {
           if (o >= outs) break;
-          const int r = row_off + out_r[o];  // row of the block
-          int32_t start = 0, end = 0;
-#pragma unroll
-          for (int i = 0; i < R; ++i) {
-            if (i == r) {
-              start = it.start[i];
-              end = it.end[i];
-            }
-          }
-          const int32_t key = tile.key0 + key_row + 8 * out_rs[o];
-          if (r >= tile.rb && r < tile.re && key >= start && key < end) {
-            p.logits[(it.row0 + r) * p.logits_stride + key] = out[o];
+          const int32_t key = key0 + 8 * out_rs[o];
+          if (key >= mine.start && key < mine.end) {
+            p.logits[(it.row0 + mine.row) * p.logits_stride + key] = out[o];
           }
         }
+      };
+      if constexpr (kDouble) {
+        // Tile i + 1's product runs while tile i's epilogue does; the two
+        // accumulator sets alternate (unrolled by two so that they stay in
+        // registers).
+        auto issue = [&](float(&a)[WG::kAccPerThread], int64_t gg) {
+          const int s = static_cast<int>(gg % kPsStages);
+          BarrierWait(full_k(s), static_cast<uint32_t>((gg / kPsStages) & 1));
+          __syncwarp();  // wgmma is .aligned: the warp issues it converged
+          const uint8_t* k_tile = smem + L::kKeyOffset + s * kPsKeyBytes;
+          if constexpr (kTma) {
+            WG::IssueSwizzledA(a, k_tile, q_tile, /*accumulate=*/false);
+          } else {
+            WG::Issue(a, k_tile, q_tile, /*accumulate=*/false);
+          }
+        };
+        auto consume = [&](float(&a)[WG::kAccPerThread], int32_t t,
+                           int64_t gg) {
+          const int s = static_cast<int>(gg % kPsStages);
+          const float* scales =
+              reinterpret_cast<const float*>(smem + L::kScaleOffset) +
+              s * kTileKeys;
+          const float sc[2] = {scales[key_row], scales[key_row + 8]};
+          BarrierArrive(empty_k(s));
+          float v[2][Rw];
+#pragma unroll
+          for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+            for (int r = 0; r < Rw; ++r) v[rs][r] = 0.0f;
+          }
+          const bool positive =
+              __all_sync(DSA_FULL_WARP_MASK, sc[0] > 0.0f && sc[1] > 0.0f);
+          float2 w[16];
+#pragma unroll
+          for (int n = 0; n < 16; ++n) w[n] = weight2(n);
+          if (positive) {
+            AddBlocks<Rw, 0, 16, true>(a, w, sc, v);
+          } else {
+            AddBlocks<Rw, 0, 16, false>(a, w, sc, v);
+          }
+          finish(v, sc, positive, t);
+        };
+        // As FlashAttention-3 overlaps softmax with the next product: no
+        // product is in flight across the loop's back edge (ptxas would
+        // serialise the products otherwise), so each step waits for the
+        // product it issued once the previous tile's epilogue is done.
+        const int32_t n = it.tile_end - it.tile_begin;
+        issue(acc, g);
+        WG::Wait(acc);
+        // The waits are unconditional (a no-op with nothing in flight):
+        // ptxas cannot match a conditional wait to a conditional issue.
+        for (int32_t i = 0; i < n; i += 2) {
+          if (i + 1 < n) issue(acc2, g + i + 1);
+          consume(acc, it.tile_begin + i, g + i);
+          WG::Wait(acc2);
+          if (i + 1 >= n) break;
+          if (i + 2 < n) issue(acc, g + i + 2);
+          consume(acc2, it.tile_begin + i + 1, g + i + 1);
+          WG::Wait(acc);
+        }
+        g += n;
+        BarrierArrive(empty_q(qs));
+        ++j;
+        continue;
+      }
+      for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
+        if (!kWide && static_cast<int>(g % kPsMathGroups) != group) continue;
+        const int s = static_cast<int>(g % kPsStages);
+        BarrierWait(full_k(s), static_cast<uint32_t>((g / kPsStages) & 1));
+        __syncwarp();  // wgmma is .aligned: the warp issues it converged
+        const uint8_t* k_tile = smem + L::kKeyOffset + s * kPsKeyBytes;
+        if constexpr (kPsBanks == 2) {
+          WG64::Issue(acc_a, k_tile, q_tile, /*accumulate=*/false);
+          WG64::Issue(acc_b, k_tile, q_tile + 64 * kHeadDim,
+                      /*accumulate=*/false);
+        } else {
+          // Ping-pong: wait for this group's turn, issue, pass the turn.
+          constexpr bool kPingPong =
+              kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2;
+          if constexpr (kPingPong) NamedSync(1 + group);
+          if constexpr (kTma) {
+            WG::IssueSwizzledA(acc, k_tile, q_tile, /*accumulate=*/false);
+          } else {
+            WG::Issue(acc, k_tile, q_tile, /*accumulate=*/false);
+          }
+          if constexpr (kPingPong) NamedArrive(2 - group);
+        }
+        const float* scales =
+            reinterpret_cast<const float*>(smem + L::kScaleOffset) +
+            s * kTileKeys;
+        const float sc[2] = {scales[key_row], scales[key_row + 8]};
+
+        // relu(score * key scale) * head weight summed over each row's
+        // heads: first this thread's 2 columns of each 8-column block, then
+        // the 4 lanes of the quad. Scales are positive in a real cache
+        // (ue8m0), so relu(s * scale) = scale * relu(s) and the scale
+        // applies once per sum; otherwise the literal form.
+#if defined(DSA_LOGITS_PS_DIAG_NO_EPILOGUE)  // diagnostic: products only
+        if constexpr (kPsBanks == 2) {
+          WG64::template WaitPending<0>(acc_a);
+          WG64::template WaitPending<0>(acc_b);
+        } else {
+          WG::Wait(acc);
+        }
+        BarrierArrive(empty_k(s));
+        if (sc[0] == 12345.0f) p.logits[t] = acc[0];  // keep acc live
+        continue;
+#endif
+        float v[2][Rw];
+#pragma unroll
+        for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+          for (int r = 0; r < Rw; ++r) v[rs][r] = 0.0f;
+        }
+        const bool positive =
+            __all_sync(DSA_FULL_WARP_MASK, sc[0] > 0.0f && sc[1] > 0.0f);
+        if constexpr (kPsBanks == 2) {
+          // Columns 0-63 while the product of 64-127 still runs.
+          WG64::template WaitPending<1>(acc_a);
+          if (positive) {
+            AddBlocks<Rw, 0, 8, true>(acc_a, weight_reg, sc, v);
+          } else {
+            AddBlocks<Rw, 0, 8, false>(acc_a, weight_reg, sc, v);
+          }
+          WG64::template WaitPending<0>(acc_b);
+          BarrierArrive(empty_k(s));
+          if (positive) {
+            AddBlocks<Rw, 8, 8, true>(acc_b, weight_reg, sc, v);
+          } else {
+            AddBlocks<Rw, 8, 8, false>(acc_b, weight_reg, sc, v);
+          }
+        } else {
+          WG::Wait(acc);
+          BarrierArrive(empty_k(s));
+          if constexpr (kPsSharedWeights) {
+            float2 w[16];
+#pragma unroll
+            for (int n = 0; n < 16; ++n) w[n] = weight2(n);
+            if (positive) {
+              AddBlocks<Rw, 0, 16, true>(acc, w, sc, v);
+            } else {
+              AddBlocks<Rw, 0, 16, false>(acc, w, sc, v);
+            }
+          } else {
+            if (positive) {
+              AddBlocks<Rw, 0, 16, true>(acc, weight_reg, sc, v);
+            } else {
+              AddBlocks<Rw, 0, 16, false>(acc, weight_reg, sc, v);
+            }
+          }
+        }
+        finish(v, sc, positive, t);
       }
       BarrierArrive(empty_q(qs));
       ++j;

@@ -545,6 +545,19 @@ struct WarpgroupFp8Mma {
     (void)acc;
 #endif
   }
+  // Waits until at most kPending of this warpgroup's issued products are
+  // still running (the oldest finish first); then acc, the accumulators of
+  // an older product, may be read. With two accumulator sets, a kernel
+  // issues the next product into one while it reads the other.
+  template <int kPending>
+  __device__ __forceinline__ static void WaitPending(
+      float (&acc)[kAccPerThread]) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
+                 : "memory");
+#endif
+    FenceOperands(acc);
+  }
   __device__ __forceinline__ static void Run(float (&acc)[kAccPerThread],
                                              const uint8_t* a_tile,
                                              const uint8_t* b_tile,
