@@ -642,6 +642,12 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 #ifndef DSA_LOGITS_PS_DOUBLE
 #define DSA_LOGITS_PS_DOUBLE 0
 #endif
+// DSA_LOGITS_PS_NARROW_DECODE=1 (the default): on narrow blocks of 32-head
+// rows, a tile whose run is one row multiplies only that row's 32 columns.
+#ifndef DSA_LOGITS_PS_NARROW_DECODE
+#define DSA_LOGITS_PS_NARROW_DECODE 1
+#endif
+constexpr bool kPsNarrowDecode = DSA_LOGITS_PS_NARROW_DECODE != 0;
 constexpr int kPsMathGroups = DSA_LOGITS_PS_GROUPS;
 constexpr int kPsBanks = DSA_LOGITS_PS_BANKS;
 static_assert(kPsBanks == 1 || (kPsBanks == 2 && kPsMathGroups == 2),
@@ -1395,97 +1401,153 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
           WG::Wait(acc);
         }
         g += n;
-        BarrierArrive(empty_q(qs));
-        ++j;
-        continue;
-      }
-      for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
-        if (!kWide && static_cast<int>(g % kPsMathGroups) != group) continue;
-        const int s = static_cast<int>(g % kPsStages);
-        BarrierWait(full_k(s), static_cast<uint32_t>((g / kPsStages) & 1));
-        __syncwarp();  // wgmma is .aligned: the warp issues it converged
-        const uint8_t* k_tile = smem + L::kKeyOffset + s * kPsKeyBytes;
-        if constexpr (kPsBanks == 2) {
-          WG64::Issue(acc_a, k_tile, q_tile, /*accumulate=*/false);
-          WG64::Issue(acc_b, k_tile, q_tile + 64 * kHeadDim,
-                      /*accumulate=*/false);
-        } else {
-          // Ping-pong: wait for this group's turn, issue, pass the turn.
-          constexpr bool kPingPong =
-              kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2;
-          if constexpr (kPingPong) NamedSync(1 + group);
-          if constexpr (kTma) {
-            WG::IssueSwizzledA(acc, k_tile, q_tile, /*accumulate=*/false);
-          } else {
-            WG::Issue(acc, k_tile, q_tile, /*accumulate=*/false);
+      } else {
+        for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
+          if (!kWide && static_cast<int>(g % kPsMathGroups) != group) continue;
+          const int s = static_cast<int>(g % kPsStages);
+          BarrierWait(full_k(s), static_cast<uint32_t>((g / kPsStages) & 1));
+          __syncwarp();  // wgmma is .aligned: the warp issues it converged
+          const uint8_t* k_tile = smem + L::kKeyOffset + s * kPsKeyBytes;
+          if constexpr (kPsNarrowDecode && !kWide && kHeads == 32) {
+            // A run of one row (decode: rows of different requests) needs
+            // only that row's 32 columns: an m64n32 product and a quarter of
+            // the epilogue, instead of discarding three quarters of both.
+            const PsTile tile = TileOf<R>(it, t);
+            if (tile.re - tile.rb == 1) {
+              using WG32 =
+                  ::dsa::gpu::WarpgroupFp8Mma32<kHeadDim +
+                                                0 * static_cast<int>(F)>;
+              float a[WG32::kAccPerThread];
+              const int rb = tile.rb;
+              WG32::template Issue<kTma>(
+                  a, k_tile, q_tile + rb * (32 / 8) * WG::kRowGroupBytes,
+                  /*accumulate=*/false);
+              const float* scales =
+                  reinterpret_cast<const float*>(smem + L::kScaleOffset) +
+                  s * kTileKeys;
+              const float sc[2] = {scales[key_row], scales[key_row + 8]};
+              int32_t start = 0, end = 0;
+#pragma unroll
+              for (int r = 0; r < R; ++r) {
+                if (r == rb) {
+                  start = it.start[r];
+                  end = it.end[r];
+                }
+              }
+              float2 w[4];
+#pragma unroll
+              for (int n = 0; n < 4; ++n) {  // shared: rb is not static
+                w[n] = *reinterpret_cast<const float2*>(wsm + 32 * rb + 8 * n +
+                                                        2 * quad);
+              }
+              WG32::Wait(a);
+              BarrierArrive(empty_k(s));
+              float v[2] = {0.0f, 0.0f};
+#pragma unroll
+              for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+                for (int n = 0; n < 4; ++n) {
+                  const float x0 = a[4 * n + 2 * rs] * sc[rs];
+                  const float x1 = a[4 * n + 2 * rs + 1] * sc[rs];
+                  if (x0 > 0.0f) v[rs] += x0 * w[n].x;
+                  if (x1 > 0.0f) v[rs] += x1 * w[n].y;
+                }
+                v[rs] += DSA_SHFL_XOR(v[rs], 1, kDsaWarpSize);
+                v[rs] += DSA_SHFL_XOR(v[rs], 2, kDsaWarpSize);
+              }
+              // Lane quad 0 stores the key of row slot 0, quad 1 slot 1.
+              if (quad < 2) {
+                const int32_t key = tile.key0 + key_row + 8 * quad;
+                if (key >= start && key < end) {
+                  p.logits[(it.row0 + rb) * p.logits_stride + key] =
+                      quad == 0 ? v[0] : v[1];
+                }
+              }
+              continue;
+            }
           }
-          if constexpr (kPingPong) NamedArrive(2 - group);
-        }
-        const float* scales =
-            reinterpret_cast<const float*>(smem + L::kScaleOffset) +
-            s * kTileKeys;
-        const float sc[2] = {scales[key_row], scales[key_row + 8]};
+          if constexpr (kPsBanks == 2) {
+            WG64::Issue(acc_a, k_tile, q_tile, /*accumulate=*/false);
+            WG64::Issue(acc_b, k_tile, q_tile + 64 * kHeadDim,
+                        /*accumulate=*/false);
+          } else {
+            // Ping-pong: wait for this group's turn, issue, pass the turn.
+            constexpr bool kPingPong =
+                kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2;
+            if constexpr (kPingPong) NamedSync(1 + group);
+            if constexpr (kTma) {
+              WG::IssueSwizzledA(acc, k_tile, q_tile, /*accumulate=*/false);
+            } else {
+              WG::Issue(acc, k_tile, q_tile, /*accumulate=*/false);
+            }
+            if constexpr (kPingPong) NamedArrive(2 - group);
+          }
+          const float* scales =
+              reinterpret_cast<const float*>(smem + L::kScaleOffset) +
+              s * kTileKeys;
+          const float sc[2] = {scales[key_row], scales[key_row + 8]};
 
-        // relu(score * key scale) * head weight summed over each row's
-        // heads: first this thread's 2 columns of each 8-column block, then
-        // the 4 lanes of the quad. Scales are positive in a real cache
-        // (ue8m0), so relu(s * scale) = scale * relu(s) and the scale
-        // applies once per sum; otherwise the literal form.
+          // relu(score * key scale) * head weight summed over each row's
+          // heads: first this thread's 2 columns of each 8-column block, then
+          // the 4 lanes of the quad. Scales are positive in a real cache
+          // (ue8m0), so relu(s * scale) = scale * relu(s) and the scale
+          // applies once per sum; otherwise the literal form.
 #if defined(DSA_LOGITS_PS_DIAG_NO_EPILOGUE)  // diagnostic: products only
-        if constexpr (kPsBanks == 2) {
-          WG64::template WaitPending<0>(acc_a);
-          WG64::template WaitPending<0>(acc_b);
-        } else {
-          WG::Wait(acc);
-        }
-        BarrierArrive(empty_k(s));
-        if (sc[0] == 12345.0f) p.logits[t] = acc[0];  // keep acc live
-        continue;
+          if constexpr (kPsBanks == 2) {
+            WG64::template WaitPending<0>(acc_a);
+            WG64::template WaitPending<0>(acc_b);
+          } else {
+            WG::Wait(acc);
+          }
+          BarrierArrive(empty_k(s));
+          if (sc[0] == 12345.0f) p.logits[t] = acc[0];  // keep acc live
+          continue;
 #endif
-        float v[2][Rw];
+          float v[2][Rw];
 #pragma unroll
-        for (int rs = 0; rs < 2; ++rs) {
+          for (int rs = 0; rs < 2; ++rs) {
 #pragma unroll
-          for (int r = 0; r < Rw; ++r) v[rs][r] = 0.0f;
-        }
-        const bool positive =
-            __all_sync(DSA_FULL_WARP_MASK, sc[0] > 0.0f && sc[1] > 0.0f);
-        if constexpr (kPsBanks == 2) {
-          // Columns 0-63 while the product of 64-127 still runs.
-          WG64::template WaitPending<1>(acc_a);
-          if (positive) {
-            AddBlocks<Rw, 0, 8, true>(acc_a, weight_reg, sc, v);
-          } else {
-            AddBlocks<Rw, 0, 8, false>(acc_a, weight_reg, sc, v);
+            for (int r = 0; r < Rw; ++r) v[rs][r] = 0.0f;
           }
-          WG64::template WaitPending<0>(acc_b);
-          BarrierArrive(empty_k(s));
-          if (positive) {
-            AddBlocks<Rw, 8, 8, true>(acc_b, weight_reg, sc, v);
-          } else {
-            AddBlocks<Rw, 8, 8, false>(acc_b, weight_reg, sc, v);
-          }
-        } else {
-          WG::Wait(acc);
-          BarrierArrive(empty_k(s));
-          if constexpr (kPsSharedWeights) {
-            float2 w[16];
-#pragma unroll
-            for (int n = 0; n < 16; ++n) w[n] = weight2(n);
+          const bool positive =
+              __all_sync(DSA_FULL_WARP_MASK, sc[0] > 0.0f && sc[1] > 0.0f);
+          if constexpr (kPsBanks == 2) {
+            // Columns 0-63 while the product of 64-127 still runs.
+            WG64::template WaitPending<1>(acc_a);
             if (positive) {
-              AddBlocks<Rw, 0, 16, true>(acc, w, sc, v);
+              AddBlocks<Rw, 0, 8, true>(acc_a, weight_reg, sc, v);
             } else {
-              AddBlocks<Rw, 0, 16, false>(acc, w, sc, v);
+              AddBlocks<Rw, 0, 8, false>(acc_a, weight_reg, sc, v);
+            }
+            WG64::template WaitPending<0>(acc_b);
+            BarrierArrive(empty_k(s));
+            if (positive) {
+              AddBlocks<Rw, 8, 8, true>(acc_b, weight_reg, sc, v);
+            } else {
+              AddBlocks<Rw, 8, 8, false>(acc_b, weight_reg, sc, v);
             }
           } else {
-            if (positive) {
-              AddBlocks<Rw, 0, 16, true>(acc, weight_reg, sc, v);
+            WG::Wait(acc);
+            BarrierArrive(empty_k(s));
+            if constexpr (kPsSharedWeights) {
+              float2 w[16];
+#pragma unroll
+              for (int n = 0; n < 16; ++n) w[n] = weight2(n);
+              if (positive) {
+                AddBlocks<Rw, 0, 16, true>(acc, w, sc, v);
+              } else {
+                AddBlocks<Rw, 0, 16, false>(acc, w, sc, v);
+              }
             } else {
-              AddBlocks<Rw, 0, 16, false>(acc, weight_reg, sc, v);
+              if (positive) {
+                AddBlocks<Rw, 0, 16, true>(acc, weight_reg, sc, v);
+              } else {
+                AddBlocks<Rw, 0, 16, false>(acc, weight_reg, sc, v);
+              }
             }
           }
+          finish(v, sc, positive, t);
         }
-        finish(v, sc, positive, t);
       }
       BarrierArrive(empty_q(qs));
       ++j;

@@ -648,6 +648,73 @@ struct WarpgroupFp8Mma64 : WarpgroupFp8Mma<kKBytes> {
   }
 };
 
+// The same product on 32 columns, D[64 x 32] (+)= A[64 x 32] * B[32 x 32]^T
+// (wgmma m64n32k32, 16 accumulators a thread; accumulator i of a thread is
+// at AccRow / AccCol as above). For products whose useful columns are few
+// (a decode row of 32 heads). kASwizzle128: A as DescriptorSwizzle128 reads
+// it, else the core-matrix layout.
+template <int kKBytes>
+struct WarpgroupFp8Mma32 : WarpgroupFp8Mma<kKBytes> {
+  using Base = WarpgroupFp8Mma<kKBytes>;
+  static constexpr int kN = 32;
+  static constexpr int kAccPerThread = Base::kM * kN / 128;  // 16
+  static constexpr const char* kInstruction =
+      "wgmma.m64n32k32.e4m3 (QGMMA, sm_90a)";
+
+  __device__ __forceinline__ static void FenceOperands(
+      float (&acc)[kAccPerThread]) {
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i) {
+      asm volatile("" : "+f"(acc[i])::"memory");
+    }
+  }
+  // As WarpgroupFp8Mma::Issue; b_tile holds 32 rows. One commit group.
+  template <bool kASwizzle128>
+  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
+                                               const uint8_t* a_tile,
+                                               const uint8_t* b_tile,
+                                               bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k0 = 0; k0 < kKBytes; k0 += Base::kK) {
+      uint64_t da;
+      if constexpr (kASwizzle128) {
+        da = Base::DescriptorSwizzle128(a_tile, k0);
+      } else {
+        da = Base::Descriptor(a_tile, k0);
+      }
+      const uint64_t db = Base::Descriptor(b_tile, k0);
+      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15},"
+          " %16, %17, p, 1, 1;\n}\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
+            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
+            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15])
+          : "l"(da), "l"(db), "r"(scale_d));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a_tile;
+    (void)b_tile;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupFp8Mma
+#endif
+  }
+  __device__ __forceinline__ static void Wait(float (&acc)[kAccPerThread]) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+    FenceOperands(acc);
+  }
+};
+
 // Hopper's warpgroup bf16 product (wgmma, HGMMA in SASS), for kernels built
 // for sm_90a: four consecutive warps (starting at a warp index divisible by
 // 4) compute D[64 x kN] (+)= A[64 x K] * B[kN x K]^T, both operands bf16 in
@@ -1086,6 +1153,8 @@ template <int kKBytes>
 struct WarpgroupFp8Mma;
 template <int kKBytes>
 struct WarpgroupFp8Mma64;
+template <int kKBytes>
+struct WarpgroupFp8Mma32;
 inline constexpr bool kHasWarpgroupBf16Mma = false;
 template <int kN>
 struct WarpgroupBf16Mma;
