@@ -335,6 +335,28 @@ std::vector<LogitsCase> LogitsCases() {
     cases.push_back(c);
   }
   {
+    // Paged decode of 32 heads (the sm_90a kernel's one-row m64n32 tiles)
+    // with block size 128, scales of every sign and invalid pages.
+    LogitsCase c{"decode_pages_32x128",
+                 32,
+                 128,
+                 128,
+                 Fp8Encoding::kE4m3fn,
+                 {},
+                 {},
+                 0,
+                 true};
+    const int32_t contexts[] = {1, 127, 128, 129, 700, 1030, 64, 2000, 333};
+    for (int32_t n : contexts) {
+      c.rows.push_back({static_cast<int32_t>(c.requests.size()), 0, n});
+      c.requests.push_back({n});
+    }
+    c.rows.push_back({4, 100, 650});  // a second row of request 4, windowed
+    c.width = 2001;
+    c.bad_blocks = {{4, 1, -1}, {7, 3, kPastEnd}};
+    cases.push_back(c);
+  }
+  {
     // A shape the matrix kernel does not take: the FMA kernel.
     LogitsCase c{"small_6x40", 6, 40, 5, Fp8Encoding::kE4m3fn, {}, {}, 0};
     c.requests = {{37}, {12}};
