@@ -576,10 +576,13 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 // matrix cores, pacing the first version. Hence, as in DeepGEMM's
 // fp8_mqa_logits:
 //   - a producer warpgroup fills a ring of kPsStages key tiles (64 keys x
-//     128 bytes + their scales) with cp.async (16 keys a warp, one page
-//     lookup per key), keeps kPsLag copy groups in flight and signals each
-//     stage on an mbarrier once its copies have landed; the queries and
-//     head weights of a block sit in a second, two-deep ring;
+//     128 bytes + their scales). When the block size is a multiple of 64, a
+//     tile is a slice of one page and one thread moves it with two TMA
+//     copies (values with 128-byte swizzle, scales), counted on the stage's
+//     mbarrier; otherwise the warpgroup copies it with cp.async (16 keys a
+//     warp, one page lookup per key), keeps kPsLag copy groups in flight
+//     and signals each stage once its copies have landed. The queries and
+//     head weights of a block sit in a second, two-deep ring (cp.async);
 //   - two math warpgroups multiply 64-key tiles by 128 (row, head) columns
 //     each (wgmma m64n128k32, 4 back to back) and run the epilogue (relu,
 //     head weight, sum over the row's heads, quad shuffles, stores) without
@@ -587,7 +590,8 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 //     32 heads) give every group every tile, so a tile read from L2 serves
 //     both (half the key traffic of 128-column blocks: 0.75 -> 0.51 ms at
 //     T = 8192); narrow blocks (decode, rows of different requests) give
-//     the groups alternate tiles;
+//     the groups alternate tiles, and a tile whose rows are one 32-head row
+//     multiplies only that row's 32 columns (m64n32);
 //   - a CTA per multiprocessor walks (row block, key chunk) items, longest
 //     first, in a zigzag so that the causal triangle spreads evenly; when
 //     rows are few (decode), a block's keys are split into chunks so that
