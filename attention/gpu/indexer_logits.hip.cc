@@ -652,8 +652,17 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 #define DSA_LOGITS_PS_NARROW_DECODE 1
 #endif
 constexpr bool kPsNarrowDecode = DSA_LOGITS_PS_NARROW_DECODE != 0;
+// DSA_LOGITS_PS_SWIZZLE_Q=1: the queries are staged in the 128-byte
+// swizzled layout too (wgmma reads whole 128-byte rows), not in 8 x 16-byte
+// core matrices.
+#ifndef DSA_LOGITS_PS_SWIZZLE_Q
+#define DSA_LOGITS_PS_SWIZZLE_Q 0
+#endif
+constexpr bool kPsSwizzleQ = DSA_LOGITS_PS_SWIZZLE_Q != 0;
 constexpr int kPsMathGroups = DSA_LOGITS_PS_GROUPS;
 constexpr int kPsBanks = DSA_LOGITS_PS_BANKS;
+static_assert(kPsBanks == 1 || !DSA_LOGITS_PS_SWIZZLE_Q,
+              "the 64-column banks read unswizzled queries");
 static_assert(kPsBanks == 1 || (kPsBanks == 2 && kPsMathGroups == 2),
               "two banks keep the weights in registers (two groups)");
 constexpr bool kPsDouble = DSA_LOGITS_PS_DOUBLE != 0 && kPsBanks == 1 &&
@@ -1129,10 +1138,16 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
         for (int c = ptid; c < L::kBlockCols * kChunksPerKey;
              c += kPsProducerThreads) {
           const ChunkPos pos = CoreChunk(c);
-          const int64_t byte = int64_t{pos.row} * kHeadDim + pos.part * kChunk;
+          // Swizzled: 8 threads copy one column's 128 bytes (chunk c at
+          // c ^ (row % 8)); else core matrices as CoreChunk numbers them.
+          const int row = kPsSwizzleQ ? c / kChunksPerKey : pos.row;
+          const int part = kPsSwizzleQ ? c % kChunksPerKey : pos.part;
+          const int64_t byte = int64_t{row} * kHeadDim + part * kChunk;
           const bool valid = byte < q_valid;
-          CopyAsync16(q_dst + WG::Offset(pos.row, pos.part * kChunk),
-                      valid ? q_block + byte : p.q_fp8, valid);
+          const uint32_t off =
+              kPsSwizzleQ ? row * kHeadDim + ((part ^ (row & 7)) * kChunk)
+                          : WG::Offset(row, part * kChunk);
+          CopyAsync16(q_dst + off, valid ? q_block + byte : p.q_fp8, valid);
         }
         const uint32_t w_dst = base + L::kWeightOffset + qs * L::kBlockCols * 4;
 #pragma unroll
@@ -1355,9 +1370,11 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
           __syncwarp();  // wgmma is .aligned: the warp issues it converged
           const uint8_t* k_tile = smem + L::kKeyOffset + s * kPsKeyBytes;
           if constexpr (kTma) {
-            WG::IssueSwizzledA(a, k_tile, q_tile, /*accumulate=*/false);
+            WG::template IssueAs<true, kPsSwizzleQ>(a, k_tile, q_tile,
+                                                    /*accumulate=*/false);
           } else {
-            WG::Issue(a, k_tile, q_tile, /*accumulate=*/false);
+            WG::template IssueAs<false, kPsSwizzleQ>(a, k_tile, q_tile,
+                                                     /*accumulate=*/false);
           }
         };
         auto consume = [&](float(&a)[WG::kAccPerThread], int32_t t,
@@ -1423,7 +1440,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
                                                 0 * static_cast<int>(F)>;
               float a[WG32::kAccPerThread];
               const int rb = tile.rb;
-              WG32::template Issue<kTma>(
+              WG32::template Issue<kTma, kPsSwizzleQ>(
                   a, k_tile, q_tile + rb * (32 / 8) * WG::kRowGroupBytes,
                   /*accumulate=*/false);
               const float* scales =
@@ -1480,9 +1497,11 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
                 kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2;
             if constexpr (kPingPong) NamedSync(1 + group);
             if constexpr (kTma) {
-              WG::IssueSwizzledA(acc, k_tile, q_tile, /*accumulate=*/false);
+              WG::template IssueAs<true, kPsSwizzleQ>(acc, k_tile, q_tile,
+                                                      /*accumulate=*/false);
             } else {
-              WG::Issue(acc, k_tile, q_tile, /*accumulate=*/false);
+              WG::template IssueAs<false, kPsSwizzleQ>(acc, k_tile, q_tile,
+                                                       /*accumulate=*/false);
             }
             if constexpr (kPingPong) NamedArrive(2 - group);
           }

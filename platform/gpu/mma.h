@@ -475,16 +475,22 @@ struct WarpgroupFp8Mma {
                                                const uint8_t* a_tile,
                                                const uint8_t* b_tile,
                                                bool accumulate) {
-    IssueAs<false>(acc, a_tile, b_tile, accumulate);
+    IssueAs<false, false>(acc, a_tile, b_tile, accumulate);
   }
   // The same with A (a_tile, 1024-byte aligned) in the 128-byte swizzled
   // layout of DescriptorSwizzle128, B as above.
   __device__ __forceinline__ static void IssueSwizzledA(
       float (&acc)[kAccPerThread], const uint8_t* a_tile, const uint8_t* b_tile,
       bool accumulate) {
-    IssueAs<true>(acc, a_tile, b_tile, accumulate);
+    IssueAs<true, false>(acc, a_tile, b_tile, accumulate);
   }
-  template <bool kASwizzle128>
+  // Both operands (1024-byte aligned) in the 128-byte swizzled layout.
+  __device__ __forceinline__ static void IssueSwizzled(
+      float (&acc)[kAccPerThread], const uint8_t* a_tile, const uint8_t* b_tile,
+      bool accumulate) {
+    IssueAs<true, true>(acc, a_tile, b_tile, accumulate);
+  }
+  template <bool kASwizzle128, bool kBSwizzle128>
   __device__ __forceinline__ static void IssueAs(float (&acc)[kAccPerThread],
                                                  const uint8_t* a_tile,
                                                  const uint8_t* b_tile,
@@ -500,7 +506,12 @@ struct WarpgroupFp8Mma {
       } else {
         da = Descriptor(a_tile, k0);
       }
-      const uint64_t db = Descriptor(b_tile, k0);
+      uint64_t db;
+      if constexpr (kBSwizzle128) {
+        db = DescriptorSwizzle128(b_tile, k0);
+      } else {
+        db = Descriptor(b_tile, k0);
+      }
       const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
       asm volatile(
           "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -669,7 +680,7 @@ struct WarpgroupFp8Mma32 : WarpgroupFp8Mma<kKBytes> {
     }
   }
   // As WarpgroupFp8Mma::Issue; b_tile holds 32 rows. One commit group.
-  template <bool kASwizzle128>
+  template <bool kASwizzle128, bool kBSwizzle128 = false>
   __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
                                                const uint8_t* a_tile,
                                                const uint8_t* b_tile,
@@ -685,7 +696,12 @@ struct WarpgroupFp8Mma32 : WarpgroupFp8Mma<kKBytes> {
       } else {
         da = Base::Descriptor(a_tile, k0);
       }
-      const uint64_t db = Base::Descriptor(b_tile, k0);
+      uint64_t db;
+      if constexpr (kBSwizzle128) {
+        db = Base::DescriptorSwizzle128(b_tile, k0);
+      } else {
+        db = Base::Descriptor(b_tile, k0);
+      }
       const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
       asm volatile(
           "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
