@@ -628,15 +628,17 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 #ifndef DSA_LOGITS_PS_WIDE
 #define DSA_LOGITS_PS_WIDE -1
 #endif
-// DSA_LOGITS_PS_PINGPONG=1: on wide blocks the two math groups take turns
-// to issue their products (named barriers), so that one group's epilogue
-// runs under the other's products rather than both at once. Measured on the
-// H200 (round 4): 64 heads T=8192 0.963 -> 0.924 ms, 32 heads 0.512 ->
-// 0.523 ms; off until its full test suite has run on the device.
+// DSA_LOGITS_PS_PINGPONG=1 (the default): on wide blocks the two math
+// groups take turns to issue their products (named barriers), so that one
+// group's epilogue runs under the other's products rather than both at
+// once. Measured on the H200 with TMA key tiles: 32 heads T=8192 0.476 ->
+// 0.460 ms, 64 heads 0.795 -> 0.794 ms (with cp.async tiles it lost at 32
+// heads: the producer's copies competed for the same issue slots).
 #ifndef DSA_LOGITS_PS_PINGPONG
-#define DSA_LOGITS_PS_PINGPONG 0
+#define DSA_LOGITS_PS_PINGPONG 1
 #endif
-// DSA_LOGITS_PS_DOUBLE=1: on wide blocks each math group keeps two
+// DSA_LOGITS_PS_DOUBLE=1 (with DSA_LOGITS_PS_PINGPONG=0; measured slower:
+// 0.509 against 0.476 ms at 32 heads): on wide blocks each math group keeps two
 // accumulator sets and issues tile t + 1's product before it runs tile t's
 // epilogue, so that the matrix cores and the epilogue overlap within a group
 // (as FlashAttention-3 overlaps softmax with the next product). The 128
