@@ -854,8 +854,10 @@ __device__ __forceinline__ void CopyAsyncWait() {
 // where aligned: a causal prefill's rows are half -inf (134 MB at T = 8192),
 // and the producer's store instructions share issue slots with the math
 // warps.
-__device__ __forceinline__ void FillNegInf(float* out, int64_t from, int64_t to,
-                                           int tid, int threads) {
+[[maybe_unused]] __device__ __forceinline__ void FillNegInf(float* out,
+                                                            int64_t from,
+                                                            int64_t to, int tid,
+                                                            int threads) {
   if (from >= to) return;
   const int64_t misaligned =
       static_cast<int64_t>((16 - reinterpret_cast<uintptr_t>(out + from) % 16) %
