@@ -51,7 +51,16 @@ struct LogitsCase {
   // Some key scales zero or negative (a real cache's are positive ue8m0
   // powers of two; the kernels must still follow the op's definition).
   bool mixed_sign_scales = false;
+  // Block-table entries overwritten with an invalid page id (negative or
+  // past the cache): those keys read as zeros, so their logits are 0.
+  struct BadBlock {
+    int32_t request;
+    int32_t block;
+    int32_t page;  // < 0 or >= num_blocks; kPastEnd: num_blocks + 2
+  };
+  std::vector<BadBlock> bad_blocks = {};
 };
+constexpr int32_t kPastEnd = 1 << 30;
 
 // Causal prefill rows of a request whose first `context` tokens are cached:
 // new token t sees keys [start(t), context + t + 1).
@@ -97,6 +106,11 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
       block_table[r * stride + b] = pages[r * max_blocks + b];
     }
   }
+  for (const LogitsCase::BadBlock& bad : c.bad_blocks) {
+    block_table[bad.request * stride + bad.block] =
+        bad.page == kPastEnd ? static_cast<int32_t>(num_blocks) + 2 : bad.page;
+  }
+  auto page_ok = [&](int32_t page) { return page >= 0 && page < num_blocks; };
 
   const int64_t block_bytes = int64_t{bs} * (dim + 4);
   std::vector<uint8_t> cache(num_blocks * block_bytes);
@@ -188,10 +202,10 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
             << row.end << ") is " << got;
         continue;
       }
-      const int64_t slot =
-          int64_t{block_table[row.request * stride + j / bs]} * bs + j % bs;
+      const int32_t page = block_table[row.request * stride + j / bs];
+      const int64_t slot = int64_t{page} * bs + j % bs;
       double ref = 0.0, magnitude = 0.0;
-      for (int h = 0; h < heads; ++h) {
+      for (int h = 0; h < heads && page_ok(page); ++h) {
         double dot = 0.0, abs_dot = 0.0;
         for (int d = 0; d < dim; ++d) {
           const double product = double{q_values[(i * heads + h) * dim + d]} *
@@ -306,6 +320,40 @@ std::vector<LogitsCase> LogitsCases() {
     c.rows.push_back({1, 0, 3});
     AddPrefillRows(2, 200, 60, 100, &c.rows);
     c.width = 301;
+    cases.push_back(c);
+  }
+  {
+    // Block size 128 (the TMA path's tiles start mid-page), invalid page ids
+    // in the block table (negative, past the cache), windows starting
+    // mid-tile, 64 heads.
+    LogitsCase c{"pages_64x128", 64, 128, 128, Fp8Encoding::kE4m3fn, {}, {}, 0};
+    c.requests = {{700}, {300}};
+    AddPrefillRows(0, 600, 100, 70, &c.rows);
+    AddPrefillRows(1, 290, 10, 0, &c.rows);
+    c.width = 705;
+    c.bad_blocks = {{0, 2, -3}, {0, 4, kPastEnd}, {1, 0, kPastEnd}};
+    cases.push_back(c);
+  }
+  {
+    // Paged decode of 32 heads (the sm_90a kernel's one-row m64n32 tiles)
+    // with block size 128, scales of every sign and invalid pages.
+    LogitsCase c{"decode_pages_32x128",
+                 32,
+                 128,
+                 128,
+                 Fp8Encoding::kE4m3fn,
+                 {},
+                 {},
+                 0,
+                 true};
+    const int32_t contexts[] = {1, 127, 128, 129, 700, 1030, 64, 2000, 333};
+    for (int32_t n : contexts) {
+      c.rows.push_back({static_cast<int32_t>(c.requests.size()), 0, n});
+      c.requests.push_back({n});
+    }
+    c.rows.push_back({4, 100, 650});  // a second row of request 4, windowed
+    c.width = 2001;
+    c.bad_blocks = {{4, 1, -1}, {7, 3, kPastEnd}};
     cases.push_back(c);
   }
   {

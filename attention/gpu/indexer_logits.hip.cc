@@ -30,9 +30,14 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <type_traits>
 
 #include "attention/gpu/indexer_kernels.h"
 #include "attention/gpu/launch_util.h"
+#if defined(DSA_GPU_CUDA)
+#include <cuda.h>  // CUtensorMap (the tensor-map encoder is the driver's)
+#endif
 #include "platform/gpu/hip_compat.h"
 #include "platform/gpu/mma.h"
 
@@ -571,10 +576,13 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 // matrix cores, pacing the first version. Hence, as in DeepGEMM's
 // fp8_mqa_logits:
 //   - a producer warpgroup fills a ring of kPsStages key tiles (64 keys x
-//     128 bytes + their scales) with cp.async (16 keys a warp, one page
-//     lookup per key), keeps kPsLag copy groups in flight and signals each
-//     stage on an mbarrier once its copies have landed; the queries and
-//     head weights of a block sit in a second, two-deep ring;
+//     128 bytes + their scales). When the block size is a multiple of 64, a
+//     tile is a slice of one page and one thread moves it with two TMA
+//     copies (values with 128-byte swizzle, scales), counted on the stage's
+//     mbarrier; otherwise the warpgroup copies it with cp.async (16 keys a
+//     warp, one page lookup per key), keeps kPsLag copy groups in flight
+//     and signals each stage once its copies have landed. The queries and
+//     head weights of a block sit in a second, two-deep ring (cp.async);
 //   - two math warpgroups multiply 64-key tiles by 128 (row, head) columns
 //     each (wgmma m64n128k32, 4 back to back) and run the epilogue (relu,
 //     head weight, sum over the row's heads, quad shuffles, stores) without
@@ -582,7 +590,8 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 //     32 heads) give every group every tile, so a tile read from L2 serves
 //     both (half the key traffic of 128-column blocks: 0.75 -> 0.51 ms at
 //     T = 8192); narrow blocks (decode, rows of different requests) give
-//     the groups alternate tiles;
+//     the groups alternate tiles, and a tile whose rows are one 32-head row
+//     multiplies only that row's 32 columns (m64n32);
 //   - a CTA per multiprocessor walks (row block, key chunk) items, longest
 //     first, in a zigzag so that the causal triangle spreads evenly; when
 //     rows are few (decode), a block's keys are split into chunks so that
@@ -619,19 +628,61 @@ __device__ __forceinline__ void LogitsWarpgroupBody(
 #ifndef DSA_LOGITS_PS_WIDE
 #define DSA_LOGITS_PS_WIDE -1
 #endif
-// DSA_LOGITS_PS_PINGPONG=1: on wide blocks the two math groups take turns
-// to issue their products (named barriers), so that one group's epilogue
-// runs under the other's products rather than both at once. Measured on the
-// H200 (round 4): 64 heads T=8192 0.963 -> 0.924 ms, 32 heads 0.512 ->
-// 0.523 ms; off until its full test suite has run on the device.
+// DSA_LOGITS_PS_PINGPONG=1 (the default): on wide blocks the two math
+// groups take turns to issue their products (named barriers), so that one
+// group's epilogue runs under the other's products rather than both at
+// once. Measured on the H200 with TMA key tiles: 32 heads T=8192 0.448 ->
+// 0.436 ms, 64 heads 0.788 -> 0.777 ms (with cp.async tiles it lost at 32
+// heads: the producer's copies competed for the same issue slots).
 #ifndef DSA_LOGITS_PS_PINGPONG
-#define DSA_LOGITS_PS_PINGPONG 0
+#define DSA_LOGITS_PS_PINGPONG 1
 #endif
+// DSA_LOGITS_PS_DOUBLE=1 (with DSA_LOGITS_PS_PINGPONG=0; measured slower:
+// 0.509 against 0.476 ms at 32 heads): on wide blocks each math group keeps two
+// accumulator sets and issues tile t + 1's product before it runs tile t's
+// epilogue, so that the matrix cores and the epilogue overlap within a group
+// (as FlashAttention-3 overlaps softmax with the next product). The 128
+// accumulators a thread need more than 384 threads' even share of the
+// register file: the producer warpgroup gives registers back (setmaxnreg)
+// and the head weights are read from shared memory.
+#ifndef DSA_LOGITS_PS_DOUBLE
+#define DSA_LOGITS_PS_DOUBLE 0
+#endif
+// DSA_LOGITS_PS_NARROW_DECODE=1 (the default): on narrow blocks of 32-head
+// rows, a tile whose run is one row multiplies only that row's 32 columns.
+#ifndef DSA_LOGITS_PS_NARROW_DECODE
+#define DSA_LOGITS_PS_NARROW_DECODE 1
+#endif
+constexpr bool kPsNarrowDecode = DSA_LOGITS_PS_NARROW_DECODE != 0;
+// DSA_LOGITS_PS_SWIZZLE_Q=1 (the default): the queries are staged in the
+// 128-byte swizzled layout too (each column's 128 bytes contiguous, 16-byte
+// chunks permuted), not in 8 x 16-byte core matrices. Measured on the H200:
+// 32 heads T=8192 0.436 -> 0.430 ms, 64 heads 0.777 -> 0.770, T=1900
+// 0.0475 -> 0.0443, decode 0.0258 -> 0.0250 ms.
+#ifndef DSA_LOGITS_PS_SWIZZLE_Q
+#define DSA_LOGITS_PS_SWIZZLE_Q 1
+#endif
+constexpr bool kPsSwizzleQ = DSA_LOGITS_PS_SWIZZLE_Q != 0;
 constexpr int kPsMathGroups = DSA_LOGITS_PS_GROUPS;
 constexpr int kPsBanks = DSA_LOGITS_PS_BANKS;
+static_assert(kPsBanks == 1 || !DSA_LOGITS_PS_SWIZZLE_Q,
+              "the 64-column banks read unswizzled queries");
 static_assert(kPsBanks == 1 || (kPsBanks == 2 && kPsMathGroups == 2),
               "two banks keep the weights in registers (two groups)");
-constexpr bool kPsSharedWeights = kPsMathGroups > 2;
+constexpr bool kPsDouble = DSA_LOGITS_PS_DOUBLE != 0 && kPsBanks == 1 &&
+                           kPsMathGroups == 2 && !DSA_LOGITS_PS_PINGPONG;
+constexpr bool kPsSharedWeights = kPsMathGroups > 2 || kPsDouble;
+// Registers a thread of the producer / a math group holds after setmaxnreg
+// (kPsDouble only; 128 * producer + 256 * math <= 64 K). Blocks of 8 rows
+// (32 heads) need more in the producer (the item's arrays); below these
+// figures ptxas spills.
+template <int R>
+constexpr int kPsProducerRegs = R >= 8 ? 112 : 96;
+template <int R>
+constexpr int kPsMathRegs = R >= 8 ? 192 : 200;
+static_assert(128 * kPsProducerRegs<8> + 256 * kPsMathRegs<8> <= 65536 &&
+                  128 * kPsProducerRegs<4> + 256 * kPsMathRegs<4> <= 65536,
+              "register file");
 constexpr int kPsMathThreads = kPsMathGroups * 128;
 // The producer is a warpgroup too: four warps (one per scheduler) share a
 // tile's copies, so that no single warp's issue rate paces the ring. A
@@ -657,8 +708,13 @@ struct PsLayout {
   static constexpr int kScaleOffset = kKeyOffset + kPsStages * kPsKeyBytes;
   static constexpr int kWeightOffset = kScaleOffset + kPsStages * kTileKeys * 4;
   static constexpr int kBarrierOffset = kWeightOffset + 2 * kBlockCols * 4;
-  static constexpr int kSmemBytes = kBarrierOffset + kPsBarriers * 8;
+  // The kernel aligns its base to 1 KB (128-byte swizzled key tiles need
+  // it), so it asks for 1 KB more than it uses.
+  static constexpr int kSmemBytes = kBarrierOffset + kPsBarriers * 8 + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's shared memory");
+  static_assert(kKeyOffset % 1024 == 0 && kPsKeyBytes % 1024 == 0 &&
+                    kScaleOffset % 128 == 0,
+                "key stages on 1 KB, scale stages on 128 bytes");
 };
 
 // cp.async and mbarrier, the producer / consumer plumbing (sm_90a builds
@@ -727,6 +783,20 @@ struct PsLayout {
 [[maybe_unused]] __device__ __forceinline__ void NamedArrive(int id) {
   asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
 }
+// Warpgroup register reallocation (sm_90a): every thread of the warpgroup
+// executes it.
+template <int kRegs>
+__device__ __forceinline__ void RegsDecrease() {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void RegsIncrease() {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
 [[maybe_unused]] __device__ __forceinline__ void CopyAsyncCommit() {
 #if defined(DSA_MMA_HAS_WGMMA_FP8)
   asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -737,6 +807,72 @@ __device__ __forceinline__ void CopyAsyncWait() {
 #if defined(DSA_MMA_HAS_WGMMA_FP8)
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif
+}
+// The tensor memory accelerator (TMA): one thread moves a whole key tile and
+// its scales; the stage's full barrier counts the bytes (expect_tx) and
+// completes when they have landed. A box wholly outside the tensor (an
+// invalid page, coordinate -1) lands as zeros and still counts its bytes.
+[[maybe_unused]] __device__ __forceinline__ void BarrierExpectBytes(
+    uint32_t bar, uint32_t bytes) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+      "r"(bytes)
+      : "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void TmaLoad3d(
+    uint32_t dst, const CUtensorMap* map, int32_t c0, int32_t c1, int32_t c2,
+    uint32_t bar) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_"
+      "tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void TmaLoad2d(
+    uint32_t dst, const CUtensorMap* map, int32_t c0, int32_t c1,
+    uint32_t bar) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_"
+      "tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+#endif
+}
+[[maybe_unused]] __device__ __forceinline__ void TmaPrefetchMap(
+    const CUtensorMap* map) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+  asm volatile(
+      "prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map))
+      : "memory");
+#endif
+}
+
+// out[from, to) = -inf by `threads` threads (thread `tid`), 16-byte stores
+// where aligned: a causal prefill's rows are half -inf (134 MB at T = 8192),
+// and the producer's store instructions share issue slots with the math
+// warps.
+[[maybe_unused]] __device__ __forceinline__ void FillNegInf(float* out,
+                                                            int64_t from,
+                                                            int64_t to, int tid,
+                                                            int threads) {
+  if (from >= to) return;
+  const int64_t misaligned =
+      static_cast<int64_t>((16 - reinterpret_cast<uintptr_t>(out + from) % 16) %
+                           16) /
+      4;
+  const int64_t head = from + misaligned < to ? from + misaligned : to;
+  if (from + tid < head) out[from + tid] = kNegInf;
+  const int64_t quads = (to - head) / 4;
+  float4* out4 = reinterpret_cast<float4*>(out + head);
+  const float4 ninf = make_float4(kNegInf, kNegInf, kNegInf, kNegInf);
+  for (int64_t i = tid; i < quads; i += threads) out4[i] = ninf;
+  const int64_t tail = head + 4 * quads;
+  if (tail + tid < to) out[tail + tid] = kNegInf;
 }
 
 // One work item: a block of R rows (R * heads = 128 columns) and the chunk
@@ -755,7 +891,10 @@ struct PsItem {
   int32_t tile_begin, tile_end;
 };
 
-template <int R>
+// kAligned: runs start on a multiple of 64 keys (the TMA path, whose tiles
+// are whole 64-key slices of one page; the keys added in front fall outside
+// every row's window and are not stored).
+template <int R, bool kAligned = false>
 __device__ __forceinline__ PsItem<R> LoadPsItem(const IndexerLogitsParams& p,
                                                 int64_t block, int chunk,
                                                 int splits) {
@@ -786,6 +925,7 @@ __device__ __forceinline__ PsItem<R> LoadPsItem(const IndexerLogitsParams& p,
       }
     }
     const bool used = starts && it.request[r] >= 0 && lo < hi;
+    if (kAligned) lo &= ~(kTileKeys - 1);
     it.run_lo[r] = used ? lo : 0;
     it.run_hi[r] = used ? hi : 0;
     it.run_tiles[r] = used ? (hi - lo + kTileKeys - 1) / kTileKeys : 0;
@@ -829,6 +969,40 @@ __device__ __forceinline__ int64_t PsItemIndex(int64_t round) {
   return round * ctas + ((round & 1) ? ctas - 1 - c : c);
 }
 
+// The row of its math group's Rw rows whose logits a lane of quad position
+// `quad` stores (after the quad's reduce-scatter, see the epilogue).
+template <int Rw>
+__device__ __forceinline__ int OutputRow(int quad) {
+  return Rw == 4 ? quad : (Rw == 2 ? quad % 2 : 0);
+}
+
+// What a math thread needs of an item for its stores, in a few registers
+// (the item's arrays would take 7 R): the tiles [t0, t1) of its row's run,
+// the run's first key, and the row's window.
+struct PsMine {
+  int row;
+  int32_t t0, t1, lo, start, end;
+};
+template <int R>
+__device__ __forceinline__ PsMine MineOf(const PsItem<R>& it, int row) {
+  PsMine m{row, 0, 0, 0, 0, 0};
+  int32_t before = 0;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (it.run_tiles[r] > 0 && r <= row && row < it.run_end[r]) {
+      m.t0 = before;
+      m.t1 = before + it.run_tiles[r];
+      m.lo = it.run_lo[r];
+    }
+    if (r == row) {
+      m.start = it.start[r];
+      m.end = it.end[r];
+    }
+    before += it.run_tiles[r];
+  }
+  return m;
+}
+
 // Adds to v[rs][r] this thread's relu(score) * weight terms of the 8-column
 // blocks [kN0, kN0 + kCount) (block n's accumulators at a[4 (n - kN0) ..]),
 // positive scales (applied later) or the literal relu(score * scale) form.
@@ -857,20 +1031,28 @@ __device__ __forceinline__ void AddBlocks(const float (&a)[kAcc],
   }
 }
 
-template <Fp8Format F, int R, bool kWide>
-__global__ void __launch_bounds__(kPsThreads, 1)
-    IndexerLogitsPersistentKernel(IndexerLogitsParams p, int splits) {
+// kTma: key tiles and scales arrive by TMA through key_map / scale_map
+// (block_size a multiple of 64; see MakeKeyMaps), else by cp.async.
+template <Fp8Format F, int R, bool kWide, bool kTma>
+__global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
+    IndexerLogitsParams p, int splits,
+    const __grid_constant__ CUtensorMap key_map,
+    const __grid_constant__ CUtensorMap scale_map) {
   using L = PsLayout<kWide>;
   if constexpr (::dsa::gpu::kHasWarpgroupFp8Mma && F == Fp8Format::kE4m3fn) {
     using WG = ::dsa::gpu::WarpgroupFp8Mma<kHeadDim + 0 * static_cast<int>(F)>;
     static_assert(WG::kM == kTileKeys && WG::kN == kPsCols,
                   "a warpgroup covers a tile's keys and a block's columns");
+    static_assert(!kTma || kPsBanks == 1, "TMA tiles take one bank");
     constexpr int kHeads = L::kBlockCols / R;
     // Rows of a math group's 128 columns, and the first of them.
     constexpr int Rw = kWide ? R / kPsMathGroups : R;
     static_assert(Rw >= 1, "a math group holds whole rows");
-    extern __shared__ __align__(1024) uint8_t smem[];
-    const uint32_t base = SmemAddr(smem);
+    extern __shared__ __align__(1024) uint8_t smem_raw[];
+    // 1 KB aligned whatever the runtime gives (the layout has the slack).
+    const uint32_t raw_base = SmemAddr(smem_raw);
+    const uint32_t base = (raw_base + 1023u) & ~1023u;
+    uint8_t* const smem = smem_raw + (base - raw_base);
     const uint32_t bar0 = base + L::kBarrierOffset;
     auto full_k = [&](int s) { return bar0 + 8 * s; };
     auto empty_k = [&](int s) { return bar0 + 8 * (kPsStages + s); };
@@ -882,7 +1064,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
     const int lane = tid % kDsaWarpSize;
     if (tid == 0) {
       for (int s = 0; s < kPsStages; ++s) {
-        BarrierInit(full_k(s), kPsProducerThreads);
+        BarrierInit(full_k(s), kTma ? 1 : kPsProducerThreads);
         BarrierInit(empty_k(s), kWide ? kPsMathThreads : 128);
       }
       for (int s = 0; s < 2; ++s) {
@@ -898,8 +1080,14 @@ __global__ void __launch_bounds__(kPsThreads, 1)
 
     if (tid >= kPsMathThreads) {
       // ---- Producer warpgroup.
+      constexpr bool kDouble = kWide && kPsDouble;
+      if constexpr (kDouble) RegsDecrease<kPsProducerRegs<R>>();
       const int ptid = tid - kPsMathThreads;
       const int pwarp = ptid / kDsaWarpSize;
+      if (kTma && ptid == 0) {
+        TmaPrefetchMap(&key_map);
+        TmaPrefetchMap(&scale_map);
+      }
       // Each lane's copies go in commit groups; a group's stage is
       // signalled (after the writes are complete and fenced for wgmma's
       // async proxy) once kPsLag newer groups are in flight, or before the
@@ -949,19 +1137,14 @@ __global__ void __launch_bounds__(kPsThreads, 1)
         if (idx >= items) continue;
         const int64_t block = blocks - 1 - idx / splits;
         const int chunk = static_cast<int>(idx % splits);
-        const PsItem<R> it = LoadPsItem<R>(p, block, chunk, splits);
+        const PsItem<R> it = LoadPsItem<R, kTma>(p, block, chunk, splits);
         if (chunk == 0) {
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             if (it.row0 + r >= p.rows) continue;
             float* out = p.logits + (it.row0 + r) * p.logits_stride;
-            for (int64_t c = ptid; c < it.start[r]; c += kPsProducerThreads) {
-              out[c] = kNegInf;
-            }
-            for (int64_t c = it.end[r] + ptid; c < p.width;
-                 c += kPsProducerThreads) {
-              out[c] = kNegInf;
-            }
+            FillNegInf(out, 0, it.start[r], ptid, kPsProducerThreads);
+            FillNegInf(out, it.end[r], p.width, ptid, kPsProducerThreads);
           }
         }
         if (it.tile_begin >= it.tile_end) continue;  // consumers skip it too
@@ -977,10 +1160,16 @@ __global__ void __launch_bounds__(kPsThreads, 1)
         for (int c = ptid; c < L::kBlockCols * kChunksPerKey;
              c += kPsProducerThreads) {
           const ChunkPos pos = CoreChunk(c);
-          const int64_t byte = int64_t{pos.row} * kHeadDim + pos.part * kChunk;
+          // Swizzled: 8 threads copy one column's 128 bytes (chunk c at
+          // c ^ (row % 8)); else core matrices as CoreChunk numbers them.
+          const int row = kPsSwizzleQ ? c / kChunksPerKey : pos.row;
+          const int part = kPsSwizzleQ ? c % kChunksPerKey : pos.part;
+          const int64_t byte = int64_t{row} * kHeadDim + part * kChunk;
           const bool valid = byte < q_valid;
-          CopyAsync16(q_dst + WG::Offset(pos.row, pos.part * kChunk),
-                      valid ? q_block + byte : p.q_fp8, valid);
+          const uint32_t off =
+              kPsSwizzleQ ? row * kHeadDim + ((part ^ (row & 7)) * kChunk)
+                          : WG::Offset(row, part * kChunk);
+          CopyAsync16(q_dst + off, valid ? q_block + byte : p.q_fp8, valid);
         }
         const uint32_t w_dst = base + L::kWeightOffset + qs * L::kBlockCols * 4;
 #pragma unroll
@@ -995,42 +1184,75 @@ __global__ void __launch_bounds__(kPsThreads, 1)
         }
         push(full_q(qs));
 
-        for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
-          const int s = static_cast<int>(g % kPsStages);
-          acquire(empty_k(s), static_cast<uint32_t>((g / kPsStages) & 1) ^ 1u);
-          const PsTile tile = TileOf<R>(it, t);
-          // Warp w copies keys [16 w, 16 w + 16) of the tile. Lane l < 16
-          // locates key 16 w + l; a key past the run's union of windows, or
-          // on an invalid page, reads as zeros.
-          const int32_t my_key = tile.key0 + 16 * pwarp + lane;
-          int64_t values = 0, scale = 0;
-          const bool ok = lane < 16 && my_key < tile.hi &&
-                          LocateKey(p, tile.request, my_key, &values, &scale);
-          if (!ok) values = scale = 0;
-          const uint32_t k_dst = base + L::kKeyOffset + s * kPsKeyBytes;
+        if constexpr (kTma) {
+          // One thread moves each tile: keys [key0, key0 + 64) are rows
+          // `within`.. of one page (block_size a multiple of 64, runs
+          // aligned to 64). A block past the table or an invalid page reads
+          // as zeros (coordinate -1 is outside the tensor). The other
+          // threads signal their query copies at once (no key copies follow
+          // to push them out of the lag window); thread 0 after its tiles.
+          if (ptid != 0) flush();
+          if (ptid == 0) {
+            for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
+              const int s = static_cast<int>(g % kPsStages);
+              acquire(empty_k(s),
+                      static_cast<uint32_t>((g / kPsStages) & 1) ^ 1u);
+              const PsTile tile = TileOf<R>(it, t);
+              const int32_t bs = p.block_size;
+              const int32_t blk = tile.key0 / bs;
+              const int32_t within = tile.key0 - blk * bs;
+              int32_t page = -1;
+              if (tile.request >= 0 && blk < p.max_blocks_per_request) {
+                page = p.block_table[tile.request * p.block_table_stride + blk];
+                if (page < 0 || page >= p.num_blocks) page = -1;
+              }
+              BarrierExpectBytes(full_k(s), kPsKeyBytes + kTileKeys * 4);
+              TmaLoad3d(base + L::kKeyOffset + s * kPsKeyBytes, &key_map, 0,
+                        within, page, full_k(s));
+              TmaLoad2d(base + L::kScaleOffset + s * kTileKeys * 4, &scale_map,
+                        within, page, full_k(s));
+            }
+            flush();
+          }
+        } else {
+          for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
+            const int s = static_cast<int>(g % kPsStages);
+            acquire(empty_k(s),
+                    static_cast<uint32_t>((g / kPsStages) & 1) ^ 1u);
+            const PsTile tile = TileOf<R>(it, t);
+            // Warp w copies keys [16 w, 16 w + 16) of the tile. Lane l < 16
+            // locates key 16 w + l; a key past the run's union of windows, or
+            // on an invalid page, reads as zeros.
+            const int32_t my_key = tile.key0 + 16 * pwarp + lane;
+            int64_t values = 0, scale = 0;
+            const bool ok = lane < 16 && my_key < tile.hi &&
+                            LocateKey(p, tile.request, my_key, &values, &scale);
+            if (!ok) values = scale = 0;
+            const uint32_t k_dst = base + L::kKeyOffset + s * kPsKeyBytes;
 #if !defined(DSA_LOGITS_PS_DIAG_NO_KEYS)  // diagnostic: skip the key loads
-          // Copy i moves, for lanes 8a + b, chunk 4(i % 2) + a of the warp's
-          // key 8(i / 2) + b: 8 lanes fill one 128-byte core matrix, and
-          // each key's 64 bytes are whole 32-byte sectors of one
-          // instruction.
+            // Copy i moves, for lanes 8a + b, chunk 4(i % 2) + a of the warp's
+            // key 8(i / 2) + b: 8 lanes fill one 128-byte core matrix, and
+            // each key's 64 bytes are whole 32-byte sectors of one
+            // instruction.
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int key = 8 * (i / 2) + lane % 8;
-            const int part = 4 * (i % 2) + lane / 8;
-            const int64_t v = __shfl_sync(DSA_FULL_WARP_MASK, values, key);
-            const int valid = __shfl_sync(DSA_FULL_WARP_MASK, int{ok}, key);
-            CopyAsync16(k_dst + WG::Offset(16 * pwarp + key, part * kChunk),
-                        p.k_cache + v + part * kChunk, valid != 0);
-          }
-          if (lane < 16) {
-            CopyAsync4(base + L::kScaleOffset + s * kTileKeys * 4 +
-                           (16 * pwarp + lane) * 4,
-                       p.k_cache + scale, ok);
-          }
+            for (int i = 0; i < 4; ++i) {
+              const int key = 8 * (i / 2) + lane % 8;
+              const int part = 4 * (i % 2) + lane / 8;
+              const int64_t v = __shfl_sync(DSA_FULL_WARP_MASK, values, key);
+              const int valid = __shfl_sync(DSA_FULL_WARP_MASK, int{ok}, key);
+              CopyAsync16(k_dst + WG::Offset(16 * pwarp + key, part * kChunk),
+                          p.k_cache + v + part * kChunk, valid != 0);
+            }
+            if (lane < 16) {
+              CopyAsync4(base + L::kScaleOffset + s * kTileKeys * 4 +
+                             (16 * pwarp + lane) * 4,
+                         p.k_cache + scale, ok);
+            }
 #else
-          (void)k_dst;
+            (void)k_dst;
 #endif
-          push(full_k(s));
+            push(full_k(s));
+          }
         }
         ++j;
       }
@@ -1039,6 +1261,8 @@ __global__ void __launch_bounds__(kPsThreads, 1)
     }
 
     // ---- Math warpgroups.
+    constexpr bool kDouble = kWide && kPsDouble;
+    if constexpr (kDouble) RegsIncrease<kPsMathRegs<R>>();
     const int group = warp / 4;
     const int warp_in_group = warp % 4;
     const int key_row = 16 * warp_in_group + lane / 4;  // and key_row + 8
@@ -1047,6 +1271,7 @@ __global__ void __launch_bounds__(kPsThreads, 1)
     using WG64 =
         ::dsa::gpu::WarpgroupFp8Mma64<kHeadDim + 0 * static_cast<int>(F)>;
     float acc[kPsBanks == 1 ? WG::kAccPerThread : 1];
+    float acc2[kDouble ? WG::kAccPerThread : 1];
     float acc_a[kPsBanks == 2 ? WG64::kAccPerThread : 1];
     float acc_b[kPsBanks == 2 ? WG64::kAccPerThread : 1];
     int64_t g = 0;
@@ -1059,8 +1284,9 @@ __global__ void __launch_bounds__(kPsThreads, 1)
       if (idx >= items) continue;
       const int64_t block = blocks - 1 - idx / splits;
       const int chunk = static_cast<int>(idx % splits);
-      const PsItem<R> it = LoadPsItem<R>(p, block, chunk, splits);
+      const PsItem<R> it = LoadPsItem<R, kTma>(p, block, chunk, splits);
       if (it.tile_begin >= it.tile_end) continue;
+      const PsMine mine = MineOf<R>(it, row_off + OutputRow<Rw>(quad));
       const int qs = static_cast<int>(j & 1);
       BarrierWait(full_q(qs), static_cast<uint32_t>((j >> 1) & 1));
       // This thread's head weights: columns 8n + 2 quad + e.
@@ -1085,89 +1311,10 @@ __global__ void __launch_bounds__(kPsThreads, 1)
       const uint8_t* q_tile = smem + L::kQOffset + qs * L::kQBytes +
                               (kWide ? group * kPsCols * kHeadDim : 0);
 
-      for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
-        if (!kWide && static_cast<int>(g % kPsMathGroups) != group) continue;
-        const int s = static_cast<int>(g % kPsStages);
-        BarrierWait(full_k(s), static_cast<uint32_t>((g / kPsStages) & 1));
-        __syncwarp();  // wgmma is .aligned: the warp issues it converged
-        const uint8_t* k_tile = smem + L::kKeyOffset + s * kPsKeyBytes;
-        if constexpr (kPsBanks == 2) {
-          WG64::Issue(acc_a, k_tile, q_tile, /*accumulate=*/false);
-          WG64::Issue(acc_b, k_tile, q_tile + 64 * kHeadDim,
-                      /*accumulate=*/false);
-        } else {
-          // Ping-pong: wait for this group's turn, issue, pass the turn.
-          constexpr bool kPingPong =
-              kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2;
-          if constexpr (kPingPong) NamedSync(1 + group);
-          WG::Issue(acc, k_tile, q_tile, /*accumulate=*/false);
-          if constexpr (kPingPong) NamedArrive(2 - group);
-        }
-        const float* scales =
-            reinterpret_cast<const float*>(smem + L::kScaleOffset) +
-            s * kTileKeys;
-        const float sc[2] = {scales[key_row], scales[key_row + 8]};
-        const PsTile tile = TileOf<R>(it, t);
-
-        // relu(score * key scale) * head weight summed over each row's
-        // heads: first this thread's 2 columns of each 8-column block, then
-        // the 4 lanes of the quad. Scales are positive in a real cache
-        // (ue8m0), so relu(s * scale) = scale * relu(s) and the scale
-        // applies once per sum; otherwise the literal form.
-#if defined(DSA_LOGITS_PS_DIAG_NO_EPILOGUE)  // diagnostic: products only
-        if constexpr (kPsBanks == 2) {
-          WG64::template WaitPending<0>(acc_a);
-          WG64::template WaitPending<0>(acc_b);
-        } else {
-          WG::Wait(acc);
-        }
-        BarrierArrive(empty_k(s));
-        if (sc[0] == 12345.0f) p.logits[tile.key0] = acc[0];  // keep acc live
-        continue;
-#endif
-        float v[2][Rw];
-#pragma unroll
-        for (int rs = 0; rs < 2; ++rs) {
-#pragma unroll
-          for (int r = 0; r < Rw; ++r) v[rs][r] = 0.0f;
-        }
-        const bool positive =
-            __all_sync(DSA_FULL_WARP_MASK, sc[0] > 0.0f && sc[1] > 0.0f);
-        if constexpr (kPsBanks == 2) {
-          // Columns 0-63 while the product of 64-127 still runs.
-          WG64::template WaitPending<1>(acc_a);
-          if (positive) {
-            AddBlocks<Rw, 0, 8, true>(acc_a, weight_reg, sc, v);
-          } else {
-            AddBlocks<Rw, 0, 8, false>(acc_a, weight_reg, sc, v);
-          }
-          WG64::template WaitPending<0>(acc_b);
-          BarrierArrive(empty_k(s));
-          if (positive) {
-            AddBlocks<Rw, 8, 8, true>(acc_b, weight_reg, sc, v);
-          } else {
-            AddBlocks<Rw, 8, 8, false>(acc_b, weight_reg, sc, v);
-          }
-        } else {
-          WG::Wait(acc);
-          BarrierArrive(empty_k(s));
-          if constexpr (kPsSharedWeights) {
-            float2 w[16];
-#pragma unroll
-            for (int n = 0; n < 16; ++n) w[n] = weight2(n);
-            if (positive) {
-              AddBlocks<Rw, 0, 16, true>(acc, w, sc, v);
-            } else {
-              AddBlocks<Rw, 0, 16, false>(acc, w, sc, v);
-            }
-          } else {
-            if (positive) {
-              AddBlocks<Rw, 0, 16, true>(acc, weight_reg, sc, v);
-            } else {
-              AddBlocks<Rw, 0, 16, false>(acc, weight_reg, sc, v);
-            }
-          }
-        }
+      // The tile's sums v (per row slot and row of this group), scaled,
+      // summed over the quad and stored inside the rows' windows.
+      auto finish = [&](float(&v)[2][Rw], const float(&sc)[2], bool positive,
+                        int32_t t) {
         if (positive) {
 #pragma unroll
           for (int rs = 0; rs < 2; ++rs) {
@@ -1223,22 +1370,228 @@ __global__ void __launch_bounds__(kPsThreads, 1)
             }
           }
         }
+        (void)out_r;  // always mine.row (see OutputRow)
+        if (t < mine.t0 || t >= mine.t1) return;  // not my row's run
+        const int32_t key0 = mine.lo + (t - mine.t0) * kTileKeys + key_row;
 #pragma unroll
         for (int o = 0; o < 2; ++o) {
           if (o >= outs) break;
-          const int r = row_off + out_r[o];  // row of the block
-          int32_t start = 0, end = 0;
+          const int32_t key = key0 + 8 * out_rs[o];
+          if (key >= mine.start && key < mine.end) {
+            p.logits[(it.row0 + mine.row) * p.logits_stride + key] = out[o];
+          }
+        }
+      };
+      if constexpr (kDouble) {
+        // Tile i + 1's product runs while tile i's epilogue does; the two
+        // accumulator sets alternate (unrolled by two so that they stay in
+        // registers).
+        auto issue = [&](float(&a)[WG::kAccPerThread], int64_t gg) {
+          const int s = static_cast<int>(gg % kPsStages);
+          BarrierWait(full_k(s), static_cast<uint32_t>((gg / kPsStages) & 1));
+          __syncwarp();  // wgmma is .aligned: the warp issues it converged
+          const uint8_t* k_tile = smem + L::kKeyOffset + s * kPsKeyBytes;
+          if constexpr (kTma) {
+            WG::template IssueAs<true, kPsSwizzleQ>(a, k_tile, q_tile,
+                                                    /*accumulate=*/false);
+          } else {
+            WG::template IssueAs<false, kPsSwizzleQ>(a, k_tile, q_tile,
+                                                     /*accumulate=*/false);
+          }
+        };
+        auto consume = [&](float(&a)[WG::kAccPerThread], int32_t t,
+                           int64_t gg) {
+          const int s = static_cast<int>(gg % kPsStages);
+          const float* scales =
+              reinterpret_cast<const float*>(smem + L::kScaleOffset) +
+              s * kTileKeys;
+          const float sc[2] = {scales[key_row], scales[key_row + 8]};
+          BarrierArrive(empty_k(s));
+          float v[2][Rw];
 #pragma unroll
-          for (int i = 0; i < R; ++i) {
-            if (i == r) {
-              start = it.start[i];
-              end = it.end[i];
+          for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+            for (int r = 0; r < Rw; ++r) v[rs][r] = 0.0f;
+          }
+          const bool positive =
+              __all_sync(DSA_FULL_WARP_MASK, sc[0] > 0.0f && sc[1] > 0.0f);
+          float2 w[16];
+#pragma unroll
+          for (int n = 0; n < 16; ++n) w[n] = weight2(n);
+          if (positive) {
+            AddBlocks<Rw, 0, 16, true>(a, w, sc, v);
+          } else {
+            AddBlocks<Rw, 0, 16, false>(a, w, sc, v);
+          }
+          finish(v, sc, positive, t);
+        };
+        // As FlashAttention-3 overlaps softmax with the next product: no
+        // product is in flight across the loop's back edge (ptxas would
+        // serialise the products otherwise), so each step waits for the
+        // product it issued once the previous tile's epilogue is done.
+        const int32_t n = it.tile_end - it.tile_begin;
+        issue(acc, g);
+        WG::Wait(acc);
+        // The waits are unconditional (a no-op with nothing in flight):
+        // ptxas cannot match a conditional wait to a conditional issue.
+        for (int32_t i = 0; i < n; i += 2) {
+          if (i + 1 < n) issue(acc2, g + i + 1);
+          consume(acc, it.tile_begin + i, g + i);
+          WG::Wait(acc2);
+          if (i + 1 >= n) break;
+          if (i + 2 < n) issue(acc, g + i + 2);
+          consume(acc2, it.tile_begin + i + 1, g + i + 1);
+          WG::Wait(acc);
+        }
+        g += n;
+      } else {
+        for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
+          if (!kWide && static_cast<int>(g % kPsMathGroups) != group) continue;
+          const int s = static_cast<int>(g % kPsStages);
+          BarrierWait(full_k(s), static_cast<uint32_t>((g / kPsStages) & 1));
+          __syncwarp();  // wgmma is .aligned: the warp issues it converged
+          const uint8_t* k_tile = smem + L::kKeyOffset + s * kPsKeyBytes;
+          if constexpr (kPsNarrowDecode && !kWide && kHeads == 32) {
+            // A run of one row (decode: rows of different requests) needs
+            // only that row's 32 columns: an m64n32 product and a quarter of
+            // the epilogue, instead of discarding three quarters of both.
+            const PsTile tile = TileOf<R>(it, t);
+            if (tile.re - tile.rb == 1) {
+              using WG32 =
+                  ::dsa::gpu::WarpgroupFp8Mma32<kHeadDim +
+                                                0 * static_cast<int>(F)>;
+              float a[WG32::kAccPerThread];
+              const int rb = tile.rb;
+              WG32::template Issue<kTma, kPsSwizzleQ>(
+                  a, k_tile, q_tile + rb * (32 / 8) * WG::kRowGroupBytes,
+                  /*accumulate=*/false);
+              const float* scales =
+                  reinterpret_cast<const float*>(smem + L::kScaleOffset) +
+                  s * kTileKeys;
+              const float sc[2] = {scales[key_row], scales[key_row + 8]};
+              int32_t start = 0, end = 0;
+#pragma unroll
+              for (int r = 0; r < R; ++r) {
+                if (r == rb) {
+                  start = it.start[r];
+                  end = it.end[r];
+                }
+              }
+              float2 w[4];
+#pragma unroll
+              for (int n = 0; n < 4; ++n) {  // shared: rb is not static
+                w[n] = *reinterpret_cast<const float2*>(wsm + 32 * rb + 8 * n +
+                                                        2 * quad);
+              }
+              WG32::Wait(a);
+              BarrierArrive(empty_k(s));
+              float v[2] = {0.0f, 0.0f};
+#pragma unroll
+              for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+                for (int n = 0; n < 4; ++n) {
+                  const float x0 = a[4 * n + 2 * rs] * sc[rs];
+                  const float x1 = a[4 * n + 2 * rs + 1] * sc[rs];
+                  if (x0 > 0.0f) v[rs] += x0 * w[n].x;
+                  if (x1 > 0.0f) v[rs] += x1 * w[n].y;
+                }
+                v[rs] += DSA_SHFL_XOR(v[rs], 1, kDsaWarpSize);
+                v[rs] += DSA_SHFL_XOR(v[rs], 2, kDsaWarpSize);
+              }
+              // Lane quad 0 stores the key of row slot 0, quad 1 slot 1.
+              if (quad < 2) {
+                const int32_t key = tile.key0 + key_row + 8 * quad;
+                if (key >= start && key < end) {
+                  p.logits[(it.row0 + rb) * p.logits_stride + key] =
+                      quad == 0 ? v[0] : v[1];
+                }
+              }
+              continue;
             }
           }
-          const int32_t key = tile.key0 + key_row + 8 * out_rs[o];
-          if (r >= tile.rb && r < tile.re && key >= start && key < end) {
-            p.logits[(it.row0 + r) * p.logits_stride + key] = out[o];
+          if constexpr (kPsBanks == 2) {
+            WG64::Issue(acc_a, k_tile, q_tile, /*accumulate=*/false);
+            WG64::Issue(acc_b, k_tile, q_tile + 64 * kHeadDim,
+                        /*accumulate=*/false);
+          } else {
+            // Ping-pong: wait for this group's turn, issue, pass the turn.
+            constexpr bool kPingPong =
+                kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2;
+            if constexpr (kPingPong) NamedSync(1 + group);
+            if constexpr (kTma) {
+              WG::template IssueAs<true, kPsSwizzleQ>(acc, k_tile, q_tile,
+                                                      /*accumulate=*/false);
+            } else {
+              WG::template IssueAs<false, kPsSwizzleQ>(acc, k_tile, q_tile,
+                                                       /*accumulate=*/false);
+            }
+            if constexpr (kPingPong) NamedArrive(2 - group);
           }
+          const float* scales =
+              reinterpret_cast<const float*>(smem + L::kScaleOffset) +
+              s * kTileKeys;
+          const float sc[2] = {scales[key_row], scales[key_row + 8]};
+
+          // relu(score * key scale) * head weight summed over each row's
+          // heads: first this thread's 2 columns of each 8-column block, then
+          // the 4 lanes of the quad. Scales are positive in a real cache
+          // (ue8m0), so relu(s * scale) = scale * relu(s) and the scale
+          // applies once per sum; otherwise the literal form.
+#if defined(DSA_LOGITS_PS_DIAG_NO_EPILOGUE)  // diagnostic: products only
+          if constexpr (kPsBanks == 2) {
+            WG64::template WaitPending<0>(acc_a);
+            WG64::template WaitPending<0>(acc_b);
+          } else {
+            WG::Wait(acc);
+          }
+          BarrierArrive(empty_k(s));
+          if (sc[0] == 12345.0f) p.logits[t] = acc[0];  // keep acc live
+          continue;
+#endif
+          float v[2][Rw];
+#pragma unroll
+          for (int rs = 0; rs < 2; ++rs) {
+#pragma unroll
+            for (int r = 0; r < Rw; ++r) v[rs][r] = 0.0f;
+          }
+          const bool positive =
+              __all_sync(DSA_FULL_WARP_MASK, sc[0] > 0.0f && sc[1] > 0.0f);
+          if constexpr (kPsBanks == 2) {
+            // Columns 0-63 while the product of 64-127 still runs.
+            WG64::template WaitPending<1>(acc_a);
+            if (positive) {
+              AddBlocks<Rw, 0, 8, true>(acc_a, weight_reg, sc, v);
+            } else {
+              AddBlocks<Rw, 0, 8, false>(acc_a, weight_reg, sc, v);
+            }
+            WG64::template WaitPending<0>(acc_b);
+            BarrierArrive(empty_k(s));
+            if (positive) {
+              AddBlocks<Rw, 8, 8, true>(acc_b, weight_reg, sc, v);
+            } else {
+              AddBlocks<Rw, 8, 8, false>(acc_b, weight_reg, sc, v);
+            }
+          } else {
+            WG::Wait(acc);
+            BarrierArrive(empty_k(s));
+            if constexpr (kPsSharedWeights) {
+              float2 w[16];
+#pragma unroll
+              for (int n = 0; n < 16; ++n) w[n] = weight2(n);
+              if (positive) {
+                AddBlocks<Rw, 0, 16, true>(acc, w, sc, v);
+              } else {
+                AddBlocks<Rw, 0, 16, false>(acc, w, sc, v);
+              }
+            } else {
+              if (positive) {
+                AddBlocks<Rw, 0, 16, true>(acc, weight_reg, sc, v);
+              } else {
+                AddBlocks<Rw, 0, 16, false>(acc, weight_reg, sc, v);
+              }
+            }
+          }
+          finish(v, sc, positive, t);
         }
       }
       BarrierArrive(empty_q(qs));
@@ -1252,6 +1605,8 @@ __global__ void __launch_bounds__(kPsThreads, 1)
   } else {
     (void)p;
     (void)splits;
+    (void)key_map;
+    (void)scale_map;
   }
 }
 
@@ -1316,14 +1671,14 @@ bool UsesMma(const IndexerLogitsParams& p) {
 
 #if defined(DSA_GPU_CUDA)
 // Grants the persistent kernels of one block width their shared memory.
-template <bool kWide>
+template <bool kWide, bool kTma>
 bool SetPersistentSmem() {
-  using K = void (*)(IndexerLogitsParams, int);
+  using K = void (*)(IndexerLogitsParams, int, CUtensorMap, CUtensorMap);
   constexpr int kR = PsLayout<kWide>::kBlockCols / kPsCols;  // at 128 heads
   const K kernels[] = {
-      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, kR, kWide>,
-      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 2 * kR, kWide>,
-      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 4 * kR, kWide>};
+      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, kR, kWide, kTma>,
+      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 2 * kR, kWide, kTma>,
+      IndexerLogitsPersistentKernel<Fp8Format::kE4m3fn, 4 * kR, kWide, kTma>};
   bool ok = true;
   for (K k : kernels) {
     ok = ok && hipFuncSetAttribute(reinterpret_cast<const void*>(k),
@@ -1371,12 +1726,123 @@ int PersistentCtas(hipStream_t stream) {
               hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount,
                                     device) == hipSuccess &&
               sms > 0;
-    ok = ok && SetPersistentSmem<false>() && SetPersistentSmem<true>();
+    ok = ok && SetPersistentSmem<false, false>() &&
+         SetPersistentSmem<true, false>();
+    if constexpr (kPsBanks == 1) {
+      ok = ok && SetPersistentSmem<false, true>() &&
+           SetPersistentSmem<true, true>();
+    }
     (void)hipGetLastError();  // a failed query leaves no error behind
     state = ok ? sms : -1;
     cached[device].store(state, std::memory_order_relaxed);
   }
   return state > 0 ? state : 0;
+}
+
+// DSA_LOGITS_PS_TMA=0 keeps the cp.async key path everywhere; 1 (the
+// default) moves key tiles by TMA when the cache allows. The environment
+// variable of the same name, "0", turns it off at run time (read once; for
+// measuring both paths in one process and as a way back).
+#ifndef DSA_LOGITS_PS_TMA
+#define DSA_LOGITS_PS_TMA 1
+#endif
+bool TmaKeysEnabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("DSA_LOGITS_PS_TMA");
+    return DSA_LOGITS_PS_TMA != 0 && !(env != nullptr && env[0] == '0');
+  }();
+  return enabled;
+}
+
+// The driver's tensor-map encoder, found through the runtime (nothing links
+// libcuda); null when the driver has none.
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType,
+                                   cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*,
+                                   const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                   CUtensorMapFloatOOBfill);
+EncodeTiledFn TensorMapEncoder() {
+  static const EncodeTiledFn fn = []() -> EncodeTiledFn {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult status;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
+                                         cudaEnableDefault,
+                                         &status) != cudaSuccess ||
+        status != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+
+// Tensor maps over the paged cache for the TMA path: the key values as
+// [num_blocks][block_size][128] bytes (pages block_size * 132 bytes apart),
+// read in 64-key boxes with 128-byte swizzle (the layout wgmma's
+// DescriptorSwizzle128 reads), and the scales as [num_blocks][block_size]
+// floats (from byte block_size * 128 of each page), read 64 at a time.
+// False when the cache does not allow it: block_size not a multiple of 64,
+// more pages than a coordinate holds, or no encoder.
+bool EncodeKeyMaps(const IndexerLogitsParams& p, CUtensorMap* key_map,
+                   CUtensorMap* scale_map);
+// The maps of the cache last used by this thread are kept: encoding costs
+// host time between the launches (decode steps take ~30 us on the device).
+bool MakeKeyMaps(const IndexerLogitsParams& p, CUtensorMap* key_map,
+                 CUtensorMap* scale_map) {
+  if (!TmaKeysEnabled() || p.block_size % kTileKeys != 0 ||
+      p.num_blocks > 0x7fffffff || p.head_dim != kHeadDim) {
+    return false;
+  }
+  struct Cached {
+    const uint8_t* cache = nullptr;
+    int64_t num_blocks = 0;
+    int32_t block_size = 0;
+    CUtensorMap key_map, scale_map;
+  };
+  thread_local Cached last;
+  if (last.cache != p.k_cache || last.num_blocks != p.num_blocks ||
+      last.block_size != p.block_size) {
+    last.cache = nullptr;
+    if (!EncodeKeyMaps(p, &last.key_map, &last.scale_map)) return false;
+    last.cache = p.k_cache;
+    last.num_blocks = p.num_blocks;
+    last.block_size = p.block_size;
+  }
+  *key_map = last.key_map;
+  *scale_map = last.scale_map;
+  return true;
+}
+bool EncodeKeyMaps(const IndexerLogitsParams& p, CUtensorMap* key_map,
+                   CUtensorMap* scale_map) {
+  const EncodeTiledFn encode = TensorMapEncoder();
+  if (encode == nullptr) return false;
+  const cuuint64_t page_bytes =
+      static_cast<cuuint64_t>(p.block_size) * (kHeadDim + 4);
+  const cuuint64_t key_dims[3] = {kHeadDim,
+                                  static_cast<cuuint64_t>(p.block_size),
+                                  static_cast<cuuint64_t>(p.num_blocks)};
+  const cuuint64_t key_strides[2] = {kHeadDim, page_bytes};
+  const cuuint32_t key_box[3] = {kHeadDim, kTileKeys, 1};
+  const cuuint32_t unit[3] = {1, 1, 1};
+  uint8_t* cache = const_cast<uint8_t*>(p.k_cache);
+  if (encode(key_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, cache, key_dims,
+             key_strides, key_box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+    return false;
+  }
+  const cuuint64_t scale_dims[2] = {static_cast<cuuint64_t>(p.block_size),
+                                    static_cast<cuuint64_t>(p.num_blocks)};
+  const cuuint64_t scale_strides[1] = {page_bytes};
+  const cuuint32_t scale_box[2] = {kTileKeys, 1};
+  return encode(scale_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2,
+                cache + static_cast<int64_t>(p.block_size) * kHeadDim,
+                scale_dims, scale_strides, scale_box, unit,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 template <Fp8Format F, bool kWide>
@@ -1398,16 +1864,31 @@ void LaunchPersistentAs(const IndexerLogitsParams& p, int sms,
   const int64_t items = blocks * splits;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(items, sms));
   const int s = static_cast<int>(splits);
-  if (rows_per_block == kR) {
-    IndexerLogitsPersistentKernel<F, kR, kWide>
-        <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s);
-  } else if (rows_per_block == 2 * kR) {
-    IndexerLogitsPersistentKernel<F, 2 * kR, kWide>
-        <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s);
-  } else {
-    IndexerLogitsPersistentKernel<F, 4 * kR, kWide>
-        <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s);
+  CUtensorMap key_map{}, scale_map{};
+  const bool tma = kPsBanks == 1 && MakeKeyMaps(p, &key_map, &scale_map);
+  auto launch = [&](auto tma_tag) {
+    constexpr bool kTma = decltype(tma_tag)::value;
+    if (rows_per_block == kR) {
+      IndexerLogitsPersistentKernel<F, kR, kWide, kTma>
+          <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s, key_map,
+                                                        scale_map);
+    } else if (rows_per_block == 2 * kR) {
+      IndexerLogitsPersistentKernel<F, 2 * kR, kWide, kTma>
+          <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s, key_map,
+                                                        scale_map);
+    } else {
+      IndexerLogitsPersistentKernel<F, 4 * kR, kWide, kTma>
+          <<<grid, kPsThreads, L::kSmemBytes, stream>>>(p, s, key_map,
+                                                        scale_map);
+    }
+  };
+  if constexpr (kPsBanks == 1) {
+    if (tma) {
+      launch(std::true_type{});
+      return;
+    }
   }
+  launch(std::false_type{});
 }
 
 // Launches the persistent kernel when it applies; false otherwise.

@@ -437,6 +437,20 @@ struct WarpgroupFp8Mma {
            (static_cast<uint64_t>(kLeadingBytes >> 4) << 16) |
            (static_cast<uint64_t>(kRowGroupBytes >> 4) << 32);
   }
+  // Descriptor of an operand of 128-byte rows (kKBytes = 128) as the tensor
+  // memory accelerator writes it with 128-byte swizzle: row r at 128 r, its
+  // 16-byte chunk c at chunk c ^ (r % 8); 8-row groups 1024 bytes apart.
+  // Row 0 lies at `base` (1024-byte aligned); k0 is a multiple of 32.
+  __device__ __forceinline__ static uint64_t DescriptorSwizzle128(
+      const void* base, int k0) {
+    static_assert(kKBytes == 128, "128-byte swizzle spans 128-byte rows");
+    const uint32_t addr =
+        static_cast<uint32_t>(__cvta_generic_to_shared(base)) + k0;
+    return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+           (uint64_t{1} << 16) |                       // leading offset: unused
+           (static_cast<uint64_t>(1024 >> 4) << 32) |  // 8-row group stride
+           (uint64_t{1} << 62);  // layout: 128-byte swizzle
+  }
   // Keeps the compiler from moving reads or writes of the accumulators
   // across the asynchronous product.
   __device__ __forceinline__ static void FenceOperands(
@@ -461,13 +475,43 @@ struct WarpgroupFp8Mma {
                                                const uint8_t* a_tile,
                                                const uint8_t* b_tile,
                                                bool accumulate) {
+    IssueAs<false, false>(acc, a_tile, b_tile, accumulate);
+  }
+  // The same with A (a_tile, 1024-byte aligned) in the 128-byte swizzled
+  // layout of DescriptorSwizzle128, B as above.
+  __device__ __forceinline__ static void IssueSwizzledA(
+      float (&acc)[kAccPerThread], const uint8_t* a_tile, const uint8_t* b_tile,
+      bool accumulate) {
+    IssueAs<true, false>(acc, a_tile, b_tile, accumulate);
+  }
+  // Both operands (1024-byte aligned) in the 128-byte swizzled layout.
+  __device__ __forceinline__ static void IssueSwizzled(
+      float (&acc)[kAccPerThread], const uint8_t* a_tile, const uint8_t* b_tile,
+      bool accumulate) {
+    IssueAs<true, true>(acc, a_tile, b_tile, accumulate);
+  }
+  template <bool kASwizzle128, bool kBSwizzle128>
+  __device__ __forceinline__ static void IssueAs(float (&acc)[kAccPerThread],
+                                                 const uint8_t* a_tile,
+                                                 const uint8_t* b_tile,
+                                                 bool accumulate) {
 #if defined(DSA_MMA_HAS_WGMMA_FP8)
     FenceOperands(acc);
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int k0 = 0; k0 < kKBytes; k0 += kK) {
-      const uint64_t da = Descriptor(a_tile, k0);
-      const uint64_t db = Descriptor(b_tile, k0);
+      uint64_t da;
+      if constexpr (kASwizzle128) {
+        da = DescriptorSwizzle128(a_tile, k0);
+      } else {
+        da = Descriptor(a_tile, k0);
+      }
+      uint64_t db;
+      if constexpr (kBSwizzle128) {
+        db = DescriptorSwizzle128(b_tile, k0);
+      } else {
+        db = Descriptor(b_tile, k0);
+      }
       const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
       asm volatile(
           "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -511,6 +555,19 @@ struct WarpgroupFp8Mma {
 #else
     (void)acc;
 #endif
+  }
+  // Waits until at most kPending of this warpgroup's issued products are
+  // still running (the oldest finish first); then acc, the accumulators of
+  // an older product, may be read. With two accumulator sets, a kernel
+  // issues the next product into one while it reads the other.
+  template <int kPending>
+  __device__ __forceinline__ static void WaitPending(
+      float (&acc)[kAccPerThread]) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
+                 : "memory");
+#endif
+    FenceOperands(acc);
   }
   __device__ __forceinline__ static void Run(float (&acc)[kAccPerThread],
                                              const uint8_t* a_tile,
@@ -597,6 +654,78 @@ struct WarpgroupFp8Mma64 : WarpgroupFp8Mma<kKBytes> {
 #if defined(DSA_MMA_HAS_WGMMA_FP8)
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
                  : "memory");
+#endif
+    FenceOperands(acc);
+  }
+};
+
+// The same product on 32 columns, D[64 x 32] (+)= A[64 x 32] * B[32 x 32]^T
+// (wgmma m64n32k32, 16 accumulators a thread; accumulator i of a thread is
+// at AccRow / AccCol as above). For products whose useful columns are few
+// (a decode row of 32 heads). kASwizzle128: A as DescriptorSwizzle128 reads
+// it, else the core-matrix layout.
+template <int kKBytes>
+struct WarpgroupFp8Mma32 : WarpgroupFp8Mma<kKBytes> {
+  using Base = WarpgroupFp8Mma<kKBytes>;
+  static constexpr int kN = 32;
+  static constexpr int kAccPerThread = Base::kM * kN / 128;  // 16
+  static constexpr const char* kInstruction =
+      "wgmma.m64n32k32.e4m3 (QGMMA, sm_90a)";
+
+  __device__ __forceinline__ static void FenceOperands(
+      float (&acc)[kAccPerThread]) {
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i) {
+      asm volatile("" : "+f"(acc[i])::"memory");
+    }
+  }
+  // As WarpgroupFp8Mma::Issue; b_tile holds 32 rows. One commit group.
+  template <bool kASwizzle128, bool kBSwizzle128 = false>
+  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
+                                               const uint8_t* a_tile,
+                                               const uint8_t* b_tile,
+                                               bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k0 = 0; k0 < kKBytes; k0 += Base::kK) {
+      uint64_t da;
+      if constexpr (kASwizzle128) {
+        da = Base::DescriptorSwizzle128(a_tile, k0);
+      } else {
+        da = Base::Descriptor(a_tile, k0);
+      }
+      uint64_t db;
+      if constexpr (kBSwizzle128) {
+        db = Base::DescriptorSwizzle128(b_tile, k0);
+      } else {
+        db = Base::Descriptor(b_tile, k0);
+      }
+      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15},"
+          " %16, %17, p, 1, 1;\n}\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
+            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
+            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15])
+          : "l"(da), "l"(db), "r"(scale_d));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a_tile;
+    (void)b_tile;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupFp8Mma
+#endif
+  }
+  __device__ __forceinline__ static void Wait(float (&acc)[kAccPerThread]) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
     FenceOperands(acc);
   }
@@ -1040,6 +1169,8 @@ template <int kKBytes>
 struct WarpgroupFp8Mma;
 template <int kKBytes>
 struct WarpgroupFp8Mma64;
+template <int kKBytes>
+struct WarpgroupFp8Mma32;
 inline constexpr bool kHasWarpgroupBf16Mma = false;
 template <int kN>
 struct WarpgroupBf16Mma;
