@@ -33,6 +33,7 @@
 
 #include "attention/gpu/async_copy.h"
 #include "attention/gpu/dense_mha_kernels.h"
+#include "attention/gpu/dense_mha_vendor_gemm.h"
 #include "attention/gpu/gemm_bf16.h"
 #include "attention/gpu/launch_util.h"
 #include "attention/gpu/stream_scratch.h"
@@ -178,6 +179,41 @@ __global__ void ToBf16Kernel(const T* __restrict__ in,
   }
 }
 
+// kv_b_proj [heads, nope + v, lora] (fp32 or bf16, any alignment) -> bf16
+// W_UK [heads * nope, lora] and W_UV [heads * v, lora], both contiguous, for
+// the vendor GEMM (which takes one row stride per operand, not row groups).
+// Each thread moves 8 consecutive elements of a row (lora % 8 == 0).
+template <typename T>
+__global__ void SplitWeightsKernel(const T* __restrict__ w,
+                                   uint16_t* __restrict__ wk,
+                                   uint16_t* __restrict__ wv, int64_t rows,
+                                   int32_t nope, int32_t v, int32_t lora) {
+  const int64_t chunks_per_row = lora / 8;
+  const int64_t total = rows * chunks_per_row;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       c < total; c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = c / chunks_per_row;
+    const int col = static_cast<int>(c % chunks_per_row) * 8;
+    const int64_t head = row / (nope + v);
+    const int j = static_cast<int>(row % (nope + v));
+    uint16_t* dst = j < nope ? wk + (head * nope + j) * lora + col
+                             : wv + (head * v + (j - nope)) * lora + col;
+    const T* src = w + row * lora + col;
+    uint32_t packed[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (sizeof(T) == 4) {
+        packed[i] = PackBf16x2(src[2 * i], src[2 * i + 1]);
+      } else {
+        packed[i] = static_cast<uint32_t>(src[2 * i]) |
+                    (static_cast<uint32_t>(src[2 * i + 1]) << 16);
+      }
+    }
+    *reinterpret_cast<uint4*>(dst) =
+        make_uint4(packed[0], packed[1], packed[2], packed[3]);
+  }
+}
+
 struct AttentionArgs {
   const uint16_t* q;      // bf16 [tokens, heads, qk]
   const uint16_t* knope;  // bf16 [S, heads * nope]
@@ -222,6 +258,7 @@ struct PipelinedSmem {
   static constexpr int kVt = kK + 2 * kKBytes;
   static constexpr int kP = kVt + 2 * kVtBytes;
   static constexpr size_t kBytes = kP + 2 * 2 * kPBytes;
+  static constexpr size_t kBytesRegP = kP;  // P stays in registers
 };
 
 // Shared memory of the warpgroup body: core-matrix layout (mma.h), byte
@@ -714,13 +751,18 @@ __device__ __forceinline__ void WarpgroupBody(const AttentionArgs& a,
 //     softmax of tile t -> P_t (the other P buffer)
 //     wait PV_{t+1}; rescale O for tile t's new row maxima
 //   then PV_0.
-template <int kQk, int kV>
+//
+// kRegP: P stays in registers as the A operand of P V (the wgmma RS form,
+// WarpgroupBf16MmaRegA): no shared-memory P buffers, stores or reads.
+template <int kQk, int kV, bool kRegP>
 __device__ __forceinline__ void WarpgroupPipelinedBody(const AttentionArgs& a,
                                                        uint16_t* smem_u16) {
   static_assert(kBlockM == 128 && kBlockN == 64, "two warpgroups of 64 rows");
   using L = PipelinedSmem<kQk, kV>;
   using WgS = ::dsa::gpu::WarpgroupBf16Mma<kBlockN>;
   using WgO = ::dsa::gpu::WarpgroupBf16Mma<kV>;
+  using WgORegA = ::dsa::gpu::WarpgroupBf16MmaRegA<kV>;
+  constexpr int kPSteps = kBlockN / 16;
   constexpr float kNegInf = -__builtin_huge_valf();
   uint8_t* smem = reinterpret_cast<uint8_t*>(smem_u16);
   uint8_t* q_s = smem + L::kQ;
@@ -794,6 +836,7 @@ __device__ __forceinline__ void WarpgroupPipelinedBody(const AttentionArgs& a,
   float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f};
   const uint8_t* q_group = q_s + group * 8 * L::kQkGroup;
   const int last = w.num_tiles - 1;
+  uint32_t p_frag[kPSteps][4];  // kRegP: P of the previous tile
 
   load_k(last, k_buf(0));
   CopyAsyncCommit();
@@ -811,8 +854,12 @@ __device__ __forceinline__ void WarpgroupPipelinedBody(const AttentionArgs& a,
     WgS::template Issue<kQk>(s, q_group, L::kQkGroup, k_buf(cur), L::kQkGroup,
                              false);
     if (i > 0) {
-      WgO::template Issue<kBlockN>(o, p_buf(cur ^ 1), L::kKeyGroup,
-                                   vt_buf(cur ^ 1), L::kKeyGroup, true);
+      if constexpr (kRegP) {
+        WgORegA::Issue(o, p_frag, vt_buf(cur ^ 1), L::kKeyGroup, true);
+      } else {
+        WgO::template Issue<kBlockN>(o, p_buf(cur ^ 1), L::kKeyGroup,
+                                     vt_buf(cur ^ 1), L::kKeyGroup, true);
+      }
       // S_t was committed first: waiting for all but the newest group
       // leaves PV_{t+1} running.
       asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
@@ -848,28 +895,48 @@ __device__ __forceinline__ void WarpgroupPipelinedBody(const AttentionArgs& a,
       m[r] = new_max;
       l[r] *= alpha[r];
     }
-    uint8_t* p_s = p_buf(cur);
+    if constexpr (kRegP) {
 #pragma unroll
-    for (int e = 0; e < WgS::kAccPerThread; e += 2) {
-      const int slot = (e / 2) % 2;
-      const float p0 = exp2f(s[e] - base[slot]);
-      const float p1 = exp2f(s[e + 1] - base[slot]);
-      l[slot] += p0 + p1;
-      const int r = WgS::AccRow(warp_in_group, lane, e);
-      const int col = WgS::AccCol(lane, e);
-      *reinterpret_cast<uint32_t*>(p_s + WgS::Offset(r, col, L::kKeyGroup)) =
-          PackBf16x2(p0, p1);
+      for (int e = 0; e < WgS::kAccPerThread; e += 2) {
+        const int slot = (e / 2) % 2;
+        s[e] = exp2f(s[e] - base[slot]);
+        s[e + 1] = exp2f(s[e + 1] - base[slot]);
+        l[slot] += s[e] + s[e + 1];
+      }
+      // PV_{t+1} done: O may be rescaled and P_{t+1}'s registers reused.
+      // Unconditional (nothing is pending at i = 0): a wait ptxas cannot
+      // pair with the issue would make it serialise every wgmma.
+      WgORegA::Wait(o, p_frag);
+      WgORegA::template FromAccumulator<kBlockN>(s, p_frag);
+    } else {
+      uint8_t* p_s = p_buf(cur);
+#pragma unroll
+      for (int e = 0; e < WgS::kAccPerThread; e += 2) {
+        const int slot = (e / 2) % 2;
+        const float p0 = exp2f(s[e] - base[slot]);
+        const float p1 = exp2f(s[e + 1] - base[slot]);
+        l[slot] += p0 + p1;
+        const int r = WgS::AccRow(warp_in_group, lane, e);
+        const int col = WgS::AccCol(lane, e);
+        *reinterpret_cast<uint32_t*>(p_s + WgS::Offset(r, col, L::kKeyGroup)) =
+            PackBf16x2(p0, p1);
+      }
+      WgO::Wait(o);  // PV_{t+1} done: O may be rescaled
     }
-    WgO::Wait(o);  // PV_{t+1} done: O may be rescaled
 #pragma unroll
     for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
   }
   CopyAsyncWait<0>();
   WgS::FenceStores();
   __syncthreads();
-  WgO::template Issue<kBlockN>(o, p_buf(last % 2), L::kKeyGroup,
-                               vt_buf(last % 2), L::kKeyGroup, true);
-  WgO::Wait(o);
+  if constexpr (kRegP) {
+    WgORegA::Issue(o, p_frag, vt_buf(last % 2), L::kKeyGroup, true);
+    WgORegA::Wait(o, p_frag);
+  } else {
+    WgO::template Issue<kBlockN>(o, p_buf(last % 2), L::kKeyGroup,
+                                 vt_buf(last % 2), L::kKeyGroup, true);
+    WgO::Wait(o);
+  }
 
   float inv[2];
 #pragma unroll
@@ -898,22 +965,33 @@ inline constexpr bool kWarpgroupAttention = ::dsa::gpu::kHasWarpgroupBf16Mma;
 inline constexpr bool kWarpgroupAttention = false;
 #endif
 
+// The attention bodies: the warp-level one off sm_90a; on sm_90a the plain
+// warpgroup body, the pipelined one with P through shared memory, and the
+// pipelined one with P in registers.
+enum AttentionBody : int {
+  kBodyPlain = 0,      // WarpgroupBody on sm_90a, WarpBody elsewhere
+  kBodyPipelined = 1,  // WarpgroupPipelinedBody<.., false>
+  kBodyRegP = 2,       // WarpgroupPipelinedBody<.., true>
+};
+
 // Two blocks per multiprocessor where registers and shared memory allow
 // (the plain warpgroup body with v <= 128); one otherwise.
-template <int kQk, int kV, bool kPipelined>
+template <int kQk, int kV, int kBody>
 constexpr int kAttentionMinBlocks =
-    kWarpgroupAttention && !kPipelined && kV <= 128 ? 2 : 1;
+    kWarpgroupAttention&& kBody == kBodyPlain&& kV <= 128 ? 2 : 1;
 
-// kPipelined picks the pipelined warpgroup body on sm_90a (elsewhere both
-// instantiations run the warp-level body).
-template <int kQk, int kV, bool kPipelined>
+// kBody picks the body on sm_90a; elsewhere every instantiation runs the
+// warp-level body (and only kBodyPlain is launched).
+template <int kQk, int kV, int kBody>
 __global__ void __launch_bounds__(kThreads,
-                                  (kAttentionMinBlocks<kQk, kV, kPipelined>))
+                                  (kAttentionMinBlocks<kQk, kV, kBody>))
     DenseAttentionKernel(const AttentionArgs a) {
   extern __shared__ __align__(128) uint16_t smem[];
 #if defined(DSA_GPU_CUDA)
-  if constexpr (kWarpgroupAttention && kPipelined) {
-    WarpgroupPipelinedBody<kQk, kV>(a, smem);
+  if constexpr (kWarpgroupAttention && kBody == kBodyRegP) {
+    WarpgroupPipelinedBody<kQk, kV, true>(a, smem);
+  } else if constexpr (kWarpgroupAttention && kBody == kBodyPipelined) {
+    WarpgroupPipelinedBody<kQk, kV, false>(a, smem);
   } else if constexpr (kWarpgroupAttention) {
     WarpgroupBody<kQk, kV>(a, smem);
   } else {
@@ -924,14 +1002,17 @@ __global__ void __launch_bounds__(kThreads,
 #endif
 }
 
-// Whether to run the pipelined warpgroup body (sm_90a): yes unless
-// DSA_DENSE_ATTENTION=plain (for comparisons).
-bool PipelinedWanted() {
-  static const bool wanted = [] {
+// Which warpgroup body to run (sm_90a): DSA_DENSE_ATTENTION=plain,
+// pipelined (P through shared memory) or regp (P in registers); the
+// default is pipelined.
+AttentionBody WantedBody() {
+  static const AttentionBody body = [] {
     const char* env = std::getenv("DSA_DENSE_ATTENTION");
-    return env == nullptr || std::strcmp(env, "plain") != 0;
+    if (env != nullptr && std::strcmp(env, "plain") == 0) return kBodyPlain;
+    if (env != nullptr && std::strcmp(env, "regp") == 0) return kBodyRegP;
+    return kBodyPipelined;
   }();
-  return wanted;
+  return body;
 }
 
 // Whether the attention kernels of this build run the warpgroup body on the
@@ -978,12 +1059,19 @@ LaunchResult LaunchAttention(const AttentionArgs& args, int items, int heads,
   bool warpgroup = false;
   LaunchResult r = UsesWarpgroupBody(&warpgroup);
   if (!r.ok()) return r;
-  const bool pipelined = warpgroup && PipelinedWanted();
-  const AttentionFn fn = pipelined ? &DenseAttentionKernel<kQk, kV, true>
-                                   : &DenseAttentionKernel<kQk, kV, false>;
-  const size_t bytes = pipelined   ? PipelinedSmem<kQk, kV>::kBytes
-                       : warpgroup ? WarpgroupSmem<kQk, kV>::kBytes
-                                   : WarpSmem<kQk, kV>::kBytes;
+  const AttentionBody body = warpgroup ? WantedBody() : kBodyPlain;
+  AttentionFn fn = &DenseAttentionKernel<kQk, kV, kBodyPlain>;
+  size_t bytes =
+      warpgroup ? WarpgroupSmem<kQk, kV>::kBytes : WarpSmem<kQk, kV>::kBytes;
+#if defined(DSA_GPU_CUDA)
+  if (body == kBodyPipelined) {
+    fn = &DenseAttentionKernel<kQk, kV, kBodyPipelined>;
+    bytes = PipelinedSmem<kQk, kV>::kBytes;
+  } else if (body == kBodyRegP) {
+    fn = &DenseAttentionKernel<kQk, kV, kBodyRegP>;
+    bytes = PipelinedSmem<kQk, kV>::kBytesRegP;
+  }
+#endif
   int device = 0, max_smem = 0;
   r = FromError(hipGetDevice(&device), "dense_mha_prefill: device");
   if (!r.ok()) return r;
@@ -1044,6 +1132,90 @@ LaunchResult ConvertToBf16(const T* in, uint16_t* out, int64_t n,
   hipLaunchKernelGGL(ToBf16Kernel<T>, dim3(static_cast<unsigned>(blocks)),
                      dim3(256), 0, stream, in, out, n);
   return CheckLaunch("dense_mha_prefill bf16 conversion");
+}
+
+// Whether the decompression runs on the platform's vendor GEMM (cuBLASLt /
+// rocBLAS, when loaded) instead of gemm_bf16.h; asked once per process.
+// DSA_DENSE_DECOMPRESS=own forces the project's GEMM.
+const char* DecompressionBackend() {
+  static const char* const backend = []() -> const char* {
+    const char* env = std::getenv("DSA_DENSE_DECOMPRESS");
+    if (env != nullptr && std::strcmp(env, "own") == 0) return "gemm_bf16";
+    const char* vendor = DenseMhaVendorGemmBackend();
+    return vendor != nullptr ? vendor : "gemm_bf16";
+  }();
+  return backend;
+}
+bool VendorDecompression() {
+  return std::strcmp(DecompressionBackend(), "gemm_bf16") != 0;
+}
+
+// The decompression on the vendor GEMM: W_UK and W_UV are first split
+// out of kv_b_proj into contiguous bf16 scratch (the vendor GEMM takes one
+// row stride per operand), then K_nope [S, heads * nope] = lat W_UK^T and
+// V^T [heads * v, S] = W_UV lat^T, each one plain GEMM (a weight copy of
+// 2 * heads * (nope + v) * lora bytes, ~10-30 us, buys one large product
+// instead of a batch of per-head ones).
+LaunchResult DecompressOnVendorGemm(const DenseMhaPrefillParams& p,
+                                    const uint16_t* lat, int64_t lat_ld,
+                                    int64_t kv_rows, uint16_t* knope,
+                                    uint16_t* vt, StreamScratch& scratch,
+                                    hipStream_t stream) {
+  const int64_t nope = p.qk_nope_head_dim, v = p.v_head_dim;
+  const int64_t lora = p.kv_lora_rank, heads = p.heads;
+  const int64_t w_rows = heads * (nope + v);
+  uint16_t* wk = nullptr;
+  uint16_t* wv = nullptr;
+  LaunchResult r;
+  if (nope > 0) {
+    r = scratch.Get(&wk, static_cast<size_t>(heads * nope * lora * 2),
+                    "dense_mha_prefill W_UK scratch");
+    if (!r.ok()) return r;
+  }
+  r = scratch.Get(&wv, static_cast<size_t>(heads * v * lora * 2),
+                  "dense_mha_prefill W_UV scratch");
+  if (!r.ok()) return r;
+  const int64_t chunks = w_rows * (lora / 8);
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<int64_t>((chunks + 255) / 256, 16384));
+  if (p.kv_b_proj_format == FloatFormat::kFloat32) {
+    hipLaunchKernelGGL(SplitWeightsKernel<float>, dim3(blocks), dim3(256), 0,
+                       stream, static_cast<const float*>(p.kv_b_proj), wk, wv,
+                       w_rows, static_cast<int32_t>(nope),
+                       static_cast<int32_t>(v), static_cast<int32_t>(lora));
+  } else {
+    hipLaunchKernelGGL(SplitWeightsKernel<uint16_t>, dim3(blocks), dim3(256), 0,
+                       stream, static_cast<const uint16_t*>(p.kv_b_proj), wk,
+                       wv, w_rows, static_cast<int32_t>(nope),
+                       static_cast<int32_t>(v), static_cast<int32_t>(lora));
+  }
+  r = CheckLaunch("dense_mha_prefill weight split");
+  if (!r.ok()) return r;
+  if (nope > 0) {
+    Bf16GemmParams g;
+    g.a = lat;
+    g.lda = lat_ld;
+    g.b = wk;
+    g.ldb = lora;
+    g.c = knope;
+    g.ldc = heads * nope;
+    g.m = kv_rows;
+    g.n = heads * nope;
+    g.k = lora;
+    r = DenseMhaVendorGemmLaunch(g, stream);
+    if (!r.ok()) return r;
+  }
+  Bf16GemmParams g;
+  g.a = wv;
+  g.lda = lora;
+  g.b = lat;
+  g.ldb = lat_ld;
+  g.c = vt;
+  g.ldc = kv_rows;
+  g.m = heads * v;
+  g.n = kv_rows;
+  g.k = lora;
+  return DenseMhaVendorGemmLaunch(g, stream);
 }
 
 }  // namespace
@@ -1237,38 +1409,42 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
   // V^T = W_UV x lat[:, :lora]^T, W_UK / W_UV the per-head row groups of
   // kv_b_proj.
   const int64_t w_rows = static_cast<int64_t>(p.heads) * (nope + v);
-  const uint16_t* w = static_cast<const uint16_t*>(p.kv_b_proj);
-  if (p.kv_b_proj_format == FloatFormat::kFloat32 ||
-      reinterpret_cast<uintptr_t>(p.kv_b_proj) % 16 != 0) {
-    uint16_t* wb = nullptr;
-    r = scratch.Get(&wb, static_cast<size_t>(w_rows * lora * 2),
-                    "dense_mha_prefill weight scratch");
+  if (!p.own_decompression_gemm && VendorDecompression()) {
+    r = DecompressOnVendorGemm(p, lat, lat_ld, kv_rows, knope, vt, scratch,
+                               stream);
     if (!r.ok()) return r;
-    r = p.kv_b_proj_format == FloatFormat::kFloat32
-            ? ConvertToBf16(static_cast<const float*>(p.kv_b_proj), wb,
-                            w_rows * lora, stream)
-            : ConvertToBf16(static_cast<const uint16_t*>(p.kv_b_proj), wb,
-                            w_rows * lora, stream);
-    if (!r.ok()) return r;
-    w = wb;
-  }
-  if (nope > 0) {
-    Bf16GemmParams g;
-    g.a = lat;
-    g.lda = lat_ld;
-    g.b = w;
-    g.ldb = lora;
-    g.b_group_rows = nope;
-    g.b_group_stride = nope + v;
-    g.c = knope;
-    g.ldc = knope_ld;
-    g.m = kv_rows;
-    g.n = knope_ld;
-    g.k = lora;
-    r = Bf16GemmLaunch(g, stream);
-    if (!r.ok()) return r;
-  }
-  {
+  } else {
+    const uint16_t* w = static_cast<const uint16_t*>(p.kv_b_proj);
+    if (p.kv_b_proj_format == FloatFormat::kFloat32 ||
+        reinterpret_cast<uintptr_t>(p.kv_b_proj) % 16 != 0) {
+      uint16_t* wb = nullptr;
+      r = scratch.Get(&wb, static_cast<size_t>(w_rows * lora * 2),
+                      "dense_mha_prefill weight scratch");
+      if (!r.ok()) return r;
+      r = p.kv_b_proj_format == FloatFormat::kFloat32
+              ? ConvertToBf16(static_cast<const float*>(p.kv_b_proj), wb,
+                              w_rows * lora, stream)
+              : ConvertToBf16(static_cast<const uint16_t*>(p.kv_b_proj), wb,
+                              w_rows * lora, stream);
+      if (!r.ok()) return r;
+      w = wb;
+    }
+    if (nope > 0) {
+      Bf16GemmParams g;
+      g.a = lat;
+      g.lda = lat_ld;
+      g.b = w;
+      g.ldb = lora;
+      g.b_group_rows = nope;
+      g.b_group_stride = nope + v;
+      g.c = knope;
+      g.ldc = knope_ld;
+      g.m = kv_rows;
+      g.n = knope_ld;
+      g.k = lora;
+      r = Bf16GemmLaunch(g, stream);
+      if (!r.ok()) return r;
+    }
     Bf16GemmParams g;
     g.a = w + nope * lora;
     g.lda = lora;
@@ -1322,12 +1498,20 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
                            static_cast<int>(work.size()), p.heads, stream);
 }
 
+const char* DenseMhaDecompressionPath() { return DecompressionBackend(); }
+
 const char* DenseMhaAttentionPath() {
   bool warpgroup = false;
   if (!UsesWarpgroupBody(&warpgroup).ok()) return "none";
-  return !warpgroup          ? "warp"
-         : PipelinedWanted() ? "warpgroup-pipelined"
-                             : "warpgroup";
+  if (!warpgroup) return "warp";
+  switch (WantedBody()) {
+    case kBodyPipelined:
+      return "warpgroup-pipelined";
+    case kBodyRegP:
+      return "warpgroup-pipelined-regp";
+    default:
+      return "warpgroup";
+  }
 }
 
 LaunchResult CopyToHostOnStream(void* dst, const void* src, size_t bytes,

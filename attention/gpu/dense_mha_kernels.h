@@ -7,9 +7,15 @@
 //      "fp8_ds_mla" dequantised, exactly) into contiguous bf16 rows
 //      kv_c | k_pe of a scratch buffer (attention/gpu/stream_scratch.h),
 //      each request's rows starting at and padded to a multiple of 64;
-//   2-3. decompression, two bf16 GEMMs (gemm_bf16.h): K_nope = kv_c W_UK^T
-//      as [S, heads * nope] and V^T = W_UV kv_c^T as [heads * v, S], so that
-//      both attention products read K-major operands;
+//   2-3. decompression, two bf16 GEMMs: K_nope = kv_c W_UK^T as
+//      [S, heads * nope] and V^T = W_UV kv_c^T as [heads * v, S], so that
+//      both attention products read K-major operands. They run on the
+//      platform's vendor GEMM (the gemm dense op, GemmGpu in
+//      dense_op_kernels.h: cuBLASLt on CUDA, rocBLAS on ROCm, loaded at run
+//      time) over W_UK and W_UV split out of kv_b_proj into contiguous bf16
+//      scratch (one small kernel), and on the project's own GEMM
+//      (gemm_bf16.h, reading kv_b_proj's row groups in place) when no vendor
+//      library loads, when DSA_DENSE_DECOMPRESS=own, or when the params ask;
 //   4. attention: FlashAttention-style causal attention, one block per (128
 //      query rows, head), query tiles of one head in consecutive blocks (they
 //      share that head's K/V in L2), the longest first; key/value tiles of 64
@@ -68,6 +74,9 @@ struct DenseMhaPrefillParams {
   int32_t qk_nope_head_dim = 0;
   int32_t v_head_dim = 0;
   float softmax_scale = 0.0f;
+  // Decompress on gemm_bf16.h even where a vendor GEMM is loaded (tests
+  // compare both).
+  bool own_decompression_gemm = false;
 };
 
 // Enqueues the three kernels. Supported: nope, rope, v multiples of 8;
@@ -107,6 +116,10 @@ inline DenseMhaFlops DenseMhaPrefillFlops(const DenseMhaPrefillParams& p) {
 // (sm_90a code: wgmma) or "warp" (Bf16WarpMma); "none" when not built or on
 // error. For tests and reports.
 const char* DenseMhaAttentionPath();
+
+// Which GEMM the decompression takes in this process: "cublaslt",
+// "rocblas" (the platform's vendor GEMM) or "gemm_bf16". For reports.
+const char* DenseMhaDecompressionPath();
 
 // `bytes` from device `src` to host `dst` in stream order, then waits for
 // the stream (how the op kernel reads the lengths).
