@@ -40,6 +40,12 @@
 #include "platform/gpu/hip_compat.h"
 #include "platform/gpu/mma.h"
 
+#if defined(DSA_GPU_CUDA)
+// CUtensorMap for the TMA body; its encoder is the driver's, looked up at
+// run time (nothing links libcuda).
+#include <cuda.h>
+#endif
+
 namespace dsa::attention::gpu {
 namespace {
 
@@ -225,6 +231,7 @@ struct AttentionArgs {
   int64_t vt_ld;
   int64_t lat_ld;
   int32_t heads, nope, rope, v, lora;
+  int64_t tokens;
   float scale_log2;  // softmax_scale * log2(e)
   bool out_bf16;
   bool out_pairs;  // output 8-byte aligned: adjacent fp32 pairs in one store
@@ -965,6 +972,335 @@ inline constexpr bool kWarpgroupAttention = ::dsa::gpu::kHasWarpgroupBf16Mma;
 inline constexpr bool kWarpgroupAttention = false;
 #endif
 
+// ---------------------------------------------------------------------------
+// The warp-specialised body (sm_90a, FlashAttention-3's structure): a
+// producer warp streams K and V^T tiles with TMA copies into rings of
+// shared-memory stages, signalled on mbarriers; two consumer warpgroups (64
+// query rows each) multiply on wgmma from the 128-byte swizzled layout the
+// copies write, with P in registers (WarpgroupBf16MmaRegA) and tile t's
+// P V beside tile t - 1's Q K^T and softmax, and never wait on a block-wide
+// barrier. The math warps issue no loads and compute no addresses, which
+// the cp.async bodies above spend many of their issue slots on. Needs
+// nope, rope and v multiples of 64 (a TMA box of 64 columns covers one
+// swizzle block of one source); the launcher picks another body otherwise.
+//
+// Per CTA: Q (128 x qk) once; for every key tile (64 keys), K (64 x qk:
+// nope / 64 boxes of K_nope, rope / 64 of k_pe) and V^T (v x 64).
+// GLM-5.1: Q 64 KiB + 2 stages x (32 + 32) KiB; DeepSeek-V3.2: 48 KiB + 4 x
+// (24 + 16) KiB.
+#if defined(DSA_GPU_CUDA)
+// A producer warpgroup (one lane of it issues the copies): with 12 warps,
+// each scheduler's register file holds one producer and two consumer warps,
+// and setmaxnreg moves the producer's registers to the consumers (40 + 2 x
+// 232 <= 512 per scheduler slot): GLM-5.1's O alone is 128 registers.
+constexpr int kTmaConsumerThreads = 256;
+constexpr int kTmaThreads = kTmaConsumerThreads + 128;
+constexpr int kTmaProducerRegs = 40;
+constexpr int kTmaConsumerRegs = 232;
+
+struct TmaMaps {
+  CUtensorMap q;      // 3-D {qk, heads, tokens}, box {64, 1, 128}
+  CUtensorMap knope;  // 2-D {heads * nope, S}, box {64, 64}
+  CUtensorMap kpe;    // 2-D {lora + rope, S} (the latent rows), box {64, 64}
+  CUtensorMap vt;     // 2-D {S, heads * v}, box {64, v}
+};
+
+template <int kQk, int kV>
+struct TmaSmem {
+  static constexpr int kQBytes = kBlockM * kQk * 2;
+  static constexpr int kKBytes = kBlockN * kQk * 2;
+  static constexpr int kVBytes = kV * kBlockN * 2;
+  static constexpr int kBudget = 227 * 1024 - 1024 - 256;  // align + barriers
+  static constexpr int kStagesFit = (kBudget - kQBytes) / (kKBytes + kVBytes);
+  static constexpr int kStages = kStagesFit > 4 ? 4 : kStagesFit;
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + kQBytes;
+  static constexpr int kV0 = kK + kStages * kKBytes;
+  static constexpr int kBar = kV0 + kStages * kVBytes;  // 8-byte barriers
+  // full_q, full_k[s], empty_k[s], full_v[s], empty_v[s]
+  static constexpr int kBarriers = 1 + 4 * kStages;
+  static constexpr size_t kBytes = 1024 + kBar + kBarriers * 8;
+};
+
+// (The asm needs sm_90a; other device passes never reach these.)
+__device__ __forceinline__ void MbarInit(uint32_t bar, int count) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar),
+               "r"(count)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void MbarArrive(uint32_t bar) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void MbarExpectTx(uint32_t bar, uint32_t bytes) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+      "r"(bytes)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+#endif
+}
+__device__ __forceinline__ void TmaLoad2d(uint32_t dst, const CUtensorMap* map,
+                                          int32_t c0, int32_t c1,
+                                          uint32_t bar) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::"
+      "bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void TmaLoad3d(uint32_t dst, const CUtensorMap* map,
+                                          int32_t c0, int32_t c1, int32_t c2,
+                                          uint32_t bar) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::"
+      "bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+#endif
+}
+
+template <int kQk, int kV>
+__device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
+                                                 const TmaMaps& maps,
+                                                 uint8_t* smem_raw) {
+  static_assert(kBlockM == 128 && kBlockN == 64, "two warpgroups of 64 rows");
+  static_assert(kQk % 64 == 0 && kV % 64 == 0, "whole swizzle blocks");
+  using L = TmaSmem<kQk, kV>;
+  static_assert(L::kStages >= 2, "at least a double buffer");
+  using WgS = ::dsa::gpu::WarpgroupBf16Mma<kBlockN>;
+  using WgO = ::dsa::gpu::WarpgroupBf16MmaRegA<kV>;
+  using WgOAcc = ::dsa::gpu::WarpgroupBf16Mma<kV>;  // accumulator layout
+  using ::dsa::gpu::Bf16Sw128Descriptor;
+  constexpr int kStages = L::kStages;
+  constexpr int kPSteps = kBlockN / 16;
+  constexpr float kNegInf = -__builtin_huge_valf();
+  const uint32_t raw =
+      static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  const uint32_t q_s = base + L::kQ;
+  auto k_s = [&](int s) { return base + L::kK + s * L::kKBytes; };
+  auto v_s = [&](int s) { return base + L::kV0 + s * L::kVBytes; };
+  const uint32_t bar = base + L::kBar;
+  const uint32_t full_q = bar;
+  auto full_k = [&](int s) { return bar + 8 * (1 + s); };
+  auto empty_k = [&](int s) { return bar + 8 * (1 + kStages + s); };
+  auto full_v = [&](int s) { return bar + 8 * (1 + 2 * kStages + s); };
+  auto empty_v = [&](int s) { return bar + 8 * (1 + 3 * kStages + s); };
+
+  const BlockWork w = GetWork(a);
+  const int warp = threadIdx.x / kDsaWarpSize;
+  const int lane = threadIdx.x % kDsaWarpSize;
+  const int last = w.num_tiles - 1;
+  if (threadIdx.x == 0) {
+    MbarInit(full_q, 1);
+    for (int s = 0; s < kStages; ++s) {
+      MbarInit(full_k(s), 1);
+      MbarInit(full_v(s), 1);
+      // Lane 0 of each of the 8 consumer warps releases a stage.
+      MbarInit(empty_k(s), kTmaConsumerThreads / kDsaWarpSize);
+      MbarInit(empty_v(s), kTmaConsumerThreads / kDsaWarpSize);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp >= kTmaConsumerThreads / kDsaWarpSize) {
+    // ---- Producer warpgroup: one lane issues every copy.
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    asm volatile(
+        "setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kTmaProducerRegs));
+#endif
+    if (warp != kTmaConsumerThreads / kDsaWarpSize || lane != 0) return;
+    const int token0 = w.req.q_begin + w.i0;
+    MbarExpectTx(full_q, L::kQBytes);
+#pragma unroll
+    for (int b = 0; b < kQk / 64; ++b) {
+      TmaLoad3d(q_s + b * kBlockM * 128, &maps.q, 64 * b, w.head, token0,
+                full_q);
+    }
+    const int nope_boxes = a.nope / 64;
+    for (int i = 0; i <= last; ++i) {
+      const int t = last - i;
+      const int s = i % kStages;
+      const uint32_t parity = ((i / kStages) & 1) ^ 1u;
+      const int key_row = w.req.kv_row + t * kBlockN;
+      MbarWait(empty_k(s), parity);
+      MbarExpectTx(full_k(s), L::kKBytes);
+#pragma unroll
+      for (int b = 0; b < kQk / 64; ++b) {
+        const uint32_t dst = k_s(s) + b * kBlockN * 128;
+        if (b < nope_boxes) {
+          TmaLoad2d(dst, &maps.knope,
+                    static_cast<int32_t>(w.head_knope) + 64 * b, key_row,
+                    full_k(s));
+        } else {
+          TmaLoad2d(dst, &maps.kpe, a.lora + 64 * (b - nope_boxes), key_row,
+                    full_k(s));
+        }
+      }
+      MbarWait(empty_v(s), parity);
+      MbarExpectTx(full_v(s), L::kVBytes);
+      TmaLoad2d(v_s(s), &maps.vt, key_row, static_cast<int32_t>(w.head_vt),
+                full_v(s));
+    }
+    return;
+  }
+
+  // ---- Consumers: warpgroup `group` owns query rows 64 group ...
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kTmaConsumerRegs));
+#endif
+  const int group = warp / 4;
+  const int warp_in_group = warp % 4;
+  const int row_base = group * 64;
+  float o[WgO::kAccPerThread];
+#pragma unroll
+  for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] = 0.0f;
+  float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f};
+  uint32_t p_frag[kPSteps][4];
+  // Q rows of this warpgroup: 64 rows into each 128-row block of 64 columns.
+  const uint32_t q_rows = q_s + row_base * 128;
+  auto q_desc = [&](int j) {
+    return Bf16Sw128Descriptor(q_rows + (j / 4) * kBlockM * 128 + (j % 4) * 32);
+  };
+  MbarWait(full_q, 0);
+
+  for (int i = 0; i <= last; ++i) {
+    const int t = last - i;
+    const int s = i % kStages;
+    const uint32_t parity = (i / kStages) & 1;
+    MbarWait(full_k(s), parity);
+    float sc[WgS::kAccPerThread];
+    const uint32_t k_base = k_s(s);
+    WgS::template IssueWith<kQk / 16>(
+        sc, q_desc,
+        [&](int j) {
+          return Bf16Sw128Descriptor(k_base + (j / 4) * kBlockN * 128 +
+                                     (j % 4) * 32);
+        },
+        false);
+    if (i > 0) {
+      const int sp = (i - 1) % kStages;
+      MbarWait(full_v(sp), ((i - 1) / kStages) & 1);
+      const uint32_t v_base = v_s(sp);
+      WgO::IssueWith(
+          o, p_frag,
+          [&](int j) { return Bf16Sw128Descriptor(v_base + j * 32); }, true);
+      // S_t was committed first: waiting for all but the newest group
+      // leaves PV_{t+1} running.
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+      WgS::FenceOperands(sc);
+    } else {
+      WgS::Wait(sc);
+    }
+    // Q K^T of tile t has read K_t: the stage may be refilled.
+    if (lane == 0) MbarArrive(empty_k(s));
+
+    const int key0 = t * kBlockN;
+    const bool masked = key0 + kBlockN - 1 > w.first_pos;
+    float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int e = 0; e < WgS::kAccPerThread; ++e) {
+      float x = sc[e] * a.scale_log2;
+      if (masked) {
+        const int key = key0 + WgS::AccCol(lane, e);
+        const int pos =
+            w.first_pos + row_base + WgS::AccRow(warp_in_group, lane, e);
+        if (key > pos) x = kNegInf;
+      }
+      sc[e] = x;
+      mx[(e / 2) % 2] = fmaxf(mx[(e / 2) % 2], x);
+    }
+    float base_r[2], alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = mx[r];
+      tile_max = fmaxf(tile_max, DSA_SHFL_XOR(tile_max, 1, kDsaWarpSize));
+      tile_max = fmaxf(tile_max, DSA_SHFL_XOR(tile_max, 2, kDsaWarpSize));
+      const float new_max = fmaxf(m[r], tile_max);
+      base_r[r] = new_max == kNegInf ? 0.0f : new_max;
+      alpha[r] = exp2f(m[r] - base_r[r]);
+      m[r] = new_max;
+      l[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int e = 0; e < WgS::kAccPerThread; e += 2) {
+      const int slot = (e / 2) % 2;
+      sc[e] = exp2f(sc[e] - base_r[slot]);
+      sc[e + 1] = exp2f(sc[e + 1] - base_r[slot]);
+      l[slot] += sc[e] + sc[e + 1];
+    }
+    // PV_{t+1} done (unconditional wait: nothing pends at i = 0, and a wait
+    // ptxas cannot pair with its issue serialises every wgmma).
+    WgO::Wait(o, p_frag);
+    if (i > 0 && lane == 0) MbarArrive(empty_v((i - 1) % kStages));
+#pragma unroll
+    for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
+    WgO::template FromAccumulator<kBlockN>(sc, p_frag);
+  }
+  {
+    const int sp = last % kStages;
+    MbarWait(full_v(sp), (last / kStages) & 1);
+    const uint32_t v_base = v_s(sp);
+    WgO::IssueWith(
+        o, p_frag, [&](int j) { return Bf16Sw128Descriptor(v_base + j * 32); },
+        true);
+    WgO::Wait(o, p_frag);
+  }
+
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = l[r];
+    sum += DSA_SHFL_XOR(sum, 1, kDsaWarpSize);
+    sum += DSA_SHFL_XOR(sum, 2, kDsaWarpSize);
+    inv[r] = sum > 0.0f ? 1.0f / sum : 0.0f;
+  }
+#pragma unroll
+  for (int e = 0; e < WgO::kAccPerThread; e += 2) {
+    const int r = row_base + WgOAcc::AccRow(warp_in_group, lane, e);
+    const int col = WgOAcc::AccCol(lane, e);
+    const float inv_r = inv[(e / 2) % 2];
+    if (r < w.rows) {
+      StoreOut(a, OutBase(a, w, r), col, o[e] * inv_r, col + 1,
+               o[e + 1] * inv_r, true);
+    }
+  }
+}
+
+template <int kQk, int kV>
+__global__ void __launch_bounds__(kTmaThreads, 1)
+    DenseAttentionTmaKernel(const __grid_constant__ AttentionArgs a,
+                            const __grid_constant__ TmaMaps maps) {
+  extern __shared__ __align__(1024) uint8_t tma_smem[];
+  if constexpr (kWarpgroupAttention && kQk % 64 == 0 && kV % 64 == 0) {
+    WarpgroupTmaBody<kQk, kV>(a, maps, tma_smem);
+  }
+}
+#endif  // DSA_GPU_CUDA
+
 // The attention bodies: the warp-level one off sm_90a; on sm_90a the plain
 // warpgroup body, the pipelined one with P through shared memory, and the
 // pipelined one with P in registers.
@@ -972,6 +1308,7 @@ enum AttentionBody : int {
   kBodyPlain = 0,      // WarpgroupBody on sm_90a, WarpBody elsewhere
   kBodyPipelined = 1,  // WarpgroupPipelinedBody<.., false>
   kBodyRegP = 2,       // WarpgroupPipelinedBody<.., true>
+  kBodyTma = 3,        // WarpgroupTmaBody (head dims multiples of 64)
 };
 
 // Two blocks per multiprocessor where registers and shared memory allow
@@ -1003,13 +1340,15 @@ __global__ void __launch_bounds__(kThreads,
 }
 
 // Which warpgroup body to run (sm_90a): DSA_DENSE_ATTENTION=plain,
-// pipelined (P through shared memory) or regp (P in registers); the
-// default is pipelined.
+// pipelined (P through shared memory), regp (P in registers) or tma (the
+// warp-specialised TMA body, where the head dims allow); the default is
+// pipelined.
 AttentionBody WantedBody() {
   static const AttentionBody body = [] {
     const char* env = std::getenv("DSA_DENSE_ATTENTION");
     if (env != nullptr && std::strcmp(env, "plain") == 0) return kBodyPlain;
     if (env != nullptr && std::strcmp(env, "regp") == 0) return kBodyRegP;
+    if (env != nullptr && std::strcmp(env, "tma") == 0) return kBodyTma;
     return kBodyPipelined;
   }();
   return body;
@@ -1053,13 +1392,146 @@ LaunchResult UsesWarpgroupBody(bool* result) {
 
 using AttentionFn = void (*)(AttentionArgs);
 
+#if defined(DSA_GPU_CUDA)
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType,
+                                   cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*,
+                                   const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                   CUtensorMapFloatOOBfill);
+
+// The driver's cuTensorMapEncodeTiled, or nullptr.
+EncodeTiledFn EncodeTiled() {
+  static const EncodeTiledFn fn = []() -> EncodeTiledFn {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                         cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      return nullptr;
+    }
+    return reinterpret_cast<EncodeTiledFn>(p);
+  }();
+  return fn;
+}
+
+// A bf16 tensor map with 128-byte swizzle: dims innermost first, strides
+// (bytes) of dims 1.., the box in elements.
+LaunchResult MakeMap(CUtensorMap* map, const void* base, int rank,
+                     const cuuint64_t* dims, const cuuint64_t* strides,
+                     const cuuint32_t* box, const char* what) {
+  const cuuint32_t unit[3] = {1, 1, 1};
+  const CUresult r = EncodeTiled()(
+      map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(base),
+      dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r == CUDA_SUCCESS) return LaunchResult{};
+  LaunchResult out;
+  out.code = LaunchCode::kRuntimeError;
+  std::snprintf(out.message, sizeof(out.message),
+                "dense_mha_prefill: cuTensorMapEncodeTiled (%s) failed: %d",
+                what, static_cast<int>(r));
+  return out;
+}
+
+// Whether the TMA body can run these head dims on this build and device.
+bool TmaBodyFits(const AttentionArgs& a) {
+  return a.nope % 64 == 0 && a.rope % 64 == 0 && a.v % 64 == 0 &&
+         EncodeTiled() != nullptr;
+}
+
+template <int kQk, int kV>
+LaunchResult LaunchTmaAttention(const AttentionArgs& a, int items, int heads,
+                                hipStream_t stream) {
+  if constexpr (kQk % 64 != 0 || kV % 64 != 0) {
+    return Invalid(kOp, "TMA body: head dims %d / %d", kQk, kV);
+  } else {
+    TmaMaps maps;
+    const int qk = a.nope + a.rope;
+    const int64_t kv_rows = a.vt_ld;
+    {
+      const cuuint64_t dims[3] = {static_cast<cuuint64_t>(qk),
+                                  static_cast<cuuint64_t>(a.heads),
+                                  static_cast<cuuint64_t>(a.tokens)};
+      const cuuint64_t strides[2] = {static_cast<cuuint64_t>(qk) * 2,
+                                     static_cast<cuuint64_t>(qk) * a.heads * 2};
+      const cuuint32_t box[3] = {64, 1, kBlockM};
+      LaunchResult r = MakeMap(&maps.q, a.q, 3, dims, strides, box, "q");
+      if (!r.ok()) return r;
+    }
+    {
+      const cuuint64_t dims[2] = {static_cast<cuuint64_t>(a.knope_ld),
+                                  static_cast<cuuint64_t>(kv_rows)};
+      const cuuint64_t strides[1] = {static_cast<cuuint64_t>(a.knope_ld) * 2};
+      const cuuint32_t box[2] = {64, kBlockN};
+      LaunchResult r = a.nope > 0 ? MakeMap(&maps.knope, a.knope, 2, dims,
+                                            strides, box, "K_nope")
+                                  : LaunchResult{};
+      if (!r.ok()) return r;
+    }
+    {
+      const cuuint64_t dims[2] = {static_cast<cuuint64_t>(a.lat_ld),
+                                  static_cast<cuuint64_t>(kv_rows)};
+      const cuuint64_t strides[1] = {static_cast<cuuint64_t>(a.lat_ld) * 2};
+      const cuuint32_t box[2] = {64, kBlockN};
+      LaunchResult r = MakeMap(&maps.kpe, a.lat, 2, dims, strides, box, "k_pe");
+      if (!r.ok()) return r;
+    }
+    {
+      const cuuint64_t dims[2] = {static_cast<cuuint64_t>(kv_rows),
+                                  static_cast<cuuint64_t>(a.heads) * a.v};
+      const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kv_rows) * 2};
+      const cuuint32_t box[2] = {kBlockN, static_cast<cuuint32_t>(kV)};
+      LaunchResult r = MakeMap(&maps.vt, a.vt, 2, dims, strides, box, "V^T");
+      if (!r.ok()) return r;
+    }
+    using L = TmaSmem<kQk, kV>;
+    const size_t bytes = L::kBytes;
+    int device = 0, max_smem = 0;
+    LaunchResult r =
+        FromError(hipGetDevice(&device), "dense_mha_prefill: device");
+    if (!r.ok()) return r;
+    r = FromError(
+        hipDeviceGetAttribute(
+            &max_smem, hipDeviceAttributeMaxSharedMemoryPerBlock, device),
+        "dense_mha_prefill: shared memory limit");
+    if (!r.ok()) return r;
+    if (static_cast<size_t>(max_smem) < bytes) {
+      return Invalid(kOp,
+                     "TMA body: head dims qk %d v %d need %zu bytes of shared "
+                     "memory per block; this device allows %d",
+                     kQk, kV, bytes, max_smem);
+    }
+    r = FromError(
+        hipFuncSetAttribute(
+            reinterpret_cast<const void*>(&DenseAttentionTmaKernel<kQk, kV>),
+            hipFuncAttributeMaxDynamicSharedMemorySize,
+            static_cast<int>(bytes)),
+        "dense_mha_prefill: shared memory opt-in");
+    if (!r.ok()) return r;
+    hipLaunchKernelGGL((DenseAttentionTmaKernel<kQk, kV>), dim3(items, heads),
+                       dim3(kTmaThreads), bytes, stream, a, maps);
+    return CheckLaunch("dense_mha_prefill attention (TMA)");
+  }
+}
+#endif  // DSA_GPU_CUDA
+
 template <int kQk, int kV>
 LaunchResult LaunchAttention(const AttentionArgs& args, int items, int heads,
                              hipStream_t stream) {
   bool warpgroup = false;
   LaunchResult r = UsesWarpgroupBody(&warpgroup);
   if (!r.ok()) return r;
-  const AttentionBody body = warpgroup ? WantedBody() : kBodyPlain;
+  AttentionBody body = warpgroup ? WantedBody() : kBodyPlain;
+#if defined(DSA_GPU_CUDA)
+  if (body == kBodyTma && TmaBodyFits(args)) {
+    return LaunchTmaAttention<kQk, kV>(args, items, heads, stream);
+  }
+#endif
+  // Head dims the TMA body cannot take run on the register-P body.
+  if (body == kBodyTma) body = kBodyRegP;
   AttentionFn fn = &DenseAttentionKernel<kQk, kV, kBodyPlain>;
   size_t bytes =
       warpgroup ? WarpgroupSmem<kQk, kV>::kBytes : WarpSmem<kQk, kV>::kBytes;
@@ -1491,6 +1963,7 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
   args.rope = static_cast<int32_t>(rope);
   args.v = static_cast<int32_t>(v);
   args.lora = static_cast<int32_t>(lora);
+  args.tokens = p.tokens;
   args.scale_log2 = p.softmax_scale * 1.4426950408889634f;
   args.out_bf16 = p.output_format == FloatFormat::kBFloat16;
   args.out_pairs = reinterpret_cast<uintptr_t>(p.output) % 8 == 0;
@@ -1509,6 +1982,8 @@ const char* DenseMhaAttentionPath() {
       return "warpgroup-pipelined";
     case kBodyRegP:
       return "warpgroup-pipelined-regp";
+    case kBodyTma:
+      return "warpgroup-tma (where head dims are multiples of 64)";
     default:
       return "warpgroup";
   }

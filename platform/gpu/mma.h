@@ -694,6 +694,30 @@ struct WarpgroupBf16Mma {
     (void)acc;
 #endif
   }
+  // acc (+)= A * B^T over kSteps steps of 16 columns of K, with the
+  // operands' descriptors built by the caller: a_desc(j) and b_desc(j) of
+  // step j (for other shared-memory layouts, such as the 128-byte swizzled
+  // one of Bf16Sw128Descriptor). Same contract as Issue().
+  template <int kSteps, typename ADesc, typename BDesc>
+  __device__ __forceinline__ static void IssueWith(float (&acc)[kAccPerThread],
+                                                   ADesc a_desc, BDesc b_desc,
+                                                   bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int j = 0; j < kSteps; ++j) {
+      Mma(acc, a_desc(j), b_desc(j), (accumulate || j > 0) ? 1 : 0);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a_desc;
+    (void)b_desc;
+    (void)accumulate;
+    __trap();
+#endif
+  }
   // Accumulator element i of this thread: row (within the 64) and column.
   // Thread (warp w of the group, lane l) holds rows 16w + l/4 (+ 8) and, in
   // each 8-column block n, columns 8n + 2(l%4) (+ 1).
@@ -813,6 +837,29 @@ struct WarpgroupBf16Mma {
   }
 };
 
+// The 128-byte swizzled K-major layout of a wgmma operand (what a TMA copy
+// with CU_TENSOR_MAP_SWIZZLE_128B and a 64-element bf16 box writes): the
+// operand is split into blocks of 64 columns of K; a block holds its rows
+// one after the other, 128 bytes each, and within every 8 rows (1024
+// bytes, aligned to 1024) the 16-byte chunk c of row r sits at chunk
+// c ^ (r % 8). Spreads every access pattern over all banks.
+// Byte offset of element (row, k) inside a block of `rows` rows.
+__host__ __device__ constexpr uint32_t Bf16Sw128Offset(int row, int k,
+                                                       int rows) {
+  return (k / 64) * rows * 128 + row * 128 +
+         ((((k % 64) / 8) ^ (row % 8)) * 16) + (k % 8) * 2;
+}
+// Descriptor of the operand whose row 0 (a multiple of 8), column k0 (a
+// multiple of 16) lies at shared address `block_addr` + (k0 % 64) * 2, the
+// block starting 1024-aligned: 8-row groups 1024 bytes apart, the
+// hardware applying the XOR on the addresses it forms.
+__device__ __forceinline__ uint64_t Bf16Sw128Descriptor(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+         (static_cast<uint64_t>(1) << 16) |          // LBO (unused): 16 B
+         (static_cast<uint64_t>(1024 >> 4) << 32) |  // SBO: 1024 B
+         (static_cast<uint64_t>(1) << 62);           // 128-byte swizzle
+}
+
 // Hopper's warpgroup bf16 product with A in registers (wgmma RS form, HGMMA
 // in SASS), for kernels built for sm_90a: D[64 x kN] (+)= A[64 x K] *
 // B[kN x K]^T, B in shared memory as for WarpgroupBf16Mma (K-major core
@@ -887,6 +934,29 @@ struct WarpgroupBf16MmaRegA {
     (void)b_row_group;
     (void)accumulate;
     __trap();  // only reached if a kernel ignores kHasWarpgroupBf16Mma
+#endif
+  }
+  // As Issue(), with B's descriptor of step j built by the caller.
+  template <int kKSteps, typename BDesc>
+  __device__ __forceinline__ static void IssueWith(float (&acc)[kAccPerThread],
+                                                   uint32_t (&a)[kKSteps][4],
+                                                   BDesc b_desc,
+                                                   bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    FenceOperands(acc);
+    FenceFragments(a);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int j = 0; j < kKSteps; ++j) {
+      Mma(acc, a[j], b_desc(j), (accumulate || j > 0) ? 1 : 0);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a;
+    (void)b_desc;
+    (void)accumulate;
+    __trap();
 #endif
   }
   // Waits for every product this warpgroup issued; then acc may be read and
