@@ -1,8 +1,8 @@
 // Device side of dense_mha_kernels.h: latent gather, key/value decompression
 // (two gemm_bf16 calls) and FlashAttention-2-style causal attention.
 //
-// Scratch: each request's latent rows start at a multiple of 64 and run to a
-// multiple of 64 (rows past seq_len are zero), so key tiles never leave
+// Scratch: each request's latent rows start at a multiple of 128 and run to
+// a multiple of 128 (rows past seq_len are zero), so key tiles never leave
 // their request and every value a tile reads is finite. The decompression
 // writes K_nope row-major [S, heads * nope] and V transposed [heads * v, S],
 // so that both attention products read K-major operands.
@@ -72,7 +72,8 @@ static_assert(kBlockM % Mma::kM == 0 && kBlockN % Mma::kN == 0 &&
               "tiles must hold whole fragments");
 static_assert(Mma::kCPerLane % 2 == 0, "stores take slots in pairs");
 // Scratch rows of a request start at (and are padded to) this multiple.
-constexpr int kKeyAlign = 64;
+// 128: the TMA body's tiles of 128 keys (DeepSeek-V3.2's shape).
+constexpr int kKeyAlign = 128;
 static_assert(kKeyAlign % kBlockN == 0, "tiles stay inside a request");
 
 // One request with query tokens, in the order of the scratch rows.
@@ -1000,16 +1001,16 @@ constexpr int kTmaConsumerRegs = 232;
 
 struct TmaMaps {
   CUtensorMap q;      // 3-D {qk, heads, tokens}, box {64, 1, 128}
-  CUtensorMap knope;  // 2-D {heads * nope, S}, box {64, 64}
-  CUtensorMap kpe;    // 2-D {lora + rope, S} (the latent rows), box {64, 64}
-  CUtensorMap vt;     // 2-D {S, heads * v}, box {64, v}
+  CUtensorMap knope;  // 2-D {heads * nope, S}, box {64, kN}
+  CUtensorMap kpe;    // 2-D {lora + rope, S} (the latent rows), box {64, kN}
+  CUtensorMap vt;     // 2-D {S, heads * v}, box {64, v} (kN / 64 a tile)
 };
 
-template <int kQk, int kV>
+template <int kQk, int kV, int kN>
 struct TmaSmem {
   static constexpr int kQBytes = kBlockM * kQk * 2;
-  static constexpr int kKBytes = kBlockN * kQk * 2;
-  static constexpr int kVBytes = kV * kBlockN * 2;
+  static constexpr int kKBytes = kN * kQk * 2;
+  static constexpr int kVBytes = kV * kN * 2;
   static constexpr int kBudget = 227 * 1024 - 1024 - 256;  // align + barriers
   static constexpr int kStagesFit = (kBudget - kQBytes) / (kKBytes + kVBytes);
   static constexpr int kStages = kStagesFit > 4 ? 4 : kStagesFit;
@@ -1081,20 +1082,24 @@ __device__ __forceinline__ void TmaLoad3d(uint32_t dst, const CUtensorMap* map,
 #endif
 }
 
-template <int kQk, int kV>
+// kN: keys per tile, 64 or 128 (DeepSeek-V3.2's v = 128 leaves the
+// registers for 128: S and P of a tile at 64 + 32 a thread, O at 64).
+template <int kQk, int kV, int kN>
 __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
                                                  const TmaMaps& maps,
                                                  uint8_t* smem_raw) {
-  static_assert(kBlockM == 128 && kBlockN == 64, "two warpgroups of 64 rows");
+  static_assert(kBlockM == 128, "two warpgroups of 64 rows");
+  static_assert(kN == 64 || kN == 128, "instantiated tile widths");
+  static_assert(kKeyAlign % kN == 0, "tiles stay inside a request");
   static_assert(kQk % 64 == 0 && kV % 64 == 0, "whole swizzle blocks");
-  using L = TmaSmem<kQk, kV>;
+  using L = TmaSmem<kQk, kV, kN>;
   static_assert(L::kStages >= 2, "at least a double buffer");
-  using WgS = ::dsa::gpu::WarpgroupBf16Mma<kBlockN>;
+  using WgS = ::dsa::gpu::WarpgroupBf16Mma<kN>;
   using WgO = ::dsa::gpu::WarpgroupBf16MmaRegA<kV>;
   using WgOAcc = ::dsa::gpu::WarpgroupBf16Mma<kV>;  // accumulator layout
   using ::dsa::gpu::Bf16Sw128Descriptor;
   constexpr int kStages = L::kStages;
-  constexpr int kPSteps = kBlockN / 16;
+  constexpr int kPSteps = kN / 16;
   constexpr float kNegInf = -__builtin_huge_valf();
   const uint32_t raw =
       static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
@@ -1112,7 +1117,8 @@ __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
   const BlockWork w = GetWork(a);
   const int warp = threadIdx.x / kDsaWarpSize;
   const int lane = threadIdx.x % kDsaWarpSize;
-  const int last = w.num_tiles - 1;
+  // Key tiles of kN (GetWork counts tiles of kBlockN).
+  const int last = (w.first_pos + w.rows - 1) / kN;
   if (threadIdx.x == 0) {
     MbarInit(full_q, 1);
     for (int s = 0; s < kStages; ++s) {
@@ -1145,12 +1151,12 @@ __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
       const int t = last - i;
       const int s = i % kStages;
       const uint32_t parity = ((i / kStages) & 1) ^ 1u;
-      const int key_row = w.req.kv_row + t * kBlockN;
+      const int key_row = w.req.kv_row + t * kN;
       MbarWait(empty_k(s), parity);
       MbarExpectTx(full_k(s), L::kKBytes);
 #pragma unroll
       for (int b = 0; b < kQk / 64; ++b) {
-        const uint32_t dst = k_s(s) + b * kBlockN * 128;
+        const uint32_t dst = k_s(s) + b * kN * 128;
         if (b < nope_boxes) {
           TmaLoad2d(dst, &maps.knope,
                     static_cast<int32_t>(w.head_knope) + 64 * b, key_row,
@@ -1162,8 +1168,11 @@ __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
       }
       MbarWait(empty_v(s), parity);
       MbarExpectTx(full_v(s), L::kVBytes);
-      TmaLoad2d(v_s(s), &maps.vt, key_row, static_cast<int32_t>(w.head_vt),
-                full_v(s));
+#pragma unroll
+      for (int b = 0; b < kN / 64; ++b) {
+        TmaLoad2d(v_s(s) + b * kV * 128, &maps.vt, key_row + 64 * b,
+                  static_cast<int32_t>(w.head_vt), full_v(s));
+      }
     }
     return;
   }
@@ -1197,7 +1206,7 @@ __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
     WgS::template IssueWith<kQk / 16>(
         sc, q_desc,
         [&](int j) {
-          return Bf16Sw128Descriptor(k_base + (j / 4) * kBlockN * 128 +
+          return Bf16Sw128Descriptor(k_base + (j / 4) * kN * 128 +
                                      (j % 4) * 32);
         },
         false);
@@ -1207,7 +1216,11 @@ __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
       const uint32_t v_base = v_s(sp);
       WgO::IssueWith(
           o, p_frag,
-          [&](int j) { return Bf16Sw128Descriptor(v_base + j * 32); }, true);
+          [&](int j) {
+            return Bf16Sw128Descriptor(v_base + (j / 4) * kV * 128 +
+                                       (j % 4) * 32);
+          },
+          true);
       // S_t was committed first: waiting for all but the newest group
       // leaves PV_{t+1} running.
       asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
@@ -1218,8 +1231,8 @@ __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
     // Q K^T of tile t has read K_t: the stage may be refilled.
     if (lane == 0) MbarArrive(empty_k(s));
 
-    const int key0 = t * kBlockN;
-    const bool masked = key0 + kBlockN - 1 > w.first_pos;
+    const int key0 = t * kN;
+    const bool masked = key0 + kN - 1 > w.first_pos;
     float mx[2] = {kNegInf, kNegInf};
 #pragma unroll
     for (int e = 0; e < WgS::kAccPerThread; ++e) {
@@ -1258,14 +1271,18 @@ __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
     if (i > 0 && lane == 0) MbarArrive(empty_v((i - 1) % kStages));
 #pragma unroll
     for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
-    WgO::template FromAccumulator<kBlockN>(sc, p_frag);
+    WgO::template FromAccumulator<kN>(sc, p_frag);
   }
   {
     const int sp = last % kStages;
     MbarWait(full_v(sp), (last / kStages) & 1);
     const uint32_t v_base = v_s(sp);
     WgO::IssueWith(
-        o, p_frag, [&](int j) { return Bf16Sw128Descriptor(v_base + j * 32); },
+        o, p_frag,
+        [&](int j) {
+          return Bf16Sw128Descriptor(v_base + (j / 4) * kV * 128 +
+                                     (j % 4) * 32);
+        },
         true);
     WgO::Wait(o, p_frag);
   }
@@ -1290,13 +1307,13 @@ __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
   }
 }
 
-template <int kQk, int kV>
+template <int kQk, int kV, int kN>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     DenseAttentionTmaKernel(const __grid_constant__ AttentionArgs a,
                             const __grid_constant__ TmaMaps maps) {
   extern __shared__ __align__(1024) uint8_t tma_smem[];
   if constexpr (kWarpgroupAttention && kQk % 64 == 0 && kV % 64 == 0) {
-    WarpgroupTmaBody<kQk, kV>(a, maps, tma_smem);
+    WarpgroupTmaBody<kQk, kV, kN>(a, maps, tma_smem);
   }
 }
 #endif  // DSA_GPU_CUDA
@@ -1442,12 +1459,28 @@ bool TmaBodyFits(const AttentionArgs& a) {
          EncodeTiled() != nullptr;
 }
 
+using AttentionTmaFn = void (*)(AttentionArgs, TmaMaps);
+
 template <int kQk, int kV>
 LaunchResult LaunchTmaAttention(const AttentionArgs& a, int items, int heads,
                                 hipStream_t stream) {
   if constexpr (kQk % 64 != 0 || kV % 64 != 0) {
     return Invalid(kOp, "TMA body: head dims %d / %d", kQk, kV);
   } else {
+    // 128-key tiles where the registers (v <= 128) and a double buffer in
+    // shared memory allow, unless DSA_DENSE_TMA_N=64.
+    static const bool narrow = [] {
+      const char* env = std::getenv("DSA_DENSE_TMA_N");
+      return env != nullptr && std::strcmp(env, "64") == 0;
+    }();
+    constexpr int kWideN =
+        kV <= 128 && TmaSmem<kQk, kV, 128>::kStagesFit >= 2 ? 128 : 64;
+    const bool wide = kWideN == 128 && !narrow;
+    const size_t bytes =
+        wide ? TmaSmem<kQk, kV, kWideN>::kBytes : TmaSmem<kQk, kV, 64>::kBytes;
+    const AttentionTmaFn fn = wide ? &DenseAttentionTmaKernel<kQk, kV, kWideN>
+                                   : &DenseAttentionTmaKernel<kQk, kV, 64>;
+    const cuuint32_t tile_keys = wide ? kWideN : 64;
     TmaMaps maps;
     const int qk = a.nope + a.rope;
     const int64_t kv_rows = a.vt_ld;
@@ -1465,7 +1498,7 @@ LaunchResult LaunchTmaAttention(const AttentionArgs& a, int items, int heads,
       const cuuint64_t dims[2] = {static_cast<cuuint64_t>(a.knope_ld),
                                   static_cast<cuuint64_t>(kv_rows)};
       const cuuint64_t strides[1] = {static_cast<cuuint64_t>(a.knope_ld) * 2};
-      const cuuint32_t box[2] = {64, kBlockN};
+      const cuuint32_t box[2] = {64, tile_keys};
       LaunchResult r = a.nope > 0 ? MakeMap(&maps.knope, a.knope, 2, dims,
                                             strides, box, "K_nope")
                                   : LaunchResult{};
@@ -1475,7 +1508,7 @@ LaunchResult LaunchTmaAttention(const AttentionArgs& a, int items, int heads,
       const cuuint64_t dims[2] = {static_cast<cuuint64_t>(a.lat_ld),
                                   static_cast<cuuint64_t>(kv_rows)};
       const cuuint64_t strides[1] = {static_cast<cuuint64_t>(a.lat_ld) * 2};
-      const cuuint32_t box[2] = {64, kBlockN};
+      const cuuint32_t box[2] = {64, tile_keys};
       LaunchResult r = MakeMap(&maps.kpe, a.lat, 2, dims, strides, box, "k_pe");
       if (!r.ok()) return r;
     }
@@ -1483,12 +1516,10 @@ LaunchResult LaunchTmaAttention(const AttentionArgs& a, int items, int heads,
       const cuuint64_t dims[2] = {static_cast<cuuint64_t>(kv_rows),
                                   static_cast<cuuint64_t>(a.heads) * a.v};
       const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kv_rows) * 2};
-      const cuuint32_t box[2] = {kBlockN, static_cast<cuuint32_t>(kV)};
+      const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(kV)};
       LaunchResult r = MakeMap(&maps.vt, a.vt, 2, dims, strides, box, "V^T");
       if (!r.ok()) return r;
     }
-    using L = TmaSmem<kQk, kV>;
-    const size_t bytes = L::kBytes;
     int device = 0, max_smem = 0;
     LaunchResult r =
         FromError(hipGetDevice(&device), "dense_mha_prefill: device");
@@ -1505,14 +1536,13 @@ LaunchResult LaunchTmaAttention(const AttentionArgs& a, int items, int heads,
                      kQk, kV, bytes, max_smem);
     }
     r = FromError(
-        hipFuncSetAttribute(
-            reinterpret_cast<const void*>(&DenseAttentionTmaKernel<kQk, kV>),
-            hipFuncAttributeMaxDynamicSharedMemorySize,
-            static_cast<int>(bytes)),
+        hipFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                            hipFuncAttributeMaxDynamicSharedMemorySize,
+                            static_cast<int>(bytes)),
         "dense_mha_prefill: shared memory opt-in");
     if (!r.ok()) return r;
-    hipLaunchKernelGGL((DenseAttentionTmaKernel<kQk, kV>), dim3(items, heads),
-                       dim3(kTmaThreads), bytes, stream, a, maps);
+    hipLaunchKernelGGL(fn, dim3(items, heads), dim3(kTmaThreads), bytes, stream,
+                       a, maps);
     return CheckLaunch("dense_mha_prefill attention (TMA)");
   }
 }

@@ -6,7 +6,7 @@
 //   1. gather: each request's latent entries [0, seq_len) (bf16, or fp8
 //      "fp8_ds_mla" dequantised, exactly) into contiguous bf16 rows
 //      kv_c | k_pe of a scratch buffer (attention/gpu/stream_scratch.h),
-//      each request's rows starting at and padded to a multiple of 64;
+//      each request's rows starting at and padded to a multiple of 128;
 //   2-3. decompression, two bf16 GEMMs: K_nope = kv_c W_UK^T as
 //      [S, heads * nope] and V^T = W_UV kv_c^T as [heads * v, S], so that
 //      both attention products read K-major operands. They run on the
