@@ -236,6 +236,7 @@ struct AttentionArgs {
   float scale_log2;  // softmax_scale * log2(e)
   bool out_bf16;
   bool out_pairs;  // output 8-byte aligned: adjacent fp32 pairs in one store
+  bool pingpong;   // TMA body: the consumer warpgroups take turns to issue
 };
 
 // Shared memory of the warp-level body: padded row-major tiles.
@@ -1084,6 +1085,14 @@ __device__ __forceinline__ void TmaLoad3d(uint32_t dst, const CUtensorMap* map,
 
 // kN: keys per tile, 64 or 128 (DeepSeek-V3.2's v = 128 leaves the
 // registers for 128: S and P of a tile at 64 + 32 a thread, O at 64).
+// Named barriers over the two consumer warpgroups (256 threads).
+__device__ __forceinline__ void NamedBarSync(int id) {
+  asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
+}
+__device__ __forceinline__ void NamedBarArrive(int id) {
+  asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
+}
+
 template <int kQk, int kV, int kN>
 __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
                                                  const TmaMaps& maps,
@@ -1195,12 +1204,19 @@ __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
     return Bf16Sw128Descriptor(q_rows + (j / 4) * kBlockM * 128 + (j % 4) * 32);
   };
   MbarWait(full_q, 0);
+  // Ping-pong: group 0 goes first. Group 1 arrives once here and once per
+  // round but its last, group 0 once per round: every sync is matched.
+  if (a.pingpong && group == 1) NamedBarArrive(1);
 
   for (int i = 0; i <= last; ++i) {
     const int t = last - i;
     const int s = i % kStages;
     const uint32_t parity = (i / kStages) & 1;
     MbarWait(full_k(s), parity);
+    // Ping-pong: wait for the other warpgroup to have issued its products
+    // of this round, so that one group's softmax runs under the other's
+    // products (named barriers 1 and 2, the two consumer groups).
+    if (a.pingpong) NamedBarSync(1 + group);
     float sc[WgS::kAccPerThread];
     const uint32_t k_base = k_s(s);
     WgS::template IssueWith<kQk / 16>(
@@ -1221,11 +1237,13 @@ __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
                                        (j % 4) * 32);
           },
           true);
+      if (a.pingpong && !(group == 1 && i == last)) NamedBarArrive(2 - group);
       // S_t was committed first: waiting for all but the newest group
       // leaves PV_{t+1} running.
       asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
       WgS::FenceOperands(sc);
     } else {
+      if (a.pingpong && !(group == 1 && i == last)) NamedBarArrive(2 - group);
       WgS::Wait(sc);
     }
     // Q K^T of tile t has read K_t: the stage may be refilled.
@@ -1354,6 +1372,16 @@ __global__ void __launch_bounds__(kThreads,
 #else
   WarpBody<kQk, kV>(a, smem);
 #endif
+}
+
+// DSA_DENSE_TMA_PINGPONG=1: the TMA body's consumer warpgroups take turns
+// to issue their products.
+bool TmaPingPong() {
+  static const bool on = [] {
+    const char* env = std::getenv("DSA_DENSE_TMA_PINGPONG");
+    return env != nullptr && std::strcmp(env, "1") == 0;
+  }();
+  return on;
 }
 
 // Which warpgroup body to run (sm_90a): DSA_DENSE_ATTENTION=plain,
@@ -1994,6 +2022,7 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
   args.v = static_cast<int32_t>(v);
   args.lora = static_cast<int32_t>(lora);
   args.tokens = p.tokens;
+  args.pingpong = TmaPingPong();
   args.scale_log2 = p.softmax_scale * 1.4426950408889634f;
   args.out_bf16 = p.output_format == FloatFormat::kBFloat16;
   args.out_pairs = reinterpret_cast<uintptr_t>(p.output) % 8 == 0;
