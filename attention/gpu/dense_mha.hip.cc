@@ -1378,22 +1378,23 @@ __global__ void __launch_bounds__(kThreads,
 #endif
 }
 
-// DSA_DENSE_TMA_PINGPONG=1: the TMA body's consumer warpgroups take turns
-// to issue their products.
+// The TMA body's consumer warpgroups take turns to issue their products
+// (on the H200 at T = 8192: GLM-5.1 4.91 -> 4.72 ms, DeepSeek-V3.2 5.92 ->
+// 5.85 ms); DSA_DENSE_TMA_PINGPONG=0 turns it off.
 bool TmaPingPong() {
   static const bool on = [] {
     const char* env = std::getenv("DSA_DENSE_TMA_PINGPONG");
-    return env != nullptr && std::strcmp(env, "1") == 0;
+    return env == nullptr || std::strcmp(env, "0") != 0;
   }();
   return on;
 }
 
 // Which warpgroup body to run (sm_90a): the warp-specialised TMA body by
 // default (where the head dims allow; measured on the H200 at T = 8192:
-// GLM-5.1 4.54 ms, DeepSeek-V3.2 5.44 ms of attention, against 9.79 and
-// 12.39 for the pipelined body); DSA_DENSE_ATTENTION=plain, pipelined (P
-// through shared memory) or regp (P in registers) picks a cp.async body, for
-// comparisons.
+// GLM-5.1 4.54 ms, DeepSeek-V3.2 5.50 ms of attention without ping-pong,
+// against 9.79 and 12.39 for the pipelined body); DSA_DENSE_ATTENTION=plain,
+// pipelined (P through shared memory) or regp (P in registers) picks a cp.async
+// body, for comparisons.
 AttentionBody WantedBody() {
   static const AttentionBody body = [] {
     const char* env = std::getenv("DSA_DENSE_ATTENTION");

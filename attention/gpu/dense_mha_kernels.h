@@ -25,10 +25,12 @@
 //      keys, 128 where v <= 128) with TMA copies in the 128-byte swizzled
 //      layout into mbarrier-signalled rings; two consumer warpgroups of 64
 //      rows multiply on wgmma, P in registers, P V of tile t beside
-//      Q K^T and softmax of t - 1. Other head dims on sm_90a take a cp.async
-//      body on wgmma (DSA_DENSE_ATTENTION=pipelined / regp / plain force
-//      one, for comparisons); elsewhere Bf16WarpMma (mma.sync on NVIDIA,
-//      MFMA on AMD) with key tiles of 64 (32 in AMD's 64 KiB of LDS).
+//      Q K^T and softmax of t - 1, the two groups taking turns to issue
+//      (ping-pong; DSA_DENSE_TMA_PINGPONG=0 turns it off). Other head dims on
+//      sm_90a take a cp.async body on wgmma (DSA_DENSE_ATTENTION=pipelined /
+//      regp / plain force one, for comparisons); elsewhere Bf16WarpMma
+//      (mma.sync on NVIDIA, MFMA on AMD) with key tiles of 64 (32 in AMD's 64
+//      KiB of LDS).
 // Queries, keys, values and softmax probabilities enter the matrix products
 // as bf16 (fp32 inputs are rounded once), products accumulate in fp32: the
 // output is within 2^-8 of the largest |value| a row attends to of the exact
