@@ -4,6 +4,10 @@
 // requests with context (chunked prefill), one-token requests, query counts
 // around the 64/128 tile edges, a request without queries, and pages handed
 // out in shuffled order with poisoned block-table entries past each request.
+// The launcher's defaults run (on the H200: the TMA attention body for the
+// GLM / DeepSeek dims, the cp.async body for the tiny ones, cuBLASLt
+// decompression); *_own_gemm cases decompress on gemm_bf16.h, and
+// DSA_DENSE_ATTENTION / DSA_DENSE_TMA_* pick the other bodies.
 // Skips cleanly when built without a GPU backend or run without a device.
 //
 // Tolerance. The kernel multiplies bf16 values exactly and accumulates in
