@@ -1,23 +1,27 @@
 // Device side of dense_mha_kernels.h: latent gather, key/value decompression
-// (two gemm_bf16 calls) and FlashAttention-2-style causal attention.
+// (two GEMMs: the platform's vendor GEMM through dense_mha_vendor_gemm.h, or
+// gemm_bf16.h) and FlashAttention-style causal attention.
 //
-// Scratch: each request's latent rows start at a multiple of 64 and run to a
-// multiple of 64 (rows past seq_len are zero), so key tiles never leave
+// Scratch: each request's latent rows start at a multiple of 128 and run to
+// a multiple of 128 (rows past seq_len are zero), so key tiles never leave
 // their request and every value a tile reads is finite. The decompression
 // writes K_nope row-major [S, heads * nope] and V transposed [heads * v, S],
 // so that both attention products read K-major operands.
 //
 // Attention work per block: 128 query rows (64 on AMD) of one request and
-// one head, key/value tiles of 64 (32 on AMD) visited from the last
-// (diagonal) one down, so only the first one or two visited need the causal
-// mask. Loads follow FlashAttention-2: K of tile t is in shared memory when
-// the tile starts; V of tile t is fetched while S = Q K^T is computed, and K
-// of tile t - 1 while O += P V runs. Two bodies:
-//   - sm_90a: two warpgroups of 64 rows each, both products on wgmma
-//     (WarpgroupBf16Mma, operands in the no-swizzle core-matrix layout);
+// one head, key/value tiles visited from the last (diagonal) one down, so
+// only the first one or two visited need the causal mask. Bodies:
+//   - sm_90a, head dims multiples of 64 (the default there): warp-
+//     specialised, FlashAttention-3's structure (WarpgroupTmaBody below):
+//     TMA copies of 128-byte swizzled tiles into mbarrier rings, a producer
+//     warpgroup and two consumer warpgroups on wgmma, P in registers;
+//   - sm_90a otherwise: two warpgroups of 64 rows on wgmma (operands in the
+//     no-swizzle core-matrix layout, staged by cp.async as in
+//     FlashAttention-2: K of tile t - 1 fetched while P V of tile t runs),
+//     with or without the intra-warpgroup overlap, P through shared memory
+//     or in registers;
 //   - everything else: warps of Mma::kM rows on Bf16WarpMma (mma.sync /
-//     MFMA), operands in padded row-major tiles.
-// P goes through the warp(group)'s own shared-memory rows as bf16.
+//     MFMA), operands in padded row-major tiles, P through shared memory.
 //
 // FLOPs and bytes (GLM-5.1: 64 heads, qk 256, v 256, T = 8192): attention
 // 2 * 64 * 8192^2 / 2 * 512 = 2.2 TFLOP; decompression 2 * 8192 * 512 * 64
@@ -33,11 +37,18 @@
 
 #include "attention/gpu/async_copy.h"
 #include "attention/gpu/dense_mha_kernels.h"
+#include "attention/gpu/dense_mha_vendor_gemm.h"
 #include "attention/gpu/gemm_bf16.h"
 #include "attention/gpu/launch_util.h"
 #include "attention/gpu/stream_scratch.h"
 #include "platform/gpu/hip_compat.h"
 #include "platform/gpu/mma.h"
+
+#if defined(DSA_GPU_CUDA)
+// CUtensorMap for the TMA body; its encoder is the driver's, looked up at
+// run time (nothing links libcuda).
+#include <cuda.h>
+#endif
 
 namespace dsa::attention::gpu {
 namespace {
@@ -65,7 +76,8 @@ static_assert(kBlockM % Mma::kM == 0 && kBlockN % Mma::kN == 0 &&
               "tiles must hold whole fragments");
 static_assert(Mma::kCPerLane % 2 == 0, "stores take slots in pairs");
 // Scratch rows of a request start at (and are padded to) this multiple.
-constexpr int kKeyAlign = 64;
+// 128: the TMA body's tiles of 128 keys (DeepSeek-V3.2's shape).
+constexpr int kKeyAlign = 128;
 static_assert(kKeyAlign % kBlockN == 0, "tiles stay inside a request");
 
 // One request with query tokens, in the order of the scratch rows.
@@ -178,6 +190,41 @@ __global__ void ToBf16Kernel(const T* __restrict__ in,
   }
 }
 
+// kv_b_proj [heads, nope + v, lora] (fp32 or bf16, any alignment) -> bf16
+// W_UK [heads * nope, lora] and W_UV [heads * v, lora], both contiguous, for
+// the vendor GEMM (which takes one row stride per operand, not row groups).
+// Each thread moves 8 consecutive elements of a row (lora % 8 == 0).
+template <typename T>
+__global__ void SplitWeightsKernel(const T* __restrict__ w,
+                                   uint16_t* __restrict__ wk,
+                                   uint16_t* __restrict__ wv, int64_t rows,
+                                   int32_t nope, int32_t v, int32_t lora) {
+  const int64_t chunks_per_row = lora / 8;
+  const int64_t total = rows * chunks_per_row;
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       c < total; c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = c / chunks_per_row;
+    const int col = static_cast<int>(c % chunks_per_row) * 8;
+    const int64_t head = row / (nope + v);
+    const int j = static_cast<int>(row % (nope + v));
+    uint16_t* dst = j < nope ? wk + (head * nope + j) * lora + col
+                             : wv + (head * v + (j - nope)) * lora + col;
+    const T* src = w + row * lora + col;
+    uint32_t packed[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (sizeof(T) == 4) {
+        packed[i] = PackBf16x2(src[2 * i], src[2 * i + 1]);
+      } else {
+        packed[i] = static_cast<uint32_t>(src[2 * i]) |
+                    (static_cast<uint32_t>(src[2 * i + 1]) << 16);
+      }
+    }
+    *reinterpret_cast<uint4*>(dst) =
+        make_uint4(packed[0], packed[1], packed[2], packed[3]);
+  }
+}
+
 struct AttentionArgs {
   const uint16_t* q;      // bf16 [tokens, heads, qk]
   const uint16_t* knope;  // bf16 [S, heads * nope]
@@ -189,9 +236,11 @@ struct AttentionArgs {
   int64_t vt_ld;
   int64_t lat_ld;
   int32_t heads, nope, rope, v, lora;
+  int64_t tokens;
   float scale_log2;  // softmax_scale * log2(e)
   bool out_bf16;
   bool out_pairs;  // output 8-byte aligned: adjacent fp32 pairs in one store
+  bool pingpong;   // TMA body: the consumer warpgroups take turns to issue
 };
 
 // Shared memory of the warp-level body: padded row-major tiles.
@@ -222,6 +271,7 @@ struct PipelinedSmem {
   static constexpr int kVt = kK + 2 * kKBytes;
   static constexpr int kP = kVt + 2 * kVtBytes;
   static constexpr size_t kBytes = kP + 2 * 2 * kPBytes;
+  static constexpr size_t kBytesRegP = kP;  // P stays in registers
 };
 
 // Shared memory of the warpgroup body: core-matrix layout (mma.h), byte
@@ -714,13 +764,18 @@ __device__ __forceinline__ void WarpgroupBody(const AttentionArgs& a,
 //     softmax of tile t -> P_t (the other P buffer)
 //     wait PV_{t+1}; rescale O for tile t's new row maxima
 //   then PV_0.
-template <int kQk, int kV>
+//
+// kRegP: P stays in registers as the A operand of P V (the wgmma RS form,
+// WarpgroupBf16MmaRegA): no shared-memory P buffers, stores or reads.
+template <int kQk, int kV, bool kRegP>
 __device__ __forceinline__ void WarpgroupPipelinedBody(const AttentionArgs& a,
                                                        uint16_t* smem_u16) {
   static_assert(kBlockM == 128 && kBlockN == 64, "two warpgroups of 64 rows");
   using L = PipelinedSmem<kQk, kV>;
   using WgS = ::dsa::gpu::WarpgroupBf16Mma<kBlockN>;
   using WgO = ::dsa::gpu::WarpgroupBf16Mma<kV>;
+  using WgORegA = ::dsa::gpu::WarpgroupBf16MmaRegA<kV>;
+  constexpr int kPSteps = kBlockN / 16;
   constexpr float kNegInf = -__builtin_huge_valf();
   uint8_t* smem = reinterpret_cast<uint8_t*>(smem_u16);
   uint8_t* q_s = smem + L::kQ;
@@ -794,6 +849,7 @@ __device__ __forceinline__ void WarpgroupPipelinedBody(const AttentionArgs& a,
   float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f};
   const uint8_t* q_group = q_s + group * 8 * L::kQkGroup;
   const int last = w.num_tiles - 1;
+  uint32_t p_frag[kPSteps][4];  // kRegP: P of the previous tile
 
   load_k(last, k_buf(0));
   CopyAsyncCommit();
@@ -811,8 +867,12 @@ __device__ __forceinline__ void WarpgroupPipelinedBody(const AttentionArgs& a,
     WgS::template Issue<kQk>(s, q_group, L::kQkGroup, k_buf(cur), L::kQkGroup,
                              false);
     if (i > 0) {
-      WgO::template Issue<kBlockN>(o, p_buf(cur ^ 1), L::kKeyGroup,
-                                   vt_buf(cur ^ 1), L::kKeyGroup, true);
+      if constexpr (kRegP) {
+        WgORegA::Issue(o, p_frag, vt_buf(cur ^ 1), L::kKeyGroup, true);
+      } else {
+        WgO::template Issue<kBlockN>(o, p_buf(cur ^ 1), L::kKeyGroup,
+                                     vt_buf(cur ^ 1), L::kKeyGroup, true);
+      }
       // S_t was committed first: waiting for all but the newest group
       // leaves PV_{t+1} running.
       asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
@@ -848,28 +908,48 @@ __device__ __forceinline__ void WarpgroupPipelinedBody(const AttentionArgs& a,
       m[r] = new_max;
       l[r] *= alpha[r];
     }
-    uint8_t* p_s = p_buf(cur);
+    if constexpr (kRegP) {
 #pragma unroll
-    for (int e = 0; e < WgS::kAccPerThread; e += 2) {
-      const int slot = (e / 2) % 2;
-      const float p0 = exp2f(s[e] - base[slot]);
-      const float p1 = exp2f(s[e + 1] - base[slot]);
-      l[slot] += p0 + p1;
-      const int r = WgS::AccRow(warp_in_group, lane, e);
-      const int col = WgS::AccCol(lane, e);
-      *reinterpret_cast<uint32_t*>(p_s + WgS::Offset(r, col, L::kKeyGroup)) =
-          PackBf16x2(p0, p1);
+      for (int e = 0; e < WgS::kAccPerThread; e += 2) {
+        const int slot = (e / 2) % 2;
+        s[e] = exp2f(s[e] - base[slot]);
+        s[e + 1] = exp2f(s[e + 1] - base[slot]);
+        l[slot] += s[e] + s[e + 1];
+      }
+      // PV_{t+1} done: O may be rescaled and P_{t+1}'s registers reused.
+      // Unconditional (nothing is pending at i = 0): a wait ptxas cannot
+      // pair with the issue would make it serialise every wgmma.
+      WgORegA::Wait(o, p_frag);
+      WgORegA::template FromAccumulator<kBlockN>(s, p_frag);
+    } else {
+      uint8_t* p_s = p_buf(cur);
+#pragma unroll
+      for (int e = 0; e < WgS::kAccPerThread; e += 2) {
+        const int slot = (e / 2) % 2;
+        const float p0 = exp2f(s[e] - base[slot]);
+        const float p1 = exp2f(s[e + 1] - base[slot]);
+        l[slot] += p0 + p1;
+        const int r = WgS::AccRow(warp_in_group, lane, e);
+        const int col = WgS::AccCol(lane, e);
+        *reinterpret_cast<uint32_t*>(p_s + WgS::Offset(r, col, L::kKeyGroup)) =
+            PackBf16x2(p0, p1);
+      }
+      WgO::Wait(o);  // PV_{t+1} done: O may be rescaled
     }
-    WgO::Wait(o);  // PV_{t+1} done: O may be rescaled
 #pragma unroll
     for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
   }
   CopyAsyncWait<0>();
   WgS::FenceStores();
   __syncthreads();
-  WgO::template Issue<kBlockN>(o, p_buf(last % 2), L::kKeyGroup,
-                               vt_buf(last % 2), L::kKeyGroup, true);
-  WgO::Wait(o);
+  if constexpr (kRegP) {
+    WgORegA::Issue(o, p_frag, vt_buf(last % 2), L::kKeyGroup, true);
+    WgORegA::Wait(o, p_frag);
+  } else {
+    WgO::template Issue<kBlockN>(o, p_buf(last % 2), L::kKeyGroup,
+                                 vt_buf(last % 2), L::kKeyGroup, true);
+    WgO::Wait(o);
+  }
 
   float inv[2];
 #pragma unroll
@@ -898,22 +978,396 @@ inline constexpr bool kWarpgroupAttention = ::dsa::gpu::kHasWarpgroupBf16Mma;
 inline constexpr bool kWarpgroupAttention = false;
 #endif
 
+// ---------------------------------------------------------------------------
+// The warp-specialised body (sm_90a, FlashAttention-3's structure): a
+// producer warp streams K and V^T tiles with TMA copies into rings of
+// shared-memory stages, signalled on mbarriers; two consumer warpgroups (64
+// query rows each) multiply on wgmma from the 128-byte swizzled layout the
+// copies write, with P in registers (WarpgroupBf16MmaRegA) and tile t's
+// P V beside tile t - 1's Q K^T and softmax, and never wait on a block-wide
+// barrier. The math warps issue no loads and compute no addresses, which
+// the cp.async bodies above spend many of their issue slots on. Needs
+// nope, rope and v multiples of 64 (a TMA box of 64 columns covers one
+// swizzle block of one source); the launcher picks another body otherwise.
+//
+// Per CTA: Q (128 x qk) once; for every key tile (64 keys), K (64 x qk:
+// nope / 64 boxes of K_nope, rope / 64 of k_pe) and V^T (v x 64).
+// GLM-5.1: Q 64 KiB + 2 stages x (32 + 32) KiB; DeepSeek-V3.2: 48 KiB + 4 x
+// (24 + 16) KiB.
+#if defined(DSA_GPU_CUDA)
+// A producer warpgroup (one lane of it issues the copies): with 12 warps,
+// each scheduler's register file holds one producer and two consumer warps,
+// and setmaxnreg moves the producer's registers to the consumers (40 + 2 x
+// 232 <= 512 per scheduler slot): GLM-5.1's O alone is 128 registers.
+constexpr int kTmaConsumerThreads = 256;
+constexpr int kTmaThreads = kTmaConsumerThreads + 128;
+constexpr int kTmaProducerRegs = 40;
+constexpr int kTmaConsumerRegs = 232;
+
+struct TmaMaps {
+  CUtensorMap q;      // 3-D {qk, heads, tokens}, box {64, 1, 128}
+  CUtensorMap knope;  // 2-D {heads * nope, S}, box {64, kN}
+  CUtensorMap kpe;    // 2-D {lora + rope, S} (the latent rows), box {64, kN}
+  CUtensorMap vt;     // 2-D {S, heads * v}, box {64, v} (kN / 64 a tile)
+};
+
+template <int kQk, int kV, int kN>
+struct TmaSmem {
+  static constexpr int kQBytes = kBlockM * kQk * 2;
+  static constexpr int kKBytes = kN * kQk * 2;
+  static constexpr int kVBytes = kV * kN * 2;
+  static constexpr int kBudget = 227 * 1024 - 1024 - 256;  // align + barriers
+  static constexpr int kStagesFit = (kBudget - kQBytes) / (kKBytes + kVBytes);
+  static constexpr int kStages = kStagesFit > 4 ? 4 : kStagesFit;
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + kQBytes;
+  static constexpr int kV0 = kK + kStages * kKBytes;
+  static constexpr int kBar = kV0 + kStages * kVBytes;  // 8-byte barriers
+  // full_q, full_k[s], empty_k[s], full_v[s], empty_v[s]
+  static constexpr int kBarriers = 1 + 4 * kStages;
+  static constexpr size_t kBytes = 1024 + kBar + kBarriers * 8;
+};
+
+// (The asm needs sm_90a; other device passes never reach these.)
+__device__ __forceinline__ void MbarInit(uint32_t bar, int count) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar),
+               "r"(count)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void MbarArrive(uint32_t bar) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void MbarExpectTx(uint32_t bar, uint32_t bytes) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+      "r"(bytes)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+#endif
+}
+__device__ __forceinline__ void TmaLoad2d(uint32_t dst, const CUtensorMap* map,
+                                          int32_t c0, int32_t c1,
+                                          uint32_t bar) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::"
+      "bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void TmaLoad3d(uint32_t dst, const CUtensorMap* map,
+                                          int32_t c0, int32_t c1, int32_t c2,
+                                          uint32_t bar) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::"
+      "bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+#endif
+}
+
+// kN: keys per tile, 64 or 128 (DeepSeek-V3.2's v = 128 leaves the
+// registers for 128: S and P of a tile at 64 + 32 a thread, O at 64).
+// Named barriers over the two consumer warpgroups (256 threads).
+__device__ __forceinline__ void NamedBarSync(int id) {
+  asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
+}
+__device__ __forceinline__ void NamedBarArrive(int id) {
+  asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
+}
+
+template <int kQk, int kV, int kN>
+__device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
+                                                 const TmaMaps& maps,
+                                                 uint8_t* smem_raw) {
+  static_assert(kBlockM == 128, "two warpgroups of 64 rows");
+  static_assert(kN == 64 || kN == 128, "instantiated tile widths");
+  static_assert(kKeyAlign % kN == 0, "tiles stay inside a request");
+  static_assert(kQk % 64 == 0 && kV % 64 == 0, "whole swizzle blocks");
+  using L = TmaSmem<kQk, kV, kN>;
+  static_assert(L::kStages >= 2, "at least a double buffer");
+  using WgS = ::dsa::gpu::WarpgroupBf16Mma<kN>;
+  using WgO = ::dsa::gpu::WarpgroupBf16MmaRegA<kV>;
+  using WgOAcc = ::dsa::gpu::WarpgroupBf16Mma<kV>;  // accumulator layout
+  using ::dsa::gpu::Bf16Sw128Descriptor;
+  constexpr int kStages = L::kStages;
+  constexpr int kPSteps = kN / 16;
+  constexpr float kNegInf = -__builtin_huge_valf();
+  const uint32_t raw =
+      static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  const uint32_t q_s = base + L::kQ;
+  auto k_s = [&](int s) { return base + L::kK + s * L::kKBytes; };
+  auto v_s = [&](int s) { return base + L::kV0 + s * L::kVBytes; };
+  const uint32_t bar = base + L::kBar;
+  const uint32_t full_q = bar;
+  auto full_k = [&](int s) { return bar + 8 * (1 + s); };
+  auto empty_k = [&](int s) { return bar + 8 * (1 + kStages + s); };
+  auto full_v = [&](int s) { return bar + 8 * (1 + 2 * kStages + s); };
+  auto empty_v = [&](int s) { return bar + 8 * (1 + 3 * kStages + s); };
+
+  const BlockWork w = GetWork(a);
+  const int warp = threadIdx.x / kDsaWarpSize;
+  const int lane = threadIdx.x % kDsaWarpSize;
+  // Key tiles of kN (GetWork counts tiles of kBlockN).
+  const int last = (w.first_pos + w.rows - 1) / kN;
+  if (threadIdx.x == 0) {
+    MbarInit(full_q, 1);
+    for (int s = 0; s < kStages; ++s) {
+      MbarInit(full_k(s), 1);
+      MbarInit(full_v(s), 1);
+      // Lane 0 of each of the 8 consumer warps releases a stage.
+      MbarInit(empty_k(s), kTmaConsumerThreads / kDsaWarpSize);
+      MbarInit(empty_v(s), kTmaConsumerThreads / kDsaWarpSize);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp >= kTmaConsumerThreads / kDsaWarpSize) {
+    // ---- Producer warpgroup: one lane issues every copy.
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    asm volatile(
+        "setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kTmaProducerRegs));
+#endif
+    if (warp != kTmaConsumerThreads / kDsaWarpSize || lane != 0) return;
+    const int token0 = w.req.q_begin + w.i0;
+    MbarExpectTx(full_q, L::kQBytes);
+#pragma unroll
+    for (int b = 0; b < kQk / 64; ++b) {
+      TmaLoad3d(q_s + b * kBlockM * 128, &maps.q, 64 * b, w.head, token0,
+                full_q);
+    }
+    const int nope_boxes = a.nope / 64;
+    for (int i = 0; i <= last; ++i) {
+      const int t = last - i;
+      const int s = i % kStages;
+      const uint32_t parity = ((i / kStages) & 1) ^ 1u;
+      const int key_row = w.req.kv_row + t * kN;
+      MbarWait(empty_k(s), parity);
+      MbarExpectTx(full_k(s), L::kKBytes);
+#pragma unroll
+      for (int b = 0; b < kQk / 64; ++b) {
+        const uint32_t dst = k_s(s) + b * kN * 128;
+        if (b < nope_boxes) {
+          TmaLoad2d(dst, &maps.knope,
+                    static_cast<int32_t>(w.head_knope) + 64 * b, key_row,
+                    full_k(s));
+        } else {
+          TmaLoad2d(dst, &maps.kpe, a.lora + 64 * (b - nope_boxes), key_row,
+                    full_k(s));
+        }
+      }
+      MbarWait(empty_v(s), parity);
+      MbarExpectTx(full_v(s), L::kVBytes);
+#pragma unroll
+      for (int b = 0; b < kN / 64; ++b) {
+        TmaLoad2d(v_s(s) + b * kV * 128, &maps.vt, key_row + 64 * b,
+                  static_cast<int32_t>(w.head_vt), full_v(s));
+      }
+    }
+    return;
+  }
+
+  // ---- Consumers: warpgroup `group` owns query rows 64 group ...
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kTmaConsumerRegs));
+#endif
+  const int group = warp / 4;
+  const int warp_in_group = warp % 4;
+  const int row_base = group * 64;
+  float o[WgO::kAccPerThread];
+#pragma unroll
+  for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] = 0.0f;
+  float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f};
+  uint32_t p_frag[kPSteps][4];
+  // Q rows of this warpgroup: 64 rows into each 128-row block of 64 columns.
+  const uint32_t q_rows = q_s + row_base * 128;
+  auto q_desc = [&](int j) {
+    return Bf16Sw128Descriptor(q_rows + (j / 4) * kBlockM * 128 + (j % 4) * 32);
+  };
+  MbarWait(full_q, 0);
+  // Ping-pong: group 0 goes first. Group 1 arrives once here and once per
+  // round but its last, group 0 once per round: every sync is matched.
+  if (a.pingpong && group == 1) NamedBarArrive(1);
+
+  for (int i = 0; i <= last; ++i) {
+    const int t = last - i;
+    const int s = i % kStages;
+    const uint32_t parity = (i / kStages) & 1;
+    MbarWait(full_k(s), parity);
+    // Ping-pong: wait for the other warpgroup to have issued its products
+    // of this round, so that one group's softmax runs under the other's
+    // products (named barriers 1 and 2, the two consumer groups).
+    if (a.pingpong) NamedBarSync(1 + group);
+    float sc[WgS::kAccPerThread];
+    const uint32_t k_base = k_s(s);
+    WgS::template IssueWith<kQk / 16>(
+        sc, q_desc,
+        [&](int j) {
+          return Bf16Sw128Descriptor(k_base + (j / 4) * kN * 128 +
+                                     (j % 4) * 32);
+        },
+        false);
+    if (i > 0) {
+      const int sp = (i - 1) % kStages;
+      MbarWait(full_v(sp), ((i - 1) / kStages) & 1);
+      const uint32_t v_base = v_s(sp);
+      WgO::IssueWith(
+          o, p_frag,
+          [&](int j) {
+            return Bf16Sw128Descriptor(v_base + (j / 4) * kV * 128 +
+                                       (j % 4) * 32);
+          },
+          true);
+      if (a.pingpong && !(group == 1 && i == last)) NamedBarArrive(2 - group);
+      // S_t was committed first: waiting for all but the newest group
+      // leaves PV_{t+1} running.
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+      WgS::FenceOperands(sc);
+    } else {
+      if (a.pingpong && !(group == 1 && i == last)) NamedBarArrive(2 - group);
+      WgS::Wait(sc);
+    }
+    // Q K^T of tile t has read K_t: the stage may be refilled.
+    if (lane == 0) MbarArrive(empty_k(s));
+
+    const int key0 = t * kN;
+    const bool masked = key0 + kN - 1 > w.first_pos;
+    float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int e = 0; e < WgS::kAccPerThread; ++e) {
+      float x = sc[e] * a.scale_log2;
+      if (masked) {
+        const int key = key0 + WgS::AccCol(lane, e);
+        const int pos =
+            w.first_pos + row_base + WgS::AccRow(warp_in_group, lane, e);
+        if (key > pos) x = kNegInf;
+      }
+      sc[e] = x;
+      mx[(e / 2) % 2] = fmaxf(mx[(e / 2) % 2], x);
+    }
+    float base_r[2], alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = mx[r];
+      tile_max = fmaxf(tile_max, DSA_SHFL_XOR(tile_max, 1, kDsaWarpSize));
+      tile_max = fmaxf(tile_max, DSA_SHFL_XOR(tile_max, 2, kDsaWarpSize));
+      const float new_max = fmaxf(m[r], tile_max);
+      base_r[r] = new_max == kNegInf ? 0.0f : new_max;
+      alpha[r] = exp2f(m[r] - base_r[r]);
+      m[r] = new_max;
+      l[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int e = 0; e < WgS::kAccPerThread; e += 2) {
+      const int slot = (e / 2) % 2;
+      sc[e] = exp2f(sc[e] - base_r[slot]);
+      sc[e + 1] = exp2f(sc[e + 1] - base_r[slot]);
+      l[slot] += sc[e] + sc[e + 1];
+    }
+    // PV_{t+1} done (unconditional wait: nothing pends at i = 0, and a wait
+    // ptxas cannot pair with its issue serialises every wgmma).
+    WgO::Wait(o, p_frag);
+    if (i > 0 && lane == 0) MbarArrive(empty_v((i - 1) % kStages));
+#pragma unroll
+    for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
+    WgO::template FromAccumulator<kN>(sc, p_frag);
+  }
+  {
+    const int sp = last % kStages;
+    MbarWait(full_v(sp), (last / kStages) & 1);
+    const uint32_t v_base = v_s(sp);
+    WgO::IssueWith(
+        o, p_frag,
+        [&](int j) {
+          return Bf16Sw128Descriptor(v_base + (j / 4) * kV * 128 +
+                                     (j % 4) * 32);
+        },
+        true);
+    WgO::Wait(o, p_frag);
+  }
+
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = l[r];
+    sum += DSA_SHFL_XOR(sum, 1, kDsaWarpSize);
+    sum += DSA_SHFL_XOR(sum, 2, kDsaWarpSize);
+    inv[r] = sum > 0.0f ? 1.0f / sum : 0.0f;
+  }
+#pragma unroll
+  for (int e = 0; e < WgO::kAccPerThread; e += 2) {
+    const int r = row_base + WgOAcc::AccRow(warp_in_group, lane, e);
+    const int col = WgOAcc::AccCol(lane, e);
+    const float inv_r = inv[(e / 2) % 2];
+    if (r < w.rows) {
+      StoreOut(a, OutBase(a, w, r), col, o[e] * inv_r, col + 1,
+               o[e + 1] * inv_r, true);
+    }
+  }
+}
+
+template <int kQk, int kV, int kN>
+__global__ void __launch_bounds__(kTmaThreads, 1)
+    DenseAttentionTmaKernel(const __grid_constant__ AttentionArgs a,
+                            const __grid_constant__ TmaMaps maps) {
+  extern __shared__ __align__(1024) uint8_t tma_smem[];
+  if constexpr (kWarpgroupAttention && kQk % 64 == 0 && kV % 64 == 0) {
+    WarpgroupTmaBody<kQk, kV, kN>(a, maps, tma_smem);
+  }
+}
+#endif  // DSA_GPU_CUDA
+
+// The attention bodies: the warp-level one off sm_90a; on sm_90a the plain
+// warpgroup body, the pipelined one with P through shared memory, and the
+// pipelined one with P in registers.
+enum AttentionBody : int {
+  kBodyPlain = 0,      // WarpgroupBody on sm_90a, WarpBody elsewhere
+  kBodyPipelined = 1,  // WarpgroupPipelinedBody<.., false>
+  kBodyRegP = 2,       // WarpgroupPipelinedBody<.., true>
+  kBodyTma = 3,        // WarpgroupTmaBody (head dims multiples of 64)
+};
+
 // Two blocks per multiprocessor where registers and shared memory allow
 // (the plain warpgroup body with v <= 128); one otherwise.
-template <int kQk, int kV, bool kPipelined>
+template <int kQk, int kV, int kBody>
 constexpr int kAttentionMinBlocks =
-    kWarpgroupAttention && !kPipelined && kV <= 128 ? 2 : 1;
+    kWarpgroupAttention&& kBody == kBodyPlain&& kV <= 128 ? 2 : 1;
 
-// kPipelined picks the pipelined warpgroup body on sm_90a (elsewhere both
-// instantiations run the warp-level body).
-template <int kQk, int kV, bool kPipelined>
+// kBody picks the body on sm_90a; elsewhere every instantiation runs the
+// warp-level body (and only kBodyPlain is launched).
+template <int kQk, int kV, int kBody>
 __global__ void __launch_bounds__(kThreads,
-                                  (kAttentionMinBlocks<kQk, kV, kPipelined>))
+                                  (kAttentionMinBlocks<kQk, kV, kBody>))
     DenseAttentionKernel(const AttentionArgs a) {
   extern __shared__ __align__(128) uint16_t smem[];
 #if defined(DSA_GPU_CUDA)
-  if constexpr (kWarpgroupAttention && kPipelined) {
-    WarpgroupPipelinedBody<kQk, kV>(a, smem);
+  if constexpr (kWarpgroupAttention && kBody == kBodyRegP) {
+    WarpgroupPipelinedBody<kQk, kV, true>(a, smem);
+  } else if constexpr (kWarpgroupAttention && kBody == kBodyPipelined) {
+    WarpgroupPipelinedBody<kQk, kV, false>(a, smem);
   } else if constexpr (kWarpgroupAttention) {
     WarpgroupBody<kQk, kV>(a, smem);
   } else {
@@ -924,14 +1378,34 @@ __global__ void __launch_bounds__(kThreads,
 #endif
 }
 
-// Whether to run the pipelined warpgroup body (sm_90a): yes unless
-// DSA_DENSE_ATTENTION=plain (for comparisons).
-bool PipelinedWanted() {
-  static const bool wanted = [] {
-    const char* env = std::getenv("DSA_DENSE_ATTENTION");
-    return env == nullptr || std::strcmp(env, "plain") != 0;
+// The TMA body's consumer warpgroups take turns to issue their products
+// (on the H200 at T = 8192: GLM-5.1 4.91 -> 4.72 ms, DeepSeek-V3.2 5.92 ->
+// 5.85 ms); DSA_DENSE_TMA_PINGPONG=0 turns it off.
+bool TmaPingPong() {
+  static const bool on = [] {
+    const char* env = std::getenv("DSA_DENSE_TMA_PINGPONG");
+    return env == nullptr || std::strcmp(env, "0") != 0;
   }();
-  return wanted;
+  return on;
+}
+
+// Which warpgroup body to run (sm_90a): the warp-specialised TMA body by
+// default (where the head dims allow; measured on the H200 at T = 8192:
+// GLM-5.1 4.54 ms, DeepSeek-V3.2 5.50 ms of attention without ping-pong,
+// against 9.79 and 12.39 for the pipelined body); DSA_DENSE_ATTENTION=plain,
+// pipelined (P through shared memory) or regp (P in registers) picks a cp.async
+// body, for comparisons.
+AttentionBody WantedBody() {
+  static const AttentionBody body = [] {
+    const char* env = std::getenv("DSA_DENSE_ATTENTION");
+    if (env != nullptr && std::strcmp(env, "plain") == 0) return kBodyPlain;
+    if (env != nullptr && std::strcmp(env, "regp") == 0) return kBodyRegP;
+    if (env != nullptr && std::strcmp(env, "pipelined") == 0) {
+      return kBodyPipelined;
+    }
+    return kBodyTma;
+  }();
+  return body;
 }
 
 // Whether the attention kernels of this build run the warpgroup body on the
@@ -972,18 +1446,171 @@ LaunchResult UsesWarpgroupBody(bool* result) {
 
 using AttentionFn = void (*)(AttentionArgs);
 
+#if defined(DSA_GPU_CUDA)
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType,
+                                   cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*,
+                                   const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                   CUtensorMapFloatOOBfill);
+
+// The driver's cuTensorMapEncodeTiled, or nullptr.
+EncodeTiledFn EncodeTiled() {
+  static const EncodeTiledFn fn = []() -> EncodeTiledFn {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                         cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      return nullptr;
+    }
+    return reinterpret_cast<EncodeTiledFn>(p);
+  }();
+  return fn;
+}
+
+// A bf16 tensor map with 128-byte swizzle: dims innermost first, strides
+// (bytes) of dims 1.., the box in elements.
+LaunchResult MakeMap(CUtensorMap* map, const void* base, int rank,
+                     const cuuint64_t* dims, const cuuint64_t* strides,
+                     const cuuint32_t* box, const char* what) {
+  const cuuint32_t unit[3] = {1, 1, 1};
+  const CUresult r = EncodeTiled()(
+      map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(base),
+      dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r == CUDA_SUCCESS) return LaunchResult{};
+  LaunchResult out;
+  out.code = LaunchCode::kRuntimeError;
+  std::snprintf(out.message, sizeof(out.message),
+                "dense_mha_prefill: cuTensorMapEncodeTiled (%s) failed: %d",
+                what, static_cast<int>(r));
+  return out;
+}
+
+// Whether the TMA body can run these head dims on this build and device.
+bool TmaBodyFits(const AttentionArgs& a) {
+  return a.nope % 64 == 0 && a.rope % 64 == 0 && a.v % 64 == 0 &&
+         EncodeTiled() != nullptr;
+}
+
+using AttentionTmaFn = void (*)(AttentionArgs, TmaMaps);
+
+template <int kQk, int kV>
+LaunchResult LaunchTmaAttention(const AttentionArgs& a, int items, int heads,
+                                hipStream_t stream) {
+  if constexpr (kQk % 64 != 0 || kV % 64 != 0) {
+    return Invalid(kOp, "TMA body: head dims %d / %d", kQk, kV);
+  } else {
+    // 128-key tiles where the registers (v <= 128) and a double buffer in
+    // shared memory allow, unless DSA_DENSE_TMA_N=64.
+    static const bool narrow = [] {
+      const char* env = std::getenv("DSA_DENSE_TMA_N");
+      return env != nullptr && std::strcmp(env, "64") == 0;
+    }();
+    constexpr int kWideN =
+        kV <= 128 && TmaSmem<kQk, kV, 128>::kStagesFit >= 2 ? 128 : 64;
+    const bool wide = kWideN == 128 && !narrow;
+    const size_t bytes =
+        wide ? TmaSmem<kQk, kV, kWideN>::kBytes : TmaSmem<kQk, kV, 64>::kBytes;
+    const AttentionTmaFn fn = wide ? &DenseAttentionTmaKernel<kQk, kV, kWideN>
+                                   : &DenseAttentionTmaKernel<kQk, kV, 64>;
+    const cuuint32_t tile_keys = wide ? kWideN : 64;
+    TmaMaps maps;
+    const int qk = a.nope + a.rope;
+    const int64_t kv_rows = a.vt_ld;
+    {
+      const cuuint64_t dims[3] = {static_cast<cuuint64_t>(qk),
+                                  static_cast<cuuint64_t>(a.heads),
+                                  static_cast<cuuint64_t>(a.tokens)};
+      const cuuint64_t strides[2] = {static_cast<cuuint64_t>(qk) * 2,
+                                     static_cast<cuuint64_t>(qk) * a.heads * 2};
+      const cuuint32_t box[3] = {64, 1, kBlockM};
+      LaunchResult r = MakeMap(&maps.q, a.q, 3, dims, strides, box, "q");
+      if (!r.ok()) return r;
+    }
+    {
+      const cuuint64_t dims[2] = {static_cast<cuuint64_t>(a.knope_ld),
+                                  static_cast<cuuint64_t>(kv_rows)};
+      const cuuint64_t strides[1] = {static_cast<cuuint64_t>(a.knope_ld) * 2};
+      const cuuint32_t box[2] = {64, tile_keys};
+      LaunchResult r = a.nope > 0 ? MakeMap(&maps.knope, a.knope, 2, dims,
+                                            strides, box, "K_nope")
+                                  : LaunchResult{};
+      if (!r.ok()) return r;
+    }
+    {
+      const cuuint64_t dims[2] = {static_cast<cuuint64_t>(a.lat_ld),
+                                  static_cast<cuuint64_t>(kv_rows)};
+      const cuuint64_t strides[1] = {static_cast<cuuint64_t>(a.lat_ld) * 2};
+      const cuuint32_t box[2] = {64, tile_keys};
+      LaunchResult r = MakeMap(&maps.kpe, a.lat, 2, dims, strides, box, "k_pe");
+      if (!r.ok()) return r;
+    }
+    {
+      const cuuint64_t dims[2] = {static_cast<cuuint64_t>(kv_rows),
+                                  static_cast<cuuint64_t>(a.heads) * a.v};
+      const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kv_rows) * 2};
+      const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(kV)};
+      LaunchResult r = MakeMap(&maps.vt, a.vt, 2, dims, strides, box, "V^T");
+      if (!r.ok()) return r;
+    }
+    int device = 0, max_smem = 0;
+    LaunchResult r =
+        FromError(hipGetDevice(&device), "dense_mha_prefill: device");
+    if (!r.ok()) return r;
+    r = FromError(
+        hipDeviceGetAttribute(
+            &max_smem, hipDeviceAttributeMaxSharedMemoryPerBlock, device),
+        "dense_mha_prefill: shared memory limit");
+    if (!r.ok()) return r;
+    if (static_cast<size_t>(max_smem) < bytes) {
+      return Invalid(kOp,
+                     "TMA body: head dims qk %d v %d need %zu bytes of shared "
+                     "memory per block; this device allows %d",
+                     kQk, kV, bytes, max_smem);
+    }
+    r = FromError(
+        hipFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                            hipFuncAttributeMaxDynamicSharedMemorySize,
+                            static_cast<int>(bytes)),
+        "dense_mha_prefill: shared memory opt-in");
+    if (!r.ok()) return r;
+    hipLaunchKernelGGL(fn, dim3(items, heads), dim3(kTmaThreads), bytes, stream,
+                       a, maps);
+    return CheckLaunch("dense_mha_prefill attention (TMA)");
+  }
+}
+#endif  // DSA_GPU_CUDA
+
 template <int kQk, int kV>
 LaunchResult LaunchAttention(const AttentionArgs& args, int items, int heads,
                              hipStream_t stream) {
   bool warpgroup = false;
   LaunchResult r = UsesWarpgroupBody(&warpgroup);
   if (!r.ok()) return r;
-  const bool pipelined = warpgroup && PipelinedWanted();
-  const AttentionFn fn = pipelined ? &DenseAttentionKernel<kQk, kV, true>
-                                   : &DenseAttentionKernel<kQk, kV, false>;
-  const size_t bytes = pipelined   ? PipelinedSmem<kQk, kV>::kBytes
-                       : warpgroup ? WarpgroupSmem<kQk, kV>::kBytes
-                                   : WarpSmem<kQk, kV>::kBytes;
+  AttentionBody body = warpgroup ? WantedBody() : kBodyPlain;
+#if defined(DSA_GPU_CUDA)
+  if (body == kBodyTma && TmaBodyFits(args)) {
+    return LaunchTmaAttention<kQk, kV>(args, items, heads, stream);
+  }
+#endif
+  // Head dims the TMA body cannot take run on the pipelined body.
+  if (body == kBodyTma) body = kBodyPipelined;
+  AttentionFn fn = &DenseAttentionKernel<kQk, kV, kBodyPlain>;
+  size_t bytes =
+      warpgroup ? WarpgroupSmem<kQk, kV>::kBytes : WarpSmem<kQk, kV>::kBytes;
+#if defined(DSA_GPU_CUDA)
+  if (body == kBodyPipelined) {
+    fn = &DenseAttentionKernel<kQk, kV, kBodyPipelined>;
+    bytes = PipelinedSmem<kQk, kV>::kBytes;
+  } else if (body == kBodyRegP) {
+    fn = &DenseAttentionKernel<kQk, kV, kBodyRegP>;
+    bytes = PipelinedSmem<kQk, kV>::kBytesRegP;
+  }
+#endif
   int device = 0, max_smem = 0;
   r = FromError(hipGetDevice(&device), "dense_mha_prefill: device");
   if (!r.ok()) return r;
@@ -1044,6 +1671,90 @@ LaunchResult ConvertToBf16(const T* in, uint16_t* out, int64_t n,
   hipLaunchKernelGGL(ToBf16Kernel<T>, dim3(static_cast<unsigned>(blocks)),
                      dim3(256), 0, stream, in, out, n);
   return CheckLaunch("dense_mha_prefill bf16 conversion");
+}
+
+// Whether the decompression runs on the platform's vendor GEMM (cuBLASLt /
+// rocBLAS, when loaded) instead of gemm_bf16.h; asked once per process.
+// DSA_DENSE_DECOMPRESS=own forces the project's GEMM.
+const char* DecompressionBackend() {
+  static const char* const backend = []() -> const char* {
+    const char* env = std::getenv("DSA_DENSE_DECOMPRESS");
+    if (env != nullptr && std::strcmp(env, "own") == 0) return "gemm_bf16";
+    const char* vendor = DenseMhaVendorGemmBackend();
+    return vendor != nullptr ? vendor : "gemm_bf16";
+  }();
+  return backend;
+}
+bool VendorDecompression() {
+  return std::strcmp(DecompressionBackend(), "gemm_bf16") != 0;
+}
+
+// The decompression on the vendor GEMM: W_UK and W_UV are first split
+// out of kv_b_proj into contiguous bf16 scratch (the vendor GEMM takes one
+// row stride per operand), then K_nope [S, heads * nope] = lat W_UK^T and
+// V^T [heads * v, S] = W_UV lat^T, each one plain GEMM (a weight copy of
+// 2 * heads * (nope + v) * lora bytes, ~10-30 us, buys one large product
+// instead of a batch of per-head ones).
+LaunchResult DecompressOnVendorGemm(const DenseMhaPrefillParams& p,
+                                    const uint16_t* lat, int64_t lat_ld,
+                                    int64_t kv_rows, uint16_t* knope,
+                                    uint16_t* vt, StreamScratch& scratch,
+                                    hipStream_t stream) {
+  const int64_t nope = p.qk_nope_head_dim, v = p.v_head_dim;
+  const int64_t lora = p.kv_lora_rank, heads = p.heads;
+  const int64_t w_rows = heads * (nope + v);
+  uint16_t* wk = nullptr;
+  uint16_t* wv = nullptr;
+  LaunchResult r;
+  if (nope > 0) {
+    r = scratch.Get(&wk, static_cast<size_t>(heads * nope * lora * 2),
+                    "dense_mha_prefill W_UK scratch");
+    if (!r.ok()) return r;
+  }
+  r = scratch.Get(&wv, static_cast<size_t>(heads * v * lora * 2),
+                  "dense_mha_prefill W_UV scratch");
+  if (!r.ok()) return r;
+  const int64_t chunks = w_rows * (lora / 8);
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<int64_t>((chunks + 255) / 256, 16384));
+  if (p.kv_b_proj_format == FloatFormat::kFloat32) {
+    hipLaunchKernelGGL(SplitWeightsKernel<float>, dim3(blocks), dim3(256), 0,
+                       stream, static_cast<const float*>(p.kv_b_proj), wk, wv,
+                       w_rows, static_cast<int32_t>(nope),
+                       static_cast<int32_t>(v), static_cast<int32_t>(lora));
+  } else {
+    hipLaunchKernelGGL(SplitWeightsKernel<uint16_t>, dim3(blocks), dim3(256), 0,
+                       stream, static_cast<const uint16_t*>(p.kv_b_proj), wk,
+                       wv, w_rows, static_cast<int32_t>(nope),
+                       static_cast<int32_t>(v), static_cast<int32_t>(lora));
+  }
+  r = CheckLaunch("dense_mha_prefill weight split");
+  if (!r.ok()) return r;
+  if (nope > 0) {
+    Bf16GemmParams g;
+    g.a = lat;
+    g.lda = lat_ld;
+    g.b = wk;
+    g.ldb = lora;
+    g.c = knope;
+    g.ldc = heads * nope;
+    g.m = kv_rows;
+    g.n = heads * nope;
+    g.k = lora;
+    r = DenseMhaVendorGemmLaunch(g, stream);
+    if (!r.ok()) return r;
+  }
+  Bf16GemmParams g;
+  g.a = wv;
+  g.lda = lora;
+  g.b = lat;
+  g.ldb = lat_ld;
+  g.c = vt;
+  g.ldc = kv_rows;
+  g.m = heads * v;
+  g.n = kv_rows;
+  g.k = lora;
+  return DenseMhaVendorGemmLaunch(g, stream);
 }
 
 }  // namespace
@@ -1237,38 +1948,42 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
   // V^T = W_UV x lat[:, :lora]^T, W_UK / W_UV the per-head row groups of
   // kv_b_proj.
   const int64_t w_rows = static_cast<int64_t>(p.heads) * (nope + v);
-  const uint16_t* w = static_cast<const uint16_t*>(p.kv_b_proj);
-  if (p.kv_b_proj_format == FloatFormat::kFloat32 ||
-      reinterpret_cast<uintptr_t>(p.kv_b_proj) % 16 != 0) {
-    uint16_t* wb = nullptr;
-    r = scratch.Get(&wb, static_cast<size_t>(w_rows * lora * 2),
-                    "dense_mha_prefill weight scratch");
+  if (!p.own_decompression_gemm && VendorDecompression()) {
+    r = DecompressOnVendorGemm(p, lat, lat_ld, kv_rows, knope, vt, scratch,
+                               stream);
     if (!r.ok()) return r;
-    r = p.kv_b_proj_format == FloatFormat::kFloat32
-            ? ConvertToBf16(static_cast<const float*>(p.kv_b_proj), wb,
-                            w_rows * lora, stream)
-            : ConvertToBf16(static_cast<const uint16_t*>(p.kv_b_proj), wb,
-                            w_rows * lora, stream);
-    if (!r.ok()) return r;
-    w = wb;
-  }
-  if (nope > 0) {
-    Bf16GemmParams g;
-    g.a = lat;
-    g.lda = lat_ld;
-    g.b = w;
-    g.ldb = lora;
-    g.b_group_rows = nope;
-    g.b_group_stride = nope + v;
-    g.c = knope;
-    g.ldc = knope_ld;
-    g.m = kv_rows;
-    g.n = knope_ld;
-    g.k = lora;
-    r = Bf16GemmLaunch(g, stream);
-    if (!r.ok()) return r;
-  }
-  {
+  } else {
+    const uint16_t* w = static_cast<const uint16_t*>(p.kv_b_proj);
+    if (p.kv_b_proj_format == FloatFormat::kFloat32 ||
+        reinterpret_cast<uintptr_t>(p.kv_b_proj) % 16 != 0) {
+      uint16_t* wb = nullptr;
+      r = scratch.Get(&wb, static_cast<size_t>(w_rows * lora * 2),
+                      "dense_mha_prefill weight scratch");
+      if (!r.ok()) return r;
+      r = p.kv_b_proj_format == FloatFormat::kFloat32
+              ? ConvertToBf16(static_cast<const float*>(p.kv_b_proj), wb,
+                              w_rows * lora, stream)
+              : ConvertToBf16(static_cast<const uint16_t*>(p.kv_b_proj), wb,
+                              w_rows * lora, stream);
+      if (!r.ok()) return r;
+      w = wb;
+    }
+    if (nope > 0) {
+      Bf16GemmParams g;
+      g.a = lat;
+      g.lda = lat_ld;
+      g.b = w;
+      g.ldb = lora;
+      g.b_group_rows = nope;
+      g.b_group_stride = nope + v;
+      g.c = knope;
+      g.ldc = knope_ld;
+      g.m = kv_rows;
+      g.n = knope_ld;
+      g.k = lora;
+      r = Bf16GemmLaunch(g, stream);
+      if (!r.ok()) return r;
+    }
     Bf16GemmParams g;
     g.a = w + nope * lora;
     g.lda = lora;
@@ -1315,6 +2030,8 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
   args.rope = static_cast<int32_t>(rope);
   args.v = static_cast<int32_t>(v);
   args.lora = static_cast<int32_t>(lora);
+  args.tokens = p.tokens;
+  args.pingpong = TmaPingPong();
   args.scale_log2 = p.softmax_scale * 1.4426950408889634f;
   args.out_bf16 = p.output_format == FloatFormat::kBFloat16;
   args.out_pairs = reinterpret_cast<uintptr_t>(p.output) % 8 == 0;
@@ -1322,12 +2039,23 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& p,
                            static_cast<int>(work.size()), p.heads, stream);
 }
 
+const char* DenseMhaDecompressionPath() { return DecompressionBackend(); }
+
 const char* DenseMhaAttentionPath() {
   bool warpgroup = false;
   if (!UsesWarpgroupBody(&warpgroup).ok()) return "none";
-  return !warpgroup          ? "warp"
-         : PipelinedWanted() ? "warpgroup-pipelined"
-                             : "warpgroup";
+  if (!warpgroup) return "warp";
+  switch (WantedBody()) {
+    case kBodyPipelined:
+      return "warpgroup-pipelined";
+    case kBodyRegP:
+      return "warpgroup-pipelined-regp";
+    case kBodyTma:
+      return "warpgroup-tma (pipelined where a head dim is not a multiple of "
+             "64)";
+    default:
+      return "warpgroup";
+  }
 }
 
 LaunchResult CopyToHostOnStream(void* dst, const void* src, size_t bytes,

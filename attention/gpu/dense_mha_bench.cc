@@ -4,7 +4,7 @@
 // shape with milliseconds and TFLOP/s; torch_dense_mha.py times the torch
 // equivalent (SDPA + the decompression matmul) in the same device call.
 //
-//   dense_mha_bench [--quick | --t8192]
+//   dense_mha_bench [--quick | --t8192 | --floor | --once]
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -16,6 +16,7 @@
 #include "attention/dtypes/bf16.h"
 #include "attention/dtypes/fp8.h"
 #include "attention/gpu/dense_mha_kernels.h"
+#include "attention/gpu/dense_mha_vendor_gemm.h"
 #include "attention/gpu/gemm_bf16.h"
 #include "attention/gpu/indexer_kernels.h"
 
@@ -75,11 +76,19 @@ LaunchResult RunDense(void* arg) {
   return DenseMhaPrefillLaunch(*static_cast<DenseMhaPrefillParams*>(arg),
                                nullptr);
 }
-// The decompression as the launcher runs it: K_nope, then V^T.
+// The decompression as the launcher runs it: K_nope, then V^T, on
+// gemm_bf16.h over kv_b_proj's row groups ...
 LaunchResult RunGemm(void* arg) {
   const Bf16GemmParams* g = static_cast<Bf16GemmParams*>(arg);
   LaunchResult r = Bf16GemmLaunch(g[0], nullptr);
   return r.ok() ? Bf16GemmLaunch(g[1], nullptr) : r;
+}
+// ... or on the vendor GEMM over contiguous W_UK / W_UV (the launcher's
+// weight split, ~1 % of it, is left out).
+LaunchResult RunVendorGemm(void* arg) {
+  const Bf16GemmParams* g = static_cast<Bf16GemmParams*>(arg);
+  LaunchResult r = DenseMhaVendorGemmLaunch(g[0], nullptr);
+  return r.ok() ? DenseMhaVendorGemmLaunch(g[1], nullptr) : r;
 }
 
 // One shape: requests of (context, new tokens), one cache encoding.
@@ -210,7 +219,17 @@ bool Bench(const Preset& pre, const char* label,
   g[1].n = rows;
   g[1].k = kLora;
   float gemm_ms = 0;
-  if (!Check(TimeMedianMs(&RunGemm, g, 3, iters, &gemm_ms), "gemm")) {
+  if (std::strcmp(DenseMhaDecompressionPath(), "gemm_bf16") != 0) {
+    // Contiguous weights: W_UK rows, then W_UV rows, of the same buffer.
+    Bf16GemmParams vg[2] = {g[0], g[1]};
+    vg[0].b_group_rows = vg[0].b_group_stride = 0;
+    vg[1].a_group_rows = vg[1].a_group_stride = 0;
+    vg[1].a = static_cast<const uint16_t*>(d_w.p) +
+              int64_t{pre.heads} * pre.nope * kLora;
+    if (!Check(TimeMedianMs(&RunVendorGemm, vg, 3, iters, &gemm_ms), "gemm")) {
+      return false;
+    }
+  } else if (!Check(TimeMedianMs(&RunGemm, g, 3, iters, &gemm_ms), "gemm")) {
     return false;
   }
   const DenseMhaFlops f = DenseMhaPrefillFlops(p);
@@ -234,7 +253,16 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const bool quick = mode == "--quick";
   const bool only_long = mode == "--t8192";  // the floor's shapes alone
-  std::printf("attention body: %s, gemm body: %s\n", DenseMhaAttentionPath(),
+  // The floor's shapes and T = 1024, bf16 cache, full iterations.
+  const bool floor_only = mode == "--floor";
+  // One GLM-5.1 T = 8192 call after one warm-up, for a profiler.
+  if (mode == "--once") {
+    return Bench(kGlm, "T=8192", {{0, 8192}}, LatentCacheType::kBFloat16, 1)
+               ? 0
+               : 1;
+  }
+  std::printf("attention body: %s, decompression: %s (own gemm body: %s)\n",
+              DenseMhaAttentionPath(), DenseMhaDecompressionPath(),
               Bf16GemmPath());
   const int iters = quick ? 5 : 20;
   bool ok = true;
@@ -245,11 +273,12 @@ int main(int argc, char** argv) {
   for (const Preset* pre : {&kGlm, &kDeepSeek}) {
     if (only_long) break;
     for (int32_t t : {1024, 1900}) {
+      if (floor_only && t != 1024) continue;
       char label[64];
       std::snprintf(label, sizeof(label), "T=%d", t);
       ok &= Bench(*pre, label, {{0, t}}, LatentCacheType::kBFloat16, iters);
     }
-    if (!quick) {
+    if (!quick && !floor_only) {
       ok &= Bench(*pre, "T=8192", {{0, 8192}}, LatentCacheType::kFp8E4m3fn,
                   iters);
       ok &= Bench(*pre, "4 requests x 2048",

@@ -2,23 +2,35 @@
 // (DenseMhaPrefill in attention/ops.h; the CPU kernel in
 // attention/cpu/mla_kernels.cc has the same semantics).
 //
-// A call runs four kernels on `stream`:
+// A call runs four or five kernels on `stream`:
 //   1. gather: each request's latent entries [0, seq_len) (bf16, or fp8
 //      "fp8_ds_mla" dequantised, exactly) into contiguous bf16 rows
 //      kv_c | k_pe of a scratch buffer (attention/gpu/stream_scratch.h),
-//      each request's rows starting at and padded to a multiple of 64;
-//   2-3. decompression, two bf16 GEMMs (gemm_bf16.h): K_nope = kv_c W_UK^T
-//      as [S, heads * nope] and V^T = W_UV kv_c^T as [heads * v, S], so that
-//      both attention products read K-major operands;
+//      each request's rows starting at and padded to a multiple of 128;
+//   2-3. decompression, two bf16 GEMMs: K_nope = kv_c W_UK^T as
+//      [S, heads * nope] and V^T = W_UV kv_c^T as [heads * v, S], so that
+//      both attention products read K-major operands. They run on the
+//      platform's vendor GEMM (the gemm dense op, GemmGpu in
+//      dense_op_kernels.h: cuBLASLt on CUDA, rocBLAS on ROCm, loaded at run
+//      time) over W_UK and W_UV split out of kv_b_proj into contiguous bf16
+//      scratch (one small kernel), and on the project's own GEMM
+//      (gemm_bf16.h, reading kv_b_proj's row groups in place) when no vendor
+//      library loads, when DSA_DENSE_DECOMPRESS=own, or when the params ask;
 //   4. attention: FlashAttention-style causal attention, one block per (128
 //      query rows, head), query tiles of one head in consecutive blocks (they
-//      share that head's K/V in L2), the longest first; key/value tiles of 64
-//      staged in shared memory by cp.async; online softmax in fp32;
-//      K = K_nope | k_pe. On sm_90a both products run on wgmma
-//      (WarpgroupBf16Mma, two warpgroups of 64 rows) with FlashAttention-3's
-//      intra-warpgroup overlap (PV of tile t beside S and softmax of t - 1;
-//      DSA_DENSE_ATTENTION=plain picks the body without it); elsewhere on
-//      Bf16WarpMma (mma.sync on NVIDIA, MFMA on AMD).
+//      share that head's K/V in L2), the longest first; online softmax in
+//      fp32; K = K_nope | k_pe. On sm_90a, where nope, rope and v are
+//      multiples of 64 (GLM-5.x, DeepSeek-V3.2), the warp-specialised body of
+//      FlashAttention-3: a producer warpgroup streams K and V^T tiles (64
+//      keys, 128 where v <= 128) with TMA copies in the 128-byte swizzled
+//      layout into mbarrier-signalled rings; two consumer warpgroups of 64
+//      rows multiply on wgmma, P in registers, P V of tile t beside
+//      Q K^T and softmax of t - 1, the two groups taking turns to issue
+//      (ping-pong; DSA_DENSE_TMA_PINGPONG=0 turns it off). Other head dims on
+//      sm_90a take a cp.async body on wgmma (DSA_DENSE_ATTENTION=pipelined /
+//      regp / plain force one, for comparisons); elsewhere Bf16WarpMma
+//      (mma.sync on NVIDIA, MFMA on AMD) with key tiles of 64 (32 in AMD's 64
+//      KiB of LDS).
 // Queries, keys, values and softmax probabilities enter the matrix products
 // as bf16 (fp32 inputs are rounded once), products accumulate in fp32: the
 // output is within 2^-8 of the largest |value| a row attends to of the exact
@@ -68,9 +80,12 @@ struct DenseMhaPrefillParams {
   int32_t qk_nope_head_dim = 0;
   int32_t v_head_dim = 0;
   float softmax_scale = 0.0f;
+  // Decompress on gemm_bf16.h even where a vendor GEMM is loaded (tests
+  // compare both).
+  bool own_decompression_gemm = false;
 };
 
-// Enqueues the three kernels. Supported: nope, rope, v multiples of 8;
+// Enqueues the kernels. Supported: nope, rope, v multiples of 8;
 // nope + rope <= 256 and v <= 256; kv_lora a multiple of 8; the
 // lengths in the host arrays consistent (checked: kInvalidArgument names
 // what is wrong). Returns after enqueueing (scratch memory goes back to the
@@ -107,6 +122,10 @@ inline DenseMhaFlops DenseMhaPrefillFlops(const DenseMhaPrefillParams& p) {
 // (sm_90a code: wgmma) or "warp" (Bf16WarpMma); "none" when not built or on
 // error. For tests and reports.
 const char* DenseMhaAttentionPath();
+
+// Which GEMM the decompression takes in this process: "cublaslt",
+// "rocblas" (the platform's vendor GEMM) or "gemm_bf16". For reports.
+const char* DenseMhaDecompressionPath();
 
 // `bytes` from device `src` to host `dst` in stream order, then waits for
 // the stream (how the op kernel reads the lengths).

@@ -4,6 +4,10 @@
 // requests with context (chunked prefill), one-token requests, query counts
 // around the 64/128 tile edges, a request without queries, and pages handed
 // out in shuffled order with poisoned block-table entries past each request.
+// The launcher's defaults run (on the H200: the TMA attention body for the
+// GLM / DeepSeek dims, the cp.async body for the tiny ones, cuBLASLt
+// decompression); *_own_gemm cases decompress on gemm_bf16.h, and
+// DSA_DENSE_ATTENTION / DSA_DENSE_TMA_* pick the other bodies.
 // Skips cleanly when built without a GPU backend or run without a device.
 //
 // Tolerance. The kernel multiplies bf16 values exactly and accumulates in
@@ -71,6 +75,7 @@ struct DenseCase {
   std::vector<std::pair<int32_t, int32_t>> requests;  // (context, new)
   bool f32_io = false;       // fp32 q, kv_b_proj and output
   bool bf16_output = false;  // else fp32 output (with bf16 q and weights)
+  bool own_gemm = false;     // decompress on gemm_bf16.h, not the vendor's
 };
 
 std::ostream& operator<<(std::ostream& os, const DenseCase& c) {
@@ -216,6 +221,7 @@ TEST_P(DenseMhaKernelTest, MatchesFloat64Reference) {
   p.qk_nope_head_dim = nope;
   p.v_head_dim = v;
   p.softmax_scale = static_cast<float>(scale);
+  p.own_decompression_gemm = c.own_gemm;
   ASSERT_LAUNCH(DenseMhaPrefillLaunch(p, nullptr));
   ASSERT_LAUNCH(DeviceSynchronize());
   std::vector<double> got(out_elems);
@@ -302,9 +308,10 @@ TEST_P(DenseMhaKernelTest, MatchesFloat64Reference) {
   }
   const DenseMhaFlops flops = DenseMhaPrefillFlops(p);
   std::printf(
-      "%s (%s attention, %s gemm): worst |error| / vmax = %.3g (tolerance "
-      "2^-8 = %.3g); %.3g attention + %.3g decompression FLOP\n",
-      c.name.c_str(), DenseMhaAttentionPath(), Bf16GemmPath(), worst, 0x1p-8,
+      "%s (%s attention, %s decompression): worst |error| / vmax = %.3g "
+      "(tolerance 2^-8 = %.3g); %.3g attention + %.3g decompression FLOP\n",
+      c.name.c_str(), DenseMhaAttentionPath(),
+      c.own_gemm ? Bf16GemmPath() : DenseMhaDecompressionPath(), worst, 0x1p-8,
       flops.attention, flops.decompression);
 }
 
@@ -369,6 +376,30 @@ INSTANTIATE_TEST_SUITE_P(
                   16,
                   LatentCacheType::kBFloat16,
                   {{3, 70}, {0, 64}},
+                  true},
+        DenseCase{"glm_tile_edges_own_gemm",
+                  2,
+                  192,
+                  64,
+                  256,
+                  512,
+                  64,
+                  LatentCacheType::kFp8E4m3fn,
+                  {{0, 127}, {0, 128}, {0, 129}, {70, 64}, {5, 1}, {300, 200}},
+                  false,
+                  false,
+                  true},
+        DenseCase{"deepseek_f32_io_own_gemm",
+                  2,
+                  128,
+                  64,
+                  128,
+                  512,
+                  16,
+                  LatentCacheType::kBFloat16,
+                  {{3, 70}, {0, 64}},
+                  true,
+                  false,
                   true},
         DenseCase{"tiny_v32",
                   4,

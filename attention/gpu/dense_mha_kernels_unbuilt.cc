@@ -12,6 +12,7 @@ LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams&, void*) {
   return NotBuiltResult("dense_mha_prefill");
 }
 const char* DenseMhaAttentionPath() { return "none"; }
+const char* DenseMhaDecompressionPath() { return "none"; }
 LaunchResult CopyToHostOnStream(void*, const void*, size_t, void*) {
   return NotBuiltResult("copy to host");
 }

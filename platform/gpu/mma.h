@@ -823,6 +823,30 @@ struct WarpgroupBf16Mma {
     (void)acc;
 #endif
   }
+  // acc (+)= A * B^T over kSteps steps of 16 columns of K, with the
+  // operands' descriptors built by the caller: a_desc(j) and b_desc(j) of
+  // step j (for other shared-memory layouts, such as the 128-byte swizzled
+  // one of Bf16Sw128Descriptor). Same contract as Issue().
+  template <int kSteps, typename ADesc, typename BDesc>
+  __device__ __forceinline__ static void IssueWith(float (&acc)[kAccPerThread],
+                                                   ADesc a_desc, BDesc b_desc,
+                                                   bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int j = 0; j < kSteps; ++j) {
+      Mma(acc, a_desc(j), b_desc(j), (accumulate || j > 0) ? 1 : 0);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a_desc;
+    (void)b_desc;
+    (void)accumulate;
+    __trap();
+#endif
+  }
   // Accumulator element i of this thread: row (within the 64) and column.
   // Thread (warp w of the group, lane l) holds rows 16w + l/4 (+ 8) and, in
   // each 8-column block n, columns 8n + 2(l%4) (+ 1).
@@ -936,6 +960,248 @@ struct WarpgroupBf16Mma {
 #else
     (void)acc;
     (void)da;
+    (void)db;
+    (void)scale_d;
+#endif
+  }
+};
+
+// The 128-byte swizzled K-major layout of a wgmma operand (what a TMA copy
+// with CU_TENSOR_MAP_SWIZZLE_128B and a 64-element bf16 box writes): the
+// operand is split into blocks of 64 columns of K; a block holds its rows
+// one after the other, 128 bytes each, and within every 8 rows (1024
+// bytes, aligned to 1024) the 16-byte chunk c of row r sits at chunk
+// c ^ (r % 8). Spreads every access pattern over all banks.
+// Byte offset of element (row, k) inside a block of `rows` rows.
+__host__ __device__ constexpr uint32_t Bf16Sw128Offset(int row, int k,
+                                                       int rows) {
+  return (k / 64) * rows * 128 + row * 128 +
+         ((((k % 64) / 8) ^ (row % 8)) * 16) + (k % 8) * 2;
+}
+// Descriptor of the operand whose row 0 (a multiple of 8), column k0 (a
+// multiple of 16) lies at shared address `block_addr` + (k0 % 64) * 2, the
+// block starting 1024-aligned: 8-row groups 1024 bytes apart, the
+// hardware applying the XOR on the addresses it forms.
+__device__ __forceinline__ uint64_t Bf16Sw128Descriptor(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+         (static_cast<uint64_t>(1) << 16) |          // LBO (unused): 16 B
+         (static_cast<uint64_t>(1024 >> 4) << 32) |  // SBO: 1024 B
+         (static_cast<uint64_t>(1) << 62);           // 128-byte swizzle
+}
+
+// Hopper's warpgroup bf16 product with A in registers (wgmma RS form, HGMMA
+// in SASS), for kernels built for sm_90a: D[64 x kN] (+)= A[64 x K] *
+// B[kN x K]^T, B in shared memory as for WarpgroupBf16Mma (K-major core
+// matrices without swizzle), A as the warpgroup's register fragments, 4 x 32
+// bits (8 bf16) per thread per 16 columns of K. The fragment layout is that
+// of a WarpgroupBf16Mma accumulator: the accumulator of one product converts
+// into the A operand of the next without leaving the registers (attention's
+// P = softmax(Q K^T) feeding P V), which saves the shared-memory round trip
+// and the barrier in between.
+template <int kN>
+struct WarpgroupBf16MmaRegA {
+  static_assert(kN == 64 || kN == 128 || kN == 256, "instantiated widths");
+  static constexpr int kM = 64;
+  static constexpr int kK = 16;
+  static constexpr int kAccPerThread = kN / 2;
+  static constexpr const char* kInstruction =
+      "wgmma.m64nNk16.bf16, A in registers (HGMMA, sm_90a)";
+
+  // The A fragments of K columns [16 j, 16 j + 16) from the fp32 values `x`
+  // of a WarpgroupBf16Mma<kXN> accumulator (x[4 c + e]: 8-column block c),
+  // rounded to bf16: elements 8 j .. 8 j + 7 of x.
+  template <int kXN>
+  __device__ __forceinline__ static void FromAccumulator(
+      const float (&x)[kXN / 2], uint32_t (&a)[kXN / 16][4]) {
+#pragma unroll
+    for (int j = 0; j < kXN / 16; ++j) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        a[j][r] = PackBf16x2(x[8 * j + 2 * r], x[8 * j + 2 * r + 1]);
+      }
+    }
+  }
+  template <int kKSteps>
+  __device__ __forceinline__ static void FenceFragments(
+      uint32_t (&a)[kKSteps][4]) {
+#pragma unroll
+    for (int j = 0; j < kKSteps; ++j) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(a[j][r])::"memory");
+    }
+  }
+  __device__ __forceinline__ static void FenceOperands(
+      float (&acc)[kAccPerThread]) {
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i) {
+      asm volatile("" : "+f"(acc[i])::"memory");
+    }
+  }
+  // acc (+)= A * B[kN x 16 kKSteps]^T; returns at once: acc, a and B are off
+  // limits until Wait().
+  template <int kKSteps>
+  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
+                                               uint32_t (&a)[kKSteps][4],
+                                               const void* b, int b_row_group,
+                                               bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    FenceOperands(acc);
+    FenceFragments(a);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int j = 0; j < kKSteps; ++j) {
+      const uint64_t db =
+          WarpgroupBf16Mma<kN>::Descriptor(b, j * kK, b_row_group);
+      const int scale_d = (accumulate || j > 0) ? 1 : 0;
+      Mma(acc, a[j], db, scale_d);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a;
+    (void)b;
+    (void)b_row_group;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupBf16Mma
+#endif
+  }
+  // As Issue(), with B's descriptor of step j built by the caller.
+  template <int kKSteps, typename BDesc>
+  __device__ __forceinline__ static void IssueWith(float (&acc)[kAccPerThread],
+                                                   uint32_t (&a)[kKSteps][4],
+                                                   BDesc b_desc,
+                                                   bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    FenceOperands(acc);
+    FenceFragments(a);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int j = 0; j < kKSteps; ++j) {
+      Mma(acc, a[j], b_desc(j), (accumulate || j > 0) ? 1 : 0);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a;
+    (void)b_desc;
+    (void)accumulate;
+    __trap();
+#endif
+  }
+  // Waits for every product this warpgroup issued; then acc may be read and
+  // a reused.
+  template <int kKSteps>
+  __device__ __forceinline__ static void Wait(float (&acc)[kAccPerThread],
+                                              uint32_t (&a)[kKSteps][4]) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+    FenceOperands(acc);
+    FenceFragments(a);
+  }
+
+ private:
+  __device__ __forceinline__ static void Mma(float (&acc)[kAccPerThread],
+                                             const uint32_t (&a)[4],
+                                             uint64_t db, int scale_d) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    if constexpr (kN == 64) {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+          "{"
+          "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+          "}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
+            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
+            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
+            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
+            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
+            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
+            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+    } else if constexpr (kN == 128) {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+          "{"
+          "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+          "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+          "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+          "}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
+            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
+            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
+            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
+            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
+            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
+            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
+            "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]),
+            "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
+            "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]),
+            "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
+            "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]),
+            "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
+            "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]),
+            "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+    } else {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+          "{"
+          "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+          "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+          "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+          "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+          "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+          "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%"
+          "110,%111,"
+          "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%"
+          "125,%126,%127"
+          "}, {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n}\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
+            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
+            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
+            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
+            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
+            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
+            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
+            "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]),
+            "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
+            "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]),
+            "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
+            "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]),
+            "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
+            "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]),
+            "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63]),
+            "+f"(acc[64]), "+f"(acc[65]), "+f"(acc[66]), "+f"(acc[67]),
+            "+f"(acc[68]), "+f"(acc[69]), "+f"(acc[70]), "+f"(acc[71]),
+            "+f"(acc[72]), "+f"(acc[73]), "+f"(acc[74]), "+f"(acc[75]),
+            "+f"(acc[76]), "+f"(acc[77]), "+f"(acc[78]), "+f"(acc[79]),
+            "+f"(acc[80]), "+f"(acc[81]), "+f"(acc[82]), "+f"(acc[83]),
+            "+f"(acc[84]), "+f"(acc[85]), "+f"(acc[86]), "+f"(acc[87]),
+            "+f"(acc[88]), "+f"(acc[89]), "+f"(acc[90]), "+f"(acc[91]),
+            "+f"(acc[92]), "+f"(acc[93]), "+f"(acc[94]), "+f"(acc[95]),
+            "+f"(acc[96]), "+f"(acc[97]), "+f"(acc[98]), "+f"(acc[99]),
+            "+f"(acc[100]), "+f"(acc[101]), "+f"(acc[102]), "+f"(acc[103]),
+            "+f"(acc[104]), "+f"(acc[105]), "+f"(acc[106]), "+f"(acc[107]),
+            "+f"(acc[108]), "+f"(acc[109]), "+f"(acc[110]), "+f"(acc[111]),
+            "+f"(acc[112]), "+f"(acc[113]), "+f"(acc[114]), "+f"(acc[115]),
+            "+f"(acc[116]), "+f"(acc[117]), "+f"(acc[118]), "+f"(acc[119]),
+            "+f"(acc[120]), "+f"(acc[121]), "+f"(acc[122]), "+f"(acc[123]),
+            "+f"(acc[124]), "+f"(acc[125]), "+f"(acc[126]), "+f"(acc[127])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+    }
+#else
+    (void)acc;
+    (void)a;
     (void)db;
     (void)scale_d;
 #endif
@@ -1174,6 +1440,8 @@ struct WarpgroupFp8Mma32;
 inline constexpr bool kHasWarpgroupBf16Mma = false;
 template <int kN>
 struct WarpgroupBf16Mma;
+template <int kN>
+struct WarpgroupBf16MmaRegA;
 
 #endif
 
