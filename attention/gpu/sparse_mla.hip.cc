@@ -45,10 +45,13 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "attention/gpu/indexer_kernels.h"
 #include "attention/gpu/launch_util.h"
 #include "attention/gpu/sparse_mla_kernels.h"
+#include "attention/gpu/sparse_mla_wuv.h"
 #include "attention/gpu/stream_scratch.h"
 #include "platform/gpu/hip_compat.h"
 #include "platform/gpu/mma.h"
@@ -723,6 +726,341 @@ __global__ void __launch_bounds__(128)
 }
 
 // --------------------------------------------------------------------------
+// The warpgroup attention kernel (sm_90a: wgmma, HGMMA in SASS), for a bf16
+// cache and 64 or more heads. One block of two warpgroups per (query row,
+// group of 64 heads, top-k split); the 64 heads are the M of both products.
+// Shared memory holds Q [64 x 576], two 64-key tiles and P [64 x 64], all
+// bf16 in the core-matrix layout of WarpgroupBf16Mma (8 rows x 16 bytes per
+// 128-byte core matrix, row groups of 8 keys or heads 576 * 16 bytes apart).
+// Per tile:
+//   1. both warpgroups start the gather of tile t + 1 (cp.async, 16 bytes a
+//      copy, core-matrix rows: 8 consecutive threads fill one 128-byte core
+//      matrix, so the shared-memory writes do not conflict);
+//   2. warpgroup g: S_g = Q K_g^T over the tile's keys [32 g, 32 g + 32)
+//      (wgmma m64n32k16, 36 k-steps; both operands K-major in shared
+//      memory); meanwhile warps 0-1 resolve the cache offsets of tile t + 2;
+//   3. online softmax: row maxima exchanged through shared memory (both
+//      warpgroups then hold the same running maximum, so their partial row
+//      sums add up at the end), P_g (bf16) into its 32 columns of P;
+//   4. warpgroup g: O_g += P V_g with V_g the tile's dims [256 g, 256 g +
+//      256): wgmma m64n256k16 with B read MN-major straight from the key
+//      tile (IssueMnB), no transposed copy.
+// A tile whose 64 indices are all invalid (-1 padding) is gathered as zeros
+// and skipped. Offsets of tile t live in slot t % 3: tile t + 1's gather and
+// tile t + 2's resolution run while tile t's mask still reads its slot.
+namespace wg {
+constexpr int kHeads = 64;
+constexpr int kKeys = 64;
+constexpr int kThreads = 256;
+constexpr int kHalfKeys = kKeys / 2;    // S columns of a warpgroup
+constexpr int kHalfDims = kLora / 2;    // O columns of a warpgroup
+constexpr int kChunks = kDim / 8;       // 16-byte chunks of a bf16 entry: 72
+constexpr int kRowGroup = kDim * 16;    // bytes between 8-row groups: 9216
+constexpr int kPRowGroup = kKeys * 16;  // of P: 1024
+constexpr int kTileBytes = kKeys * kDim * 2;
+constexpr int kQOff = 0;
+constexpr int kKeyOff = kQOff + kHeads * kDim * 2;
+constexpr int kPOff = kKeyOff + 2 * kTileBytes;
+constexpr int kMaxOff = kPOff + kHeads * kKeys * 2;
+constexpr int kSlotOff = kMaxOff + 2 * kHeads * 4;
+constexpr int kAnyOff = kSlotOff + 3 * kKeys * 8;
+constexpr int kBytes = kAnyOff + 3 * 2 * 4;  // 231448 of the H200's 232448
+constexpr int kStageLd = kLora + 8;          // output staging rows (bf16)
+static_assert(kHeads * kStageLd * 2 <= 2 * kTileBytes, "staging fits");
+static_assert(kKeys * kChunks % kThreads == 0, "whole gather rounds");
+}  // namespace wg
+
+#if defined(DSA_GPU_CUDA)
+inline constexpr bool kWarpgroupAttention = ::dsa::gpu::kHasWarpgroupBf16Mma;
+#else
+inline constexpr bool kWarpgroupAttention = false;
+#endif
+
+// Grid: (tokens, ceil(heads / 64), splits).
+__global__ void __launch_bounds__(wg::kThreads, 1)
+    SparseMlaWgmmaKernel(SparseMlaParams p, int64_t token_begin,
+                         MmaOutput out) {
+#if defined(DSA_GPU_CUDA)
+  if constexpr (!kWarpgroupAttention) {
+    __trap();  // the launcher probes the device code first
+  } else {
+    using WgS = ::dsa::gpu::WarpgroupBf16Mma<wg::kHalfKeys>;
+    using WgO = ::dsa::gpu::WarpgroupBf16Mma<wg::kHalfDims>;
+    extern __shared__ __align__(16) uint8_t smem[];
+    uint8_t* q_s = smem + wg::kQOff;
+    uint8_t* key_s = smem + wg::kKeyOff;
+    uint8_t* p_s = smem + wg::kPOff;
+    float* max_s = reinterpret_cast<float*>(smem + wg::kMaxOff);
+    int64_t* slot_s = reinterpret_cast<int64_t*>(smem + wg::kSlotOff);
+    int* any_s = reinterpret_cast<int*>(smem + wg::kAnyOff);
+
+    const int64_t t = token_begin + blockIdx.x;
+    const int h0 = blockIdx.y * wg::kHeads;
+    const int tid = threadIdx.x;
+    const int lane = tid % 32, warp = tid / 32;
+    const int group = warp / 4, warp_in_group = warp % 4;
+    const RowRequest rr = LoadRowRequest(p, t);
+    const int32_t* row_idx = p.topk_indices + t * p.topk_stride;
+    const int per_split = (p.topk + out.splits - 1) / out.splits;
+    const int range_begin = blockIdx.z * per_split;
+    const int range_end =
+        p.topk - range_begin < per_split ? p.topk : range_begin + per_split;
+    const int tiles =
+        range_end > range_begin
+            ? (range_end - range_begin + wg::kKeys - 1) / wg::kKeys
+            : 0;
+
+    // Cache offsets of tile j's keys (-1: skipped) into slot j % 3, and
+    // whether any is valid; called by the 64 threads of two whole warps
+    // (`thread` in [0, 64)).
+    auto resolve = [&](int j, int thread) {
+      int64_t off = -1;
+      const int i = range_begin + j * wg::kKeys + thread;
+      if (i < range_end && rr.request >= 0)
+        off = EntryOffset(p, rr, row_idx[i]);
+      slot_s[(j % 3) * wg::kKeys + thread] = off;
+      const unsigned any = __ballot_sync(0xffffffffu, off >= 0);
+      if (thread % 32 == 0) any_s[(j % 3) * 2 + thread / 32] = any != 0u;
+    };
+    // Starts the gather of tile j into key buffer j % 2; invalid keys are
+    // zero-filled without a read.
+    auto gather = [&](int j) {
+      uint8_t* dst = key_s + (j % 2) * wg::kTileBytes;
+      const int64_t* offs = slot_s + (j % 3) * wg::kKeys;
+#pragma unroll 6
+      for (int c = tid; c < wg::kKeys * wg::kChunks; c += wg::kThreads) {
+        const int key_lo = c % 8, rest = c / 8;
+        const int part = rest % wg::kChunks, key_hi = rest / wg::kChunks;
+        const int64_t off = offs[key_hi * 8 + key_lo];
+        const bool valid = off >= 0;
+        Copy16(dst + key_hi * wg::kRowGroup + part * 128 + key_lo * 16,
+               p.kv_cache + (valid ? off + part * 16 : 0), valid);
+      }
+      CopyCommit();
+    };
+
+    // Prologue: offsets of tiles 0 and 1, Q (bf16; heads past the last are
+    // zeros) in the same layout, tile 0.
+    if (tid < 128 && tid / 64 < tiles) resolve(tid / 64, tid % 64);
+    for (int c = tid; c < wg::kHeads * wg::kChunks; c += wg::kThreads) {
+      const int h_lo = c % 8, rest = c / 8;
+      const int part = rest % wg::kChunks, h_hi = rest / wg::kChunks;
+      const int hh = h_hi * 8 + h_lo;
+      uint32_t packed[4] = {0, 0, 0, 0};
+      if (h0 + hh < p.heads) {
+        const int64_t base =
+            t * p.q_token_stride + (h0 + hh) * p.q_head_stride + part * 8;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          packed[e] = ::dsa::gpu::PackBf16x2(
+              LoadFloat(p.q, p.q_format, base + 2 * e),
+              LoadFloat(p.q, p.q_format, base + 2 * e + 1));
+        }
+      }
+      *reinterpret_cast<uint4*>(q_s + h_hi * wg::kRowGroup + part * 128 +
+                                h_lo * 16) =
+          make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    }
+    __syncthreads();  // slots 0 and 1 written
+    if (tiles > 0) gather(0);
+    CopyWaitAll();
+    WgO::FenceStores();
+    __syncthreads();
+
+    const float scale_log2 = p.softmax_scale * kLog2e;
+    const int row0 = 16 * warp_in_group + lane / 4;  // and row0 + 8
+    float o[WgO::kAccPerThread];
+#pragma unroll
+    for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] = 0.0f;
+    float m_run[2] = {kNegInf, kNegInf};
+    float l_run[2] = {0.0f, 0.0f};  // this thread's columns only
+
+    for (int j = 0; j < tiles; ++j) {
+      if (j + 1 < tiles) gather(j + 1);
+      const uint8_t* keys = key_s + (j % 2) * wg::kTileBytes;
+      const int64_t* offs = slot_s + (j % 3) * wg::kKeys;
+      // Tiles of -1 padding are computed like any other (masked): a branch
+      // around the products would serialise every wgmma (ptxas cannot prove
+      // it uniform).
+      constexpr bool any = true;
+      float s[WgS::kAccPerThread];
+      if (any) {
+        WgS::template Issue<kDim>(
+            s, q_s, wg::kRowGroup,
+            keys + group * (wg::kHalfKeys / 8) * wg::kRowGroup, wg::kRowGroup,
+            false);
+      }
+      if (tid < 64 && j + 2 < tiles) resolve(j + 2, tid);
+      if (any) {
+        WgS::Wait(s);
+        // Scores in the log2 domain, invalid keys -inf; row maxima.
+        float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+        for (int i = 0; i < WgS::kAccPerThread; ++i) {
+          const int key = group * wg::kHalfKeys + WgS::AccCol(lane, i);
+          s[i] = offs[key] >= 0 ? s[i] * scale_log2 : kNegInf;
+          mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        }
+        if (lane % 4 == 0) {
+          max_s[group * wg::kHeads + row0] = mx[0];
+          max_s[group * wg::kHeads + row0 + 8] = mx[1];
+        }
+        __syncthreads();  // both warpgroups' maxima
+        float alpha[2], m_use[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const float other = max_s[(1 - group) * wg::kHeads + row0 + 8 * r];
+          const float m_new = fmaxf(m_run[r], fmaxf(mx[r], other));
+          // A row still at -inf (no finite score yet) subtracts 0 instead.
+          m_use[r] = m_new == kNegInf ? 0.0f : m_new;
+          alpha[r] = exp2f(m_run[r] - m_use[r]);
+          m_run[r] = m_new;
+        }
+        float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < WgS::kAccPerThread; i += 2) {
+          const int r = (i / 2) % 2;
+          const uint32_t pair = ::dsa::gpu::PackBf16x2(
+              exp2f(s[i] - m_use[r]), exp2f(s[i + 1] - m_use[r]));
+          // The sum uses the rounded probabilities, the ones P V multiplies.
+          sum[r] +=
+              __uint_as_float(pair << 16) + __uint_as_float(pair & 0xffff0000u);
+          const int row = row0 + 8 * r;
+          const int k = group * wg::kHalfKeys + WgS::AccCol(lane, i);
+          *reinterpret_cast<uint32_t*>(p_s + (row / 8) * wg::kPRowGroup +
+                                       (k / 8) * 128 + (row % 8) * 16 +
+                                       (k % 8) * 2) = pair;
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + sum[r];
+#pragma unroll
+        for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
+        WgO::FenceStores();
+        __syncthreads();  // P complete
+        WgO::template IssueMnB<wg::kKeys>(
+            o, p_s, wg::kPRowGroup, keys + group * (wg::kHalfDims / 8) * 128,
+            wg::kRowGroup, 128, true);
+        WgO::Wait(o);
+      }
+      CopyWaitAll();
+      WgO::FenceStores();
+      __syncthreads();  // tile j + 1 in; tile j, P and the maxima free
+    }
+
+    // Row sums: the quad's columns, then both warpgroups'.
+    float l_total[2], inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+    }
+    if (lane % 4 == 0) {
+      max_s[group * wg::kHeads + row0] = l_run[0];
+      max_s[group * wg::kHeads + row0 + 8] = l_run[1];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l_total[r] = max_s[row0 + 8 * r] + max_s[wg::kHeads + row0 + 8 * r];
+      inv[r] = l_total[r] > 0.0f ? 1.0f / l_total[r] : 0.0f;
+    }
+    const int rows_here = p.heads - h0 < wg::kHeads ? p.heads - h0 : wg::kHeads;
+    const int64_t out_row0 =
+        (static_cast<int64_t>(blockIdx.z) * gridDim.x + (t - token_begin)) *
+            p.heads +
+        h0;
+    if (out.part_o != nullptr) {  // a split of few rows: fp32, direct
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = row0 + 8 * r;
+        if (row >= rows_here) continue;
+        if (lane % 4 == 0 && group == 0) {
+          out.part_lse[out_row0 + row] =
+              l_total[r] > 0.0f ? m_run[r] + __log2f(l_total[r]) : kNegInf;
+        }
+        float* dst =
+            out.part_o + (out_row0 + row) * kLora + group * wg::kHalfDims;
+#pragma unroll
+        for (int e = 2 * r; e < WgO::kAccPerThread; e += 4) {
+          const int col = WgO::AccCol(lane, e);
+          *reinterpret_cast<float2*>(dst + col) =
+              make_float2(o[e] * inv[r], o[e + 1] * inv[r]);
+        }
+      }
+      return;
+    }
+    // bf16 through shared memory (the key buffers, free now), then whole
+    // 16-byte chunks per thread.
+    uint16_t* stage = reinterpret_cast<uint16_t*>(key_s);
+#pragma unroll
+    for (int e = 0; e < WgO::kAccPerThread; e += 2) {
+      const int r = (e / 2) % 2;
+      const int row = row0 + 8 * r;
+      const int col = group * wg::kHalfDims + WgO::AccCol(lane, e);
+      *reinterpret_cast<uint32_t*>(stage + row * wg::kStageLd + col) =
+          ::dsa::gpu::PackBf16x2(o[e] * inv[r], o[e + 1] * inv[r]);
+    }
+    __syncthreads();
+    constexpr int kRowChunks = kLora / 8;
+    for (int c = tid; c < rows_here * kRowChunks; c += wg::kThreads) {
+      const int row = c / kRowChunks, part = c % kRowChunks;
+      *reinterpret_cast<uint4*>(out.latent + (out_row0 + row) * kLora +
+                                part * 8) =
+          *reinterpret_cast<const uint4*>(stage + row * wg::kStageLd +
+                                          part * 8);
+    }
+  }
+#endif
+}
+
+// Whether this build's attention kernels carry the warpgroup body for the
+// current device (sm_90a code): asked of the device once per device.
+__global__ void ProbeWgmmaKernel(int* out) { *out = kWarpgroupAttention; }
+
+bool DeviceHasWgmma() {
+  static std::atomic<int> cache[64];  // 0 unknown, 1 no, 2 yes
+  int device = 0;
+  if (hipGetDevice(&device) != hipSuccess) {
+    (void)hipGetLastError();
+    return false;
+  }
+  const int slot = device & 63;
+  const int known = cache[slot].load(std::memory_order_relaxed);
+  if (known != 0) return known == 2;
+  int* flag = nullptr;
+  if (hipMalloc(reinterpret_cast<void**>(&flag), sizeof(int)) != hipSuccess) {
+    (void)hipGetLastError();
+    return false;
+  }
+  int host = 0;
+  hipLaunchKernelGGL(ProbeWgmmaKernel, dim3(1), dim3(1), 0, 0, flag);
+  const bool ok =
+      hipGetLastError() == hipSuccess &&
+      hipMemcpy(&host, flag, sizeof(int), hipMemcpyDeviceToHost) == hipSuccess;
+  (void)hipFree(flag);
+  if (!ok) {
+    (void)hipGetLastError();
+    return false;
+  }
+  cache[slot].store(host != 0 ? 2 : 1, std::memory_order_relaxed);
+  return host != 0;
+}
+
+// DSA_SPARSE_MLA=warp keeps the warp-level kernel everywhere (comparisons).
+bool WgmmaWanted() {
+  static const bool wanted = [] {
+    const char* env = std::getenv("DSA_SPARSE_MLA");
+    return env == nullptr || std::strcmp(env, "warp") != 0;
+  }();
+  return wanted;
+}
+
+// --------------------------------------------------------------------------
 // W_UV: w[h, o, c] = bf16(kv_b_proj[h * (nope + v) + nope + o, c]).
 __global__ void ConvertWuvKernel(SparseMlaParams p, int lora, uint16_t* w) {
   const int64_t total = static_cast<int64_t>(p.heads) * p.v_head_dim * lora;
@@ -738,21 +1076,6 @@ __global__ void ConvertWuvKernel(SparseMlaParams p, int lora, uint16_t* w) {
   }
 }
 
-// output[t, h, o] = sum_c w[h, o, c] latent[t, h, c] for tokens
-// [token_begin, token_begin + rows): per head a [rows x lora] x [v x lora]^T
-// bf16 GEMM. Block tile kGemmM x kGemmN, K steps of kGemmK, double-buffered
-// with cp.async; warps 2 (M) x kWarps / 2 (N), each 64 x 32.
-constexpr int kGemmK = 32;
-constexpr int kGemmWarpM = 64;
-constexpr int kGemmWarpN = 32;
-constexpr int kGemmM = 2 * kGemmWarpM;
-constexpr int kGemmThreads = 256;
-constexpr int kGemmWarps = kGemmThreads / kDsaWarpSize;
-constexpr int kGemmN = kGemmWarpN * (kGemmWarps / 2);
-constexpr int kGemmLd = kGemmK + 8;  // 80-byte rows: conflict-free ldmatrix
-constexpr int kGemmMTiles = kGemmWarpM / Mma::kM;
-constexpr int kGemmNTiles = kGemmWarpN / Mma::kN;
-
 // W_UV as the GEMM reads it: row o of head h at rows + h * head_stride +
 // o * row_stride (bf16, rows 16-byte aligned): kv_b_proj itself when it is
 // such, else a converted copy.
@@ -761,96 +1084,6 @@ struct WuvWeights {
   int64_t head_stride;
   int64_t row_stride;
 };
-
-template <FloatFormat kOut>
-__global__ void __launch_bounds__(kGemmThreads)
-    WuvGemmKernel(SparseMlaParams p, int64_t token_begin, int64_t rows,
-                  int lora, const uint16_t* latent, WuvWeights w) {
-  __shared__ __align__(16) uint16_t a_s[2][kGemmM * kGemmLd];
-  __shared__ __align__(16) uint16_t b_s[2][kGemmN * kGemmLd];
-  const int h = blockIdx.z;
-  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kGemmM;
-  const int n0 = blockIdx.y * kGemmN;
-  const int tid = threadIdx.x;
-  const int lane = tid % kDsaWarpSize, warp = tid / kDsaWarpSize;
-  const int wm = warp % 2, wn = warp / 2;
-  const int64_t a_stride = static_cast<int64_t>(p.heads) * lora;
-  const uint16_t* a_base = latent + static_cast<int64_t>(h) * lora;
-  const uint16_t* b_base = w.rows + h * w.head_stride;
-
-  auto load = [&](int buf, int k0) {
-    constexpr int kRowChunks = kGemmK / 8;
-    for (int c = tid; c < kGemmM * kRowChunks; c += kGemmThreads) {
-      const int r = c / kRowChunks, part = c % kRowChunks;
-      const bool valid = m0 + r < rows;
-      const uint16_t* src =
-          valid ? a_base + (m0 + r) * a_stride + k0 + part * 8 : a_base;
-      Copy16(&a_s[buf][r * kGemmLd + part * 8], src, valid);
-    }
-    for (int c = tid; c < kGemmN * kRowChunks; c += kGemmThreads) {
-      const int r = c / kRowChunks, part = c % kRowChunks;
-      const bool valid = n0 + r < p.v_head_dim;
-      const uint16_t* src =
-          valid ? b_base + (n0 + r) * w.row_stride + k0 + part * 8 : b_base;
-      Copy16(&b_s[buf][r * kGemmLd + part * 8], src, valid);
-    }
-    CopyCommit();
-  };
-
-  Mma::C acc[kGemmMTiles][kGemmNTiles];
-#pragma unroll
-  for (int mt = 0; mt < kGemmMTiles; ++mt) {
-#pragma unroll
-    for (int nt = 0; nt < kGemmNTiles; ++nt) Mma::Zero(acc[mt][nt]);
-  }
-  const int steps = lora / kGemmK;
-  load(0, 0);
-  for (int s = 0; s < steps; ++s) {
-    CopyWaitAll();
-    __syncthreads();
-    if (s + 1 < steps) load((s + 1) % 2, (s + 1) * kGemmK);
-    const uint16_t* a_tile = a_s[s % 2] + wm * kGemmWarpM * kGemmLd;
-    const uint16_t* b_tile = b_s[s % 2] + wn * kGemmWarpN * kGemmLd;
-#pragma unroll
-    for (int kk = 0; kk < kGemmK; kk += Mma::kK) {
-      Mma::A a[kGemmMTiles];
-#pragma unroll
-      for (int mt = 0; mt < kGemmMTiles; ++mt) {
-        Mma::LoadA(a[mt], a_tile + mt * Mma::kM * kGemmLd + kk, kGemmLd, lane);
-      }
-#pragma unroll
-      for (int nt = 0; nt < kGemmNTiles; ++nt) {
-        Mma::B b;
-        Mma::LoadB(b, b_tile + nt * Mma::kN * kGemmLd + kk, kGemmLd, lane);
-#pragma unroll
-        for (int mt = 0; mt < kGemmMTiles; ++mt)
-          Mma::Run(acc[mt][nt], a[mt], b);
-      }
-    }
-  }
-#pragma unroll
-  for (int mt = 0; mt < kGemmMTiles; ++mt) {
-#pragma unroll
-    for (int i = 0; i < Mma::kCPerLane; ++i) {
-      const int64_t r =
-          m0 + wm * kGemmWarpM + mt * Mma::kM + Mma::CRow(lane, i);
-      if (r >= rows) continue;
-      const int64_t t = token_begin + r;
-#pragma unroll
-      for (int nt = 0; nt < kGemmNTiles; ++nt) {
-        const int o = n0 + wn * kGemmWarpN + nt * Mma::kN + Mma::CCol(lane, i);
-        if (o >= p.v_head_dim) continue;
-        const int64_t at =
-            t * p.output_token_stride + h * p.output_head_stride + o;
-        if constexpr (kOut == FloatFormat::kBFloat16) {
-          static_cast<uint16_t*>(p.output)[at] = FloatToBf16(acc[mt][nt].v[i]);
-        } else {
-          static_cast<float*>(p.output)[at] = acc[mt][nt].v[i];
-        }
-      }
-    }
-  }
-}
 
 // --------------------------------------------------------------------------
 // FMA kernels for every other shape: one block per (row, head), the keys one
@@ -1095,9 +1328,45 @@ LaunchResult LaunchMmaAttentionHeads(const SparseMlaParams& p, int64_t begin,
   return LaunchMmaAttention<64, kFp8, F>(p, begin, rows, latent, stream);
 }
 
+// Whether the warpgroup kernel runs: bf16 cache, 64 heads or more, sm_90a
+// device code and the shared memory for it (UsesMma holds already).
+bool UsesWgmma(const SparseMlaParams& p) {
+  return p.cache_type == LatentCacheType::kBFloat16 && p.heads >= wg::kHeads &&
+         WgmmaWanted() && CurrentDevice().smem_per_block >= wg::kBytes &&
+         DeviceHasWgmma();
+}
+
+LaunchResult LaunchWgmmaAttention(const SparseMlaParams& p, int64_t begin,
+                                  int64_t rows, const MmaOutput& out,
+                                  hipStream_t stream) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<bool> opted_in[kMaxDevices];
+  const int device = CurrentDevice().device;
+  if (device < 0 || device >= kMaxDevices ||
+      !opted_in[device].load(std::memory_order_relaxed)) {
+    LaunchResult r =
+        FromError(hipFuncSetAttribute(
+                      reinterpret_cast<const void*>(&SparseMlaWgmmaKernel),
+                      hipFuncAttributeMaxDynamicSharedMemorySize, wg::kBytes),
+                  "sparse_mla: shared memory opt-in");
+    if (!r.ok()) return r;
+    if (device >= 0 && device < kMaxDevices) {
+      opted_in[device].store(true, std::memory_order_relaxed);
+    }
+  }
+  const dim3 grid(
+      static_cast<unsigned>(rows),
+      static_cast<unsigned>((p.heads + wg::kHeads - 1) / wg::kHeads),
+      static_cast<unsigned>(out.splits));
+  hipLaunchKernelGGL(SparseMlaWgmmaKernel, grid, dim3(wg::kThreads), wg::kBytes,
+                     stream, p, begin, out);
+  return CheckLaunch(kOp);
+}
+
 LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
   StreamScratch scratch(stream);
   LaunchResult r;
+  const bool wgmma = UsesWgmma(p);
   // bf16 kv_b_proj with 16-byte aligned rows is read in place; anything
   // else is converted once per call.
   WuvWeights w;
@@ -1116,11 +1385,11 @@ LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
                     "sparse_mla: W_UV scratch");
     if (!r.ok()) return r;
     const int64_t total = static_cast<int64_t>(p.heads) * p.v_head_dim * kLora;
-    const int64_t blocks = (total + kGemmThreads - 1) / kGemmThreads;
+    const int64_t blocks = (total + 255) / 256;
     hipLaunchKernelGGL(
         ConvertWuvKernel,
-        dim3(static_cast<unsigned>(blocks < 4096 ? blocks : 4096)),
-        dim3(kGemmThreads), 0, stream, p, kLora, converted);
+        dim3(static_cast<unsigned>(blocks < 4096 ? blocks : 4096)), dim3(256),
+        0, stream, p, kLora, converted);
     r = CheckLaunch(kOp);
     if (!r.ok()) return r;
     w.rows = converted;
@@ -1163,8 +1432,9 @@ LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
     const int64_t rows = p.tokens - begin < chunk ? p.tokens - begin : chunk;
     switch (p.cache_type) {
       case LatentCacheType::kBFloat16:
-        r = LaunchMmaAttentionHeads<false, Fp8Format::kE4m3fn>(p, begin, rows,
-                                                               out, stream);
+        r = wgmma ? LaunchWgmmaAttention(p, begin, rows, out, stream)
+                  : LaunchMmaAttentionHeads<false, Fp8Format::kE4m3fn>(
+                        p, begin, rows, out, stream);
         break;
       case LatentCacheType::kFp8E4m3fn:
         r = LaunchMmaAttentionHeads<true, Fp8Format::kE4m3fn>(p, begin, rows,
@@ -1185,19 +1455,24 @@ LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
       r = CheckLaunch(kOp);
       if (!r.ok()) return r;
     }
-    const dim3 grid(static_cast<unsigned>((rows + kGemmM - 1) / kGemmM),
-                    static_cast<unsigned>((p.v_head_dim + kGemmN - 1) / kGemmN),
-                    static_cast<unsigned>(p.heads));
-    if (p.output_format == FloatFormat::kBFloat16) {
-      hipLaunchKernelGGL(WuvGemmKernel<FloatFormat::kBFloat16>, grid,
-                         dim3(kGemmThreads), 0, stream, p, begin, rows, kLora,
-                         latent, w);
-    } else {
-      hipLaunchKernelGGL(WuvGemmKernel<FloatFormat::kFloat32>, grid,
-                         dim3(kGemmThreads), 0, stream, p, begin, rows, kLora,
-                         latent, w);
-    }
-    r = CheckLaunch(kOp);
+    SparseMlaWuvArgs wuv;
+    wuv.latent = latent;
+    wuv.rows = rows;
+    wuv.heads = p.heads;
+    wuv.lora = kLora;
+    wuv.w = w.rows;
+    wuv.w_head_stride = w.head_stride;
+    wuv.w_row_stride = w.row_stride;
+    wuv.v = p.v_head_dim;
+    wuv.output_format = p.output_format;
+    wuv.output_token_stride = p.output_token_stride;
+    wuv.output_head_stride = p.output_head_stride;
+    const int64_t out_at = begin * p.output_token_stride;
+    wuv.output =
+        p.output_format == FloatFormat::kBFloat16
+            ? static_cast<void*>(static_cast<uint16_t*>(p.output) + out_at)
+            : static_cast<void*>(static_cast<float*>(p.output) + out_at);
+    r = SparseMlaWuvGemm(wuv, stream);
     if (!r.ok()) return r;
   }
   return r;
@@ -1250,7 +1525,8 @@ LaunchResult RunFma(const SparseMlaParams& p, hipStream_t stream) {
 }  // namespace
 
 const char* SparseMlaPath(const SparseMlaParams& params) {
-  return UsesMma(params) && MmaFits(params) ? "mma" : "fma";
+  if (!UsesMma(params) || !MmaFits(params)) return "fma";
+  return UsesWgmma(params) ? "wgmma" : "mma";
 }
 
 LaunchResult SparseMlaLaunch(const SparseMlaParams& p, void* stream) {

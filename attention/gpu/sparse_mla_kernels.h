@@ -79,7 +79,9 @@ struct SparseMlaParams {
 // W_UV. See sparse_mla_kernels_test.cc for the resulting error bound.
 LaunchResult SparseMlaLaunch(const SparseMlaParams& params, void* stream);
 
-// Which attention kernel SparseMlaLaunch picks: "mma" or "fma".
+// Which attention kernel SparseMlaLaunch picks: "wgmma" (sm_90a warpgroup
+// kernel: bf16 cache, 64 heads or more), "mma" (warp-level matrix kernel)
+// or "fma".
 const char* SparseMlaPath(const SparseMlaParams& params);
 
 }  // namespace dsa::attention::gpu
