@@ -738,16 +738,17 @@ __global__ void __launch_bounds__(128)
 //      matrix, so the shared-memory writes do not conflict);
 //   2. warpgroup g: S_g = Q K_g^T over the tile's keys [32 g, 32 g + 32)
 //      (wgmma m64n32k16, 36 k-steps; both operands K-major in shared
-//      memory); meanwhile warps 0-1 resolve the cache offsets of tile t + 2;
+//      memory); meanwhile warp 0 resolves the cache offsets of tile t + 2;
 //   3. online softmax: row maxima exchanged through shared memory (both
 //      warpgroups then hold the same running maximum, so their partial row
 //      sums add up at the end), P_g (bf16) into its 32 columns of P;
 //   4. warpgroup g: O_g += P V_g with V_g the tile's dims [256 g, 256 g +
 //      256): wgmma m64n256k16 with B read MN-major straight from the key
 //      tile (IssueMnB), no transposed copy.
-// A tile whose 64 indices are all invalid (-1 padding) is gathered as zeros
-// and skipped. Offsets of tile t live in slot t % 3: tile t + 1's gather and
-// tile t + 2's resolution run while tile t's mask still reads its slot.
+// Warp 0 compacts the row's valid indices into those tiles as it goes
+// (tile t + 2's cache offsets while tile t's products run; slot t % 3 holds
+// tile t's), so -1 padding and invalid indices cost nothing, and the last
+// tile is the only partial one.
 namespace wg {
 constexpr int kHeads = 64;
 constexpr int kKeys = 64;
@@ -763,9 +764,9 @@ constexpr int kKeyOff = kQOff + kHeads * kDim * 2;
 constexpr int kPOff = kKeyOff + 2 * kTileBytes;
 constexpr int kMaxOff = kPOff + kHeads * kKeys * 2;
 constexpr int kSlotOff = kMaxOff + 2 * kHeads * 4;
-constexpr int kAnyOff = kSlotOff + 3 * kKeys * 8;
-constexpr int kBytes = kAnyOff + 3 * 2 * 4;  // 231448 of the H200's 232448
-constexpr int kStageLd = kLora + 8;          // output staging rows (bf16)
+constexpr int kCountOff = kSlotOff + 3 * kKeys * 8;
+constexpr int kBytes = kCountOff + 4 * 4;  // 231440 of the H200's 232448
+constexpr int kStageLd = kLora + 8;        // output staging rows (bf16)
 static_assert(kHeads * kStageLd * 2 <= 2 * kTileBytes, "staging fits");
 static_assert(kKeys * kChunks % kThreads == 0, "whole gather rounds");
 }  // namespace wg
@@ -792,7 +793,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
     uint8_t* p_s = smem + wg::kPOff;
     float* max_s = reinterpret_cast<float*>(smem + wg::kMaxOff);
     int64_t* slot_s = reinterpret_cast<int64_t*>(smem + wg::kSlotOff);
-    int* any_s = reinterpret_cast<int*>(smem + wg::kAnyOff);
+    int* count_s = reinterpret_cast<int*>(smem + wg::kCountOff);
 
     const int64_t t = token_begin + blockIdx.x;
     const int h0 = blockIdx.y * wg::kHeads;
@@ -805,22 +806,52 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
     const int range_begin = blockIdx.z * per_split;
     const int range_end =
         p.topk - range_begin < per_split ? p.topk : range_begin + per_split;
-    const int tiles =
-        range_end > range_begin
-            ? (range_end - range_begin + wg::kKeys - 1) / wg::kKeys
-            : 0;
-
-    // Cache offsets of tile j's keys (-1: skipped) into slot j % 3, and
-    // whether any is valid; called by the 64 threads of two whole warps
-    // (`thread` in [0, 64)).
-    auto resolve = [&](int j, int thread) {
-      int64_t off = -1;
-      const int i = range_begin + j * wg::kKeys + thread;
-      if (i < range_end && rr.request >= 0)
-        off = EntryOffset(p, rr, row_idx[i]);
-      slot_s[(j % 3) * wg::kKeys + thread] = off;
-      const unsigned any = __ballot_sync(0xffffffffu, off >= 0);
-      if (thread % 32 == 0) any_s[(j % 3) * 2 + thread / 32] = any != 0u;
+    // Warp 0 compacts the row's valid top-k indices, in order, into tiles
+    // of 64 cache offsets: resolve(j) fills slot j % 3 with the next (up to)
+    // 64 valid keys' offsets (-1 after them) and their count, reading the
+    // index list 64 entries a step from `cursor` (the same in every lane).
+    // A -1 or invalid index thus costs no product, and a row's tiles end
+    // with its valid indices (a tile of count 0: the loop ends).
+    int cursor = range_begin;
+    auto resolve = [&](int j) {
+      int64_t* slot = slot_s + (j % 3) * wg::kKeys;
+      int filled = 0;
+      while (filled < wg::kKeys && cursor < range_end) {
+        int64_t off[2];
+        bool valid[2];
+        unsigned ballot[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int i = cursor + 32 * h + lane;
+          off[h] = -1;
+          if (i < range_end && rr.request >= 0) {
+            off[h] = EntryOffset(p, rr, row_idx[i]);
+          }
+          valid[h] = off[h] >= 0;
+          ballot[h] = __ballot_sync(0xffffffffu, valid[h]);
+        }
+        const int room = wg::kKeys - filled;
+        const int n0 = __popc(ballot[0]), n = n0 + __popc(ballot[1]);
+        const unsigned below = (1u << lane) - 1u;
+        const int rank[2] = {__popc(ballot[0] & below),
+                             n0 + __popc(ballot[1] & below)};
+        unsigned last[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (valid[h] && rank[h] < room) slot[filled + rank[h]] = off[h];
+          last[h] = __ballot_sync(0xffffffffu, valid[h] && rank[h] == room - 1);
+        }
+        if (n > room) {  // the tile is full inside this step: stop after
+                         // its last key (__ffs counts from 1)
+          cursor += last[0] != 0u ? __ffs(last[0]) : 32 + __ffs(last[1]);
+          filled = wg::kKeys;
+        } else {
+          cursor += 64;
+          filled += n;
+        }
+      }
+      for (int k = filled + lane; k < wg::kKeys; k += 32) slot[k] = -1;
+      if (lane == 0) count_s[j % 3] = filled;
     };
     // Starts the gather of tile j into key buffer j % 2; invalid keys are
     // zero-filled without a read.
@@ -841,7 +872,10 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
 
     // Prologue: offsets of tiles 0 and 1, Q (bf16; heads past the last are
     // zeros) in the same layout, tile 0.
-    if (tid < 128 && tid / 64 < tiles) resolve(tid / 64, tid % 64);
+    if (warp == 0) {
+      resolve(0);
+      resolve(1);
+    }
     for (int c = tid; c < wg::kHeads * wg::kChunks; c += wg::kThreads) {
       const int h_lo = c % 8, rest = c / 8;
       const int part = rest % wg::kChunks, h_hi = rest / wg::kChunks;
@@ -862,10 +896,13 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
           make_uint4(packed[0], packed[1], packed[2], packed[3]);
     }
     __syncthreads();  // slots 0 and 1 written
-    if (tiles > 0) gather(0);
+    gather(0);
     CopyWaitAll();
     WgO::FenceStores();
-    __syncthreads();
+    // The loop's condition comes out of a barrier reduction, so the compiler
+    // sees it block-uniform (wgmma under a condition it cannot prove uniform
+    // is serialised).
+    bool more = __syncthreads_or(tid == 0 && count_s[0] > 0);
 
     const float scale_log2 = p.softmax_scale * kLog2e;
     const int row0 = 16 * warp_in_group + lane / 4;  // and row0 + 8
@@ -875,81 +912,74 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
     float m_run[2] = {kNegInf, kNegInf};
     float l_run[2] = {0.0f, 0.0f};  // this thread's columns only
 
-    for (int j = 0; j < tiles; ++j) {
-      if (j + 1 < tiles) gather(j + 1);
+    for (int j = 0; more; ++j) {
+      gather(j + 1);  // all zeros, without reads, past the row's last key
       const uint8_t* keys = key_s + (j % 2) * wg::kTileBytes;
       const int64_t* offs = slot_s + (j % 3) * wg::kKeys;
-      // Tiles of -1 padding are computed like any other (masked): a branch
-      // around the products would serialise every wgmma (ptxas cannot prove
-      // it uniform).
-      constexpr bool any = true;
       float s[WgS::kAccPerThread];
-      if (any) {
-        WgS::template Issue<kDim>(
-            s, q_s, wg::kRowGroup,
-            keys + group * (wg::kHalfKeys / 8) * wg::kRowGroup, wg::kRowGroup,
-            false);
+      WgS::template Issue<kDim>(
+          s, q_s, wg::kRowGroup,
+          keys + group * (wg::kHalfKeys / 8) * wg::kRowGroup, wg::kRowGroup,
+          false);
+      if (warp == 0) resolve(j + 2);  // while the products run
+      WgS::Wait(s);
+      // Scores in the log2 domain, invalid keys -inf; row maxima.
+      float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+      for (int i = 0; i < WgS::kAccPerThread; ++i) {
+        const int key = group * wg::kHalfKeys + WgS::AccCol(lane, i);
+        s[i] = offs[key] >= 0 ? s[i] * scale_log2 : kNegInf;
+        mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
       }
-      if (tid < 64 && j + 2 < tiles) resolve(j + 2, tid);
-      if (any) {
-        WgS::Wait(s);
-        // Scores in the log2 domain, invalid keys -inf; row maxima.
-        float mx[2] = {kNegInf, kNegInf};
 #pragma unroll
-        for (int i = 0; i < WgS::kAccPerThread; ++i) {
-          const int key = group * wg::kHalfKeys + WgS::AccCol(lane, i);
-          s[i] = offs[key] >= 0 ? s[i] * scale_log2 : kNegInf;
-          mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
-        }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        }
-        if (lane % 4 == 0) {
-          max_s[group * wg::kHeads + row0] = mx[0];
-          max_s[group * wg::kHeads + row0 + 8] = mx[1];
-        }
-        __syncthreads();  // both warpgroups' maxima
-        float alpha[2], m_use[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const float other = max_s[(1 - group) * wg::kHeads + row0 + 8 * r];
-          const float m_new = fmaxf(m_run[r], fmaxf(mx[r], other));
-          // A row still at -inf (no finite score yet) subtracts 0 instead.
-          m_use[r] = m_new == kNegInf ? 0.0f : m_new;
-          alpha[r] = exp2f(m_run[r] - m_use[r]);
-          m_run[r] = m_new;
-        }
-        float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int i = 0; i < WgS::kAccPerThread; i += 2) {
-          const int r = (i / 2) % 2;
-          const uint32_t pair = ::dsa::gpu::PackBf16x2(
-              exp2f(s[i] - m_use[r]), exp2f(s[i + 1] - m_use[r]));
-          // The sum uses the rounded probabilities, the ones P V multiplies.
-          sum[r] +=
-              __uint_as_float(pair << 16) + __uint_as_float(pair & 0xffff0000u);
-          const int row = row0 + 8 * r;
-          const int k = group * wg::kHalfKeys + WgS::AccCol(lane, i);
-          *reinterpret_cast<uint32_t*>(p_s + (row / 8) * wg::kPRowGroup +
-                                       (k / 8) * 128 + (row % 8) * 16 +
-                                       (k % 8) * 2) = pair;
-        }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + sum[r];
-#pragma unroll
-        for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
-        WgO::FenceStores();
-        __syncthreads();  // P complete
-        WgO::template IssueMnB<wg::kKeys>(
-            o, p_s, wg::kPRowGroup, keys + group * (wg::kHalfDims / 8) * 128,
-            wg::kRowGroup, 128, true);
-        WgO::Wait(o);
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
       }
+      if (lane % 4 == 0) {
+        max_s[group * wg::kHeads + row0] = mx[0];
+        max_s[group * wg::kHeads + row0 + 8] = mx[1];
+      }
+      __syncthreads();  // both warpgroups' maxima
+      float alpha[2], m_use[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float other = max_s[(1 - group) * wg::kHeads + row0 + 8 * r];
+        const float m_new = fmaxf(m_run[r], fmaxf(mx[r], other));
+        // A row still at -inf (no finite score yet) subtracts 0 instead.
+        m_use[r] = m_new == kNegInf ? 0.0f : m_new;
+        alpha[r] = exp2f(m_run[r] - m_use[r]);
+        m_run[r] = m_new;
+      }
+      float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int i = 0; i < WgS::kAccPerThread; i += 2) {
+        const int r = (i / 2) % 2;
+        const uint32_t pair = ::dsa::gpu::PackBf16x2(
+            exp2f(s[i] - m_use[r]), exp2f(s[i + 1] - m_use[r]));
+        // The sum uses the rounded probabilities, the ones P V multiplies.
+        sum[r] +=
+            __uint_as_float(pair << 16) + __uint_as_float(pair & 0xffff0000u);
+        const int row = row0 + 8 * r;
+        const int k = group * wg::kHalfKeys + WgS::AccCol(lane, i);
+        *reinterpret_cast<uint32_t*>(p_s + (row / 8) * wg::kPRowGroup +
+                                     (k / 8) * 128 + (row % 8) * 16 +
+                                     (k % 8) * 2) = pair;
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + sum[r];
+#pragma unroll
+      for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
+      WgO::FenceStores();
+      __syncthreads();  // P complete
+      WgO::template IssueMnB<wg::kKeys>(
+          o, p_s, wg::kPRowGroup, keys + group * (wg::kHalfDims / 8) * 128,
+          wg::kRowGroup, 128, true);
+      WgO::Wait(o);
       CopyWaitAll();
       WgO::FenceStores();
-      __syncthreads();  // tile j + 1 in; tile j, P and the maxima free
+      // Tile j + 1 in; tile j, P and the maxima free.
+      more = __syncthreads_or(tid == 0 && count_s[(j + 1) % 3] > 0);
     }
 
     // Row sums: the quad's columns, then both warpgroups'.
