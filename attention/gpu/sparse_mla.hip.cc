@@ -777,7 +777,12 @@ inline constexpr bool kWarpgroupAttention = ::dsa::gpu::kHasWarpgroupBf16Mma;
 inline constexpr bool kWarpgroupAttention = false;
 #endif
 
-// Grid: (tokens, ceil(heads / 64), splits).
+// Grid: (tokens, ceil(heads / 64), splits). kOneWgScores: warpgroup 0
+// computes all of S (m64n64, Q read from shared memory once per tile
+// instead of twice, the softmax without an exchange) and hands the row
+// rescale factors to warpgroup 1 with P; otherwise both warpgroups compute
+// their half of the keys as in step 2 above.
+template <bool kOneWgScores>
 __global__ void __launch_bounds__(wg::kThreads, 1)
     SparseMlaWgmmaKernel(SparseMlaParams p, int64_t token_begin,
                          MmaOutput out) {
@@ -785,7 +790,9 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
   if constexpr (!kWarpgroupAttention) {
     __trap();  // the launcher probes the device code first
   } else {
-    using WgS = ::dsa::gpu::WarpgroupBf16Mma<wg::kHalfKeys>;
+    // Keys of S per computing warpgroup.
+    constexpr int kSKeys = kOneWgScores ? wg::kKeys : wg::kHalfKeys;
+    using WgS = ::dsa::gpu::WarpgroupBf16Mma<kSKeys>;
     using WgO = ::dsa::gpu::WarpgroupBf16Mma<wg::kHalfDims>;
     extern __shared__ __align__(16) uint8_t smem[];
     uint8_t* q_s = smem + wg::kQOff;
@@ -799,7 +806,11 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
     const int h0 = blockIdx.y * wg::kHeads;
     const int tid = threadIdx.x;
     const int lane = tid % 32, warp = tid / 32;
-    const int group = warp / 4, warp_in_group = warp % 4;
+    // The warpgroup index through a shuffle: a value the compiler knows is
+    // warp-uniform, so a branch on it around wgmma is not serialised.
+    const int group = __shfl_sync(0xffffffffu, warp / 4, 0);
+    const int warp_in_group = warp % 4;
+    const bool scores = !kOneWgScores || group == 0;  // computes S
     const RowRequest rr = LoadRowRequest(p, t);
     const int32_t* row_idx = p.topk_indices + t * p.topk_stride;
     const int per_split = (p.topk + out.splits - 1) / out.splits;
@@ -917,61 +928,83 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
       const uint8_t* keys = key_s + (j % 2) * wg::kTileBytes;
       const int64_t* offs = slot_s + (j % 3) * wg::kKeys;
       float s[WgS::kAccPerThread];
-      WgS::template Issue<kDim>(
-          s, q_s, wg::kRowGroup,
-          keys + group * (wg::kHalfKeys / 8) * wg::kRowGroup, wg::kRowGroup,
-          false);
+      float alpha[2];
+      if (scores) {
+        WgS::template Issue<kDim>(
+            s, q_s, wg::kRowGroup,
+            keys + (kOneWgScores ? 0 : group * (kSKeys / 8) * wg::kRowGroup),
+            wg::kRowGroup, false);
+      }
       if (warp == 0) resolve(j + 2);  // while the products run
-      WgS::Wait(s);
-      // Scores in the log2 domain, invalid keys -inf; row maxima.
-      float mx[2] = {kNegInf, kNegInf};
+      if (scores) {
+        WgS::Wait(s);
+        // Scores in the log2 domain, invalid keys -inf; row maxima.
+        const int key0 = kOneWgScores ? 0 : group * kSKeys;
+        float mx[2] = {kNegInf, kNegInf};
 #pragma unroll
-      for (int i = 0; i < WgS::kAccPerThread; ++i) {
-        const int key = group * wg::kHalfKeys + WgS::AccCol(lane, i);
-        s[i] = offs[key] >= 0 ? s[i] * scale_log2 : kNegInf;
-        mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
-      }
+        for (int i = 0; i < WgS::kAccPerThread; ++i) {
+          const int key = key0 + WgS::AccCol(lane, i);
+          s[i] = offs[key] >= 0 ? s[i] * scale_log2 : kNegInf;
+          mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
+        }
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      }
-      if (lane % 4 == 0) {
-        max_s[group * wg::kHeads + row0] = mx[0];
-        max_s[group * wg::kHeads + row0 + 8] = mx[1];
-      }
-      __syncthreads();  // both warpgroups' maxima
-      float alpha[2], m_use[2];
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        }
+        if constexpr (!kOneWgScores) {
+          if (lane % 4 == 0) {
+            max_s[group * wg::kHeads + row0] = mx[0];
+            max_s[group * wg::kHeads + row0 + 8] = mx[1];
+          }
+          __syncthreads();  // both warpgroups' maxima
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float other = max_s[(1 - group) * wg::kHeads + row0 + 8 * r];
-        const float m_new = fmaxf(m_run[r], fmaxf(mx[r], other));
-        // A row still at -inf (no finite score yet) subtracts 0 instead.
-        m_use[r] = m_new == kNegInf ? 0.0f : m_new;
-        alpha[r] = exp2f(m_run[r] - m_use[r]);
-        m_run[r] = m_new;
-      }
-      float sum[2] = {0.0f, 0.0f};
+          for (int r = 0; r < 2; ++r) {
+            mx[r] =
+                fmaxf(mx[r], max_s[(1 - group) * wg::kHeads + row0 + 8 * r]);
+          }
+        }
+        float m_use[2];
 #pragma unroll
-      for (int i = 0; i < WgS::kAccPerThread; i += 2) {
-        const int r = (i / 2) % 2;
-        const uint32_t pair = ::dsa::gpu::PackBf16x2(
-            exp2f(s[i] - m_use[r]), exp2f(s[i + 1] - m_use[r]));
-        // The sum uses the rounded probabilities, the ones P V multiplies.
-        sum[r] +=
-            __uint_as_float(pair << 16) + __uint_as_float(pair & 0xffff0000u);
-        const int row = row0 + 8 * r;
-        const int k = group * wg::kHalfKeys + WgS::AccCol(lane, i);
-        *reinterpret_cast<uint32_t*>(p_s + (row / 8) * wg::kPRowGroup +
-                                     (k / 8) * 128 + (row % 8) * 16 +
-                                     (k % 8) * 2) = pair;
-      }
+        for (int r = 0; r < 2; ++r) {
+          const float m_new = fmaxf(m_run[r], mx[r]);
+          // A row still at -inf (no finite score yet) subtracts 0 instead.
+          m_use[r] = m_new == kNegInf ? 0.0f : m_new;
+          alpha[r] = exp2f(m_run[r] - m_use[r]);
+          m_run[r] = m_new;
+        }
+        float sum[2] = {0.0f, 0.0f};
 #pragma unroll
-      for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + sum[r];
+        for (int i = 0; i < WgS::kAccPerThread; i += 2) {
+          const int r = (i / 2) % 2;
+          const uint32_t pair = ::dsa::gpu::PackBf16x2(
+              exp2f(s[i] - m_use[r]), exp2f(s[i + 1] - m_use[r]));
+          // The sum uses the rounded probabilities, the ones P V multiplies.
+          sum[r] +=
+              __uint_as_float(pair << 16) + __uint_as_float(pair & 0xffff0000u);
+          const int row = row0 + 8 * r;
+          const int k = key0 + WgS::AccCol(lane, i);
+          *reinterpret_cast<uint32_t*>(p_s + (row / 8) * wg::kPRowGroup +
+                                       (k / 8) * 128 + (row % 8) * 16 +
+                                       (k % 8) * 2) = pair;
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + sum[r];
+        if constexpr (kOneWgScores) {
+          if (lane % 4 == 0) {  // for warpgroup 1
+            max_s[row0] = alpha[0];
+            max_s[row0 + 8] = alpha[1];
+          }
+        }
+      }
+      WgO::FenceStores();
+      __syncthreads();  // P complete (and warpgroup 0's factors)
+      if (!scores) {
+        alpha[0] = max_s[row0];
+        alpha[1] = max_s[row0 + 8];
+      }
 #pragma unroll
       for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
-      WgO::FenceStores();
-      __syncthreads();  // P complete
       WgO::template IssueMnB<wg::kKeys>(
           o, p_s, wg::kPRowGroup, keys + group * (wg::kHalfDims / 8) * 128,
           wg::kRowGroup, 128, true);
@@ -1079,6 +1112,16 @@ bool DeviceHasWgmma() {
   }
   cache[slot].store(host != 0 ? 2 : 1, std::memory_order_relaxed);
   return host != 0;
+}
+
+// DSA_SPARSE_MLA_SCORES=one: warpgroup 0 computes all of S (the
+// kOneWgScores variant); otherwise each warpgroup its half of the keys.
+bool OneWgScores() {
+  static const bool one = [] {
+    const char* env = std::getenv("DSA_SPARSE_MLA_SCORES");
+    return env != nullptr && std::strcmp(env, "one") == 0;
+  }();
+  return one;
 }
 
 // DSA_SPARSE_MLA=warp keeps the warp-level kernel everywhere (comparisons).
@@ -1366,9 +1409,11 @@ bool UsesWgmma(const SparseMlaParams& p) {
          DeviceHasWgmma();
 }
 
-LaunchResult LaunchWgmmaAttention(const SparseMlaParams& p, int64_t begin,
-                                  int64_t rows, const MmaOutput& out,
-                                  hipStream_t stream) {
+template <bool kOneWgScores>
+LaunchResult LaunchWgmmaKernel(const SparseMlaParams& p, int64_t begin,
+                               int64_t rows, const MmaOutput& out,
+                               hipStream_t stream) {
+  auto kernel = &SparseMlaWgmmaKernel<kOneWgScores>;
   constexpr int kMaxDevices = 64;
   static std::atomic<bool> opted_in[kMaxDevices];
   const int device = CurrentDevice().device;
@@ -1376,7 +1421,7 @@ LaunchResult LaunchWgmmaAttention(const SparseMlaParams& p, int64_t begin,
       !opted_in[device].load(std::memory_order_relaxed)) {
     LaunchResult r =
         FromError(hipFuncSetAttribute(
-                      reinterpret_cast<const void*>(&SparseMlaWgmmaKernel),
+                      reinterpret_cast<const void*>(kernel),
                       hipFuncAttributeMaxDynamicSharedMemorySize, wg::kBytes),
                   "sparse_mla: shared memory opt-in");
     if (!r.ok()) return r;
@@ -1388,9 +1433,16 @@ LaunchResult LaunchWgmmaAttention(const SparseMlaParams& p, int64_t begin,
       static_cast<unsigned>(rows),
       static_cast<unsigned>((p.heads + wg::kHeads - 1) / wg::kHeads),
       static_cast<unsigned>(out.splits));
-  hipLaunchKernelGGL(SparseMlaWgmmaKernel, grid, dim3(wg::kThreads), wg::kBytes,
-                     stream, p, begin, out);
+  hipLaunchKernelGGL(kernel, grid, dim3(wg::kThreads), wg::kBytes, stream, p,
+                     begin, out);
   return CheckLaunch(kOp);
+}
+
+LaunchResult LaunchWgmmaAttention(const SparseMlaParams& p, int64_t begin,
+                                  int64_t rows, const MmaOutput& out,
+                                  hipStream_t stream) {
+  return OneWgScores() ? LaunchWgmmaKernel<true>(p, begin, rows, out, stream)
+                       : LaunchWgmmaKernel<false>(p, begin, rows, out, stream);
 }
 
 LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
