@@ -782,7 +782,11 @@ inline constexpr bool kWarpgroupAttention = false;
 // instead of twice, the softmax without an exchange) and hands the row
 // rescale factors to warpgroup 1 with P; otherwise both warpgroups compute
 // their half of the keys as in step 2 above.
-template <bool kOneWgScores>
+// kFp8: an fp8_ds_mla cache; the 512 fp8 codes of each entry are loaded
+// into registers and dequantised (exactly, Fp8PairToBf16) into the bf16 tile
+// in two halves, while tile t's S and P V products run; the bf16 rope part
+// is gathered with cp.async as for a bf16 cache.
+template <bool kOneWgScores, bool kFp8, Fp8Format F>
 __global__ void __launch_bounds__(wg::kThreads, 1)
     SparseMlaWgmmaKernel(SparseMlaParams p, int64_t token_begin,
                          MmaOutput out) {
@@ -866,19 +870,74 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
     };
     // Starts the gather of tile j into key buffer j % 2; invalid keys are
     // zero-filled without a read.
+    // (fp8: the rope chunks only; `dequant` does the rest.)
     auto gather = [&](int j) {
       uint8_t* dst = key_s + (j % 2) * wg::kTileBytes;
       const int64_t* offs = slot_s + (j % 3) * wg::kKeys;
+      constexpr int kFirst = kFp8 ? kLora / 8 : 0;  // first chunk copied
+      constexpr int kCopied = wg::kChunks - kFirst;
+      // Chunk `part` (>= kFirst) of the bf16 tile comes from byte kSrc0 +
+      // 16 part of the entry (fp8: the rope after the codes and scales).
+      constexpr int kSrc0 = kFp8 ? kLora + 4 * kFp8Tiles - kFirst * 16 : 0;
 #pragma unroll 6
-      for (int c = tid; c < wg::kKeys * wg::kChunks; c += wg::kThreads) {
+      for (int c = tid; c < wg::kKeys * kCopied; c += wg::kThreads) {
         const int key_lo = c % 8, rest = c / 8;
-        const int part = rest % wg::kChunks, key_hi = rest / wg::kChunks;
+        const int part = kFirst + rest % kCopied, key_hi = rest / kCopied;
         const int64_t off = offs[key_hi * 8 + key_lo];
         const bool valid = off >= 0;
         Copy16(dst + key_hi * wg::kRowGroup + part * 128 + key_lo * 16,
-               p.kv_cache + (valid ? off + part * 16 : 0), valid);
+               p.kv_cache + (valid ? off + kSrc0 + part * 16 : 0), valid);
       }
       CopyCommit();
+    };
+    // fp8: half `half` of tile j's 64 x 32 chunks of 16 codes, from the
+    // cache through registers into key buffer j % 2 (zeros for keys that
+    // are not valid).
+    auto dequant = [&](int j, int half) {
+      if constexpr (kFp8) {
+        uint8_t* dst = key_s + (j % 2) * wg::kTileBytes;
+        const int64_t* offs = slot_s + (j % 3) * wg::kKeys;
+        constexpr int kCodeChunks = kLora / 16;  // per entry
+        constexpr int kPerThread = wg::kKeys * kCodeChunks / wg::kThreads / 2;
+        uint4 codes[kPerThread];
+        float scale[kPerThread];
+#pragma unroll
+        for (int i = 0; i < kPerThread; ++i) {
+          const int c = tid + wg::kThreads * (half * kPerThread + i);
+          const int key = (c / 8 / kCodeChunks) * 8 + c % 8;
+          const int part = (c / 8) % kCodeChunks;
+          const int64_t off = offs[key];
+          codes[i] = make_uint4(0, 0, 0, 0);
+          scale[i] = 0.0f;
+          if (off >= 0) {
+            const uint8_t* e = p.kv_cache + off;
+            codes[i] = *reinterpret_cast<const uint4*>(e + part * 16);
+            scale[i] = *reinterpret_cast<const float*>(e + kLora +
+                                                       4 * (part * 16 / 128));
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kPerThread; ++i) {
+          const int c = tid + wg::kThreads * (half * kPerThread + i);
+          const int key_lo = c % 8, key_hi = c / 8 / kCodeChunks;
+          const int part = (c / 8) % kCodeChunks;
+          const uint32_t in[4] = {codes[i].x, codes[i].y, codes[i].z,
+                                  codes[i].w};
+          uint32_t bf[8];
+#pragma unroll
+          for (int w = 0; w < 8; ++w) {
+            bf[w] = Fp8PairToBf16<F>(in[w / 2] >> (16 * (w % 2)), scale[i]);
+          }
+          uint8_t* d =
+              dst + key_hi * wg::kRowGroup + 2 * part * 128 + key_lo * 16;
+          *reinterpret_cast<uint4*>(d) = make_uint4(bf[0], bf[1], bf[2], bf[3]);
+          *reinterpret_cast<uint4*>(d + 128) =
+              make_uint4(bf[4], bf[5], bf[6], bf[7]);
+        }
+      } else {
+        (void)j;
+        (void)half;
+      }
     };
 
     // Prologue: offsets of tiles 0 and 1, Q (bf16; heads past the last are
@@ -908,6 +967,8 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
     }
     __syncthreads();  // slots 0 and 1 written
     gather(0);
+    dequant(0, 0);
+    dequant(0, 1);
     CopyWaitAll();
     WgO::FenceStores();
     // The loop's condition comes out of a barrier reduction, so the compiler
@@ -936,6 +997,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
             wg::kRowGroup, false);
       }
       if (warp == 0) resolve(j + 2);  // while the products run
+      dequant(j + 1, 0);
       if (scores) {
         WgS::Wait(s);
         // Scores in the log2 domain, invalid keys -inf; row maxima.
@@ -1008,6 +1070,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
       WgO::template IssueMnB<wg::kKeys>(
           o, p_s, wg::kPRowGroup, keys + group * (wg::kHalfDims / 8) * 128,
           wg::kRowGroup, 128, true);
+      dequant(j + 1, 1);
       WgO::Wait(o);
       CopyWaitAll();
       WgO::FenceStores();
@@ -1122,6 +1185,15 @@ bool OneWgScores() {
     return env != nullptr && std::strcmp(env, "one") == 0;
   }();
   return one;
+}
+
+// DSA_SPARSE_MLA_FP8=wgmma: fp8 caches on the warpgroup kernel too.
+bool Fp8WgmmaWanted() {
+  static const bool wanted = [] {
+    const char* env = std::getenv("DSA_SPARSE_MLA_FP8");
+    return env != nullptr && std::strcmp(env, "wgmma") == 0;
+  }();
+  return wanted;
 }
 
 // DSA_SPARSE_MLA=warp keeps the warp-level kernel everywhere (comparisons).
@@ -1404,16 +1476,17 @@ LaunchResult LaunchMmaAttentionHeads(const SparseMlaParams& p, int64_t begin,
 // Whether the warpgroup kernel runs: bf16 cache, 64 heads or more, sm_90a
 // device code and the shared memory for it (UsesMma holds already).
 bool UsesWgmma(const SparseMlaParams& p) {
-  return p.cache_type == LatentCacheType::kBFloat16 && p.heads >= wg::kHeads &&
-         WgmmaWanted() && CurrentDevice().smem_per_block >= wg::kBytes &&
-         DeviceHasWgmma();
+  const bool cache_ok =
+      p.cache_type == LatentCacheType::kBFloat16 || Fp8WgmmaWanted();
+  return cache_ok && p.heads >= wg::kHeads && WgmmaWanted() &&
+         CurrentDevice().smem_per_block >= wg::kBytes && DeviceHasWgmma();
 }
 
-template <bool kOneWgScores>
+template <bool kOneWgScores, bool kFp8, Fp8Format F>
 LaunchResult LaunchWgmmaKernel(const SparseMlaParams& p, int64_t begin,
                                int64_t rows, const MmaOutput& out,
                                hipStream_t stream) {
-  auto kernel = &SparseMlaWgmmaKernel<kOneWgScores>;
+  auto kernel = &SparseMlaWgmmaKernel<kOneWgScores, kFp8, F>;
   constexpr int kMaxDevices = 64;
   static std::atomic<bool> opted_in[kMaxDevices];
   const int device = CurrentDevice().device;
@@ -1441,8 +1514,20 @@ LaunchResult LaunchWgmmaKernel(const SparseMlaParams& p, int64_t begin,
 LaunchResult LaunchWgmmaAttention(const SparseMlaParams& p, int64_t begin,
                                   int64_t rows, const MmaOutput& out,
                                   hipStream_t stream) {
-  return OneWgScores() ? LaunchWgmmaKernel<true>(p, begin, rows, out, stream)
-                       : LaunchWgmmaKernel<false>(p, begin, rows, out, stream);
+  switch (p.cache_type) {
+    case LatentCacheType::kFp8E4m3fn:
+      return LaunchWgmmaKernel<false, true, Fp8Format::kE4m3fn>(p, begin, rows,
+                                                                out, stream);
+    case LatentCacheType::kFp8E4m3fnuz:
+      return LaunchWgmmaKernel<false, true, Fp8Format::kE4m3fnuz>(
+          p, begin, rows, out, stream);
+    default:
+      return OneWgScores()
+                 ? LaunchWgmmaKernel<true, false, Fp8Format::kE4m3fn>(
+                       p, begin, rows, out, stream)
+                 : LaunchWgmmaKernel<false, false, Fp8Format::kE4m3fn>(
+                       p, begin, rows, out, stream);
+  }
 }
 
 LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
@@ -1519,12 +1604,14 @@ LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
                         p, begin, rows, out, stream);
         break;
       case LatentCacheType::kFp8E4m3fn:
-        r = LaunchMmaAttentionHeads<true, Fp8Format::kE4m3fn>(p, begin, rows,
-                                                              out, stream);
+        r = wgmma ? LaunchWgmmaAttention(p, begin, rows, out, stream)
+                  : LaunchMmaAttentionHeads<true, Fp8Format::kE4m3fn>(
+                        p, begin, rows, out, stream);
         break;
       case LatentCacheType::kFp8E4m3fnuz:
-        r = LaunchMmaAttentionHeads<true, Fp8Format::kE4m3fnuz>(p, begin, rows,
-                                                                out, stream);
+        r = wgmma ? LaunchWgmmaAttention(p, begin, rows, out, stream)
+                  : LaunchMmaAttentionHeads<true, Fp8Format::kE4m3fnuz>(
+                        p, begin, rows, out, stream);
         break;
     }
     if (!r.ok()) return r;

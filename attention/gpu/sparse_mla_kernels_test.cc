@@ -450,6 +450,21 @@ std::vector<Case> Cases() {
     c.seq_lens = {126, 127, 128};
     cases.push_back(c);
   }
+  {
+    // fnuz fp8 at 64 heads (the warpgroup kernel where it takes fp8).
+    Case c;
+    c.name = "Fp8FnuzCache64Heads";
+    c.cache = LatentCacheType::kFp8E4m3fnuz;
+    c.heads = 64;
+    c.nope = 192;
+    c.v = 256;
+    c.topk = 200;
+    c.block_size = 64;
+    c.seq_lens = {199, 200, 201};
+    c.q_format = FloatFormat::kBFloat16;
+    c.bad_indices = true;
+    cases.push_back(c);
+  }
   for (LatentCacheType t :
        {LatentCacheType::kBFloat16, LatentCacheType::kFp8E4m3fn}) {
     Case c;
