@@ -733,12 +733,13 @@ __global__ void __launch_bounds__(128)
 // bf16 in the core-matrix layout of WarpgroupBf16Mma (8 rows x 16 bytes per
 // 128-byte core matrix, row groups of 8 keys or heads 576 * 16 bytes apart).
 // Per tile:
-//   1. both warpgroups start the gather of tile t + 1 (cp.async, 16 bytes a
-//      copy, core-matrix rows: 8 consecutive threads fill one 128-byte core
-//      matrix, so the shared-memory writes do not conflict);
-//   2. warpgroup g: S_g = Q K_g^T over the tile's keys [32 g, 32 g + 32)
+//   1. warpgroup g: S_g = Q K_g^T over the tile's keys [32 g, 32 g + 32)
 //      (wgmma m64n32k16, 36 k-steps; both operands K-major in shared
-//      memory); meanwhile warp 0 resolves the cache offsets of tile t + 2;
+//      memory);
+//   2. while those run, both warpgroups start the gather of tile t + 1
+//      (cp.async, 16 bytes a copy, core-matrix rows: 8 consecutive threads
+//      fill one 128-byte core matrix, so the shared-memory writes do not
+//      conflict) and warp 0 resolves the cache offsets of tile t + 2;
 //   3. online softmax: row maxima exchanged through shared memory (both
 //      warpgroups then hold the same running maximum, so their partial row
 //      sums add up at the end), P_g (bf16) into its 32 columns of P;
@@ -985,7 +986,6 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
     float l_run[2] = {0.0f, 0.0f};  // this thread's columns only
 
     for (int j = 0; more; ++j) {
-      gather(j + 1);  // all zeros, without reads, past the row's last key
       const uint8_t* keys = key_s + (j % 2) * wg::kTileBytes;
       const int64_t* offs = slot_s + (j % 3) * wg::kKeys;
       float s[WgS::kAccPerThread];
@@ -996,7 +996,10 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
             keys + (kOneWgScores ? 0 : group * (kSKeys / 8) * wg::kRowGroup),
             wg::kRowGroup, false);
       }
-      if (warp == 0) resolve(j + 2);  // while the products run
+      // While the products run: tile j + 1's gather (all zeros, without
+      // reads, past the row's last key), tile j + 2's offsets.
+      gather(j + 1);
+      if (warp == 0) resolve(j + 2);
       dequant(j + 1, 0);
       if (scores) {
         WgS::Wait(s);
