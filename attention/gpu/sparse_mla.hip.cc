@@ -787,7 +787,7 @@ inline constexpr bool kWarpgroupAttention = false;
 // into registers and dequantised (exactly, Fp8PairToBf16) into the bf16 tile
 // in two halves, while tile t's S and P V products run; the bf16 rope part
 // is gathered with cp.async as for a bf16 cache.
-template <bool kOneWgScores, bool kFp8, Fp8Format F>
+template <bool kOneWgScores, bool kFp8, Fp8Format F, bool kPipelined>
 __global__ void __launch_bounds__(wg::kThreads, 1)
     SparseMlaWgmmaKernel(SparseMlaParams p, int64_t token_begin,
                          MmaOutput out) {
@@ -985,100 +985,154 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
     float m_run[2] = {kNegInf, kNegInf};
     float l_run[2] = {0.0f, 0.0f};  // this thread's columns only
 
-    for (int j = 0; more; ++j) {
-      const uint8_t* keys = key_s + (j % 2) * wg::kTileBytes;
+    // Tile j's S (this warpgroup's part; a warpgroup that computes S
+    // only) into scores: scaled into the log2 domain, invalid keys -inf;
+    // the online softmax's running maximum, row sums and rescale factors
+    // `alpha`; P (bf16) into p_s. The split variant exchanges the row
+    // maxima through max_s around a barrier (which all threads reach).
+    auto softmax = [&](int j, float(&sc)[WgS::kAccPerThread],
+                       float(&alpha)[2]) {
       const int64_t* offs = slot_s + (j % 3) * wg::kKeys;
-      float s[WgS::kAccPerThread];
-      float alpha[2];
-      if (scores) {
-        WgS::template Issue<kDim>(
-            s, q_s, wg::kRowGroup,
-            keys + (kOneWgScores ? 0 : group * (kSKeys / 8) * wg::kRowGroup),
-            wg::kRowGroup, false);
-      }
-      // While the products run: tile j + 1's gather (all zeros, without
-      // reads, past the row's last key), tile j + 2's offsets.
-      gather(j + 1);
-      if (warp == 0) resolve(j + 2);
-      dequant(j + 1, 0);
-      if (scores) {
-        WgS::Wait(s);
-        // Scores in the log2 domain, invalid keys -inf; row maxima.
-        const int key0 = kOneWgScores ? 0 : group * kSKeys;
-        float mx[2] = {kNegInf, kNegInf};
+      const int key0 = kOneWgScores ? 0 : group * kSKeys;
+      float mx[2] = {kNegInf, kNegInf};
 #pragma unroll
-        for (int i = 0; i < WgS::kAccPerThread; ++i) {
-          const int key = key0 + WgS::AccCol(lane, i);
-          s[i] = offs[key] >= 0 ? s[i] * scale_log2 : kNegInf;
-          mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
+      for (int i = 0; i < WgS::kAccPerThread; ++i) {
+        const int key = key0 + WgS::AccCol(lane, i);
+        sc[i] = offs[key] >= 0 ? sc[i] * scale_log2 : kNegInf;
+        mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], sc[i]);
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      }
+      if constexpr (!kOneWgScores) {
+        if (lane % 4 == 0) {
+          max_s[group * wg::kHeads + row0] = mx[0];
+          max_s[group * wg::kHeads + row0 + 8] = mx[1];
         }
+        __syncthreads();  // both warpgroups' maxima
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        }
-        if constexpr (!kOneWgScores) {
-          if (lane % 4 == 0) {
-            max_s[group * wg::kHeads + row0] = mx[0];
-            max_s[group * wg::kHeads + row0 + 8] = mx[1];
-          }
-          __syncthreads();  // both warpgroups' maxima
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            mx[r] =
-                fmaxf(mx[r], max_s[(1 - group) * wg::kHeads + row0 + 8 * r]);
-          }
-        }
-        float m_use[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const float m_new = fmaxf(m_run[r], mx[r]);
-          // A row still at -inf (no finite score yet) subtracts 0 instead.
-          m_use[r] = m_new == kNegInf ? 0.0f : m_new;
-          alpha[r] = exp2f(m_run[r] - m_use[r]);
-          m_run[r] = m_new;
-        }
-        float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int i = 0; i < WgS::kAccPerThread; i += 2) {
-          const int r = (i / 2) % 2;
-          const uint32_t pair = ::dsa::gpu::PackBf16x2(
-              exp2f(s[i] - m_use[r]), exp2f(s[i + 1] - m_use[r]));
-          // The sum uses the rounded probabilities, the ones P V multiplies.
-          sum[r] +=
-              __uint_as_float(pair << 16) + __uint_as_float(pair & 0xffff0000u);
-          const int row = row0 + 8 * r;
-          const int k = key0 + WgS::AccCol(lane, i);
-          *reinterpret_cast<uint32_t*>(p_s + (row / 8) * wg::kPRowGroup +
-                                       (k / 8) * 128 + (row % 8) * 16 +
-                                       (k % 8) * 2) = pair;
-        }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + sum[r];
-        if constexpr (kOneWgScores) {
-          if (lane % 4 == 0) {  // for warpgroup 1
-            max_s[row0] = alpha[0];
-            max_s[row0 + 8] = alpha[1];
-          }
+          mx[r] = fmaxf(mx[r], max_s[(1 - group) * wg::kHeads + row0 + 8 * r]);
         }
       }
-      WgO::FenceStores();
-      __syncthreads();  // P complete (and warpgroup 0's factors)
-      if (!scores) {
-        alpha[0] = max_s[row0];
-        alpha[1] = max_s[row0 + 8];
+      float m_use[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float m_new = fmaxf(m_run[r], mx[r]);
+        // A row still at -inf (no finite score yet) subtracts 0 instead.
+        m_use[r] = m_new == kNegInf ? 0.0f : m_new;
+        alpha[r] = exp2f(m_run[r] - m_use[r]);
+        m_run[r] = m_new;
+      }
+      float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int i = 0; i < WgS::kAccPerThread; i += 2) {
+        const int r = (i / 2) % 2;
+        const uint32_t pair = ::dsa::gpu::PackBf16x2(
+            exp2f(sc[i] - m_use[r]), exp2f(sc[i + 1] - m_use[r]));
+        // The sum uses the rounded probabilities, the ones P V multiplies.
+        sum[r] +=
+            __uint_as_float(pair << 16) + __uint_as_float(pair & 0xffff0000u);
+        const int row = row0 + 8 * r;
+        const int k = key0 + WgS::AccCol(lane, i);
+        *reinterpret_cast<uint32_t*>(p_s + (row / 8) * wg::kPRowGroup +
+                                     (k / 8) * 128 + (row % 8) * 16 +
+                                     (k % 8) * 2) = pair;
       }
 #pragma unroll
-      for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
+      for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + sum[r];
+    };
+    auto issue_s = [&](int j, float(&sc)[WgS::kAccPerThread]) {
+      const uint8_t* keys = key_s + (j % 2) * wg::kTileBytes;
+      WgS::template Issue<kDim>(
+          sc, q_s, wg::kRowGroup,
+          keys + (kOneWgScores ? 0 : group * (kSKeys / 8) * wg::kRowGroup),
+          wg::kRowGroup, false);
+    };
+    auto issue_pv = [&](int j) {
+      const uint8_t* keys = key_s + (j % 2) * wg::kTileBytes;
       WgO::template IssueMnB<wg::kKeys>(
           o, p_s, wg::kPRowGroup, keys + group * (wg::kHalfDims / 8) * 128,
           wg::kRowGroup, 128, true);
-      dequant(j + 1, 1);
-      WgO::Wait(o);
-      CopyWaitAll();
+    };
+    auto rescale = [&](const float(&alpha)[2]) {
+#pragma unroll
+      for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
+    };
+
+    if constexpr (!kPipelined) {
+      for (int j = 0; more; ++j) {
+        float sc[WgS::kAccPerThread];
+        float alpha[2];
+        if (scores) issue_s(j, sc);
+        // While the products run: tile j + 1's gather (all zeros, without
+        // reads, past the row's last key), tile j + 2's offsets.
+        gather(j + 1);
+        if (warp == 0) resolve(j + 2);
+        dequant(j + 1, 0);
+        if (scores) {
+          WgS::Wait(sc);
+          softmax(j, sc, alpha);
+          if constexpr (kOneWgScores) {
+            if (lane % 4 == 0) {  // for warpgroup 1
+              max_s[row0] = alpha[0];
+              max_s[row0 + 8] = alpha[1];
+            }
+          }
+        }
+        WgO::FenceStores();
+        __syncthreads();  // P complete (and warpgroup 0's factors)
+        if (!scores) {
+          alpha[0] = max_s[row0];
+          alpha[1] = max_s[row0 + 8];
+        }
+        rescale(alpha);
+        issue_pv(j);
+        dequant(j + 1, 1);
+        WgO::Wait(o);
+        CopyWaitAll();
+        WgO::FenceStores();
+        // Tile j + 1 in; tile j, P and the maxima free.
+        more = __syncthreads_or(tid == 0 && count_s[(j + 1) % 3] > 0);
+      }
+    } else {
+      // Software pipeline: P V of tile j and S of tile j + 1 run back to
+      // back on the matrix cores, the softmax of tile j + 1 after both.
+      // Tile j + 2's gather starts once both warpgroups' P V of tile j (the
+      // last reader of its buffer) is done, and has the softmax and the
+      // next P V to land. Tile 0's S and softmax come first, tile j's P V
+      // last; an empty row runs them on zeros (all masked).
+      static_assert(!kOneWgScores && !kFp8, "pipelined: split S, bf16");
+      float sc[WgS::kAccPerThread];
+      float alpha[2];
+      issue_s(0, sc);
+      gather(1);
+      if (warp == 0) resolve(2);
+      WgS::Wait(sc);
+      softmax(0, sc, alpha);
       WgO::FenceStores();
-      // Tile j + 1 in; tile j, P and the maxima free.
-      more = __syncthreads_or(tid == 0 && count_s[(j + 1) % 3] > 0);
+      more = __syncthreads_or(tid == 0 && count_s[1] > 0);  // P of tile 0
+      int j = 0;
+      for (; more; ++j) {
+        issue_pv(j);
+        CopyWaitAll();
+        WgO::FenceStores();
+        __syncthreads();  // tile j + 1 in
+        issue_s(j + 1, sc);
+        if (warp == 0) resolve(j + 3);
+        WgO::Wait(o);
+        WgS::Wait(sc);
+        softmax(j + 1, sc, alpha);  // its barrier: both P V of tile j done
+        gather(j + 2);
+        rescale(alpha);
+        WgO::FenceStores();
+        more = __syncthreads_or(tid == 0 && count_s[(j + 2) % 3] > 0);
+      }
+      issue_pv(j);
+      WgO::Wait(o);
+      CopyWaitAll();  // the (empty) gather of tile j + 1
     }
 
     // Row sums: the quad's columns, then both warpgroups'.
@@ -1188,6 +1242,15 @@ bool OneWgScores() {
     return env != nullptr && std::strcmp(env, "one") == 0;
   }();
   return one;
+}
+
+// DSA_SPARSE_MLA_PIPE=1: the software-pipelined loop (bf16, split S).
+bool PipelinedWanted() {
+  static const bool wanted = [] {
+    const char* env = std::getenv("DSA_SPARSE_MLA_PIPE");
+    return env != nullptr && std::strcmp(env, "1") == 0;
+  }();
+  return wanted;
 }
 
 // DSA_SPARSE_MLA_FP8=wgmma: fp8 caches on the warpgroup kernel too.
@@ -1485,11 +1548,11 @@ bool UsesWgmma(const SparseMlaParams& p) {
          CurrentDevice().smem_per_block >= wg::kBytes && DeviceHasWgmma();
 }
 
-template <bool kOneWgScores, bool kFp8, Fp8Format F>
+template <bool kOneWgScores, bool kFp8, Fp8Format F, bool kPipelined = false>
 LaunchResult LaunchWgmmaKernel(const SparseMlaParams& p, int64_t begin,
                                int64_t rows, const MmaOutput& out,
                                hipStream_t stream) {
-  auto kernel = &SparseMlaWgmmaKernel<kOneWgScores, kFp8, F>;
+  auto kernel = &SparseMlaWgmmaKernel<kOneWgScores, kFp8, F, kPipelined>;
   constexpr int kMaxDevices = 64;
   static std::atomic<bool> opted_in[kMaxDevices];
   const int device = CurrentDevice().device;
@@ -1525,11 +1588,16 @@ LaunchResult LaunchWgmmaAttention(const SparseMlaParams& p, int64_t begin,
       return LaunchWgmmaKernel<false, true, Fp8Format::kE4m3fnuz>(
           p, begin, rows, out, stream);
     default:
-      return OneWgScores()
-                 ? LaunchWgmmaKernel<true, false, Fp8Format::kE4m3fn>(
-                       p, begin, rows, out, stream)
-                 : LaunchWgmmaKernel<false, false, Fp8Format::kE4m3fn>(
-                       p, begin, rows, out, stream);
+      if (OneWgScores()) {
+        return LaunchWgmmaKernel<true, false, Fp8Format::kE4m3fn>(
+            p, begin, rows, out, stream);
+      }
+      if (PipelinedWanted()) {
+        return LaunchWgmmaKernel<false, false, Fp8Format::kE4m3fn, true>(
+            p, begin, rows, out, stream);
+      }
+      return LaunchWgmmaKernel<false, false, Fp8Format::kE4m3fn>(p, begin, rows,
+                                                                 out, stream);
   }
 }
 
