@@ -16,11 +16,16 @@
 // P V of tile t) and 512-thread blocks all within +-6%: per-tile costs
 // (barriers, softmax, gathers) and shared-memory traffic, not matrix-pipe
 // latency, set the pace. FlashMLA's 3.6 ms comes from wgmma, whose operands
-// stay in shared memory (the next step here).
+// stay in shared memory: hence the warpgroup kernel below (SparseMlaWgmma-
+// Kernel), which sm_90a builds run for 64 heads or more. Its budget: per
+// 64-key tile, Q (73.7 KB) and the tile (73.7 KB) are read from shared
+// memory by S, the tile's values (64 KB) and P by P V, at ~128 bytes per
+// clock; the gathered bytes (8192 rows x 2048 x 1152 = 19 GB at 64 heads)
+// come from L2. Both put the kernel near 3-4 ms at T = 8192, as FlashMLA.
 //
-// Attention kernel (as FlashMLA's sparse prefill): one block per query row
-// and group of HC heads (HC = 64, or 32/16 for small head counts), the
-// group's heads being the M dimension of both products. The row's top-k
+// Warp-level attention kernel (as FlashMLA's sparse prefill): one block per
+// query row and group of HC heads (HC = 64, or 32/16 for small head counts),
+// the group's heads being the M dimension of both products. The row's top-k
 // indices are checked and compacted into a list of cache-entry offsets in
 // shared memory (chunks of 1024), then the block walks that list in tiles of
 // 48 keys (DSA_SPARSE_MLA_TILE_KEYS; on the H200 48 beat 32 by ~9%: per-tile
@@ -37,7 +42,8 @@
 // The fp8 cache (vLLM's fp8_ds_mla) is gathered raw and dequantised into the
 // bf16 tile in shared memory: fp8 * power-of-two scale is exact in bf16.
 // The normalised latent output o (bf16) goes to stream scratch; W_UV is then
-// a batched bf16 GEMM over heads on the same matrix cores.
+// one strided-batched bf16 GEMM over heads on the platform's GEMM
+// (sparse_mla_wuv.h: cuBLASLt on CUDA).
 //
 // Other shapes (kv_lora / rope other than 512 / 64, or cache entries that
 // are not 16-byte aligned) run on a plain FMA kernel pair with the same
