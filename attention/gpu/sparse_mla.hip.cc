@@ -1063,9 +1063,14 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
           o, p_s, wg::kPRowGroup, keys + group * (wg::kHalfDims / 8) * 128,
           wg::kRowGroup, 128, true);
     };
+    // Most tiles leave every row maximum as it was (alpha exactly 1).
     auto rescale = [&](const float(&alpha)[2]) {
+      if (alpha[0] != 1.0f || alpha[1] != 1.0f) {
 #pragma unroll
-      for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
+        for (int e = 0; e < WgO::kAccPerThread; ++e) {
+          o[e] *= alpha[(e / 2) % 2];
+        }
+      }
     };
 
     if constexpr (!kPipelined) {
