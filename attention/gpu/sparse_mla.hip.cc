@@ -760,10 +760,12 @@ namespace wg {
 constexpr int kHeads = 64;
 constexpr int kKeys = 64;
 constexpr int kThreads = 256;
-constexpr int kHalfKeys = kKeys / 2;    // S columns of a warpgroup
-constexpr int kHalfDims = kLora / 2;    // O columns of a warpgroup
-constexpr int kChunks = kDim / 8;       // 16-byte chunks of a bf16 entry: 72
-constexpr int kRowGroup = kDim * 16;    // bytes between 8-row groups: 9216
+constexpr int kHalfKeys = kKeys / 2;  // S columns of a warpgroup
+constexpr int kHalfDims = kLora / 2;  // O columns of a warpgroup
+constexpr int kChunks = kDim / 8;     // 16-byte chunks of a bf16 entry: 72
+constexpr int kRowGroup = kDim * 16;  // bytes between 8-row groups: 9216
+// 128-byte swizzled layout: a 64-dim atom of a 64-row tile (Q or keys).
+constexpr int kAtomBytes = 64 * 128;
 constexpr int kPRowGroup = kKeys * 16;  // of P: 1024
 constexpr int kTileBytes = kKeys * kDim * 2;
 constexpr int kQOff = 0;
@@ -793,7 +795,11 @@ inline constexpr bool kWarpgroupAttention = false;
 // into registers and dequantised (exactly, Fp8PairToBf16) into the bf16 tile
 // in two halves, while tile t's S and P V products run; the bf16 rope part
 // is gathered with cp.async as for a bf16 cache.
-template <bool kOneWgScores, bool kFp8, Fp8Format F, bool kPipelined>
+// kSw128: Q, the key tiles and P in the 128-byte swizzled layout
+// (WarpgroupBf16Mma::OffsetSw128, the same tile serving as K-major B of S
+// and MN-major B of P V), instead of the unswizzled core-matrix layout.
+template <bool kOneWgScores, bool kFp8, Fp8Format F, bool kPipelined,
+          bool kSw128>
 __global__ void __launch_bounds__(wg::kThreads, 1)
     SparseMlaWgmmaKernel(SparseMlaParams p, int64_t token_begin,
                          MmaOutput out) {
@@ -812,6 +818,30 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
     float* max_s = reinterpret_cast<float*>(smem + wg::kMaxOff);
     int64_t* slot_s = reinterpret_cast<int64_t*>(smem + wg::kSlotOff);
     int* count_s = reinterpret_cast<int*>(smem + wg::kCountOff);
+    if constexpr (kSw128) {
+      // Swizzle atoms must start 1024-byte aligned.
+      if ((static_cast<uint32_t>(__cvta_generic_to_shared(smem)) & 1023u) !=
+          0u) {
+        __trap();
+      }
+    }
+    // Byte offset of 16-byte chunk c (dims 8c .. 8c + 7) of row r (a key or
+    // a head) in a key tile or Q; of P's element (row, key k).
+    auto tile_off = [](int r, int c) -> uint32_t {
+      if constexpr (kSw128) {
+        return (c / 8) * wg::kAtomBytes + r * 128 + (((c % 8) ^ (r % 8)) * 16);
+      } else {
+        return (r / 8) * wg::kRowGroup + c * 128 + (r % 8) * 16;
+      }
+    };
+    auto p_off = [](int row, int k) -> uint32_t {
+      if constexpr (kSw128) {
+        return row * 128 + (((k / 8) ^ (row % 8)) * 16) + (k % 8) * 2;
+      } else {
+        return (row / 8) * wg::kPRowGroup + (k / 8) * 128 + (row % 8) * 16 +
+               (k % 8) * 2;
+      }
+    };
 
     const int64_t t = token_begin + blockIdx.x;
     const int h0 = blockIdx.y * wg::kHeads;
@@ -892,7 +922,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
         const int part = kFirst + rest % kCopied, key_hi = rest / kCopied;
         const int64_t off = offs[key_hi * 8 + key_lo];
         const bool valid = off >= 0;
-        Copy16(dst + key_hi * wg::kRowGroup + part * 128 + key_lo * 16,
+        Copy16(dst + tile_off(key_hi * 8 + key_lo, part),
                p.kv_cache + (valid ? off + kSrc0 + part * 16 : 0), valid);
       }
       CopyCommit();
@@ -935,10 +965,10 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
           for (int w = 0; w < 8; ++w) {
             bf[w] = Fp8PairToBf16<F>(in[w / 2] >> (16 * (w % 2)), scale[i]);
           }
-          uint8_t* d =
-              dst + key_hi * wg::kRowGroup + 2 * part * 128 + key_lo * 16;
-          *reinterpret_cast<uint4*>(d) = make_uint4(bf[0], bf[1], bf[2], bf[3]);
-          *reinterpret_cast<uint4*>(d + 128) =
+          const int key = key_hi * 8 + key_lo;
+          *reinterpret_cast<uint4*>(dst + tile_off(key, 2 * part)) =
+              make_uint4(bf[0], bf[1], bf[2], bf[3]);
+          *reinterpret_cast<uint4*>(dst + tile_off(key, 2 * part + 1)) =
               make_uint4(bf[4], bf[5], bf[6], bf[7]);
         }
       } else {
@@ -968,8 +998,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
               LoadFloat(p.q, p.q_format, base + 2 * e + 1));
         }
       }
-      *reinterpret_cast<uint4*>(q_s + h_hi * wg::kRowGroup + part * 128 +
-                                h_lo * 16) =
+      *reinterpret_cast<uint4*>(q_s + tile_off(hh, part)) =
           make_uint4(packed[0], packed[1], packed[2], packed[3]);
     }
     __syncthreads();  // slots 0 and 1 written
@@ -1043,25 +1072,37 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
             __uint_as_float(pair << 16) + __uint_as_float(pair & 0xffff0000u);
         const int row = row0 + 8 * r;
         const int k = key0 + WgS::AccCol(lane, i);
-        *reinterpret_cast<uint32_t*>(p_s + (row / 8) * wg::kPRowGroup +
-                                     (k / 8) * 128 + (row % 8) * 16 +
-                                     (k % 8) * 2) = pair;
+        *reinterpret_cast<uint32_t*>(p_s + p_off(row, k)) = pair;
       }
 #pragma unroll
       for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + sum[r];
     };
     auto issue_s = [&](int j, float(&sc)[WgS::kAccPerThread]) {
       const uint8_t* keys = key_s + (j % 2) * wg::kTileBytes;
-      WgS::template Issue<kDim>(
-          sc, q_s, wg::kRowGroup,
-          keys + (kOneWgScores ? 0 : group * (kSKeys / 8) * wg::kRowGroup),
-          wg::kRowGroup, false);
+      // The split variant's keys [32 g, 32 g + 32): rows 32 g on.
+      const int first = kOneWgScores ? 0 : group * kSKeys;
+      if constexpr (kSw128) {
+        WgS::template IssueSw128<kDim>(
+            sc, q_s, wg::kAtomBytes, keys + first * 128, wg::kAtomBytes, false);
+      } else {
+        WgS::template Issue<kDim>(sc, q_s, wg::kRowGroup,
+                                  keys + (first / 8) * wg::kRowGroup,
+                                  wg::kRowGroup, false);
+      }
     };
     auto issue_pv = [&](int j) {
       const uint8_t* keys = key_s + (j % 2) * wg::kTileBytes;
-      WgO::template IssueMnB<wg::kKeys>(
-          o, p_s, wg::kPRowGroup, keys + group * (wg::kHalfDims / 8) * 128,
-          wg::kRowGroup, 128, true);
+      if constexpr (kSw128) {
+        // Dims [256 g, 256 g + 256): 64-dim atoms 4 g on.
+        WgO::template IssueSw128MnB<wg::kKeys>(
+            o, p_s, wg::kAtomBytes,
+            keys + group * (wg::kHalfDims / 64) * wg::kAtomBytes,
+            wg::kAtomBytes, true);
+      } else {
+        WgO::template IssueMnB<wg::kKeys>(
+            o, p_s, wg::kPRowGroup, keys + group * (wg::kHalfDims / 8) * 128,
+            wg::kRowGroup, 128, true);
+      }
     };
     // Most tiles leave every row maximum as it was (alpha exactly 1).
     auto rescale = [&](const float(&alpha)[2]) {
@@ -1245,41 +1286,45 @@ bool DeviceHasWgmma() {
   return host != 0;
 }
 
-// DSA_SPARSE_MLA_SCORES=one: warpgroup 0 computes all of S (the
-// kOneWgScores variant); otherwise each warpgroup its half of the keys.
+// The warpgroup kernel's variants, chosen by environment variables read
+// once per process (for comparisons on a device; the defaults are the
+// fastest variants measured correct on the H200):
+//   DSA_SPARSE_MLA=warp         the warp-level kernel everywhere;
+//   DSA_SPARSE_MLA_SCORES=one|split   all of S on warpgroup 0 (bf16 cache)
+//                               or each warpgroup its half of the keys;
+//   DSA_SPARSE_MLA_PIPE=1|0     the software-pipelined loop (bf16, split);
+//   DSA_SPARSE_MLA_SWIZZLE=1|0  the 128-byte swizzled layout;
+//   DSA_SPARSE_MLA_FP8=wgmma|warp   fp8 caches on the warpgroup kernel.
+// `value` is the variable's setting that turns the choice on, `off` the
+// one that turns it off; unset (or anything else) gives `default_on`.
+bool EnvChoice(const char* name, const char* value, const char* off,
+               bool default_on) {
+  const char* env = std::getenv(name);
+  if (env != nullptr && std::strcmp(env, value) == 0) return true;
+  if (env != nullptr && std::strcmp(env, off) == 0) return false;
+  return default_on;
+}
 bool OneWgScores() {
-  static const bool one = [] {
-    const char* env = std::getenv("DSA_SPARSE_MLA_SCORES");
-    return env != nullptr && std::strcmp(env, "one") == 0;
-  }();
-  return one;
+  static const bool on =
+      EnvChoice("DSA_SPARSE_MLA_SCORES", "one", "split", true);
+  return on;
 }
-
-// DSA_SPARSE_MLA_PIPE=1: the software-pipelined loop (bf16, split S).
+bool Sw128Wanted() {
+  static const bool on = EnvChoice("DSA_SPARSE_MLA_SWIZZLE", "1", "0", false);
+  return on;
+}
 bool PipelinedWanted() {
-  static const bool wanted = [] {
-    const char* env = std::getenv("DSA_SPARSE_MLA_PIPE");
-    return env != nullptr && std::strcmp(env, "1") == 0;
-  }();
-  return wanted;
+  static const bool on = EnvChoice("DSA_SPARSE_MLA_PIPE", "1", "0", false);
+  return on;
 }
-
-// DSA_SPARSE_MLA_FP8=wgmma: fp8 caches on the warpgroup kernel too.
 bool Fp8WgmmaWanted() {
-  static const bool wanted = [] {
-    const char* env = std::getenv("DSA_SPARSE_MLA_FP8");
-    return env != nullptr && std::strcmp(env, "wgmma") == 0;
-  }();
-  return wanted;
+  static const bool on =
+      EnvChoice("DSA_SPARSE_MLA_FP8", "wgmma", "warp", false);
+  return on;
 }
-
-// DSA_SPARSE_MLA=warp keeps the warp-level kernel everywhere (comparisons).
 bool WgmmaWanted() {
-  static const bool wanted = [] {
-    const char* env = std::getenv("DSA_SPARSE_MLA");
-    return env == nullptr || std::strcmp(env, "warp") != 0;
-  }();
-  return wanted;
+  static const bool on = EnvChoice("DSA_SPARSE_MLA", "wgmma", "warp", true);
+  return on;
 }
 
 // --------------------------------------------------------------------------
@@ -1559,11 +1604,13 @@ bool UsesWgmma(const SparseMlaParams& p) {
          CurrentDevice().smem_per_block >= wg::kBytes && DeviceHasWgmma();
 }
 
-template <bool kOneWgScores, bool kFp8, Fp8Format F, bool kPipelined = false>
+template <bool kOneWgScores, bool kFp8, Fp8Format F, bool kPipelined,
+          bool kSw128>
 LaunchResult LaunchWgmmaKernel(const SparseMlaParams& p, int64_t begin,
                                int64_t rows, const MmaOutput& out,
                                hipStream_t stream) {
-  auto kernel = &SparseMlaWgmmaKernel<kOneWgScores, kFp8, F, kPipelined>;
+  auto kernel =
+      &SparseMlaWgmmaKernel<kOneWgScores, kFp8, F, kPipelined, kSw128>;
   constexpr int kMaxDevices = 64;
   static std::atomic<bool> opted_in[kMaxDevices];
   const int device = CurrentDevice().device;
@@ -1588,28 +1635,36 @@ LaunchResult LaunchWgmmaKernel(const SparseMlaParams& p, int64_t begin,
   return CheckLaunch(kOp);
 }
 
+template <bool kSw128>
+LaunchResult LaunchWgmmaVariant(const SparseMlaParams& p, int64_t begin,
+                                int64_t rows, const MmaOutput& out,
+                                hipStream_t stream) {
+  switch (p.cache_type) {
+    case LatentCacheType::kFp8E4m3fn:
+      return LaunchWgmmaKernel<false, true, Fp8Format::kE4m3fn, false, kSw128>(
+          p, begin, rows, out, stream);
+    case LatentCacheType::kFp8E4m3fnuz:
+      return LaunchWgmmaKernel<false, true, Fp8Format::kE4m3fnuz, false,
+                               kSw128>(p, begin, rows, out, stream);
+    default:
+      if (PipelinedWanted()) {
+        return LaunchWgmmaKernel<false, false, Fp8Format::kE4m3fn, true,
+                                 kSw128>(p, begin, rows, out, stream);
+      }
+      if (OneWgScores()) {
+        return LaunchWgmmaKernel<true, false, Fp8Format::kE4m3fn, false,
+                                 kSw128>(p, begin, rows, out, stream);
+      }
+      return LaunchWgmmaKernel<false, false, Fp8Format::kE4m3fn, false, kSw128>(
+          p, begin, rows, out, stream);
+  }
+}
+
 LaunchResult LaunchWgmmaAttention(const SparseMlaParams& p, int64_t begin,
                                   int64_t rows, const MmaOutput& out,
                                   hipStream_t stream) {
-  switch (p.cache_type) {
-    case LatentCacheType::kFp8E4m3fn:
-      return LaunchWgmmaKernel<false, true, Fp8Format::kE4m3fn>(p, begin, rows,
-                                                                out, stream);
-    case LatentCacheType::kFp8E4m3fnuz:
-      return LaunchWgmmaKernel<false, true, Fp8Format::kE4m3fnuz>(
-          p, begin, rows, out, stream);
-    default:
-      if (OneWgScores()) {
-        return LaunchWgmmaKernel<true, false, Fp8Format::kE4m3fn>(
-            p, begin, rows, out, stream);
-      }
-      if (PipelinedWanted()) {
-        return LaunchWgmmaKernel<false, false, Fp8Format::kE4m3fn, true>(
-            p, begin, rows, out, stream);
-      }
-      return LaunchWgmmaKernel<false, false, Fp8Format::kE4m3fn>(p, begin, rows,
-                                                                 out, stream);
-  }
+  return Sw128Wanted() ? LaunchWgmmaVariant<true>(p, begin, rows, out, stream)
+                       : LaunchWgmmaVariant<false>(p, begin, rows, out, stream);
 }
 
 LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {

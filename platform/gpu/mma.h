@@ -688,6 +688,96 @@ struct WarpgroupBf16Mma {
     __trap();  // only reached if a kernel ignores kHasWarpgroupBf16Mma
 #endif
   }
+  // 128-byte swizzled operands (the layout of CUTLASS's SW128 atoms; wgmma
+  // reads them without the bank conflicts of the layout above). An atom is
+  // 8 rows x 128 bytes (1024 bytes, 1024-byte aligned), whose 16-byte chunk
+  // c of row r is stored at chunk c ^ (r % 8). K-major: element (row, k) at
+  // (k / 64) * atom_bytes + row * 128 + swizzled chunk (k % 64) / 8, i.e.
+  // atoms of 64 k follow each other atom_bytes apart, rows 128 bytes apart
+  // within them. MN-major B: element (k, n) at (n / 64) * n_atom_bytes +
+  // k * 128 + swizzled chunk (n % 64) / 8. A row-major [keys][dims] tile
+  // in the K-major form (rows = keys) is thus also the MN-major B of its
+  // transpose, as for the unswizzled layouts.
+  __host__ __device__ static constexpr uint32_t OffsetSw128(int row, int k,
+                                                            int atom_bytes) {
+    return (k / 64) * atom_bytes + row * 128 +
+           ((((k % 64) / 8) ^ (row % 8)) * 16) + (k % 8) * 2;
+  }
+  // Descriptor of a 128-byte swizzled operand starting at `addr` (shared
+  // address): leading / stride byte offsets as the PTX ISA defines them for
+  // that mode, layout type 1 (128B) in bits 62-63.
+  __device__ __forceinline__ static uint64_t DescriptorSw128(uint32_t addr,
+                                                             int leading,
+                                                             int stride) {
+    return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+           (static_cast<uint64_t>((leading >> 4) & 0x3fff) << 16) |
+           (static_cast<uint64_t>((stride >> 4) & 0x3fff) << 32) |
+           (uint64_t{1} << 62);
+  }
+  // acc (+)= A * B^T, both K-major 128-byte swizzled (rows of 8-row groups
+  // 1024 bytes apart; the leading byte offset is unused in this mode).
+  template <int kKElems>
+  __device__ __forceinline__ static void IssueSw128(
+      float (&acc)[kAccPerThread], const void* a, int a_atom_bytes,
+      const void* b, int b_atom_bytes, bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    const uint32_t a_addr = static_cast<uint32_t>(__cvta_generic_to_shared(a));
+    const uint32_t b_addr = static_cast<uint32_t>(__cvta_generic_to_shared(b));
+#pragma unroll
+    for (int k0 = 0; k0 < kKElems; k0 += kK) {
+      const uint32_t k_off = (k0 % 64) * 2;
+      const uint64_t da =
+          DescriptorSw128(a_addr + (k0 / 64) * a_atom_bytes + k_off, 16, 1024);
+      const uint64_t db =
+          DescriptorSw128(b_addr + (k0 / 64) * b_atom_bytes + k_off, 16, 1024);
+      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
+      Mma<0>(acc, da, db, scale_d);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a;
+    (void)a_atom_bytes;
+    (void)b;
+    (void)b_atom_bytes;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupBf16Mma
+#endif
+  }
+  // acc (+)= A * B with A K-major 128-byte swizzled as above and B MN-major
+  // 128-byte swizzled (atoms of 64 n, n_atom_bytes apart: the leading byte
+  // offset; groups of 8 k rows 1024 bytes apart: the stride byte offset).
+  template <int kKElems>
+  __device__ __forceinline__ static void IssueSw128MnB(
+      float (&acc)[kAccPerThread], const void* a, int a_atom_bytes,
+      const void* b, int b_n_atom_bytes, bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    const uint32_t a_addr = static_cast<uint32_t>(__cvta_generic_to_shared(a));
+    const uint32_t b_addr = static_cast<uint32_t>(__cvta_generic_to_shared(b));
+#pragma unroll
+    for (int k0 = 0; k0 < kKElems; k0 += kK) {
+      const uint64_t da = DescriptorSw128(
+          a_addr + (k0 / 64) * a_atom_bytes + (k0 % 64) * 2, 16, 1024);
+      const uint64_t db =
+          DescriptorSw128(b_addr + k0 * 128, b_n_atom_bytes, 1024);
+      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
+      Mma<1>(acc, da, db, scale_d);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a;
+    (void)a_atom_bytes;
+    (void)b;
+    (void)b_n_atom_bytes;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupBf16Mma
+#endif
+  }
   // The same product with B read MN-major ("transposed", imm-trans-b = 1):
   // element (k, n) of B at b + (k / 8) * b_k_group + (n / 8) * b_n_group +
   // (k % 8) * 16 + (n % 8) * 2, i.e. core matrices of 8 k rows x 8 n values
