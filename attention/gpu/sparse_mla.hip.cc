@@ -801,8 +801,8 @@ inline constexpr bool kWarpgroupAttention = false;
 template <bool kOneWgScores, bool kFp8, Fp8Format F, bool kPipelined,
           bool kSw128>
 __global__ void __launch_bounds__(wg::kThreads, 1)
-    SparseMlaWgmmaKernel(SparseMlaParams p, int64_t token_begin,
-                         MmaOutput out) {
+    SparseMlaWgmmaKernel(SparseMlaParams p, int64_t token_begin, MmaOutput out,
+                         bool gather_first) {
 #if defined(DSA_GPU_CUDA)
   if constexpr (!kWarpgroupAttention) {
     __trap();  // the launcher probes the device code first
@@ -1118,11 +1118,12 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
       for (int j = 0; more; ++j) {
         float sc[WgS::kAccPerThread];
         float alpha[2];
+        // Tile j + 1's gather (all zeros, without reads, past the row's last
+        // key), issued while S runs (or, gather_first, just before).
+        if (gather_first) gather(j + 1);
         if (scores) issue_s(j, sc);
-        // While the products run: tile j + 1's gather (all zeros, without
-        // reads, past the row's last key), tile j + 2's offsets.
-        gather(j + 1);
-        if (warp == 0) resolve(j + 2);
+        if (!gather_first) gather(j + 1);
+        if (warp == 0) resolve(j + 2);  // tile j + 2's offsets
         dequant(j + 1, 0);
         if (scores) {
           WgS::Wait(sc);
@@ -1294,7 +1295,8 @@ bool DeviceHasWgmma() {
 //                               or each warpgroup its half of the keys;
 //   DSA_SPARSE_MLA_PIPE=1|0     the software-pipelined loop (bf16, split);
 //   DSA_SPARSE_MLA_SWIZZLE=1|0  the 128-byte swizzled layout;
-//   DSA_SPARSE_MLA_FP8=wgmma|warp   fp8 caches on the warpgroup kernel.
+//   DSA_SPARSE_MLA_FP8=wgmma|warp   fp8 caches on the warpgroup kernel;
+//   DSA_SPARSE_MLA_GATHER=first|late   next tile gathered before S (or after).
 // `value` is the variable's setting that turns the choice on, `off` the
 // one that turns it off; unset (or anything else) gives `default_on`.
 bool EnvChoice(const char* name, const char* value, const char* off,
@@ -1320,6 +1322,13 @@ bool PipelinedWanted() {
 bool Fp8WgmmaWanted() {
   static const bool on =
       EnvChoice("DSA_SPARSE_MLA_FP8", "wgmma", "warp", false);
+  return on;
+}
+// DSA_SPARSE_MLA_GATHER=first|late: the next tile's gather issued before
+// the S products or while they run (the plain loop).
+bool GatherFirst() {
+  static const bool on =
+      EnvChoice("DSA_SPARSE_MLA_GATHER", "first", "late", false);
   return on;
 }
 bool WgmmaWanted() {
@@ -1631,7 +1640,7 @@ LaunchResult LaunchWgmmaKernel(const SparseMlaParams& p, int64_t begin,
       static_cast<unsigned>((p.heads + wg::kHeads - 1) / wg::kHeads),
       static_cast<unsigned>(out.splits));
   hipLaunchKernelGGL(kernel, grid, dim3(wg::kThreads), wg::kBytes, stream, p,
-                     begin, out);
+                     begin, out, GatherFirst());
   return CheckLaunch(kOp);
 }
 
