@@ -46,6 +46,12 @@ MmaCheckResult Bf16WarpgroupProduct(const uint16_t* a, const uint16_t* b,
 MmaCheckResult Bf16WarpgroupProductMnB(const uint16_t* a, const uint16_t* b,
                                        float* c, int n, char* error,
                                        size_t error_size);
+// The same two products with the operands in the 128-byte swizzled layout
+// (IssueSw128, or IssueSw128MnB when b_mn_major: b is then [k][n]); n in
+// {64, 256}.
+MmaCheckResult Bf16WarpgroupProductSw128(const uint16_t* a, const uint16_t* b,
+                                         bool b_mn_major, float* c, int n,
+                                         char* error, size_t error_size);
 
 // bits[i] = FloatToBf16(in[i]); back[i] = Bf16ToFloat(bits[i]); packed[i] =
 // PackBf16x2(in[2i], in[2i+1]) for i < count / 2.
