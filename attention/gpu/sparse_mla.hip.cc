@@ -20,8 +20,17 @@
 // Kernel), which sm_90a builds run for 64 heads or more. Its budget: per
 // 64-key tile, Q (73.7 KB) and the tile (73.7 KB) are read from shared
 // memory by S, the tile's values (64 KB) and P by P V, at ~128 bytes per
-// clock; the gathered bytes (8192 rows x 2048 x 1152 = 19 GB at 64 heads)
-// come from L2. Both put the kernel near 3-4 ms at T = 8192, as FlashMLA.
+// clock (~2400 clocks); the gathered bytes (8192 rows x 2048 x 1152 = 19 GB
+// at 64 heads) come from L2; both would allow ~3-4 ms at T = 8192, as
+// FlashMLA. Measured on the H200 (W_UV included): 12.3 ms at 64 heads, i.e.
+// ~6 us (~11000 clocks) per tile and block, with the 128-byte swizzled
+// layout (the unswizzled one: 14.1 ms), all of S on warpgroup 0 (S split
+// over both: 12.9 ms); the software-pipelined loop and the gather issued
+// before S made no difference. The per-tile time is thus not the matrix
+// work or shared-memory bandwidth but latency: the 4608 16-byte gathers of
+// a tile, the warp-0 index compaction (two dependent global loads) and
+// two block barriers per tile (next steps: fewer, larger gather requests
+// and the compaction off the critical path, e.g. a producer warp).
 //
 // Warp-level attention kernel (as FlashMLA's sparse prefill): one block per
 // query row and group of HC heads (HC = 64, or 32/16 for small head counts),
@@ -1289,7 +1298,10 @@ bool DeviceHasWgmma() {
 
 // The warpgroup kernel's variants, chosen by environment variables read
 // once per process (for comparisons on a device; the defaults are the
-// fastest variants measured correct on the H200):
+// fastest variants measured correct on the H200: swizzled, S on one
+// warpgroup, gather after the S issue, fp8 caches on the warp-level kernel
+// (the warpgroup kernel's fp8 path passed the gtests and memcheck there but
+// was not timed)):
 //   DSA_SPARSE_MLA=warp         the warp-level kernel everywhere;
 //   DSA_SPARSE_MLA_SCORES=one|split   all of S on warpgroup 0 (bf16 cache)
 //                               or each warpgroup its half of the keys;
@@ -1312,7 +1324,7 @@ bool OneWgScores() {
   return on;
 }
 bool Sw128Wanted() {
-  static const bool on = EnvChoice("DSA_SPARSE_MLA_SWIZZLE", "1", "0", false);
+  static const bool on = EnvChoice("DSA_SPARSE_MLA_SWIZZLE", "1", "0", true);
   return on;
 }
 bool PipelinedWanted() {
