@@ -16,11 +16,25 @@
 // P V of tile t) and 512-thread blocks all within +-6%: per-tile costs
 // (barriers, softmax, gathers) and shared-memory traffic, not matrix-pipe
 // latency, set the pace. FlashMLA's 3.6 ms comes from wgmma, whose operands
-// stay in shared memory (the next step here).
+// stay in shared memory: hence the warpgroup kernel below (SparseMlaWgmma-
+// Kernel), which sm_90a builds run for 64 heads or more. Its budget: per
+// 64-key tile, Q (73.7 KB) and the tile (73.7 KB) are read from shared
+// memory by S, the tile's values (64 KB) and P by P V, at ~128 bytes per
+// clock (~2400 clocks); the gathered bytes (8192 rows x 2048 x 1152 = 19 GB
+// at 64 heads) come from L2; both would allow ~3-4 ms at T = 8192, as
+// FlashMLA. Measured on the H200 (W_UV included): 12.3 ms at 64 heads, i.e.
+// ~6 us (~11000 clocks) per tile and block, with the 128-byte swizzled
+// layout (the unswizzled one: 14.1 ms), all of S on warpgroup 0 (S split
+// over both: 12.9 ms); the software-pipelined loop and the gather issued
+// before S made no difference. The per-tile time is thus not the matrix
+// work or shared-memory bandwidth but latency: the 4608 16-byte gathers of
+// a tile, the warp-0 index compaction (two dependent global loads) and
+// two block barriers per tile (next steps: fewer, larger gather requests
+// and the compaction off the critical path, e.g. a producer warp).
 //
-// Attention kernel (as FlashMLA's sparse prefill): one block per query row
-// and group of HC heads (HC = 64, or 32/16 for small head counts), the
-// group's heads being the M dimension of both products. The row's top-k
+// Warp-level attention kernel (as FlashMLA's sparse prefill): one block per
+// query row and group of HC heads (HC = 64, or 32/16 for small head counts),
+// the group's heads being the M dimension of both products. The row's top-k
 // indices are checked and compacted into a list of cache-entry offsets in
 // shared memory (chunks of 1024), then the block walks that list in tiles of
 // 48 keys (DSA_SPARSE_MLA_TILE_KEYS; on the H200 48 beat 32 by ~9%: per-tile
@@ -37,7 +51,8 @@
 // The fp8 cache (vLLM's fp8_ds_mla) is gathered raw and dequantised into the
 // bf16 tile in shared memory: fp8 * power-of-two scale is exact in bf16.
 // The normalised latent output o (bf16) goes to stream scratch; W_UV is then
-// a batched bf16 GEMM over heads on the same matrix cores.
+// one strided-batched bf16 GEMM over heads on the platform's GEMM
+// (sparse_mla_wuv.h: cuBLASLt on CUDA).
 //
 // Other shapes (kv_lora / rope other than 512 / 64, or cache entries that
 // are not 16-byte aligned) run on a plain FMA kernel pair with the same
@@ -45,10 +60,13 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "attention/gpu/indexer_kernels.h"
 #include "attention/gpu/launch_util.h"
 #include "attention/gpu/sparse_mla_kernels.h"
+#include "attention/gpu/sparse_mla_wuv.h"
 #include "attention/gpu/stream_scratch.h"
 #include "platform/gpu/hip_compat.h"
 #include "platform/gpu/mma.h"
@@ -723,6 +741,614 @@ __global__ void __launch_bounds__(128)
 }
 
 // --------------------------------------------------------------------------
+// The warpgroup attention kernel (sm_90a: wgmma, HGMMA in SASS), for a bf16
+// cache and 64 or more heads. One block of two warpgroups per (query row,
+// group of 64 heads, top-k split); the 64 heads are the M of both products.
+// Shared memory holds Q [64 x 576], two 64-key tiles and P [64 x 64], all
+// bf16 in the core-matrix layout of WarpgroupBf16Mma (8 rows x 16 bytes per
+// 128-byte core matrix, row groups of 8 keys or heads 576 * 16 bytes apart).
+// Per tile:
+//   1. warpgroup g: S_g = Q K_g^T over the tile's keys [32 g, 32 g + 32)
+//      (wgmma m64n32k16, 36 k-steps; both operands K-major in shared
+//      memory);
+//   2. while those run, both warpgroups start the gather of tile t + 1
+//      (cp.async, 16 bytes a copy, core-matrix rows: 8 consecutive threads
+//      fill one 128-byte core matrix, so the shared-memory writes do not
+//      conflict) and warp 0 resolves the cache offsets of tile t + 2;
+//   3. online softmax: row maxima exchanged through shared memory (both
+//      warpgroups then hold the same running maximum, so their partial row
+//      sums add up at the end), P_g (bf16) into its 32 columns of P;
+//   4. warpgroup g: O_g += P V_g with V_g the tile's dims [256 g, 256 g +
+//      256): wgmma m64n256k16 with B read MN-major straight from the key
+//      tile (IssueMnB), no transposed copy.
+// Warp 0 compacts the row's valid indices into those tiles as it goes
+// (tile t + 2's cache offsets while tile t's products run; slot t % 3 holds
+// tile t's), so -1 padding and invalid indices cost nothing, and the last
+// tile is the only partial one.
+namespace wg {
+constexpr int kHeads = 64;
+constexpr int kKeys = 64;
+constexpr int kThreads = 256;
+constexpr int kHalfKeys = kKeys / 2;  // S columns of a warpgroup
+constexpr int kHalfDims = kLora / 2;  // O columns of a warpgroup
+constexpr int kChunks = kDim / 8;     // 16-byte chunks of a bf16 entry: 72
+constexpr int kRowGroup = kDim * 16;  // bytes between 8-row groups: 9216
+// 128-byte swizzled layout: a 64-dim atom of a 64-row tile (Q or keys).
+constexpr int kAtomBytes = 64 * 128;
+constexpr int kPRowGroup = kKeys * 16;  // of P: 1024
+constexpr int kTileBytes = kKeys * kDim * 2;
+constexpr int kQOff = 0;
+constexpr int kKeyOff = kQOff + kHeads * kDim * 2;
+constexpr int kPOff = kKeyOff + 2 * kTileBytes;
+constexpr int kMaxOff = kPOff + kHeads * kKeys * 2;
+constexpr int kSlotOff = kMaxOff + 2 * kHeads * 4;
+constexpr int kCountOff = kSlotOff + 3 * kKeys * 8;
+constexpr int kBytes = kCountOff + 4 * 4;  // 231440 of the H200's 232448
+constexpr int kStageLd = kLora + 8;        // output staging rows (bf16)
+static_assert(kHeads * kStageLd * 2 <= 2 * kTileBytes, "staging fits");
+static_assert(kKeys * kChunks % kThreads == 0, "whole gather rounds");
+}  // namespace wg
+
+#if defined(DSA_GPU_CUDA)
+inline constexpr bool kWarpgroupAttention = ::dsa::gpu::kHasWarpgroupBf16Mma;
+#else
+inline constexpr bool kWarpgroupAttention = false;
+#endif
+
+// Grid: (tokens, ceil(heads / 64), splits). kOneWgScores: warpgroup 0
+// computes all of S (m64n64, Q read from shared memory once per tile
+// instead of twice, the softmax without an exchange) and hands the row
+// rescale factors to warpgroup 1 with P; otherwise both warpgroups compute
+// their half of the keys as in step 2 above.
+// kFp8: an fp8_ds_mla cache; the 512 fp8 codes of each entry are loaded
+// into registers and dequantised (exactly, Fp8PairToBf16) into the bf16 tile
+// in two halves, while tile t's S and P V products run; the bf16 rope part
+// is gathered with cp.async as for a bf16 cache.
+// kSw128: Q, the key tiles and P in the 128-byte swizzled layout
+// (WarpgroupBf16Mma::OffsetSw128, the same tile serving as K-major B of S
+// and MN-major B of P V), instead of the unswizzled core-matrix layout.
+template <bool kOneWgScores, bool kFp8, Fp8Format F, bool kPipelined,
+          bool kSw128>
+__global__ void __launch_bounds__(wg::kThreads, 1)
+    SparseMlaWgmmaKernel(SparseMlaParams p, int64_t token_begin, MmaOutput out,
+                         bool gather_first) {
+#if defined(DSA_GPU_CUDA)
+  if constexpr (!kWarpgroupAttention) {
+    __trap();  // the launcher probes the device code first
+  } else {
+    // Keys of S per computing warpgroup.
+    constexpr int kSKeys = kOneWgScores ? wg::kKeys : wg::kHalfKeys;
+    using WgS = ::dsa::gpu::WarpgroupBf16Mma<kSKeys>;
+    using WgO = ::dsa::gpu::WarpgroupBf16Mma<wg::kHalfDims>;
+    extern __shared__ __align__(16) uint8_t smem[];
+    uint8_t* q_s = smem + wg::kQOff;
+    uint8_t* key_s = smem + wg::kKeyOff;
+    uint8_t* p_s = smem + wg::kPOff;
+    float* max_s = reinterpret_cast<float*>(smem + wg::kMaxOff);
+    int64_t* slot_s = reinterpret_cast<int64_t*>(smem + wg::kSlotOff);
+    int* count_s = reinterpret_cast<int*>(smem + wg::kCountOff);
+    if constexpr (kSw128) {
+      // Swizzle atoms must start 1024-byte aligned.
+      if ((static_cast<uint32_t>(__cvta_generic_to_shared(smem)) & 1023u) !=
+          0u) {
+        __trap();
+      }
+    }
+    // Byte offset of 16-byte chunk c (dims 8c .. 8c + 7) of row r (a key or
+    // a head) in a key tile or Q; of P's element (row, key k).
+    auto tile_off = [](int r, int c) -> uint32_t {
+      if constexpr (kSw128) {
+        return (c / 8) * wg::kAtomBytes + r * 128 + (((c % 8) ^ (r % 8)) * 16);
+      } else {
+        return (r / 8) * wg::kRowGroup + c * 128 + (r % 8) * 16;
+      }
+    };
+    auto p_off = [](int row, int k) -> uint32_t {
+      if constexpr (kSw128) {
+        return row * 128 + (((k / 8) ^ (row % 8)) * 16) + (k % 8) * 2;
+      } else {
+        return (row / 8) * wg::kPRowGroup + (k / 8) * 128 + (row % 8) * 16 +
+               (k % 8) * 2;
+      }
+    };
+
+    const int64_t t = token_begin + blockIdx.x;
+    const int h0 = blockIdx.y * wg::kHeads;
+    const int tid = threadIdx.x;
+    const int lane = tid % 32, warp = tid / 32;
+    // The warpgroup index through a shuffle: a value the compiler knows is
+    // warp-uniform, so a branch on it around wgmma is not serialised.
+    const int group = __shfl_sync(0xffffffffu, warp / 4, 0);
+    const int warp_in_group = warp % 4;
+    const bool scores = !kOneWgScores || group == 0;  // computes S
+    const RowRequest rr = LoadRowRequest(p, t);
+    const int32_t* row_idx = p.topk_indices + t * p.topk_stride;
+    const int per_split = (p.topk + out.splits - 1) / out.splits;
+    const int range_begin = blockIdx.z * per_split;
+    const int range_end =
+        p.topk - range_begin < per_split ? p.topk : range_begin + per_split;
+    // Warp 0 compacts the row's valid top-k indices, in order, into tiles
+    // of 64 cache offsets: resolve(j) fills slot j % 3 with the next (up to)
+    // 64 valid keys' offsets (-1 after them) and their count, reading the
+    // index list 64 entries a step from `cursor` (the same in every lane).
+    // A -1 or invalid index thus costs no product, and a row's tiles end
+    // with its valid indices (a tile of count 0: the loop ends).
+    int cursor = range_begin;
+    auto resolve = [&](int j) {
+      int64_t* slot = slot_s + (j % 3) * wg::kKeys;
+      int filled = 0;
+      while (filled < wg::kKeys && cursor < range_end) {
+        int64_t off[2];
+        bool valid[2];
+        unsigned ballot[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int i = cursor + 32 * h + lane;
+          off[h] = -1;
+          if (i < range_end && rr.request >= 0) {
+            off[h] = EntryOffset(p, rr, row_idx[i]);
+          }
+          valid[h] = off[h] >= 0;
+          ballot[h] = __ballot_sync(0xffffffffu, valid[h]);
+        }
+        const int room = wg::kKeys - filled;
+        const int n0 = __popc(ballot[0]), n = n0 + __popc(ballot[1]);
+        const unsigned below = (1u << lane) - 1u;
+        const int rank[2] = {__popc(ballot[0] & below),
+                             n0 + __popc(ballot[1] & below)};
+        unsigned last[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (valid[h] && rank[h] < room) slot[filled + rank[h]] = off[h];
+          last[h] = __ballot_sync(0xffffffffu, valid[h] && rank[h] == room - 1);
+        }
+        if (n > room) {  // the tile is full inside this step: stop after
+                         // its last key (__ffs counts from 1)
+          cursor += last[0] != 0u ? __ffs(last[0]) : 32 + __ffs(last[1]);
+          filled = wg::kKeys;
+        } else {
+          cursor += 64;
+          filled += n;
+        }
+      }
+      for (int k = filled + lane; k < wg::kKeys; k += 32) slot[k] = -1;
+      if (lane == 0) count_s[j % 3] = filled;
+    };
+    // Starts the gather of tile j into key buffer j % 2; invalid keys are
+    // zero-filled without a read.
+    // (fp8: the rope chunks only; `dequant` does the rest.)
+    auto gather = [&](int j) {
+      uint8_t* dst = key_s + (j % 2) * wg::kTileBytes;
+      const int64_t* offs = slot_s + (j % 3) * wg::kKeys;
+      constexpr int kFirst = kFp8 ? kLora / 8 : 0;  // first chunk copied
+      constexpr int kCopied = wg::kChunks - kFirst;
+      // Chunk `part` (>= kFirst) of the bf16 tile comes from byte kSrc0 +
+      // 16 part of the entry (fp8: the rope after the codes and scales).
+      constexpr int kSrc0 = kFp8 ? kLora + 4 * kFp8Tiles - kFirst * 16 : 0;
+#pragma unroll 6
+      for (int c = tid; c < wg::kKeys * kCopied; c += wg::kThreads) {
+        const int key_lo = c % 8, rest = c / 8;
+        const int part = kFirst + rest % kCopied, key_hi = rest / kCopied;
+        const int64_t off = offs[key_hi * 8 + key_lo];
+        const bool valid = off >= 0;
+        Copy16(dst + tile_off(key_hi * 8 + key_lo, part),
+               p.kv_cache + (valid ? off + kSrc0 + part * 16 : 0), valid);
+      }
+      CopyCommit();
+    };
+    // fp8: half `half` of tile j's 64 x 32 chunks of 16 codes, from the
+    // cache through registers into key buffer j % 2 (zeros for keys that
+    // are not valid).
+    auto dequant = [&](int j, int half) {
+      if constexpr (kFp8) {
+        uint8_t* dst = key_s + (j % 2) * wg::kTileBytes;
+        const int64_t* offs = slot_s + (j % 3) * wg::kKeys;
+        constexpr int kCodeChunks = kLora / 16;  // per entry
+        constexpr int kPerThread = wg::kKeys * kCodeChunks / wg::kThreads / 2;
+        uint4 codes[kPerThread];
+        float scale[kPerThread];
+#pragma unroll
+        for (int i = 0; i < kPerThread; ++i) {
+          const int c = tid + wg::kThreads * (half * kPerThread + i);
+          const int key = (c / 8 / kCodeChunks) * 8 + c % 8;
+          const int part = (c / 8) % kCodeChunks;
+          const int64_t off = offs[key];
+          codes[i] = make_uint4(0, 0, 0, 0);
+          scale[i] = 0.0f;
+          if (off >= 0) {
+            const uint8_t* e = p.kv_cache + off;
+            codes[i] = *reinterpret_cast<const uint4*>(e + part * 16);
+            scale[i] = *reinterpret_cast<const float*>(e + kLora +
+                                                       4 * (part * 16 / 128));
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kPerThread; ++i) {
+          const int c = tid + wg::kThreads * (half * kPerThread + i);
+          const int key_lo = c % 8, key_hi = c / 8 / kCodeChunks;
+          const int part = (c / 8) % kCodeChunks;
+          const uint32_t in[4] = {codes[i].x, codes[i].y, codes[i].z,
+                                  codes[i].w};
+          uint32_t bf[8];
+#pragma unroll
+          for (int w = 0; w < 8; ++w) {
+            bf[w] = Fp8PairToBf16<F>(in[w / 2] >> (16 * (w % 2)), scale[i]);
+          }
+          const int key = key_hi * 8 + key_lo;
+          *reinterpret_cast<uint4*>(dst + tile_off(key, 2 * part)) =
+              make_uint4(bf[0], bf[1], bf[2], bf[3]);
+          *reinterpret_cast<uint4*>(dst + tile_off(key, 2 * part + 1)) =
+              make_uint4(bf[4], bf[5], bf[6], bf[7]);
+        }
+      } else {
+        (void)j;
+        (void)half;
+      }
+    };
+
+    // Prologue: offsets of tiles 0 and 1, Q (bf16; heads past the last are
+    // zeros) in the same layout, tile 0.
+    if (warp == 0) {
+      resolve(0);
+      resolve(1);
+    }
+    for (int c = tid; c < wg::kHeads * wg::kChunks; c += wg::kThreads) {
+      const int h_lo = c % 8, rest = c / 8;
+      const int part = rest % wg::kChunks, h_hi = rest / wg::kChunks;
+      const int hh = h_hi * 8 + h_lo;
+      uint32_t packed[4] = {0, 0, 0, 0};
+      if (h0 + hh < p.heads) {
+        const int64_t base =
+            t * p.q_token_stride + (h0 + hh) * p.q_head_stride + part * 8;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          packed[e] = ::dsa::gpu::PackBf16x2(
+              LoadFloat(p.q, p.q_format, base + 2 * e),
+              LoadFloat(p.q, p.q_format, base + 2 * e + 1));
+        }
+      }
+      *reinterpret_cast<uint4*>(q_s + tile_off(hh, part)) =
+          make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    }
+    __syncthreads();  // slots 0 and 1 written
+    gather(0);
+    dequant(0, 0);
+    dequant(0, 1);
+    CopyWaitAll();
+    WgO::FenceStores();
+    // The loop's condition comes out of a barrier reduction, so the compiler
+    // sees it block-uniform (wgmma under a condition it cannot prove uniform
+    // is serialised).
+    bool more = __syncthreads_or(tid == 0 && count_s[0] > 0);
+
+    const float scale_log2 = p.softmax_scale * kLog2e;
+    const int row0 = 16 * warp_in_group + lane / 4;  // and row0 + 8
+    float o[WgO::kAccPerThread];
+#pragma unroll
+    for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] = 0.0f;
+    float m_run[2] = {kNegInf, kNegInf};
+    float l_run[2] = {0.0f, 0.0f};  // this thread's columns only
+
+    // Tile j's S (this warpgroup's part; a warpgroup that computes S
+    // only) into scores: scaled into the log2 domain, invalid keys -inf;
+    // the online softmax's running maximum, row sums and rescale factors
+    // `alpha`; P (bf16) into p_s. The split variant exchanges the row
+    // maxima through max_s around a barrier (which all threads reach).
+    auto softmax = [&](int j, float(&sc)[WgS::kAccPerThread],
+                       float(&alpha)[2]) {
+      const int64_t* offs = slot_s + (j % 3) * wg::kKeys;
+      const int key0 = kOneWgScores ? 0 : group * kSKeys;
+      float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+      for (int i = 0; i < WgS::kAccPerThread; ++i) {
+        const int key = key0 + WgS::AccCol(lane, i);
+        sc[i] = offs[key] >= 0 ? sc[i] * scale_log2 : kNegInf;
+        mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], sc[i]);
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      }
+      if constexpr (!kOneWgScores) {
+        if (lane % 4 == 0) {
+          max_s[group * wg::kHeads + row0] = mx[0];
+          max_s[group * wg::kHeads + row0 + 8] = mx[1];
+        }
+        __syncthreads();  // both warpgroups' maxima
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = fmaxf(mx[r], max_s[(1 - group) * wg::kHeads + row0 + 8 * r]);
+        }
+      }
+      float m_use[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float m_new = fmaxf(m_run[r], mx[r]);
+        // A row still at -inf (no finite score yet) subtracts 0 instead.
+        m_use[r] = m_new == kNegInf ? 0.0f : m_new;
+        alpha[r] = exp2f(m_run[r] - m_use[r]);
+        m_run[r] = m_new;
+      }
+      float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int i = 0; i < WgS::kAccPerThread; i += 2) {
+        const int r = (i / 2) % 2;
+        const uint32_t pair = ::dsa::gpu::PackBf16x2(
+            exp2f(sc[i] - m_use[r]), exp2f(sc[i + 1] - m_use[r]));
+        // The sum uses the rounded probabilities, the ones P V multiplies.
+        sum[r] +=
+            __uint_as_float(pair << 16) + __uint_as_float(pair & 0xffff0000u);
+        const int row = row0 + 8 * r;
+        const int k = key0 + WgS::AccCol(lane, i);
+        *reinterpret_cast<uint32_t*>(p_s + p_off(row, k)) = pair;
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * alpha[r] + sum[r];
+    };
+    auto issue_s = [&](int j, float(&sc)[WgS::kAccPerThread]) {
+      const uint8_t* keys = key_s + (j % 2) * wg::kTileBytes;
+      // The split variant's keys [32 g, 32 g + 32): rows 32 g on.
+      const int first = kOneWgScores ? 0 : group * kSKeys;
+      if constexpr (kSw128) {
+        WgS::template IssueSw128<kDim>(
+            sc, q_s, wg::kAtomBytes, keys + first * 128, wg::kAtomBytes, false);
+      } else {
+        WgS::template Issue<kDim>(sc, q_s, wg::kRowGroup,
+                                  keys + (first / 8) * wg::kRowGroup,
+                                  wg::kRowGroup, false);
+      }
+    };
+    auto issue_pv = [&](int j) {
+      const uint8_t* keys = key_s + (j % 2) * wg::kTileBytes;
+      if constexpr (kSw128) {
+        // Dims [256 g, 256 g + 256): 64-dim atoms 4 g on.
+        WgO::template IssueSw128MnB<wg::kKeys>(
+            o, p_s, wg::kAtomBytes,
+            keys + group * (wg::kHalfDims / 64) * wg::kAtomBytes,
+            wg::kAtomBytes, true);
+      } else {
+        WgO::template IssueMnB<wg::kKeys>(
+            o, p_s, wg::kPRowGroup, keys + group * (wg::kHalfDims / 8) * 128,
+            wg::kRowGroup, 128, true);
+      }
+    };
+    // Most tiles leave every row maximum as it was (alpha exactly 1).
+    auto rescale = [&](const float(&alpha)[2]) {
+      if (alpha[0] != 1.0f || alpha[1] != 1.0f) {
+#pragma unroll
+        for (int e = 0; e < WgO::kAccPerThread; ++e) {
+          o[e] *= alpha[(e / 2) % 2];
+        }
+      }
+    };
+
+    if constexpr (!kPipelined) {
+      for (int j = 0; more; ++j) {
+        float sc[WgS::kAccPerThread];
+        float alpha[2];
+        // Tile j + 1's gather (all zeros, without reads, past the row's last
+        // key), issued while S runs (or, gather_first, just before).
+        if (gather_first) gather(j + 1);
+        if (scores) issue_s(j, sc);
+        if (!gather_first) gather(j + 1);
+        if (warp == 0) resolve(j + 2);  // tile j + 2's offsets
+        dequant(j + 1, 0);
+        if (scores) {
+          WgS::Wait(sc);
+          softmax(j, sc, alpha);
+          if constexpr (kOneWgScores) {
+            if (lane % 4 == 0) {  // for warpgroup 1
+              max_s[row0] = alpha[0];
+              max_s[row0 + 8] = alpha[1];
+            }
+          }
+        }
+        WgO::FenceStores();
+        __syncthreads();  // P complete (and warpgroup 0's factors)
+        if (!scores) {
+          alpha[0] = max_s[row0];
+          alpha[1] = max_s[row0 + 8];
+        }
+        rescale(alpha);
+        issue_pv(j);
+        dequant(j + 1, 1);
+        WgO::Wait(o);
+        CopyWaitAll();
+        WgO::FenceStores();
+        // Tile j + 1 in; tile j, P and the maxima free.
+        more = __syncthreads_or(tid == 0 && count_s[(j + 1) % 3] > 0);
+      }
+    } else {
+      // Software pipeline: P V of tile j and S of tile j + 1 run back to
+      // back on the matrix cores, the softmax of tile j + 1 after both.
+      // Tile j + 2's gather starts once both warpgroups' P V of tile j (the
+      // last reader of its buffer) is done, and has the softmax and the
+      // next P V to land. Tile 0's S and softmax come first, tile j's P V
+      // last; an empty row runs them on zeros (all masked).
+      static_assert(!kOneWgScores && !kFp8, "pipelined: split S, bf16");
+      float sc[WgS::kAccPerThread];
+      float alpha[2];
+      issue_s(0, sc);
+      gather(1);
+      if (warp == 0) resolve(2);
+      WgS::Wait(sc);
+      softmax(0, sc, alpha);
+      WgO::FenceStores();
+      more = __syncthreads_or(tid == 0 && count_s[1] > 0);  // P of tile 0
+      int j = 0;
+      for (; more; ++j) {
+        issue_pv(j);
+        CopyWaitAll();
+        WgO::FenceStores();
+        __syncthreads();  // tile j + 1 in
+        issue_s(j + 1, sc);
+        if (warp == 0) resolve(j + 3);
+        WgO::Wait(o);
+        WgS::Wait(sc);
+        softmax(j + 1, sc, alpha);  // its barrier: both P V of tile j done
+        gather(j + 2);
+        rescale(alpha);
+        WgO::FenceStores();
+        more = __syncthreads_or(tid == 0 && count_s[(j + 2) % 3] > 0);
+      }
+      issue_pv(j);
+      WgO::Wait(o);
+      CopyWaitAll();  // the (empty) gather of tile j + 1
+    }
+
+    // Row sums: the quad's columns, then both warpgroups'.
+    float l_total[2], inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+    }
+    if (lane % 4 == 0) {
+      max_s[group * wg::kHeads + row0] = l_run[0];
+      max_s[group * wg::kHeads + row0 + 8] = l_run[1];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l_total[r] = max_s[row0 + 8 * r] + max_s[wg::kHeads + row0 + 8 * r];
+      inv[r] = l_total[r] > 0.0f ? 1.0f / l_total[r] : 0.0f;
+    }
+    const int rows_here = p.heads - h0 < wg::kHeads ? p.heads - h0 : wg::kHeads;
+    const int64_t out_row0 =
+        (static_cast<int64_t>(blockIdx.z) * gridDim.x + (t - token_begin)) *
+            p.heads +
+        h0;
+    if (out.part_o != nullptr) {  // a split of few rows: fp32, direct
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = row0 + 8 * r;
+        if (row >= rows_here) continue;
+        if (lane % 4 == 0 && group == 0) {
+          out.part_lse[out_row0 + row] =
+              l_total[r] > 0.0f ? m_run[r] + __log2f(l_total[r]) : kNegInf;
+        }
+        float* dst =
+            out.part_o + (out_row0 + row) * kLora + group * wg::kHalfDims;
+#pragma unroll
+        for (int e = 2 * r; e < WgO::kAccPerThread; e += 4) {
+          const int col = WgO::AccCol(lane, e);
+          *reinterpret_cast<float2*>(dst + col) =
+              make_float2(o[e] * inv[r], o[e + 1] * inv[r]);
+        }
+      }
+      return;
+    }
+    // bf16 through shared memory (the key buffers, free now), then whole
+    // 16-byte chunks per thread.
+    uint16_t* stage = reinterpret_cast<uint16_t*>(key_s);
+#pragma unroll
+    for (int e = 0; e < WgO::kAccPerThread; e += 2) {
+      const int r = (e / 2) % 2;
+      const int row = row0 + 8 * r;
+      const int col = group * wg::kHalfDims + WgO::AccCol(lane, e);
+      *reinterpret_cast<uint32_t*>(stage + row * wg::kStageLd + col) =
+          ::dsa::gpu::PackBf16x2(o[e] * inv[r], o[e + 1] * inv[r]);
+    }
+    __syncthreads();
+    constexpr int kRowChunks = kLora / 8;
+    for (int c = tid; c < rows_here * kRowChunks; c += wg::kThreads) {
+      const int row = c / kRowChunks, part = c % kRowChunks;
+      *reinterpret_cast<uint4*>(out.latent + (out_row0 + row) * kLora +
+                                part * 8) =
+          *reinterpret_cast<const uint4*>(stage + row * wg::kStageLd +
+                                          part * 8);
+    }
+  }
+#endif
+}
+
+// Whether this build's attention kernels carry the warpgroup body for the
+// current device (sm_90a code): asked of the device once per device.
+__global__ void ProbeWgmmaKernel(int* out) { *out = kWarpgroupAttention; }
+
+bool DeviceHasWgmma() {
+  static std::atomic<int> cache[64];  // 0 unknown, 1 no, 2 yes
+  int device = 0;
+  if (hipGetDevice(&device) != hipSuccess) {
+    (void)hipGetLastError();
+    return false;
+  }
+  const int slot = device & 63;
+  const int known = cache[slot].load(std::memory_order_relaxed);
+  if (known != 0) return known == 2;
+  int* flag = nullptr;
+  if (hipMalloc(reinterpret_cast<void**>(&flag), sizeof(int)) != hipSuccess) {
+    (void)hipGetLastError();
+    return false;
+  }
+  int host = 0;
+  hipLaunchKernelGGL(ProbeWgmmaKernel, dim3(1), dim3(1), 0, 0, flag);
+  const bool ok =
+      hipGetLastError() == hipSuccess &&
+      hipMemcpy(&host, flag, sizeof(int), hipMemcpyDeviceToHost) == hipSuccess;
+  (void)hipFree(flag);
+  if (!ok) {
+    (void)hipGetLastError();
+    return false;
+  }
+  cache[slot].store(host != 0 ? 2 : 1, std::memory_order_relaxed);
+  return host != 0;
+}
+
+// The warpgroup kernel's variants, chosen by environment variables read
+// once per process (for comparisons on a device; the defaults are the
+// fastest variants measured correct on the H200: swizzled, S on one
+// warpgroup, gather after the S issue, fp8 caches on the warp-level kernel
+// (the warpgroup kernel's fp8 path passed the gtests and memcheck there but
+// was not timed)):
+//   DSA_SPARSE_MLA=warp         the warp-level kernel everywhere;
+//   DSA_SPARSE_MLA_SCORES=one|split   all of S on warpgroup 0 (bf16 cache)
+//                               or each warpgroup its half of the keys;
+//   DSA_SPARSE_MLA_PIPE=1|0     the software-pipelined loop (bf16, split);
+//   DSA_SPARSE_MLA_SWIZZLE=1|0  the 128-byte swizzled layout;
+//   DSA_SPARSE_MLA_FP8=wgmma|warp   fp8 caches on the warpgroup kernel;
+//   DSA_SPARSE_MLA_GATHER=first|late   next tile gathered before S (or after).
+// `value` is the variable's setting that turns the choice on, `off` the
+// one that turns it off; unset (or anything else) gives `default_on`.
+bool EnvChoice(const char* name, const char* value, const char* off,
+               bool default_on) {
+  const char* env = std::getenv(name);
+  if (env != nullptr && std::strcmp(env, value) == 0) return true;
+  if (env != nullptr && std::strcmp(env, off) == 0) return false;
+  return default_on;
+}
+bool OneWgScores() {
+  static const bool on =
+      EnvChoice("DSA_SPARSE_MLA_SCORES", "one", "split", true);
+  return on;
+}
+bool Sw128Wanted() {
+  static const bool on = EnvChoice("DSA_SPARSE_MLA_SWIZZLE", "1", "0", true);
+  return on;
+}
+bool PipelinedWanted() {
+  static const bool on = EnvChoice("DSA_SPARSE_MLA_PIPE", "1", "0", false);
+  return on;
+}
+bool Fp8WgmmaWanted() {
+  static const bool on =
+      EnvChoice("DSA_SPARSE_MLA_FP8", "wgmma", "warp", false);
+  return on;
+}
+// DSA_SPARSE_MLA_GATHER=first|late: the next tile's gather issued before
+// the S products or while they run (the plain loop).
+bool GatherFirst() {
+  static const bool on =
+      EnvChoice("DSA_SPARSE_MLA_GATHER", "first", "late", false);
+  return on;
+}
+bool WgmmaWanted() {
+  static const bool on = EnvChoice("DSA_SPARSE_MLA", "wgmma", "warp", true);
+  return on;
+}
+
+// --------------------------------------------------------------------------
 // W_UV: w[h, o, c] = bf16(kv_b_proj[h * (nope + v) + nope + o, c]).
 __global__ void ConvertWuvKernel(SparseMlaParams p, int lora, uint16_t* w) {
   const int64_t total = static_cast<int64_t>(p.heads) * p.v_head_dim * lora;
@@ -738,21 +1364,6 @@ __global__ void ConvertWuvKernel(SparseMlaParams p, int lora, uint16_t* w) {
   }
 }
 
-// output[t, h, o] = sum_c w[h, o, c] latent[t, h, c] for tokens
-// [token_begin, token_begin + rows): per head a [rows x lora] x [v x lora]^T
-// bf16 GEMM. Block tile kGemmM x kGemmN, K steps of kGemmK, double-buffered
-// with cp.async; warps 2 (M) x kWarps / 2 (N), each 64 x 32.
-constexpr int kGemmK = 32;
-constexpr int kGemmWarpM = 64;
-constexpr int kGemmWarpN = 32;
-constexpr int kGemmM = 2 * kGemmWarpM;
-constexpr int kGemmThreads = 256;
-constexpr int kGemmWarps = kGemmThreads / kDsaWarpSize;
-constexpr int kGemmN = kGemmWarpN * (kGemmWarps / 2);
-constexpr int kGemmLd = kGemmK + 8;  // 80-byte rows: conflict-free ldmatrix
-constexpr int kGemmMTiles = kGemmWarpM / Mma::kM;
-constexpr int kGemmNTiles = kGemmWarpN / Mma::kN;
-
 // W_UV as the GEMM reads it: row o of head h at rows + h * head_stride +
 // o * row_stride (bf16, rows 16-byte aligned): kv_b_proj itself when it is
 // such, else a converted copy.
@@ -761,96 +1372,6 @@ struct WuvWeights {
   int64_t head_stride;
   int64_t row_stride;
 };
-
-template <FloatFormat kOut>
-__global__ void __launch_bounds__(kGemmThreads)
-    WuvGemmKernel(SparseMlaParams p, int64_t token_begin, int64_t rows,
-                  int lora, const uint16_t* latent, WuvWeights w) {
-  __shared__ __align__(16) uint16_t a_s[2][kGemmM * kGemmLd];
-  __shared__ __align__(16) uint16_t b_s[2][kGemmN * kGemmLd];
-  const int h = blockIdx.z;
-  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kGemmM;
-  const int n0 = blockIdx.y * kGemmN;
-  const int tid = threadIdx.x;
-  const int lane = tid % kDsaWarpSize, warp = tid / kDsaWarpSize;
-  const int wm = warp % 2, wn = warp / 2;
-  const int64_t a_stride = static_cast<int64_t>(p.heads) * lora;
-  const uint16_t* a_base = latent + static_cast<int64_t>(h) * lora;
-  const uint16_t* b_base = w.rows + h * w.head_stride;
-
-  auto load = [&](int buf, int k0) {
-    constexpr int kRowChunks = kGemmK / 8;
-    for (int c = tid; c < kGemmM * kRowChunks; c += kGemmThreads) {
-      const int r = c / kRowChunks, part = c % kRowChunks;
-      const bool valid = m0 + r < rows;
-      const uint16_t* src =
-          valid ? a_base + (m0 + r) * a_stride + k0 + part * 8 : a_base;
-      Copy16(&a_s[buf][r * kGemmLd + part * 8], src, valid);
-    }
-    for (int c = tid; c < kGemmN * kRowChunks; c += kGemmThreads) {
-      const int r = c / kRowChunks, part = c % kRowChunks;
-      const bool valid = n0 + r < p.v_head_dim;
-      const uint16_t* src =
-          valid ? b_base + (n0 + r) * w.row_stride + k0 + part * 8 : b_base;
-      Copy16(&b_s[buf][r * kGemmLd + part * 8], src, valid);
-    }
-    CopyCommit();
-  };
-
-  Mma::C acc[kGemmMTiles][kGemmNTiles];
-#pragma unroll
-  for (int mt = 0; mt < kGemmMTiles; ++mt) {
-#pragma unroll
-    for (int nt = 0; nt < kGemmNTiles; ++nt) Mma::Zero(acc[mt][nt]);
-  }
-  const int steps = lora / kGemmK;
-  load(0, 0);
-  for (int s = 0; s < steps; ++s) {
-    CopyWaitAll();
-    __syncthreads();
-    if (s + 1 < steps) load((s + 1) % 2, (s + 1) * kGemmK);
-    const uint16_t* a_tile = a_s[s % 2] + wm * kGemmWarpM * kGemmLd;
-    const uint16_t* b_tile = b_s[s % 2] + wn * kGemmWarpN * kGemmLd;
-#pragma unroll
-    for (int kk = 0; kk < kGemmK; kk += Mma::kK) {
-      Mma::A a[kGemmMTiles];
-#pragma unroll
-      for (int mt = 0; mt < kGemmMTiles; ++mt) {
-        Mma::LoadA(a[mt], a_tile + mt * Mma::kM * kGemmLd + kk, kGemmLd, lane);
-      }
-#pragma unroll
-      for (int nt = 0; nt < kGemmNTiles; ++nt) {
-        Mma::B b;
-        Mma::LoadB(b, b_tile + nt * Mma::kN * kGemmLd + kk, kGemmLd, lane);
-#pragma unroll
-        for (int mt = 0; mt < kGemmMTiles; ++mt)
-          Mma::Run(acc[mt][nt], a[mt], b);
-      }
-    }
-  }
-#pragma unroll
-  for (int mt = 0; mt < kGemmMTiles; ++mt) {
-#pragma unroll
-    for (int i = 0; i < Mma::kCPerLane; ++i) {
-      const int64_t r =
-          m0 + wm * kGemmWarpM + mt * Mma::kM + Mma::CRow(lane, i);
-      if (r >= rows) continue;
-      const int64_t t = token_begin + r;
-#pragma unroll
-      for (int nt = 0; nt < kGemmNTiles; ++nt) {
-        const int o = n0 + wn * kGemmWarpN + nt * Mma::kN + Mma::CCol(lane, i);
-        if (o >= p.v_head_dim) continue;
-        const int64_t at =
-            t * p.output_token_stride + h * p.output_head_stride + o;
-        if constexpr (kOut == FloatFormat::kBFloat16) {
-          static_cast<uint16_t*>(p.output)[at] = FloatToBf16(acc[mt][nt].v[i]);
-        } else {
-          static_cast<float*>(p.output)[at] = acc[mt][nt].v[i];
-        }
-      }
-    }
-  }
-}
 
 // --------------------------------------------------------------------------
 // FMA kernels for every other shape: one block per (row, head), the keys one
@@ -1095,9 +1616,82 @@ LaunchResult LaunchMmaAttentionHeads(const SparseMlaParams& p, int64_t begin,
   return LaunchMmaAttention<64, kFp8, F>(p, begin, rows, latent, stream);
 }
 
+// Whether the warpgroup kernel runs: bf16 cache, 64 heads or more, sm_90a
+// device code and the shared memory for it (UsesMma holds already).
+bool UsesWgmma(const SparseMlaParams& p) {
+  const bool cache_ok =
+      p.cache_type == LatentCacheType::kBFloat16 || Fp8WgmmaWanted();
+  return cache_ok && p.heads >= wg::kHeads && WgmmaWanted() &&
+         CurrentDevice().smem_per_block >= wg::kBytes && DeviceHasWgmma();
+}
+
+template <bool kOneWgScores, bool kFp8, Fp8Format F, bool kPipelined,
+          bool kSw128>
+LaunchResult LaunchWgmmaKernel(const SparseMlaParams& p, int64_t begin,
+                               int64_t rows, const MmaOutput& out,
+                               hipStream_t stream) {
+  auto kernel =
+      &SparseMlaWgmmaKernel<kOneWgScores, kFp8, F, kPipelined, kSw128>;
+  constexpr int kMaxDevices = 64;
+  static std::atomic<bool> opted_in[kMaxDevices];
+  const int device = CurrentDevice().device;
+  if (device < 0 || device >= kMaxDevices ||
+      !opted_in[device].load(std::memory_order_relaxed)) {
+    LaunchResult r =
+        FromError(hipFuncSetAttribute(
+                      reinterpret_cast<const void*>(kernel),
+                      hipFuncAttributeMaxDynamicSharedMemorySize, wg::kBytes),
+                  "sparse_mla: shared memory opt-in");
+    if (!r.ok()) return r;
+    if (device >= 0 && device < kMaxDevices) {
+      opted_in[device].store(true, std::memory_order_relaxed);
+    }
+  }
+  const dim3 grid(
+      static_cast<unsigned>(rows),
+      static_cast<unsigned>((p.heads + wg::kHeads - 1) / wg::kHeads),
+      static_cast<unsigned>(out.splits));
+  hipLaunchKernelGGL(kernel, grid, dim3(wg::kThreads), wg::kBytes, stream, p,
+                     begin, out, GatherFirst());
+  return CheckLaunch(kOp);
+}
+
+template <bool kSw128>
+LaunchResult LaunchWgmmaVariant(const SparseMlaParams& p, int64_t begin,
+                                int64_t rows, const MmaOutput& out,
+                                hipStream_t stream) {
+  switch (p.cache_type) {
+    case LatentCacheType::kFp8E4m3fn:
+      return LaunchWgmmaKernel<false, true, Fp8Format::kE4m3fn, false, kSw128>(
+          p, begin, rows, out, stream);
+    case LatentCacheType::kFp8E4m3fnuz:
+      return LaunchWgmmaKernel<false, true, Fp8Format::kE4m3fnuz, false,
+                               kSw128>(p, begin, rows, out, stream);
+    default:
+      if (PipelinedWanted()) {
+        return LaunchWgmmaKernel<false, false, Fp8Format::kE4m3fn, true,
+                                 kSw128>(p, begin, rows, out, stream);
+      }
+      if (OneWgScores()) {
+        return LaunchWgmmaKernel<true, false, Fp8Format::kE4m3fn, false,
+                                 kSw128>(p, begin, rows, out, stream);
+      }
+      return LaunchWgmmaKernel<false, false, Fp8Format::kE4m3fn, false, kSw128>(
+          p, begin, rows, out, stream);
+  }
+}
+
+LaunchResult LaunchWgmmaAttention(const SparseMlaParams& p, int64_t begin,
+                                  int64_t rows, const MmaOutput& out,
+                                  hipStream_t stream) {
+  return Sw128Wanted() ? LaunchWgmmaVariant<true>(p, begin, rows, out, stream)
+                       : LaunchWgmmaVariant<false>(p, begin, rows, out, stream);
+}
+
 LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
   StreamScratch scratch(stream);
   LaunchResult r;
+  const bool wgmma = UsesWgmma(p);
   // bf16 kv_b_proj with 16-byte aligned rows is read in place; anything
   // else is converted once per call.
   WuvWeights w;
@@ -1116,11 +1710,11 @@ LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
                     "sparse_mla: W_UV scratch");
     if (!r.ok()) return r;
     const int64_t total = static_cast<int64_t>(p.heads) * p.v_head_dim * kLora;
-    const int64_t blocks = (total + kGemmThreads - 1) / kGemmThreads;
+    const int64_t blocks = (total + 255) / 256;
     hipLaunchKernelGGL(
         ConvertWuvKernel,
-        dim3(static_cast<unsigned>(blocks < 4096 ? blocks : 4096)),
-        dim3(kGemmThreads), 0, stream, p, kLora, converted);
+        dim3(static_cast<unsigned>(blocks < 4096 ? blocks : 4096)), dim3(256),
+        0, stream, p, kLora, converted);
     r = CheckLaunch(kOp);
     if (!r.ok()) return r;
     w.rows = converted;
@@ -1163,16 +1757,19 @@ LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
     const int64_t rows = p.tokens - begin < chunk ? p.tokens - begin : chunk;
     switch (p.cache_type) {
       case LatentCacheType::kBFloat16:
-        r = LaunchMmaAttentionHeads<false, Fp8Format::kE4m3fn>(p, begin, rows,
-                                                               out, stream);
+        r = wgmma ? LaunchWgmmaAttention(p, begin, rows, out, stream)
+                  : LaunchMmaAttentionHeads<false, Fp8Format::kE4m3fn>(
+                        p, begin, rows, out, stream);
         break;
       case LatentCacheType::kFp8E4m3fn:
-        r = LaunchMmaAttentionHeads<true, Fp8Format::kE4m3fn>(p, begin, rows,
-                                                              out, stream);
+        r = wgmma ? LaunchWgmmaAttention(p, begin, rows, out, stream)
+                  : LaunchMmaAttentionHeads<true, Fp8Format::kE4m3fn>(
+                        p, begin, rows, out, stream);
         break;
       case LatentCacheType::kFp8E4m3fnuz:
-        r = LaunchMmaAttentionHeads<true, Fp8Format::kE4m3fnuz>(p, begin, rows,
-                                                                out, stream);
+        r = wgmma ? LaunchWgmmaAttention(p, begin, rows, out, stream)
+                  : LaunchMmaAttentionHeads<true, Fp8Format::kE4m3fnuz>(
+                        p, begin, rows, out, stream);
         break;
     }
     if (!r.ok()) return r;
@@ -1185,19 +1782,24 @@ LaunchResult RunMma(const SparseMlaParams& p, hipStream_t stream) {
       r = CheckLaunch(kOp);
       if (!r.ok()) return r;
     }
-    const dim3 grid(static_cast<unsigned>((rows + kGemmM - 1) / kGemmM),
-                    static_cast<unsigned>((p.v_head_dim + kGemmN - 1) / kGemmN),
-                    static_cast<unsigned>(p.heads));
-    if (p.output_format == FloatFormat::kBFloat16) {
-      hipLaunchKernelGGL(WuvGemmKernel<FloatFormat::kBFloat16>, grid,
-                         dim3(kGemmThreads), 0, stream, p, begin, rows, kLora,
-                         latent, w);
-    } else {
-      hipLaunchKernelGGL(WuvGemmKernel<FloatFormat::kFloat32>, grid,
-                         dim3(kGemmThreads), 0, stream, p, begin, rows, kLora,
-                         latent, w);
-    }
-    r = CheckLaunch(kOp);
+    SparseMlaWuvArgs wuv;
+    wuv.latent = latent;
+    wuv.rows = rows;
+    wuv.heads = p.heads;
+    wuv.lora = kLora;
+    wuv.w = w.rows;
+    wuv.w_head_stride = w.head_stride;
+    wuv.w_row_stride = w.row_stride;
+    wuv.v = p.v_head_dim;
+    wuv.output_format = p.output_format;
+    wuv.output_token_stride = p.output_token_stride;
+    wuv.output_head_stride = p.output_head_stride;
+    const int64_t out_at = begin * p.output_token_stride;
+    wuv.output =
+        p.output_format == FloatFormat::kBFloat16
+            ? static_cast<void*>(static_cast<uint16_t*>(p.output) + out_at)
+            : static_cast<void*>(static_cast<float*>(p.output) + out_at);
+    r = SparseMlaWuvGemm(wuv, stream);
     if (!r.ok()) return r;
   }
   return r;
@@ -1250,7 +1852,8 @@ LaunchResult RunFma(const SparseMlaParams& p, hipStream_t stream) {
 }  // namespace
 
 const char* SparseMlaPath(const SparseMlaParams& params) {
-  return UsesMma(params) && MmaFits(params) ? "mma" : "fma";
+  if (!UsesMma(params) || !MmaFits(params)) return "fma";
+  return UsesWgmma(params) ? "wgmma" : "mma";
 }
 
 LaunchResult SparseMlaLaunch(const SparseMlaParams& p, void* stream) {

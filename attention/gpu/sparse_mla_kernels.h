@@ -70,16 +70,21 @@ struct SparseMlaParams {
 };
 
 // output = SparseMla(params). The attention runs on bf16 matrix cores
-// (platform/gpu/mma.h, Bf16WarpMma) for kv_lora_rank 512 / rope_dim 64 with
-// 16-byte aligned cache entries, any heads, topk and block_size; other
-// shapes run on a plain-FMA kernel. q is rounded to bf16 once, fp8 cache
+// (platform/gpu/mma.h) for kv_lora_rank 512 / rope_dim 64 with 16-byte
+// aligned cache entries, any heads, topk and block_size: on Hopper's
+// warpgroup product (WarpgroupBf16Mma, sm_90a builds) for 64 heads or more,
+// on the warp-level one (Bf16WarpMma) otherwise; other shapes run on a
+// plain-FMA kernel. W_UV runs on the platform's GEMM (cuBLASLt on CUDA,
+// through dense_op_kernels.h). q is rounded to bf16 once, fp8 cache
 // entries are dequantised exactly to bf16 (power-of-two scales), the
 // softmax probabilities and the normalised latent output are rounded to
 // bf16 before their products (fp32 accumulation throughout), and so is
 // W_UV. See sparse_mla_kernels_test.cc for the resulting error bound.
 LaunchResult SparseMlaLaunch(const SparseMlaParams& params, void* stream);
 
-// Which attention kernel SparseMlaLaunch picks: "mma" or "fma".
+// Which attention kernel SparseMlaLaunch picks: "wgmma" (sm_90a warpgroup
+// kernel: bf16 cache, 64 heads or more), "mma" (warp-level matrix kernel)
+// or "fma".
 const char* SparseMlaPath(const SparseMlaParams& params);
 
 }  // namespace dsa::attention::gpu

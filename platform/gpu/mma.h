@@ -25,7 +25,8 @@
 // multiply operands that stay in shared memory. Kernels branch on
 // kHasWarpgroupFp8Mma with `if constexpr` and keep a warp-level body for
 // every other target. WarpgroupBf16Mma / kHasWarpgroupBf16Mma are the same
-// for bf16 operands (HGMMA).
+// for bf16 operands (HGMMA), with B K-major (Issue) or MN-major (IssueMnB,
+// the transposed operand a P V product reads straight from a key tile).
 //
 // Bf16 (Bf16WarpMma): bf16 operands staged in shared memory as raw bits,
 // C[kM x kN] += A[kM x kK] * B[kN x kK]^T in fp32, for the attention kernels
@@ -748,7 +749,8 @@ inline constexpr bool kHasWarpgroupBf16Mma = false;
 
 template <int kN>
 struct WarpgroupBf16Mma {
-  static_assert(kN == 64 || kN == 128 || kN == 256, "instantiated widths");
+  static_assert(kN == 32 || kN == 64 || kN == 128 || kN == 256,
+                "instantiated widths");
   static constexpr int kM = 64;
   static constexpr int kK = 16;
   static constexpr int kAccPerThread = kN / 2;
@@ -815,6 +817,135 @@ struct WarpgroupBf16Mma {
     __trap();  // only reached if a kernel ignores kHasWarpgroupBf16Mma
 #endif
   }
+  // 128-byte swizzled operands (the layout of CUTLASS's SW128 atoms; wgmma
+  // reads them without the bank conflicts of the layout above). An atom is
+  // 8 rows x 128 bytes (1024 bytes, 1024-byte aligned), whose 16-byte chunk
+  // c of row r is stored at chunk c ^ (r % 8). K-major: element (row, k) at
+  // (k / 64) * atom_bytes + row * 128 + swizzled chunk (k % 64) / 8, i.e.
+  // atoms of 64 k follow each other atom_bytes apart, rows 128 bytes apart
+  // within them. MN-major B: element (k, n) at (n / 64) * n_atom_bytes +
+  // k * 128 + swizzled chunk (n % 64) / 8. A row-major [keys][dims] tile
+  // in the K-major form (rows = keys) is thus also the MN-major B of its
+  // transpose, as for the unswizzled layouts.
+  __host__ __device__ static constexpr uint32_t OffsetSw128(int row, int k,
+                                                            int atom_bytes) {
+    return (k / 64) * atom_bytes + row * 128 +
+           ((((k % 64) / 8) ^ (row % 8)) * 16) + (k % 8) * 2;
+  }
+  // Descriptor of a 128-byte swizzled operand starting at `addr` (shared
+  // address): leading / stride byte offsets as the PTX ISA defines them for
+  // that mode, layout type 1 (128B) in bits 62-63.
+  __device__ __forceinline__ static uint64_t DescriptorSw128(uint32_t addr,
+                                                             int leading,
+                                                             int stride) {
+    return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+           (static_cast<uint64_t>((leading >> 4) & 0x3fff) << 16) |
+           (static_cast<uint64_t>((stride >> 4) & 0x3fff) << 32) |
+           (uint64_t{1} << 62);
+  }
+  // acc (+)= A * B^T, both K-major 128-byte swizzled (rows of 8-row groups
+  // 1024 bytes apart; the leading byte offset is unused in this mode).
+  template <int kKElems>
+  __device__ __forceinline__ static void IssueSw128(
+      float (&acc)[kAccPerThread], const void* a, int a_atom_bytes,
+      const void* b, int b_atom_bytes, bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    const uint32_t a_addr = static_cast<uint32_t>(__cvta_generic_to_shared(a));
+    const uint32_t b_addr = static_cast<uint32_t>(__cvta_generic_to_shared(b));
+#pragma unroll
+    for (int k0 = 0; k0 < kKElems; k0 += kK) {
+      const uint32_t k_off = (k0 % 64) * 2;
+      const uint64_t da =
+          DescriptorSw128(a_addr + (k0 / 64) * a_atom_bytes + k_off, 16, 1024);
+      const uint64_t db =
+          DescriptorSw128(b_addr + (k0 / 64) * b_atom_bytes + k_off, 16, 1024);
+      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
+      Mma<0>(acc, da, db, scale_d);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a;
+    (void)a_atom_bytes;
+    (void)b;
+    (void)b_atom_bytes;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupBf16Mma
+#endif
+  }
+  // acc (+)= A * B with A K-major 128-byte swizzled as above and B MN-major
+  // 128-byte swizzled (atoms of 64 n, n_atom_bytes apart: the leading byte
+  // offset; groups of 8 k rows 1024 bytes apart: the stride byte offset).
+  template <int kKElems>
+  __device__ __forceinline__ static void IssueSw128MnB(
+      float (&acc)[kAccPerThread], const void* a, int a_atom_bytes,
+      const void* b, int b_n_atom_bytes, bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    const uint32_t a_addr = static_cast<uint32_t>(__cvta_generic_to_shared(a));
+    const uint32_t b_addr = static_cast<uint32_t>(__cvta_generic_to_shared(b));
+#pragma unroll
+    for (int k0 = 0; k0 < kKElems; k0 += kK) {
+      const uint64_t da = DescriptorSw128(
+          a_addr + (k0 / 64) * a_atom_bytes + (k0 % 64) * 2, 16, 1024);
+      const uint64_t db =
+          DescriptorSw128(b_addr + k0 * 128, b_n_atom_bytes, 1024);
+      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
+      Mma<1>(acc, da, db, scale_d);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a;
+    (void)a_atom_bytes;
+    (void)b;
+    (void)b_n_atom_bytes;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupBf16Mma
+#endif
+  }
+  // The same product with B read MN-major ("transposed", imm-trans-b = 1):
+  // element (k, n) of B at b + (k / 8) * b_k_group + (n / 8) * b_n_group +
+  // (k % 8) * 16 + (n % 8) * 2, i.e. core matrices of 8 k rows x 8 n values
+  // (16 contiguous bytes per k row). A row-major [K][N] tile stored as core
+  // matrices is such an operand, so the values of an attention key tile
+  // (keys x dims, dims contiguous) serve as B of P V without a transpose. In
+  // the descriptor (no swizzle) the leading byte offset is the stride between
+  // groups of 8 k rows, the stride byte offset that between groups of 8 n.
+  template <int kKElems>
+  __device__ __forceinline__ static void IssueMnB(
+      float (&acc)[kAccPerThread], const void* a, int a_row_group,
+      const void* b, int b_k_group, int b_n_group, bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    const uint32_t b_addr = static_cast<uint32_t>(__cvta_generic_to_shared(b));
+#pragma unroll
+    for (int k0 = 0; k0 < kKElems; k0 += kK) {
+      const uint64_t da = Descriptor(a, k0, a_row_group);
+      const uint32_t addr = b_addr + (k0 / 8) * b_k_group;
+      const uint64_t db =
+          static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+          (static_cast<uint64_t>((b_k_group >> 4) & 0x3fff) << 16) |
+          (static_cast<uint64_t>((b_n_group >> 4) & 0x3fff) << 32);
+      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
+      Mma<1>(acc, da, db, scale_d);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a;
+    (void)a_row_group;
+    (void)b;
+    (void)b_k_group;
+    (void)b_n_group;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupBf16Mma
+#endif
+  }
   __device__ __forceinline__ static void Wait(float (&acc)[kAccPerThread]) {
 #if defined(DSA_MMA_HAS_WGMMA_BF16)
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
@@ -859,18 +990,31 @@ struct WarpgroupBf16Mma {
   }
 
  private:
+  // imm-trans-b = kTransB: 0 reads B K-major, 1 MN-major.
+  template <int kTransB = 0>
   __device__ __forceinline__ static void Mma(float (&acc)[kAccPerThread],
                                              uint64_t da, uint64_t db,
                                              int scale_d) {
 #if defined(DSA_MMA_HAS_WGMMA_BF16)
-    if constexpr (kN == 64) {
+    if constexpr (kN == 32) {
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
+          "%16, %17, p, 1, 1, 0, %19;\n}\n"
+          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
+            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
+            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15])
+          : "l"(da), "l"(db), "r"(scale_d), "n"(kTransB));
+    } else if constexpr (kN == 64) {
       asm volatile(
           "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
           "{"
           "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
           "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
-          "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+          "}, %32, %33, p, 1, 1, 0, %35;\n}\n"
           : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
             "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
             "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
@@ -879,7 +1023,7 @@ struct WarpgroupBf16Mma {
             "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
             "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
             "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31])
-          : "l"(da), "l"(db), "r"(scale_d));
+          : "l"(da), "l"(db), "r"(scale_d), "n"(kTransB));
     } else if constexpr (kN == 128) {
       asm volatile(
           "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -889,7 +1033,7 @@ struct WarpgroupBf16Mma {
           "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
           "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
           "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-          "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+          "}, %64, %65, p, 1, 1, 0, %67;\n}\n"
           : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
             "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
             "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
@@ -906,7 +1050,7 @@ struct WarpgroupBf16Mma {
             "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
             "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]),
             "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63])
-          : "l"(da), "l"(db), "r"(scale_d));
+          : "l"(da), "l"(db), "r"(scale_d), "n"(kTransB));
     } else {
       asm volatile(
           "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
@@ -922,7 +1066,7 @@ struct WarpgroupBf16Mma {
           "110,%111,"
           "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%"
           "125,%126,%127"
-          "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+          "}, %128, %129, p, 1, 1, 0, %131;\n}\n"
           : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
             "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
             "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
@@ -955,7 +1099,7 @@ struct WarpgroupBf16Mma {
             "+f"(acc[116]), "+f"(acc[117]), "+f"(acc[118]), "+f"(acc[119]),
             "+f"(acc[120]), "+f"(acc[121]), "+f"(acc[122]), "+f"(acc[123]),
             "+f"(acc[124]), "+f"(acc[125]), "+f"(acc[126]), "+f"(acc[127])
-          : "l"(da), "l"(db), "r"(scale_d));
+          : "l"(da), "l"(db), "r"(scale_d), "n"(kTransB));
     }
 #else
     (void)acc;

@@ -36,11 +36,22 @@ MmaCheckResult Bf16MmaProduct(const uint16_t* a, const uint16_t* b,
                               char* error, size_t error_size);
 
 // The same product on WarpgroupBf16Mma<n> (sm_90a wgmma): m = 64, n in
-// {64, 128, 256}, k = 64, b [n][k]. kNotBuilt where the device code has no
-// warpgroup product (anything but sm_90a).
+// {32, 64, 128, 256}, k = 64, b [n][k]. kNotBuilt where the device code has
+// no warpgroup product (anything but sm_90a).
 MmaCheckResult Bf16WarpgroupProduct(const uint16_t* a, const uint16_t* b,
                                     float* c, int n, char* error,
                                     size_t error_size);
+// The same with B MN-major (WarpgroupBf16Mma::IssueMnB): b is [k][n] (n
+// contiguous) and c[i][j] = sum_l a[i][l] * b[l][j].
+MmaCheckResult Bf16WarpgroupProductMnB(const uint16_t* a, const uint16_t* b,
+                                       float* c, int n, char* error,
+                                       size_t error_size);
+// The same two products with the operands in the 128-byte swizzled layout
+// (IssueSw128, or IssueSw128MnB when b_mn_major: b is then [k][n]); n in
+// {64, 256}.
+MmaCheckResult Bf16WarpgroupProductSw128(const uint16_t* a, const uint16_t* b,
+                                         bool b_mn_major, float* c, int n,
+                                         char* error, size_t error_size);
 
 // bits[i] = FloatToBf16(in[i]); back[i] = Bf16ToFloat(bits[i]); packed[i] =
 // PackBf16x2(in[2i], in[2i+1]) for i < count / 2.

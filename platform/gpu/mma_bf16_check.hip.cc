@@ -78,35 +78,65 @@ __global__ void ConvertKernel(const float* __restrict__ in,
 }
 
 #if defined(DSA_GPU_CUDA)
-// One warpgroup: A [64][64] and B [kN][64] staged in the core-matrix layout
-// (row groups 64 * 16 bytes apart), C [64][kN] written from the
-// accumulators. flag[0] = 1 where the warpgroup product exists.
-template <int kN>
+// One warpgroup: A [64][64] staged in the core-matrix layout (row groups
+// 64 * 16 bytes apart) and B, C [64][kN] written from the accumulators.
+// kMnB false: B [kN][64] K-major (Issue), row groups 64 * 16 bytes apart.
+// kMnB true: B [64][kN] (k rows, n contiguous) staged MN-major (IssueMnB):
+// core matrices of 8 k x 8 n, n groups 128 bytes apart, k groups kN * 16.
+// kSw128: both in the 128-byte swizzled layout instead (OffsetSw128, one
+// 64-k atom for A and a K-major B; MN-major B in atoms of 64 n, 64 * 128
+// bytes apart), through IssueSw128 / IssueSw128MnB.
+// flag[0] = 1 where the warpgroup product exists.
+template <int kN, bool kMnB, bool kSw128 = false>
 __global__ void WarpgroupProductKernel(const uint16_t* __restrict__ a,
                                        const uint16_t* __restrict__ b,
                                        float* __restrict__ c, int* flag) {
   using Wg = WarpgroupBf16Mma<kN>;
   constexpr int kK = 64;
   constexpr int kGroup = kK * 16;
-  __shared__ __align__(128) uint8_t a_s[64 * kK * 2];
-  __shared__ __align__(128) uint8_t b_s[kN * kK * 2];
+  constexpr int kBKGroup = kN * 16;
+  __shared__ __align__(1024) uint8_t a_s[64 * kK * 2];
+  __shared__ __align__(1024) uint8_t b_s[kN * kK * 2];
   if constexpr (!kHasWarpgroupBf16Mma) {
     if (threadIdx.x == 0) *flag = 0;
     return;
   } else {
     if (threadIdx.x == 0) *flag = 1;
     for (int i = threadIdx.x; i < 64 * kK; i += blockDim.x) {
-      *reinterpret_cast<uint16_t*>(a_s + Wg::Offset(i / kK, i % kK, kGroup)) =
-          a[i];
+      const uint32_t off = kSw128 ? Wg::OffsetSw128(i / kK, i % kK, 64 * 128)
+                                  : Wg::Offset(i / kK, i % kK, kGroup);
+      *reinterpret_cast<uint16_t*>(a_s + off) = a[i];
     }
     for (int i = threadIdx.x; i < kN * kK; i += blockDim.x) {
-      *reinterpret_cast<uint16_t*>(b_s + Wg::Offset(i / kK, i % kK, kGroup)) =
-          b[i];
+      if constexpr (kSw128 && kMnB) {
+        // (k, n): row k of the atom of n / 64.
+        const int k = i / kN, n = i % kN;
+        *reinterpret_cast<uint16_t*>(b_s + Wg::OffsetSw128(k, n, 64 * 128)) =
+            b[i];
+      } else if constexpr (kSw128) {
+        *reinterpret_cast<uint16_t*>(
+            b_s + Wg::OffsetSw128(i / kK, i % kK, kN * 128)) = b[i];
+      } else if constexpr (kMnB) {
+        const int k = i / kN, n = i % kN;
+        *reinterpret_cast<uint16_t*>(b_s + (k / 8) * kBKGroup + (n / 8) * 128 +
+                                     (k % 8) * 16 + (n % 8) * 2) = b[i];
+      } else {
+        *reinterpret_cast<uint16_t*>(b_s + Wg::Offset(i / kK, i % kK, kGroup)) =
+            b[i];
+      }
     }
     Wg::FenceStores();
     __syncthreads();
     float acc[Wg::kAccPerThread];
-    Wg::template Issue<kK>(acc, a_s, kGroup, b_s, kGroup, false);
+    if constexpr (kSw128 && kMnB) {
+      Wg::template IssueSw128MnB<kK>(acc, a_s, 64 * 128, b_s, 64 * 128, false);
+    } else if constexpr (kSw128) {
+      Wg::template IssueSw128<kK>(acc, a_s, 64 * 128, b_s, kN * 128, false);
+    } else if constexpr (kMnB) {
+      Wg::template IssueMnB<kK>(acc, a_s, kGroup, b_s, kBKGroup, 128, false);
+    } else {
+      Wg::template Issue<kK>(acc, a_s, kGroup, b_s, kGroup, false);
+    }
     Wg::Wait(acc);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int i = 0; i < Wg::kAccPerThread; ++i) {
@@ -196,12 +226,14 @@ MmaCheckResult Bf16MmaProduct(const uint16_t* a, const uint16_t* b,
   return MmaCheckResult::kOk;
 }
 
-MmaCheckResult Bf16WarpgroupProduct(const uint16_t* a, const uint16_t* b,
-                                    float* c, int n, char* error,
-                                    size_t error_size) {
+namespace {
+
+MmaCheckResult WarpgroupProduct(const uint16_t* a, const uint16_t* b, bool mn_b,
+                                bool sw128, float* c, int n, char* error,
+                                size_t error_size) {
 #if defined(DSA_GPU_CUDA)
-  if (n != 64 && n != 128 && n != 256) {
-    std::snprintf(error, error_size, "n=%d: 64, 128 or 256", n);
+  if (n != 32 && n != 64 && n != 128 && n != 256) {
+    std::snprintf(error, error_size, "n=%d: 32, 64, 128 or 256", n);
     return MmaCheckResult::kInvalidArgument;
   }
   int devices = 0;
@@ -231,15 +263,40 @@ MmaCheckResult Bf16WarpgroupProduct(const uint16_t* a, const uint16_t* b,
   auto* pb = static_cast<const uint16_t*>(d_b);
   auto* pc = static_cast<float*>(d_c);
   auto* pf = static_cast<int*>(d_flag);
-  if (n == 64) {
-    hipLaunchKernelGGL(WarpgroupProductKernel<64>, dim3(1), dim3(128), 0, 0, pa,
-                       pb, pc, pf);
-  } else if (n == 128) {
-    hipLaunchKernelGGL(WarpgroupProductKernel<128>, dim3(1), dim3(128), 0, 0,
-                       pa, pb, pc, pf);
-  } else {
-    hipLaunchKernelGGL(WarpgroupProductKernel<256>, dim3(1), dim3(128), 0, 0,
-                       pa, pb, pc, pf);
+  auto launch = [&](auto kernel) {
+    hipLaunchKernelGGL(kernel, dim3(1), dim3(128), 0, 0, pa, pb, pc, pf);
+  };
+  if (sw128 && n != 64 && n != 256) {
+    std::snprintf(error, error_size, "n=%d: 64 or 256 (swizzled)", n);
+    return MmaCheckResult::kInvalidArgument;
+  }
+  switch (n) {
+    case 32:
+      mn_b ? launch(WarpgroupProductKernel<32, true>)
+           : launch(WarpgroupProductKernel<32, false>);
+      break;
+    case 64:
+      if (sw128) {
+        mn_b ? launch(WarpgroupProductKernel<64, true, true>)
+             : launch(WarpgroupProductKernel<64, false, true>);
+        break;
+      }
+      mn_b ? launch(WarpgroupProductKernel<64, true>)
+           : launch(WarpgroupProductKernel<64, false>);
+      break;
+    case 128:
+      mn_b ? launch(WarpgroupProductKernel<128, true>)
+           : launch(WarpgroupProductKernel<128, false>);
+      break;
+    default:
+      if (sw128) {
+        mn_b ? launch(WarpgroupProductKernel<256, true, true>)
+             : launch(WarpgroupProductKernel<256, false, true>);
+        break;
+      }
+      mn_b ? launch(WarpgroupProductKernel<256, true>)
+           : launch(WarpgroupProductKernel<256, false>);
+      break;
   }
   if ((err = hipGetLastError()) != hipSuccess) {
     return Fail(err, "WarpgroupProductKernel launch", error, error_size);
@@ -258,11 +315,33 @@ MmaCheckResult Bf16WarpgroupProduct(const uint16_t* a, const uint16_t* b,
 #else
   (void)a;
   (void)b;
+  (void)mn_b;
+  (void)sw128;
   (void)c;
   (void)n;
   std::snprintf(error, error_size, "no warpgroup product on this backend");
   return MmaCheckResult::kNotBuilt;
 #endif
+}
+
+}  // namespace
+
+MmaCheckResult Bf16WarpgroupProduct(const uint16_t* a, const uint16_t* b,
+                                    float* c, int n, char* error,
+                                    size_t error_size) {
+  return WarpgroupProduct(a, b, false, false, c, n, error, error_size);
+}
+
+MmaCheckResult Bf16WarpgroupProductMnB(const uint16_t* a, const uint16_t* b,
+                                       float* c, int n, char* error,
+                                       size_t error_size) {
+  return WarpgroupProduct(a, b, true, false, c, n, error, error_size);
+}
+
+MmaCheckResult Bf16WarpgroupProductSw128(const uint16_t* a, const uint16_t* b,
+                                         bool b_mn_major, float* c, int n,
+                                         char* error, size_t error_size) {
+  return WarpgroupProduct(a, b, b_mn_major, true, c, n, error, error_size);
 }
 
 MmaCheckResult Bf16Convert(const float* in, uint16_t* bits, float* back,

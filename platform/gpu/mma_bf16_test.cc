@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -128,7 +129,87 @@ TEST_P(Bf16WarpgroupMmaTest, MatchesFloat64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Widths, Bf16WarpgroupMmaTest,
-                         ::testing::Values(64, 128, 256));
+                         ::testing::Values(32, 64, 128, 256));
+
+// B MN-major (IssueMnB): b is [k][n], n contiguous, as the values of an
+// attention key tile are.
+class Bf16WarpgroupMnBTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(Bf16WarpgroupMnBTest, MatchesFloat64Reference) {
+  if (!kBuilt) GTEST_SKIP() << "built without --config=cuda/--config=rocm";
+  const int n = GetParam();
+  constexpr int kM = 64, kK = 64;
+  std::mt19937 rng(n * 17 + 3);
+  std::normal_distribution<float> dist(0.0f, 1.5f);
+  std::vector<uint16_t> a(kM * kK), b(kK * n);
+  for (auto& v : a) v = HostToBf16(dist(rng));
+  for (auto& v : b) v = HostToBf16(dist(rng));
+  std::vector<float> c(kM * n, std::numeric_limits<float>::quiet_NaN());
+  char error[256] = {0};
+  const MmaCheckResult r = Bf16WarpgroupProductMnB(a.data(), b.data(), c.data(),
+                                                   n, error, sizeof(error));
+  if (r == MmaCheckResult::kNoDevice || r == MmaCheckResult::kNotBuilt) {
+    GTEST_SKIP() << error;
+  }
+  ASSERT_EQ(r, MmaCheckResult::kOk) << error;
+  for (int i = 0; i < kM; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double ref = 0.0, mag = 0.0;
+      for (int l = 0; l < kK; ++l) {
+        const double p =
+            HostBf16ToDouble(a[i * kK + l]) * HostBf16ToDouble(b[l * n + j]);
+        ref += p;
+        mag += std::abs(p);
+      }
+      ASSERT_NEAR(c[i * n + j], ref, kK * 0x1p-24 * mag + 1e-30)
+          << "c[" << i << "][" << j << "] (n " << n << ", B MN-major)";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Widths, Bf16WarpgroupMnBTest,
+                         ::testing::Values(32, 64, 256));
+
+// Both forms again with the 128-byte swizzled layout: (n, B MN-major).
+class Bf16WarpgroupSw128Test
+    : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(Bf16WarpgroupSw128Test, MatchesFloat64Reference) {
+  if (!kBuilt) GTEST_SKIP() << "built without --config=cuda/--config=rocm";
+  const auto [n, mn_b] = GetParam();
+  constexpr int kM = 64, kK = 64;
+  std::mt19937 rng(n * 13 + (mn_b ? 7 : 1));
+  std::normal_distribution<float> dist(0.0f, 1.5f);
+  std::vector<uint16_t> a(kM * kK), b(kK * n);
+  for (auto& v : a) v = HostToBf16(dist(rng));
+  for (auto& v : b) v = HostToBf16(dist(rng));
+  std::vector<float> c(kM * n, std::numeric_limits<float>::quiet_NaN());
+  char error[256] = {0};
+  const MmaCheckResult r = Bf16WarpgroupProductSw128(
+      a.data(), b.data(), mn_b, c.data(), n, error, sizeof(error));
+  if (r == MmaCheckResult::kNoDevice || r == MmaCheckResult::kNotBuilt) {
+    GTEST_SKIP() << error;
+  }
+  ASSERT_EQ(r, MmaCheckResult::kOk) << error;
+  for (int i = 0; i < kM; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double ref = 0.0, mag = 0.0;
+      for (int l = 0; l < kK; ++l) {
+        const uint16_t bv = mn_b ? b[l * n + j] : b[j * kK + l];
+        const double p = HostBf16ToDouble(a[i * kK + l]) * HostBf16ToDouble(bv);
+        ref += p;
+        mag += std::abs(p);
+      }
+      ASSERT_NEAR(c[i * n + j], ref, kK * 0x1p-24 * mag + 1e-30)
+          << "c[" << i << "][" << j << "] (n " << n
+          << (mn_b ? ", B MN-major" : ", B K-major") << ", swizzled)";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Widths, Bf16WarpgroupSw128Test,
+                         ::testing::Combine(::testing::Values(64, 256),
+                                            ::testing::Bool()));
 
 TEST(Bf16ConvertTest, RoundsToNearestEven) {
   if (!kBuilt) GTEST_SKIP() << "built without --config=cuda/--config=rocm";
