@@ -75,14 +75,17 @@ census=$timing
 want 1 || census=0
 want 4 || timing=0
 [ $census = 1 ] && section "matrix instructions in the SASS (sm_90a), per kernel"
-[ $census = 1 ] && for b in indexer_bench sparse_mla_bench dense_mha_bench cache_bench dense_bench; do
+# Each bench binary links every kernel library; list the kernels of its own op.
+[ $census = 1 ] && for pair in indexer_bench:Logits sparse_mla_bench:SparseMla \
+    dense_mha_bench:'Dense|Bf16Gemm' dense_bench:Gemm; do
+  b="${pair%%:*}" family="${pair#*:}"
   cuobjdump -sass "$B/$b" 2>/dev/null | awk -v bin="$b" '
     function flush() { if (n != "" && (g + q + h + f) > 0) print bin, n, "HGMMA=" g, "QGMMA=" q, "HMMA=" h, "FFMA=" f }
     /Function : / { flush(); n = $3; g = q = h = f = 0; next }
     /HGMMA/ { g++ } /QGMMA/ { q++ } /HMMA/ { h++ } /FFMA/ { f++ }
     END { flush() }' \
     | sed -E 's/_ZN3dsa9attention3gpu[0-9]*(_GLOBAL__N__[0-9a-f_]+[a-z0-9_]+_hip_cc_[0-9a-f]+)?[0-9]*//' \
-    | grep -E "Mma|Gemm|Attention|Logits|Sparse|Wuv|Dense" | cut -c1-150 | sort -u | head -16
+    | grep -E "$family" | cut -c1-150 | sort -u | head -24
 done
 
 if want 2; then
