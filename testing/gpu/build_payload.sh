@@ -63,4 +63,8 @@ for p in "${plugins[@]}"; do cp "$(path_of "$p")" "$out/plugins/"; done
 chmod -R u+w "$out"
 strip --strip-debug "$out"/bin/* "$out"/lib/* 2>/dev/null || true
 gzip -9 "$out"/bin/*
+# The commit the binaries were built from: the device machine's copy of the
+# tree has no history to ask (prefill_bench records it in its JSON).
+{ git rev-parse --short=12 HEAD | tr -d '\n'
+  git diff --quiet HEAD -- . ':!.device' || printf -- '-dirty'; echo; } > "$out/COMMIT"
 du -sh "$out"

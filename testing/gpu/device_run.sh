@@ -171,13 +171,15 @@ fi
 
 if want 6; then
 section "prefill_bench on cuda at the real shapes: GLM-5.1 (78 layers + MTP), GLM-5.2 with MTP=3"
+commit=""
+[ -f "$payload/COMMIT" ] && commit="--commit=$(cat "$payload/COMMIT")"
 for m in glm-5.1 glm-5.2; do
   room 60 || break
   extra=""
   [ $m = glm-5.2 ] && extra="--spec_tokens=3 ${DSA_GPU_PREFILL_GLM52_ARGS:-}"
   # shellcheck disable=SC2086
   timeout $(( budget - $(elapsed) )) "$B/prefill_bench" --platform=cuda --model=$m $extra \
-    --op_times=true --json="$out/prefill_bench_${m//[.-]/}.json" ${DSA_GPU_PREFILL_ARGS:-} 2>&1 | tail -40
+    --op_times=true $commit --json="$out/prefill_bench_${m//[.-]/}.json" ${DSA_GPU_PREFILL_ARGS:-} 2>&1 | tail -40
 done
 fi
 section "done"
