@@ -116,6 +116,12 @@ int64_t LatentCacheEntryBytes(const attention::LatentCacheFormat& format) {
          (attention::IsFp8(format.dtype) ? 1 : 2);
 }
 
+// Bytes of one token's entry in the indexer K cache: the fp8 key and its
+// float32 scale.
+int64_t IndexerEntryBytes(const DeepseekV32Config& c) {
+  return c.indexer().index_head_dim() + 4;
+}
+
 // A run of internal tokens whose caller rows are consecutive too.
 struct RowRun {
   int64_t internal = 0;  // first internal token
@@ -392,7 +398,7 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   const int64_t latent_entry_bytes =
       LatentCacheEntryBytes(shared->latent_format);
   const int64_t slots = int64_t{options.num_blocks} * options.block_size;
-  const int64_t indexer_entry_bytes = mc.indexer().index_head_dim() + 4;
+  const int64_t indexer_entry_bytes = IndexerEntryBytes(mc);
   for (int l = 0; l < model_config.num_layers(); ++l) {
     auto layer = std::make_unique<Layer>();
     layer->id = l;
@@ -495,7 +501,7 @@ int64_t DeepseekV32Model::DeviceBytes(const ModelConfig& config,
   for (int l = 0; l < config.num_layers(); ++l) {
     bytes += slots * LatentCacheEntryBytes(format);
     if (config.owns_indexer(l)) {
-      bytes += slots * (c.indexer().index_head_dim() + 4);
+      bytes += slots * IndexerEntryBytes(c);
     }
     for (const WeightSpec& spec : LayerWeightSpecs(config, l)) {
       bytes += spec.size() * 2;  // bf16
@@ -822,7 +828,7 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
       MakeTensorView(topk_dev, DType::kInt32, {T, topk});
   const TensorView indexer_cache =
       MakeTensorView(layer.indexer_k_cache.data(), DType::kUint8,
-                     {num_blocks, block_size, id + 4});
+                     {num_blocks, block_size, IndexerEntryBytes(c)});
   const TensorView rope_table = MakeTensorView(s.rope.data(), DType::kFloat32,
                                                {options_.max_model_len, rope});
   const TensorView x =
