@@ -1447,28 +1447,6 @@ LaunchResult UsesWarpgroupBody(bool* result) {
 using AttentionFn = void (*)(AttentionArgs);
 
 #if defined(DSA_GPU_CUDA)
-using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType,
-                                   cuuint32_t, void*, const cuuint64_t*,
-                                   const cuuint64_t*, const cuuint32_t*,
-                                   const cuuint32_t*, CUtensorMapInterleave,
-                                   CUtensorMapSwizzle, CUtensorMapL2promotion,
-                                   CUtensorMapFloatOOBfill);
-
-// The driver's cuTensorMapEncodeTiled, or nullptr.
-EncodeTiledFn EncodeTiled() {
-  static const EncodeTiledFn fn = []() -> EncodeTiledFn {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
-                                         cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      return nullptr;
-    }
-    return reinterpret_cast<EncodeTiledFn>(p);
-  }();
-  return fn;
-}
 
 // A bf16 tensor map with 128-byte swizzle: dims innermost first, strides
 // (bytes) of dims 1.., the box in elements.
@@ -1476,7 +1454,7 @@ LaunchResult MakeMap(CUtensorMap* map, const void* base, int rank,
                      const cuuint64_t* dims, const cuuint64_t* strides,
                      const cuuint32_t* box, const char* what) {
   const cuuint32_t unit[3] = {1, 1, 1};
-  const CUresult r = EncodeTiled()(
+  const CUresult r = TensorMapEncoder()(
       map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(base),
       dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -1493,7 +1471,7 @@ LaunchResult MakeMap(CUtensorMap* map, const void* base, int rank,
 // Whether the TMA body can run these head dims on this build and device.
 bool TmaBodyFits(const AttentionArgs& a) {
   return a.nope % 64 == 0 && a.rope % 64 == 0 && a.v % 64 == 0 &&
-         EncodeTiled() != nullptr;
+         TensorMapEncoder() != nullptr;
 }
 
 using AttentionTmaFn = void (*)(AttentionArgs, TmaMaps);

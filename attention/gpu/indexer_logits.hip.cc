@@ -1754,30 +1754,6 @@ bool TmaKeysEnabled() {
   return enabled;
 }
 
-// The driver's tensor-map encoder, found through the runtime (nothing links
-// libcuda); null when the driver has none.
-using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType,
-                                   cuuint32_t, void*, const cuuint64_t*,
-                                   const cuuint64_t*, const cuuint32_t*,
-                                   const cuuint32_t*, CUtensorMapInterleave,
-                                   CUtensorMapSwizzle, CUtensorMapL2promotion,
-                                   CUtensorMapFloatOOBfill);
-EncodeTiledFn TensorMapEncoder() {
-  static const EncodeTiledFn fn = []() -> EncodeTiledFn {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult status;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
-                                         cudaEnableDefault,
-                                         &status) != cudaSuccess ||
-        status != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return nullptr;
-    }
-    return reinterpret_cast<EncodeTiledFn>(f);
-  }();
-  return fn;
-}
-
 // Tensor maps over the paged cache for the TMA path: the key values as
 // [num_blocks][block_size][128] bytes (pages block_size * 132 bytes apart),
 // read in 64-key boxes with 128-byte swizzle (the layout wgmma's

@@ -9,7 +9,38 @@
 #include "attention/gpu/indexer_kernels.h"
 #include "platform/gpu/hip_compat.h"
 
+#if defined(DSA_GPU_CUDA)
+#include <cuda.h>  // CUtensorMap and the encoder's signature
+#endif
+
 namespace dsa::attention::gpu {
+
+#if defined(DSA_GPU_CUDA)
+// The driver's cuTensorMapEncodeTiled (TMA tensor maps), found through the
+// runtime once per process, so that nothing links libcuda; null when the
+// driver has none.
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType,
+                                   cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*,
+                                   const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                   CUtensorMapFloatOOBfill);
+inline EncodeTiledFn TensorMapEncoder() {
+  static const EncodeTiledFn fn = []() -> EncodeTiledFn {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000,
+                                         cudaEnableDefault,
+                                         &status) != cudaSuccess ||
+        status != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();  // not the next launch's error
+      return nullptr;
+    }
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+#endif
 
 // kInvalidArgument with "<op>: <printf-formatted detail>".
 inline LaunchResult Invalid(const char* op, const char* format, ...) {
