@@ -113,17 +113,40 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// FNV-1a, 64 bit: equal bytes give equal hashes; a single flipped bit
-// changes it. Enough to compare outputs across arms without keeping them.
-uint64_t Fnv1a(const void* data, size_t bytes, uint64_t h) {
+}  // namespace
+
+// Four lanes of 64-bit words, each an FNV-style xor-multiply with a
+// xorshift (so a bit also reaches the lower bits), folded at the end; the
+// bytes past the last 32 go in one at a time. The lanes' multiplies overlap,
+// so it runs at about the memory's speed (50 MB in ~11 ms on this project's
+// 2-core machine, against ~69 ms for byte-wise FNV-1a): a GLM-5.1 run
+// hashes some 70 GB of hidden states.
+uint64_t HashBytes(const void* data, size_t bytes, uint64_t h) {
+  constexpr uint64_t kPrime = 0x100000001b3ull;
   const auto* p = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < bytes; ++i) {
+  uint64_t lane[4] = {h, h ^ 0x9e3779b97f4a7c15ull, h ^ 0xbf58476d1ce4e5b9ull,
+                      h ^ 0x94d049bb133111ebull};
+  size_t i = 0;
+  for (; i + 32 <= bytes; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      uint64_t w;
+      std::memcpy(&w, p + i + 8 * j, sizeof(w));
+      const uint64_t x = (lane[j] ^ w) * kPrime;
+      lane[j] = x ^ (x >> 32);
+    }
+  }
+  for (const uint64_t l : lane) {
+    h = (h ^ l) * kPrime;
+    h ^= h >> 32;
+  }
+  for (; i < bytes; ++i) {
     h ^= p[i];
-    h *= 0x100000001b3ull;
+    h *= kPrime;
   }
   return h;
 }
-constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
+
+namespace {
 
 // --- Memory: checked before anything is allocated, so that a preset too
 // large for the machine is one clear line, not the kernel's OOM killer.
@@ -276,7 +299,7 @@ struct RunFigures {
   int64_t scored = 0;
   int64_t launches = 0;      // attention ops
   int64_t all_launches = 0;  // every op
-  uint64_t output_hash = kFnvBasis;
+  uint64_t output_hash = kHashSeed;
   // Per step (StepOutput): the host's issue time and the device's tail.
   std::vector<double> host_issue_ms, device_tail_ms, prepare_ms, read_back_ms;
 };
@@ -357,11 +380,11 @@ class ScheduleRun {
     figures_.prepare_ms.push_back(out->prepare_ms);
     figures_.read_back_ms.push_back(out->read_back_ms);
     figures_.output_hash =
-        Fnv1a(out->hidden.data(), out->hidden.size() * sizeof(float),
-              figures_.output_hash);
+        HashBytes(out->hidden.data(), out->hidden.size() * sizeof(float),
+                  figures_.output_hash);
     figures_.output_hash =
-        Fnv1a(out->mtp_hidden.data(), out->mtp_hidden.size() * sizeof(float),
-              figures_.output_hash);
+        HashBytes(out->mtp_hidden.data(),
+                  out->mtp_hidden.size() * sizeof(float), figures_.output_hash);
     return absl::OkStatus();
   }
 
@@ -437,12 +460,12 @@ absl::StatusOr<OpTimes> ProfileFirstStep(DeepseekV32Model& model,
 }
 
 absl::StatusOr<uint64_t> CacheHash(const DeepseekV32Model& model) {
-  uint64_t h = kFnvBasis;
+  uint64_t h = kHashSeed;
   for (int l = 0; l < model.planner().config().num_layers(); ++l) {
     DSA_ASSIGN_OR_RETURN(std::vector<uint8_t> latent, model.ReadLatentCache(l));
     DSA_ASSIGN_OR_RETURN(std::vector<uint8_t> k, model.ReadIndexerKCache(l));
-    h = Fnv1a(latent.data(), latent.size(), h);
-    h = Fnv1a(k.data(), k.size(), h);
+    h = HashBytes(latent.data(), latent.size(), h);
+    h = HashBytes(k.data(), k.size(), h);
   }
   return h;
 }

@@ -33,6 +33,7 @@
 #ifndef DSA_TESTING_PREFILL_BENCH_H_
 #define DSA_TESTING_PREFILL_BENCH_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <ostream>
@@ -238,6 +239,13 @@ struct BenchResult {
 absl::StatusOr<BenchResult> RunBench(const Flags& flags,
                                      const platform::Registry& registry,
                                      std::ostream& progress, bool progress_tty);
+
+// The hash that compares the arms' outputs and caches without keeping them:
+// equal bytes give equal hashes, and a changed bit, a changed length or
+// words in another order change it (not a cryptographic hash: the arms are
+// not adversaries). `h` chains calls; start at kHashSeed.
+inline constexpr uint64_t kHashSeed = 0xcbf29ce484222325ull;
+uint64_t HashBytes(const void* data, size_t bytes, uint64_t h);
 
 // A table a person reads at a glance.
 std::string FormatTable(const BenchResult& result);

@@ -1,14 +1,18 @@
 // prefill_bench's pieces: the flag parser, the scaled workloads, the
-// chunked-prefill scheduler, the atomic writer, and a small run on the
-// emulated ROCm platform whose figures show the skip (the MTP layer alone
-// scores on short prefills, every layer on the long one, outputs equal).
+// chunked-prefill scheduler, the output hash, the atomic writer, and a small
+// run on the emulated ROCm platform whose figures show the skip (the MTP layer
+// alone scores on short prefills, every layer on the long one, outputs equal).
 #include "testing/prefill_bench.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -168,6 +172,38 @@ TEST(CompareRunsTest, ChangeSpreadAndVerdictFromPairedRounds) {
   EXPECT_EQ(CompareRuns({110, 105}, {100, 100}).verdict, "slower");
   EXPECT_EQ(CompareRuns({50}, {100}).verdict, "one run");
   EXPECT_FALSE(CompareRuns({}, {100}).pct.has_value());
+}
+
+TEST(HashBytesTest, EqualBytesEqualHashesAnyChangeAnother) {
+  // 77 bytes: two 32-byte blocks through the lanes and a 13-byte tail.
+  std::mt19937_64 rng(7);
+  std::vector<uint8_t> bytes(77);
+  for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+  const uint64_t h = HashBytes(bytes.data(), bytes.size(), kHashSeed);
+  std::vector<uint8_t> copy = bytes;
+  EXPECT_EQ(HashBytes(copy.data(), copy.size(), kHashSeed), h);
+  // Every single flipped bit, in the lanes and in the tail.
+  std::set<uint64_t> seen = {h};
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      copy[i] ^= static_cast<uint8_t>(1u << bit);
+      const uint64_t flipped = HashBytes(copy.data(), copy.size(), kHashSeed);
+      EXPECT_NE(flipped, h) << "byte " << i << " bit " << bit;
+      seen.insert(flipped);
+      copy[i] ^= static_cast<uint8_t>(1u << bit);
+    }
+  }
+  EXPECT_EQ(seen.size(), 1 + 8 * bytes.size());
+  // Two 8-byte words swapped: in one block (two lanes), and in one lane
+  // (two blocks).
+  for (const int other : {8, 32}) {
+    copy = bytes;
+    std::swap_ranges(copy.begin(), copy.begin() + 8, copy.begin() + other);
+    EXPECT_NE(HashBytes(copy.data(), copy.size(), kHashSeed), h) << other;
+  }
+  // A shorter buffer; the seed chains calls.
+  EXPECT_NE(HashBytes(bytes.data(), bytes.size() - 1, kHashSeed), h);
+  EXPECT_NE(HashBytes(bytes.data(), bytes.size(), kHashSeed + 1), h);
 }
 
 TEST(WriteFileAtomicallyTest, WritesWholeFilesAndNothingOnError) {

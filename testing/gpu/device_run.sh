@@ -23,8 +23,10 @@
 # DSA_GPU_SKIP_TIMING=1 leaves out the SASS census and step 4 (a check-only
 # run), DSA_GPU_SKIP_SANITIZER=1 step 3; DSA_GPU_STEPS=6 (a comma list of
 # step numbers) runs only those. prefill_bench runs GLM-5.1 and then GLM-5.2
-# with MTP=3, every workload, --op_times=true; DSA_GPU_PREFILL_ARGS adds to
-# its flags (e.g. --prompts=8), DSA_GPU_PREFILL_GLM52_ARGS to GLM-5.2's only.
+# with MTP=3, every workload, --op_times=true (DSA_GPU_PREFILL_MODELS=glm-5.2
+# runs one of them: each takes most of a 600 s call); DSA_GPU_PREFILL_ARGS
+# adds to its flags (e.g. --prompts=8), DSA_GPU_PREFILL_GLM52_ARGS to
+# GLM-5.2's only.
 # Everything goes to stdout and to
 # $OUT/device_run.txt, prefill_bench's JSON to $OUT/prefill_bench_*.json.
 set -u -o pipefail
@@ -173,7 +175,7 @@ if want 6; then
 section "prefill_bench on cuda at the real shapes: GLM-5.1 (78 layers + MTP), GLM-5.2 with MTP=3"
 commit=""
 [ -f "$payload/COMMIT" ] && commit="--commit=$(cat "$payload/COMMIT")"
-for m in glm-5.1 glm-5.2; do
+for m in ${DSA_GPU_PREFILL_MODELS:-glm-5.1 glm-5.2}; do
   room 60 || break
   extra=""
   [ $m = glm-5.2 ] && extra="--spec_tokens=3 ${DSA_GPU_PREFILL_GLM52_ARGS:-}"
