@@ -104,10 +104,10 @@ echo "-- model_runner_test"; gtest 60 "$B/model_runner_test" --gtest_filter='*/c
 echo "-- platform_conformance_test"; gtest 20 "$B/platform_conformance_test"
 fi
 
+if want 3; then
 section "compute-sanitizer: memcheck over the op suites on cuda, racecheck over top-k and the cache writes"
 sanitize=1
 [ "${DSA_GPU_SKIP_SANITIZER:-0}" = 1 ] && sanitize=0 && echo "(skipped: DSA_GPU_SKIP_SANITIZER=1)"
-want 3 || sanitize=0
 [ $sanitize = 1 ] && room 90 && timeout 40 compute-sanitizer --tool memcheck --print-limit 5 "$B/indexer_ops_test" \
   --gtest_brief=1 --gtest_filter='*/cuda*' 2>&1 | grep -E "ERROR SUMMARY|PASSED|FAILED" | tail -3
 [ $sanitize = 1 ] && room 80 && timeout 40 compute-sanitizer --tool memcheck --print-limit 5 "$B/mla_ops_test" \
@@ -115,6 +115,7 @@ want 3 || sanitize=0
 [ $sanitize = 1 ] && room 70 && timeout 25 compute-sanitizer --tool racecheck --print-limit 5 "$B/indexer_ops_test" \
   --gtest_brief=1 --gtest_filter='*TopK*/cuda*:*KWrite*/cuda*' 2>&1 \
   | grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" | tail -3
+fi
 
 if [ $timing = 1 ]; then
 section "ours: indexer logits and top-k (fp8 cache, causal prefill of one request; decode 32 x 8K)"
