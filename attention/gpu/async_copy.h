@@ -1,9 +1,9 @@
-// Global -> shared memory copies of 16 bytes for the tiled bf16 kernels
-// (gemm_bf16, dense_mha): asynchronous (cp.async, completion tracked in
-// commit groups) on NVIDIA sm_80 and later, so a kernel loads the next tile
-// while it multiplies the current one; plain loads and stores elsewhere, where
-// CopyAsyncCommit/CopyAsyncWait are no-ops and the copy has completed when
-// the call returns. Device-compiler sources only.
+// Global -> shared memory copies of 16 bytes for the tiled kernels
+// (gemm_bf16, dense_mha, sparse_mla): asynchronous (cp.async, completion
+// tracked in commit groups) on NVIDIA sm_80 and later, so a kernel loads the
+// next tile while it multiplies the current one; plain loads and stores
+// elsewhere, where CopyAsyncCommit/CopyAsyncWait are no-ops and the copy has
+// completed when the call returns. Device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_ASYNC_COPY_H_
 #define DSA_ATTENTION_GPU_ASYNC_COPY_H_
 
@@ -29,6 +29,21 @@ __device__ __forceinline__ void CopyAsync16(void* smem, const void* gmem) {
 #endif
 }
 
+// The same, or 16 zero bytes and nothing read when `valid` is false (a key
+// past the end of a row, an invalid top-k index).
+__device__ __forceinline__ void CopyAsync16(void* smem, const void* gmem,
+                                            bool valid) {
+#if defined(DSA_HAS_CP_ASYNC)
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr),
+               "l"(gmem), "r"(valid ? 16 : 0)
+               : "memory");
+#else
+  *static_cast<uint4*>(smem) =
+      valid ? *static_cast<const uint4*>(gmem) : make_uint4(0, 0, 0, 0);
+#endif
+}
+
 // Closes the group of copies issued since the last commit.
 __device__ __forceinline__ void CopyAsyncCommit() {
 #if defined(DSA_HAS_CP_ASYNC)
@@ -42,6 +57,13 @@ template <int kPending>
 __device__ __forceinline__ void CopyAsyncWait() {
 #if defined(DSA_HAS_CP_ASYNC)
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+// Waits until every copy this thread issued has landed, committed or not.
+__device__ __forceinline__ void CopyAsyncWaitAll() {
+#if defined(DSA_HAS_CP_ASYNC)
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
 #endif
 }
 

@@ -44,11 +44,9 @@
 #include "platform/gpu/hip_compat.h"
 #include "platform/gpu/mma.h"
 
-#if defined(DSA_GPU_CUDA)
-// CUtensorMap for the TMA body; its encoder is the driver's, looked up at
-// run time (nothing links libcuda).
-#include <cuda.h>
-#endif
+// CUtensorMap and the TMA body's plumbing (CUDA only); the tensor map's
+// encoder is the driver's, looked up at run time (nothing links libcuda).
+#include "attention/gpu/hopper_pipeline.h"
 
 namespace dsa::attention::gpu {
 namespace {
@@ -1028,75 +1026,8 @@ struct TmaSmem {
   static constexpr size_t kBytes = 1024 + kBar + kBarriers * 8;
 };
 
-// (The asm needs sm_90a; other device passes never reach these.)
-__device__ __forceinline__ void MbarInit(uint32_t bar, int count) {
-#if defined(DSA_MMA_HAS_WGMMA_BF16)
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar),
-               "r"(count)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void MbarArrive(uint32_t bar) {
-#if defined(DSA_MMA_HAS_WGMMA_BF16)
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void MbarExpectTx(uint32_t bar, uint32_t bytes) {
-#if defined(DSA_MMA_HAS_WGMMA_BF16)
-  asm volatile(
-      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
-      "r"(bytes)
-      : "memory");
-#endif
-}
-__device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
-#if defined(DSA_MMA_HAS_WGMMA_BF16)
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (done == 0);
-#endif
-}
-__device__ __forceinline__ void TmaLoad2d(uint32_t dst, const CUtensorMap* map,
-                                          int32_t c0, int32_t c1,
-                                          uint32_t bar) {
-#if defined(DSA_MMA_HAS_WGMMA_BF16)
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::"
-      "bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-#endif
-}
-__device__ __forceinline__ void TmaLoad3d(uint32_t dst, const CUtensorMap* map,
-                                          int32_t c0, int32_t c1, int32_t c2,
-                                          uint32_t bar) {
-#if defined(DSA_MMA_HAS_WGMMA_BF16)
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::"
-      "bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
-      : "memory");
-#endif
-}
-
 // kN: keys per tile, 64 or 128 (DeepSeek-V3.2's v = 128 leaves the
 // registers for 128: S and P of a tile at 64 + 32 a thread, O at 64).
-// Named barriers over the two consumer warpgroups (256 threads).
-__device__ __forceinline__ void NamedBarSync(int id) {
-  asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
-}
-__device__ __forceinline__ void NamedBarArrive(int id) {
-  asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
-}
-
 template <int kQk, int kV, int kN>
 __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
                                                  const TmaMaps& maps,
@@ -1141,16 +1072,13 @@ __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
       MbarInit(empty_k(s), kTmaConsumerThreads / kDsaWarpSize);
       MbarInit(empty_v(s), kTmaConsumerThreads / kDsaWarpSize);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    MbarFenceInit();
   }
   __syncthreads();
 
   if (warp >= kTmaConsumerThreads / kDsaWarpSize) {
     // ---- Producer warpgroup: one lane issues every copy.
-#if defined(DSA_MMA_HAS_WGMMA_BF16)
-    asm volatile(
-        "setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kTmaProducerRegs));
-#endif
+    WarpgroupRegsDecrease<kTmaProducerRegs>();
     if (warp != kTmaConsumerThreads / kDsaWarpSize || lane != 0) return;
     const int token0 = w.req.q_begin + w.i0;
     MbarExpectTx(full_q, L::kQBytes);
@@ -1191,9 +1119,7 @@ __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
   }
 
   // ---- Consumers: warpgroup `group` owns query rows 64 group ...
-#if defined(DSA_MMA_HAS_WGMMA_BF16)
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kTmaConsumerRegs));
-#endif
+  WarpgroupRegsIncrease<kTmaConsumerRegs>();
   const int group = warp / 4;
   const int warp_in_group = warp % 4;
   const int row_base = group * 64;
@@ -1210,7 +1136,7 @@ __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
   MbarWait(full_q, 0);
   // Ping-pong: group 0 goes first. Group 1 arrives once here and once per
   // round but its last, group 0 once per round: every sync is matched.
-  if (a.pingpong && group == 1) NamedBarArrive(1);
+  if (a.pingpong && group == 1) NamedBarrierArrive<256>(1);
 
   for (int i = 0; i <= last; ++i) {
     const int t = last - i;
@@ -1220,7 +1146,7 @@ __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
     // Ping-pong: wait for the other warpgroup to have issued its products
     // of this round, so that one group's softmax runs under the other's
     // products (named barriers 1 and 2, the two consumer groups).
-    if (a.pingpong) NamedBarSync(1 + group);
+    if (a.pingpong) NamedBarrierSync<256>(1 + group);
     float sc[WgS::kAccPerThread];
     const uint32_t k_base = k_s(s);
     WgS::template IssueWith<kQk / 16>(
@@ -1241,13 +1167,15 @@ __device__ __forceinline__ void WarpgroupTmaBody(const AttentionArgs& a,
                                        (j % 4) * 32);
           },
           true);
-      if (a.pingpong && !(group == 1 && i == last)) NamedBarArrive(2 - group);
+      if (a.pingpong && !(group == 1 && i == last))
+        NamedBarrierArrive<256>(2 - group);
       // S_t was committed first: waiting for all but the newest group
       // leaves PV_{t+1} running.
       asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
       WgS::FenceOperands(sc);
     } else {
-      if (a.pingpong && !(group == 1 && i == last)) NamedBarArrive(2 - group);
+      if (a.pingpong && !(group == 1 && i == last))
+        NamedBarrierArrive<256>(2 - group);
       WgS::Wait(sc);
     }
     // Q K^T of tile t has read K_t: the stage may be refilled.

@@ -33,11 +33,10 @@
 #include <cstdlib>
 #include <type_traits>
 
+#include "attention/gpu/async_copy.h"
+#include "attention/gpu/hopper_pipeline.h"
 #include "attention/gpu/indexer_kernels.h"
 #include "attention/gpu/launch_util.h"
-#if defined(DSA_GPU_CUDA)
-#include <cuda.h>  // CUtensorMap (the tensor-map encoder is the driver's)
-#endif
 #include "platform/gpu/hip_compat.h"
 #include "platform/gpu/mma.h"
 
@@ -717,141 +716,6 @@ struct PsLayout {
                 "key stages on 1 KB, scale stages on 128 bytes");
 };
 
-// cp.async and mbarrier, the producer / consumer plumbing (sm_90a builds
-// only; the kernel that calls them is never launched elsewhere).
-[[maybe_unused]] __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-[[maybe_unused]] __device__ __forceinline__ void BarrierInit(uint32_t bar,
-                                                             int count) {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar),
-               "r"(count)
-               : "memory");
-#endif
-}
-[[maybe_unused]] __device__ __forceinline__ void BarrierArrive(uint32_t bar) {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar)
-               : "memory");
-#endif
-}
-// True once the phase of `parity` has completed (a fresh barrier counts its
-// phase before the first as completed, parity 1).
-[[maybe_unused]] __device__ __forceinline__ bool BarrierTryWait(
-    uint32_t bar, uint32_t parity) {
-  uint32_t done = 1;
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-#endif
-  return done != 0;
-}
-[[maybe_unused]] __device__ __forceinline__ void BarrierWait(uint32_t bar,
-                                                             uint32_t parity) {
-  while (!BarrierTryWait(bar, parity)) {
-  }
-}
-// 16 (4) bytes global -> shared; zeros when !valid (nothing is read then).
-[[maybe_unused]] __device__ __forceinline__ void CopyAsync16(uint32_t dst,
-                                                             const void* src,
-                                                             bool valid) {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
-               "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-#endif
-}
-[[maybe_unused]] __device__ __forceinline__ void CopyAsync4(uint32_t dst,
-                                                            const void* src,
-                                                            bool valid) {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
-               "l"(src), "r"(valid ? 4 : 0)
-               : "memory");
-#endif
-}
-// Named barriers 1 and 2 over the two math groups (256 threads).
-[[maybe_unused]] __device__ __forceinline__ void NamedSync(int id) {
-  asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
-}
-[[maybe_unused]] __device__ __forceinline__ void NamedArrive(int id) {
-  asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
-}
-// Warpgroup register reallocation (sm_90a): every thread of the warpgroup
-// executes it.
-template <int kRegs>
-__device__ __forceinline__ void RegsDecrease() {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
-#endif
-}
-template <int kRegs>
-__device__ __forceinline__ void RegsIncrease() {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
-#endif
-}
-[[maybe_unused]] __device__ __forceinline__ void CopyAsyncCommit() {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void CopyAsyncWait() {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif
-}
-// The tensor memory accelerator (TMA): one thread moves a whole key tile and
-// its scales; the stage's full barrier counts the bytes (expect_tx) and
-// completes when they have landed. A box wholly outside the tensor (an
-// invalid page, coordinate -1) lands as zeros and still counts its bytes.
-[[maybe_unused]] __device__ __forceinline__ void BarrierExpectBytes(
-    uint32_t bar, uint32_t bytes) {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-  asm volatile(
-      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
-      "r"(bytes)
-      : "memory");
-#endif
-}
-[[maybe_unused]] __device__ __forceinline__ void TmaLoad3d(
-    uint32_t dst, const CUtensorMap* map, int32_t c0, int32_t c1, int32_t c2,
-    uint32_t bar) {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_"
-      "tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
-      : "memory");
-#endif
-}
-[[maybe_unused]] __device__ __forceinline__ void TmaLoad2d(
-    uint32_t dst, const CUtensorMap* map, int32_t c0, int32_t c1,
-    uint32_t bar) {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_"
-      "tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-#endif
-}
-[[maybe_unused]] __device__ __forceinline__ void TmaPrefetchMap(
-    const CUtensorMap* map) {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-  asm volatile(
-      "prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map))
-      : "memory");
-#endif
-}
-
 // out[from, to) = -inf by `threads` threads (thread `tid`), 16-byte stores
 // where aligned: a causal prefill's rows are half -inf (134 MB at T = 8192),
 // and the producer's store instructions share issue slots with the math
@@ -1050,7 +914,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
     static_assert(Rw >= 1, "a math group holds whole rows");
     extern __shared__ __align__(1024) uint8_t smem_raw[];
     // 1 KB aligned whatever the runtime gives (the layout has the slack).
-    const uint32_t raw_base = SmemAddr(smem_raw);
+    const uint32_t raw_base = SharedAddress(smem_raw);
     const uint32_t base = (raw_base + 1023u) & ~1023u;
     uint8_t* const smem = smem_raw + (base - raw_base);
     const uint32_t bar0 = base + L::kBarrierOffset;
@@ -1064,14 +928,14 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
     const int lane = tid % kDsaWarpSize;
     if (tid == 0) {
       for (int s = 0; s < kPsStages; ++s) {
-        BarrierInit(full_k(s), kTma ? 1 : kPsProducerThreads);
-        BarrierInit(empty_k(s), kWide ? kPsMathThreads : 128);
+        MbarInit(full_k(s), kTma ? 1 : kPsProducerThreads);
+        MbarInit(empty_k(s), kWide ? kPsMathThreads : 128);
       }
       for (int s = 0; s < 2; ++s) {
-        BarrierInit(full_q(s), kPsProducerThreads);
-        BarrierInit(empty_q(s), kPsMathThreads);
+        MbarInit(full_q(s), kPsProducerThreads);
+        MbarInit(empty_q(s), kPsMathThreads);
       }
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      MbarFenceInit();
     }
     __syncthreads();
 
@@ -1081,7 +945,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
     if (tid >= kPsMathThreads) {
       // ---- Producer warpgroup.
       constexpr bool kDouble = kWide && kPsDouble;
-      if constexpr (kDouble) RegsDecrease<kPsProducerRegs<R>>();
+      if constexpr (kDouble) WarpgroupRegsDecrease<kPsProducerRegs<R>>();
       const int ptid = tid - kPsMathThreads;
       const int pwarp = ptid / kDsaWarpSize;
       if (kTma && ptid == 0) {
@@ -1101,7 +965,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
         if (pending == kPsLag) {
           CopyAsyncWait<kPsLag>();
           WG::FenceStores();
-          BarrierArrive(ring[0]);
+          MbarArrive(ring[0]);
 #pragma unroll
           for (int i = 0; i + 1 < kPsLag; ++i) ring[i] = ring[i + 1];
           ring[kPsLag - 1] = bar;
@@ -1119,14 +983,14 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
         WG::FenceStores();
 #pragma unroll
         for (int i = 0; i < kPsLag; ++i) {
-          if (i < pending) BarrierArrive(ring[i]);
+          if (i < pending) MbarArrive(ring[i]);
         }
         pending = 0;
       };
       auto acquire = [&](uint32_t bar, uint32_t parity) {
-        if (!BarrierTryWait(bar, parity)) {
+        if (!MbarTryWait(bar, parity)) {
           flush();
-          BarrierWait(bar, parity);
+          MbarWait(bar, parity);
         }
       };
 
@@ -1206,7 +1070,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
                 page = p.block_table[tile.request * p.block_table_stride + blk];
                 if (page < 0 || page >= p.num_blocks) page = -1;
               }
-              BarrierExpectBytes(full_k(s), kPsKeyBytes + kTileKeys * 4);
+              MbarExpectTx(full_k(s), kPsKeyBytes + kTileKeys * 4);
               TmaLoad3d(base + L::kKeyOffset + s * kPsKeyBytes, &key_map, 0,
                         within, page, full_k(s));
               TmaLoad2d(base + L::kScaleOffset + s * kTileKeys * 4, &scale_map,
@@ -1262,7 +1126,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
 
     // ---- Math warpgroups.
     constexpr bool kDouble = kWide && kPsDouble;
-    if constexpr (kDouble) RegsIncrease<kPsMathRegs<R>>();
+    if constexpr (kDouble) WarpgroupRegsIncrease<kPsMathRegs<R>>();
     const int group = warp / 4;
     const int warp_in_group = warp % 4;
     const int key_row = 16 * warp_in_group + lane / 4;  // and key_row + 8
@@ -1277,7 +1141,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
     int64_t g = 0;
     int64_t j = 0;
     if constexpr (kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2) {
-      if (group == 1) NamedArrive(1);  // group 0 issues first
+      if (group == 1) NamedBarrierArrive<256>(1);  // group 0 issues first
     }
     for (int64_t round = 0; round * gridDim.x < items; ++round) {
       const int64_t idx = PsItemIndex(round);
@@ -1288,7 +1152,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
       if (it.tile_begin >= it.tile_end) continue;
       const PsMine mine = MineOf<R>(it, row_off + OutputRow<Rw>(quad));
       const int qs = static_cast<int>(j & 1);
-      BarrierWait(full_q(qs), static_cast<uint32_t>((j >> 1) & 1));
+      MbarWait(full_q(qs), static_cast<uint32_t>((j >> 1) & 1));
       // This thread's head weights: columns 8n + 2 quad + e.
       const float* wsm =
           reinterpret_cast<const float*>(smem + L::kWeightOffset) +
@@ -1388,7 +1252,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
         // registers).
         auto issue = [&](float(&a)[WG::kAccPerThread], int64_t gg) {
           const int s = static_cast<int>(gg % kPsStages);
-          BarrierWait(full_k(s), static_cast<uint32_t>((gg / kPsStages) & 1));
+          MbarWait(full_k(s), static_cast<uint32_t>((gg / kPsStages) & 1));
           __syncwarp();  // wgmma is .aligned: the warp issues it converged
           const uint8_t* k_tile = smem + L::kKeyOffset + s * kPsKeyBytes;
           if constexpr (kTma) {
@@ -1406,7 +1270,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
               reinterpret_cast<const float*>(smem + L::kScaleOffset) +
               s * kTileKeys;
           const float sc[2] = {scales[key_row], scales[key_row + 8]};
-          BarrierArrive(empty_k(s));
+          MbarArrive(empty_k(s));
           float v[2][Rw];
 #pragma unroll
           for (int rs = 0; rs < 2; ++rs) {
@@ -1448,7 +1312,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
         for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
           if (!kWide && static_cast<int>(g % kPsMathGroups) != group) continue;
           const int s = static_cast<int>(g % kPsStages);
-          BarrierWait(full_k(s), static_cast<uint32_t>((g / kPsStages) & 1));
+          MbarWait(full_k(s), static_cast<uint32_t>((g / kPsStages) & 1));
           __syncwarp();  // wgmma is .aligned: the warp issues it converged
           const uint8_t* k_tile = smem + L::kKeyOffset + s * kPsKeyBytes;
           if constexpr (kPsNarrowDecode && !kWide && kHeads == 32) {
@@ -1484,7 +1348,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
                                                         2 * quad);
               }
               WG32::Wait(a);
-              BarrierArrive(empty_k(s));
+              MbarArrive(empty_k(s));
               float v[2] = {0.0f, 0.0f};
 #pragma unroll
               for (int rs = 0; rs < 2; ++rs) {
@@ -1517,7 +1381,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
             // Ping-pong: wait for this group's turn, issue, pass the turn.
             constexpr bool kPingPong =
                 kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2;
-            if constexpr (kPingPong) NamedSync(1 + group);
+            if constexpr (kPingPong) NamedBarrierSync<256>(1 + group);
             if constexpr (kTma) {
               WG::template IssueAs<true, kPsSwizzleQ>(acc, k_tile, q_tile,
                                                       /*accumulate=*/false);
@@ -1525,7 +1389,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
               WG::template IssueAs<false, kPsSwizzleQ>(acc, k_tile, q_tile,
                                                        /*accumulate=*/false);
             }
-            if constexpr (kPingPong) NamedArrive(2 - group);
+            if constexpr (kPingPong) NamedBarrierArrive<256>(2 - group);
           }
           const float* scales =
               reinterpret_cast<const float*>(smem + L::kScaleOffset) +
@@ -1544,7 +1408,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
           } else {
             WG::Wait(acc);
           }
-          BarrierArrive(empty_k(s));
+          MbarArrive(empty_k(s));
           if (sc[0] == 12345.0f) p.logits[t] = acc[0];  // keep acc live
           continue;
 #endif
@@ -1565,7 +1429,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
               AddBlocks<Rw, 0, 8, false>(acc_a, weight_reg, sc, v);
             }
             WG64::template WaitPending<0>(acc_b);
-            BarrierArrive(empty_k(s));
+            MbarArrive(empty_k(s));
             if (positive) {
               AddBlocks<Rw, 8, 8, true>(acc_b, weight_reg, sc, v);
             } else {
@@ -1573,7 +1437,7 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
             }
           } else {
             WG::Wait(acc);
-            BarrierArrive(empty_k(s));
+            MbarArrive(empty_k(s));
             if constexpr (kPsSharedWeights) {
               float2 w[16];
 #pragma unroll
@@ -1594,13 +1458,13 @@ __global__ void __launch_bounds__(kPsThreads, 1) IndexerLogitsPersistentKernel(
           finish(v, sc, positive, t);
         }
       }
-      BarrierArrive(empty_q(qs));
+      MbarArrive(empty_q(qs));
       ++j;
     }
     // Ping-pong: group 1 gave group 0 its first turn up front, so group 0
     // takes the last one, leaving both barriers balanced.
     if constexpr (kWide && DSA_LOGITS_PS_PINGPONG && kPsMathGroups == 2) {
-      if (group == 0) NamedSync(1);
+      if (group == 0) NamedBarrierSync<256>(1);
     }
   } else {
     (void)p;

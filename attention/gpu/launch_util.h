@@ -1,8 +1,10 @@
 // Shared by the launchers in attention/gpu: building LaunchResults from
-// argument checks and HIP/CUDA runtime errors. Device-compiler sources only.
+// argument checks and HIP/CUDA runtime errors, the shared-memory opt-in, the
+// driver's tensor-map encoder. Device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_LAUNCH_UTIL_H_
 #define DSA_ATTENTION_GPU_LAUNCH_UTIL_H_
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 
@@ -65,6 +67,31 @@ inline LaunchResult FromError(hipError_t err, const char* what) {
                                    : LaunchCode::kRuntimeError;
   std::snprintf(r.message, sizeof(r.message), "%s: %s (%d)", what,
                 hipGetErrorString(err), static_cast<int>(err));
+  return r;
+}
+
+// Lets `kKernel` use `kBytes` of dynamic shared memory (more than the
+// default 48 KiB) on the current device. The attribute belongs to the
+// function on one device, so it is set once per device and kernel; a failure
+// is reported and retried on the next call.
+template <auto kKernel, int kBytes>
+LaunchResult OptInSharedMemory(const char* what) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<bool> opted_in[kMaxDevices];
+  int device = -1;
+  if (hipGetDevice(&device) != hipSuccess) {
+    (void)hipGetLastError();
+    device = -1;
+  }
+  const bool cached = device >= 0 && device < kMaxDevices;
+  if (cached && opted_in[device].load(std::memory_order_relaxed)) {
+    return LaunchResult{};
+  }
+  LaunchResult r = FromError(
+      hipFuncSetAttribute(reinterpret_cast<const void*>(kKernel),
+                          hipFuncAttributeMaxDynamicSharedMemorySize, kBytes),
+      what);
+  if (r.ok() && cached) opted_in[device].store(true, std::memory_order_relaxed);
   return r;
 }
 

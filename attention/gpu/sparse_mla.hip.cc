@@ -63,6 +63,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "attention/gpu/async_copy.h"
 #include "attention/gpu/indexer_kernels.h"
 #include "attention/gpu/launch_util.h"
 #include "attention/gpu/sparse_mla_kernels.h"
@@ -145,30 +146,6 @@ __device__ __forceinline__ float LoadFloat(const void* base, FloatFormat f,
   return f == FloatFormat::kBFloat16
              ? Bf16ToFloat(static_cast<const uint16_t*>(base)[i])
              : static_cast<const float*>(base)[i];
-}
-
-// 16 bytes global -> shared, asynchronous where the target has cp.async
-// (sm_80+); `valid` false writes zeros and reads nothing.
-__device__ __forceinline__ void Copy16(void* dst, const void* src, bool valid) {
-#if defined(DSA_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d),
-               "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-#else
-  *static_cast<uint4*>(dst) =
-      valid ? *static_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
-#endif
-}
-__device__ __forceinline__ void CopyCommit() {
-#if defined(DSA_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void CopyWaitAll() {
-#if defined(DSA_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
-#endif
 }
 
 // The row's request and the number of its tokens the block table can hold;
@@ -327,10 +304,10 @@ __device__ __forceinline__ void GatherTile(const SparseMlaParams& p,
     uint8_t* d = dst + key * kDstStride;
 #pragma unroll
     for (int c = lane; c < kChunks; c += kDsaWarpSize) {
-      Copy16(d + c * 16, valid ? src + c * 16 : src, valid);
+      CopyAsync16(d + c * 16, valid ? src + c * 16 : src, valid);
     }
   }
-  CopyCommit();
+  CopyAsyncCommit();
 }
 
 // Two fp8 codes (bits 0-7 and 8-15 of `pair`) times `scale`, as two bf16
@@ -627,7 +604,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tiles == 0) continue;
     GatherTile<kFp8>(p, slots, 0, count, landing(0));
     for (int tile = 0; tile < tiles; ++tile) {
-      CopyWaitAll();
+      CopyAsyncWaitAll();
       __syncthreads();  // tile `tile` is in; tile - 1 is no longer read
       if (tile + 1 < tiles) {
         GatherTile<kFp8>(p, slots, (tile + 1) * kTileKeys, count,
@@ -931,10 +908,10 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
         const int part = kFirst + rest % kCopied, key_hi = rest / kCopied;
         const int64_t off = offs[key_hi * 8 + key_lo];
         const bool valid = off >= 0;
-        Copy16(dst + tile_off(key_hi * 8 + key_lo, part),
-               p.kv_cache + (valid ? off + kSrc0 + part * 16 : 0), valid);
+        CopyAsync16(dst + tile_off(key_hi * 8 + key_lo, part),
+                    p.kv_cache + (valid ? off + kSrc0 + part * 16 : 0), valid);
       }
-      CopyCommit();
+      CopyAsyncCommit();
     };
     // fp8: half `half` of tile j's 64 x 32 chunks of 16 codes, from the
     // cache through registers into key buffer j % 2 (zeros for keys that
@@ -1014,7 +991,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
     gather(0);
     dequant(0, 0);
     dequant(0, 1);
-    CopyWaitAll();
+    CopyAsyncWaitAll();
     WgO::FenceStores();
     // The loop's condition comes out of a barrier reduction, so the compiler
     // sees it block-uniform (wgmma under a condition it cannot prove uniform
@@ -1154,7 +1131,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
         issue_pv(j);
         dequant(j + 1, 1);
         WgO::Wait(o);
-        CopyWaitAll();
+        CopyAsyncWaitAll();
         WgO::FenceStores();
         // Tile j + 1 in; tile j, P and the maxima free.
         more = __syncthreads_or(tid == 0 && count_s[(j + 1) % 3] > 0);
@@ -1179,7 +1156,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
       int j = 0;
       for (; more; ++j) {
         issue_pv(j);
-        CopyWaitAll();
+        CopyAsyncWaitAll();
         WgO::FenceStores();
         __syncthreads();  // tile j + 1 in
         issue_s(j + 1, sc);
@@ -1194,7 +1171,7 @@ __global__ void __launch_bounds__(wg::kThreads, 1)
       }
       issue_pv(j);
       WgO::Wait(o);
-      CopyWaitAll();  // the (empty) gather of tile j + 1
+      CopyAsyncWaitAll();  // the (empty) gather of tile j + 1
     }
 
     // Row sums: the quad's columns, then both warpgroups'.
@@ -1538,23 +1515,10 @@ LaunchResult LaunchMmaAttention(const SparseMlaParams& p, int64_t begin,
                                 int64_t rows, const MmaOutput& out,
                                 hipStream_t stream) {
   using L = MmaLayout<HC, kFp8>;
-  auto kernel = &SparseMlaMmaKernel<HC, kFp8, F>;
-  // The opt-in once per device and kernel.
-  constexpr int kMaxDevices = 64;
-  static std::atomic<bool> opted_in[kMaxDevices];
-  const int device = CurrentDevice().device;
-  if (device < 0 || device >= kMaxDevices ||
-      !opted_in[device].load(std::memory_order_relaxed)) {
-    LaunchResult r =
-        FromError(hipFuncSetAttribute(
-                      reinterpret_cast<const void*>(kernel),
-                      hipFuncAttributeMaxDynamicSharedMemorySize, L::kBytes),
-                  "sparse_mla: shared memory opt-in");
-    if (!r.ok()) return r;
-    if (device >= 0 && device < kMaxDevices) {
-      opted_in[device].store(true, std::memory_order_relaxed);
-    }
-  }
+  constexpr auto kernel = &SparseMlaMmaKernel<HC, kFp8, F>;
+  const LaunchResult r =
+      OptInSharedMemory<kernel, L::kBytes>("sparse_mla: shared memory opt-in");
+  if (!r.ok()) return r;
   const dim3 grid(static_cast<unsigned>(rows),
                   static_cast<unsigned>((p.heads + HC - 1) / HC),
                   static_cast<unsigned>(out.splits));
@@ -1630,23 +1594,11 @@ template <bool kOneWgScores, bool kFp8, Fp8Format F, bool kPipelined,
 LaunchResult LaunchWgmmaKernel(const SparseMlaParams& p, int64_t begin,
                                int64_t rows, const MmaOutput& out,
                                hipStream_t stream) {
-  auto kernel =
+  constexpr auto kernel =
       &SparseMlaWgmmaKernel<kOneWgScores, kFp8, F, kPipelined, kSw128>;
-  constexpr int kMaxDevices = 64;
-  static std::atomic<bool> opted_in[kMaxDevices];
-  const int device = CurrentDevice().device;
-  if (device < 0 || device >= kMaxDevices ||
-      !opted_in[device].load(std::memory_order_relaxed)) {
-    LaunchResult r =
-        FromError(hipFuncSetAttribute(
-                      reinterpret_cast<const void*>(kernel),
-                      hipFuncAttributeMaxDynamicSharedMemorySize, wg::kBytes),
-                  "sparse_mla: shared memory opt-in");
-    if (!r.ok()) return r;
-    if (device >= 0 && device < kMaxDevices) {
-      opted_in[device].store(true, std::memory_order_relaxed);
-    }
-  }
+  const LaunchResult r =
+      OptInSharedMemory<kernel, wg::kBytes>("sparse_mla: shared memory opt-in");
+  if (!r.ok()) return r;
   const dim3 grid(
       static_cast<unsigned>(rows),
       static_cast<unsigned>((p.heads + wg::kHeads - 1) / wg::kHeads),

@@ -61,6 +61,12 @@ def _nvcc_cmd(copts):
         "flags=\"$$flags -gencode=arch=compute_$$a,code=sm_$$a\"; last=$$a; done;",
         # PTX of the newest target, so newer GPUs can JIT it.
         "flags=\"$$flags -gencode=arch=compute_$$last,code=compute_$$last\";",
+        # nvcc names its temporary files after its process id, and the
+        # sandboxes' process ids repeat (each is a PID namespace) while /tmp
+        # is shared: two nvcc actions at once would overwrite each other's
+        # files. Each action gets a directory of its own.
+        "tmp=$$(mktemp -d); trap 'rm -rf \"$$tmp\"' EXIT;",
+        "TMPDIR=$$tmp",
         NVCC_COMPILER,
         "-std=c++17 -O3 -Xcompiler -fPIC -Xcompiler -Wall",
         "-DDSA_GPU_CUDA=1",
