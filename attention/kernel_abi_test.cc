@@ -124,6 +124,30 @@ TEST(KernelAbiTest, FieldsAnOlderHostLacksReadAsDefaults) {
   EXPECT_EQ(data.out, (std::vector<int32_t>{4, 5, 7}));
 }
 
+TEST(KernelAbiTest, DenseMhaPrefillFromBeforeTheHostCopiesReadsThemAbsent) {
+  std::vector<int32_t> seq_lens = {3, 5}, starts = {0, 2, 4};
+  DenseMhaPrefill::Args a;
+  a.seq_lens = MakeTensorView(seq_lens.data(), DType::kInt32, {2});
+  a.softmax_scale = 0.25f;
+  a.seq_lens_host = MakeTensorView(seq_lens.data(), DType::kInt32, {2});
+  a.query_start_loc_host = MakeTensorView(starts.data(), DType::kInt32, {3});
+  DenseMhaPrefill::Args read;
+  ASSERT_THAT(
+      FromCArgs(Truncated(ToCArgs(a), sizeof(DsaDenseMhaPrefillArgs)).get(),
+                &read),
+      IsOk());
+  EXPECT_EQ(read.seq_lens_host.data, seq_lens.data());
+  EXPECT_EQ(read.query_start_loc_host.dim(0), 3);
+  // A host built before the two fields were appended.
+  auto older =
+      Truncated(ToCArgs(a), offsetof(DsaDenseMhaPrefillArgs, seq_lens_host));
+  ASSERT_THAT(FromCArgs(older.get(), &read), IsOk());
+  EXPECT_EQ(read.seq_lens.data, seq_lens.data());
+  EXPECT_EQ(read.softmax_scale, 0.25f);
+  EXPECT_EQ(read.seq_lens_host.data, nullptr);  // absent
+  EXPECT_EQ(read.query_start_loc_host.data, nullptr);
+}
+
 TEST(KernelAbiTest, NewerHostsLongerStructsAreReadUpToWhatTheKernelKnows) {
   TopKData data;
   struct Newer {

@@ -178,7 +178,11 @@ typedef struct DsaLatentCacheFormat {
   TENSOR(query_start_loc, IN) /* [num_requests + 1] int32 */          \
   TENSOR(kv_b_proj, IN)       /* [heads * (qk_nope + v), kv_lora] */  \
   SCALAR(float, softmax_scale, 0.0f)                                  \
-  TENSOR(output, OUT) /* [tokens, heads, v_head_dim] f32|bf16 */
+  TENSOR(output, OUT) /* [tokens, heads, v_head_dim] f32|bf16 */      \
+  /* Appended: optional host-memory copies of seq_lens and            \
+   * query_start_loc (ops.h). */                                      \
+  TENSOR(seq_lens_host, IN)        /* [num_requests] int32 */         \
+  TENSOR(query_start_loc_host, IN) /* [num_requests + 1] int32 */
 
 /* Every op: X(CxxName, ARGS_LIST_MACRO, NAME_MACRO_PREFIX). */
 #define DSA_ATTENTION_OPS(X)                                         \

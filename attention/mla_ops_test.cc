@@ -920,6 +920,52 @@ TEST_P(DenseMhaTest, RejectsBadArguments) {
                       "expected 0 to its seq_len 1");
 }
 
+// The optional host copies of the lengths: the same output to the bit (on a
+// GPU the launch is then planned from them, without reading the device's
+// back), and both or neither.
+TEST_P(DenseMhaTest, HostCopiesOfTheLengthsGiveTheSameOutput) {
+  DenseCase c = MakeCase(AllFormats()[0], /*heads=*/3, 128, 128,
+                         {{0, 5}, {20, 7}, {3, 1}, {0, 1}, {40, 0}, {13, 19}},
+                         /*block_size=*/16);
+  const DenseMhaPrefill::Args without = ToArgs(c, DType::kBFloat16);
+  ASSERT_THAT(Run<DenseMhaPrefill>(without), IsOk());
+  const int64_t requests = static_cast<int64_t>(c.layout.seq_lens.size());
+  DenseMhaPrefill::Args with = without;
+  with.output = PoisonedOutput(c.tokens(), c.heads, c.v, DType::kBFloat16);
+  with.seq_lens_host =
+      MakeTensorView(c.layout.seq_lens.data(), DType::kInt32, {requests});
+  with.query_start_loc_host =
+      MakeTensorView(c.query_start_loc.data(), DType::kInt32, {requests + 1});
+  ASSERT_THAT(Run<DenseMhaPrefill>(with), IsOk());
+  EXPECT_EQ(ToHost<uint16_t>(with.output), ToHost<uint16_t>(without.output));
+
+  DenseMhaPrefill::Args bad = with;
+  bad.query_start_loc_host = TensorView();
+  EXPECT_THAT(Run<DenseMhaPrefill>(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "dense_mha_prefill: seq_lens_host is given without "
+                       "query_start_loc_host; pass both host copies or "
+                       "neither"));
+  bad = with;
+  bad.seq_lens_host = TensorView();
+  EXPECT_THAT(Run<DenseMhaPrefill>(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("query_start_loc_host is given without "
+                                 "seq_lens_host")));
+  bad = with;
+  bad.seq_lens_host =
+      MakeTensorView(c.layout.seq_lens.data(), DType::kInt32, {requests - 1});
+  EXPECT_THAT(Run<DenseMhaPrefill>(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("seq_lens_host dim 0")));
+  bad = with;
+  bad.query_start_loc_host =
+      MakeTensorView(c.query_start_loc.data(), DType::kInt64, {requests + 1});
+  EXPECT_THAT(Run<DenseMhaPrefill>(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("query_start_loc_host")));
+}
+
 // ---------------------------------------------------------------------------
 // Dense MHA prefill == sparse MQA with full top-k, for every length up to
 // index_topk. This is what makes skipping the indexer's scoring safe: when

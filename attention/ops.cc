@@ -397,8 +397,26 @@ static Status ValidateDenseMhaPrefillShapes(const DenseMhaPrefill::Args& a) {
                                        "block_table's num_requests + 1"));
   DSA_RETURN_IF_ERROR(CheckPositiveScale(op, "softmax_scale", a.softmax_scale));
   DSA_RETURN_IF_ERROR(CheckAttentionOutput(op, a.output, tokens, heads));
-  return CheckKvBProj(op, a.kv_b_proj, heads, qk_nope, a.output.dim(2),
-                      f.kv_lora_rank);
+  DSA_RETURN_IF_ERROR(CheckKvBProj(op, a.kv_b_proj, heads, qk_nope,
+                                   a.output.dim(2), f.kv_lora_rank));
+  // The optional host copies: both or neither, shaped as the originals.
+  const bool seq_lens_host = !a.seq_lens_host.absent();
+  const bool starts_host = !a.query_start_loc_host.absent();
+  if (seq_lens_host != starts_host) {
+    return InvalidArgumentError(StrCat(
+        op, ": ", seq_lens_host ? "seq_lens_host" : "query_start_loc_host",
+        " is given without ",
+        seq_lens_host ? "query_start_loc_host" : "seq_lens_host",
+        "; pass both host copies or neither"));
+  }
+  if (!seq_lens_host) return OkStatus();
+  const int64_t requests = a.block_table.dim(0);
+  DSA_RETURN_IF_ERROR(CheckIndexVector(op, "seq_lens_host", a.seq_lens_host,
+                                       "[num_requests]", DType::kInt32,
+                                       requests, "block_table's num_requests"));
+  return CheckIndexVector(op, "query_start_loc_host", a.query_start_loc_host,
+                          "[num_requests + 1]", DType::kInt32, requests + 1,
+                          "block_table's num_requests + 1");
 }
 
 // ---------------------------------------------------------------------------

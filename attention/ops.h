@@ -247,16 +247,27 @@ struct SparseMla {
 // with kv_b_proj rows [h*(nope+v), h*(nope+v)+nope) = W_UK[h] and the next v
 // rows = W_UV[h]; qk_nope = q's last dim - rope_dim. softmax_scale is
 // qk_head_dim^-0.5 (times any yarn mscale^2), the same as the sparse path's.
+//
+// seq_lens_host and query_start_loc_host are optional host-memory copies of
+// seq_lens and query_start_loc, holding the same values (an engine has them:
+// vLLM's seq_lens_cpu and query_start_loc_cpu). A GPU kernel plans its
+// launch from these lengths; given the copies it enqueues without waiting,
+// without them it copies the device tensors back, which waits for the
+// stream (and cannot be captured in a graph). Give both or neither (the
+// default view is absent: TensorView::absent). The CPU kernel reads seq_lens
+// and query_start_loc, which are host memory there.
 struct DenseMhaPrefill {
   // Args (DSA_DENSE_MHA_PREFILL_ARGS in kernel_api.h):
-  //   TensorView q;                // [tokens, heads, qk_nope + rope_dim]
-  //   f32|bf16 TensorView kv_cache;         // latent cache LatentCacheFormat
-  //   cache_format; TensorView block_table;      // [num_requests, max_blocks]
-  //   int32 TensorView seq_lens;         // [num_requests] int32: context + new
-  //   TensorView query_start_loc;  // [num_requests + 1] int32
-  //   TensorView kv_b_proj;        // [heads * (qk_nope + v), kv_lora_rank]
-  //   float softmax_scale = 0.0f;
-  //   TensorView output;           // [tokens, heads, v_head_dim] f32|bf16
+  //   q                     [tokens, heads, qk_nope + rope_dim] f32|bf16
+  //   kv_cache              latent cache, cache_format
+  //   block_table           [num_requests, max_blocks] int32
+  //   seq_lens              [num_requests] int32: context + new tokens
+  //   query_start_loc       [num_requests + 1] int32
+  //   kv_b_proj             [heads * (qk_nope + v), kv_lora_rank] f32|bf16
+  //   softmax_scale         float, > 0
+  //   output                [tokens, heads, v_head_dim] f32|bf16
+  //   seq_lens_host         optional: seq_lens in host memory
+  //   query_start_loc_host  optional: query_start_loc in host memory
   DSA_OP_MEMBERS(DenseMhaPrefill, DSA_DENSE_MHA_PREFILL_ARGS,
                  DSA_OP_DENSE_MHA_PREFILL);
 };

@@ -45,6 +45,9 @@ struct TensorView {
   // (it saturates at INT64_MAX instead of overflowing).
   int64_t num_elements() const;
   bool empty() const { return num_elements() == 0; }
+  // An optional argument that was not given: the default view (no data,
+  // rank 0). A given view of zero elements still has its rank.
+  bool absent() const { return data == nullptr && rank == 0; }
 
   template <class T>
   T* data_as() const {

@@ -103,12 +103,26 @@ Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
   if (a.output.empty()) return OkStatus();
   const int64_t requests = a.block_table.dim(0);
   std::vector<int32_t> seq_lens(requests), starts(requests + 1);
-  DSA_RETURN_IF_ERROR(StatusFromLaunch(
-      CopyToHostOnStream(seq_lens.data(), a.seq_lens.data,
-                         seq_lens.size() * sizeof(int32_t), ctx.stream)));
-  DSA_RETURN_IF_ERROR(StatusFromLaunch(
-      CopyToHostOnStream(starts.data(), a.query_start_loc.data,
-                         starts.size() * sizeof(int32_t), ctx.stream)));
+  if (!a.seq_lens_host.absent()) {
+    // The caller's host copies (Validate: both, shaped as the originals):
+    // nothing waits for the stream.
+    for (int64_t r = 0; r < requests; ++r) {
+      seq_lens[r] =
+          a.seq_lens_host.data_as<const int32_t>()[a.seq_lens_host.offset(r)];
+    }
+    for (int64_t r = 0; r <= requests; ++r) {
+      starts[r] =
+          a.query_start_loc_host
+              .data_as<const int32_t>()[a.query_start_loc_host.offset(r)];
+    }
+  } else {
+    DSA_RETURN_IF_ERROR(StatusFromLaunch(
+        CopyToHostOnStream(seq_lens.data(), a.seq_lens.data,
+                           seq_lens.size() * sizeof(int32_t), ctx.stream)));
+    DSA_RETURN_IF_ERROR(StatusFromLaunch(
+        CopyToHostOnStream(starts.data(), a.query_start_loc.data,
+                           starts.size() * sizeof(int32_t), ctx.stream)));
+  }
   // The CPU kernel's checks, with its messages.
   if (starts[0] != 0 || starts[requests] != tokens) {
     return OutOfRangeError(StrCat(op, ": query_start_loc runs from ", starts[0],

@@ -175,6 +175,9 @@ struct DeepseekV32Model::Shared {
   // This step's index tensors (internal order, see StepLayout).
   DeviceBuffer positions, slot_mapping, block_table, seq_lens, token_request,
       prefill_query_start_loc, row_key_start, row_key_end;
+  // The host's copies of two of them, uploaded from here: the dense
+  // prefill plans its launch from them instead of reading the device's back.
+  std::vector<int32_t> host_seq_lens, host_prefill_query_start_loc;
 
   TopKBuffer topk;
   Scratch workspace;  // the indexer's logits
@@ -683,15 +686,17 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
   for (int64_t t = 0; t < tokens; ++t) {
     key_end[t] = static_cast<int32_t>(layout.positions[t] + 1);
   }
-  std::vector<int32_t> prefill_qsl;
+  std::vector<int32_t>& prefill_qsl = s.host_prefill_query_start_loc;
+  prefill_qsl.clear();
   for (int r = layout.num_decode_requests; r <= layout.num_requests; ++r) {
     prefill_qsl.push_back(layout.query_start_loc[r] -
                           layout.query_start_loc[layout.num_decode_requests]);
   }
+  s.host_seq_lens = layout.seq_lens;
   DSA_RETURN_IF_ERROR(UploadInto(rt, s.positions, layout.positions));
   DSA_RETURN_IF_ERROR(UploadInto(rt, s.slot_mapping, layout.slot_mapping));
   DSA_RETURN_IF_ERROR(UploadInto(rt, s.block_table, layout.block_table));
-  DSA_RETURN_IF_ERROR(UploadInto(rt, s.seq_lens, layout.seq_lens));
+  DSA_RETURN_IF_ERROR(UploadInto(rt, s.seq_lens, s.host_seq_lens));
   DSA_RETURN_IF_ERROR(UploadInto(rt, s.token_request, layout.token_request));
   DSA_RETURN_IF_ERROR(UploadInto(rt, s.prefill_query_start_loc, prefill_qsl));
   DSA_RETURN_IF_ERROR(UploadInto(rt, s.row_key_start, key_start));
@@ -1103,6 +1108,11 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
         DType::kInt32, {R});
     a.query_start_loc = MakeTensorView(s.prefill_query_start_loc.data(),
                                        DType::kInt32, {R + 1});
+    a.seq_lens_host =
+        MakeTensorView(s.host_seq_lens.data() + layout.num_decode_requests,
+                       DType::kInt32, {R});
+    a.query_start_loc_host = MakeTensorView(
+        s.host_prefill_query_start_loc.data(), DType::kInt32, {R + 1});
     a.kv_b_proj = kv_b_proj;
     a.softmax_scale = softmax_scale;
     a.output = MakeTensorView(

@@ -37,6 +37,7 @@
 #include <ATen/Parallel.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Optional.h>
 #include <torch/library.h>
 #include <torch/version.h>
 
@@ -418,6 +419,28 @@ TensorView View(const Call& call, const char* arg, const at::Tensor& t,
   return v;
 }
 
+// An optional int32 index vector in host memory (a CPU tensor whatever the
+// call's device: an engine's host copy of a device tensor, as vLLM's
+// seq_lens_cpu); the absent view when not given.
+TensorView HostIndexView(const Call& call, const char* arg,
+                         const c10::optional<at::Tensor>& t) {
+  if (!t.has_value() || !t->defined()) return TensorView();
+  TORCH_CHECK_VALUE(t->device().is_cpu(), call.op, ": ", arg, " is on ",
+                    DeviceName(t->device()),
+                    ", expected cpu (it is the host copy)");
+  TORCH_CHECK_VALUE(t->scalar_type() == at::kInt, call.op, ": ", arg, " is ",
+                    TorchDTypeName(t->scalar_type()), ", expected int32");
+  TORCH_CHECK_VALUE(t->dim() == 1, call.op, ": ", arg, " has ", t->dim(),
+                    " dims, expected 1");
+  TensorView v;
+  v.data = t->numel() == 0 ? nullptr : t->data_ptr();
+  v.dtype = DType::kInt32;
+  v.rank = 1;
+  v.shape[0] = t->size(0);
+  v.strides[0] = t->stride(0);
+  return v;
+}
+
 // An fp8 encoding named by a string argument.
 DType Fp8Encoding(const char* op, const char* arg, const std::string& name) {
   if (name == "float8_e4m3fn") return DType::kFloat8E4m3fn;
@@ -755,12 +778,13 @@ at::Tensor SparseMla(const at::Tensor& q, const at::Tensor& kv_cache,
   return output;
 }
 
-at::Tensor DenseMhaPrefill(const at::Tensor& q, const at::Tensor& kv_cache,
-                           const std::string& cache_dtype, int64_t kv_lora_rank,
-                           int64_t rope_dim, const at::Tensor& block_table,
-                           const at::Tensor& seq_lens,
-                           const at::Tensor& query_start_loc,
-                           const at::Tensor& kv_b_proj, double softmax_scale) {
+at::Tensor DenseMhaPrefill(
+    const at::Tensor& q, const at::Tensor& kv_cache,
+    const std::string& cache_dtype, int64_t kv_lora_rank, int64_t rope_dim,
+    const at::Tensor& block_table, const at::Tensor& seq_lens,
+    const at::Tensor& query_start_loc, const at::Tensor& kv_b_proj,
+    double softmax_scale, const c10::optional<at::Tensor>& seq_lens_host,
+    const c10::optional<at::Tensor>& query_start_loc_host) {
   using Op = attention::DenseMhaPrefill;
   const Call call = StartCall(Op::kName, "q", q);
   Op::Args a;
@@ -773,6 +797,9 @@ at::Tensor DenseMhaPrefill(const at::Tensor& q, const at::Tensor& kv_cache,
       View(call, "query_start_loc", query_start_loc, 1, {DType::kInt32});
   a.kv_b_proj = View(call, "kv_b_proj", kv_b_proj, 2, kFloat);
   a.softmax_scale = FloatArg(call.op, "softmax_scale", softmax_scale);
+  a.seq_lens_host = HostIndexView(call, "seq_lens_host", seq_lens_host);
+  a.query_start_loc_host =
+      HostIndexView(call, "query_start_loc_host", query_start_loc_host);
   TORCH_CHECK_VALUE(q.size(2) > a.cache_format.rope_dim, call.op,
                     ": q head dim is ", q.size(2),
                     ", expected qk_nope_head_dim + rope_dim with rope_dim ",
@@ -898,7 +925,8 @@ TORCH_LIBRARY(dsa, m) {
   m.def(
       "dense_mha_prefill(Tensor q, Tensor kv_cache, str cache_dtype, "
       "int kv_lora_rank, int rope_dim, Tensor block_table, Tensor seq_lens, "
-      "Tensor query_start_loc, Tensor kv_b_proj, float softmax_scale) "
+      "Tensor query_start_loc, Tensor kv_b_proj, float softmax_scale, "
+      "Tensor? seq_lens_host=None, Tensor? query_start_loc_host=None) "
       "-> Tensor");
   // Host functions: no tensors, one kernel for every dispatch key.
   m.def("load_plugin(str path) -> str", &LoadPlugin);

@@ -562,11 +562,16 @@ def test_dense_mha_prefill(dsa, device, seed, dtype, cache_dtype,
                             0.1)
     scale = (qk_nope + rope_dim) ** -0.5
 
-    out = dsa.dense_mha_prefill(
-        q.to(device), cache.to(device), cache_dtype, kv_lora, rope_dim,
-        *to_dev(device, table, torch.tensor(seq_lens, dtype=torch.int32),
-                torch.tensor(starts, dtype=torch.int32), kv_b_proj), scale)
+    lens_t = torch.tensor(seq_lens, dtype=torch.int32)
+    starts_t = torch.tensor(starts, dtype=torch.int32)
+    args = (q.to(device), cache.to(device), cache_dtype, kv_lora, rope_dim,
+            *to_dev(device, table, lens_t, starts_t, kv_b_proj), scale)
+    out = dsa.dense_mha_prefill(*args)
     assert out.shape == (tokens, heads, v_dim) and out.dtype == dtype
+    # The host copies of the lengths: the same output to the bit.
+    with_host = dsa.dense_mha_prefill(*args, seq_lens_host=lens_t,
+                                      query_start_loc_host=starts_t)
+    assert torch.equal(with_host, out)
 
     q64, w = q.to(torch.float64), kv_b_proj.to(torch.float64)
     want = torch.zeros((tokens, heads, v_dim), dtype=torch.float64)
@@ -601,6 +606,34 @@ def test_dense_mha_prefill_gpu_rejects_odd_dims(dsa, device, require_kernel):
             q.to(device), cache.to(device), "bfloat16", 128, 16,
             *to_dev(device, table, torch.tensor([8], dtype=torch.int32),
                     torch.tensor([0, 8], dtype=torch.int32), kv_b_proj), 0.1)
+
+
+def test_dense_mha_prefill_host_copies_are_checked(dsa, device, require_kernel):
+    require_kernel("dense_mha_prefill")
+    gen = torch.Generator().manual_seed(6)
+    table, num_blocks = paging([8], 4, gen)
+    cache = filled_latent_cache("bfloat16", num_blocks, 4, 128, 16, gen)
+    q = float_input((8, 2, 24 + 16), torch.float32, gen)
+    kv_b_proj = float_input((2 * (24 + 24), 128), torch.float32, gen, 0.1)
+    lens = torch.tensor([8], dtype=torch.int32)
+    starts = torch.tensor([0, 8], dtype=torch.int32)
+    args = (q.to(device), cache.to(device), "bfloat16", 128, 16,
+            *to_dev(device, table, lens, starts, kv_b_proj), 0.1)
+    with pytest.raises(ValueError, match="seq_lens_host is given without "
+                                         "query_start_loc_host"):
+        dsa.dense_mha_prefill(*args, seq_lens_host=lens)
+    with pytest.raises(ValueError, match=r"query_start_loc_host is "
+                                         r"torch\.int64, expected int32"):
+        dsa.dense_mha_prefill(*args, seq_lens_host=lens,
+                              query_start_loc_host=starts.long())
+    with pytest.raises(ValueError, match="query_start_loc_host dim 0"):
+        dsa.dense_mha_prefill(*args, seq_lens_host=lens,
+                              query_start_loc_host=starts[:1])
+    if device != "cpu":
+        with pytest.raises(ValueError, match="seq_lens_host is on cuda.*"
+                                             "expected cpu"):
+            dsa.dense_mha_prefill(*args, seq_lens_host=lens.to(device),
+                                  query_start_loc_host=starts)
 
 
 # --------------------------------------------------------------------------
