@@ -397,6 +397,43 @@ struct Bf16WarpMma {
   }
 };
 
+// The accumulator operands of a warpgroup product (m64, fp32 accumulators):
+// N values a thread, N = kN / 2 for an n-wide tile. DSA_WGMMA_ACC_REGS_N is
+// the register list of the PTX ("%0,%1,...") and DSA_WGMMA_ACC_N(acc) the
+// matching read-write constraints, so that the operands that follow an
+// accumulator are numbered from N.
+#define DSA_WGMMA_ACC_REGS_16 \
+  "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15"
+#define DSA_WGMMA_ACC_REGS_32 \
+  DSA_WGMMA_ACC_REGS_16       \
+  ",%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+#define DSA_WGMMA_ACC_REGS_64                                        \
+  DSA_WGMMA_ACC_REGS_32                                              \
+  ",%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47" \
+  ",%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+#define DSA_WGMMA_ACC_REGS_128                                         \
+  DSA_WGMMA_ACC_REGS_64                                                \
+  ",%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79"   \
+  ",%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"   \
+  ",%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109" \
+  ",%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122"  \
+  ",%123,%124,%125,%126,%127"
+#define DSA_WGMMA_ACC_4(acc, i) \
+  "+f"(acc[i]), "+f"(acc[i + 1]), "+f"(acc[i + 2]), "+f"(acc[i + 3])
+#define DSA_WGMMA_ACC_16_AT(acc, i)                     \
+  DSA_WGMMA_ACC_4(acc, i), DSA_WGMMA_ACC_4(acc, i + 4), \
+      DSA_WGMMA_ACC_4(acc, i + 8), DSA_WGMMA_ACC_4(acc, i + 12)
+#define DSA_WGMMA_ACC_16(acc) DSA_WGMMA_ACC_16_AT(acc, 0)
+#define DSA_WGMMA_ACC_32(acc) \
+  DSA_WGMMA_ACC_16_AT(acc, 0), DSA_WGMMA_ACC_16_AT(acc, 16)
+#define DSA_WGMMA_ACC_64(acc)                          \
+  DSA_WGMMA_ACC_32(acc), DSA_WGMMA_ACC_16_AT(acc, 32), \
+      DSA_WGMMA_ACC_16_AT(acc, 48)
+#define DSA_WGMMA_ACC_128(acc)                                    \
+  DSA_WGMMA_ACC_64(acc), DSA_WGMMA_ACC_16_AT(acc, 64),            \
+      DSA_WGMMA_ACC_16_AT(acc, 80), DSA_WGMMA_ACC_16_AT(acc, 96), \
+      DSA_WGMMA_ACC_16_AT(acc, 112)
+
 // Hopper's warpgroup fp8 product (wgmma, QGMMA in SASS), for kernels built
 // for sm_90a. Four consecutive warps (a warpgroup, starting at a warp index
 // divisible by 4) compute D[64 x 128] (+)= A[64 x 32] * B[128 x 32]^T, both
@@ -515,29 +552,14 @@ struct WarpgroupFp8Mma {
       }
       const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
       asm volatile(
-          "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+          "{\n"
+          ".reg .pred p;\n"
+          "setp.ne.b32 p, %66, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
-          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-          "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-          "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63},"
-          " %64, %65, p, 1, 1;\n}\n"
-          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
-            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
-            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
-            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
-            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
-            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
-            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
-            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
-            "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]),
-            "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
-            "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]),
-            "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
-            "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]),
-            "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
-            "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]),
-            "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63])
+          "{" DSA_WGMMA_ACC_REGS_64
+          "}, %64, %65, p, 1, 1;\n"
+          "}\n"
+          : DSA_WGMMA_ACC_64(acc)
           : "l"(da), "l"(db), "r"(scale_d));
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -623,19 +645,14 @@ struct WarpgroupFp8Mma64 : WarpgroupFp8Mma<kKBytes> {
       const uint64_t db = Base::Descriptor(b_tile, k0);
       const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
       asm volatile(
-          "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+          "{\n"
+          ".reg .pred p;\n"
+          "setp.ne.b32 p, %34, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
-          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%"
-          "19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"
-          " %32, %33, p, 1, 1;\n}\n"
-          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
-            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
-            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
-            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
-            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
-            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
-            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
-            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31])
+          "{" DSA_WGMMA_ACC_REGS_32
+          "}, %32, %33, p, 1, 1;\n"
+          "}\n"
+          : DSA_WGMMA_ACC_32(acc)
           : "l"(da), "l"(db), "r"(scale_d));
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -705,14 +722,14 @@ struct WarpgroupFp8Mma32 : WarpgroupFp8Mma<kKBytes> {
       }
       const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
       asm volatile(
-          "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+          "{\n"
+          ".reg .pred p;\n"
+          "setp.ne.b32 p, %18, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
-          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15},"
-          " %16, %17, p, 1, 1;\n}\n"
-          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
-            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
-            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
-            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15])
+          "{" DSA_WGMMA_ACC_REGS_16
+          "}, %16, %17, p, 1, 1;\n"
+          "}\n"
+          : DSA_WGMMA_ACC_16(acc)
           : "l"(da), "l"(db), "r"(scale_d));
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -998,107 +1015,47 @@ struct WarpgroupBf16Mma {
 #if defined(DSA_MMA_HAS_WGMMA_BF16)
     if constexpr (kN == 32) {
       asm volatile(
-          "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+          "{\n"
+          ".reg .pred p;\n"
+          "setp.ne.b32 p, %18, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-          "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, "
-          "%16, %17, p, 1, 1, 0, %19;\n}\n"
-          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
-            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
-            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
-            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15])
+          "{" DSA_WGMMA_ACC_REGS_16
+          "}, %16, %17, p, 1, 1, 0, %19;\n"
+          "}\n"
+          : DSA_WGMMA_ACC_16(acc)
           : "l"(da), "l"(db), "r"(scale_d), "n"(kTransB));
     } else if constexpr (kN == 64) {
       asm volatile(
-          "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+          "{\n"
+          ".reg .pred p;\n"
+          "setp.ne.b32 p, %34, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-          "{"
-          "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
-          "}, %32, %33, p, 1, 1, 0, %35;\n}\n"
-          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
-            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
-            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
-            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
-            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
-            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
-            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
-            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31])
+          "{" DSA_WGMMA_ACC_REGS_32
+          "}, %32, %33, p, 1, 1, 0, %35;\n"
+          "}\n"
+          : DSA_WGMMA_ACC_32(acc)
           : "l"(da), "l"(db), "r"(scale_d), "n"(kTransB));
     } else if constexpr (kN == 128) {
       asm volatile(
-          "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+          "{\n"
+          ".reg .pred p;\n"
+          "setp.ne.b32 p, %66, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-          "{"
-          "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-          "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-          "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-          "}, %64, %65, p, 1, 1, 0, %67;\n}\n"
-          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
-            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
-            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
-            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
-            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
-            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
-            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
-            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
-            "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]),
-            "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
-            "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]),
-            "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
-            "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]),
-            "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
-            "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]),
-            "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63])
+          "{" DSA_WGMMA_ACC_REGS_64
+          "}, %64, %65, p, 1, 1, 0, %67;\n"
+          "}\n"
+          : DSA_WGMMA_ACC_64(acc)
           : "l"(da), "l"(db), "r"(scale_d), "n"(kTransB));
     } else {
       asm volatile(
-          "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+          "{\n"
+          ".reg .pred p;\n"
+          "setp.ne.b32 p, %130, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-          "{"
-          "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-          "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-          "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
-          "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
-          "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
-          "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%"
-          "110,%111,"
-          "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%"
-          "125,%126,%127"
-          "}, %128, %129, p, 1, 1, 0, %131;\n}\n"
-          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
-            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
-            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
-            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
-            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
-            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
-            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
-            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
-            "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]),
-            "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
-            "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]),
-            "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
-            "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]),
-            "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
-            "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]),
-            "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63]),
-            "+f"(acc[64]), "+f"(acc[65]), "+f"(acc[66]), "+f"(acc[67]),
-            "+f"(acc[68]), "+f"(acc[69]), "+f"(acc[70]), "+f"(acc[71]),
-            "+f"(acc[72]), "+f"(acc[73]), "+f"(acc[74]), "+f"(acc[75]),
-            "+f"(acc[76]), "+f"(acc[77]), "+f"(acc[78]), "+f"(acc[79]),
-            "+f"(acc[80]), "+f"(acc[81]), "+f"(acc[82]), "+f"(acc[83]),
-            "+f"(acc[84]), "+f"(acc[85]), "+f"(acc[86]), "+f"(acc[87]),
-            "+f"(acc[88]), "+f"(acc[89]), "+f"(acc[90]), "+f"(acc[91]),
-            "+f"(acc[92]), "+f"(acc[93]), "+f"(acc[94]), "+f"(acc[95]),
-            "+f"(acc[96]), "+f"(acc[97]), "+f"(acc[98]), "+f"(acc[99]),
-            "+f"(acc[100]), "+f"(acc[101]), "+f"(acc[102]), "+f"(acc[103]),
-            "+f"(acc[104]), "+f"(acc[105]), "+f"(acc[106]), "+f"(acc[107]),
-            "+f"(acc[108]), "+f"(acc[109]), "+f"(acc[110]), "+f"(acc[111]),
-            "+f"(acc[112]), "+f"(acc[113]), "+f"(acc[114]), "+f"(acc[115]),
-            "+f"(acc[116]), "+f"(acc[117]), "+f"(acc[118]), "+f"(acc[119]),
-            "+f"(acc[120]), "+f"(acc[121]), "+f"(acc[122]), "+f"(acc[123]),
-            "+f"(acc[124]), "+f"(acc[125]), "+f"(acc[126]), "+f"(acc[127])
+          "{" DSA_WGMMA_ACC_REGS_128
+          "}, %128, %129, p, 1, 1, 0, %131;\n"
+          "}\n"
+          : DSA_WGMMA_ACC_128(acc)
           : "l"(da), "l"(db), "r"(scale_d), "n"(kTransB));
     }
 #else
@@ -1251,96 +1208,36 @@ struct WarpgroupBf16MmaRegA {
 #if defined(DSA_MMA_HAS_WGMMA_BF16)
     if constexpr (kN == 64) {
       asm volatile(
-          "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+          "{\n"
+          ".reg .pred p;\n"
+          "setp.ne.b32 p, %37, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-          "{"
-          "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
-          "}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
-          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
-            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
-            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
-            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
-            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
-            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
-            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
-            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31])
+          "{" DSA_WGMMA_ACC_REGS_32
+          "}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n"
+          "}\n"
+          : DSA_WGMMA_ACC_32(acc)
           : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
     } else if constexpr (kN == 128) {
       asm volatile(
-          "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+          "{\n"
+          ".reg .pred p;\n"
+          "setp.ne.b32 p, %69, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-          "{"
-          "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-          "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-          "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-          "}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
-          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
-            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
-            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
-            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
-            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
-            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
-            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
-            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
-            "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]),
-            "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
-            "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]),
-            "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
-            "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]),
-            "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
-            "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]),
-            "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63])
+          "{" DSA_WGMMA_ACC_REGS_64
+          "}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n"
+          "}\n"
+          : DSA_WGMMA_ACC_64(acc)
           : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
     } else {
       asm volatile(
-          "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+          "{\n"
+          ".reg .pred p;\n"
+          "setp.ne.b32 p, %133, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-          "{"
-          "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-          "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-          "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-          "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
-          "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
-          "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
-          "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%"
-          "110,%111,"
-          "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%"
-          "125,%126,%127"
-          "}, {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n}\n"
-          : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]),
-            "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
-            "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]),
-            "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
-            "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]),
-            "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
-            "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]),
-            "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
-            "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]),
-            "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
-            "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]),
-            "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
-            "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]),
-            "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
-            "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]),
-            "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63]),
-            "+f"(acc[64]), "+f"(acc[65]), "+f"(acc[66]), "+f"(acc[67]),
-            "+f"(acc[68]), "+f"(acc[69]), "+f"(acc[70]), "+f"(acc[71]),
-            "+f"(acc[72]), "+f"(acc[73]), "+f"(acc[74]), "+f"(acc[75]),
-            "+f"(acc[76]), "+f"(acc[77]), "+f"(acc[78]), "+f"(acc[79]),
-            "+f"(acc[80]), "+f"(acc[81]), "+f"(acc[82]), "+f"(acc[83]),
-            "+f"(acc[84]), "+f"(acc[85]), "+f"(acc[86]), "+f"(acc[87]),
-            "+f"(acc[88]), "+f"(acc[89]), "+f"(acc[90]), "+f"(acc[91]),
-            "+f"(acc[92]), "+f"(acc[93]), "+f"(acc[94]), "+f"(acc[95]),
-            "+f"(acc[96]), "+f"(acc[97]), "+f"(acc[98]), "+f"(acc[99]),
-            "+f"(acc[100]), "+f"(acc[101]), "+f"(acc[102]), "+f"(acc[103]),
-            "+f"(acc[104]), "+f"(acc[105]), "+f"(acc[106]), "+f"(acc[107]),
-            "+f"(acc[108]), "+f"(acc[109]), "+f"(acc[110]), "+f"(acc[111]),
-            "+f"(acc[112]), "+f"(acc[113]), "+f"(acc[114]), "+f"(acc[115]),
-            "+f"(acc[116]), "+f"(acc[117]), "+f"(acc[118]), "+f"(acc[119]),
-            "+f"(acc[120]), "+f"(acc[121]), "+f"(acc[122]), "+f"(acc[123]),
-            "+f"(acc[124]), "+f"(acc[125]), "+f"(acc[126]), "+f"(acc[127])
+          "{" DSA_WGMMA_ACC_REGS_128
+          "}, {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n"
+          "}\n"
+          : DSA_WGMMA_ACC_128(acc)
           : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
     }
 #else
