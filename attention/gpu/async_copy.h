@@ -29,15 +29,36 @@ __device__ __forceinline__ void CopyAsync16(void* smem, const void* gmem) {
 #endif
 }
 
-// The same, or 16 zero bytes and nothing read when `valid` is false (a key
-// past the end of a row, an invalid top-k index).
+#if defined(DSA_GPU_CUDA)
+// cp.async to a shared-memory address (the form of kernels that compute
+// their stage addresses as offsets); zeros and nothing read when `valid` is
+// false. NVIDIA only; nothing is copied below sm_80, so only kernels that run
+// on sm_80 and later use these.
+__device__ __forceinline__ void CopyAsync16(uint32_t dst, const void* src,
+                                            bool valid) {
+#if defined(DSA_HAS_CP_ASYNC)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+               "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void CopyAsync4(uint32_t dst, const void* src,
+                                           bool valid) {
+#if defined(DSA_HAS_CP_ASYNC)
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
+               "l"(src), "r"(valid ? 4 : 0)
+               : "memory");
+#endif
+}
+#endif  // DSA_GPU_CUDA
+
+// 16 bytes from `gmem` to `smem`, or 16 zero bytes and nothing read when
+// `valid` is false (a key past the end of a row, an invalid top-k index).
 __device__ __forceinline__ void CopyAsync16(void* smem, const void* gmem,
                                             bool valid) {
 #if defined(DSA_HAS_CP_ASYNC)
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr),
-               "l"(gmem), "r"(valid ? 16 : 0)
-               : "memory");
+  CopyAsync16(static_cast<uint32_t>(__cvta_generic_to_shared(smem)), gmem,
+              valid);
 #else
   *static_cast<uint4*>(smem) =
       valid ? *static_cast<const uint4*>(gmem) : make_uint4(0, 0, 0, 0);

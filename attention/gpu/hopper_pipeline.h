@@ -1,15 +1,14 @@
 // Hopper's producer / consumer plumbing for the warp-specialised kernels
 // (indexer logits, dense prefill): mbarriers, tensor-memory-accelerator (TMA)
 // tile loads that complete on them, named barriers between warpgroups,
-// warpgroup register reallocation, and cp.async on shared-memory addresses.
-// NVIDIA only, device-compiler sources only.
+// and warpgroup register reallocation (cp.async on shared-memory addresses is
+// in async_copy.h). NVIDIA only, device-compiler sources only.
 //
 // The mbarrier, TMA and register instructions exist on sm_90a alone
 // (DSA_HAS_HOPPER_PIPELINE, the same condition as mma.h's warpgroup
 // products): on other device passes those calls compile to nothing, so the
 // kernels that use them are the ones that also issue warpgroup products and
-// are launched on sm_90a devices only. The cp.async forms need sm_80
-// (async_copy.h's DSA_HAS_CP_ASYNC) and compile to nothing below it.
+// are launched on sm_90a devices only.
 #ifndef DSA_ATTENTION_GPU_HOPPER_PIPELINE_H_
 #define DSA_ATTENTION_GPU_HOPPER_PIPELINE_H_
 
@@ -19,7 +18,6 @@
 
 #include <cstdint>
 
-#include "attention/gpu/async_copy.h"
 #include "platform/gpu/hip_compat.h"
 
 namespace dsa::attention::gpu {
@@ -148,26 +146,6 @@ template <int kRegs>
 __device__ __forceinline__ void WarpgroupRegsIncrease() {
 #if defined(DSA_HAS_HOPPER_PIPELINE)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
-#endif
-}
-
-// --- cp.async to a shared-memory address (SharedAddress), for kernels that
-// compute their stage addresses as offsets; zeros and nothing read when
-// `valid` is false. Commit and wait as in async_copy.h.
-__device__ __forceinline__ void CopyAsync16(uint32_t dst, const void* src,
-                                            bool valid) {
-#if defined(DSA_HAS_CP_ASYNC)
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
-               "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void CopyAsync4(uint32_t dst, const void* src,
-                                           bool valid) {
-#if defined(DSA_HAS_CP_ASYNC)
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
-               "l"(src), "r"(valid ? 4 : 0)
-               : "memory");
 #endif
 }
 
