@@ -52,7 +52,7 @@ constexpr double kBf16RelTol = 1.0 / 256;
 // The GPU kernels multiply on bf16 matrix cores: q, the softmax weights, the
 // latent output and W_UV are each rounded to bf16 (2^-9) before their fp32
 // products, a few 2^-9 of the output's scale in all; 2^-6 of the scale
-// leaves a 4x margin (attention/gpu/sparse_mla_kernels_test.cc).
+// leaves a 4x margin (attention/gpu/sparse_mla/kernels_test.cc).
 constexpr double kGpuAttentionRelTol = 1.0 / 64;
 
 std::vector<LatentCacheFormat> AllFormats(int32_t lora = kFullLora,

@@ -1,7 +1,7 @@
 // Marks the numeric helpers of attention/dtypes as callable from both host
 // code and GPU device code, so the CPU kernels and the later HIP kernels
-// (compiled by hipcc, or by nvcc through platform/gpu/hip_compat.h) share one
-// definition of every conversion and cannot drift apart.
+// (compiled by hipcc, or by nvcc through attention/gpu/device/hip_compat.h)
+// share one definition of every conversion and cannot drift apart.
 #ifndef DSA_ATTENTION_DTYPES_HOST_DEVICE_H_
 #define DSA_ATTENTION_DTYPES_HOST_DEVICE_H_
 

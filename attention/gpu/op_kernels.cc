@@ -4,12 +4,13 @@
 #include <string_view>
 #include <vector>
 
-#include "attention/gpu/cache_kernels.h"
-#include "attention/gpu/dense_mha_kernels.h"
-#include "attention/gpu/dense_op_kernels.h"
-#include "attention/gpu/indexer_kernels.h"
-#include "attention/gpu/launch_status.h"
-#include "attention/gpu/sparse_mla_kernels.h"
+#include "attention/gpu/cache/launch.h"
+#include "attention/gpu/dense_mha/launch.h"
+#include "attention/gpu/dense_ops/op_kernels.h"
+#include "attention/gpu/device/launch_status.h"
+#include "attention/gpu/device/runtime.h"
+#include "attention/gpu/indexer/launch.h"
+#include "attention/gpu/sparse_mla/launch.h"
 #include "attention/kernel_abi.h"
 #include "attention/kernel_descriptor.h"
 
@@ -346,7 +347,7 @@ const std::vector<DsaKernelDescriptor>& GpuAttentionKernelDescriptors() {
   d->push_back(KernelDescriptorFor<Op>(platform, &CKernel<Op, &Op##Gpu>));
       DSA_ATTENTION_OPS(DSA_GPU_KERNEL_DESCRIPTOR)
 #undef DSA_GPU_KERNEL_DESCRIPTOR
-      AppendGpuDenseKernelDescriptors(platform, d);  // dense_op_kernels.h
+      AppendGpuDenseKernelDescriptors(platform, d);  // dense_ops/op_kernels.h
     }
     return d;
   }();

@@ -2,12 +2,12 @@
 // function per op of kernel_api.h's DSA_ATTENTION_OPS, registered for the
 // platform the build targets: "cuda" under --config=cuda, "rocm" under
 // --config=rocm, none otherwise (the layer's dense ops are in
-// dense_op_kernels.h and registered with them).
+// dense_ops/op_kernels.h and registered with them).
 //
 // They take the ops' arguments, check them (Op::Validate plus the layouts the
 // launchers need: contiguous index vectors and block-table rows) and enqueue
-// the launchers (indexer_kernels.h, cache_kernels.h, sparse_mla_kernels.h,
-// dense_mha_kernels.h) on ExecutionContext::stream. Unlike the CPU kernels
+// the launchers (indexer/, cache/, sparse_mla/ and dense_mha/
+// launch.h) on ExecutionContext::stream. Unlike the CPU kernels
 // they do not read index values on the host (that would need a synchronising
 // copy per call; dense_mha_prefill is the one exception, below): the device
 // code clamps or skips every index it reads, so a bad one gives wrong values,
@@ -18,7 +18,7 @@
 
 #include <vector>
 
-#include "attention/gpu/cache_kernels.h"
+#include "attention/gpu/cache/launch.h"
 #include "attention/ops.h"
 #include "platform/core_status.h"
 #include "platform/plugin_api.h"
@@ -29,7 +29,7 @@ Status IndexerLogitsGpu(const ExecutionContext& ctx,
                         const IndexerLogits::Args& args);
 Status IndexerTopKGpu(const ExecutionContext& ctx,
                       const IndexerTopK::Args& args);
-// Dense causal MHA prefill (dense_mha_kernels.h). Unlike the kernels above
+// Dense causal MHA prefill (dense_mha/launch.h). Unlike the kernels above
 // it reads seq_lens and query_start_loc to the host (one small copy on the
 // stream, which waits for it): they size the scratch and the grid, and are
 // checked there (OutOfRange, as on the CPU). Block ids are clamped on the
@@ -37,10 +37,10 @@ Status IndexerTopKGpu(const ExecutionContext& ctx,
 Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
                           const DenseMhaPrefill::Args& args);
 
-// Sparse MLA (attention/gpu/sparse_mla_kernels.h). Needs contiguous
+// Sparse MLA (sparse_mla/launch.h). Needs contiguous
 // token_request / seq_lens vectors, block-table rows and top-k rows.
 Status SparseMlaGpu(const ExecutionContext& ctx, const SparseMla::Args& args);
-// The memory-bound ops (cache_kernels.h): bit-identical to the CPU kernels.
+// The memory-bound ops (cache/launch.h): bit-identical to the CPU kernels.
 Status IndexerKWriteGpu(const ExecutionContext& ctx,
                         const IndexerKWrite::Args& args);
 Status IndexerQGpu(const ExecutionContext& ctx, const IndexerQ::Args& args);

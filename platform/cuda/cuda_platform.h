@@ -1,7 +1,7 @@
 // The CUDA platform plugin (NVIDIA GPUs through the CUDA driver API).
 //
 // The HIP kernels run here too, compiled by nvcc through
-// platform/gpu/hip_compat.h. The driver (libcuda.so.1, or the file
+// attention/gpu/device/hip_compat.h. The driver (libcuda.so.1, or the file
 // DSA_CUDA_DRIVER_LIBRARY names) is dlopen'ed and initialised once, at the
 // first call that needs it, through the symbol list cuda_symbols.h; without
 // it, or without a GPU, the probe reports zero devices and no error. A driver

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 rev="${1:-HEAD}"
 shift || true
-targets=(//attention/gpu/... //platform/gpu/...)
+targets=(//attention/gpu/...)
 bazel build --config=cuda "$@" "${targets[@]}"
 tree="$(mktemp -d)"
 trap 'git worktree remove --force "$tree" >/dev/null 2>&1 || rm -rf "$tree"' EXIT

@@ -145,14 +145,14 @@ room 80 && timeout 12 "$B/dense_bench" 1024 8192 32 2>&1 | grep -E "backend|sum|
 room 75 && timeout 20 "$B/layer_step_bench" --platform=cuda --iters=5 1024 8192 2>&1 | tail -8
 
 section "torch, same card: ceilings, the logits reference, torch.topk"
-room 70 && timeout 25 python3 attention/gpu/torch_reference.py "$work/ours_indexer.txt" 32 2>&1 | tail -26
+room 70 && timeout 25 python3 attention/gpu/indexer/torch_baseline.py "$work/ours_indexer.txt" 32 2>&1 | tail -26
 section "torch: gather + softmax sparse MLA (+ W_UV matmul)"
-room 60 && timeout 25 python3 attention/gpu/torch_sparse_mla.py --iters=3 2>&1 | grep -E "total|w_uv"
+room 60 && timeout 25 python3 attention/gpu/sparse_mla/torch_baseline.py --iters=3 2>&1 | grep -E "total|w_uv"
 section "torch: SDPA (cuDNN) + the K/V decompression matmul"
-room 50 && timeout 25 python3 attention/gpu/torch_dense_mha.py 2>&1 | tail -8
+room 50 && timeout 25 python3 attention/gpu/dense_mha/torch_baseline.py 2>&1 | tail -8
 section "torch: the memory-bound ops and the dense ops"
-room 40 && timeout 15 python3 attention/gpu/cache_torch_reference.py --iters=20 2>&1 | tail -10
-room 35 && timeout 15 python3 attention/gpu/dense_torch_reference.py 1024 8192 32 2>&1 | grep -E "sum|rms_norm"
+room 40 && timeout 15 python3 attention/gpu/cache/torch_baseline.py --iters=20 2>&1 | tail -10
+room 35 && timeout 15 python3 attention/gpu/dense_ops/torch_baseline.py 1024 8192 32 2>&1 | grep -E "sum|rms_norm"
 
 fi  # timing
 

@@ -1,0 +1,99 @@
+// GPU kernels of the dense causal MHA prefill over the latent cache
+// (DenseMhaPrefill in attention/ops.h; the CPU kernel in
+// attention/cpu/mla_kernels.cc has the same semantics).
+//
+// A call runs four or five kernels on `stream`:
+//   1. gather: each request's latent entries [0, seq_len) (bf16, or fp8
+//      "fp8_ds_mla" dequantised, exactly) into contiguous bf16 rows
+//      kv_c | k_pe of a scratch buffer (device/stream_scratch.h),
+//      each request's rows starting at and padded to a multiple of 128;
+//   2-3. decompression, two bf16 GEMMs: K_nope = kv_c W_UK^T as
+//      [S, heads * nope] and V^T = W_UV kv_c^T as [heads * v, S], so that
+//      both attention products read K-major operands. They run on the
+//      platform's vendor GEMM (the gemm dense op, GemmGpu in
+//      dense_ops/op_kernels.h: cuBLASLt on CUDA, rocBLAS on ROCm, loaded at run
+//      time) over W_UK and W_UV split out of kv_b_proj into contiguous bf16
+//      scratch (one small kernel), and on the project's own GEMM
+//      (gemm_bf16.h, reading kv_b_proj's row groups in place) when no vendor
+//      library loads, when DSA_DENSE_DECOMPRESS=own, or when the params ask;
+//   4. attention: FlashAttention-style causal attention, one block per (128
+//      query rows, head), query tiles of one head in consecutive blocks (they
+//      share that head's K/V in L2), the longest first; online softmax in
+//      fp32; K = K_nope | k_pe. On sm_90a, where nope, rope and v are
+//      multiples of 64 (GLM-5.x, DeepSeek-V3.2), the warp-specialised body of
+//      FlashAttention-3: a producer warpgroup streams K and V^T tiles (64
+//      keys, 128 where v <= 128) with TMA copies in the 128-byte swizzled
+//      layout into mbarrier-signalled rings; two consumer warpgroups of 64
+//      rows multiply on wgmma, P in registers, P V of tile t beside
+//      Q K^T and softmax of t - 1, the two groups taking turns to issue
+//      (ping-pong; DSA_DENSE_TMA_PINGPONG=0 turns it off). Other head dims on
+//      sm_90a take a cp.async body on wgmma (DSA_DENSE_ATTENTION=pipelined /
+//      regp / plain force one, for comparisons); elsewhere Bf16WarpMma
+//      (mma.sync on NVIDIA, MFMA on AMD) with key tiles of 64 (32 in AMD's 64
+//      KiB of LDS).
+// Queries, keys, values and softmax probabilities enter the matrix products
+// as bf16 (fp32 inputs are rounded once), products accumulate in fp32: the
+// output is within 2^-8 of the largest |value| a row attends to of the exact
+// result (kernels_test.cc says why; measured worst 2.8e-3 with a
+// bf16 output, 1.3e-3 otherwise).
+//
+// The scratch size and the launch grid depend on the requests' lengths, so
+// the launcher takes host copies of seq_lens and query_start_loc (the op
+// kernel reads them with one small copy on the stream). The block table is
+// read on the device only, and every block id is clamped into the cache.
+// Plain C++ header (no HIP or CUDA types).
+#ifndef DSA_ATTENTION_GPU_DENSE_MHA_LAUNCH_H_
+#define DSA_ATTENTION_GPU_DENSE_MHA_LAUNCH_H_
+
+#include <cstdint>
+
+#include "attention/gpu/dense_mha/params.h"
+#include "attention/gpu/device/launch_result.h"
+
+namespace dsa::attention::gpu {
+
+// Enqueues the kernels. Supported: nope, rope, v multiples of 8;
+// nope + rope <= 256 and v <= 256; kv_lora a multiple of 8; the
+// lengths in the host arrays consistent (checked: kInvalidArgument names
+// what is wrong). Returns after enqueueing (scratch memory goes back to the
+// stream's pool in stream order).
+LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& params,
+                                   void* stream);
+
+// FLOPs of a call: causal attention 2 * heads * (sum over query rows of the
+// keys they see) * (qk + v), plus the decompression 2 * S * kv_lora * heads
+// * (nope + v) over the S latent rows of the requests with queries.
+struct DenseMhaFlops {
+  double attention = 0;
+  double decompression = 0;
+};
+inline DenseMhaFlops DenseMhaPrefillFlops(const DenseMhaPrefillParams& p) {
+  DenseMhaFlops f;
+  const double qk = static_cast<double>(p.qk_nope_head_dim) + p.rope_dim;
+  for (int32_t r = 0; r < p.num_requests; ++r) {
+    const double n = static_cast<double>(p.host_query_start_loc[r + 1]) -
+                     p.host_query_start_loc[r];
+    if (n <= 0) continue;
+    const double len = p.host_seq_lens[r];
+    const double context = len - n;
+    // Row i sees context + i + 1 keys.
+    const double keys = n * context + n * (n + 1) / 2;
+    f.attention += 2.0 * p.heads * keys * (qk + p.v_head_dim);
+    f.decompression += 2.0 * len * p.kv_lora_rank * p.heads *
+                       (static_cast<double>(p.qk_nope_head_dim) + p.v_head_dim);
+  }
+  return f;
+}
+
+// Which attention body this build runs on the current device: "warpgroup"
+// (sm_90a code: wgmma) or "warp" (Bf16WarpMma); "none" when not built or on
+// error. For tests and reports.
+const char* DenseMhaAttentionPath();
+
+// Which GEMM the decompression takes in this process: "cublaslt",
+// "rocblas" (the platform's vendor GEMM) or "gemm_bf16". For reports.
+const char* DenseMhaDecompressionPath();
+
+}  // namespace dsa::attention::gpu
+
+#endif  // DSA_ATTENTION_GPU_DENSE_MHA_LAUNCH_H_

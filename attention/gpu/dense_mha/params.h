@@ -1,0 +1,48 @@
+// Parameters of the dense causal MHA prefill's GPU kernels
+// (dense_mha/launch.h): raw device pointers and sizes, host copies of the
+// lengths; plain C++ (no HIP or CUDA types).
+#ifndef DSA_ATTENTION_GPU_DENSE_MHA_PARAMS_H_
+#define DSA_ATTENTION_GPU_DENSE_MHA_PARAMS_H_
+
+#include <cstdint>
+
+#include "attention/gpu/device/formats.h"
+
+namespace dsa::attention::gpu {
+
+struct DenseMhaPrefillParams {
+  const void* q = nullptr;  // [tokens, heads, nope + rope], contiguous
+  FloatFormat q_format = FloatFormat::kBFloat16;
+  // [num_blocks, block_size, entry] contiguous; entry = 2 (kv_lora + rope)
+  // bytes (bf16) or kv_lora + 4 kv_lora / 128 + 2 rope bytes (fp8).
+  const void* kv_cache = nullptr;
+  LatentCacheType cache_encoding = LatentCacheType::kBFloat16;
+  int64_t num_blocks = 0;
+  int32_t block_size = 0;
+  int32_t kv_lora_rank = 512;
+  int32_t rope_dim = 64;
+  const int32_t* block_table = nullptr;  // device [num_requests, stride]
+  int32_t num_requests = 0;
+  int32_t max_blocks_per_request = 0;  // block-table columns in use
+  int64_t block_table_stride = 0;      // int32 elements between requests
+  // Host copies: [num_requests] and [num_requests + 1] (0 .. tokens,
+  // non-decreasing, each request's count <= its seq_len).
+  const int32_t* host_seq_lens = nullptr;
+  const int32_t* host_query_start_loc = nullptr;
+  const void* kv_b_proj = nullptr;  // [heads * (nope + v), kv_lora]
+  FloatFormat kv_b_proj_format = FloatFormat::kBFloat16;
+  void* output = nullptr;  // [tokens, heads, v], contiguous
+  FloatFormat output_format = FloatFormat::kBFloat16;
+  int64_t tokens = 0;
+  int32_t heads = 0;
+  int32_t qk_nope_head_dim = 0;
+  int32_t v_head_dim = 0;
+  float softmax_scale = 0.0f;
+  // Decompress on gemm_bf16.h even where a vendor GEMM is loaded (tests
+  // compare both).
+  bool own_decompression_gemm = false;
+};
+
+}  // namespace dsa::attention::gpu
+
+#endif  // DSA_ATTENTION_GPU_DENSE_MHA_PARAMS_H_

@@ -1,0 +1,69 @@
+#include "attention/gpu/dense_mha/vendor_gemm.h"
+
+#include <cstdio>
+#include <string>
+
+#include "attention/dense_ops.h"
+#include "attention/gpu/dense_ops/op_kernels.h"
+#include "attention/tensor.h"
+
+namespace dsa::attention::gpu {
+namespace {
+
+// A bf16 [rows, cols] view with row stride `ld`, as a gemm batch of one.
+TensorView Bf16Matrix(const void* data, int64_t rows, int64_t cols,
+                      int64_t ld) {
+  TensorView t;
+  t.data = const_cast<void*>(data);
+  t.dtype = DType::kBFloat16;
+  t.rank = 3;
+  t.shape[0] = 1;
+  t.shape[1] = rows;
+  t.shape[2] = cols;
+  t.strides[0] = rows * ld;
+  t.strides[1] = ld;
+  t.strides[2] = 1;
+  return t;
+}
+
+LaunchResult Error(LaunchCode code, const std::string& message) {
+  LaunchResult r;
+  r.code = code;
+  std::snprintf(r.message, sizeof(r.message), "dense_mha_prefill gemm: %s",
+                message.c_str());
+  return r;
+}
+
+}  // namespace
+
+const char* DenseMhaVendorGemmBackend() {
+  static const char* const backend = []() -> const char* {
+    const std::string name = GpuGemmBackend();
+    if (name.rfind("cublaslt", 0) == 0) return "cublaslt";
+    if (name.rfind("rocblas", 0) == 0) return "rocblas";
+    return nullptr;
+  }();
+  return backend;
+}
+
+LaunchResult DenseMhaVendorGemmLaunch(const Bf16GemmParams& p, void* stream) {
+  if (p.a_group_rows != 0 || p.b_group_rows != 0) {
+    return Error(LaunchCode::kInvalidArgument,
+                 "the vendor GEMM takes no row groups");
+  }
+  if (p.m == 0 || p.n == 0) return LaunchResult{};
+  ExecutionContext ctx;
+  ctx.stream = stream;
+  Gemm::Args g;
+  g.x = Bf16Matrix(p.a, p.m, p.k, p.lda);
+  g.w = Bf16Matrix(p.b, p.n, p.k, p.ldb);
+  g.y = Bf16Matrix(p.c, p.m, p.n, p.ldc);
+  const Status s = GemmGpu(ctx, g);
+  if (s.ok()) return LaunchResult{};
+  return Error(s.code() == DSA_STATUS_INVALID_ARGUMENT
+                   ? LaunchCode::kInvalidArgument
+                   : LaunchCode::kRuntimeError,
+               s.message());
+}
+
+}  // namespace dsa::attention::gpu

@@ -1,0 +1,26 @@
+// The dense MHA prefill's bridge to the platform's vendor GEMM: a bf16
+// product in gemm_bf16.h's terms (C = A B^T) run through the gemm dense op's
+// GPU kernel (GemmGpu, dense_ops/op_kernels.h: cuBLASLt on CUDA, rocBLAS on
+// ROCm, both loaded at run time). Plain C++, compiled by the host compiler,
+// so that dense_mha.hip.cc needs none of the op headers.
+#ifndef DSA_ATTENTION_GPU_DENSE_MHA_VENDOR_GEMM_H_
+#define DSA_ATTENTION_GPU_DENSE_MHA_VENDOR_GEMM_H_
+
+#include "attention/gpu/dense_mha/gemm_bf16.h"
+#include "attention/gpu/device/launch_result.h"
+
+namespace dsa::attention::gpu {
+
+// "cublaslt" or "rocblas" when the process has the vendor library loaded,
+// else nullptr (then the caller uses Bf16GemmLaunch). Asked once.
+const char* DenseMhaVendorGemmBackend();
+
+// params as for Bf16GemmLaunch, without row groups (a_group_rows and
+// b_group_rows 0; kInvalidArgument otherwise). Falls back to the platform's
+// own tiled GEMM inside GemmGpu if the vendor call fails.
+LaunchResult DenseMhaVendorGemmLaunch(const Bf16GemmParams& params,
+                                      void* stream);
+
+}  // namespace dsa::attention::gpu
+
+#endif  // DSA_ATTENTION_GPU_DENSE_MHA_VENDOR_GEMM_H_

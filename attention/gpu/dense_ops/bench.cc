@@ -1,0 +1,135 @@
+// Times the GPU gemm op (op_kernels.h) at a GLM-5.1 layer's projection
+// shapes, on whichever backend the process takes (cuBLASLt, or the tiled
+// kernel with DSA_GEMM_BACKEND=tiled), and the memory-bound dense ops at the
+// same widths. One line per shape: median ms over event-timed calls, TFLOP/s
+// (2 * rows * in * out per gemm) or GB/s. The torch equivalents run in the
+// same device call (torch_baseline.py).
+//
+// Usage: dense_bench [rows ...]   (default 1024 8192 32)
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "attention/dense_ops.h"
+#include "attention/gpu/dense_ops/op_kernels.h"
+#include "attention/gpu/device/runtime.h"
+
+namespace dsa::attention::gpu {
+namespace {
+
+struct GemmCall {
+  Gemm::Args args;
+};
+
+LaunchResult RunGemm(void* arg) {
+  const Status s =
+      GemmGpu(ExecutionContext(), static_cast<GemmCall*>(arg)->args);
+  LaunchResult r;
+  if (!s.ok()) {
+    r.code = LaunchCode::kRuntimeError;
+    std::snprintf(r.message, sizeof(r.message), "%s", s.message().c_str());
+  }
+  return r;
+}
+
+struct NormCall {
+  RmsNorm::Args args;
+};
+LaunchResult RunNorm(void* arg) {
+  const Status s =
+      RmsNormGpu(ExecutionContext(), static_cast<NormCall*>(arg)->args);
+  LaunchResult r;
+  if (!s.ok()) {
+    r.code = LaunchCode::kRuntimeError;
+    std::snprintf(r.message, sizeof(r.message), "%s", s.message().c_str());
+  }
+  return r;
+}
+
+void* Alloc(size_t bytes) {
+  void* p = nullptr;
+  LaunchResult r = DeviceMalloc(&p, bytes);
+  if (!r.ok()) {
+    std::fprintf(stderr, "DeviceMalloc: %s\n", r.message);
+    std::exit(1);
+  }
+  DeviceMemset(p, 0x3c, bytes);  // small finite bf16/f32 values
+  return p;
+}
+
+int Main(int argc, char** argv) {
+  std::vector<int64_t> rows_list = {1024, 8192, 32};
+  if (argc > 1) {
+    rows_list.clear();
+    for (int i = 1; i < argc; ++i) rows_list.push_back(std::atoll(argv[i]));
+  }
+  std::printf("gemm backend: %s\n", GpuGemmBackend().c_str());
+  struct Shape {
+    const char* name;
+    int64_t in, out;
+  };
+  // GLM-5.1: hidden 6144, q_lora 2048, kv_lora 512 + rope 64, 64 heads of
+  // qk 256 and v 256, indexer 32 x 128.
+  const Shape shapes[] = {
+      {"q_a_proj", 6144, 2048},          {"q_b_proj", 2048, 64 * 256},
+      {"kv_a_proj_with_mqa", 6144, 576}, {"indexer_wq_b", 2048, 32 * 128},
+      {"indexer_wk", 6144, 128},         {"indexer_weights_proj", 6144, 32},
+      {"o_proj", 64 * 256, 6144},
+  };
+  for (int64_t rows : rows_list) {
+    double total_ms = 0.0;
+    for (const Shape& s : shapes) {
+      GemmCall call;
+      call.args.x = MakeTensorView(Alloc(rows * s.in * 2), DType::kBFloat16,
+                                   {1, rows, s.in});
+      call.args.w = MakeTensorView(Alloc(s.out * s.in * 2), DType::kBFloat16,
+                                   {1, s.out, s.in});
+      call.args.y = MakeTensorView(Alloc(rows * s.out * 2), DType::kBFloat16,
+                                   {1, rows, s.out});
+      float ms = 0.0f;
+      LaunchResult r = TimeMedianMs(&RunGemm, &call, 5, 30, &ms);
+      if (!r.ok()) {
+        std::printf("%s: %s\n", s.name, r.message);
+        return 1;
+      }
+      total_ms += ms;
+      const double flops = 2.0 * rows * s.in * s.out;
+      std::printf(
+          "gemm T=%-5lld %-22s [%lld x %lld] x [%lld]^T  %8.4f ms  %7.1f "
+          "TFLOP/s\n",
+          static_cast<long long>(rows), s.name, static_cast<long long>(rows),
+          static_cast<long long>(s.in), static_cast<long long>(s.out), ms,
+          flops / ms * 1e-9);
+      DeviceFree(call.args.x.data);
+      DeviceFree(call.args.w.data);
+      DeviceFree(call.args.y.data);
+    }
+    std::printf("gemm T=%-5lld sum of the layer's projections: %.4f ms\n",
+                static_cast<long long>(rows), total_ms);
+    NormCall norm;
+    norm.args.x =
+        MakeTensorView(Alloc(rows * 2048 * 4), DType::kFloat32, {rows, 2048});
+    norm.args.weight =
+        MakeTensorView(Alloc(2048 * 2), DType::kBFloat16, {2048});
+    norm.args.y =
+        MakeTensorView(Alloc(rows * 2048 * 2), DType::kBFloat16, {rows, 2048});
+    float ms = 0.0f;
+    if (TimeMedianMs(&RunNorm, &norm, 5, 30, &ms).ok()) {
+      std::printf(
+          "rms_norm T=%-5lld [%lld x 2048] f32 -> bf16 %8.4f ms  %7.1f GB/s\n",
+          static_cast<long long>(rows), static_cast<long long>(rows), ms,
+          rows * 2048 * 6.0 / ms * 1e-6);
+    }
+    DeviceFree(norm.args.x.data);
+    DeviceFree(norm.args.weight.data);
+    DeviceFree(norm.args.y.data);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace dsa::attention::gpu
+
+int main(int argc, char** argv) {
+  return dsa::attention::gpu::Main(argc, argv);
+}

@@ -1,0 +1,43 @@
+// The GPU kernels of the dense ops (attention/dense_ops.h) as op kernels for
+// the platform the build targets ("cuda" or "rocm"; none otherwise), listed
+// with the attention kernels by GpuAttentionKernelDescriptors (op_kernels.h).
+//
+// gemm runs on cuBLASLt on the CUDA platform when x is bf16 and
+// libcublasLt can be dlopen'ed (platform/cuda/cublaslt.h), otherwise on the
+// project's own tiled kernel (dense_ops/kernels.h), which also takes fp32 x.
+// On ROCm it runs on rocBLAS (gemm_strided_batched_ex, dlopen'ed,
+// platform/rocm/rocblas.h) when x is bf16 and librocblas can be loaded.
+// Any vendor call that fails (no algorithm for a layout, an error) falls back
+// to the own kernel.
+// DSA_GEMM_BACKEND=tiled forces the own kernel (tests compare both).
+// Free of Abseil: linked into plugin shared objects.
+#ifndef DSA_ATTENTION_GPU_DENSE_OP_KERNELS_H_
+#define DSA_ATTENTION_GPU_DENSE_OP_KERNELS_H_
+
+#include <string>
+#include <vector>
+
+#include "attention/dense_ops.h"
+#include "platform/plugin_api.h"
+
+namespace dsa::attention::gpu {
+
+Status GemmGpu(const ExecutionContext& ctx, const Gemm::Args& args);
+Status RmsNormGpu(const ExecutionContext& ctx, const RmsNorm::Args& args);
+Status RopeGpu(const ExecutionContext& ctx, const Rope::Args& args);
+Status ResidualAddGpu(const ExecutionContext& ctx,
+                      const ResidualAdd::Args& args);
+Status CastGpu(const ExecutionContext& ctx, const Cast::Args& args);
+Status RandomFillGpu(const ExecutionContext& ctx, const RandomFill::Args& args);
+
+// Appends the descriptors of the kernels above for `platform_id`.
+void AppendGpuDenseKernelDescriptors(const char* platform_id,
+                                     std::vector<DsaKernelDescriptor>* out);
+
+// Which GEMM a bf16 call takes in this process, for reports:
+// "cublaslt (libcublasLt.so.13 ...)", "rocblas (...)" or "tiled (<why>)".
+std::string GpuGemmBackend();
+
+}  // namespace dsa::attention::gpu
+
+#endif  // DSA_ATTENTION_GPU_DENSE_OP_KERNELS_H_

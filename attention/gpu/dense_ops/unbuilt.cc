@@ -1,0 +1,22 @@
+// dense_ops/kernels.h for a build without a GPU backend: every launch answers
+// kNotBuilt (as every family's unbuilt.cc).
+#include "attention/gpu/dense_ops/kernels.h"
+
+namespace dsa::attention::gpu {
+LaunchResult GemmTiledLaunch(const GemmParams&, void*) {
+  return NotBuiltResult("gemm");
+}
+LaunchResult RmsNormLaunch(const RmsNormParams&, void*) {
+  return NotBuiltResult("rms_norm");
+}
+LaunchResult RopeLaunch(const RopeParams&, void*) {
+  return NotBuiltResult("rope");
+}
+LaunchResult ElementwiseLaunch(const ElementwiseParams& p, void*) {
+  return NotBuiltResult(p.accumulate ? "residual_add" : "cast");
+}
+LaunchResult RandomFillLaunch(const RandomFillParams&, void*) {
+  return NotBuiltResult("random_fill");
+}
+
+}  // namespace dsa::attention::gpu

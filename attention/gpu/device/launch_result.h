@@ -1,0 +1,43 @@
+// What every GPU launcher of attention/gpu returns: a code and, unless kOk, a
+// message naming what is wrong. Plain C++ (no HIP or CUDA types), so that
+// code built by the host compiler (the op kernels, tests, benchmarks) can
+// call the launchers; device/launch_status.h turns a result into the Status
+// an op kernel returns across the plugin boundary.
+#ifndef DSA_ATTENTION_GPU_DEVICE_LAUNCH_RESULT_H_
+#define DSA_ATTENTION_GPU_DEVICE_LAUNCH_RESULT_H_
+
+#include <cstdint>
+#include <cstdio>
+
+namespace dsa::attention::gpu {
+
+enum class LaunchCode : int32_t {
+  kOk = 0,
+  kInvalidArgument = 1,  // a size, pointer or alignment the kernel rejects
+  kNoDevice = 2,         // the runtime reports no usable device
+  kRuntimeError = 3,     // a runtime call or the launch failed
+  kNotBuilt = 4,         // built without --config=cuda / --config=rocm
+};
+
+// A code and, unless kOk, a NUL-terminated message.
+struct LaunchResult {
+  LaunchCode code = LaunchCode::kOk;
+  char message[256] = {0};
+  bool ok() const { return code == LaunchCode::kOk; }
+};
+
+// kNotBuilt for `what`: the answer of every launcher in a build without a
+// GPU backend (each family's unbuilt.cc).
+inline LaunchResult NotBuiltResult(const char* what) {
+  LaunchResult r;
+  r.code = LaunchCode::kNotBuilt;
+  std::snprintf(r.message, sizeof(r.message),
+                "%s: built without a GPU backend (use --config=cuda or "
+                "--config=rocm)",
+                what);
+  return r;
+}
+
+}  // namespace dsa::attention::gpu
+
+#endif  // DSA_ATTENTION_GPU_DEVICE_LAUNCH_RESULT_H_

@@ -1,0 +1,33 @@
+// Device memory, copies and event timing behind plain C++ functions, so that
+// tests, benchmarks and the op kernels, built by the host compiler, need no
+// GPU runtime headers. Each returns a LaunchResult; in a build without a GPU
+// backend every call answers kNotBuilt (runtime_unbuilt.cc).
+#ifndef DSA_ATTENTION_GPU_DEVICE_RUNTIME_H_
+#define DSA_ATTENTION_GPU_DEVICE_RUNTIME_H_
+
+#include <cstddef>
+
+#include "attention/gpu/device/launch_result.h"
+
+namespace dsa::attention::gpu {
+
+LaunchResult DeviceMalloc(void** ptr, size_t bytes);
+LaunchResult DeviceFree(void* ptr);
+LaunchResult CopyToDevice(void* dst, const void* src, size_t bytes);
+LaunchResult CopyToHost(void* dst, const void* src, size_t bytes);
+LaunchResult DeviceMemset(void* dst, int byte, size_t bytes);
+LaunchResult DeviceSynchronize();
+// `bytes` from device `src` to host `dst` in stream order, then waits for
+// the stream.
+LaunchResult CopyToHostOnStream(void* dst, const void* src, size_t bytes,
+                                void* stream);
+// Milliseconds per call of `fn(arg)` on the default stream: `warmup` untimed
+// calls, then the median over `iters` calls each timed by device events.
+LaunchResult TimeMedianMs(LaunchResult (*fn)(void*), void* arg, int warmup,
+                          int iters, float* median_ms);
+// "cuda", "rocm" or "none".
+const char* GpuBackend();
+
+}  // namespace dsa::attention::gpu
+
+#endif  // DSA_ATTENTION_GPU_DEVICE_RUNTIME_H_

@@ -1,0 +1,31 @@
+// runtime.h for a build without a GPU backend (neither --config=cuda nor
+// --config=rocm): every call answers kNotBuilt, so host code that links the
+// runtime builds everywhere and finds out at run time.
+#include "attention/gpu/device/runtime.h"
+
+namespace dsa::attention::gpu {
+
+LaunchResult DeviceMalloc(void** ptr, size_t) {
+  *ptr = nullptr;
+  return NotBuiltResult("DeviceMalloc");
+}
+LaunchResult DeviceFree(void*) { return NotBuiltResult("DeviceFree"); }
+LaunchResult CopyToDevice(void*, const void*, size_t) {
+  return NotBuiltResult("CopyToDevice");
+}
+LaunchResult CopyToHost(void*, const void*, size_t) {
+  return NotBuiltResult("CopyToHost");
+}
+LaunchResult DeviceMemset(void*, int, size_t) {
+  return NotBuiltResult("DeviceMemset");
+}
+LaunchResult DeviceSynchronize() { return NotBuiltResult("DeviceSynchronize"); }
+LaunchResult CopyToHostOnStream(void*, const void*, size_t, void*) {
+  return NotBuiltResult("copy to host");
+}
+LaunchResult TimeMedianMs(LaunchResult (*)(void*), void*, int, int, float*) {
+  return NotBuiltResult("TimeMedianMs");
+}
+const char* GpuBackend() { return "none"; }
+
+}  // namespace dsa::attention::gpu

@@ -1,0 +1,156 @@
+// Hopper's producer / consumer plumbing for the warp-specialised kernels
+// (indexer logits, dense prefill): mbarriers, tensor-memory-accelerator (TMA)
+// tile loads that complete on them, named barriers between warpgroups,
+// and warpgroup register reallocation (cp.async on shared-memory addresses is
+// in async_copy.h). NVIDIA only, device-compiler sources only.
+//
+// The mbarrier, TMA and register instructions exist on sm_90a alone
+// (DSA_HAS_HOPPER_PIPELINE, the same condition as mma.h's warpgroup
+// products): on other device passes those calls compile to nothing, so the
+// kernels that use them are the ones that also issue warpgroup products and
+// are launched on sm_90a devices only.
+#ifndef DSA_ATTENTION_GPU_HOPPER_PIPELINE_H_
+#define DSA_ATTENTION_GPU_HOPPER_PIPELINE_H_
+
+#if defined(DSA_GPU_CUDA)
+
+#include <cuda.h>  // CUtensorMap (the tensor-map encoder is the driver's)
+
+#include <cstdint>
+
+#include "attention/gpu/device/hip_compat.h"
+
+namespace dsa::attention::gpu {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define DSA_HAS_HOPPER_PIPELINE 1
+#endif
+
+// The shared-memory address (the form every instruction below takes) of a
+// pointer into shared memory.
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// --- mbarriers: 8 bytes of shared memory each, 8-byte aligned.
+
+// Expects `count` arrivals a phase.
+__device__ __forceinline__ void MbarInit(uint32_t bar, int count) {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar),
+               "r"(count)
+               : "memory");
+#endif
+}
+// Makes the initialised barriers visible to the async proxy (TMA); one
+// thread after its MbarInit calls, before the block synchronises.
+__device__ __forceinline__ void MbarFenceInit() {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void MbarArrive(uint32_t bar) {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar)
+               : "memory");
+#endif
+}
+// Arrives and adds `bytes` to the transfer count the phase waits for: the
+// phase completes when every arrival is in and the TMA loads issued against
+// the barrier have landed that many bytes.
+__device__ __forceinline__ void MbarExpectTx(uint32_t bar, uint32_t bytes) {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+      "r"(bytes)
+      : "memory");
+#endif
+}
+// True once the phase of `parity` has completed (a fresh barrier counts the
+// phase before its first as completed: parity 1).
+__device__ __forceinline__ bool MbarTryWait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 1;
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+#endif
+  return done != 0;
+}
+__device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
+  while (!MbarTryWait(bar, parity)) {
+  }
+}
+
+// --- TMA: one thread moves a whole box of a tensor described by a
+// CUtensorMap (in kernel-parameter, constant or global memory) into shared
+// memory; the bytes count against `bar` (MbarExpectTx). A box wholly outside
+// the tensor lands as zeros and still counts its bytes. Coordinates are
+// innermost first.
+__device__ __forceinline__ void TmaLoad2d(uint32_t dst, const CUtensorMap* map,
+                                          int32_t c0, int32_t c1,
+                                          uint32_t bar) {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_"
+      "tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void TmaLoad3d(uint32_t dst, const CUtensorMap* map,
+                                          int32_t c0, int32_t c1, int32_t c2,
+                                          uint32_t bar) {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_"
+      "tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+#endif
+}
+// Fetches a tensor map into the TMA unit's cache ahead of its first load.
+__device__ __forceinline__ void TmaPrefetchMap(const CUtensorMap* map) {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile(
+      "prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map))
+      : "memory");
+#endif
+}
+
+// --- Named barriers (ids 1..15; 0 is __syncthreads) over `kThreads`
+// threads, a multiple of the warp size: Sync waits for all of them, Arrive
+// counts this warp in without waiting.
+template <int kThreads>
+__device__ __forceinline__ void NamedBarrierSync(int id) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kThreads) : "memory");
+}
+template <int kThreads>
+__device__ __forceinline__ void NamedBarrierArrive(int id) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(kThreads) : "memory");
+}
+
+// --- Warpgroup register reallocation: every thread of the warpgroup calls
+// it; a producer gives registers up, the math warpgroups take them.
+template <int kRegs>
+__device__ __forceinline__ void WarpgroupRegsDecrease() {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void WarpgroupRegsIncrease() {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+
+}  // namespace dsa::attention::gpu
+
+#endif  // DSA_GPU_CUDA
+
+#endif  // DSA_ATTENTION_GPU_HOPPER_PIPELINE_H_

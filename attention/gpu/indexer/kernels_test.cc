@@ -1,0 +1,551 @@
+// The GPU indexer kernels (logits over the paged fp8 K cache, top-k) against
+// float64 host references, on fresh random inputs with poisoned outputs.
+// Skips cleanly when built without a GPU backend or run without a device.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention/dtypes/fp8.h"
+#include "attention/gpu/device/runtime.h"
+#include "attention/gpu/device/test_util.h"
+#include "attention/gpu/indexer/launch.h"
+#include "gtest/gtest.h"
+
+namespace dsa::attention::gpu {
+namespace {
+
+#if defined(DSA_GPU_ROCM) || defined(DSA_GPU_CUDA)
+constexpr bool kBuilt = true;
+#else
+constexpr bool kBuilt = false;
+#endif
+
+// ---------------------------------------------------------------------------
+// Logits.
+
+struct Request {
+  int32_t seq_len;
+};
+
+struct Row {
+  int32_t request;
+  int32_t start;
+  int32_t end;
+};
+
+struct LogitsCase {
+  std::string name;
+  int heads;
+  int head_dim;
+  int block_size;
+  Fp8Encoding encoding;
+  std::vector<Request> requests;
+  std::vector<Row> rows;
+  int64_t width;
+  // Some key scales zero or negative (a real cache's are positive ue8m0
+  // powers of two; the kernels must still follow the op's definition).
+  bool mixed_sign_scales = false;
+  // Block-table entries overwritten with an invalid page id (negative or
+  // past the cache): those keys read as zeros, so their logits are 0.
+  struct BadBlock {
+    int32_t request;
+    int32_t block;
+    int32_t page;  // < 0 or >= num_blocks; kPastEnd: num_blocks + 2
+  };
+  std::vector<BadBlock> bad_blocks = {};
+};
+constexpr int32_t kPastEnd = 1 << 30;
+
+// Causal prefill rows of a request whose first `context` tokens are cached:
+// new token t sees keys [start(t), context + t + 1).
+void AddPrefillRows(int32_t request, int32_t context, int32_t new_tokens,
+                    int32_t window_start, std::vector<Row>* rows) {
+  for (int32_t t = 0; t < new_tokens; ++t) {
+    const int32_t end = context + t + 1;
+    rows->push_back({request, std::min(window_start, end), end});
+  }
+}
+
+class IndexerLogitsTest : public ::testing::TestWithParam<LogitsCase> {};
+
+TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
+  if (!kBuilt) {
+    GTEST_SKIP() << "built without a GPU backend: use --config=cuda or "
+                    "--config=rocm";
+  }
+  const LogitsCase& c = GetParam();
+  const int64_t rows = static_cast<int64_t>(c.rows.size());
+  const int heads = c.heads, dim = c.head_dim, bs = c.block_size;
+  const Fp8Traits traits =
+      c.encoding == Fp8Encoding::kE4m3fnuz ? kE4m3fnuzTraits : kE4m3fnTraits;
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uniform(0.1f, 1.0f);
+
+  // Pages handed out in a shuffled order, so a request's blocks are not
+  // contiguous in the cache.
+  int32_t max_blocks = 1;
+  for (const Request& r : c.requests) {
+    max_blocks = std::max(max_blocks, (r.seq_len + bs - 1) / bs);
+  }
+  const int32_t stride = max_blocks + 3;  // block-table rows wider than used
+  const int64_t num_blocks =
+      static_cast<int64_t>(c.requests.size()) * max_blocks + 5;
+  std::vector<int32_t> pages(num_blocks);
+  std::iota(pages.begin(), pages.end(), 0);
+  std::shuffle(pages.begin(), pages.end(), rng);
+  std::vector<int32_t> block_table(c.requests.size() * stride, -7);
+  for (size_t r = 0; r < c.requests.size(); ++r) {
+    for (int32_t b = 0; b < max_blocks; ++b) {
+      block_table[r * stride + b] = pages[r * max_blocks + b];
+    }
+  }
+  for (const LogitsCase::BadBlock& bad : c.bad_blocks) {
+    block_table[bad.request * stride + bad.block] =
+        bad.page == kPastEnd ? static_cast<int32_t>(num_blocks) + 2 : bad.page;
+  }
+  auto page_ok = [&](int32_t page) { return page >= 0 && page < num_blocks; };
+
+  const int64_t block_bytes = int64_t{bs} * (dim + 4);
+  std::vector<uint8_t> cache(num_blocks * block_bytes);
+  for (uint8_t& byte : cache) byte = static_cast<uint8_t>(rng());
+  // Every slot gets finite fp8 values and a positive scale (a real cache
+  // holds ue8m0 scales; any positive float exercises more of the path).
+  std::vector<float> key_values(num_blocks * bs * dim);
+  std::vector<float> key_scale(num_blocks * bs);
+  for (int64_t slot = 0; slot < num_blocks * bs; ++slot) {
+    uint8_t* page = cache.data() + (slot / bs) * block_bytes;
+    for (int d = 0; d < dim; ++d) {
+      const uint8_t code = FloatToFp8(normal(rng) * 4.0f, traits);
+      page[(slot % bs) * dim + d] = code;
+      key_values[slot * dim + d] = Fp8ToFloat(code, traits);
+    }
+    float scale = uniform(rng) * 0.05f;
+    if (c.mixed_sign_scales && slot % 3 != 0) {
+      scale = slot % 3 == 1 ? -scale : 0.0f;
+    }
+    std::memcpy(page + int64_t{bs} * dim + (slot % bs) * 4, &scale, 4);
+    key_scale[slot] = scale;
+  }
+
+  std::vector<uint8_t> q(rows * heads * dim);
+  std::vector<float> q_values(q.size());
+  for (size_t i = 0; i < q.size(); ++i) {
+    q[i] = FloatToFp8(normal(rng) * 8.0f, traits);
+    q_values[i] = Fp8ToFloat(q[i], traits);
+  }
+  std::vector<float> weights(rows * heads);
+  for (float& w : weights) w = normal(rng);
+  std::vector<int32_t> row_request(rows), row_start(rows), row_end(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    row_request[i] = c.rows[i].request;
+    row_start[i] = c.rows[i].start;
+    row_end[i] = c.rows[i].end;
+  }
+  const int64_t logits_stride = c.width + 3;
+
+  DeviceArray d_q, d_w, d_cache, d_table, d_req, d_start, d_end, d_logits;
+  ASSERT_LAUNCH(d_q.Upload(q));
+  ASSERT_LAUNCH(d_w.Upload(weights));
+  ASSERT_LAUNCH(d_cache.Upload(cache));
+  ASSERT_LAUNCH(d_table.Upload(block_table));
+  ASSERT_LAUNCH(d_req.Upload(row_request));
+  ASSERT_LAUNCH(d_start.Upload(row_start));
+  ASSERT_LAUNCH(d_end.Upload(row_end));
+  ASSERT_LAUNCH(d_logits.Allocate(rows * logits_stride * sizeof(float)));
+  // Poison: 0xff bytes are NaN floats, so an unwritten element shows.
+  ASSERT_LAUNCH(
+      DeviceMemset(d_logits.get<void>(), 0xff, rows * logits_stride * 4));
+
+  IndexerLogitsParams p;
+  p.q_fp8 = d_q.get<uint8_t>();
+  p.head_weights = d_w.get<float>();
+  p.k_cache = d_cache.get<uint8_t>();
+  p.block_table = d_table.get<int32_t>();
+  p.row_request = d_req.get<int32_t>();
+  p.row_key_start = d_start.get<int32_t>();
+  p.row_key_end = d_end.get<int32_t>();
+  p.logits = d_logits.get<float>();
+  p.rows = rows;
+  p.heads = heads;
+  p.head_dim = dim;
+  p.num_blocks = num_blocks;
+  p.block_size = bs;
+  p.num_requests = static_cast<int32_t>(c.requests.size());
+  p.max_blocks_per_request = max_blocks;
+  p.block_table_stride = stride;
+  p.width = c.width;
+  p.logits_stride = logits_stride;
+  p.encoding = c.encoding;
+  ASSERT_LAUNCH(IndexerLogitsLaunch(p, nullptr));
+  ASSERT_LAUNCH(DeviceSynchronize());
+  std::vector<float> logits;
+  ASSERT_LAUNCH(d_logits.Download(&logits));
+  std::printf("%s: %s path, %lld rows\n", c.name.c_str(), IndexerLogitsPath(p),
+              static_cast<long long>(rows));
+
+  int64_t checked = 0;
+  double worst = 0.0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const Row& row = c.rows[i];
+    for (int64_t j = 0; j < c.width; ++j) {
+      const float got = logits[i * logits_stride + j];
+      if (j < row.start || j >= row.end) {
+        ASSERT_TRUE(std::isinf(got) && got < 0)
+            << "row " << i << " col " << j << " outside [" << row.start << ", "
+            << row.end << ") is " << got;
+        continue;
+      }
+      const int32_t page = block_table[row.request * stride + j / bs];
+      const int64_t slot = int64_t{page} * bs + j % bs;
+      double ref = 0.0, magnitude = 0.0;
+      for (int h = 0; h < heads && page_ok(page); ++h) {
+        double dot = 0.0, abs_dot = 0.0;
+        for (int d = 0; d < dim; ++d) {
+          const double product = double{q_values[(i * heads + h) * dim + d]} *
+                                 key_values[slot * dim + d];
+          dot += product;
+          abs_dot += std::abs(product);
+        }
+        const double s = dot * key_scale[slot];
+        const double w = weights[i * heads + h];
+        ref += s > 0 ? s * w : 0.0;
+        magnitude += abs_dot * std::abs(key_scale[slot]) * std::abs(w);
+      }
+      // The products of fp8 values are exact; the error is the
+      // accumulation's. Hopper's fp8 matrix cores (wgmma) keep about 14 bits
+      // of each partial sum (DeepSeek-V3 report, 3.3.2), so the bound is
+      // 2^-12 of the sum of |products| (the fp16 HMMA, MFMA and FMA paths
+      // land near 1e-7 of it).
+      const double err = std::abs(got - ref);
+      ASSERT_FALSE(std::isnan(got)) << "row " << i << " col " << j;
+      ASSERT_LE(err, 0x1p-12 * magnitude + 1e-30)
+          << "row " << i << " col " << j << ": got " << got << ", want " << ref
+          << " (sum of |products| " << magnitude << ")";
+      worst = std::max(worst, err / (magnitude + 1e-30));
+      ++checked;
+    }
+    for (int64_t j = c.width; j < logits_stride; ++j) {
+      uint32_t bits;
+      std::memcpy(&bits, &logits[i * logits_stride + j], 4);
+      ASSERT_EQ(bits, 0xffffffffu) << "row " << i << " wrote past width";
+    }
+  }
+  std::printf(
+      "  %lld logits checked, worst error %.3g of the sum of "
+      "|products|\n",
+      static_cast<long long>(checked), worst);
+}
+
+std::vector<LogitsCase> LogitsCases() {
+  std::vector<LogitsCase> cases;
+  {
+    // GLM-5.1's indexer (32 x 128): two requests, one a chunked prefill
+    // after 300 cached tokens, the other with windows starting mid-sequence.
+    LogitsCase c{"glm_32x128", 32, 128, 64, Fp8Encoding::kE4m3fn, {}, {}, 0};
+    c.requests = {{300 + 77}, {250}};
+    AddPrefillRows(0, 300, 77, 0, &c.rows);
+    AddPrefillRows(1, 200, 50, 131, &c.rows);
+    c.width = 400;
+    cases.push_back(c);
+  }
+  {
+    // DeepSeek-V3.2's indexer (64 x 128): three requests whose rows straddle
+    // block boundaries (4 rows per block), a decode row, an empty window.
+    LogitsCase c{"dsv32_64x128", 64, 128, 64, Fp8Encoding::kE4m3fn, {}, {}, 0};
+    c.requests = {{129}, {70}, {1000}};
+    AddPrefillRows(0, 100, 29, 5, &c.rows);
+    c.rows.push_back({1, 0, 70});
+    c.rows.push_back({1, 30, 30});
+    AddPrefillRows(2, 930, 70, 17, &c.rows);
+    c.width = 1000;
+    cases.push_back(c);
+  }
+  {
+    // fnuz data (AMD's encoding) through the same matrix kernel.
+    LogitsCase c{"fnuz_32x128", 32, 128, 16, Fp8Encoding::kE4m3fnuz, {}, {}, 0};
+    c.requests = {{203}};
+    AddPrefillRows(0, 150, 53, 0, &c.rows);
+    c.width = 210;
+    cases.push_back(c);
+  }
+  {
+    // A long causal prefill: more row blocks than an H200 has
+    // multiprocessors, so the persistent sm_90a kernel walks several items
+    // per CTA (zigzag order) and its stage ring wraps many times.
+    LogitsCase c{"long_32x128", 32, 128, 64, Fp8Encoding::kE4m3fn, {}, {}, 0};
+    c.requests = {{100 + 600}};
+    AddPrefillRows(0, 100, 600, 0, &c.rows);
+    c.width = 701;
+    cases.push_back(c);
+  }
+  {
+    // Paged decode: one row per request, contexts of different lengths
+    // (some not a multiple of the 64-key tile), few rows, so the sm_90a
+    // kernel splits each block's keys over several CTAs.
+    LogitsCase c{"decode_32x128", 32, 128, 64, Fp8Encoding::kE4m3fn, {}, {}, 0};
+    const int32_t contexts[] = {2900, 1,    64,  65,   2047, 2048, 2049,
+                                777,  3000, 130, 1500, 2600, 5,    999};
+    for (int32_t n : contexts) {
+      c.rows.push_back({static_cast<int32_t>(c.requests.size()), 0, n});
+      c.requests.push_back({n});
+    }
+    c.width = 3001;
+    cases.push_back(c);
+  }
+  {
+    // 128 heads (one row per block), a block size that is not a power of
+    // two, and scales of every sign.
+    LogitsCase c{
+        "mixed_128x128", 128, 128, 20, Fp8Encoding::kE4m3fn, {}, {}, 0, true};
+    c.requests = {{90}, {41}};
+    AddPrefillRows(0, 60, 30, 7, &c.rows);
+    c.rows.push_back({1, 0, 41});
+    c.rows.push_back({-1, 0, 0});
+    c.width = 95;
+    cases.push_back(c);
+  }
+  {
+    // 64 heads, mixed-sign scales, rows of three requests within a block.
+    LogitsCase c{
+        "mixed_64x128", 64, 128, 64, Fp8Encoding::kE4m3fn, {}, {}, 0, true};
+    c.requests = {{300}, {3}, {260}};
+    AddPrefillRows(0, 250, 50, 0, &c.rows);
+    c.rows.push_back({1, 0, 3});
+    AddPrefillRows(2, 200, 60, 100, &c.rows);
+    c.width = 301;
+    cases.push_back(c);
+  }
+  {
+    // Block size 128 (the TMA path's tiles start mid-page), invalid page ids
+    // in the block table (negative, past the cache), windows starting
+    // mid-tile, 64 heads.
+    LogitsCase c{"pages_64x128", 64, 128, 128, Fp8Encoding::kE4m3fn, {}, {}, 0};
+    c.requests = {{700}, {300}};
+    AddPrefillRows(0, 600, 100, 70, &c.rows);
+    AddPrefillRows(1, 290, 10, 0, &c.rows);
+    c.width = 705;
+    c.bad_blocks = {{0, 2, -3}, {0, 4, kPastEnd}, {1, 0, kPastEnd}};
+    cases.push_back(c);
+  }
+  {
+    // Paged decode of 32 heads (the sm_90a kernel's one-row m64n32 tiles)
+    // with block size 128, scales of every sign and invalid pages.
+    LogitsCase c{"decode_pages_32x128",
+                 32,
+                 128,
+                 128,
+                 Fp8Encoding::kE4m3fn,
+                 {},
+                 {},
+                 0,
+                 true};
+    const int32_t contexts[] = {1, 127, 128, 129, 700, 1030, 64, 2000, 333};
+    for (int32_t n : contexts) {
+      c.rows.push_back({static_cast<int32_t>(c.requests.size()), 0, n});
+      c.requests.push_back({n});
+    }
+    c.rows.push_back({4, 100, 650});  // a second row of request 4, windowed
+    c.width = 2001;
+    c.bad_blocks = {{4, 1, -1}, {7, 3, kPastEnd}};
+    cases.push_back(c);
+  }
+  {
+    // A shape the matrix kernel does not take: the FMA kernel.
+    LogitsCase c{"small_6x40", 6, 40, 5, Fp8Encoding::kE4m3fn, {}, {}, 0};
+    c.requests = {{37}, {12}};
+    AddPrefillRows(0, 20, 17, 3, &c.rows);
+    AddPrefillRows(1, 0, 12, 0, &c.rows);
+    c.width = 41;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, IndexerLogitsTest,
+                         ::testing::ValuesIn(LogitsCases()),
+                         [](const ::testing::TestParamInfo<LogitsCase>& info) {
+                           return info.param.name;
+                         });
+
+// ---------------------------------------------------------------------------
+// Top-k.
+
+// The reference: a strict total order (value descending, NaN last, then the
+// lower index), the first topk, ascending positions, -1 padding.
+std::vector<int32_t> ReferenceTopK(const float* row, int32_t start, int32_t end,
+                                   int topk) {
+  std::vector<int32_t> idx(end - start);
+  std::iota(idx.begin(), idx.end(), start);
+  auto better = [row](int32_t x, int32_t y) {
+    const float vx = row[x], vy = row[y];
+    const bool nan_x = std::isnan(vx), nan_y = std::isnan(vy);
+    if (nan_x != nan_y) return nan_y;
+    if (!nan_x && vx != vy) return vx > vy;
+    return x < y;
+  };
+  if (static_cast<int>(idx.size()) > topk) {
+    std::sort(idx.begin(), idx.end(), better);
+    idx.resize(topk);
+  }
+  std::sort(idx.begin(), idx.end());
+  idx.resize(topk, -1);
+  return idx;
+}
+
+enum class Values { kRandom, kFewDistinct, kSpecials };
+
+struct TopKCase {
+  std::string name;
+  int topk;
+  int64_t width;
+  Values values;
+  std::vector<std::pair<int32_t, int32_t>> windows;
+};
+
+class IndexerTopKTest : public ::testing::TestWithParam<TopKCase> {};
+
+TEST_P(IndexerTopKTest, MatchesReference) {
+  if (!kBuilt) {
+    GTEST_SKIP() << "built without a GPU backend: use --config=cuda or "
+                    "--config=rocm";
+  }
+  const TopKCase& c = GetParam();
+  const int64_t rows = static_cast<int64_t>(c.windows.size());
+  const int64_t stride = c.width + 5;
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::uniform_int_distribution<int> small(0, 5);
+  std::vector<float> logits(rows * stride);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::infinity(),
+                            0.0f,
+                            -0.0f,
+                            1.0f,
+                            -1.0f};
+  for (float& v : logits) {
+    switch (c.values) {
+      case Values::kRandom:
+        v = normal(rng);
+        break;
+      case Values::kFewDistinct:
+        v = static_cast<float>(small(rng));  // heavy ties
+        break;
+      case Values::kSpecials:
+        v = (rng() % 4 == 0) ? specials[rng() % 7] : normal(rng);
+        break;
+    }
+  }
+  std::vector<int32_t> starts(rows), ends(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    starts[i] = c.windows[i].first;
+    ends[i] = c.windows[i].second;
+  }
+  const int64_t topk_stride = c.topk + 2;
+  DeviceArray d_logits, d_start, d_end, d_topk;
+  ASSERT_LAUNCH(d_logits.Upload(logits));
+  ASSERT_LAUNCH(d_start.Upload(starts));
+  ASSERT_LAUNCH(d_end.Upload(ends));
+  ASSERT_LAUNCH(d_topk.Allocate(rows * topk_stride * sizeof(int32_t)));
+  ASSERT_LAUNCH(DeviceMemset(d_topk.get<void>(), 0x7f,
+                             rows * topk_stride * sizeof(int32_t)));
+  IndexerTopKParams p;
+  p.logits = d_logits.get<float>();
+  p.row_key_start = d_start.get<int32_t>();
+  p.row_key_end = d_end.get<int32_t>();
+  p.topk_indices = d_topk.get<int32_t>();
+  p.rows = rows;
+  p.width = c.width;
+  p.logits_stride = stride;
+  p.topk = c.topk;
+  p.topk_stride = topk_stride;
+  ASSERT_LAUNCH(IndexerTopKLaunch(p, nullptr));
+  ASSERT_LAUNCH(DeviceSynchronize());
+  std::vector<int32_t> got;
+  ASSERT_LAUNCH(d_topk.Download(&got));
+  for (int64_t i = 0; i < rows; ++i) {
+    const std::vector<int32_t> want =
+        ReferenceTopK(logits.data() + i * stride, starts[i], ends[i], c.topk);
+    for (int k = 0; k < c.topk; ++k) {
+      ASSERT_EQ(got[i * topk_stride + k], want[k])
+          << "row " << i << " window [" << starts[i] << ", " << ends[i]
+          << ") slot " << k;
+    }
+    for (int64_t k = c.topk; k < topk_stride; ++k) {
+      ASSERT_EQ(got[i * topk_stride + k], 0x7f7f7f7f)
+          << "row " << i << " wrote past topk";
+    }
+  }
+}
+
+std::vector<TopKCase> TopKCases() {
+  std::vector<TopKCase> cases;
+  const int k = 2048;
+  // Lengths around topk, windows starting mid-row, empty and short windows,
+  // and windows longer than what a block stages in shared memory.
+  const std::vector<std::pair<int32_t, int32_t>> windows = {
+      {0, k - 1},
+      {0, k},
+      {0, k + 1},
+      {100, 100 + k + 1},
+      {7, 7 + k},
+      {3, 3 + k - 1},
+      {0, 0},
+      {50, 60},
+      {0, 4096},
+      {1234, 8000},
+      {0, 8192},
+      {5, 8192 + 5},
+      {0, 10000},
+      {777, 12000},
+      {12000 - k - 1, 12000}};
+  cases.push_back({"random_k2048", k, 12000, Values::kRandom, windows});
+  cases.push_back({"ties_k2048", k, 12000, Values::kFewDistinct, windows});
+  cases.push_back({"specials_k2048", k, 12000, Values::kSpecials, windows});
+  // A small k over many rows of random windows.
+  std::mt19937 rng(12345);
+  std::vector<std::pair<int32_t, int32_t>> small_windows;
+  for (int i = 0; i < 300; ++i) {
+    const int32_t a = static_cast<int32_t>(rng() % 600);
+    const int32_t b = static_cast<int32_t>(rng() % 600);
+    small_windows.push_back({std::min(a, b), std::max(a, b)});
+  }
+  cases.push_back({"random_k7", 7, 600, Values::kRandom, small_windows});
+  cases.push_back({"ties_k7", 7, 600, Values::kFewDistinct, small_windows});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Windows, IndexerTopKTest,
+                         ::testing::ValuesIn(TopKCases()),
+                         [](const ::testing::TestParamInfo<TopKCase>& info) {
+                           return info.param.name;
+                         });
+
+TEST(IndexerLaunchTest, RejectsBadSizesWithAMessage) {
+  if (!kBuilt) GTEST_SKIP() << "built without a GPU backend";
+  IndexerTopKParams p;
+  p.rows = 3;
+  p.width = 10;
+  p.logits_stride = 10;
+  p.topk = 0;
+  const LaunchResult r = IndexerTopKLaunch(p, nullptr);
+  EXPECT_EQ(r.code, LaunchCode::kInvalidArgument);
+  EXPECT_NE(std::string(r.message).find("topk 0"), std::string::npos)
+      << r.message;
+  IndexerLogitsParams q;
+  q.rows = 2;
+  q.heads = 32;
+  q.head_dim = 128;
+  const LaunchResult r2 = IndexerLogitsLaunch(q, nullptr);
+  EXPECT_EQ(r2.code, LaunchCode::kInvalidArgument) << r2.message;
+}
+
+}  // namespace
+}  // namespace dsa::attention::gpu

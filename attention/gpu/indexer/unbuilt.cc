@@ -1,0 +1,15 @@
+// indexer/launch.h for a build without a GPU backend (neither
+// --config=cuda nor --config=rocm): every call answers kNotBuilt, so host
+// code that links the launchers builds everywhere and finds out at run time.
+#include "attention/gpu/indexer/launch.h"
+
+namespace dsa::attention::gpu {
+LaunchResult IndexerLogitsLaunch(const IndexerLogitsParams&, void*) {
+  return NotBuiltResult("indexer_logits");
+}
+const char* IndexerLogitsPath(const IndexerLogitsParams&) { return "none"; }
+LaunchResult IndexerTopKLaunch(const IndexerTopKParams&, void*) {
+  return NotBuiltResult("indexer_topk");
+}
+
+}  // namespace dsa::attention::gpu

@@ -1,0 +1,523 @@
+// The GPU sparse MLA (SparseMlaLaunch) against a float64 host reference, on
+// fresh random inputs with poisoned outputs: bf16 and fp8 caches, 1 to 128
+// heads, top-k rows with topk - 1 / topk valid indices out of requests of
+// topk - 1 / topk / topk + 1 tokens, -1 padding, duplicates, rows without
+// any valid index, invalid indices (which the kernels skip), index chunks
+// and key tiles cut at every boundary, and the FMA kernel for other dims.
+// Skips cleanly when built without a GPU backend or run without a device.
+//
+// Tolerance. The matrix path rounds q to bf16 once, by design (the
+// launcher's contract); the reference takes q as that path reads it, since
+// the rounding's effect grows with the score magnitude (peaked softmaxes)
+// and would otherwise set the bound. The path then rounds three more things
+// to bf16 (8 significant bits, relative error <= 2^-9 each): the softmax
+// probabilities, the normalised latent output o and W_UV (when f32); a bf16
+// output adds one more rounding. Everything else is exact (bf16 and
+// fp8 * power-of-two cache values are bf16) or accumulated in fp32. The
+// roundings are independent across the topk / 512 terms they enter, so
+// their effect on an output is a few 2^-9 of the output's scale (the
+// largest |output| of its token and head); a bound of 2^-6 of that scale
+// leaves a wide margin (the worst seen on the H200 is printed per case),
+// while a wrong or missed key, a missed duplicate or -1, a wrong W_UV row or
+// a broken softmax moves outputs by 5% of the scale or more at the top-k
+// sizes used here (the topk-2048 case uses peaked scores so that every tile
+// matters). The FMA path keeps q in fp32 and rounds nothing: it is checked
+// against the unrounded q.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention/dtypes/fp8.h"
+#include "attention/gpu/device/runtime.h"
+#include "attention/gpu/device/test_util.h"
+#include "attention/gpu/sparse_mla/launch.h"
+#include "gtest/gtest.h"
+
+namespace dsa::attention::gpu {
+namespace {
+
+#if defined(DSA_GPU_ROCM) || defined(DSA_GPU_CUDA)
+constexpr bool kBuilt = true;
+#else
+constexpr bool kBuilt = false;
+#endif
+
+constexpr double kRelTol = 1.0 / 64;
+
+uint16_t Bf16Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float Bf16Float(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Float data in the launcher's format; `values` is rounded in place to what
+// the kernel reads.
+std::vector<uint8_t> Encode(std::vector<float>& values, FloatFormat f) {
+  std::vector<uint8_t> bytes;
+  if (f == FloatFormat::kFloat32) {
+    bytes.resize(values.size() * 4);
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    return bytes;
+  }
+  bytes.resize(values.size() * 2);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t b = Bf16Bits(values[i]);
+    values[i] = Bf16Float(b);
+    std::memcpy(bytes.data() + 2 * i, &b, 2);
+  }
+  return bytes;
+}
+
+struct Case {
+  std::string name;
+  LatentCacheType cache = LatentCacheType::kBFloat16;
+  int heads = 1;
+  int lora = 512, rope = 64, nope = 128, v = 128;
+  int topk = 64;
+  int block_size = 16;
+  std::vector<int32_t> seq_lens;
+  FloatFormat q_format = FloatFormat::kFloat32;
+  FloatFormat w_format = FloatFormat::kFloat32;
+  FloatFormat out_format = FloatFormat::kFloat32;
+  double q_scale = 1.0;      // larger: more peaked softmax
+  bool bad_indices = false;  // add rows whose indices must be skipped
+  const char* path = "mma";
+};
+
+std::ostream& operator<<(std::ostream& os, const Case& c) {
+  return os << c.name;
+}
+
+class SparseMlaKernelTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
+  if (!kBuilt) GTEST_SKIP() << "built without a GPU backend";
+  const Case& c = GetParam();
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const bool fp8 = c.cache != LatentCacheType::kBFloat16;
+  const Fp8Traits traits = c.cache == LatentCacheType::kFp8E4m3fnuz
+                               ? kE4m3fnuzTraits
+                               : kE4m3fnTraits;
+  const int dim = c.lora + c.rope, bs = c.block_size;
+  const int requests = static_cast<int>(c.seq_lens.size());
+
+  // Paged layout: shuffled pages, block-table rows wider than used.
+  int32_t max_blocks = 1;
+  for (int32_t s : c.seq_lens)
+    max_blocks = std::max(max_blocks, (s + bs - 1) / bs);
+  const int32_t table_stride = max_blocks + 2;
+  const int64_t num_blocks = int64_t{requests} * max_blocks + 3;
+  std::vector<int32_t> pages(num_blocks);
+  std::iota(pages.begin(), pages.end(), 0);
+  std::shuffle(pages.begin(), pages.end(), rng);
+  std::vector<int32_t> table(requests * table_stride, -7);
+  for (int r = 0; r < requests; ++r) {
+    for (int b = 0; b < max_blocks; ++b) {
+      table[r * table_stride + b] = pages[r * max_blocks + b];
+    }
+  }
+
+  // Cache: entries padded by 16 bytes (a token stride wider than the entry).
+  const int64_t entry =
+      fp8 ? c.lora + 4 * (c.lora / 128) + 2 * c.rope : 2 * int64_t{dim};
+  const int64_t token_stride = entry + 16;
+  const int64_t block_stride = token_stride * bs;
+  std::vector<uint8_t> cache(num_blocks * block_stride);
+  for (uint8_t& b : cache) b = static_cast<uint8_t>(rng());
+  std::vector<double> decoded(num_blocks * bs * dim);
+  for (int64_t slot = 0; slot < num_blocks * bs; ++slot) {
+    uint8_t* e =
+        cache.data() + (slot / bs) * block_stride + (slot % bs) * token_stride;
+    double* out = decoded.data() + slot * dim;
+    if (!fp8) {
+      for (int d = 0; d < dim; ++d) {
+        const uint16_t b = Bf16Bits(normal(rng));
+        std::memcpy(e + 2 * d, &b, 2);
+        out[d] = Bf16Float(b);
+      }
+      continue;
+    }
+    for (int tile = 0; tile < c.lora / 128; ++tile) {
+      const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 5) - 5);
+      std::memcpy(e + c.lora + 4 * tile, &scale, 4);
+      for (int d = tile * 128; d < (tile + 1) * 128; ++d) {
+        const uint8_t code = FloatToFp8(normal(rng) / scale, traits);
+        e[d] = code;
+        out[d] = static_cast<double>(Fp8ToFloat(code, traits)) * scale;
+      }
+    }
+    for (int d = 0; d < c.rope; ++d) {
+      const uint16_t b = Bf16Bits(normal(rng));
+      std::memcpy(e + c.lora + 4 * (c.lora / 128) + 2 * d, &b, 2);
+      out[c.lora + d] = Bf16Float(b);
+    }
+  }
+
+  // Rows: per request, topk - 1 and topk valid indices (or all the
+  // request has), -1 holes, duplicates; a row of only -1.
+  std::vector<int32_t> token_request, indices;
+  auto add_row = [&](int32_t r, int count, bool duplicate) {
+    const int32_t len = c.seq_lens[r];
+    std::vector<int32_t> pos(len);
+    std::iota(pos.begin(), pos.end(), 0);
+    std::shuffle(pos.begin(), pos.end(), rng);
+    pos.resize(std::min(count, len));
+    if (duplicate && pos.size() >= 2) pos[pos.size() - 1] = pos[0];
+    pos.resize(c.topk, -1);
+    std::shuffle(pos.begin(), pos.end(), rng);
+    token_request.push_back(r);
+    indices.insert(indices.end(), pos.begin(), pos.end());
+  };
+  for (int r = 0; r < requests; ++r) {
+    add_row(r, c.topk - 1, r % 2 == 0);
+    add_row(r, c.topk, true);
+    // (A third row per request only where the float64 reference is cheap.)
+    if (c.topk < 1024) add_row(r, c.topk, false);
+  }
+  add_row(0, 0, false);  // only -1
+  add_row(requests - 1, 1, false);
+  if (c.bad_indices) {
+    // Out of the request, below -1, an invalid request, a broken block
+    // table entry: skipped, the rest of the row still counts.
+    add_row(0, c.topk, false);
+    indices[indices.size() - 1] = c.seq_lens[0];
+    indices[indices.size() - 2] = -5;
+    indices[indices.size() - 3] = 1 << 30;
+    add_row(0, c.topk, false);
+    token_request.back() = requests + 3;
+    table[0 * table_stride + 0] = -3;
+    if (max_blocks > 1) table[0 * table_stride + 1] = 1 << 30;
+  }
+  const int64_t tokens = static_cast<int64_t>(token_request.size());
+
+  std::vector<float> q(tokens * c.heads * dim);
+  for (float& x : q) x = normal(rng) * static_cast<float>(c.q_scale);
+  std::vector<float> w(int64_t{c.heads} * (c.nope + c.v) * c.lora);
+  for (float& x : w) x = normal(rng) / std::sqrt(static_cast<float>(c.lora));
+  const std::vector<uint8_t> q_bytes = Encode(q, c.q_format);
+  std::vector<float> q_ref = q;
+  if (std::string(c.path) == "mma") {
+    for (float& x : q_ref) x = Bf16Float(Bf16Bits(x));
+  }
+  const std::vector<uint8_t> w_bytes = Encode(w, c.w_format);
+  const double softmax_scale =
+      1.0 / std::sqrt(static_cast<double>(c.nope + c.rope));
+
+  // Reference, skipping exactly what the kernel must skip.
+  std::vector<double> expected(tokens * c.heads * c.v, 0.0);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int32_t r = token_request[t];
+    if (r < 0 || r >= requests) continue;
+    std::vector<const double*> keys;
+    for (int j = 0; j < c.topk; ++j) {
+      const int32_t idx = indices[t * c.topk + j];
+      if (idx < 0 || idx >= c.seq_lens[r]) continue;
+      const int32_t block = table[r * table_stride + idx / bs];
+      if (block < 0 || block >= num_blocks) continue;
+      keys.push_back(decoded.data() + (int64_t{block} * bs + idx % bs) * dim);
+    }
+    if (keys.empty()) continue;
+    for (int h = 0; h < c.heads; ++h) {
+      const float* qh = q_ref.data() + (t * c.heads + h) * dim;
+      std::vector<double> s(keys.size());
+      double mx = -1e300;
+      for (size_t j = 0; j < keys.size(); ++j) {
+        double dot = 0;
+        for (int d = 0; d < dim; ++d) dot += double{qh[d]} * keys[j][d];
+        s[j] = dot * softmax_scale;
+        mx = std::max(mx, s[j]);
+      }
+      double sum = 0;
+      for (double& x : s) sum += (x = std::exp(x - mx));
+      std::vector<double> o(c.lora, 0.0);
+      for (size_t j = 0; j < keys.size(); ++j) {
+        for (int d = 0; d < c.lora; ++d) o[d] += s[j] / sum * keys[j][d];
+      }
+      for (int oo = 0; oo < c.v; ++oo) {
+        const float* wr =
+            w.data() + (int64_t{h} * (c.nope + c.v) + c.nope + oo) * c.lora;
+        double acc = 0;
+        for (int d = 0; d < c.lora; ++d) acc += double{wr[d]} * o[d];
+        expected[(t * c.heads + h) * c.v + oo] = acc;
+      }
+    }
+  }
+
+  DeviceArray d_q, d_cache, d_table, d_seq, d_req, d_idx, d_w, d_out;
+  ASSERT_LAUNCH(d_q.Upload(q_bytes));
+  ASSERT_LAUNCH(d_cache.Upload(cache));
+  ASSERT_LAUNCH(d_table.Upload(table));
+  ASSERT_LAUNCH(d_seq.Upload(c.seq_lens));
+  ASSERT_LAUNCH(d_req.Upload(token_request));
+  ASSERT_LAUNCH(d_idx.Upload(indices));
+  ASSERT_LAUNCH(d_w.Upload(w_bytes));
+  const size_t out_elem = c.out_format == FloatFormat::kFloat32 ? 4 : 2;
+  // Output rows padded: head stride v + 8, token stride heads * (v + 8).
+  const int64_t out_head_stride = c.v + 8;
+  const int64_t out_bytes = tokens * c.heads * out_head_stride * out_elem;
+  ASSERT_LAUNCH(d_out.Allocate(out_bytes));
+  ASSERT_LAUNCH(DeviceMemset(d_out.get<void>(), 0xff, out_bytes));  // NaN
+
+  SparseMlaParams p;
+  p.q = d_q.get<void>();
+  p.q_format = c.q_format;
+  p.q_token_stride = int64_t{c.heads} * dim;
+  p.q_head_stride = dim;
+  p.kv_cache = d_cache.get<uint8_t>();
+  p.cache_type = c.cache;
+  p.cache_block_stride = block_stride;
+  p.cache_token_stride = token_stride;
+  p.num_blocks = num_blocks;
+  p.block_size = bs;
+  p.kv_lora_rank = c.lora;
+  p.rope_dim = c.rope;
+  p.block_table = d_table.get<int32_t>();
+  p.num_requests = requests;
+  p.max_blocks_per_request = max_blocks;
+  p.block_table_stride = table_stride;
+  p.seq_lens = d_seq.get<int32_t>();
+  p.token_request = d_req.get<int32_t>();
+  p.topk_indices = d_idx.get<int32_t>();
+  p.topk = c.topk;
+  p.topk_stride = c.topk;
+  p.kv_b_proj = d_w.get<void>();
+  p.kv_b_proj_format = c.w_format;
+  p.kv_b_proj_row_stride = c.lora;
+  p.qk_nope_head_dim = c.nope;
+  p.v_head_dim = c.v;
+  p.softmax_scale = static_cast<float>(softmax_scale);
+  p.output = d_out.get<void>();
+  p.output_format = c.out_format;
+  p.output_token_stride = int64_t{c.heads} * out_head_stride;
+  p.output_head_stride = out_head_stride;
+  p.tokens = tokens;
+  p.heads = c.heads;
+  // "mma" names either matrix kernel: the warpgroup one ("wgmma", sm_90a
+  // builds on Hopper, bf16 cache, 64 heads or more) or the warp-level one.
+  const std::string path = SparseMlaPath(p);
+  if (std::string(c.path) == "mma") {
+    EXPECT_TRUE(path == "mma" || path == "wgmma") << path;
+  } else {
+    EXPECT_EQ(path, c.path);
+  }
+  ASSERT_LAUNCH(SparseMlaLaunch(p, nullptr));
+  ASSERT_LAUNCH(DeviceSynchronize());
+
+  std::vector<uint8_t> raw;
+  ASSERT_LAUNCH(d_out.Download(&raw));
+  double worst = 0;
+  int64_t failures = 0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int h = 0; h < c.heads; ++h) {
+      const double* e = expected.data() + (t * c.heads + h) * c.v;
+      double scale = 0;
+      for (int o = 0; o < c.v; ++o) scale = std::max(scale, std::fabs(e[o]));
+      for (int o = 0; o < out_head_stride; ++o) {
+        const int64_t at = (t * c.heads + h) * out_head_stride + o;
+        float g;
+        if (c.out_format == FloatFormat::kFloat32) {
+          std::memcpy(&g, raw.data() + 4 * at, 4);
+        } else {
+          uint16_t b;
+          std::memcpy(&b, raw.data() + 2 * at, 2);
+          g = Bf16Float(b);
+        }
+        if (o >= c.v) {  // padding between heads: untouched
+          if (!std::isnan(g) && failures++ < 5) {
+            ADD_FAILURE() << "padding written at token " << t << " head " << h;
+          }
+          continue;
+        }
+        if (scale == 0) {  // no valid key: exact zeros
+          if (g != 0.0f && failures++ < 5) {
+            ADD_FAILURE() << "token " << t << " head " << h << " dim " << o
+                          << ": got " << g << ", expected 0 (no valid key)";
+          }
+          continue;
+        }
+        const double err = std::fabs(g - e[o]) / scale;
+        if (!(err <= kRelTol) && failures++ < 5) {
+          ADD_FAILURE() << "token " << t << " head " << h << " dim " << o
+                        << ": got " << g << ", expected " << e[o] << " (scale "
+                        << scale << ")";
+        }
+        if (err > worst) worst = err;
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0);
+  std::printf(
+      "  %s: path %s, %lld rows, worst error %.3g of the output scale\n",
+      c.name.c_str(), SparseMlaPath(p), static_cast<long long>(tokens), worst);
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  {
+    Case c;
+    c.name = "Bf16Cache64HeadsTopk2048";
+    c.heads = 64;
+    c.nope = 192;
+    c.v = 256;
+    c.topk = 2048;
+    c.block_size = 64;
+    c.seq_lens = {2047, 2048, 2049};
+    c.q_scale = 3.0;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "Fp8Cache128HeadsBf16Io";
+    c.cache = LatentCacheType::kFp8E4m3fn;
+    c.heads = 128;
+    c.topk = 64;
+    c.block_size = 16;
+    c.seq_lens = {63, 64, 65, 300};
+    c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
+    c.bad_indices = true;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "Bf16Cache1HeadOddBlocks";
+    c.heads = 1;
+    c.topk = 33;
+    c.block_size = 3;
+    c.seq_lens = {32, 33, 34};
+    c.q_format = FloatFormat::kBFloat16;
+    c.bad_indices = true;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "Fp8FnuzCache20HeadsTwoChunks";
+    c.cache = LatentCacheType::kFp8E4m3fnuz;
+    c.heads = 20;
+    c.topk = 1100;
+    c.block_size = 32;
+    c.seq_lens = {1099, 1100, 1101};
+    c.w_format = FloatFormat::kBFloat16;
+    c.out_format = FloatFormat::kBFloat16;
+    cases.push_back(c);
+  }
+  {
+    Case c;
+    c.name = "Bf16Cache100Heads";
+    c.heads = 100;
+    c.topk = 96;
+    c.block_size = 64;
+    c.seq_lens = {95, 200};
+    cases.push_back(c);
+  }
+  {
+    // The warpgroup kernel's edges: two head groups, 64-key tiles cut at
+    // topk 130 (64 + 64 + 2), requests of topk - 1 .. topk + 1 tokens and a
+    // short one, bad indices, bf16 in and out.
+    Case c;
+    c.name = "Bf16Cache128HeadsTileEdges";
+    c.heads = 128;
+    c.topk = 130;
+    c.block_size = 16;
+    c.seq_lens = {129, 130, 131, 7};
+    c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
+    c.q_scale = 2.0;
+    c.bad_indices = true;
+    cases.push_back(c);
+  }
+  {
+    // A second head group of 8 heads (zero-padded to 64 inside the block),
+    // fp32 in and out, topk one short of two tiles.
+    Case c;
+    c.name = "Bf16Cache72HeadsF32Io";
+    c.heads = 72;
+    c.nope = 192;
+    c.v = 256;
+    c.topk = 127;
+    c.block_size = 32;
+    c.seq_lens = {126, 127, 128};
+    cases.push_back(c);
+  }
+  {
+    // fnuz fp8 at 64 heads (the warpgroup kernel where it takes fp8).
+    Case c;
+    c.name = "Fp8FnuzCache64Heads";
+    c.cache = LatentCacheType::kFp8E4m3fnuz;
+    c.heads = 64;
+    c.nope = 192;
+    c.v = 256;
+    c.topk = 200;
+    c.block_size = 64;
+    c.seq_lens = {199, 200, 201};
+    c.q_format = FloatFormat::kBFloat16;
+    c.bad_indices = true;
+    cases.push_back(c);
+  }
+  for (LatentCacheType t :
+       {LatentCacheType::kBFloat16, LatentCacheType::kFp8E4m3fn}) {
+    Case c;
+    c.name =
+        t == LatentCacheType::kBFloat16 ? "FmaTinyDimsBf16" : "FmaTinyDimsFp8";
+    c.cache = t;
+    c.heads = 4;
+    c.lora = 128;
+    c.rope = 32;
+    c.nope = 64;
+    c.v = 64;
+    c.topk = 40;
+    c.block_size = 16;
+    c.seq_lens = {39, 40, 41};
+    c.bad_indices = true;
+    c.path = "fma";
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, SparseMlaKernelTest,
+                         ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.name;
+                         });
+
+TEST(SparseMlaLaunchTest, RejectsBadArgumentsWithAMessage) {
+  SparseMlaParams p;
+  p.tokens = 1;
+  p.heads = 0;
+  LaunchResult r = SparseMlaLaunch(p, nullptr);
+  if (r.code == LaunchCode::kNotBuilt) GTEST_SKIP() << r.message;
+  EXPECT_EQ(r.code, LaunchCode::kInvalidArgument);
+  EXPECT_NE(std::string(r.message).find("sparse_mla: sizes"), std::string::npos)
+      << r.message;
+  p.heads = 1;
+  p.num_blocks = 1;
+  p.block_size = 1;
+  p.num_requests = 1;
+  p.max_blocks_per_request = 1;
+  p.block_table_stride = 1;
+  p.topk = 1;
+  p.topk_stride = 1;
+  p.cache_token_stride = 1152;
+  p.cache_block_stride = 1152;
+  r = SparseMlaLaunch(p, nullptr);
+  EXPECT_EQ(r.code, LaunchCode::kInvalidArgument);
+  EXPECT_NE(std::string(r.message).find("null"), std::string::npos)
+      << r.message;
+  // Nothing to do: no launch, no error.
+  p.tokens = 0;
+  EXPECT_EQ(SparseMlaLaunch(p, nullptr).code, LaunchCode::kOk);
+}
+
+}  // namespace
+}  // namespace dsa::attention::gpu

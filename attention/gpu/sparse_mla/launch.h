@@ -1,0 +1,45 @@
+// GPU kernel of the sparse MLA in its absorbed (MQA) form: every query row
+// attends, with all of its heads, to the latent cache entries at its own
+// top-k positions, and the latent result goes through each head's W_UV.
+// Same semantics as SparseMla in attention/ops.h (and the CPU kernel in
+// attention/cpu/mla_kernels.cc); see there.
+//
+// Plain C++ (no HIP or CUDA types). The launcher enqueues its kernels on
+// `stream` and does not synchronise.
+//
+// The launcher checks what it can see without reading device memory. The
+// index tensors live on the device: the kernels skip every top-k index that
+// is not -1 and lies outside its request's tokens, every block id outside
+// the cache and every invalid request (a row with nothing valid outputs
+// zeros), so bad indices give wrong values but never an access outside the
+// buffers described here. The op layer (op_kernels.cc) does not read them
+// either.
+#ifndef DSA_ATTENTION_GPU_SPARSE_MLA_LAUNCH_H_
+#define DSA_ATTENTION_GPU_SPARSE_MLA_LAUNCH_H_
+
+#include "attention/gpu/device/launch_result.h"
+#include "attention/gpu/sparse_mla/params.h"
+
+namespace dsa::attention::gpu {
+
+// output = SparseMla(params). The attention runs on bf16 matrix cores
+// (device/mma.h) for kv_lora_rank 512 / rope_dim 64 with 16-byte
+// aligned cache entries, any heads, topk and block_size: on Hopper's
+// warpgroup product (WarpgroupBf16Mma, sm_90a builds) for 64 heads or more,
+// on the warp-level one (Bf16WarpMma) otherwise; other shapes run on a
+// plain-FMA kernel. W_UV runs on the platform's GEMM (cuBLASLt on CUDA,
+// through dense_ops/op_kernels.h). q is rounded to bf16 once, fp8 cache
+// entries are dequantised exactly to bf16 (power-of-two scales), the
+// softmax probabilities and the normalised latent output are rounded to
+// bf16 before their products (fp32 accumulation throughout), and so is
+// W_UV. See kernels_test.cc for the resulting error bound.
+LaunchResult SparseMlaLaunch(const SparseMlaParams& params, void* stream);
+
+// Which attention kernel SparseMlaLaunch picks: "wgmma" (sm_90a warpgroup
+// kernel: bf16 cache, 64 heads or more), "mma" (warp-level matrix kernel)
+// or "fma".
+const char* SparseMlaPath(const SparseMlaParams& params);
+
+}  // namespace dsa::attention::gpu
+
+#endif  // DSA_ATTENTION_GPU_SPARSE_MLA_LAUNCH_H_
