@@ -2,8 +2,11 @@
 #include "attention/gpu/device/runtime.h"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <vector>
 
+#include "attention/gpu/device/features.h"
 #include "attention/gpu/device/hip_compat.h"
 #include "attention/gpu/device/launch_util.h"
 
@@ -86,6 +89,75 @@ LaunchResult TimeMedianMs(LaunchResult (*fn)(void*), void* arg, int warmup,
   if (!r.ok()) return r;
   std::sort(times.begin(), times.end());
   *median_ms = times.empty() ? 0.0f : times[times.size() / 2];
+  return r;
+}
+
+namespace {
+
+#if defined(DSA_GPU_CUDA)
+// Never launched: its static shared memory exists only in the sm_90a pass,
+// so the size the runtime reports for it says which code was loaded for the
+// device (an attribute query, unlike a launch and a copy of its result).
+constexpr int kSm90aMarkerBytes = 64;
+__global__ void DeviceCodeProbeKernel(int* out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __shared__ int marker[kSm90aMarkerBytes / sizeof(int)];
+  marker[threadIdx.x % (kSm90aMarkerBytes / sizeof(int))] = threadIdx.x;
+  __syncthreads();
+  out[threadIdx.x] = marker[(threadIdx.x + 1) % (kSm90aMarkerBytes / 4)];
+#else
+  out[threadIdx.x] = 0;
+#endif
+}
+#endif  // DSA_GPU_CUDA
+
+LaunchResult QueryDeviceFeatures(int device, DeviceFeatures* f) {
+  f->device = device;
+  LaunchResult r = FromError(
+      hipDeviceGetAttribute(&f->multiprocessors,
+                            hipDeviceAttributeMultiprocessorCount, device),
+      "device features: multiprocessor count");
+  if (!r.ok()) return r;
+  r = FromError(
+      hipDeviceGetAttribute(&f->max_shared_bytes_per_block,
+                            hipDeviceAttributeMaxSharedMemoryPerBlock, device),
+      "device features: shared memory per block");
+  if (!r.ok()) return r;
+#if defined(DSA_GPU_CUDA)
+  cudaFuncAttributes attributes{};
+  r = FromError(
+      cudaFuncGetAttributes(
+          &attributes, reinterpret_cast<const void*>(&DeviceCodeProbeKernel)),
+      "device features: device code");
+  if (!r.ok()) return r;
+  f->sm90a = attributes.sharedSizeBytes >= kSm90aMarkerBytes;
+  f->tensor_maps = TensorMapEncoder() != nullptr;
+#endif
+  return r;
+}
+
+}  // namespace
+
+LaunchResult CurrentDeviceFeatures(DeviceFeatures* features) {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<bool> known[kMaxDevices];
+  static DeviceFeatures cache[kMaxDevices];
+  int device = -1;
+  LaunchResult r = FromError(hipGetDevice(&device), "device features");
+  if (!r.ok()) return r;
+  if (device < 0 || device >= kMaxDevices) {
+    return QueryDeviceFeatures(device, features);
+  }
+  if (!known[device].load(std::memory_order_acquire)) {
+    static std::mutex mutex;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!known[device].load(std::memory_order_relaxed)) {
+      r = QueryDeviceFeatures(device, &cache[device]);
+      if (!r.ok()) return r;
+      known[device].store(true, std::memory_order_release);
+    }
+  }
+  *features = cache[device];
   return r;
 }
 

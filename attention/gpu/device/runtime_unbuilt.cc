@@ -1,6 +1,7 @@
 // runtime.h for a build without a GPU backend (neither --config=cuda nor
 // --config=rocm): every call answers kNotBuilt, so host code that links the
 // runtime builds everywhere and finds out at run time.
+#include "attention/gpu/device/features.h"
 #include "attention/gpu/device/runtime.h"
 
 namespace dsa::attention::gpu {
@@ -25,6 +26,9 @@ LaunchResult CopyToHostOnStream(void*, const void*, size_t, void*) {
 }
 LaunchResult TimeMedianMs(LaunchResult (*)(void*), void*, int, int, float*) {
   return NotBuiltResult("TimeMedianMs");
+}
+LaunchResult CurrentDeviceFeatures(DeviceFeatures*) {
+  return NotBuiltResult("device features");
 }
 const char* GpuBackend() { return "none"; }
 

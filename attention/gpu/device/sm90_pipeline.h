@@ -1,16 +1,18 @@
 // Hopper's producer / consumer plumbing for the warp-specialised kernels
-// (indexer logits, dense prefill): mbarriers, tensor-memory-accelerator (TMA)
-// tile loads that complete on them, named barriers between warpgroups,
-// and warpgroup register reallocation (cp.async on shared-memory addresses is
-// in async_copy.h). NVIDIA only, device-compiler sources only.
+// (indexer logits, dense prefill): mbarriers and the rings of stages they
+// guard (RingStage), tensor-memory-accelerator (TMA) tile loads that
+// complete on them, named barriers between warpgroups and the ping-pong of
+// two math warpgroups (PingPong), and warpgroup register reallocation
+// (cp.async on shared-memory addresses is in async_copy.h). NVIDIA only,
+// device-compiler sources only.
 //
 // The mbarrier, TMA and register instructions exist on sm_90a alone
 // (DSA_HAS_HOPPER_PIPELINE, the same condition as mma.h's warpgroup
 // products): on other device passes those calls compile to nothing, so the
 // kernels that use them are the ones that also issue warpgroup products and
 // are launched on sm_90a devices only.
-#ifndef DSA_ATTENTION_GPU_HOPPER_PIPELINE_H_
-#define DSA_ATTENTION_GPU_HOPPER_PIPELINE_H_
+#ifndef DSA_ATTENTION_GPU_DEVICE_SM90_PIPELINE_H_
+#define DSA_ATTENTION_GPU_DEVICE_SM90_PIPELINE_H_
 
 #if defined(DSA_GPU_CUDA)
 
@@ -86,6 +88,27 @@ __device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
   }
 }
 
+// --- Rings: kStages shared-memory stages, each with a "full" barrier (the
+// consumers wait, the producer's loads complete it) and an "empty" one (the
+// producer waits, the consumers arrive when done). Item i of the stream
+// (counting from 0) uses stage i % kStages; the consumer waits for the full
+// phase (i / kStages) & 1, the producer for the empty phase before it (a
+// fresh barrier counts its previous phase as completed, so the producer's
+// first pass through the ring does not wait).
+template <int kStages, typename Index = int>
+struct RingStage {
+  static_assert(kStages > 0, "a ring has stages");
+  __device__ __forceinline__ static int Stage(Index i) {
+    return static_cast<int>(i % kStages);
+  }
+  __device__ __forceinline__ static uint32_t FullParity(Index i) {
+    return static_cast<uint32_t>((i / kStages) & 1);
+  }
+  __device__ __forceinline__ static uint32_t EmptyParity(Index i) {
+    return FullParity(i) ^ 1u;
+  }
+};
+
 // --- TMA: one thread moves a whole box of a tensor described by a
 // CUtensorMap (in kernel-parameter, constant or global memory) into shared
 // memory; the bytes count against `bar` (MbarExpectTx). A box wholly outside
@@ -134,6 +157,34 @@ __device__ __forceinline__ void NamedBarrierArrive(int id) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(kThreads) : "memory");
 }
 
+// Named barrier ids of the kernels (0 is __syncthreads).
+enum NamedBarrierId : int {
+  // PingPong's: math warpgroup g waits on kPingPongTurn + g.
+  kPingPongTurn = 1,
+};
+
+// Two math warpgroups taking turns to issue their products, so that one
+// group's softmax or epilogue runs under the other's products (CUTLASS's
+// ordered math warpgroups; FlashAttention-3's ping-pong). Group 0 goes
+// first: group 1 calls Start() once before its first round. In each round a
+// group calls WaitTurn() before issuing and PassTurn() after; every
+// PassTurn must be matched by the other group's WaitTurn, so the last group
+// to finish skips its final PassTurn (or the other group drains it).
+// kThreads: the threads of both groups.
+template <int kThreads>
+struct PingPong {
+  int group;  // 0 or 1
+  __device__ __forceinline__ void Start() const {
+    if (group == 1) NamedBarrierArrive<kThreads>(kPingPongTurn);
+  }
+  __device__ __forceinline__ void WaitTurn() const {
+    NamedBarrierSync<kThreads>(kPingPongTurn + group);
+  }
+  __device__ __forceinline__ void PassTurn() const {
+    NamedBarrierArrive<kThreads>(kPingPongTurn + 1 - group);
+  }
+};
+
 // --- Warpgroup register reallocation: every thread of the warpgroup calls
 // it; a producer gives registers up, the math warpgroups take them.
 template <int kRegs>
@@ -153,4 +204,4 @@ __device__ __forceinline__ void WarpgroupRegsIncrease() {
 
 #endif  // DSA_GPU_CUDA
 
-#endif  // DSA_ATTENTION_GPU_HOPPER_PIPELINE_H_
+#endif  // DSA_ATTENTION_GPU_DEVICE_SM90_PIPELINE_H_

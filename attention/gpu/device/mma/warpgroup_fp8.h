@@ -1,0 +1,335 @@
+// Hopper's warpgroup fp8 products (wgmma, QGMMA in SASS) for kernels built
+// for sm_90a: WarpgroupFp8Mma and its narrower forms.
+// Part of mma.h (include that); device-compiler sources only.
+#ifndef DSA_ATTENTION_GPU_DEVICE_MMA_WARPGROUP_FP8_H_
+#define DSA_ATTENTION_GPU_DEVICE_MMA_WARPGROUP_FP8_H_
+
+#include <cstdint>
+
+#include "attention/gpu/device/mma/conversions.h"
+#include "attention/gpu/device/mma/wgmma_accumulators.h"
+
+#if defined(DSA_GPU_CUDA)
+
+namespace dsa::gpu {
+
+// Hopper's warpgroup fp8 product (wgmma, QGMMA in SASS), for kernels built
+// for sm_90a. Four consecutive warps (a warpgroup, starting at a warp index
+// divisible by 4) compute D[64 x 128] (+)= A[64 x 32] * B[128 x 32]^T, both
+// operands e4m3fn bytes in shared memory, K-major, in the "core matrix"
+// layout below (no swizzle): 8 rows x 16 bytes are one contiguous 128-byte
+// core matrix; core matrices follow each other along K (kLeadingBytes apart),
+// then along the rows (kRowGroupBytes apart).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define DSA_MMA_HAS_WGMMA_FP8 1
+inline constexpr bool kHasWarpgroupFp8Mma = true;
+#else
+inline constexpr bool kHasWarpgroupFp8Mma = false;
+#endif
+
+template <int kKBytes>
+struct WarpgroupFp8Mma {
+  static constexpr int kM = 64;
+  static constexpr int kN = 128;
+  static constexpr int kK = 32;
+  static constexpr int kLeadingBytes = 128;
+  static constexpr int kRowGroupBytes = kKBytes / 16 * 128;
+  static constexpr int kAccPerThread = kM * kN / 128;  // 64
+  static constexpr const char* kInstruction =
+      "wgmma.m64n128k32.e4m3 (QGMMA, sm_90a)";
+
+  // Byte offset of (row, k) in an operand laid out as above.
+  __device__ __forceinline__ static uint32_t Offset(int row, int k_byte) {
+    return (row / 8) * kRowGroupBytes + (k_byte / 16) * kLeadingBytes +
+           (row % 8) * 16 + k_byte % 16;
+  }
+  // Descriptor of the operand whose row 0, k byte k0 (a multiple of 32)
+  // lies at `base`.
+  __device__ __forceinline__ static uint64_t Descriptor(const void* base,
+                                                        int k0) {
+    const uint32_t addr =
+        static_cast<uint32_t>(__cvta_generic_to_shared(base)) +
+        (k0 / 16) * kLeadingBytes;
+    return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+           (static_cast<uint64_t>(kLeadingBytes >> 4) << 16) |
+           (static_cast<uint64_t>(kRowGroupBytes >> 4) << 32);
+  }
+  // Descriptor of an operand of 128-byte rows (kKBytes = 128) as the tensor
+  // memory accelerator writes it with 128-byte swizzle: row r at 128 r, its
+  // 16-byte chunk c at chunk c ^ (r % 8); 8-row groups 1024 bytes apart.
+  // Row 0 lies at `base` (1024-byte aligned); k0 is a multiple of 32.
+  __device__ __forceinline__ static uint64_t DescriptorSwizzle128(
+      const void* base, int k0) {
+    static_assert(kKBytes == 128, "128-byte swizzle spans 128-byte rows");
+    const uint32_t addr =
+        static_cast<uint32_t>(__cvta_generic_to_shared(base)) + k0;
+    return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+           (uint64_t{1} << 16) |                       // leading offset: unused
+           (static_cast<uint64_t>(1024 >> 4) << 32) |  // 8-row group stride
+           (uint64_t{1} << 62);  // layout: 128-byte swizzle
+  }
+  // Keeps the compiler from moving reads or writes of the accumulators
+  // across the asynchronous product.
+  __device__ __forceinline__ static void FenceOperands(
+      float (&acc)[kAccPerThread]) {
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i) {
+      asm volatile("" : "+f"(acc[i])::"memory");
+    }
+  }
+  // Shared memory written by ordinary stores and read next by wgmma needs
+  // this in each writing thread, before the barrier.
+  __device__ __forceinline__ static void FenceStores() {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+  }
+  // acc (+)= A * B^T over kKBytes of K; accumulate=false starts from zero.
+  // Issue() starts the products and returns at once: until Wait(), the
+  // thread may do other work but must not touch acc, and the operands in
+  // shared memory must stay as they are.
+  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
+                                               const uint8_t* a_tile,
+                                               const uint8_t* b_tile,
+                                               bool accumulate) {
+    IssueAs<false, false>(acc, a_tile, b_tile, accumulate);
+  }
+  // The same with A (a_tile, 1024-byte aligned) in the 128-byte swizzled
+  // layout of DescriptorSwizzle128, B as above.
+  __device__ __forceinline__ static void IssueSwizzledA(
+      float (&acc)[kAccPerThread], const uint8_t* a_tile, const uint8_t* b_tile,
+      bool accumulate) {
+    IssueAs<true, false>(acc, a_tile, b_tile, accumulate);
+  }
+  // Both operands (1024-byte aligned) in the 128-byte swizzled layout.
+  __device__ __forceinline__ static void IssueSwizzled(
+      float (&acc)[kAccPerThread], const uint8_t* a_tile, const uint8_t* b_tile,
+      bool accumulate) {
+    IssueAs<true, true>(acc, a_tile, b_tile, accumulate);
+  }
+  template <bool kASwizzle128, bool kBSwizzle128>
+  __device__ __forceinline__ static void IssueAs(float (&acc)[kAccPerThread],
+                                                 const uint8_t* a_tile,
+                                                 const uint8_t* b_tile,
+                                                 bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k0 = 0; k0 < kKBytes; k0 += kK) {
+      uint64_t da;
+      if constexpr (kASwizzle128) {
+        da = DescriptorSwizzle128(a_tile, k0);
+      } else {
+        da = Descriptor(a_tile, k0);
+      }
+      uint64_t db;
+      if constexpr (kBSwizzle128) {
+        db = DescriptorSwizzle128(b_tile, k0);
+      } else {
+        db = Descriptor(b_tile, k0);
+      }
+      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
+      asm volatile(
+          "{\n"
+          ".reg .pred p;\n"
+          "setp.ne.b32 p, %66, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+          "{" DSA_WGMMA_ACC_REGS_64
+          "}, %64, %65, p, 1, 1;\n"
+          "}\n"
+          : DSA_WGMMA_ACC_64(acc)
+          : "l"(da), "l"(db), "r"(scale_d));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a_tile;
+    (void)b_tile;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupFp8Mma
+#endif
+  }
+  __device__ __forceinline__ static void Wait(float (&acc)[kAccPerThread]) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    FenceOperands(acc);
+#else
+    (void)acc;
+#endif
+  }
+  // Waits until at most kPending of this warpgroup's issued products are
+  // still running (the oldest finish first); then acc, the accumulators of
+  // an older product, may be read. With two accumulator sets, a kernel
+  // issues the next product into one while it reads the other.
+  template <int kPending>
+  __device__ __forceinline__ static void WaitPending(
+      float (&acc)[kAccPerThread]) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
+                 : "memory");
+#endif
+    FenceOperands(acc);
+  }
+  __device__ __forceinline__ static void Run(float (&acc)[kAccPerThread],
+                                             const uint8_t* a_tile,
+                                             const uint8_t* b_tile,
+                                             bool accumulate) {
+    Issue(acc, a_tile, b_tile, accumulate);
+    Wait(acc);
+  }
+  // Accumulator element i of this thread: row (within the 64) and column.
+  // Thread (warp w of the group, lane l) holds rows 16w + l/4 (+ 8) and, in
+  // each 8-column block n, columns 8n + 2(l%4) (+ 1).
+  __device__ __forceinline__ static int AccRow(int warp_in_group, int lane,
+                                               int i) {
+    return 16 * warp_in_group + lane / 4 + 8 * ((i / 2) % 2);
+  }
+  __device__ __forceinline__ static int AccCol(int lane, int i) {
+    return 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+  }
+};
+
+// The same product on 64 columns, D[64 x 64] (+)= A[64 x 32] * B[64 x 32]^T
+// (wgmma m64n64k32, 32 accumulators a thread, same operand layout). A
+// kernel splits its columns into two such banks so that it can work on the
+// first bank's accumulators while the second's product still runs:
+// Issue(a); Issue(b); WaitPending<1>(a) (bank a done); ...; WaitPending<0>(b).
+template <int kKBytes>
+struct WarpgroupFp8Mma64 : WarpgroupFp8Mma<kKBytes> {
+  using Base = WarpgroupFp8Mma<kKBytes>;
+  static constexpr int kN = 64;
+  static constexpr int kAccPerThread = Base::kM * kN / 128;  // 32
+  static constexpr const char* kInstruction =
+      "wgmma.m64n64k32.e4m3 (QGMMA, sm_90a)";
+
+  __device__ __forceinline__ static void FenceOperands(
+      float (&acc)[kAccPerThread]) {
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i) {
+      asm volatile("" : "+f"(acc[i])::"memory");
+    }
+  }
+  // As WarpgroupFp8Mma::Issue; b_tile holds 64 rows. One commit group.
+  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
+                                               const uint8_t* a_tile,
+                                               const uint8_t* b_tile,
+                                               bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k0 = 0; k0 < kKBytes; k0 += Base::kK) {
+      const uint64_t da = Base::Descriptor(a_tile, k0);
+      const uint64_t db = Base::Descriptor(b_tile, k0);
+      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
+      asm volatile(
+          "{\n"
+          ".reg .pred p;\n"
+          "setp.ne.b32 p, %34, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+          "{" DSA_WGMMA_ACC_REGS_32
+          "}, %32, %33, p, 1, 1;\n"
+          "}\n"
+          : DSA_WGMMA_ACC_32(acc)
+          : "l"(da), "l"(db), "r"(scale_d));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a_tile;
+    (void)b_tile;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupFp8Mma
+#endif
+  }
+  // Waits until at most kPending of this warpgroup's issued products are
+  // still running (the oldest first), then acc may be read.
+  template <int kPending>
+  __device__ __forceinline__ static void WaitPending(
+      float (&acc)[kAccPerThread]) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
+                 : "memory");
+#endif
+    FenceOperands(acc);
+  }
+};
+
+// The same product on 32 columns, D[64 x 32] (+)= A[64 x 32] * B[32 x 32]^T
+// (wgmma m64n32k32, 16 accumulators a thread; accumulator i of a thread is
+// at AccRow / AccCol as above). For products whose useful columns are few
+// (a decode row of 32 heads). kASwizzle128: A as DescriptorSwizzle128 reads
+// it, else the core-matrix layout.
+template <int kKBytes>
+struct WarpgroupFp8Mma32 : WarpgroupFp8Mma<kKBytes> {
+  using Base = WarpgroupFp8Mma<kKBytes>;
+  static constexpr int kN = 32;
+  static constexpr int kAccPerThread = Base::kM * kN / 128;  // 16
+  static constexpr const char* kInstruction =
+      "wgmma.m64n32k32.e4m3 (QGMMA, sm_90a)";
+
+  __device__ __forceinline__ static void FenceOperands(
+      float (&acc)[kAccPerThread]) {
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i) {
+      asm volatile("" : "+f"(acc[i])::"memory");
+    }
+  }
+  // As WarpgroupFp8Mma::Issue; b_tile holds 32 rows. One commit group.
+  template <bool kASwizzle128, bool kBSwizzle128 = false>
+  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
+                                               const uint8_t* a_tile,
+                                               const uint8_t* b_tile,
+                                               bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k0 = 0; k0 < kKBytes; k0 += Base::kK) {
+      uint64_t da;
+      if constexpr (kASwizzle128) {
+        da = Base::DescriptorSwizzle128(a_tile, k0);
+      } else {
+        da = Base::Descriptor(a_tile, k0);
+      }
+      uint64_t db;
+      if constexpr (kBSwizzle128) {
+        db = Base::DescriptorSwizzle128(b_tile, k0);
+      } else {
+        db = Base::Descriptor(b_tile, k0);
+      }
+      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
+      asm volatile(
+          "{\n"
+          ".reg .pred p;\n"
+          "setp.ne.b32 p, %18, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+          "{" DSA_WGMMA_ACC_REGS_16
+          "}, %16, %17, p, 1, 1;\n"
+          "}\n"
+          : DSA_WGMMA_ACC_16(acc)
+          : "l"(da), "l"(db), "r"(scale_d));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a_tile;
+    (void)b_tile;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupFp8Mma
+#endif
+  }
+  __device__ __forceinline__ static void Wait(float (&acc)[kAccPerThread]) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+    FenceOperands(acc);
+  }
+};
+
+}  // namespace dsa::gpu
+
+#endif  // defined(DSA_GPU_CUDA)
+
+#endif  // DSA_ATTENTION_GPU_DEVICE_MMA_WARPGROUP_FP8_H_
