@@ -24,6 +24,7 @@ binaries=(
   cache_kernels_test=//attention/gpu/cache:kernels_test
   sparse_mla_kernels_test=//attention/gpu/sparse_mla:kernels_test
   dense_mha_kernels_test=//attention/gpu/dense_mha:kernels_test
+  dense_ops_kernels_test=//attention/gpu/dense_ops:kernels_test
   indexer_ops_test=//attention:indexer_ops_test
   mla_ops_test=//attention:mla_ops_test
   dense_ops_test=//attention:dense_ops_test

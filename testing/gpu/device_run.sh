@@ -93,7 +93,7 @@ done
 if want 2; then
 section "gtest: kernels against float64 references"
 for t in vector_add_test mma_bf16_test indexer_kernels_test cache_kernels_test \
-         sparse_mla_kernels_test dense_mha_kernels_test; do
+         sparse_mla_kernels_test dense_mha_kernels_test dense_ops_kernels_test; do
   echo "-- $t"; gtest 45 "$B/$t"
 done
 section "gtest: op suites, dense ops, runner and platform on cuda"

@@ -1,13 +1,15 @@
 // Times the GPU gemm op (op_kernels.h) at a GLM-5.1 layer's projection
-// shapes, on whichever backend the process takes (cuBLASLt, or the tiled
-// kernel with DSA_GEMM_BACKEND=tiled), and the memory-bound dense ops at the
+// shapes, on the backend the op takes (cuBLASLt / rocBLAS) or, with
+// --backend=own, on the project's tiled kernel; and the memory-bound dense
+// ops at the
 // same widths. One line per shape: median ms over event-timed calls, TFLOP/s
 // (2 * rows * in * out per gemm) or GB/s. The torch equivalents run in the
 // same device call (torch_baseline.py).
 //
-// Usage: dense_bench [rows ...]   (default 1024 8192 32)
+// Usage: dense_bench [--backend=auto|own] [rows ...]   (default 1024 8192 32)
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "attention/dense_ops.h"
@@ -19,11 +21,12 @@ namespace {
 
 struct GemmCall {
   Gemm::Args args;
+  GemmBackend backend = GemmBackend::kAuto;
 };
 
 LaunchResult RunGemm(void* arg) {
-  const Status s =
-      GemmGpu(ExecutionContext(), static_cast<GemmCall*>(arg)->args);
+  const GemmCall* call = static_cast<GemmCall*>(arg);
+  const Status s = GemmGpuOn(ExecutionContext(), call->args, call->backend);
   LaunchResult r;
   if (!s.ok()) {
     r.code = LaunchCode::kRuntimeError;
@@ -58,12 +61,31 @@ void* Alloc(size_t bytes) {
 }
 
 int Main(int argc, char** argv) {
-  std::vector<int64_t> rows_list = {1024, 8192, 32};
-  if (argc > 1) {
-    rows_list.clear();
-    for (int i = 1; i < argc; ++i) rows_list.push_back(std::atoll(argv[i]));
+  std::vector<int64_t> rows_list;
+  GemmBackend backend = GemmBackend::kAuto;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--backend=own") {
+      backend = GemmBackend::kOwnKernel;
+    } else if (arg == "--backend=auto") {
+      backend = GemmBackend::kAuto;
+    } else {
+      char* end = nullptr;
+      const long long rows = std::strtoll(arg.c_str(), &end, 10);
+      if (end == arg.c_str() || *end != '\0' || rows <= 0) {
+        std::fprintf(stderr,
+                     "dense_bench: '%s' is neither --backend=auto|own nor a "
+                     "positive row count\n",
+                     argv[i]);
+        return 2;
+      }
+      rows_list.push_back(rows);
+    }
   }
-  std::printf("gemm backend: %s\n", GpuGemmBackend().c_str());
+  if (rows_list.empty()) rows_list = {1024, 8192, 32};
+  std::printf("gemm backend: %s\n", backend == GemmBackend::kOwnKernel
+                                        ? "tiled (--backend=own)"
+                                        : GpuGemmBackend().c_str());
   struct Shape {
     const char* name;
     int64_t in, out;
@@ -80,6 +102,7 @@ int Main(int argc, char** argv) {
     double total_ms = 0.0;
     for (const Shape& s : shapes) {
       GemmCall call;
+      call.backend = backend;
       call.args.x = MakeTensorView(Alloc(rows * s.in * 2), DType::kBFloat16,
                                    {1, rows, s.in});
       call.args.w = MakeTensorView(Alloc(s.out * s.in * 2), DType::kBFloat16,

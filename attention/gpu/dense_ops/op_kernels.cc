@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -22,14 +21,6 @@ namespace dsa::attention::gpu {
 namespace {
 
 namespace lt = ::dsa::platform::cuda;
-
-bool ForceTiled() {
-  static const bool forced = [] {
-    const char* env = std::getenv("DSA_GEMM_BACKEND");
-    return env != nullptr && std::strcmp(env, "tiled") == 0;
-  }();
-  return forced;
-}
 
 bool OnCuda() { return std::strcmp(GpuBackend(), "cuda") == 0; }
 bool OnRocm() { return std::strcmp(GpuBackend(), "rocm") == 0; }
@@ -155,8 +146,7 @@ Plan MakePlan(const lt::CublasLtApi& api, void* handle, const GemmParams& p,
 
 // Runs p on cuBLASLt; false when it cannot (the caller falls back).
 bool TryCublasLt(const GemmParams& p, bool w_row_major, void* stream) {
-  if (p.x_type != FloatFormat::kBFloat16 || ForceTiled() || !OnCuda())
-    return false;
+  if (p.x_type != FloatFormat::kBFloat16 || !OnCuda()) return false;
   const lt::CublasLtApi* api = lt::LoadedCublasLt();
   if (api == nullptr) return false;
   if (p.batch > 0x7fffffff) return false;
@@ -222,8 +212,7 @@ struct RocblasState {
 };
 
 bool TryRocblas(const GemmParams& p, bool w_row_major, void* stream) {
-  if (p.x_type != FloatFormat::kBFloat16 || ForceTiled() || !OnRocm())
-    return false;
+  if (p.x_type != FloatFormat::kBFloat16 || !OnRocm()) return false;
   const rb::RocblasApi* api = rb::LoadedRocblas();
   if (api == nullptr) return false;
   constexpr int64_t kMaxInt = 0x7fffffff;
@@ -271,6 +260,11 @@ bool TryRocblas(const GemmParams& p, bool w_row_major, void* stream) {
 }  // namespace
 
 Status GemmGpu(const ExecutionContext& ctx, const Gemm::Args& a) {
+  return GemmGpuOn(ctx, a, GemmBackend::kAuto);
+}
+
+Status GemmGpuOn(const ExecutionContext& ctx, const Gemm::Args& a,
+                 GemmBackend backend) {
   DSA_RETURN_IF_ERROR(Gemm::Validate(a));
   GemmParams p;
   p.x = a.x.data;
@@ -290,8 +284,9 @@ Status GemmGpu(const ExecutionContext& ctx, const Gemm::Args& a) {
   p.in = a.x.dim(2);
   p.out = a.w.dim(1);
   if (p.batch == 0 || p.rows == 0 || p.out == 0) return OkStatus();
-  if (p.in > 0 && (TryCublasLt(p, Gemm::WeightRowMajor(a), ctx.stream) ||
-                   TryRocblas(p, Gemm::WeightRowMajor(a), ctx.stream))) {
+  if (backend == GemmBackend::kAuto && p.in > 0 &&
+      (TryCublasLt(p, Gemm::WeightRowMajor(a), ctx.stream) ||
+       TryRocblas(p, Gemm::WeightRowMajor(a), ctx.stream))) {
     return OkStatus();
   }
   return StatusFromLaunch(GemmTiledLaunch(p, ctx.stream));
@@ -386,7 +381,6 @@ void AppendGpuDenseKernelDescriptors(const char* platform_id,
 }
 
 std::string GpuGemmBackend() {
-  if (ForceTiled()) return "tiled (DSA_GEMM_BACKEND=tiled)";
   if (OnRocm()) {
     const platform::RuntimeLoadResult& r = rb::RocblasLoadResult();
     if (!r.loaded()) return "tiled (rocBLAS: " + r.detail + ")";

@@ -9,10 +9,11 @@
 // platform/rocm/rocblas.h) when x is bf16 and librocblas can be loaded.
 // Any vendor call that fails (no algorithm for a layout, an error) falls back
 // to the own kernel.
-// DSA_GEMM_BACKEND=tiled forces the own kernel (tests compare both).
+// GemmGpuOn(..., GemmBackend::kOwnKernel) runs the own kernel on any x (the
+// bench and the tests compare both).
 // Free of Abseil: linked into plugin shared objects.
-#ifndef DSA_ATTENTION_GPU_DENSE_OP_KERNELS_H_
-#define DSA_ATTENTION_GPU_DENSE_OP_KERNELS_H_
+#ifndef DSA_ATTENTION_GPU_DENSE_OPS_OP_KERNELS_H_
+#define DSA_ATTENTION_GPU_DENSE_OPS_OP_KERNELS_H_
 
 #include <string>
 #include <vector>
@@ -23,6 +24,12 @@
 namespace dsa::attention::gpu {
 
 Status GemmGpu(const ExecutionContext& ctx, const Gemm::Args& args);
+
+// Which GEMM a gemm call may take: kAuto as above, kOwnKernel the project's
+// tiled kernel whatever x is.
+enum class GemmBackend { kAuto, kOwnKernel };
+Status GemmGpuOn(const ExecutionContext& ctx, const Gemm::Args& args,
+                 GemmBackend backend);
 Status RmsNormGpu(const ExecutionContext& ctx, const RmsNorm::Args& args);
 Status RopeGpu(const ExecutionContext& ctx, const Rope::Args& args);
 Status ResidualAddGpu(const ExecutionContext& ctx,
@@ -40,4 +47,4 @@ std::string GpuGemmBackend();
 
 }  // namespace dsa::attention::gpu
 
-#endif  // DSA_ATTENTION_GPU_DENSE_OP_KERNELS_H_
+#endif  // DSA_ATTENTION_GPU_DENSE_OPS_OP_KERNELS_H_
