@@ -9,7 +9,7 @@
 #include <string_view>
 #include <tuple>
 
-#include "attention/gpu/dense_ops/kernels.h"
+#include "attention/gpu/dense_ops/launch.h"
 #include "attention/gpu/device/launch_status.h"
 #include "attention/gpu/device/runtime.h"
 #include "attention/kernel_abi.h"

@@ -4,7 +4,7 @@
 //
 // gemm runs on cuBLASLt on the CUDA platform when x is bf16 and
 // libcublasLt can be dlopen'ed (platform/cuda/cublaslt.h), otherwise on the
-// project's own tiled kernel (dense_ops/kernels.h), which also takes fp32 x.
+// project's own tiled kernel (dense_ops/launch.h), which also takes fp32 x.
 // On ROCm it runs on rocBLAS (gemm_strided_batched_ex, dlopen'ed,
 // platform/rocm/rocblas.h) when x is bf16 and librocblas can be loaded.
 // Any vendor call that fails (no algorithm for a layout, an error) falls back

@@ -1,6 +1,6 @@
-// dense_ops/kernels.h for a build without a GPU backend: every launch answers
-// kNotBuilt (as every family's unbuilt.cc).
-#include "attention/gpu/dense_ops/kernels.h"
+// dense_ops/launch.h for a build without a GPU backend: every launch answers
+// kNotBuilt.
+#include "attention/gpu/dense_ops/launch.h"
 
 namespace dsa::attention::gpu {
 LaunchResult GemmTiledLaunch(const GemmParams&, void*) {

@@ -1,20 +1,11 @@
-// GPU kernels of the dense ops (attention/dense_ops.h) that the project
-// writes itself: RMSNorm, rope, residual add / cast, random fill, and a plain
-// tiled GEMM, the fallback where no vendor BLAS is loaded (cuBLASLt on
-// NVIDIA is the fast path, see op_kernels.cc). Same semantics as the
-// CPU kernels (attention/cpu/dense_kernels.cc).
-//
-// Plain C++ launchers over raw device pointers,
-// enqueued on `stream`, checking what they can see without reading device
-// memory; the one index they read (rope's positions) is clamped on the
-// device.
-#ifndef DSA_ATTENTION_GPU_DENSE_KERNELS_H_
-#define DSA_ATTENTION_GPU_DENSE_KERNELS_H_
+// Parameters of the dense ops' own GPU kernels (launch.h): raw device
+// pointers, element strides and sizes; plain C++ (no HIP or CUDA types).
+#ifndef DSA_ATTENTION_GPU_DENSE_OPS_PARAMS_H_
+#define DSA_ATTENTION_GPU_DENSE_OPS_PARAMS_H_
 
 #include <cstdint>
 
 #include "attention/gpu/device/formats.h"
-#include "attention/gpu/device/launch_result.h"
 
 namespace dsa::attention::gpu {
 
@@ -30,7 +21,6 @@ struct GemmParams {
   int64_t y_batch_stride = 0, y_row_stride = 0;  // y's out dim: stride 1
   int64_t batch = 0, rows = 0, in = 0, out = 0;
 };
-LaunchResult GemmTiledLaunch(const GemmParams& params, void* stream);
 
 struct RmsNormParams {
   const void* x = nullptr;
@@ -45,7 +35,6 @@ struct RmsNormParams {
   int64_t rows = 0, dim = 0;
   float eps = 1e-6f;
 };
-LaunchResult RmsNormLaunch(const RmsNormParams& params, void* stream);
 
 struct RopeParams {
   void* x = nullptr;  // [tokens, heads, rope_dim], in place
@@ -59,7 +48,6 @@ struct RopeParams {
   int64_t max_position = 0;  // positions are clamped to [0, max_position)
   bool neox = false;
 };
-LaunchResult RopeLaunch(const RopeParams& params, void* stream);
 
 // y = x (a cast or copy), or y += x with `accumulate`.
 struct ElementwiseParams {
@@ -72,7 +60,6 @@ struct ElementwiseParams {
   int64_t rows = 0, cols = 0;
   bool accumulate = false;
 };
-LaunchResult ElementwiseLaunch(const ElementwiseParams& params, void* stream);
 
 struct RandomFillParams {
   void* y = nullptr;  // contiguous
@@ -81,11 +68,7 @@ struct RandomFillParams {
   uint64_t seed = 0, stream = 0;
   float scale = 1.0f, offset = 0.0f;
 };
-LaunchResult RandomFillLaunch(const RandomFillParams& params, void* stream);
-
-// Device scratch for vendor BLAS workspaces (freed with DeviceFree).
-// Declared in device/runtime.h: DeviceMalloc.
 
 }  // namespace dsa::attention::gpu
 
-#endif  // DSA_ATTENTION_GPU_DENSE_KERNELS_H_
+#endif  // DSA_ATTENTION_GPU_DENSE_OPS_PARAMS_H_
