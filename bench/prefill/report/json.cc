@@ -157,4 +157,6 @@ absl::StatusOr<std::string> ToJson(const BenchResult& result) {
   return out;
 }
 
+#undef DSA_SET_FIGURE
+
 }  // namespace dsa::prefill_bench
