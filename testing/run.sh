@@ -4,11 +4,11 @@
 #   testing/run.sh [prefill_bench flags]   # the seed's measurements (--help)
 #   testing/run.sh plan [plan flags]       # the per-layer plan tool
 #
-# Without arguments it runs prefill_bench with its defaults: the seed's four
-# workloads (1k_c1, 1900_c1, 1k_c32, 8k_c1) on a whole attention stack, the
-# arms main / skip / no_indexer in ABBA order, on a GPU when one is present
-# and otherwise on emulated-rocm (ROCm's capabilities executing the CPU
-# kernels, with a small preset). `plan` shows what every layer does for one
+# Without arguments it runs prefill_bench (bench/prefill/) with its
+# defaults: the seed's four workloads (1k_c1, 1900_c1, 1k_c32, 8k_c1) on a
+# whole attention stack, the arms main / skip / no_indexer in ABBA order, on
+# a GPU when one is present and otherwise on emulated-rocm (ROCm's
+# capabilities executing the CPU kernels, with a small preset). `plan` shows what every layer does for one
 # batch; without further arguments, the seed's probe (GLM-5.1 on ROCm, a
 # pure 1K-token prefill).
 set -euo pipefail
@@ -40,4 +40,4 @@ for arg in "$@"; do
   esac
 done
 testing/setup_debian.sh "${setup[@]}"
-exec bazel run "${quiet[@]}" //testing:prefill_bench -- "$@"
+exec bazel run "${quiet[@]}" //bench/prefill:prefill_bench -- "$@"

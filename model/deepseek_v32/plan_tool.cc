@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <set>
 #include <string_view>
 #include <utility>
 
@@ -142,17 +141,164 @@ output cannot be written (one line on stderr).
 )";
 }
 
+namespace {
+
+// One flag: a switch (--name, or --name=true|false) or one that takes a
+// value (--name=value). `read` sets what it controls; `absent`, where set,
+// runs when the flag is not given (a required flag, a default that depends
+// on another). Flags are read in the table's order, so of two bad ones the
+// first listed is reported, and a flag may rely on those before it.
+struct PlanFlag {
+  const char* name;
+  bool is_switch;
+  absl::Status (*read)(const std::optional<std::string>& value, PlanOptions& o);
+  absl::Status (*absent)(PlanOptions& o);
+};
+
+absl::Status ReadSwitch(absl::string_view flag,
+                        const std::optional<std::string>& value, bool& out) {
+  DSA_ASSIGN_OR_RETURN(out, ParseBool(flag, value));
+  return absl::OkStatus();
+}
+
+absl::Status ReadIdentifier(absl::string_view flag, const std::string& value,
+                            std::string& out) {
+  if (value.empty()) return Usage(absl::StrCat("--", flag, " needs a value"));
+  DSA_RETURN_IF_ERROR(CheckIdentifier(flag, value));
+  out = value;
+  return absl::OkStatus();
+}
+
+absl::Status ModelRequired(PlanOptions&) {
+  return Usage("--model is required (a preset name or a .textproto path)");
+}
+
+constexpr PlanFlag kPlanFlags[] = {
+    {"help", true,
+     [](const std::optional<std::string>& v, PlanOptions& o) {
+       return ReadSwitch("help", v, o.help);
+     },
+     nullptr},
+    {"capturing", true,
+     [](const std::optional<std::string>& v, PlanOptions& o) {
+       return ReadSwitch("capturing", v, o.forward.capturing);
+     },
+     nullptr},
+    {"profile_run", true,
+     [](const std::optional<std::string>& v, PlanOptions& o) {
+       return ReadSwitch("profile_run", v, o.profile_run);
+     },
+     nullptr},
+    {"pcp", true,
+     [](const std::optional<std::string>& v, PlanOptions& o) {
+       return ReadSwitch("pcp", v, o.engine.prefill_context_parallel);
+     },
+     nullptr},
+    {"force_mqa", true,
+     [](const std::optional<std::string>& v, PlanOptions& o) {
+       return ReadSwitch("force_mqa", v, o.engine.force_mqa);
+     },
+     nullptr},
+    {"model", false,
+     [](const std::optional<std::string>& v, PlanOptions& o) {
+       if (v->empty()) return ModelRequired(o);
+       o.model = *v;
+       return absl::OkStatus();
+     },
+     ModelRequired},
+    {"platform", false,
+     [](const std::optional<std::string>& v, PlanOptions& o) {
+       return ReadIdentifier("platform", *v, o.platform);
+     },
+     nullptr},
+    {"arch", false,
+     [](const std::optional<std::string>& v, PlanOptions& o) {
+       return ReadIdentifier("arch", *v, o.arch);
+     },
+     nullptr},
+    {"requests", false,
+     [](const std::optional<std::string>& v, PlanOptions& o) {
+       absl::StatusOr<std::vector<Request>> requests = ParseRequests(*v);
+       if (!requests.ok()) {
+         return Usage(
+             absl::StrCat("--requests: ", requests.status().message()));
+       }
+       o.requests = *std::move(requests);
+       return absl::OkStatus();
+     },
+     [](PlanOptions& o) {
+       if (o.profile_run) return absl::OkStatus();
+       return Usage(
+           "--requests is required (e.g. --requests=0+1024), except "
+           "with --profile_run");
+     }},
+    {"spec_tokens", false,
+     [](const std::optional<std::string>& v, PlanOptions& o) {
+       DSA_ASSIGN_OR_RETURN(
+           o.engine.num_speculative_tokens,
+           ParseInt("spec_tokens", *v, 0, kMaxSpeculativeTokens));
+       return absl::OkStatus();
+     },
+     nullptr},
+    {"dcp", false,
+     [](const std::optional<std::string>& v, PlanOptions& o) {
+       DSA_ASSIGN_OR_RETURN(o.engine.decode_context_parallel_size,
+                            ParseInt("dcp", *v, 1, kMaxContextParallel));
+       return absl::OkStatus();
+     },
+     nullptr},
+    {"cudagraph", false,
+     [](const std::optional<std::string>& v, PlanOptions& o) {
+       absl::StatusOr<CudagraphMode> mode = ParseCudagraphMode(*v);
+       if (!mode.ok()) {
+         return Usage(absl::StrCat("--cudagraph=", Echo(*v),
+                                   ": expected none, piecewise or full"));
+       }
+       o.forward.cudagraph_runtime_mode = *mode;
+       if (o.forward.capturing && *mode == CudagraphMode::kNone) {
+         return Usage(
+             "--capturing needs --cudagraph=piecewise or full, not none");
+       }
+       return absl::OkStatus();
+     },
+     [](PlanOptions& o) {
+       // A capture records a graph, so some cudagraph mode is on;
+       // piecewise is the one whose attention would otherwise run eagerly.
+       if (o.forward.capturing) {
+         o.forward.cudagraph_runtime_mode = CudagraphMode::kPiecewise;
+       }
+       return absl::OkStatus();
+     }},
+    {"format", false,
+     [](const std::optional<std::string>& v, PlanOptions& o) {
+       if (*v == "table") {
+         o.format = PlanFormat::kTable;
+       } else if (*v == "json") {
+         o.format = PlanFormat::kJson;
+       } else {
+         return Usage(
+             absl::StrCat("--format=", Echo(*v), ": expected table or json"));
+       }
+       return absl::OkStatus();
+     },
+     nullptr},
+};
+
+const PlanFlag* FindPlanFlag(absl::string_view name) {
+  for (const PlanFlag& flag : kPlanFlags) {
+    if (name == flag.name) return &flag;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
-  static const std::set<std::string>* const kValueFlags =
-      new std::set<std::string>{"model",       "platform",  "arch", "requests",
-                                "spec_tokens", "cudagraph", "dcp",  "format"};
-  static const std::set<std::string>* const kBoolFlags =
-      new std::set<std::string>{"capturing", "profile_run", "pcp", "force_mqa",
-                                "help"};
-  std::map<std::string, std::optional<std::string>> flags;
+  // Values by flag; std::nullopt for a switch given without one.
+  std::map<const PlanFlag*, std::optional<std::string>> values;
   for (const std::string& arg : args) {
     if (arg == "-h") {
-      flags["help"] = std::nullopt;
+      values[FindPlanFlag("help")] = std::nullopt;
       continue;
     }
     if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
@@ -160,100 +306,32 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
                                 "\"; flags are --name=value (see --help)"));
     }
     const size_t eq = arg.find('=');
-    std::string name =
+    const std::string name =
         arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     std::optional<std::string> value;
     if (eq != std::string::npos) value = arg.substr(eq + 1);
-    if (kValueFlags->count(name) == 0 && kBoolFlags->count(name) == 0) {
+    const PlanFlag* flag = FindPlanFlag(name);
+    if (flag == nullptr) {
       return Usage(
           absl::StrCat("unknown flag --", Echo(name), " (see --help)"));
     }
-    if (kValueFlags->count(name) > 0 && !value) {
+    if (!flag->is_switch && !value) {
       return Usage(
           absl::StrCat("--", name, " needs a value: --", name, "=..."));
     }
-    if (!flags.emplace(name, value).second) {
+    if (!values.emplace(flag, value).second) {
       return Usage(absl::StrCat("--", name, " given twice"));
     }
   }
-
   PlanOptions o;
-  auto get = [&flags](const char* name) -> const std::optional<std::string>* {
-    auto it = flags.find(name);
-    return it == flags.end() ? nullptr : &it->second;
-  };
-  if (get("help") != nullptr) {
-    DSA_ASSIGN_OR_RETURN(o.help, ParseBool("help", *get("help")));
+  for (const PlanFlag& flag : kPlanFlags) {
+    const auto it = values.find(&flag);
+    if (it != values.end()) {
+      DSA_RETURN_IF_ERROR(flag.read(it->second, o));
+    } else if (flag.absent != nullptr) {
+      DSA_RETURN_IF_ERROR(flag.absent(o));
+    }
     if (o.help) return o;
-  }
-  for (const char* name : {"capturing", "profile_run", "pcp", "force_mqa"}) {
-    if (get(name) == nullptr) continue;
-    DSA_ASSIGN_OR_RETURN(bool b, ParseBool(name, *get(name)));
-    if (std::string(name) == "capturing") o.forward.capturing = b;
-    if (std::string(name) == "profile_run") o.profile_run = b;
-    if (std::string(name) == "pcp") o.engine.prefill_context_parallel = b;
-    if (std::string(name) == "force_mqa") o.engine.force_mqa = b;
-  }
-  if (get("model") == nullptr || (*get("model"))->empty()) {
-    return Usage("--model is required (a preset name or a .textproto path)");
-  }
-  o.model = **get("model");
-  if (get("platform") != nullptr) {
-    o.platform = **get("platform");
-    if (o.platform.empty()) return Usage("--platform needs a value");
-    DSA_RETURN_IF_ERROR(CheckIdentifier("platform", o.platform));
-  }
-  if (get("arch") != nullptr) {
-    o.arch = **get("arch");
-    if (o.arch.empty()) return Usage("--arch needs a value");
-    DSA_RETURN_IF_ERROR(CheckIdentifier("arch", o.arch));
-  }
-  if (get("requests") != nullptr) {
-    absl::StatusOr<std::vector<Request>> requests =
-        ParseRequests(**get("requests"));
-    if (!requests.ok()) {
-      return Usage(absl::StrCat("--requests: ", requests.status().message()));
-    }
-    o.requests = *std::move(requests);
-  } else if (!o.profile_run) {
-    return Usage(
-        "--requests is required (e.g. --requests=0+1024), except "
-        "with --profile_run");
-  }
-  if (get("spec_tokens") != nullptr) {
-    DSA_ASSIGN_OR_RETURN(o.engine.num_speculative_tokens,
-                         ParseInt("spec_tokens", **get("spec_tokens"), 0,
-                                  kMaxSpeculativeTokens));
-  }
-  if (get("dcp") != nullptr) {
-    DSA_ASSIGN_OR_RETURN(o.engine.decode_context_parallel_size,
-                         ParseInt("dcp", **get("dcp"), 1, kMaxContextParallel));
-  }
-  if (get("cudagraph") != nullptr) {
-    absl::StatusOr<CudagraphMode> mode = ParseCudagraphMode(**get("cudagraph"));
-    if (!mode.ok()) {
-      return Usage(absl::StrCat("--cudagraph=", Echo(**get("cudagraph")),
-                                ": expected none, piecewise or full"));
-    }
-    o.forward.cudagraph_runtime_mode = *mode;
-    if (o.forward.capturing && *mode == CudagraphMode::kNone) {
-      return Usage("--capturing needs --cudagraph=piecewise or full, not none");
-    }
-  } else if (o.forward.capturing) {
-    // A capture records a graph, so some cudagraph mode is on; piecewise is
-    // the one whose attention would otherwise run eagerly.
-    o.forward.cudagraph_runtime_mode = CudagraphMode::kPiecewise;
-  }
-  if (get("format") != nullptr) {
-    const std::string& format = **get("format");
-    if (format == "table") {
-      o.format = PlanFormat::kTable;
-    } else if (format == "json") {
-      o.format = PlanFormat::kJson;
-    } else {
-      return Usage(
-          absl::StrCat("--format=", Echo(format), ": expected table or json"));
-    }
   }
   return o;
 }

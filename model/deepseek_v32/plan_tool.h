@@ -44,11 +44,12 @@ struct PlanOptions {
 // message for an unknown flag, a missing or malformed value, a flag given
 // twice, a missing --model or --requests, or contradicting flags.
 //
-// Hand-written rather than Abseil's flags library: absl::ParseCommandLine
-// (Debian's Abseil 20220623) works on global flags, so a test or a fuzzer
-// could not call it repeatedly; on an error it prints its own, uncapped
-// message and exits the process with status 1; and it takes the last of a
-// repeated flag where this tool refuses one given twice.
+// A small parser over one table of flags (plan_tool.cc) rather than
+// Abseil's flags library: absl::ParseCommandLine (Debian's Abseil 20220623)
+// works on global flags, so a test or a fuzzer could not call it repeatedly;
+// on an error it prints its own, uncapped message and exits the process with
+// status 1; and it takes the last of a repeated flag where this tool refuses
+// one given twice.
 absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args);
 
 // The --help text.

@@ -36,7 +36,7 @@ binaries=(
   dense_mha_bench=//attention/gpu/dense_mha:bench
   dense_bench=//attention/gpu/dense_ops:bench
   layer_step_bench=//model/deepseek_v32:layer_step_bench
-  prefill_bench=//testing:prefill_bench
+  prefill_bench=//bench/prefill:prefill_bench
 )
 plugins=(
   //platform/cpu:libdsa_cpu_platform.so

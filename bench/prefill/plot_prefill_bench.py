@@ -3,7 +3,11 @@
 run as a dot and the run-to-run range as an error bar, one panel per workload
 (their TTFTs differ by orders of magnitude).
 
-    python3 testing/plot_prefill_bench.py RESULT.json OUT.png|svg|pdf
+    python3 bench/prefill/plot_prefill_bench.py RESULT.json OUT.png|svg|pdf
+
+RESULT.json has the schema of bench/prefill/report/result.proto, where a
+figure a run does not have is absent (files written before that schema carry
+null there; both read the same).
 
 Uses matplotlib from Debian (python3-matplotlib; `testing/setup_debian.sh
 --plot` installs it). The picture is written through a temporary file and a
@@ -27,7 +31,7 @@ def draw(ax, w, runs_key, median_key, change_key, ylabel):
     for i, name in enumerate(names):
         arm = w["arms"][name]
         colour = ARM_COLOURS.get(name, "#333333")
-        if arm[median_key] is None:
+        if arm.get(median_key) is None:
             ax.text(i, 0, "n/a", ha="center", va="bottom", fontsize=8)
             continue
         runs = arm[runs_key]

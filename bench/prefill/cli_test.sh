@@ -2,9 +2,11 @@
 # prefill_bench end to end: --help; bad flags, an unknown preset, a GPU
 # platform without a device and a workload that does not fit in the caches
 # each give one line on stderr and status 2 and write nothing at --json; a
-# tiny run's --json parses back with every field of the schema.
+# tiny run's --json parses back with every field of the schema
+# (report/result.proto: a figure the run does not have is absent), and
+# --plot draws it.
 #
-#   prefill_bench_test.sh PATH/TO/prefill_bench
+#   cli_test.sh PATH/TO/prefill_bench
 set -uo pipefail
 bench="$1"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -77,13 +79,18 @@ for w in r["workloads"]:
     assert isinstance(w["change_pct"], float), w["change_pct"]
     assert w["change"]["verdict"] in ("faster", "slower", "within noise")
     for name, arm in w["arms"].items():
-        for key in ("ttft_ms", "median_ttft_ms", "indexer_calls", "launches_per_step",
-                    "host_issue_ms", "device_tail_ms", "ttft_cpu_ms"):
+        for key in ("ttft_ms", "ttft_cpu_ms", "bound", "ran"):
             assert key in arm, (w["name"], name, key)
-        assert arm["host_issue_ms"] is None and arm["device_tail_ms"] is None
-        if arm["median_ttft_ms"] is None:
+        # GPU-only figures are absent (null) on the CPU.
+        assert arm.get("host_issue_ms") is None and arm.get("device_tail_ms") is None
+        assert arm["bound"] == (name == "no_indexer"), (w["name"], name)
+        if arm.get("median_ttft_ms") is None:
             assert name == "no_indexer" and w["name"] == "8k_c1", (w["name"], name)
+            assert not arm["ran"] and "sparse path" in arm["not_run_reason"]
             continue
+        for key in ("median_ttft_ms", "indexer_calls", "launches_per_step",
+                    "median_ttft_cpu_ms", "launches_per_step_all_ops"):
+            assert key in arm, (w["name"], name, key)
         assert len(arm["ttft_ms"]) == 2 and all(t > 0 for t in arm["ttft_ms"])
         calls = arm["indexer_calls"]
         assert calls["total"] == 7 * 2, calls  # 7 indexer layers x 2 steps

@@ -1,0 +1,72 @@
+// prefill_bench's command line: the Flags a run takes and one table of
+// flags (name, value, help, how its value is read) that both the parser and
+// --help read. A bad flag is an InvalidArgument of one line naming the flag
+// and what it expects; the binary prints it and exits with status 2.
+#ifndef DSA_BENCH_PREFILL_FLAGS_H_
+#define DSA_BENCH_PREFILL_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "bench/prefill/arms.h"
+
+namespace dsa::prefill_bench {
+
+// The preset when the step executes on the CPU: small enough that the whole
+// default run takes seconds, with the seed's structure (an indexer on every
+// layer, one MTP layer) and index_topk 64.
+inline constexpr char kCpuDefaultModel[] = "tiny-glm-5.1";
+// The seed's model, the default on a real GPU.
+inline constexpr char kGpuDefaultModel[] = "glm-5.1";
+
+struct Flags {
+  std::string model;              // empty: kCpuDefaultModel / kGpuDefaultModel
+  std::string platform = "auto";  // one of kPlatformChoices
+  std::string arch;               // empty: gfx950 for (emulated-)rocm, else the
+                                  // device's or the platform's default
+  std::vector<std::string> workloads;            // empty: all four
+  std::vector<const ArmSpec*> arms = AllArms();  // in the order given
+  int runs = 2;
+  int spec_tokens = 0;                 // MTP draft tokens (GLM-5.2: 3)
+  int prompts = 0;                     // 0: each workload's own count
+  int64_t max_num_batched_tokens = 0;  // 0: 8192 scaled to index_topk
+  int block_size = 64;
+  int num_blocks = 0;  // 0: what the largest workload needs
+  int threads = 0;     // 0: all cores
+  uint64_t seed = 1;
+  std::string json;    // write every figure here
+  std::string plot;    // draw the medians here (PNG, SVG...)
+  std::string commit;  // empty: asked of git
+  // After each workload's runs, one more step per arm with every op timed
+  // (StepOptions::time_ops): the share of the indexer's scoring, per op.
+  bool op_times = false;
+  bool help = false;
+};
+
+// One flag: --name=value. `help` is wrapped to fit beside the names; --help
+// indents its lines.
+struct FlagSpec {
+  const char* name;
+  const char* value;  // what --help shows after '='
+  std::string help;
+  // Reads `value` into `flags`; InvalidArgument naming --`flag` on a bad one.
+  absl::Status (*set)(absl::string_view flag, absl::string_view value,
+                      Flags& flags);
+};
+
+// Every flag but --help, in the order --help lists them and values are read
+// (so of two bad values the first listed is the one reported).
+absl::Span<const FlagSpec> FlagTable();
+
+std::string Usage();
+
+// --help or -h anywhere wins over everything else.
+absl::StatusOr<Flags> ParseFlags(absl::Span<const std::string> args);
+
+}  // namespace dsa::prefill_bench
+
+#endif  // DSA_BENCH_PREFILL_FLAGS_H_

@@ -1,0 +1,99 @@
+// What a prefill_bench run produces: per workload and arm, every run's
+// median TTFT and their median on the wall clock and on the process's
+// CPU-time clock, indexer calls scored of total, launches per step, the GPU's
+// host issue and device tail, --op_times' per-op times, and whether outputs
+// and caches equal the reference arm's to the bit; per workload the change
+// of the candidate and the bound against the reference. The run fills it;
+// the table and the JSON (report/) print it.
+#ifndef DSA_BENCH_PREFILL_RESULT_H_
+#define DSA_BENCH_PREFILL_RESULT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/prefill/arms.h"
+#include "bench/prefill/compare.h"
+#include "bench/prefill/platform_choice.h"
+#include "bench/prefill/workloads.h"
+#include "model/deepseek_v32/model_runner.h"
+
+namespace dsa::prefill_bench {
+
+struct ArmResult {
+  const ArmSpec* spec = nullptr;  // never null in a result
+  bool ran = false;
+  std::string not_run_reason;   // when !ran
+  std::vector<double> ttft_ms;  // per run: the median TTFT of its prompts
+  double median_ttft_ms = 0;
+  // The same on a clock of the process's CPU time: the host work, which a
+  // shared machine's load does not stretch.
+  std::vector<double> ttft_cpu_ms;
+  double median_ttft_cpu_ms = 0;
+  int64_t indexer_scored = 0;        // per run
+  int64_t indexer_total = 0;         // indexer-layer calls per run
+  double launches_per_step = 0;      // attention-op launches
+  double all_launches_per_step = 0;  // with the dense ops (projections...)
+  int steps = 0;                     // per run
+  // GPU only: per step, the median over every step of every run of the
+  // wall time the host took to issue the step's launches and of the time the
+  // device took after that (StepOutput::host_issue_ms, device_tail_ms).
+  std::optional<double> host_issue_ms;
+  std::optional<double> device_tail_ms;
+  // GPU only, the same medians of the rest of a step's wall time: before the
+  // first launch (planning, uploads) and after the device finished (reading
+  // the hidden states back).
+  std::optional<double> prepare_ms;
+  std::optional<double> read_back_ms;
+  // --op_times: the workload's first step once more, every op timed between
+  // synchronisations (OpTimes::total() is the step, indexer_scoring the
+  // scoring's share).
+  std::optional<model::deepseek_v32::OpTimes> op_times;
+  // Compared with the reference arm's, to the bit (outputs: every step's
+  // hidden states after the main layers and after the MTP layers).
+  std::optional<bool> outputs_equal;
+  std::optional<bool> caches_equal;  // latent and indexer K caches
+  bool deterministic = true;         // its own runs agree
+};
+
+// The ops of `times` that ran (a time above 0), in the runner's op order.
+std::vector<std::pair<std::string, double>> OpsThatRan(
+    const model::deepseek_v32::OpTimes& times);
+
+struct WorkloadResult {
+  Workload workload;
+  int steps = 0;
+  std::vector<ArmResult> arms;  // in the order of Flags::arms
+  // The candidate against the reference on each clock.
+  Change change;      // TTFT
+  Change change_cpu;  // CPU-time TTFT
+  // The bound against the reference.
+  std::optional<double> bound_change_pct;
+  std::optional<double> bound_change_cpu_pct;
+  // The candidate's outputs and caches equal the reference's.
+  std::optional<bool> outputs_equal;
+};
+
+struct BenchResult {
+  PlatformInfo platform;
+  std::string model;
+  int main_layers = 0, mtp_layers = 0, indexer_layers = 0;
+  int64_t index_topk = 0;
+  int spec_tokens = 0;
+  std::string commit;
+  int runs = 0;
+  int64_t max_num_batched_tokens = 0;
+  int block_size = 0, num_blocks = 0;
+  std::string gpu_timing_note;  // what host issue / device tail are, or why
+                                // there are none
+  std::vector<WorkloadResult> workloads;
+};
+
+// Milliseconds as the progress lines and the table write them: one decimal
+// from 100 ms, two from 10 ms, else three.
+std::string FormatMs(double ms);
+
+}  // namespace dsa::prefill_bench
+
+#endif  // DSA_BENCH_PREFILL_RESULT_H_

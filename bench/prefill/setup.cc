@@ -1,0 +1,151 @@
+// The checks before a run (setup.h).
+#include "bench/prefill/setup.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <limits>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "attention/dtypes/dtype.h"
+#include "platform/status_macros.h"
+
+namespace dsa::prefill_bench {
+namespace {
+
+using model::deepseek_v32::DeepseekV32Model;
+using model::deepseek_v32::ModelConfig;
+
+std::string Gib(int64_t bytes) {
+  return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+}
+
+// MemAvailable from /proc/meminfo; 0 when unknown.
+int64_t AvailableHostBytes() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  int64_t kb = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %" SCNd64 " kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return kb * 1024;
+}
+
+}  // namespace
+
+MemoryBudget ProbeMemory(const ResolvedPlatform& platform) {
+  MemoryBudget budget;
+  budget.host_available_bytes = AvailableHostBytes();
+  if (!platform.info.executes_on_cpu() && platform.exec.has_value()) {
+    absl::StatusOr<platform::DeviceInfo> device = platform.exec->ProbeDevices();
+    if (device.ok()) {
+      budget.device_total_bytes =
+          static_cast<int64_t>(device->total_memory_bytes);
+    }
+  }
+  return budget;
+}
+
+absl::Status CheckMemory(absl::string_view model, const PlatformInfo& platform,
+                         int arms, int64_t bytes_per_arm,
+                         const MemoryBudget& budget) {
+  const bool on_host = platform.executes_on_cpu();
+  const int64_t need = int64_t{arms} * bytes_per_arm;
+  const int64_t host = on_host ? need : 0;
+  const int64_t available = budget.host_available_bytes;
+  if (available > 0 && host > available * 9 / 10) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        model, " with ", arms, arms == 1 ? " arm" : " arms", " needs about ",
+        Gib(host), " of host memory (",
+        on_host ? "weights, caches and workspace" : "host side", "), ",
+        Gib(available), " are available",
+        on_host ? absl::StrCat("; on the CPU use a small preset (the default ",
+                               kCpuDefaultModel, ") or fewer --arms")
+                : ""));
+  }
+  const int64_t device_total = budget.device_total_bytes;
+  if (!on_host && device_total > 0 && need > device_total * 9 / 10) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the workloads need about ", Gib(need), " of ", platform.name,
+        " device memory for ", arms,
+        " arms' weights, caches and workspace; the device has ",
+        Gib(device_total),
+        ": use fewer --arms, --num_blocks or --max_num_batched_tokens"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BenchSetup> MakeSetup(const Flags& flags,
+                                     const platform::Registry& registry) {
+  DSA_ASSIGN_OR_RETURN(ResolvedPlatform platform,
+                       ResolvePlatform(registry, flags.platform, flags.arch));
+  const bool on_cpu = platform.info.executes_on_cpu();
+  const std::string model_name = !flags.model.empty() ? flags.model
+                                 : on_cpu             ? kCpuDefaultModel
+                                                      : kGpuDefaultModel;
+  absl::StatusOr<ModelConfig> config =
+      model::deepseek_v32::LoadModelConfig(model_name);
+  if (!config.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model: ", config.status().message()));
+  }
+  BenchSetup s{std::move(platform), *std::move(config)};
+  const int64_t topk = s.config.index_topk();
+  DSA_ASSIGN_OR_RETURN(
+      s.workloads, MakeWorkloads(flags.workloads, topk, flags.prompts, on_cpu));
+  s.step_tokens = flags.max_num_batched_tokens > 0
+                      ? flags.max_num_batched_tokens
+                      : ScaleToTopk(kSeedMaxNumBatchedTokens, topk);
+  int64_t needed_blocks = 0;
+  int64_t max_len = 0;
+  for (const Workload& w : s.workloads) {
+    if (w.prompt_len > s.config.max_position_embeddings()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "workload ", w.name, ": prompts of ", w.prompt_len, " tokens exceed ",
+          s.config.name(), "'s max_position_embeddings ",
+          s.config.max_position_embeddings()));
+    }
+    DSA_ASSIGN_OR_RETURN(Schedule schedule,
+                         MakeSchedule(w, s.step_tokens, flags.block_size));
+    needed_blocks = std::max(needed_blocks, schedule.peak_blocks);
+    max_len = std::max(max_len, w.prompt_len);
+    s.schedules.push_back(std::move(schedule));
+  }
+  const int64_t num_blocks =
+      flags.num_blocks > 0 ? flags.num_blocks : needed_blocks;
+  for (size_t i = 0; i < s.workloads.size(); ++i) {
+    if (s.schedules[i].peak_blocks > num_blocks) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "workload ", s.workloads[i].name,
+          " does not fit in the caches: it needs ", s.schedules[i].peak_blocks,
+          " blocks of ", flags.block_size,
+          " tokens at its peak, --num_blocks is ", num_blocks));
+    }
+  }
+  if (num_blocks > std::numeric_limits<int>::max()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the workloads need ", num_blocks, " cache blocks"));
+  }
+  s.num_blocks = static_cast<int>(num_blocks);
+  s.options.block_size = flags.block_size;
+  s.options.num_blocks = s.num_blocks;
+  s.options.max_model_len = max_len;
+  s.options.max_num_batched_tokens = s.step_tokens;
+  s.options.num_threads = flags.threads;
+  // On a GPU the projections read bf16 activations, so that they run on the
+  // vendor GEMM (cuBLASLt takes bf16 x); every arm alike, so their outputs
+  // still compare to the bit.
+  if (!on_cpu) s.options.activation_dtype = attention::DType::kBFloat16;
+  DSA_RETURN_IF_ERROR(CheckMemory(
+      s.config.name(), s.platform.info, static_cast<int>(flags.arms.size()),
+      DeepseekV32Model::DeviceBytes(s.config, s.options),
+      ProbeMemory(s.platform)));
+  return s;
+}
+
+}  // namespace dsa::prefill_bench
