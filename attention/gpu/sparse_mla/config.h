@@ -8,7 +8,7 @@
 // its work split and shared-memory offsets); the sm_90a warpgroup body
 // (warpgroup::Config, warpgroup::SharedMemory, whose sizeof is the budget);
 // the FMA kernels' block; the latent scratch. The measurements behind the
-// constants are in testing/bench/RESULTS.md ("Sparse MLA").
+// constants are in testing/bench/RESULTS.md ("Sparse MLA on wgmma").
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_CONFIG_H_
 #define DSA_ATTENTION_GPU_SPARSE_MLA_CONFIG_H_
 
@@ -209,18 +209,18 @@ struct SharedMemory {
   uint8_t q[Config::kHeads * kDim * 2];           // bf16, swizzled
   uint8_t keys[2][Config::kTileBytes];            // tile j in j % 2, swizzled
   uint8_t p[Config::kHeads * Config::kKeys * 2];  // bf16 probabilities
-  // Per tile: warpgroup 0's rescale factors for warpgroup 1 (row r at r);
-  // at the end: each warpgroup's row sums (warpgroup g's at 64 g + r).
-  float rows[2 * Config::kHeads];
+  // Per tile: warpgroup 0's rescale factors for warpgroup 1; at the end:
+  // its row sums (row r at r).
+  float rows[Config::kHeads];
   int64_t slots[Config::kSlots][Config::kKeys];  // cache offsets, -1 after
                                                  // the valid keys
-  int counts[4];                                 // valid keys of each slot
+  int counts[Config::kSlots];                    // valid keys of each slot
 };
 static_assert(offsetof(SharedMemory, keys) % 1024 == 0 &&
                   offsetof(SharedMemory, p) % 1024 == 0 &&
                   Config::kTileBytes % 1024 == 0,
               "swizzle atoms 1024-byte aligned");
-static_assert(sizeof(SharedMemory) == 231440 &&
+static_assert(sizeof(SharedMemory) == 231184 &&
                   sizeof(SharedMemory) <= kSm90SharedBytesPerBlock,
               "fits an H100 / H200 block");
 
