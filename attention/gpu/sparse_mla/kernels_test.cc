@@ -461,7 +461,7 @@ std::vector<Case> Cases() {
     cases.push_back(c);
   }
   {
-    // fnuz fp8 at 64 heads (the warpgroup kernel where it takes fp8).
+    // fnuz fp8 at 64 heads, by default on the warp-level kernel.
     Case c;
     c.name = "Fp8FnuzCache64Heads";
     c.cache = LatentCacheType::kFp8E4m3fnuz;
