@@ -13,6 +13,9 @@ namespace dsa::attention::gpu {
 struct DeviceFeatures {
   int device = -1;
   int multiprocessors = 0;
+  // Threads per warp (wavefront): 32 on NVIDIA, 64 on AMD CDNA; the
+  // kDsaWarpSize the device code was built with.
+  int warp_size = 0;
   // Shared memory one block may use once its kernel opts in (bytes).
   int max_shared_bytes_per_block = 0;
   // The device code loaded for this device was built for sm_90a: Hopper's

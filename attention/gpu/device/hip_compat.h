@@ -64,6 +64,7 @@ using hipDeviceProp_t = cudaDeviceProp;
   cudaFuncAttributeMaxDynamicSharedMemorySize
 #define hipDeviceGetAttribute cudaDeviceGetAttribute
 #define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
+#define hipDeviceAttributeWarpSize cudaDevAttrWarpSize
 #define hipDeviceAttributeMaxSharedMemoryPerBlock \
   cudaDevAttrMaxSharedMemoryPerBlockOptin
 

@@ -119,6 +119,10 @@ LaunchResult QueryDeviceFeatures(int device, DeviceFeatures* f) {
       "device features: multiprocessor count");
   if (!r.ok()) return r;
   r = FromError(
+      hipDeviceGetAttribute(&f->warp_size, hipDeviceAttributeWarpSize, device),
+      "device features: warp size");
+  if (!r.ok()) return r;
+  r = FromError(
       hipDeviceGetAttribute(&f->max_shared_bytes_per_block,
                             hipDeviceAttributeMaxSharedMemoryPerBlock, device),
       "device features: shared memory per block");

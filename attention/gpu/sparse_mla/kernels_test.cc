@@ -3,7 +3,8 @@
 // heads, top-k rows with topk - 1 / topk valid indices out of requests of
 // topk - 1 / topk / topk + 1 tokens, -1 padding, duplicates, rows without
 // any valid index, invalid indices (which the kernels skip), index chunks
-// and key tiles cut at every boundary, and the FMA kernel for other dims.
+// and key tiles cut at every boundary, the FMA kernel for other dims, and the
+// fp8 cache on the warpgroup kernel (SparseMlaParams::fp8_cache_on_warpgroup).
 // Skips cleanly when built without a GPU backend or run without a device.
 //
 // Tolerance. The matrix path rounds q to bf16 once, by design (the
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "attention/dtypes/fp8.h"
+#include "attention/gpu/device/features.h"
 #include "attention/gpu/device/runtime.h"
 #include "attention/gpu/device/test_util.h"
 #include "attention/gpu/sparse_mla/launch.h"
@@ -93,6 +95,8 @@ struct Case {
   double q_scale = 1.0;      // larger: more peaked softmax
   bool bad_indices = false;  // add rows whose indices must be skipped
   const char* path = "mma";
+  // SparseMlaParams::fp8_cache_on_warpgroup (the comparison variant).
+  bool fp8_on_warpgroup = false;
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) {
@@ -304,6 +308,7 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
   p.output_head_stride = out_head_stride;
   p.tokens = tokens;
   p.heads = c.heads;
+  p.fp8_cache_on_warpgroup = c.fp8_on_warpgroup;
   // "mma" names either matrix kernel: the warpgroup one ("wgmma", sm_90a
   // builds on Hopper, bf16 cache, 64 heads or more) or the warp-level one.
   const std::string path = SparseMlaPath(p);
@@ -311,6 +316,12 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
     EXPECT_TRUE(path == "mma" || path == "wgmma") << path;
   } else {
     EXPECT_EQ(path, c.path);
+  }
+  if (c.fp8_on_warpgroup) {  // the variant runs where sm_90a code does
+    DeviceFeatures features;
+    if (CurrentDeviceFeatures(&features).ok() && features.sm90a) {
+      EXPECT_EQ(path, "wgmma");
+    }
   }
   ASSERT_LAUNCH(SparseMlaLaunch(p, nullptr));
   ASSERT_LAUNCH(DeviceSynchronize());
@@ -450,7 +461,7 @@ std::vector<Case> Cases() {
     cases.push_back(c);
   }
   {
-    // fnuz fp8 at 64 heads (the warpgroup kernel where it takes fp8).
+    // fnuz fp8 at 64 heads, by default on the warp-level kernel.
     Case c;
     c.name = "Fp8FnuzCache64Heads";
     c.cache = LatentCacheType::kFp8E4m3fnuz;
@@ -462,6 +473,37 @@ std::vector<Case> Cases() {
     c.seq_lens = {199, 200, 201};
     c.q_format = FloatFormat::kBFloat16;
     c.bad_indices = true;
+    cases.push_back(c);
+  }
+  {
+    // The fp8 cache on the warpgroup kernel (the comparison variant): two
+    // head groups, tiles cut at topk 130, bad indices, bf16 in and out.
+    Case c;
+    c.name = "Fp8Cache128HeadsOnWarpgroupTileEdges";
+    c.cache = LatentCacheType::kFp8E4m3fn;
+    c.heads = 128;
+    c.topk = 130;
+    c.block_size = 16;
+    c.seq_lens = {129, 130, 131, 7};
+    c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
+    c.q_scale = 2.0;
+    c.bad_indices = true;
+    c.fp8_on_warpgroup = true;
+    cases.push_back(c);
+  }
+  {
+    // The same variant over e4m3fnuz, 72 heads (a zero-padded second head
+    // group), fp32 in and out, a top-k of several tiles.
+    Case c;
+    c.name = "Fp8FnuzCache72HeadsOnWarpgroup";
+    c.cache = LatentCacheType::kFp8E4m3fnuz;
+    c.heads = 72;
+    c.nope = 192;
+    c.v = 256;
+    c.topk = 300;
+    c.block_size = 64;
+    c.seq_lens = {299, 300, 301};
+    c.fp8_on_warpgroup = true;
     cases.push_back(c);
   }
   for (LatentCacheType t :
@@ -513,6 +555,21 @@ TEST(SparseMlaLaunchTest, RejectsBadArgumentsWithAMessage) {
   r = SparseMlaLaunch(p, nullptr);
   EXPECT_EQ(r.code, LaunchCode::kInvalidArgument);
   EXPECT_NE(std::string(r.message).find("null"), std::string::npos)
+      << r.message;
+  // A latent too wide for the FMA kernels' shared memory.
+  // (Pointers the launcher checks but does not read before refusing.)
+  alignas(16) static uint8_t fake[16];
+  const int32_t* fake_ints = reinterpret_cast<const int32_t*>(fake);
+  p.q = fake;
+  p.kv_cache = fake;
+  p.kv_b_proj = fake;
+  p.output = fake;
+  p.block_table = p.seq_lens = p.token_request = p.topk_indices = fake_ints;
+  p.kv_lora_rank = 8192;
+  p.cache_token_stride = p.cache_block_stride = 2 * (8192 + 64);
+  r = SparseMlaLaunch(p, nullptr);
+  EXPECT_EQ(r.code, LaunchCode::kInvalidArgument);
+  EXPECT_NE(std::string(r.message).find("shared memory"), std::string::npos)
       << r.message;
   // Nothing to do: no launch, no error.
   p.tokens = 0;

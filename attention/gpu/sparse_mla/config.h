@@ -1,0 +1,241 @@
+// Tile constants and shared-memory plans of the sparse MLA's kernels
+// (sparse_mla/launch.h), in plain C++: the device bodies take their shapes
+// from here, and the heuristics (host code) the bytes a body needs, so the
+// choice of a body and the body agree.
+//
+// Layout: the latent shape of the matrix bodies; the warp-level body
+// (warp::Config per backend, warp::Layout per heads-per-block and cache:
+// its work split and shared-memory offsets); the sm_90a warpgroup body
+// (warpgroup::Config, warpgroup::SharedMemory, whose sizeof is the budget);
+// the FMA kernels' block; the latent scratch. The measurements behind the
+// constants are in testing/bench/RESULTS.md ("Sparse MLA on wgmma").
+#ifndef DSA_ATTENTION_GPU_SPARSE_MLA_CONFIG_H_
+#define DSA_ATTENTION_GPU_SPARSE_MLA_CONFIG_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dsa::attention::gpu::sparse_mla {
+
+// ---------------------------------------------------------------------------
+// The latent shape of the matrix bodies (DeepSeek-V3.2, GLM-5); other shapes
+// run on the FMA kernels.
+inline constexpr int kLora = 512;           // kv_lora_rank: P V's width
+inline constexpr int kRope = 64;            // rope_dim
+inline constexpr int kDim = kLora + kRope;  // 576: the depth of Q K^T
+// An fp8_ds_mla entry: 512 e4m3 codes, a float scale per 128 of them, then
+// the 64 rope values in bf16.
+inline constexpr int kFp8Tiles = kLora / 128;
+inline constexpr int kFp8EntryBytes = kLora + 4 * kFp8Tiles + 2 * kRope;
+static_assert(kFp8EntryBytes == 656 && kFp8EntryBytes % 16 == 0,
+              "fp8 entries in 16-byte copies");
+
+// Top-k indices the warp body checks and compacts at a time.
+inline constexpr int kIndexChunk = 1024;
+
+// The latent output between the attention and W_UV lives in stream scratch
+// of about this size; longer batches run in token chunks, each at most one
+// launch's grid.x of rows.
+inline constexpr int64_t kLatentScratchBytes = int64_t{256} << 20;
+inline constexpr int64_t kMaxRowsPerLaunch = 65535;
+
+// The opt-in shared memory of an H100 / H200 block, which both matrix
+// bodies are sized for on NVIDIA.
+inline constexpr int kSm90SharedBytesPerBlock = 232448;
+
+// The largest divisor of n that is at most `most`.
+constexpr int LargestDivisorAtMost(int n, int most) {
+  int d = most < n ? most : n;
+  while (d > 1 && n % d != 0) --d;
+  return d;
+}
+
+// ---------------------------------------------------------------------------
+// The warp-level body (warp_body.h): one block per (query row, HC heads,
+// top-k split), Q K^T and P V on the backend's warp-level bf16 product.
+namespace warp {
+
+// The shape of each backend's Bf16WarpMma (device/mma.h), by warp width.
+template <int kWarpSize>
+struct MmaShape;
+template <>
+struct MmaShape<32> {  // NVIDIA mma.sync m16n8k16
+  static constexpr int kM = 16, kN = 8, kK = 16;
+};
+template <>
+struct MmaShape<64> {  // AMD MFMA 32x32x8
+  static constexpr int kM = 32, kN = 32, kK = 8;
+};
+
+template <int kWarpSize>
+struct Config {
+  using Mma = MmaShape<kWarpSize>;
+  // 8 NVIDIA warps, 128 output floats per thread (512 threads measured 6%
+  // slower on the H200: more reloads of Q and P than latency hidden).
+  static constexpr int kThreads = 256;
+  static constexpr int kWarps = kThreads / kWarpSize;
+  // Shared-memory rows of Q and of keys: 1168 bytes, so that the 8 rows one
+  // ldmatrix reads fall on 8 different 16-byte bank groups.
+  static constexpr int kLd = kDim + 8;
+  // Keys per tile: 48 (beat 32 by ~9% on the H200), or 32 where the matrix
+  // instruction's N is 32 (AMD).
+  static constexpr int kTileKeys = 48 % Mma::kN == 0 ? 48 : 32;
+  // Q K^T k-steps whose Q fragments a warp keeps in registers for the whole
+  // row (the last ones): what the 128 output floats per thread leave.
+  static constexpr int kQRegisterSteps = 8;
+  // Independent accumulator sets of a warp's Q K^T, so that the products of
+  // a score fragment are not one dependent chain (1, 2 and 4 measured the
+  // same on the H200).
+  static constexpr int kQkChains = 2;
+  static constexpr int kSLd = kTileKeys + 1;  // fp32 scores, + 1: banks
+  static constexpr int kPLd = kTileKeys + 8;  // bf16 probabilities: rows 16
+                                              // bytes off the bank period
+  static constexpr int kIndicesPerThread = kIndexChunk / kThreads;
+  // The latent output staged in bf16 rows for coalesced stores.
+  static constexpr int kStageLd = kLora + 8;
+
+  static_assert(kIndexChunk % kThreads == 0, "index chunk per thread");
+  static_assert(kLora % (kWarps * Mma::kN) == 0, "value dims per warp");
+  static_assert(kDim % Mma::kK == 0 && kTileKeys % Mma::kK == 0, "k steps");
+  static_assert(kTileKeys % Mma::kN == 0, "whole N tiles per key tile");
+};
+
+// Heads per block: 32 for up to 32 heads, else 64.
+constexpr int HeadsPerBlock(int heads) { return heads <= 32 ? 32 : 64; }
+
+// One instance's work split and shared memory: HC heads per block, a bf16
+// (kFp8 false) or fp8_ds_mla cache.
+template <int kWarpSize, int HC, bool kFp8>
+struct Layout {
+  using C = Config<kWarpSize>;
+  using Mma = typename C::Mma;
+  static constexpr int kMTiles = HC / Mma::kM;
+  // Q K^T: kQkGroups head groups (one M tile each) x kQkSplits key slices.
+  static constexpr int kQkGroups = kMTiles;
+  static constexpr int kQkSplits =
+      LargestDivisorAtMost(C::kTileKeys / Mma::kN, C::kWarps / kQkGroups);
+  static constexpr int kQkKeys = C::kTileKeys / kQkSplits;
+  static constexpr int kQkNTiles = kQkKeys / Mma::kN;
+  // P V: every warp owns all HC heads x kPvDims value dims.
+  static constexpr int kPvDims = kLora / C::kWarps;
+  static constexpr int kPvNTiles = kPvDims / Mma::kN;
+  // Softmax: kRowThreads threads per head row.
+  static constexpr int kRowThreads = C::kThreads / HC;
+  static constexpr int kRowKeys = C::kTileKeys / kRowThreads;
+  // bf16: tiles land in the key buffers (t computing, t + 1 arriving).
+  // fp8: raw tiles land in two raw buffers and are dequantised into one key
+  // buffer.
+  static constexpr int kKeyBuffers = kFp8 ? 1 : 2;
+  static constexpr int kRawBuffers = kFp8 ? 2 : 0;
+
+  static_assert(HC == 32 || HC == 64, "heads per block (HeadsPerBlock)");
+  static_assert(HC % Mma::kM == 0, "heads per block: whole M tiles");
+  static_assert(C::kWarps % kQkGroups == 0, "Q K^T warps");
+  static_assert(kQkKeys % Mma::kN == 0, "Q K^T key slices");
+  static_assert(C::kThreads % HC == 0 && kRowThreads <= kWarpSize &&
+                    C::kTileKeys % kRowThreads == 0 && kRowKeys % 2 == 0,
+                "softmax rows: whole bf16 pairs per thread");
+
+  // Shared memory, in bytes (every offset a multiple of 16): Q, the key
+  // tiles, the raw fp8 tiles, scores, probabilities, the rescale factors,
+  // the compacted cache offsets of a chunk, the compaction's scan.
+  static constexpr int kQBytes = HC * C::kLd * 2;
+  static constexpr int kKeyBytes = C::kTileKeys * C::kLd * 2;
+  static constexpr int kRawBytes = C::kTileKeys * kFp8EntryBytes;
+  static constexpr int kSBytes = (HC * C::kSLd * 4 + 15) / 16 * 16;
+  static constexpr int kPBytes = HC * C::kPLd * 2;
+  static constexpr int kQOff = 0;
+  static constexpr int kKeyOff = kQOff + kQBytes;
+  static constexpr int kRawOff = kKeyOff + kKeyBuffers * kKeyBytes;
+  static constexpr int kSOff = kRawOff + kRawBuffers * kRawBytes;
+  static constexpr int kPOff = kSOff + kSBytes;
+  static constexpr int kAlphaOff = kPOff + kPBytes;
+  static constexpr int kSlotOff = kAlphaOff + HC * 4;
+  static constexpr int kScanOff = kSlotOff + kIndexChunk * 8;
+  static constexpr int kBytes = kScanOff + (C::kWarps + 1) * 4;
+
+  static_assert(HC * C::kStageLd * 2 <= kSOff - kKeyOff,
+                "output staging fits the key buffers");
+  static_assert(kWarpSize != 32 || kBytes <= kSm90SharedBytesPerBlock,
+                "fits an H100 / H200 block");
+};
+
+// The shared memory of the instance that runs `heads` heads over a bf16 or
+// fp8 cache on a backend of `warp_size`-wide warps (64: AMD, else NVIDIA).
+constexpr int SharedBytes(int warp_size, int heads, bool fp8) {
+  const bool wide = HeadsPerBlock(heads) == 64;
+  if (warp_size == 64) {
+    return wide ? (fp8 ? Layout<64, 64, true>::kBytes
+                       : Layout<64, 64, false>::kBytes)
+                : (fp8 ? Layout<64, 32, true>::kBytes
+                       : Layout<64, 32, false>::kBytes);
+  }
+  return wide ? (fp8 ? Layout<32, 64, true>::kBytes
+                     : Layout<32, 64, false>::kBytes)
+              : (fp8 ? Layout<32, 32, true>::kBytes
+                     : Layout<32, 32, false>::kBytes);
+}
+
+}  // namespace warp
+
+// ---------------------------------------------------------------------------
+// The sm_90a warpgroup body (warpgroup_body.h): one block of two
+// warpgroups per (query row, 64 heads, top-k split); the 64 heads are the
+// M of both products (wgmma m64n64k16 for S, m64n256k16 per warpgroup for
+// P V).
+namespace warpgroup {
+
+struct Config {
+  static constexpr int kHeads = 64;            // per block
+  static constexpr int kKeys = 64;             // per tile: the N of S
+  static constexpr int kThreads = 256;         // two warpgroups
+  static constexpr int kHalfDims = kLora / 2;  // O columns of a warpgroup
+  static constexpr int kChunks = kDim / 8;     // 16-byte chunks of an entry
+  // Q, the key tiles and P in the 128-byte swizzled layout (one atom: 64
+  // rows x 64 bf16; Q and a tile are 9 atoms along the 576 dims).
+  static constexpr int kAtomBytes = 64 * 128;
+  static constexpr int kTileBytes = kKeys * kDim * 2;
+  static constexpr int kStageLd = kLora + 8;  // output staging rows (bf16)
+  // Cache-offset slots: tile t's in slot t % 3 while t + 2's are resolved.
+  static constexpr int kSlots = 3;
+
+  static_assert(kKeys * kChunks % kThreads == 0, "whole gather rounds");
+  static_assert(kHeads * kStageLd * 2 <= 2 * kTileBytes,
+                "output staging fits the key buffers");
+};
+
+// The block's shared memory, in this order (sizeof is the budget).
+struct SharedMemory {
+  uint8_t q[Config::kHeads * kDim * 2];           // bf16, swizzled
+  uint8_t keys[2][Config::kTileBytes];            // tile j in j % 2, swizzled
+  uint8_t p[Config::kHeads * Config::kKeys * 2];  // bf16 probabilities
+  // Per tile: warpgroup 0's rescale factors for warpgroup 1; at the end:
+  // its row sums (row r at r).
+  float rows[Config::kHeads];
+  int64_t slots[Config::kSlots][Config::kKeys];  // cache offsets, -1 after
+                                                 // the valid keys
+  int counts[Config::kSlots];                    // valid keys of each slot
+};
+static_assert(offsetof(SharedMemory, keys) % 1024 == 0 &&
+                  offsetof(SharedMemory, p) % 1024 == 0 &&
+                  Config::kTileBytes % 1024 == 0,
+              "swizzle atoms 1024-byte aligned");
+static_assert(sizeof(SharedMemory) == 231184 &&
+                  sizeof(SharedMemory) <= kSm90SharedBytesPerBlock,
+              "fits an H100 / H200 block");
+
+}  // namespace warpgroup
+
+// ---------------------------------------------------------------------------
+// The FMA kernels (plain_kernels.hip.cc): one block per (row, head), with
+// q, the running output and a reduction scratch in dynamic shared memory,
+// which must stay within what a block gets without opting in.
+inline constexpr int kFmaThreads = 128;
+constexpr int64_t FmaSharedBytes(int kv_lora_rank, int rope_dim) {
+  return (2 * int64_t{kv_lora_rank} + rope_dim + kFmaThreads) * 4;
+}
+inline constexpr int64_t kFmaMaxSharedBytes = 48 * 1024;
+
+}  // namespace dsa::attention::gpu::sparse_mla
+
+#endif  // DSA_ATTENTION_GPU_SPARSE_MLA_CONFIG_H_

@@ -1,0 +1,89 @@
+#include "attention/gpu/sparse_mla/heuristics.h"
+
+#include <cstdint>
+
+#include "attention/gpu/sparse_mla/config.h"
+
+namespace dsa::attention::gpu::sparse_mla {
+namespace {
+
+// The shape the matrix bodies take.
+bool MatrixShape(const SparseMlaParams& p) {
+  return p.kv_lora_rank == kLora && p.rope_dim == kRope &&
+         reinterpret_cast<uintptr_t>(p.kv_cache) % 16 == 0 &&
+         p.cache_block_stride % 16 == 0 && p.cache_token_stride % 16 == 0 &&
+         p.topk <= 0x7fffffff - kIndexChunk;
+}
+
+bool Fits(int bytes, const DeviceFeatures& f) {
+  return f.max_shared_bytes_per_block == 0 ||
+         bytes <= f.max_shared_bytes_per_block;
+}
+
+// Rows per pass through a latent scratch of `row_bytes` per row.
+int64_t ChunkRows(int64_t row_bytes, int64_t tokens) {
+  int64_t chunk = kLatentScratchBytes / row_bytes;
+  if (chunk < 1) chunk = 1;
+  if (chunk > kMaxRowsPerLaunch) chunk = kMaxRowsPerLaunch;
+  if (chunk > tokens) chunk = tokens;
+  return chunk;
+}
+
+}  // namespace
+
+Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
+  const bool fp8 = p.cache_type != LatentCacheType::kBFloat16;
+  if (!MatrixShape(p) ||
+      !Fits(warp::SharedBytes(f.warp_size, p.heads, fp8), f)) {
+    return Body::kFma;
+  }
+  const bool warpgroup_cache = !fp8 || p.fp8_cache_on_warpgroup;
+  if (warpgroup_cache && p.heads >= warpgroup::Config::kHeads && f.sm90a &&
+      f.max_shared_bytes_per_block >=
+          static_cast<int>(sizeof(warpgroup::SharedMemory))) {
+    return Body::kWarpgroup;
+  }
+  return Body::kWarp;
+}
+
+const char* BodyName(Body body) {
+  switch (body) {
+    case Body::kWarpgroup:
+      return "wgmma";
+    case Body::kWarp:
+      return "mma";
+    case Body::kFma:
+      break;
+  }
+  return "fma";
+}
+
+Plan MakePlan(const SparseMlaParams& p, const DeviceFeatures& f) {
+  Plan plan;
+  plan.body = ChooseBody(p, f);
+  if (plan.body == Body::kFma) {
+    plan.chunk_rows =
+        ChunkRows(int64_t{p.heads} * p.kv_lora_rank * 4, p.tokens);
+    return plan;
+  }
+  plan.heads_per_block = plan.body == Body::kWarpgroup
+                             ? warpgroup::Config::kHeads
+                             : warp::HeadsPerBlock(p.heads);
+  plan.chunk_rows = ChunkRows(int64_t{p.heads} * kLora * 2, p.tokens);
+  // Few rows (decode): split each row's top-k list so that the grid covers
+  // every multiprocessor, at least 256 indices per split; whole waves:
+  // floor, not ceil (132 multiprocessors, 32 blocks: 4 splits, not 5).
+  const int64_t blocks =
+      p.tokens * ((p.heads + plan.heads_per_block - 1) / plan.heads_per_block);
+  const int sms = f.multiprocessors;  // 0 (unknown): no split
+  if (p.tokens == plan.chunk_rows && 2 * blocks <= sms) {
+    int64_t splits = sms / blocks;
+    const int64_t most = p.topk / 256;
+    if (splits > most) splits = most;
+    if (splits > 32) splits = 32;
+    if (splits > 1) plan.splits = static_cast<int>(splits);
+  }
+  return plan;
+}
+
+}  // namespace dsa::attention::gpu::sparse_mla

@@ -1,0 +1,230 @@
+// The sparse MLA's decision table (heuristics.h) without a device: every
+// body reached, the shape and shared-memory boundaries, sm_90a on and off,
+// the fp8 variant, both backends' warp bodies, the launch plan's chunks and
+// splits.
+#include "attention/gpu/sparse_mla/heuristics.h"
+
+#include <cstdint>
+
+#include "attention/gpu/sparse_mla/config.h"
+#include "gtest/gtest.h"
+
+namespace dsa::attention::gpu::sparse_mla {
+namespace {
+
+constexpr int kWarpgroupBytes = sizeof(warpgroup::SharedMemory);
+
+// An H200 running sm_90a device code.
+DeviceFeatures H200() {
+  DeviceFeatures f;
+  f.device = 0;
+  f.multiprocessors = 132;
+  f.warp_size = 32;
+  f.max_shared_bytes_per_block = kSm90SharedBytesPerBlock;
+  f.sm90a = true;
+  f.tensor_maps = true;
+  return f;
+}
+
+// An MI300X-like device (64-wide wavefronts) with `lds` bytes per workgroup.
+DeviceFeatures Amd(int lds) {
+  DeviceFeatures f;
+  f.device = 0;
+  f.multiprocessors = 304;
+  f.warp_size = 64;
+  f.max_shared_bytes_per_block = lds;
+  return f;
+}
+
+// DeepSeek-V3.2's shape: a bf16 cache at a 16-byte aligned address.
+SparseMlaParams Params(int heads, LatentCacheType cache, int64_t tokens = 8192,
+                       int topk = 2048) {
+  SparseMlaParams p;
+  p.kv_cache = reinterpret_cast<const uint8_t*>(uintptr_t{1} << 20);
+  p.cache_type = cache;
+  const int entry = cache == LatentCacheType::kBFloat16 ? 1152 : 656;
+  p.cache_token_stride = entry;
+  p.cache_block_stride = int64_t{entry} * 64;
+  p.block_size = 64;
+  p.heads = heads;
+  p.tokens = tokens;
+  p.topk = topk;
+  p.topk_stride = topk;
+  return p;
+}
+
+constexpr LatentCacheType kBf16 = LatentCacheType::kBFloat16;
+constexpr LatentCacheType kFp8 = LatentCacheType::kFp8E4m3fn;
+constexpr LatentCacheType kFnuz = LatentCacheType::kFp8E4m3fnuz;
+
+TEST(SparseMlaHeuristicsTest, H200RunsTheWarpgroupBodyFrom64HeadsOnBf16) {
+  const DeviceFeatures f = H200();
+  EXPECT_EQ(ChooseBody(Params(64, kBf16), f), Body::kWarpgroup);
+  EXPECT_EQ(ChooseBody(Params(128, kBf16), f), Body::kWarpgroup);
+  EXPECT_EQ(ChooseBody(Params(72, kBf16), f), Body::kWarpgroup);
+  EXPECT_EQ(ChooseBody(Params(63, kBf16), f), Body::kWarp);
+  EXPECT_EQ(ChooseBody(Params(1, kBf16), f), Body::kWarp);
+  // fp8 caches stay on the warp body unless the variant asks.
+  EXPECT_EQ(ChooseBody(Params(64, kFp8), f), Body::kWarp);
+  EXPECT_EQ(ChooseBody(Params(128, kFnuz), f), Body::kWarp);
+}
+
+TEST(SparseMlaHeuristicsTest, Fp8VariantTakesTheWarpgroupBodyWhereBf16Would) {
+  const DeviceFeatures f = H200();
+  for (LatentCacheType cache : {kFp8, kFnuz}) {
+    SparseMlaParams p = Params(64, cache);
+    p.fp8_cache_on_warpgroup = true;
+    EXPECT_EQ(ChooseBody(p, f), Body::kWarpgroup);
+    p.heads = 63;
+    EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
+    p.heads = 64;
+    DeviceFeatures no_sm90a = f;
+    no_sm90a.sm90a = false;
+    EXPECT_EQ(ChooseBody(p, no_sm90a), Body::kWarp);
+  }
+  // A bf16 cache is unaffected by the flag.
+  SparseMlaParams p = Params(64, kBf16);
+  p.fp8_cache_on_warpgroup = true;
+  EXPECT_EQ(ChooseBody(p, f), Body::kWarpgroup);
+}
+
+TEST(SparseMlaHeuristicsTest, WithoutSm90aCodeTheWarpBodyRuns) {
+  DeviceFeatures f = H200();
+  f.sm90a = false;  // e.g. an sm_90 (not 90a) build
+  EXPECT_EQ(ChooseBody(Params(64, kBf16), f), Body::kWarp);
+  EXPECT_EQ(ChooseBody(Params(128, kBf16), f), Body::kWarp);
+}
+
+TEST(SparseMlaHeuristicsTest, SharedMemoryBoundaries) {
+  DeviceFeatures f = H200();
+  // The warpgroup body needs exactly its plan's bytes.
+  f.max_shared_bytes_per_block = kWarpgroupBytes;
+  EXPECT_EQ(ChooseBody(Params(64, kBf16), f), Body::kWarpgroup);
+  f.max_shared_bytes_per_block = kWarpgroupBytes - 1;
+  EXPECT_EQ(ChooseBody(Params(64, kBf16), f), Body::kWarp);
+  // The warp body likewise, per heads per block and cache.
+  for (int heads : {32, 64}) {
+    for (LatentCacheType cache : {kBf16, kFp8}) {
+      const int bytes = warp::SharedBytes(32, heads, cache != kBf16);
+      f.max_shared_bytes_per_block = bytes;
+      EXPECT_EQ(ChooseBody(Params(heads, cache), f), Body::kWarp)
+          << heads << " heads";
+      f.max_shared_bytes_per_block = bytes - 1;
+      EXPECT_EQ(ChooseBody(Params(heads, cache), f), Body::kFma)
+          << heads << " heads";
+    }
+  }
+  // An A100's 163 KiB: too little for the 64-head warp body.
+  f.max_shared_bytes_per_block = 166912;
+  f.sm90a = false;
+  EXPECT_EQ(ChooseBody(Params(64, kBf16), f), Body::kFma);
+}
+
+TEST(SparseMlaHeuristicsTest, WarpBodySizesFollowTheBackend) {
+  // NVIDIA: 48-key tiles on m16n8k16; AMD: 32-key tiles on 32x32x8 MFMA.
+  EXPECT_EQ(warp::Config<32>::kTileKeys, 48);
+  EXPECT_EQ(warp::Config<64>::kTileKeys, 32);
+  EXPECT_EQ(warp::SharedBytes(32, 64, false), 215076);
+  EXPECT_LT(warp::SharedBytes(64, 32, false), warp::SharedBytes(32, 32, false));
+  // 64 KiB of LDS (MI300X) takes no matrix body.
+  for (int heads : {1, 32, 64, 128}) {
+    EXPECT_EQ(ChooseBody(Params(heads, kBf16), Amd(65536)), Body::kFma);
+  }
+  // 160 KiB (MI355X's LDS) would take the 32-head instance only.
+  EXPECT_EQ(ChooseBody(Params(32, kBf16), Amd(163840)), Body::kWarp);
+  EXPECT_EQ(ChooseBody(Params(64, kBf16), Amd(163840)), Body::kFma);
+  // Never the warpgroup body without sm_90a code.
+  EXPECT_EQ(ChooseBody(Params(64, kBf16), Amd(1 << 20)), Body::kWarp);
+}
+
+TEST(SparseMlaHeuristicsTest, OtherShapesRunOnFma) {
+  const DeviceFeatures f = H200();
+  SparseMlaParams p = Params(64, kBf16);
+  p.kv_lora_rank = 256;
+  EXPECT_EQ(ChooseBody(p, f), Body::kFma);
+  p = Params(64, kBf16);
+  p.rope_dim = 32;
+  EXPECT_EQ(ChooseBody(p, f), Body::kFma);
+  p = Params(64, kBf16);
+  p.kv_cache += 8;  // entries not 16-byte aligned
+  EXPECT_EQ(ChooseBody(p, f), Body::kFma);
+  p = Params(64, kBf16);
+  p.cache_token_stride = 1160;
+  EXPECT_EQ(ChooseBody(p, f), Body::kFma);
+  p = Params(64, kBf16);
+  p.cache_block_stride += 8;
+  EXPECT_EQ(ChooseBody(p, f), Body::kFma);
+  // A top-k list so long that the index chunks would overflow.
+  p = Params(64, kBf16);
+  p.topk = 0x7fffffff - kIndexChunk;
+  EXPECT_EQ(ChooseBody(p, f), Body::kWarpgroup);
+  p.topk += 1;
+  EXPECT_EQ(ChooseBody(p, f), Body::kFma);
+}
+
+TEST(SparseMlaHeuristicsTest, UnknownFeaturesAssumeTheWarpBodyFits) {
+  // No device (the query failed): the warp body, whose launch then reports
+  // the missing device; never the warpgroup body.
+  const DeviceFeatures none;
+  EXPECT_EQ(ChooseBody(Params(64, kBf16), none), Body::kWarp);
+  EXPECT_EQ(ChooseBody(Params(8, kFp8), none), Body::kWarp);
+}
+
+TEST(SparseMlaHeuristicsTest, BodyNamesAreTheReportedPaths) {
+  EXPECT_STREQ(BodyName(Body::kWarpgroup), "wgmma");
+  EXPECT_STREQ(BodyName(Body::kWarp), "mma");
+  EXPECT_STREQ(BodyName(Body::kFma), "fma");
+}
+
+TEST(SparseMlaHeuristicsTest, HeadsPerBlock) {
+  const DeviceFeatures f = H200();
+  EXPECT_EQ(MakePlan(Params(1, kBf16), f).heads_per_block, 32);
+  EXPECT_EQ(MakePlan(Params(32, kBf16), f).heads_per_block, 32);
+  EXPECT_EQ(MakePlan(Params(33, kBf16), f).heads_per_block, 64);
+  EXPECT_EQ(MakePlan(Params(64, kBf16), f).heads_per_block, 64);
+  EXPECT_EQ(MakePlan(Params(128, kFp8), f).heads_per_block, 64);
+}
+
+TEST(SparseMlaHeuristicsTest, ChunksBoundTheLatentScratch) {
+  const DeviceFeatures f = H200();
+  // bf16 latent: heads * 512 * 2 bytes a row.
+  Plan plan = MakePlan(Params(128, kBf16, 100000), f);
+  EXPECT_EQ(plan.chunk_rows, kLatentScratchBytes / (128 * 512 * 2));
+  plan = MakePlan(Params(128, kBf16, 1000), f);
+  EXPECT_EQ(plan.chunk_rows, 1000);
+  // At most one launch's grid.x.
+  plan = MakePlan(Params(1, kBf16, 1000000), f);
+  EXPECT_EQ(plan.chunk_rows, kMaxRowsPerLaunch);
+  // FMA: an fp32 latent of kv_lora_rank a row.
+  SparseMlaParams p = Params(16, kBf16, 1 << 20);
+  p.kv_lora_rank = 128;
+  p.rope_dim = 32;
+  plan = MakePlan(p, f);
+  EXPECT_EQ(plan.body, Body::kFma);
+  EXPECT_EQ(plan.chunk_rows, kLatentScratchBytes / (16 * 128 * 4));
+  EXPECT_EQ(plan.splits, 1);
+}
+
+TEST(SparseMlaHeuristicsTest, FewRowsSplitTheTopkList) {
+  const DeviceFeatures f = H200();
+  // 4 rows x 2 head groups = 8 blocks on 132 multiprocessors: 16 splits of
+  // a 2048 list would be 128 indices each; at least 256 each: 8.
+  EXPECT_EQ(MakePlan(Params(128, kBf16, 4), f).splits, 8);
+  // Whole waves: 32 blocks, 4 splits (not 5).
+  EXPECT_EQ(MakePlan(Params(128, kFp8, 16, 4096), f).splits, 4);
+  // At most 32.
+  EXPECT_EQ(MakePlan(Params(32, kBf16, 1, 1 << 20), f).splits, 32);
+  // Enough blocks already (2 x 66 > 132 / 2), a short list, or an unknown
+  // multiprocessor count: no split.
+  EXPECT_EQ(MakePlan(Params(64, kBf16, 67), f).splits, 1);
+  EXPECT_EQ(MakePlan(Params(64, kBf16, 66), f).splits, 2);
+  EXPECT_EQ(MakePlan(Params(128, kBf16, 4, 511), f).splits, 1);
+  DeviceFeatures unknown = f;
+  unknown.multiprocessors = 0;
+  EXPECT_EQ(MakePlan(Params(128, kBf16, 4), unknown).splits, 1);
+  // Several chunks: no split.
+  EXPECT_EQ(MakePlan(Params(1, kBf16, 100000, 2048), f).splits, 1);
+}
+
+}  // namespace
+}  // namespace dsa::attention::gpu::sparse_mla

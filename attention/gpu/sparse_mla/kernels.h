@@ -1,0 +1,68 @@
+// The sparse MLA's kernels as the launch functions the launcher
+// (launch.hip.cc) calls, one declaration each. Each is defined beside its
+// kernel: the matrix bodies in warp_body.h and warpgroup_body.h, explicitly
+// instantiated in instantiations/ (so that they compile in parallel); the
+// FMA pair, the split merge and the W_UV conversion in plain_kernels.hip.cc.
+// Every function enqueues on `stream` and reports the launch's error.
+// Device-compiler sources only.
+#ifndef DSA_ATTENTION_GPU_SPARSE_MLA_KERNELS_H_
+#define DSA_ATTENTION_GPU_SPARSE_MLA_KERNELS_H_
+
+#include <cstdint>
+
+#include "attention/gpu/device/hip_compat.h"
+#include "attention/gpu/device/launch_result.h"
+#include "attention/gpu/device/mma.h"
+#include "attention/gpu/sparse_mla/params.h"
+
+namespace dsa::attention::gpu::sparse_mla {
+
+using ::dsa::gpu::Fp8Format;
+
+inline constexpr const char* kOp = "sparse_mla";
+
+// Where a matrix body puts its result. One split (part_o null):
+// latent[t, h, :] = the normalised output (bf16). Several (few rows: the
+// top-k list is split over blockIdx.z so that the grid fills the GPU): each
+// split's own normalised output, fp32, at part_o[split][t][h][:], and its
+// log2-sum-exp at part_lse[split][t][h] (-inf when it saw no key), merged
+// by LaunchCombineSplits.
+struct MmaOutput {
+  uint16_t* latent;
+  float* part_o;
+  float* part_lse;
+  int splits;
+};
+
+// Rows [begin, begin + rows) of the attention on a matrix body: the
+// warp-level one with HC heads per block (warp_body.h), or the sm_90a
+// warpgroup one (warpgroup_body.h). kFp8: an fp8_ds_mla cache of format F
+// (F is unused for a bf16 cache).
+template <int HC, bool kFp8, Fp8Format F>
+LaunchResult LaunchWarpBody(const SparseMlaParams& p, int64_t begin,
+                            int64_t rows, const MmaOutput& out,
+                            hipStream_t stream);
+template <bool kFp8, Fp8Format F>
+LaunchResult LaunchWarpgroupBody(const SparseMlaParams& p, int64_t begin,
+                                 int64_t rows, const MmaOutput& out,
+                                 hipStream_t stream);
+
+// out.latent[rows, heads, 512] = the splits of out merged
+// (plain_kernels.hip.cc).
+LaunchResult LaunchCombineSplits(int64_t rows, int heads, const MmaOutput& out,
+                                 hipStream_t stream);
+
+// w[h, o, c] = bf16(W_UV of head h, row o, column c) from kv_b_proj, for
+// kv_b_proj that the W_UV GEMM cannot read in place (plain_kernels.hip.cc).
+LaunchResult LaunchConvertWuv(const SparseMlaParams& p, uint16_t* w,
+                              hipStream_t stream);
+
+// Rows [begin, begin + rows) of the whole op on the FMA kernels, any shape,
+// through `latent` ([rows, heads, kv_lora_rank] fp32 scratch)
+// (plain_kernels.hip.cc).
+LaunchResult LaunchFmaKernels(const SparseMlaParams& p, int64_t begin,
+                              int64_t rows, float* latent, hipStream_t stream);
+
+}  // namespace dsa::attention::gpu::sparse_mla
+
+#endif  // DSA_ATTENTION_GPU_SPARSE_MLA_KERNELS_H_

@@ -1,0 +1,260 @@
+// The sparse MLA's launcher (launch.h): checks the call, takes the body and
+// the launch plan from the heuristics (heuristics.h), and enqueues, per
+// chunk of rows through the latent scratch: the attention body, the merge
+// of top-k splits (few rows), W_UV on the platform's GEMM (wuv.h); or the
+// FMA kernels. The kernels themselves are declared in kernels.h.
+#include "attention/gpu/sparse_mla/launch.h"
+
+#include <cstdint>
+
+#include "attention/gpu/device/features.h"
+#include "attention/gpu/device/hip_compat.h"
+#include "attention/gpu/device/launch_util.h"
+#include "attention/gpu/device/stream_scratch.h"
+#include "attention/gpu/sparse_mla/config.h"
+#include "attention/gpu/sparse_mla/heuristics.h"
+#include "attention/gpu/sparse_mla/kernels.h"
+#include "attention/gpu/sparse_mla/wuv.h"
+
+namespace dsa::attention::gpu {
+namespace sparse_mla {
+namespace {
+
+// What the launcher can check without reading device memory.
+LaunchResult CheckParams(const SparseMlaParams& p) {
+  const bool fp8 = p.cache_type != LatentCacheType::kBFloat16;
+  const int64_t entry =
+      fp8 ? p.kv_lora_rank + 4 * (p.kv_lora_rank / 128) + 2 * p.rope_dim
+          : 2 * (static_cast<int64_t>(p.kv_lora_rank) + p.rope_dim);
+  if (p.tokens < 0 || p.heads < 1 || p.kv_lora_rank < 1 || p.rope_dim < 0 ||
+      p.num_blocks < 1 || p.block_size < 1 || p.num_requests < 1 ||
+      p.max_blocks_per_request < 1 ||
+      p.block_table_stride < p.max_blocks_per_request || p.topk < 0 ||
+      p.topk_stride < p.topk || p.qk_nope_head_dim < 0 || p.v_head_dim < 1 ||
+      p.cache_token_stride < entry ||
+      p.cache_block_stride < p.cache_token_stride * p.block_size) {
+    return Invalid(kOp,
+                   "sizes: tokens %lld, heads %d, kv_lora_rank %d, rope_dim "
+                   "%d, num_blocks %lld, block_size %d, num_requests %d, "
+                   "max_blocks %d, block_table_stride %lld, topk %d, "
+                   "topk_stride %lld, qk_nope %d, v_head_dim %d, cache "
+                   "strides %lld/%lld (entry %lld bytes)",
+                   static_cast<long long>(p.tokens), p.heads, p.kv_lora_rank,
+                   p.rope_dim, static_cast<long long>(p.num_blocks),
+                   p.block_size, p.num_requests, p.max_blocks_per_request,
+                   static_cast<long long>(p.block_table_stride), p.topk,
+                   static_cast<long long>(p.topk_stride), p.qk_nope_head_dim,
+                   p.v_head_dim, static_cast<long long>(p.cache_block_stride),
+                   static_cast<long long>(p.cache_token_stride),
+                   static_cast<long long>(entry));
+  }
+  if (fp8 && p.kv_lora_rank % 128 != 0) {
+    return Invalid(kOp,
+                   "fp8 cache needs kv_lora_rank a multiple of 128, not %d",
+                   p.kv_lora_rank);
+  }
+  if (p.heads > 65535) {
+    return Invalid(kOp, "%d heads, at most 65535", p.heads);
+  }
+  if (p.q == nullptr || p.kv_cache == nullptr || p.block_table == nullptr ||
+      p.seq_lens == nullptr || p.token_request == nullptr ||
+      (p.topk > 0 && p.topk_indices == nullptr) || p.kv_b_proj == nullptr ||
+      p.output == nullptr) {
+    return Invalid(kOp, "a device pointer is null");
+  }
+  if (fp8 && (reinterpret_cast<uintptr_t>(p.kv_cache) % 4 != 0 ||
+              p.cache_block_stride % 4 != 0 || p.cache_token_stride % 4 != 0)) {
+    return Invalid(kOp, "fp8 cache entries are not 4-byte aligned (scales)");
+  }
+  if (!fp8 &&
+      (reinterpret_cast<uintptr_t>(p.kv_cache) % 2 != 0 ||
+       p.cache_block_stride % 2 != 0 || p.cache_token_stride % 2 != 0)) {
+    return Invalid(kOp, "bf16 cache entries are not 2-byte aligned");
+  }
+  // (Never the matrix bodies' shape, whose FMA fallback needs 4.8 KB.)
+  if (FmaSharedBytes(p.kv_lora_rank, p.rope_dim) > kFmaMaxSharedBytes) {
+    return Invalid(
+        kOp,
+        "kv_lora_rank %d and rope_dim %d need %lld bytes of shared "
+        "memory on the FMA kernels, more than %lld",
+        p.kv_lora_rank, p.rope_dim,
+        static_cast<long long>(FmaSharedBytes(p.kv_lora_rank, p.rope_dim)),
+        static_cast<long long>(kFmaMaxSharedBytes));
+  }
+  return LaunchResult{};
+}
+
+// f(begin, rows) for each chunk of at most `chunk` of the call's rows.
+template <class PerChunk>
+LaunchResult ForEachChunk(int64_t tokens, int64_t chunk, PerChunk f) {
+  for (int64_t begin = 0; begin < tokens; begin += chunk) {
+    const LaunchResult r =
+        f(begin, tokens - begin < chunk ? tokens - begin : chunk);
+    if (!r.ok()) return r;
+  }
+  return LaunchResult{};
+}
+
+// W_UV as the GEMM reads it: row o of head h at rows + h * head_stride +
+// o * row_stride (bf16, rows 16-byte aligned): kv_b_proj itself when it is
+// such, else a copy converted once per call.
+struct WuvWeights {
+  const uint16_t* rows;
+  int64_t head_stride;
+  int64_t row_stride;
+};
+
+LaunchResult PrepareWuv(const SparseMlaParams& p, StreamScratch& scratch,
+                        hipStream_t stream, WuvWeights* w) {
+  if (p.kv_b_proj_format == FloatFormat::kBFloat16 &&
+      reinterpret_cast<uintptr_t>(p.kv_b_proj) % 16 == 0 &&
+      p.kv_b_proj_row_stride % 8 == 0) {
+    w->rows = static_cast<const uint16_t*>(p.kv_b_proj) +
+              p.qk_nope_head_dim * p.kv_b_proj_row_stride;
+    w->head_stride = static_cast<int64_t>(p.qk_nope_head_dim + p.v_head_dim) *
+                     p.kv_b_proj_row_stride;
+    w->row_stride = p.kv_b_proj_row_stride;
+    return LaunchResult{};
+  }
+  uint16_t* converted = nullptr;
+  LaunchResult r = scratch.Get(
+      &converted, static_cast<size_t>(p.heads) * p.v_head_dim * kLora * 2,
+      "sparse_mla: W_UV scratch");
+  if (!r.ok()) return r;
+  r = LaunchConvertWuv(p, converted, stream);
+  if (!r.ok()) return r;
+  w->rows = converted;
+  w->head_stride = static_cast<int64_t>(p.v_head_dim) * kLora;
+  w->row_stride = kLora;
+  return r;
+}
+
+// Rows [begin, begin + rows) of the attention on the plan's matrix body.
+LaunchResult LaunchAttention(const SparseMlaParams& p, const Plan& plan,
+                             int64_t begin, int64_t rows, const MmaOutput& out,
+                             hipStream_t stream) {
+  constexpr Fp8Format kFn = Fp8Format::kE4m3fn, kFnuz = Fp8Format::kE4m3fnuz;
+  if (plan.body == Body::kWarpgroup) {
+    switch (p.cache_type) {
+      case LatentCacheType::kBFloat16:
+        return LaunchWarpgroupBody<false, kFn>(p, begin, rows, out, stream);
+      case LatentCacheType::kFp8E4m3fn:
+        return LaunchWarpgroupBody<true, kFn>(p, begin, rows, out, stream);
+      case LatentCacheType::kFp8E4m3fnuz:
+        return LaunchWarpgroupBody<true, kFnuz>(p, begin, rows, out, stream);
+    }
+  }
+  const bool wide = plan.heads_per_block == 64;
+  switch (p.cache_type) {
+    case LatentCacheType::kBFloat16:
+      return wide ? LaunchWarpBody<64, false, kFn>(p, begin, rows, out, stream)
+                  : LaunchWarpBody<32, false, kFn>(p, begin, rows, out, stream);
+    case LatentCacheType::kFp8E4m3fn:
+      return wide ? LaunchWarpBody<64, true, kFn>(p, begin, rows, out, stream)
+                  : LaunchWarpBody<32, true, kFn>(p, begin, rows, out, stream);
+    case LatentCacheType::kFp8E4m3fnuz:
+      return wide
+                 ? LaunchWarpBody<64, true, kFnuz>(p, begin, rows, out, stream)
+                 : LaunchWarpBody<32, true, kFnuz>(p, begin, rows, out, stream);
+  }
+  return Invalid(kOp, "unknown cache type %d", static_cast<int>(p.cache_type));
+}
+
+// output rows [begin, begin + rows) = W_UV latent.
+LaunchResult LaunchWuvGemm(const SparseMlaParams& p, const WuvWeights& w,
+                           const uint16_t* latent, int64_t begin, int64_t rows,
+                           hipStream_t stream) {
+  SparseMlaWuvArgs wuv;
+  wuv.latent = latent;
+  wuv.rows = rows;
+  wuv.heads = p.heads;
+  wuv.lora = kLora;
+  wuv.w = w.rows;
+  wuv.w_head_stride = w.head_stride;
+  wuv.w_row_stride = w.row_stride;
+  wuv.v = p.v_head_dim;
+  wuv.output_format = p.output_format;
+  wuv.output_token_stride = p.output_token_stride;
+  wuv.output_head_stride = p.output_head_stride;
+  const int64_t out_at = begin * p.output_token_stride;
+  wuv.output =
+      p.output_format == FloatFormat::kBFloat16
+          ? static_cast<void*>(static_cast<uint16_t*>(p.output) + out_at)
+          : static_cast<void*>(static_cast<float*>(p.output) + out_at);
+  return SparseMlaWuvGemm(wuv, stream);
+}
+
+LaunchResult RunMatrix(const SparseMlaParams& p, const Plan& plan,
+                       hipStream_t stream) {
+  StreamScratch scratch(stream);
+  WuvWeights w;
+  LaunchResult r = PrepareWuv(p, scratch, stream, &w);
+  if (!r.ok()) return r;
+  const int64_t row_bytes = static_cast<int64_t>(p.heads) * kLora * 2;
+  uint16_t* latent = nullptr;
+  r = scratch.Get(&latent, static_cast<size_t>(plan.chunk_rows * row_bytes),
+                  "sparse_mla: latent scratch");
+  if (!r.ok()) return r;
+  MmaOutput out{latent, nullptr, nullptr, plan.splits};
+  if (plan.splits > 1) {
+    const size_t rows_heads = static_cast<size_t>(p.tokens) * p.heads;
+    r = scratch.Get(&out.part_o, plan.splits * rows_heads * kLora * 4,
+                    "sparse_mla: split outputs");
+    if (!r.ok()) return r;
+    r = scratch.Get(&out.part_lse, plan.splits * rows_heads * 4,
+                    "sparse_mla: split log-sum-exps");
+    if (!r.ok()) return r;
+  }
+  return ForEachChunk(
+      p.tokens, plan.chunk_rows, [&](int64_t begin, int64_t rows) {
+        LaunchResult chunk = LaunchAttention(p, plan, begin, rows, out, stream);
+        if (chunk.ok() && out.splits > 1) {
+          chunk = LaunchCombineSplits(rows, p.heads, out, stream);
+        }
+        if (!chunk.ok()) return chunk;
+        return LaunchWuvGemm(p, w, latent, begin, rows, stream);
+      });
+}
+
+LaunchResult RunFma(const SparseMlaParams& p, const Plan& plan,
+                    hipStream_t stream) {
+  StreamScratch scratch(stream);
+  const int64_t row_bytes = static_cast<int64_t>(p.heads) * p.kv_lora_rank * 4;
+  float* latent = nullptr;
+  const LaunchResult r =
+      scratch.Get(&latent, static_cast<size_t>(plan.chunk_rows * row_bytes),
+                  "sparse_mla: latent scratch");
+  if (!r.ok()) return r;
+  return ForEachChunk(p.tokens, plan.chunk_rows,
+                      [&](int64_t begin, int64_t rows) {
+                        return LaunchFmaKernels(p, begin, rows, latent, stream);
+                      });
+}
+
+}  // namespace
+}  // namespace sparse_mla
+
+const char* SparseMlaPath(const SparseMlaParams& params) {
+  DeviceFeatures features;
+  if (!CurrentDeviceFeatures(&features).ok()) {
+    (void)hipGetLastError();      // not the next launch's error
+    features = DeviceFeatures{};  // no device: as the heuristics take it
+  }
+  return sparse_mla::BodyName(sparse_mla::ChooseBody(params, features));
+}
+
+LaunchResult SparseMlaLaunch(const SparseMlaParams& p, void* stream) {
+  if (p.tokens == 0) return LaunchResult{};
+  LaunchResult r = sparse_mla::CheckParams(p);
+  if (!r.ok()) return r;
+  DeviceFeatures features;
+  r = CurrentDeviceFeatures(&features);
+  if (!r.ok()) return r;
+  const sparse_mla::Plan plan = sparse_mla::MakePlan(p, features);
+  const auto s = static_cast<hipStream_t>(stream);
+  return plan.body == sparse_mla::Body::kFma
+             ? sparse_mla::RunFma(p, plan, s)
+             : sparse_mla::RunMatrix(p, plan, s);
+}
+
+}  // namespace dsa::attention::gpu

@@ -1,0 +1,119 @@
+// What every sparse MLA kernel reads and writes the same way: q and
+// kv_b_proj values as float, a query row's request, the cache entry of a
+// top-k index (or none: padding and invalid indices are skipped, never
+// read), fp8_ds_mla codes as bf16, a block's top-k split and output row.
+// Device-compiler sources only.
+#ifndef DSA_ATTENTION_GPU_SPARSE_MLA_ROW_ACCESS_H_
+#define DSA_ATTENTION_GPU_SPARSE_MLA_ROW_ACCESS_H_
+
+#include <cstdint>
+
+#include "attention/gpu/device/hip_compat.h"
+#include "attention/gpu/device/mma.h"
+#include "attention/gpu/sparse_mla/params.h"
+
+// hipcc (clang) warns where an unroll pragma of these kernels cannot be
+// honoured for AMD; the loops stay correct, rolled.
+#if defined(__clang__) && !defined(__CUDA__)
+#pragma clang diagnostic ignored "-Wpass-failed"
+#endif
+
+namespace dsa::attention::gpu::sparse_mla {
+
+using ::dsa::gpu::Bf16ToFloat;
+using ::dsa::gpu::FloatToBf16;
+using ::dsa::gpu::Fp8Format;
+
+inline constexpr float kNegInf = -__builtin_huge_valf();
+inline constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ float LoadFloat(const void* base, FloatFormat f,
+                                           int64_t i) {
+  return f == FloatFormat::kBFloat16
+             ? Bf16ToFloat(static_cast<const uint16_t*>(base)[i])
+             : static_cast<const float*>(base)[i];
+}
+
+// The row's request and the number of its tokens the block table can hold;
+// an invalid request gives no tokens.
+struct RowRequest {
+  int32_t request;
+  int64_t seq_len;
+};
+
+__device__ __forceinline__ RowRequest LoadRowRequest(const SparseMlaParams& p,
+                                                     int64_t t) {
+  RowRequest rr{-1, 0};
+  const int32_t r = p.token_request[t];
+  if (r < 0 || r >= p.num_requests) return rr;
+  int64_t len = p.seq_lens[r];
+  const int64_t capacity =
+      static_cast<int64_t>(p.max_blocks_per_request) * p.block_size;
+  if (len > capacity) len = capacity;
+  if (len < 0) len = 0;
+  rr.request = r;
+  rr.seq_len = len;
+  return rr;
+}
+
+// Byte offset of the cache entry of top-k index `idx`, or -1 when the index
+// is padding or invalid (outside the request, or its block outside the
+// cache).
+__device__ __forceinline__ int64_t EntryOffset(const SparseMlaParams& p,
+                                               const RowRequest& rr,
+                                               int32_t idx) {
+  if (idx < 0 || idx >= rr.seq_len) return -1;
+  const int32_t block =
+      p.block_table[rr.request * p.block_table_stride + idx / p.block_size];
+  if (block < 0 || block >= p.num_blocks) return -1;
+  return block * p.cache_block_stride +
+         static_cast<int64_t>(idx % p.block_size) * p.cache_token_stride;
+}
+
+// Two fp8 codes (bits 0-7 and 8-15 of `pair`) times `scale`, as two bf16
+// (PackBf16x2). The 7 magnitude bits go to float bits 20-26, which reads
+// them as a float of exponent field eeee and mantissa mmm, normal or
+// subnormal alike; a multiply by 2^(127 - bias) gives the value exactly, a
+// second by the scale (kept apart so that no scale can overflow it). About 5
+// instructions per value instead of DecodeFp8's branches; NaN codes stay NaN.
+template <Fp8Format F>
+__device__ __forceinline__ uint32_t Fp8PairToBf16(uint32_t pair, float scale) {
+  // 2^(127 - exponent bias): 2^120 (e4m3fn), 2^119 (e4m3fnuz).
+  constexpr float kRebias = F == Fp8Format::kE4m3fn ? 0x1p120f : 0x1p119f;
+  float v[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const uint32_t code = (pair >> (8 * i)) & 0xffu;
+    const float mag = __uint_as_float((code & 0x7fu) << 20) * kRebias * scale;
+    const bool nan =
+        F == Fp8Format::kE4m3fn ? (code & 0x7fu) == 0x7fu : code == 0x80u;
+    v[i] = nan ? __uint_as_float(0x7fc00000u)
+               : __uint_as_float(__float_as_uint(mag) | ((code & 0x80u) << 24));
+  }
+  return ::dsa::gpu::PackBf16x2(v[0], v[1]);
+}
+
+// The top-k range [begin, end) of split blockIdx.z of `splits`.
+struct SplitRange {
+  int begin;
+  int end;
+};
+__device__ __forceinline__ SplitRange BlockSplitRange(int topk, int splits) {
+  const int per_split = (topk + splits - 1) / splits;
+  const int begin = blockIdx.z * per_split;
+  return {begin, topk - begin < per_split ? topk : begin + per_split};
+}
+
+// Row 0 of the block's heads in the output (latent or part_o / part_lse):
+// (split, token - token_begin, head h0).
+__device__ __forceinline__ int64_t BlockOutputRow(const SparseMlaParams& p,
+                                                  int64_t t,
+                                                  int64_t token_begin, int h0) {
+  return (static_cast<int64_t>(blockIdx.z) * gridDim.x + (t - token_begin)) *
+             p.heads +
+         h0;
+}
+
+}  // namespace dsa::attention::gpu::sparse_mla
+
+#endif  // DSA_ATTENTION_GPU_SPARSE_MLA_ROW_ACCESS_H_

@@ -1,0 +1,137 @@
+// The warp-level body's loads (warp_body.h): the compaction of a row's
+// top-k indices into cache-entry offsets, the gather of a key tile
+// (cp.async) and the dequantisation of a raw fp8_ds_mla tile into bf16; and
+// the body's tile constants for this backend (config.h's warp::Config).
+// Device-compiler sources only.
+#ifndef DSA_ATTENTION_GPU_SPARSE_MLA_WARP_LOADS_H_
+#define DSA_ATTENTION_GPU_SPARSE_MLA_WARP_LOADS_H_
+
+#include <cstdint>
+
+#include "attention/gpu/device/async_copy.h"
+#include "attention/gpu/device/hip_compat.h"
+#include "attention/gpu/device/mma.h"
+#include "attention/gpu/sparse_mla/config.h"
+#include "attention/gpu/sparse_mla/row_access.h"
+
+namespace dsa::attention::gpu::sparse_mla {
+namespace warp {
+
+using Mma = ::dsa::gpu::Bf16WarpMma;
+using C = Config<kDsaWarpSize>;
+static_assert(Mma::kM == C::Mma::kM && Mma::kN == C::Mma::kN &&
+                  Mma::kK == C::Mma::kK,
+              "config.h's warp::MmaShape is this backend's Bf16WarpMma");
+inline constexpr int kThreads = C::kThreads;
+inline constexpr int kWarps = C::kWarps;
+inline constexpr int kLd = C::kLd;
+inline constexpr int kTileKeys = C::kTileKeys;
+inline constexpr int kSLd = C::kSLd;
+inline constexpr int kPLd = C::kPLd;
+
+// Compacts top-k indices [begin, min(begin + kIndexChunk, end)) of row t
+// into slots[] (cache-entry byte offsets, in index order) and returns
+// their number. Starts and ends with a barrier.
+__device__ __forceinline__ int CompactChunk(const SparseMlaParams& p, int64_t t,
+                                            const RowRequest& rr, int begin,
+                                            int end, int64_t* slots,
+                                            int* scan) {
+  const int tid = threadIdx.x;
+  const int lane = tid % kDsaWarpSize, warp = tid / kDsaWarpSize;
+  int64_t off[C::kIndicesPerThread];
+  int n = 0;
+  const int32_t* row = p.topk_indices + t * p.topk_stride;
+#pragma unroll
+  for (int j = 0; j < C::kIndicesPerThread; ++j) {
+    const int i = begin + tid * C::kIndicesPerThread + j;
+    if (i < end && rr.request >= 0) {
+      const int64_t o = EntryOffset(p, rr, row[i]);
+      if (o >= 0) off[n++] = o;
+    }
+  }
+  // Block-wide exclusive scan of n.
+  int inclusive = n;
+#pragma unroll
+  for (int d = 1; d < kDsaWarpSize; d *= 2) {
+    const int v = DSA_SHFL_UP(inclusive, d, kDsaWarpSize);
+    if (lane >= d) inclusive += v;
+  }
+  __syncthreads();  // the previous chunk's slots and scan are no longer read
+  if (lane == kDsaWarpSize - 1) scan[warp] = inclusive;
+  __syncthreads();
+  int base = 0, total = 0;
+  for (int w = 0; w < kWarps; ++w) {
+    const int s = scan[w];
+    if (w < warp) base += s;
+    total += s;
+  }
+  base += inclusive - n;
+#pragma unroll
+  for (int j = 0; j < C::kIndicesPerThread; ++j) {
+    if (j < n) slots[base + j] = off[j];
+  }
+  __syncthreads();
+  return total;
+}
+
+// Starts the gather of keys [first, first + kTileKeys) of the compacted list
+// (count entries valid) into the tile at `dst` (bf16 cache: the bf16 tile;
+// fp8 cache: the raw entries). Keys past count are zero-filled.
+template <bool kFp8>
+__device__ __forceinline__ void GatherTile(const SparseMlaParams& p,
+                                           const int64_t* slots, int first,
+                                           int count, uint8_t* dst) {
+  constexpr int kChunks = (kFp8 ? kFp8EntryBytes : kDim * 2) / 16;
+  constexpr int kDstStride = kFp8 ? kFp8EntryBytes : kLd * 2;
+  // A warp copies whole entries, its lanes consecutive 16-byte chunks: one
+  // slot lookup per entry and no index division.
+  const int lane = threadIdx.x % kDsaWarpSize,
+            warp = threadIdx.x / kDsaWarpSize;
+  for (int key = warp; key < kTileKeys; key += kWarps) {
+    const bool valid = first + key < count;
+    const uint8_t* src = valid ? p.kv_cache + slots[first + key] : p.kv_cache;
+    uint8_t* d = dst + key * kDstStride;
+#pragma unroll
+    for (int c = lane; c < kChunks; c += kDsaWarpSize) {
+      CopyAsync16(d + c * 16, valid ? src + c * 16 : src, valid);
+    }
+  }
+  CopyAsyncCommit();
+}
+
+// Dequantises a raw fp8_ds_mla tile into the bf16 key tile (exact: fp8
+// values times power-of-two scales fit bf16). 16 codes per step; the bf16
+// rope part is copied.
+template <Fp8Format F>
+__device__ __forceinline__ void DequantTile(const uint8_t* raw,
+                                            uint16_t* keys) {
+  constexpr int kCodeChunks = kLora / 16;
+  for (int w = threadIdx.x; w < kTileKeys * kCodeChunks; w += kThreads) {
+    const int key = w / kCodeChunks, part = w % kCodeChunks;
+    const uint8_t* entry = raw + key * kFp8EntryBytes;
+    const uint4 codes = *reinterpret_cast<const uint4*>(entry + part * 16);
+    const float scale =
+        *reinterpret_cast<const float*>(entry + kLora + 4 * (part * 16 / 128));
+    const uint32_t in[4] = {codes.x, codes.y, codes.z, codes.w};
+    uint32_t out[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      out[i] = Fp8PairToBf16<F>(in[i / 2] >> (16 * (i % 2)), scale);
+    }
+    uint4* d = reinterpret_cast<uint4*>(keys + key * kLd + part * 16);
+    d[0] = make_uint4(out[0], out[1], out[2], out[3]);
+    d[1] = make_uint4(out[4], out[5], out[6], out[7]);
+  }
+  constexpr int kRopeChunks = kRope / 8;
+  for (int w = threadIdx.x; w < kTileKeys * kRopeChunks; w += kThreads) {
+    const int key = w / kRopeChunks, r = w % kRopeChunks;
+    *reinterpret_cast<uint4*>(keys + key * kLd + kLora + r * 8) =
+        *reinterpret_cast<const uint4*>(raw + key * kFp8EntryBytes + kLora +
+                                        4 * kFp8Tiles + r * 16);
+  }
+}
+
+}  // namespace warp
+}  // namespace dsa::attention::gpu::sparse_mla
+
+#endif  // DSA_ATTENTION_GPU_SPARSE_MLA_WARP_LOADS_H_
