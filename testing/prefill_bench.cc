@@ -29,6 +29,7 @@
 #include "model/deepseek_v32/forward_context.h"
 #include "model/deepseek_v32/layer_plan.h"
 #include "model/deepseek_v32/model_config.h"
+#include "model/deepseek_v32/model_loader.h"
 #include "model/deepseek_v32/model_runner.h"
 #include "platform/status_macros.h"
 
@@ -869,12 +870,13 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
                                  : platform.info.executes_on == "cpu"
                                      ? kCpuDefaultModel
                                      : kGpuDefaultModel;
-  absl::StatusOr<ModelConfig> config =
-      model::deepseek_v32::LoadModelConfig(model_name);
-  if (!config.ok()) {
+  absl::StatusOr<model::deepseek_v32::LoadedModel> loaded =
+      model::deepseek_v32::LoadModel(model_name);
+  if (!loaded.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--model: ", config.status().message()));
+        absl::StrCat("--model: ", loaded.status().message()));
   }
+  const ModelConfig* config = &loaded->config();
   const int64_t topk = config->index_topk();
   DSA_ASSIGN_OR_RETURN(std::vector<Workload> workloads,
                        MakeWorkloads(flags.workloads, topk, flags.prompts,
@@ -971,6 +973,7 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
   BenchResult result;
   result.platform = platform.info;
   result.model = config->name();
+  result.model_source = loaded->description();
   result.main_layers = config->num_main_layers();
   result.mtp_layers = config->num_mtp_layers();
   result.indexer_layers = config->num_indexer_layers();
@@ -1020,8 +1023,10 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
       progress << building << "\n" << std::flush;
     }
     absl::StatusOr<std::unique_ptr<DeepseekV32Model>> model =
-        DeepseekV32Model::Create(std::move(planner), *platform.exec, kernels,
-                                 arm_options, flags.seed);
+        DeepseekV32Model::Create(
+            std::move(planner), *platform.exec, kernels, arm_options,
+            loaded->weight_source(), flags.seed,
+            model::deepseek_v32::TerminalLoadProgress(stderr));
     if (!model.ok()) {
       return absl::Status(
           model.status().code(),
@@ -1237,6 +1242,7 @@ std::string FormatTable(const BenchResult& r) {
                  : "",
       ", commit ", r.commit, "\n");
   if (!p.note.empty()) absl::StrAppend(&out, p.note, "\n");
+  absl::StrAppend(&out, "model: ", r.model_source, "\n");
   absl::StrAppend(
       &out, "steps of at most ", r.max_num_batched_tokens, " tokens; ", r.runs,
       r.runs == 1 ? " run" : " runs",
@@ -1383,6 +1389,7 @@ std::string ToJson(const BenchResult& r) {
                   ", \"is_cuda_alike\": ", p.is_cuda_alike ? "true" : "false",
                   ", \"note\": ", JsonString(p.note), "},\n");
   absl::StrAppend(&o, "  \"model\": {\"name\": ", JsonString(r.model),
+                  ", \"source\": ", JsonString(r.model_source),
                   ", \"main_layers\": ", r.main_layers,
                   ", \"mtp_layers\": ", r.mtp_layers,
                   ", \"indexer_layers\": ", r.indexer_layers,

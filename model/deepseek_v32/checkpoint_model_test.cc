@@ -23,6 +23,7 @@
 #include "model/checkpoint/safetensors_writer.h"
 #include "model/deepseek_v32/layer_weights.h"
 #include "model/deepseek_v32/model_loader.h"
+#include "model/deepseek_v32/model_runner.h"
 #include "model/deepseek_v32/reference_stack.h"
 #include "nlohmann/json.hpp"
 #include "platform/registry.h"
@@ -330,8 +331,9 @@ class CheckpointModelTest : public ::testing::Test {
     int64_t last_done = 0, total = 0;
     ASSERT_OK_AND_ASSIGN(
         auto model,
-        loaded.CreateModel(std::move(*planner), *platform_, kernels_, options,
-                           /*seed=*/0, [&](int64_t done, int64_t all) {
+        DeepseekV32Model::Create(std::move(*planner), *platform_, kernels_,
+                                 options, loaded.weight_source(), /*seed=*/0,
+                                 [&](int64_t done, int64_t all) {
                              EXPECT_GT(done, last_done);
                              last_done = done;
                              total = all;

@@ -82,8 +82,10 @@ absl::StatusOr<LoadedModel> LoadModel(absl::string_view spec_view,
   }
   if (!absl::IsNotFound(preset.status())) return preset.status();
   if (!Exists(spec)) {
-    if (absl::StrContains(spec, '/') || absl::EndsWith(spec, ".textproto") ||
-        absl::EndsWith(spec, ".json")) {
+    if (absl::EndsWith(spec, ".textproto")) {
+      return LoadModelConfigFile(spec).status();  // its NotFound message
+    }
+    if (absl::StrContains(spec, '/') || absl::EndsWith(spec, ".json")) {
       return absl::NotFoundError(
           absl::StrCat(echoed, ": no such file or directory"));
     }
@@ -138,17 +140,6 @@ absl::StatusOr<LoadedModel> LoadModel(absl::string_view spec_view,
                          hf.quantization.block_cols, " blocks dequantised at load)")
           : "");
   return m;
-}
-
-absl::StatusOr<std::unique_ptr<DeepseekV32Model>> LoadedModel::CreateModel(
-    LayerPlanner planner, platform::Platform platform, AttentionKernels kernels,
-    RuntimeOptions options, uint64_t seed, const LoadProgress& progress) const {
-  if (weights_ != nullptr) {
-    return DeepseekV32Model::Create(std::move(planner), std::move(platform),
-                                    kernels, options, *weights_, progress);
-  }
-  return DeepseekV32Model::Create(std::move(planner), std::move(platform),
-                                  kernels, options, seed);
 }
 
 absl::Status LoadedModel::Embed(absl::Span<const int64_t> ids, bool mtp,

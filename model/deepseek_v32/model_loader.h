@@ -7,8 +7,8 @@
 //
 // A checkpoint is opened and every tensor the model needs checked when it
 // loads (checkpoint_weights.h); its weights are read only when a runner is
-// created from it, straight into device memory through a bounded staging
-// buffer.
+// created from it (DeepseekV32Model::Create with weight_source()), straight
+// into device memory through a bounded staging buffer.
 #ifndef DSA_MODEL_DEEPSEEK_V32_MODEL_LOADER_H_
 #define DSA_MODEL_DEEPSEEK_V32_MODEL_LOADER_H_
 
@@ -23,7 +23,7 @@
 #include "absl/types/span.h"
 #include "model/deepseek_v32/checkpoint_weights.h"
 #include "model/deepseek_v32/model_config.h"
-#include "model/deepseek_v32/model_runner.h"
+#include "model/deepseek_v32/layer_weights.h"
 
 namespace dsa::model::deepseek_v32 {
 
@@ -51,12 +51,9 @@ class LoadedModel {
   bool has_checkpoint_weights() const { return weights_ != nullptr; }
   const CheckpointWeights* checkpoint_weights() const { return weights_.get(); }
 
-  // A runner of this model: the checkpoint's weights, or weights drawn from
-  // `seed` on the device.
-  absl::StatusOr<std::unique_ptr<DeepseekV32Model>> CreateModel(
-      LayerPlanner planner, platform::Platform platform,
-      AttentionKernels kernels, RuntimeOptions options, uint64_t seed,
-      const LoadProgress& progress = {}) const;
+  // The checkpoint's weights for a runner (DeepseekV32Model::Create); null
+  // for a model without them, whose runner draws its weights from a seed.
+  const WeightSource* weight_source() const { return weights_.get(); }
 
   // The embeddings of `ids` into out[ids.size() * hidden]: the checkpoint's
   // embedding table (the MTP layers' own for `mtp` where it has one), or

@@ -344,6 +344,14 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
                &source, progress, 0);
 }
 
+absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
+    LayerPlanner planner, platform::Platform platform, AttentionKernels kernels,
+    RuntimeOptions options, const WeightSource* weights, uint64_t seed,
+    const LoadProgress& progress) {
+  return Build(std::move(planner), std::move(platform), kernels, options,
+               weights, progress, seed);
+}
+
 absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
     LayerPlanner planner, platform::Platform platform, AttentionKernels kernels,
     RuntimeOptions options, const WeightSource* source,

@@ -215,6 +215,13 @@ class DeepseekV32Model {
       AttentionKernels kernels, RuntimeOptions options,
       const WeightSource& source, const LoadProgress& progress = {});
   static constexpr int64_t kWeightStagingBytes = int64_t{32} << 20;
+  // `weights` when not null (a checkpoint, LoadedModel::weight_source()),
+  // else weights drawn from `seed`.
+  static absl::StatusOr<std::unique_ptr<DeepseekV32Model>> Create(
+      LayerPlanner planner, platform::Platform platform,
+      AttentionKernels kernels, RuntimeOptions options,
+      const WeightSource* weights, uint64_t seed,
+      const LoadProgress& progress = {});
   ~DeepseekV32Model();
 
   const LayerPlanner& planner() const { return planner_; }
