@@ -1,5 +1,7 @@
 #include "model/deepseek_v32/checkpoint_weights.h"
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <utility>
 
@@ -215,8 +217,36 @@ absl::Status CheckpointWeights::ReadBf16(int layer, const WeightSpec& spec,
     std::memcpy(out, t.data.data() + 2 * begin, static_cast<size_t>(count) * 2);
     return absl::OkStatus();
   }
-  for (int64_t i = 0; i < count; ++i) {
-    out[i] = attention::FloatToBf16(Element(t, begin + i));
+  if (t.scale.file == nullptr) {
+    for (int64_t i = 0; i < count; ++i) {
+      out[i] = attention::FloatToBf16(Element(t, begin + i));
+    }
+    return absl::OkStatus();
+  }
+  // fp8 a row at a time: each code through a decode table, times its
+  // block's scale.
+  static const std::array<float, 256> kDecode = [] {
+    std::array<float, 256> table;
+    for (int c = 0; c < 256; ++c) {
+      table[c] = attention::Fp8ToFloat(static_cast<uint8_t>(c),
+                                       attention::kE4m3fnTraits);
+    }
+    return table;
+  }();
+  const int64_t cols = t.cols;
+  const int64_t bc = quantization_.block_cols, br = quantization_.block_rows;
+  const int64_t scale_cols = (cols + bc - 1) / bc;
+  const uint8_t* codes = t.data.data();
+  const uint8_t* scales = t.scale.data();
+  const TensorDType scale_dtype = t.scale.info->dtype;
+  for (int64_t i = begin, end = begin + count; i < end;) {
+    const int64_t row = i / cols;
+    const int64_t row_end = std::min(end, (row + 1) * cols);
+    const int64_t scale_row = (row / br) * scale_cols;
+    for (int64_t col = i - row * cols; i < row_end; ++i, ++col) {
+      const float s = LoadScalar(scales, scale_dtype, scale_row + col / bc);
+      out[i - begin] = attention::FloatToBf16(kDecode[codes[i]] * s);
+    }
   }
   return absl::OkStatus();
 }
