@@ -23,9 +23,9 @@ echo "payload commit $(cat "$payload/COMMIT")"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 status=0
 echo "==== cache_kernels_test"
-timeout 120 "$work/cache_kernels_test" --gtest_brief=1 2>&1 | tail -25 || status=1
+timeout "${DSA_GTEST_SECONDS:-90}" "$work/cache_kernels_test" --gtest_brief=1 2>&1 | tail -25 || status=1
 echo "==== model_runner_test (cuda)"
-timeout 150 "$work/model_runner_test" --gtest_brief=1 --gtest_filter='*cuda*' 2>&1 \
+timeout "${DSA_GTEST_SECONDS:-90}" "$work/model_runner_test" --gtest_brief=1 --gtest_filter='*cuda*' 2>&1 \
   | grep -E "^\[  (PASSED|FAILED|SKIPPED)|Failure|reference \]" | head -60 || status=1
 echo "==== check_transformers"
 PYTHONPATH="$payload/python" timeout "${DSA_CHECK_SECONDS:-330}" python3 \
