@@ -47,20 +47,31 @@ def log(*args):
     print(*args, flush=True)
 
 
+def code_names(fn):
+    """The identifiers of a function's code, comments and strings left out
+    (a docstring saying "non-interleaved" is not a call)."""
+    import io
+    import tokenize
+    try:
+        src = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return None
+    import textwrap
+    tokens = tokenize.generate_tokens(io.StringIO(textwrap.dedent(src)).readline)
+    return {t.string for t in tokens if t.type == tokenize.NAME}
+
+
 def rope_styles(attn, config):
     """(MLA interleaved?, indexer interleaved?) as this transformers computes
     them: the config key a module's forward reads, else whether the forward
     calls an interleaved rope (versions differ)."""
-    import re
-
     def interleaved(fn, key):
-        try:
-            src = inspect.getsource(fn)
-        except (OSError, TypeError):
+        names = code_names(fn)
+        if names is None:
             return None
-        if re.search(r"\b%s\b" % key, src) and hasattr(config, key):
+        if key in names and hasattr(config, key):
             return bool(getattr(config, key))
-        return "interleave" in src
+        return any("interleave" in n for n in names)
     mla = interleaved(type(attn).forward, "rope_interleave")
     idx = None
     indexer = getattr(attn, "indexer", None)
@@ -72,11 +83,66 @@ def rope_styles(attn, config):
 def indexer_has_relu(attn):
     """Whether transformers' indexer scores relu(q.k) as DeepSeek and vLLM
     do (some versions leave the relu out, which selects other keys)."""
-    indexer = getattr(attn, "indexer", None)
-    try:
-        return "relu" in inspect.getsource(type(indexer).forward)
-    except (OSError, TypeError):
-        return None
+    names = code_names(type(getattr(attn, "indexer", None)).forward)
+    return None if names is None else "relu" in names
+
+
+def fp8_round(x, dim_from):
+    """vLLM's fp8 indexer quantisation in torch: per vector of the dims from
+    `dim_from` on, scale = 2^ceil(log2(max(amax, 1e-4) / 448)), the values
+    through float8_e4m3fn and back."""
+    dims = tuple(range(dim_from, x.dim()))
+    amax = x.float().abs().amax(dim=dims, keepdim=True).clamp(min=1e-4)
+    scale = torch.exp2(torch.ceil(torch.log2(amax / 448.0)))
+    return (x.float() / scale).to(torch.float8_e4m3fn).float() * scale
+
+
+def use_fp8_indexer(model, interleaved, relu):
+    """Replaces every indexer's forward of `model` (transformers' own module
+    and weights) by one that quantises its roped query and key to fp8 as
+    vLLM does before scoring: what the fp8 indexer alone costs."""
+    def rope(x, cos, sin):
+        # x [B, S, H, d]; cos/sin [B, S, d] in rotate-half layout.
+        if interleaved:
+            d = x.shape[-1]
+            x = x.reshape(*x.shape[:-1], d // 2, 2).transpose(-1, -2).reshape(
+                x.shape)
+        c, s = cos[:, :, None, :].float(), sin[:, :, None, :].float()
+        half = x.shape[-1] // 2
+        rot = torch.cat([-x[..., half:], x[..., :half]], -1).float()
+        return (x.float() * c + rot * s).to(x.dtype)
+
+    def patch(indexer):
+        sig = inspect.signature(indexer.forward)
+
+        def forward(*args, **kwargs):
+            a = sig.bind(*args, **kwargs)
+            a.apply_defaults()
+            a = a.arguments
+            hs, q_resid = a["hidden_states"], a["q_resid"]
+            cos, sin = a["position_embeddings"]
+            mask = a.get("attention_mask")
+            B, S, _ = hs.shape
+            H, D, R = indexer.n_heads, indexer.head_dim, indexer.qk_rope_head_dim
+            q = indexer.wq_b(q_resid).view(B, S, H, D)
+            q = torch.cat([rope(q[..., :R], cos, sin), q[..., R:]], -1)
+            k = indexer.k_norm(indexer.wk(hs))[:, :, None, :]
+            k = torch.cat([rope(k[..., :R], cos, sin), k[..., R:]], -1)[:, :, 0]
+            q, k = fp8_round(q, 3), fp8_round(k, 2)
+            scores = torch.einsum("bshd,btd->bsht", q, k)
+            if relu:
+                scores = scores.relu()
+            w = indexer.weights_proj(hs).float() * H ** -0.5
+            index = torch.einsum("bsht,bsh->bst", scores * D ** -0.5, w)
+            if mask is not None:
+                index = index + mask
+            return index.topk(min(indexer.index_topk, index.shape[-1]),
+                              dim=-1).indices
+        indexer.forward = forward
+
+    for layer in model.model.layers:
+        if getattr(layer.self_attn, "indexer", None) is not None:
+            patch(layer.self_attn.indexer)
 
 
 def make_config(case, vocab):
@@ -277,11 +343,14 @@ def call_attention(attn, x, cos_sin, mask, prev_topk):
 
 
 @torch.no_grad()
-def transformers_stack(parts, ids, next_ids, dtype):
-    """The attention-only stack from transformers' modules, in `dtype`."""
+def transformers_stack(parts, ids, next_ids, dtype, fp8_indexer=False):
+    """The attention-only stack from transformers' modules, in `dtype`
+    (fp8_indexer: bf16 with vLLM's fp8 indexer, use_fp8_indexer)."""
     model = parts["model"]
-    if dtype != torch.bfloat16:
+    if dtype != torch.bfloat16 or fp8_indexer:
         model = copy.deepcopy(model).to(dtype)
+    if fp8_indexer:
+        use_fp8_indexer(model, parts["styles"][1], parts["indexer_relu"])
     mtp = parts["mtp"] if dtype == torch.bfloat16 else copy.deepcopy(
         parts["mtp"]).to(dtype)
     conv = (lambda m: m) if dtype == torch.bfloat16 else (
@@ -307,7 +376,7 @@ def transformers_stack(parts, ids, next_ids, dtype):
     a, _ = call_attention(mtp.self_attn, mtp.input_layernorm(h), cos_sin, mask,
                           None)
     out.append((h + a)[0].double())
-    if dtype != torch.bfloat16:
+    if dtype != torch.bfloat16 or fp8_indexer:
         del model
     return out
 
@@ -349,6 +418,8 @@ def run_case(case, args, results):
         t1 = time.time()
         ref64 = transformers_stack(parts, idc, nxc, torch.float64)
         ref16 = transformers_stack(parts, idc, nxc, torch.bfloat16)
+        ref8 = (transformers_stack(parts, idc, nxc, torch.bfloat16, True)
+                if T > 2048 else None)
         t_ref = time.time() - t1
         row = {"tokens": T, "above_topk": T > 2048, "layers": []}
         t1 = time.time()
@@ -358,20 +429,25 @@ def run_case(case, args, results):
         for layer, r in enumerate(ref64):
             tb = rel(ref16[layer], r)
             entry = {"layer": layer, "transformers_bf16": tb}
+            if ref8 is not None:
+                entry["transformers_bf16_fp8_indexer"] = rel(ref8[layer], r)
             for k in got:
                 entry[f"ours_{k}"] = rel(got[k].hidden_states[layer], r)
             entry["pass"] = entry["ours_bf16"] <= 1.5 * tb
             ok = ok and entry["pass"]
             row["layers"].append(entry)
             kind = "mtp" if layer == len(ref64) - 1 else "main"
+            fp8 = (f", transformers-bf16 with vLLM's fp8 indexer "
+                   f"{entry['transformers_bf16_fp8_indexer']:.3e}"
+                   if ref8 is not None else "")
             log(f"{case} T={T} layer {layer} ({kind}): transformers-bf16 "
                 f"{tb:.3e}, ours bf16 {entry['ours_bf16']:.3e} "
                 f"({entry['ours_bf16'] / tb:.2f}x), ours fp32 "
-                f"{entry['ours_fp32']:.3e} "
+                f"{entry['ours_fp32']:.3e}{fp8} "
                 f"{'ok' if entry['pass'] else 'FAIL'}")
         log(f"{case} T={T}: transformers {t_ref:.1f} s, ours {t_ours:.1f} s")
         results[case]["prompts"][str(T)] = row
-        del ref64, ref16
+        del ref64, ref16, ref8
         torch.cuda.empty_cache()
     for m in ours.values():
         m.close()
