@@ -393,10 +393,9 @@ TEST_P(IndexerOpsTest, KWriteWithEngineNumericsMatchesReference) {
   for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
     for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
       for (const EngineNumerics& n : kEngineNumerics) {
-        SCOPED_TRACE(absl::StrCat(FormatName(fp8), " rope ",
-                                  static_cast<int>(style), " round to ",
-                                  DTypeName(n.intermediate),
-                                  n.hadamard ? " hadamard" : ""));
+        SCOPED_TRACE(absl::StrCat(
+            FormatName(fp8), " rope ", static_cast<int>(style), " round to ",
+            DTypeName(n.intermediate), n.hadamard ? " hadamard" : ""));
         KWrite w = MakeKWrite(fp8, style, DType::kBFloat16, /*tokens=*/64,
                               /*num_blocks=*/6, /*block_size=*/16,
                               /*strided_k=*/false);
@@ -449,10 +448,9 @@ TEST_P(IndexerOpsTest, QWithEngineNumericsMatchesReference) {
   for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
     for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
       for (const EngineNumerics& n : kEngineNumerics) {
-        SCOPED_TRACE(absl::StrCat(FormatName(fp8), " rope ",
-                                  static_cast<int>(style), " round to ",
-                                  DTypeName(n.intermediate),
-                                  n.hadamard ? " hadamard" : ""));
+        SCOPED_TRACE(absl::StrCat(
+            FormatName(fp8), " rope ", static_cast<int>(style), " round to ",
+            DTypeName(n.intermediate), n.hadamard ? " hadamard" : ""));
         std::vector<float> q = RandomFloats(kTokens * kHeads * kHeadDim);
         for (float& v : q) {  // bf16 inputs, as the projection gives them
           v = static_cast<float>(reference::RoundBf16(v));
@@ -482,7 +480,8 @@ TEST_P(IndexerOpsTest, QWithEngineNumericsMatchesReference) {
         ASSERT_THAT(Run<IndexerQ>(a), IsOk());
         const std::vector<uint8_t> codes = ToHost<uint8_t>(a.q_fp8);
         const std::vector<float> head_weights = ToHost<float>(a.head_weights);
-        const double c = 1.0 / std::sqrt(static_cast<double>(kHeadDim * kHeads));
+        const double c =
+            1.0 / std::sqrt(static_cast<double>(kHeadDim * kHeads));
         NumericsCheck check;
         for (int64_t t = 0; t < kTokens; ++t) {
           for (int64_t h = 0; h < kHeads; ++h) {
@@ -501,10 +500,9 @@ TEST_P(IndexerOpsTest, QWithEngineNumericsMatchesReference) {
             const double w = weights[t * kHeads + h];
             const double scale = std::exp2(
                 std::round(std::log2(head_weights[t * kHeads + h] / (w * c))));
-            ExpectEngineQuantized(codes.data() + (t * kHeads + h) * kHeadDim,
-                                  scale, y, divisor, n, KindOf(fp8),
-                                  absl::StrCat("token ", t, " head ", h),
-                                  &check);
+            ExpectEngineQuantized(
+                codes.data() + (t * kHeads + h) * kHeadDim, scale, y, divisor,
+                n, KindOf(fp8), absl::StrCat("token ", t, " head ", h), &check);
           }
         }
         EXPECT_GE(check.exact, check.elements * 995 / 1000)

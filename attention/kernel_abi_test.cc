@@ -168,8 +168,7 @@ TEST(KernelAbiTest, IndexerNumericsFromBeforeTheyWereAppendedReadDefaults) {
   EXPECT_EQ(back.intermediate_dtype, DType::kBFloat16);
   EXPECT_EQ(back.fp8_scale_divisor, 224.0f);
   EXPECT_EQ(back.hadamard_rotation, 1);
-  auto older =
-      Truncated(c, offsetof(DsaIndexerKWriteArgs, intermediate_dtype));
+  auto older = Truncated(c, offsetof(DsaIndexerKWriteArgs, intermediate_dtype));
   ASSERT_THAT(FromCArgs(older.get(), &back), IsOk());
   EXPECT_EQ(back.k.data, k.data());
   EXPECT_EQ(back.ln_eps, 1e-5f);
@@ -224,19 +223,19 @@ TEST(KernelAbiTest, AnOlderHostsIndexerKWriteRunsWithTheOldNumerics) {
     a.ln_weight = MakeTensorView(w.data(), DType::kFloat32, {kDim});
     a.ln_bias = MakeTensorView(b.data(), DType::kFloat32, {kDim});
     a.positions = MakeTensorView(positions.data(), DType::kInt64, {kTokens});
-    a.cos_sin_cache = MakeTensorView(cos_sin.data(), DType::kFloat32, {16, kRope});
+    a.cos_sin_cache =
+        MakeTensorView(cos_sin.data(), DType::kFloat32, {16, kRope});
     a.slot_mapping = MakeTensorView(slots.data(), DType::kInt64, {kTokens});
     a.k_cache = MakeTensorView(cache.data(), DType::kUint8, {1, 4, kDim + 4});
     a.cache_dtype = DType::kFloat8E4m3fnuz;
     a.topk_indices = MakeTensorView(topk.data(), DType::kInt32, {kTokens, 4});
     const DsaIndexerKWriteArgs c = ToCArgs(a);
-    auto args = Truncated(
-        c, older ? offsetof(DsaIndexerKWriteArgs, intermediate_dtype)
-                 : sizeof(DsaIndexerKWriteArgs));
+    auto args =
+        Truncated(c, older ? offsetof(DsaIndexerKWriteArgs, intermediate_dtype)
+                           : sizeof(DsaIndexerKWriteArgs));
     char error[256] = "";
-    const DsaStatusCode code =
-        CKernel<IndexerKWrite, &cpu::IndexerKWriteCpu>(nullptr, args.get(),
-                                                       error, sizeof(error));
+    const DsaStatusCode code = CKernel<IndexerKWrite, &cpu::IndexerKWriteCpu>(
+        nullptr, args.get(), error, sizeof(error));
     EXPECT_EQ(code, DSA_STATUS_OK) << error;
     return cache;
   };

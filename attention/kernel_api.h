@@ -111,37 +111,37 @@ typedef struct DsaLatentCacheFormat {
  *                       (Walsh-Hadamard, head_dim a power of two) before
  *                       quantising, as DeepSeek's reference and SGLang do. */
 #define DSA_INDEXER_NUMERICS_ARGS(TENSOR, SCALAR, ENUM, FORMAT) \
-  ENUM(DType, intermediate_dtype, kFloat32)                    \
-  SCALAR(float, fp8_scale_divisor, 0.0f)                       \
+  ENUM(DType, intermediate_dtype, kFloat32)                     \
+  SCALAR(float, fp8_scale_divisor, 0.0f)                        \
   SCALAR(int32_t, hadamard_rotation, 0)
 
 #define DSA_OP_INDEXER_K_WRITE_NAME "indexer_k_write"
 #define DSA_OP_INDEXER_K_WRITE_ABI_VERSION 2
-#define DSA_INDEXER_K_WRITE_ARGS(TENSOR, SCALAR, ENUM, FORMAT)             \
-  TENSOR(k, IN)         /* [tokens, head_dim] f32|bf16: wk(x) */           \
-  TENSOR(ln_weight, IN) /* [head_dim] f32|bf16 */                          \
-  TENSOR(ln_bias, IN)   /* [head_dim] f32|bf16 */                          \
-  SCALAR(float, ln_eps, 1e-6f)                                             \
-  TENSOR(positions, IN)     /* [tokens] int64 */                           \
-  TENSOR(cos_sin_cache, IN) /* [max_position, rope_dim] f32 */             \
-  ENUM(RopeStyle, rope_style, kNeox)                                       \
-  TENSOR(slot_mapping, IN) /* [tokens] int64, -1 = skip */                 \
-  TENSOR(k_cache, INOUT)   /* [num_blocks, block_size, head_dim + 4] u8 */ \
-  ENUM(DType, cache_dtype, kFloat8E4m3fn) /* fp8 encoding in k_cache */    \
+#define DSA_INDEXER_K_WRITE_ARGS(TENSOR, SCALAR, ENUM, FORMAT)               \
+  TENSOR(k, IN)         /* [tokens, head_dim] f32|bf16: wk(x) */             \
+  TENSOR(ln_weight, IN) /* [head_dim] f32|bf16 */                            \
+  TENSOR(ln_bias, IN)   /* [head_dim] f32|bf16 */                            \
+  SCALAR(float, ln_eps, 1e-6f)                                               \
+  TENSOR(positions, IN)     /* [tokens] int64 */                             \
+  TENSOR(cos_sin_cache, IN) /* [max_position, rope_dim] f32 */               \
+  ENUM(RopeStyle, rope_style, kNeox)                                         \
+  TENSOR(slot_mapping, IN) /* [tokens] int64, -1 = skip */                   \
+  TENSOR(k_cache, INOUT)   /* [num_blocks, block_size, head_dim + 4] u8 */   \
+  ENUM(DType, cache_dtype, kFloat8E4m3fn) /* fp8 encoding in k_cache */      \
   TENSOR(topk_indices, OUT)               /* [tokens, topk] int32, all -1 */ \
-  /* Appended: the engine's rounding points and fp8 scale (ops.h). */       \
+  /* Appended: the engine's rounding points and fp8 scale (ops.h). */        \
   DSA_INDEXER_NUMERICS_ARGS(TENSOR, SCALAR, ENUM, FORMAT)
 
 #define DSA_OP_INDEXER_Q_NAME "indexer_q"
 #define DSA_OP_INDEXER_Q_ABI_VERSION 2
-#define DSA_INDEXER_Q_ARGS(TENSOR, SCALAR, ENUM, FORMAT)             \
-  TENSOR(q, IN)             /* [tokens, heads, head_dim] f32|bf16 */ \
-  TENSOR(weights, IN)       /* [tokens, heads] f32|bf16 */           \
-  TENSOR(positions, IN)     /* [tokens] int64 */                     \
-  TENSOR(cos_sin_cache, IN) /* [max_position, rope_dim] f32 */       \
-  ENUM(RopeStyle, rope_style, kNeox)                                 \
-  TENSOR(q_fp8, OUT)        /* [tokens, heads, head_dim] fp8 */      \
-  TENSOR(head_weights, OUT) /* [tokens, heads] f32 */                \
+#define DSA_INDEXER_Q_ARGS(TENSOR, SCALAR, ENUM, FORMAT)              \
+  TENSOR(q, IN)             /* [tokens, heads, head_dim] f32|bf16 */  \
+  TENSOR(weights, IN)       /* [tokens, heads] f32|bf16 */            \
+  TENSOR(positions, IN)     /* [tokens] int64 */                      \
+  TENSOR(cos_sin_cache, IN) /* [max_position, rope_dim] f32 */        \
+  ENUM(RopeStyle, rope_style, kNeox)                                  \
+  TENSOR(q_fp8, OUT)        /* [tokens, heads, head_dim] fp8 */       \
+  TENSOR(head_weights, OUT) /* [tokens, heads] f32 */                 \
   /* Appended: the engine's rounding points and fp8 scale (ops.h). */ \
   DSA_INDEXER_NUMERICS_ARGS(TENSOR, SCALAR, ENUM, FORMAT)
 

@@ -95,37 +95,38 @@ Status IndexerKWriteCpu(const ExecutionContext& ctx,
   const float divisor = Fp8ScaleDivisor(a.cache_dtype, a.fp8_scale_divisor);
   const float* cos_sin = a.cos_sin_cache.data_as<const float>();
 
-  ParallelFor(
-      tokens, ResolveNumThreads(ctx.num_threads), 32,
-      [&](int, int64_t begin, int64_t end) {
-        std::vector<float> y(head_dim);
-        for (int64_t t = begin; t < end; ++t) {
-          const int64_t slot = LoadIndex<int64_t>(a.slot_mapping, t);
-          if (slot == -1) continue;
-          LoadFloats(a.k, a.k.offset(t, 0), head_dim, y.data());
-          // Two-pass statistics in double (immune to the cancellation a
-          // one-pass fp32 variance suffers on offset inputs), summed in the
-          // order the GPU kernel uses (attention/dtypes/layer_norm.h), so
-          // both write the same bytes.
-          float mean_f, inv_std;
-          LayerNormStats(y.data(), head_dim, a.ln_eps, &mean_f, &inv_std);
-          for (int64_t d = 0; d < head_dim; ++d) {
-            y[d] = (y[d] - mean_f) * inv_std * weight[d] + bias[d];
-          }
-          RoundInPlace(y.data(), head_dim, a.intermediate_dtype);
-          const int64_t pos = LoadIndex<int64_t>(a.positions, t);
-          ApplyRope(y.data(), cos_sin + a.cos_sin_cache.offset(pos, 0),
-                    rope_dim, a.rope_style);
-          RoundInPlace(y.data(), head_dim, a.intermediate_dtype);
-          if (a.hadamard_rotation != 0) {
-            HadamardRotate(y.data(), head_dim);
-            RoundInPlace(y.data(), head_dim, a.intermediate_dtype);
-          }
-          const float scale = QuantizeUe8m0(y.data(), head_dim, traits, divisor,
-                                            cache.values(slot));
-          StoreUnalignedFloat(cache.scale(slot), scale);
-        }
-      });
+  ParallelFor(tokens, ResolveNumThreads(ctx.num_threads), 32,
+              [&](int, int64_t begin, int64_t end) {
+                std::vector<float> y(head_dim);
+                for (int64_t t = begin; t < end; ++t) {
+                  const int64_t slot = LoadIndex<int64_t>(a.slot_mapping, t);
+                  if (slot == -1) continue;
+                  LoadFloats(a.k, a.k.offset(t, 0), head_dim, y.data());
+                  // Two-pass statistics in double (immune to the cancellation a
+                  // one-pass fp32 variance suffers on offset inputs), summed in
+                  // the order the GPU kernel uses
+                  // (attention/dtypes/layer_norm.h), so both write the same
+                  // bytes.
+                  float mean_f, inv_std;
+                  LayerNormStats(y.data(), head_dim, a.ln_eps, &mean_f,
+                                 &inv_std);
+                  for (int64_t d = 0; d < head_dim; ++d) {
+                    y[d] = (y[d] - mean_f) * inv_std * weight[d] + bias[d];
+                  }
+                  RoundInPlace(y.data(), head_dim, a.intermediate_dtype);
+                  const int64_t pos = LoadIndex<int64_t>(a.positions, t);
+                  ApplyRope(y.data(), cos_sin + a.cos_sin_cache.offset(pos, 0),
+                            rope_dim, a.rope_style);
+                  RoundInPlace(y.data(), head_dim, a.intermediate_dtype);
+                  if (a.hadamard_rotation != 0) {
+                    HadamardRotate(y.data(), head_dim);
+                    RoundInPlace(y.data(), head_dim, a.intermediate_dtype);
+                  }
+                  const float scale = QuantizeUe8m0(
+                      y.data(), head_dim, traits, divisor, cache.values(slot));
+                  StoreUnalignedFloat(cache.scale(slot), scale);
+                }
+              });
   return OkStatus();
 }
 

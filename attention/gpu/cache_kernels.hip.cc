@@ -834,7 +834,8 @@ LaunchResult IndexerKWriteLaunch(const IndexerKWriteParams& p, void* stream) {
     return Invalid(op, "a null pointer for a non-empty tensor");
   }
   if (p.hadamard_rotation && (p.head_dim & (p.head_dim - 1)) != 0) {
-    return Invalid(op, "hadamard_rotation needs head_dim a power of two, got %d",
+    return Invalid(op,
+                   "hadamard_rotation needs head_dim a power of two, got %d",
                    p.head_dim);
   }
   if (!p.force_staged_path && !p.hadamard_rotation &&
@@ -893,7 +894,8 @@ LaunchResult IndexerQLaunch(const IndexerQParams& p, void* stream) {
                                          static_cast<double>(p.heads)));
   const int64_t items = p.tokens * p.heads;
   if (p.hadamard_rotation && (p.head_dim & (p.head_dim - 1)) != 0) {
-    return Invalid(op, "hadamard_rotation needs head_dim a power of two, got %d",
+    return Invalid(op,
+                   "hadamard_rotation needs head_dim a power of two, got %d",
                    p.head_dim);
   }
   if (!p.force_staged_path && !p.hadamard_rotation &&

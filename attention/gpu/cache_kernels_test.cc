@@ -203,8 +203,7 @@ std::string DescribeNumerics(const Numerics& n) {
 void RunKWrite(std::mt19937_64& rng, const KWriteShape& s, DType fp8,
                RopeStyle style, DType in, const Numerics& numerics = {}) {
   SCOPED_TRACE(Describe(fp8, style, in) + DescribeNumerics(numerics) +
-               " tokens " +
-               std::to_string(s.tokens) + " head_dim " +
+               " tokens " + std::to_string(s.tokens) + " head_dim " +
                std::to_string(s.head_dim) + " topk " + std::to_string(s.topk) +
                " k_offset " + std::to_string(s.k_offset));
   const int64_t max_pos = 4096;
@@ -409,10 +408,9 @@ void RunQ(std::mt19937_64& rng, int64_t tokens, int64_t heads, int64_t head_dim,
           int64_t rope_dim, DType fp8, RopeStyle style, DType in,
           int64_t head_pad, const Numerics& numerics = {}) {
   SCOPED_TRACE(Describe(fp8, style, in) + DescribeNumerics(numerics) +
-               " tokens " + std::to_string(tokens) +
-               " heads " + std::to_string(heads) + " head_dim " +
-               std::to_string(head_dim) + " head_pad " +
-               std::to_string(head_pad));
+               " tokens " + std::to_string(tokens) + " heads " +
+               std::to_string(heads) + " head_dim " + std::to_string(head_dim) +
+               " head_pad " + std::to_string(head_pad));
   const int64_t max_pos = 8192;
   // q rows head_pad elements apart beyond head_dim (0: contiguous).
   const int64_t head_stride = head_dim + head_pad;

@@ -50,8 +50,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
   if (Exists(index_path)) {
     indexed = true;
     std::string text, error;
-    if (!platform::ReadRegularFile(index_path, kMaxIndexBytes, &text,
-                                   &error)) {
+    if (!platform::ReadRegularFile(index_path, kMaxIndexBytes, &text, &error)) {
       return absl::InvalidArgumentError(error);
     }
     Json index;
@@ -63,8 +62,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
     }
     const auto map = index.is_object() ? index.find("weight_map") : index.end();
     if (map == index.end() || !map->is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          EchoPath(index_path), ": has no \"weight_map\" object"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(EchoPath(index_path), ": has no \"weight_map\" object"));
     }
     for (auto it = map->begin(); it != map->end(); ++it) {
       if (!it.value().is_string() ||
@@ -92,10 +91,9 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
         SafetensorsFile::Open(base + name);
     if (!file.ok()) {
       if (absl::IsNotFound(file.status()) && indexed) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(EchoPath(index_path), ": names shard ", Echo(name),
-                         " (for tensor ", Echo(tensors.front()),
-                         "), which is not in the directory"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            EchoPath(index_path), ": names shard ", Echo(name), " (for tensor ",
+            Echo(tensors.front()), "), which is not in the directory"));
       }
       return file.status();
     }

@@ -45,11 +45,17 @@ std::string WriteFile(const std::string& dir, const std::string& name,
 
 std::vector<TensorToWrite> SomeTensors() {
   return {
-      {"model.layers.0.self_attn.q_a_proj.weight", "BF16", {2, 3},
+      {"model.layers.0.self_attn.q_a_proj.weight",
+       "BF16",
+       {2, 3},
        Bf16Bytes({1, 2, 3, 4, 5, 6})},
-      {"model.layers.0.input_layernorm.weight", "F32", {3},
+      {"model.layers.0.input_layernorm.weight",
+       "F32",
+       {3},
        F32Bytes({0.5f, -1.0f, 2.0f})},
-      {"model.layers.0.self_attn.kv_a_proj_with_mqa.weight", "F8_E4M3", {2, 2},
+      {"model.layers.0.self_attn.kv_a_proj_with_mqa.weight",
+       "F8_E4M3",
+       {2, 2},
        U8Bytes({0x38, 0x40, 0xb8, 0x00})},
       {"empty", "F32", {0, 4}, ""},
   };
@@ -100,35 +106,36 @@ TEST(SafetensorsTest, HeadersThatLieAreRefusedNamingTheFileAndTensor) {
   const std::string data(64, '\x11');
   ExpectRefused("not_json", "{\"a\": ", data, "not valid JSON");
   ExpectRefused("not_object", "[1, 2]", data, "not a JSON object");
-  ExpectRefused(
-      "twice",
-      R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+  ExpectRefused("twice",
+                R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
           "w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
-      data, "tensor w: is named twice");
-  ExpectRefused("dtype",
-                R"({"w": {"dtype": "F4", "shape": [2], "data_offsets": [0, 1]}})",
-                data, "tensor w: unknown dtype \"F4\"");
-  ExpectRefused("no_shape", R"({"w": {"dtype": "F32", "data_offsets": [0, 4]}})",
-                data, "tensor w: has no \"shape\" array");
+                data, "tensor w: is named twice");
+  ExpectRefused(
+      "dtype",
+      R"({"w": {"dtype": "F4", "shape": [2], "data_offsets": [0, 1]}})", data,
+      "tensor w: unknown dtype \"F4\"");
+  ExpectRefused("no_shape",
+                R"({"w": {"dtype": "F32", "data_offsets": [0, 4]}})", data,
+                "tensor w: has no \"shape\" array");
   ExpectRefused(
       "negative_dim",
       R"({"w": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", data,
       "tensor w: shape holds something other than a non-negative");
-  ExpectRefused(
-      "count_overflow",
-      R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296],
+  ExpectRefused("count_overflow",
+                R"({"w": {"dtype": "F32", "shape": [4294967296, 4294967296],
                 "data_offsets": [0, 4]}})",
-      data, "tensor w: the element count of its shape overflows 64 bits");
-  ExpectRefused(
-      "bytes_overflow",
-      R"({"w": {"dtype": "F64", "shape": [4611686018427387904],
+                data,
+                "tensor w: the element count of its shape overflows 64 bits");
+  ExpectRefused("bytes_overflow",
+                R"({"w": {"dtype": "F64", "shape": [4611686018427387904],
                 "data_offsets": [0, 4]}})",
-      data, "tensor w: its byte size overflows 64 bits");
+                data, "tensor w: its byte size overflows 64 bits");
   ExpectRefused(
       "length",
       R"({"w": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 8]}})",
-      data, "tensor w: data_offsets [0, 8] hold 8 bytes, but BF16 of shape "
-            "[2, 3] is 12 bytes");
+      data,
+      "tensor w: data_offsets [0, 8] hold 8 bytes, but BF16 of shape "
+      "[2, 3] is 12 bytes");
   ExpectRefused(
       "backwards",
       R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [8, 4]}})", data,
@@ -136,18 +143,19 @@ TEST(SafetensorsTest, HeadersThatLieAreRefusedNamingTheFileAndTensor) {
   ExpectRefused(
       "past_end",
       R"({"w": {"dtype": "F32", "shape": [32], "data_offsets": [0, 128]}})",
-      data, "tensor w: data_offsets [0, 128] run past the end of the file's "
-            "64 bytes of tensor data");
-  ExpectRefused(
-      "offset_overflow",
-      R"({"w": {"dtype": "U8", "shape": [1],
+      data,
+      "tensor w: data_offsets [0, 128] run past the end of the file's "
+      "64 bytes of tensor data");
+  ExpectRefused("offset_overflow",
+                R"({"w": {"dtype": "U8", "shape": [1],
                 "data_offsets": [18446744073709551615, 0]}})",
-      data, "tensor w: has no \"data_offsets\" pair");
+                data, "tensor w: has no \"data_offsets\" pair");
   ExpectRefused(
       "overlap",
       R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
           "b": {"dtype": "F32", "shape": [4], "data_offsets": [12, 28]}})",
-      data, "tensor b: data_offsets [12, 28] overlap those of tensor a [0, 16]");
+      data,
+      "tensor b: data_offsets [12, 28] overlap those of tensor a [0, 16]");
   ExpectRefused("metadata", R"({"__metadata__": 3})", data,
                 "__metadata__ is not a JSON object");
 }
@@ -156,14 +164,15 @@ TEST(SafetensorsTest, TruncatedFilesAndLyingHeaderLengthsAreRefused) {
   const std::string dir = FreshDir("truncated");
   const std::string whole = SafetensorsBytes(SomeTensors());
   // Cut inside the data: the last tensor's offsets run past the end.
-  const std::string cut = WriteFile(dir, "cut.safetensors",
-                                    whole.substr(0, whole.size() - 3));
+  const std::string cut =
+      WriteFile(dir, "cut.safetensors", whole.substr(0, whole.size() - 3));
   EXPECT_THAT(SafetensorsFile::Open(cut),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr(cut), HasSubstr("run past the end"),
                              HasSubstr("a truncated file?"))));
   // Cut inside the header.
-  const std::string head = WriteFile(dir, "head.safetensors", whole.substr(0, 20));
+  const std::string head =
+      WriteFile(dir, "head.safetensors", whole.substr(0, 20));
   EXPECT_THAT(SafetensorsFile::Open(head),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("runs past the end of the file's 20 bytes")));
@@ -199,10 +208,10 @@ TEST(CheckpointTest, OneFileOrShardsWithAnIndex) {
   ASSERT_OK_AND_ASSIGN(TensorRef q,
                        a->Find("model.layers.0.self_attn.q_a_proj.weight"));
   EXPECT_EQ(q.info->shape, (std::vector<int64_t>{2, 3}));
-  EXPECT_THAT(a->Find("lm_head.weight"),
-              StatusIs(absl::StatusCode::kNotFound,
-                       AllOf(HasSubstr("no tensor lm_head.weight"),
-                             HasSubstr(one))));
+  EXPECT_THAT(
+      a->Find("lm_head.weight"),
+      StatusIs(absl::StatusCode::kNotFound,
+               AllOf(HasSubstr("no tensor lm_head.weight"), HasSubstr(one))));
 
   const std::string sharded = FreshDir("sharded");
   std::vector<TensorToWrite> all = SomeTensors();
@@ -220,7 +229,8 @@ TEST(CheckpointTest, OneFileOrShardsWithAnIndex) {
   EXPECT_EQ(b->num_tensors(), 4);
   EXPECT_EQ(b->files().size(), 2u);
   ASSERT_OK_AND_ASSIGN(
-      TensorRef kv, b->Find("model.layers.0.self_attn.kv_a_proj_with_mqa.weight"));
+      TensorRef kv,
+      b->Find("model.layers.0.self_attn.kv_a_proj_with_mqa.weight"));
   EXPECT_THAT(kv.file->path(), HasSubstr("model-00002-of-00002"));
   EXPECT_EQ(kv.data()[1], 0x40);
   EXPECT_EQ(b->data_bytes(), 12u + 12u + 4u);
@@ -234,7 +244,8 @@ TEST(CheckpointTest, BrokenDirectoriesAreClearErrors) {
   const std::vector<TensorToWrite> all = SomeTensors();
   {
     const std::string dir = FreshDir("missing_shard");
-    WriteFile(dir, kIndexFileName, IndexJson({{all[0].name, "gone.safetensors"}}));
+    WriteFile(dir, kIndexFileName,
+              IndexJson({{all[0].name, "gone.safetensors"}}));
     EXPECT_THAT(Checkpoint::Open(dir),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          AllOf(HasSubstr("names shard gone.safetensors"),
@@ -251,7 +262,8 @@ TEST(CheckpointTest, BrokenDirectoriesAreClearErrors) {
   }
   {
     const std::string dir = FreshDir("escaping_shard");
-    WriteFile(dir, kIndexFileName, IndexJson({{all[0].name, "../x.safetensors"}}));
+    WriteFile(dir, kIndexFileName,
+              IndexJson({{all[0].name, "../x.safetensors"}}));
     EXPECT_THAT(Checkpoint::Open(dir),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          HasSubstr("something other than a file name")));

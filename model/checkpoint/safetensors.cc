@@ -77,10 +77,9 @@ absl::StatusOr<TensorInfo> ParseEntry(const std::string& name,
     return TensorError(file, name, "has no \"dtype\" string");
   }
   if (!ParseDType(dtype->get<std::string>(), &info.dtype)) {
-    return TensorError(
-        file, name,
-        absl::StrCat("unknown dtype \"", Echo(dtype->get<std::string>()),
-                     "\""));
+    return TensorError(file, name,
+                       absl::StrCat("unknown dtype \"",
+                                    Echo(dtype->get<std::string>()), "\""));
   }
   const auto shape = entry.find("shape");
   if (shape == entry.end() || !shape->is_array()) {
@@ -88,8 +87,8 @@ absl::StatusOr<TensorInfo> ParseEntry(const std::string& name,
   }
   if (shape->size() > kMaxTensorRank) {
     return TensorError(file, name,
-                       absl::StrCat("has rank ", shape->size(),
-                                    ", more than ", kMaxTensorRank));
+                       absl::StrCat("has rank ", shape->size(), ", more than ",
+                                    kMaxTensorRank));
   }
   uint64_t elements = 1;
   for (const Json& d : *shape) {
@@ -190,17 +189,17 @@ absl::StatusOr<std::vector<TensorInfo>> ParseSafetensorsHeader(
   std::string duplicate;
   Json header;
   try {
-    header = Json::parse(
-        text.begin(), text.end(),
-        [&](int depth, Json::parse_event_t event, Json& parsed) {
-          if (event == Json::parse_event_t::key && depth == 1 &&
-              parsed.is_string() &&
-              !names.insert(parsed.get<std::string>()).second &&
-              duplicate.empty()) {
-            duplicate = parsed.get<std::string>();
-          }
-          return true;
-        });
+    header =
+        Json::parse(text.begin(), text.end(),
+                    [&](int depth, Json::parse_event_t event, Json& parsed) {
+                      if (event == Json::parse_event_t::key && depth == 1 &&
+                          parsed.is_string() &&
+                          !names.insert(parsed.get<std::string>()).second &&
+                          duplicate.empty()) {
+                        duplicate = parsed.get<std::string>();
+                      }
+                      return true;
+                    });
   } catch (const Json::exception& e) {
     // nlohmann's messages quote at most a short excerpt of the input.
     return Invalid(file, absl::StrCat("the header is not valid JSON: ",
@@ -245,10 +244,9 @@ absl::StatusOr<std::vector<TensorInfo>> ParseSafetensorsHeader(
                        prev.begin, ", ", prev.end, "]"));
     }
   }
-  std::sort(tensors.begin(), tensors.end(),
-            [](const TensorInfo& a, const TensorInfo& b) {
-              return a.name < b.name;
-            });
+  std::sort(
+      tensors.begin(), tensors.end(),
+      [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
   return tensors;
 }
 
@@ -279,10 +277,9 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
   }
   const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
   if (file_bytes < 8) {
-    return Invalid(path,
-                   absl::StrCat("is ", file_bytes,
-                                " bytes, too short for a safetensors "
-                                "header (a truncated file?)"));
+    return Invalid(path, absl::StrCat("is ", file_bytes,
+                                      " bytes, too short for a safetensors "
+                                      "header (a truncated file?)"));
   }
   void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd.get(), 0);
   if (map == MAP_FAILED) {
@@ -302,15 +299,14 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
                                       kMaxHeaderBytes, " bytes"));
   }
   if (header_bytes > file_bytes - 8) {
-    return Invalid(path, absl::StrCat("header length ", header_bytes,
-                                      " runs past the end of the file's ",
-                                      file_bytes,
-                                      " bytes (a truncated file?)"));
+    return Invalid(path,
+                   absl::StrCat("header length ", header_bytes,
+                                " runs past the end of the file's ", file_bytes,
+                                " bytes (a truncated file?)"));
   }
   file->data_ = bytes + 8 + header_bytes;
   absl::StatusOr<std::vector<TensorInfo>> tensors = ParseSafetensorsHeader(
-      absl::string_view(reinterpret_cast<const char*>(bytes + 8),
-                        header_bytes),
+      absl::string_view(reinterpret_cast<const char*>(bytes + 8), header_bytes),
       file_bytes - 8 - header_bytes, path);
   if (!tensors.ok()) return tensors.status();
   file->tensors_ = std::move(*tensors);

@@ -48,17 +48,15 @@ std::string SafetensorsBytesFromHeader(const std::string& header_json,
 }
 
 std::string SafetensorsBytes(const std::vector<TensorToWrite>& tensors) {
-  std::vector<std::string> entries = {
-      R"("__metadata__": {"format": "pt"})"};
+  std::vector<std::string> entries = {R"("__metadata__": {"format": "pt"})"};
   std::string data;
   for (const TensorToWrite& t : tensors) {
     const uint64_t begin = data.size();
     data += t.bytes;
-    entries.push_back(absl::StrCat(JsonString(t.name), ": {\"dtype\": \"",
-                                   t.dtype, "\", \"shape\": [",
-                                   absl::StrJoin(t.shape, ", "),
-                                   "], \"data_offsets\": [", begin, ", ",
-                                   data.size(), "]}"));
+    entries.push_back(
+        absl::StrCat(JsonString(t.name), ": {\"dtype\": \"", t.dtype,
+                     "\", \"shape\": [", absl::StrJoin(t.shape, ", "),
+                     "], \"data_offsets\": [", begin, ", ", data.size(), "]}"));
   }
   std::string header = "{" + absl::StrJoin(entries, ", ") + "}";
   while (header.size() % 8 != 0) header += ' ';

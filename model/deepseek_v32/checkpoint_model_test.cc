@@ -32,17 +32,18 @@
 namespace dsa::model::deepseek_v32 {
 namespace {
 
+using checkpoint::TensorToWrite;
 using ::dsa::testing::IsOk;
 using ::dsa::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-using checkpoint::TensorToWrite;
 using Json = nlohmann::json;
 namespace ref = attention::reference;
 
 std::string FreshDir(const std::string& name) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  const std::string dir =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
   ::mkdir(dir.c_str(), 0755);
   return dir;
 }
@@ -166,9 +167,9 @@ std::string HfName(int layer, const WeightSpec& spec) {
 // projections BF16 and norms F32.
 Written WriteCheckpoint(const std::string& dir, const Json& config_json,
                         bool fp8, int shards, uint64_t seed) {
-  EXPECT_THAT(checkpoint::WriteFileBytes(dir + "/config.json",
-                                         config_json.dump(2)),
-              IsOk());
+  EXPECT_THAT(
+      checkpoint::WriteFileBytes(dir + "/config.json", config_json.dump(2)),
+      IsOk());
   auto hf = ParseHfConfig(config_json.dump(), "t", "config.json");
   EXPECT_TRUE(hf.ok()) << hf.status();
   const ModelConfig& config = hf->config;
@@ -190,10 +191,10 @@ Written WriteCheckpoint(const std::string& dir, const Json& config_json,
         QuantizeFp8(v, spec.rows, spec.cols, &codes, &scales, &dq);
         tensors.push_back({name, "F8_E4M3", shape, checkpoint::U8Bytes(codes)});
         std::string scale_name = name.substr(0, name.size() - 7);
-        tensors.push_back(
-            {scale_name + ".weight_scale_inv", "F32",
-             {(spec.rows + 127) / 128, (spec.cols + 127) / 128},
-             checkpoint::F32Bytes(scales)});
+        tensors.push_back({scale_name + ".weight_scale_inv",
+                           "F32",
+                           {(spec.rows + 127) / 128, (spec.cols + 127) / 128},
+                           checkpoint::F32Bytes(scales)});
         v = dq;
       } else if (spec.is_vector || spec.id == WeightId::kIndexerWeightsProj) {
         // Norms and weights_proj as F32 (transformers keeps weights_proj in
@@ -207,15 +208,22 @@ Written WriteCheckpoint(const std::string& dir, const Json& config_json,
     // What an attention-only stack never reads: the MLP, and (GLM-5.2) the
     // indexer of a layer that shares another's top-k, shipped with a shape
     // that would be refused if it were read.
-    tensors.push_back({absl::StrCat("model.layers.", l, ".mlp.gate_proj.weight"),
-                       "BF16", {3, 5}, std::string(30, '\0')});
+    tensors.push_back(
+        {absl::StrCat("model.layers.", l, ".mlp.gate_proj.weight"),
+         "BF16",
+         {3, 5},
+         std::string(30, '\0')});
     tensors.push_back(
         {absl::StrCat("model.layers.", l, ".post_attention_layernorm.weight"),
-         "BF16", {hidden}, checkpoint::Bf16Bytes(std::vector<float>(hidden, 1))});
+         "BF16",
+         {hidden},
+         checkpoint::Bf16Bytes(std::vector<float>(hidden, 1))});
     if (!config.owns_indexer(l)) {
       tensors.push_back(
           {absl::StrCat("model.layers.", l, ".self_attn.indexer.wk.weight"),
-           "BF16", {7}, std::string(14, '\0')});
+           "BF16",
+           {7},
+           std::string(14, '\0')});
     }
   }
   auto table = [&](uint64_t s) {
@@ -226,21 +234,27 @@ Written WriteCheckpoint(const std::string& dir, const Json& config_json,
     return t;
   };
   out.embed = table(seed);
-  tensors.push_back({"model.embed_tokens.weight", "BF16", {vocab, hidden},
+  tensors.push_back({"model.embed_tokens.weight",
+                     "BF16",
+                     {vocab, hidden},
                      checkpoint::Bf16Bytes(out.embed)});
   if (config.num_mtp_layers() > 0) {
     out.mtp_embed = table(seed + 7);
-    tensors.push_back(
-        {absl::StrCat("model.layers.", config.num_main_layers(),
-                      ".embed_tokens.weight"),
-         "BF16", {vocab, hidden}, checkpoint::Bf16Bytes(out.mtp_embed)});
+    tensors.push_back({absl::StrCat("model.layers.", config.num_main_layers(),
+                                    ".embed_tokens.weight"),
+                       "BF16",
+                       {vocab, hidden},
+                       checkpoint::Bf16Bytes(out.mtp_embed)});
   }
-  tensors.push_back({"lm_head.weight", "BF16", {vocab, hidden},
+  tensors.push_back({"lm_head.weight",
+                     "BF16",
+                     {vocab, hidden},
                      checkpoint::Bf16Bytes(out.embed)});
   if (shards == 1) {
-    EXPECT_THAT(checkpoint::WriteFileBytes(dir + "/model.safetensors",
-                                           checkpoint::SafetensorsBytes(tensors)),
-                IsOk());
+    EXPECT_THAT(
+        checkpoint::WriteFileBytes(dir + "/model.safetensors",
+                                   checkpoint::SafetensorsBytes(tensors)),
+        IsOk());
     for (const auto& t : tensors) out.file_of[t.name] = "model.safetensors";
     return out;
   }
@@ -271,7 +285,8 @@ TensorToWrite& FindTensor(std::vector<TensorToWrite>& tensors,
   return tensors.front();
 }
 
-double RelativeError(const std::vector<float>& a, const std::vector<double>& b) {
+double RelativeError(const std::vector<float>& a,
+                     const std::vector<double>& b) {
   double num = 0.0, den = 0.0;
   for (size_t i = 0; i < b.size(); ++i) {
     num += (a[i] - b[i]) * (a[i] - b[i]);
@@ -334,16 +349,17 @@ class CheckpointModelTest : public ::testing::Test {
         DeepseekV32Model::Create(std::move(*planner), *platform_, kernels_,
                                  options, loaded.weight_source(), /*seed=*/0,
                                  [&](int64_t done, int64_t all) {
-                             EXPECT_GT(done, last_done);
-                             last_done = done;
-                             total = all;
-                           }));
+                                   EXPECT_GT(done, last_done);
+                                   last_done = done;
+                                   total = all;
+                                 }));
     EXPECT_EQ(last_done, total);
     EXPECT_EQ(total, loaded.checkpoint_weights()->model_bytes());
     // The device holds exactly the values the test dequantised.
     for (int l : {0, config.num_layers() - 1}) {
       for (const WeightSpec& spec : LayerWeightSpecs(config, l)) {
-        ASSERT_OK_AND_ASSIGN(std::vector<float> got, model->ReadWeight(l, spec.id));
+        ASSERT_OK_AND_ASSIGN(std::vector<float> got,
+                             model->ReadWeight(l, spec.id));
         ASSERT_EQ(got, written.weights[l].tensor(spec.id))
             << "layer " << l << " " << spec.name;
       }
@@ -483,8 +499,8 @@ TEST_F(CheckpointModelTest, BrokenCheckpointsAreRefusedNamingTensorAndFile) {
        "has dtype I32, expected BF16, F16, F32 or F8_E4M3", true},
       {"fp8 without scales",
        [](std::vector<TensorToWrite>& ts) {
-         FindTensor(ts, "model.layers.3.self_attn.o_proj.weight_scale_inv").name =
-             "model.layers.3.self_attn.o_proj.weight_scales";
+         FindTensor(ts, "model.layers.3.self_attn.o_proj.weight_scale_inv")
+             .name = "model.layers.3.self_attn.o_proj.weight_scales";
        },
        "is F8_E4M3 without its scales "
        "model.layers.3.self_attn.o_proj.weight_scale_inv",
@@ -499,7 +515,8 @@ TEST_F(CheckpointModelTest, BrokenCheckpointsAreRefusedNamingTensorAndFile) {
        "model.layers.8.eh_proj.weight_scale_inv in ", true},
       {"embedding",
        [](std::vector<TensorToWrite>& ts) {
-         FindTensor(ts, "model.embed_tokens.weight").name = "model.embed.weight";
+         FindTensor(ts, "model.embed_tokens.weight").name =
+             "model.embed.weight";
        },
        "no tensor model.embed_tokens.weight", false},
       {"final norm for the MTP layer",
@@ -522,17 +539,16 @@ TEST_F(CheckpointModelTest, BrokenCheckpointsAreRefusedNamingTensorAndFile) {
     ASSERT_TRUE(file.ok()) << file.status();
     std::vector<TensorToWrite> tensors;
     for (const auto& info : (*file)->tensors()) {
-      tensors.push_back({info.name, checkpoint::TensorDTypeName(info.dtype),
-                         info.shape,
-                         std::string(reinterpret_cast<const char*>(
-                                         (*file)->data(info)),
-                                     info.bytes())});
+      tensors.push_back(
+          {info.name, checkpoint::TensorDTypeName(info.dtype), info.shape,
+           std::string(reinterpret_cast<const char*>((*file)->data(info)),
+                       info.bytes())});
     }
     c.mutate(tensors);
     const std::string path = dir + "/model.safetensors";
-    ASSERT_THAT(checkpoint::WriteFileBytes(path,
-                                           checkpoint::SafetensorsBytes(tensors)),
-                IsOk());
+    ASSERT_THAT(
+        checkpoint::WriteFileBytes(path, checkpoint::SafetensorsBytes(tensors)),
+        IsOk());
     EXPECT_THAT(LoadModel(dir),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          AllOf(HasSubstr(c.message),
@@ -547,9 +563,10 @@ TEST_F(CheckpointModelTest, BrokenCheckpointsAreRefusedNamingTensorAndFile) {
     config.erase("quantization_config");
     ASSERT_THAT(checkpoint::WriteFileBytes(dir + "/config.json", config.dump()),
                 IsOk());
-    EXPECT_THAT(LoadModel(dir),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr("config.json has no fp8 quantization_config")));
+    EXPECT_THAT(
+        LoadModel(dir),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 HasSubstr("config.json has no fp8 quantization_config")));
   }
   // A truncated shard: its last tensor runs past the end.
   {

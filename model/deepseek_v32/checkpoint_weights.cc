@@ -95,39 +95,40 @@ absl::StatusOr<std::unique_ptr<CheckpointWeights>> CheckpointWeights::Open(
                      Tensor* t) -> absl::Status {
     absl::StatusOr<TensorRef> ref = ckpt->Find(name);
     if (!ref.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": no tensor ", name, " (", what, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": no tensor ", name, " (", what, ")"));
     }
-    const std::string in =
-        absl::StrCat(" in ", platform::EchoForMessage(
-                                 ref->file->path(), platform::kMaxEchoedPathChars));
+    const std::string in = absl::StrCat(
+        " in ", platform::EchoForMessage(ref->file->path(),
+                                         platform::kMaxEchoedPathChars));
     const std::vector<int64_t> expected =
-        is_vector ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, cols};
+        is_vector ? std::vector<int64_t>{rows}
+                  : std::vector<int64_t>{rows, cols};
     if (ref->info->shape != expected) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": tensor ", name, in, " has shape ",
-          ShapeText(ref->info->shape), ", expected ", ShapeText(expected),
-          " (", what, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": tensor ", name, in, " has shape ",
+                       ShapeText(ref->info->shape), ", expected ",
+                       ShapeText(expected), " (", what, ")"));
     }
     const TensorDType dtype = ref->info->dtype;
     const bool fp8 = dtype == TensorDType::kF8E4M3;
     if (dtype != TensorDType::kBF16 && dtype != TensorDType::kF16 &&
         dtype != TensorDType::kF32 && !fp8) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": tensor ", name, in, " has dtype ",
-          checkpoint::TensorDTypeName(dtype),
-          ", expected BF16, F16, F32 or F8_E4M3 (", what, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": tensor ", name, in, " has dtype ",
+                       checkpoint::TensorDTypeName(dtype),
+                       ", expected BF16, F16, F32 or F8_E4M3 (", what, ")"));
     }
     t->data = *ref;
     t->rows = rows;
     t->cols = is_vector ? 1 : cols;
     if (!fp8) return absl::OkStatus();
     if (is_vector || !quantization.fp8) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": tensor ", name, in, " is F8_E4M3, but ",
-          is_vector ? "a norm's weight is never quantised"
-                    : "config.json has no fp8 quantization_config",
-          " (", what, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": tensor ", name, in, " is F8_E4M3, but ",
+                       is_vector ? "a norm's weight is never quantised"
+                                 : "config.json has no fp8 quantization_config",
+                       " (", what, ")"));
     }
     std::string scale_name = name;
     if (absl::EndsWith(scale_name, ".weight")) {
@@ -193,10 +194,9 @@ float CheckpointWeights::Element(const Tensor& t, int64_t i) const {
   const int64_t row = i / t.cols, col = i % t.cols;
   const int64_t scale_cols =
       (t.cols + quantization_.block_cols - 1) / quantization_.block_cols;
-  const float s = LoadScalar(
-      t.scale.data(), t.scale.info->dtype,
-      (row / quantization_.block_rows) * scale_cols +
-          col / quantization_.block_cols);
+  const float s = LoadScalar(t.scale.data(), t.scale.info->dtype,
+                             (row / quantization_.block_rows) * scale_cols +
+                                 col / quantization_.block_cols);
   return v * s;
 }
 

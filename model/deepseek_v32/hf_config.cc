@@ -27,7 +27,9 @@ std::string Echo(absl::string_view s) {
 class Fields {
  public:
   Fields(const Json& object, std::string source, std::string prefix)
-      : object_(object), source_(std::move(source)), prefix_(std::move(prefix)) {}
+      : object_(object),
+        source_(std::move(source)),
+        prefix_(std::move(prefix)) {}
 
   absl::Status Error(absl::string_view key, absl::string_view what) const {
     return absl::InvalidArgumentError(
@@ -62,8 +64,8 @@ class Fields {
         return absl::OkStatus();
       }
     }
-    return Error(key, absl::StrCat("must be an integer, got ",
-                                   Echo(v->dump())));
+    return Error(key,
+                 absl::StrCat("must be an integer, got ", Echo(v->dump())));
   }
   absl::Status Int32(absl::string_view key, int32_t* out,
                      const int64_t* default_value = nullptr) const {
@@ -90,15 +92,16 @@ class Fields {
     *out = v->get<double>();
     return absl::OkStatus();
   }
-  absl::Status Bool(absl::string_view key, bool* out, bool default_value) const {
+  absl::Status Bool(absl::string_view key, bool* out,
+                    bool default_value) const {
     const Json* v = Find(key);
     if (v == nullptr) {
       *out = default_value;
       return absl::OkStatus();
     }
     if (!v->is_boolean()) {
-      return Error(key,
-                   absl::StrCat("must be true or false, got ", Echo(v->dump())));
+      return Error(
+          key, absl::StrCat("must be true or false, got ", Echo(v->dump())));
     }
     *out = v->get<bool>();
     return absl::OkStatus();
@@ -290,7 +293,8 @@ absl::Status ReadQuantization(const Fields& f, const std::string& source,
                               WeightQuantization* q) {
   const Json* qc = f.Find("quantization_config");
   if (qc == nullptr) return absl::OkStatus();
-  if (!qc->is_object()) return f.Error("quantization_config", "must be an object");
+  if (!qc->is_object())
+    return f.Error("quantization_config", "must be an object");
   const Fields qf(*qc, source, "quantization_config.");
   std::string method;
   DSA_RETURN_IF_ERROR(qf.String("quant_method", &method));
@@ -302,7 +306,7 @@ absl::Status ReadQuantization(const Fields& f, const std::string& source,
   if (const Json* fmt = qf.Find("fmt")) {
     if (!fmt->is_string() || fmt->get<std::string>() != "e4m3") {
       return qf.Error("fmt", absl::StrCat("is ", Echo(fmt->dump()),
-                                           ", only e4m3 is supported"));
+                                          ", only e4m3 is supported"));
     }
   }
   const Json* block = qf.Find("weight_block_size");
@@ -358,7 +362,7 @@ absl::StatusOr<HfModelConfig> ParseHfConfig(absl::string_view text,
   p.set_name(PresetStyleName(name));
   p.set_hf_model(source);
   int32_t v = 0;
-#define DSA_READ_INT(field)                    \
+#define DSA_READ_INT(field)                 \
   DSA_RETURN_IF_ERROR(f.Int32(#field, &v)); \
   p.set_##field(v);
   DSA_READ_INT(num_hidden_layers)
@@ -400,8 +404,8 @@ absl::StatusOr<HfModelConfig> ParseHfConfig(absl::string_view text,
                                        : INDEXER_ROPE_NEOX);
   if (p.num_hidden_layers() < 1 || p.num_hidden_layers() > kMaxLayers) {
     return f.Error("num_hidden_layers",
-                   absl::StrCat("is ", p.num_hidden_layers(),
-                                ", expected 1..", kMaxLayers));
+                   absl::StrCat("is ", p.num_hidden_layers(), ", expected 1..",
+                                kMaxLayers));
   }
   DSA_RETURN_IF_ERROR(ReadIndexPattern(f, p.num_hidden_layers(), &ix));
   DSA_RETURN_IF_ERROR(ReadQuantization(f, source, &quantization));
@@ -428,7 +432,8 @@ absl::StatusOr<HfModelConfig> LoadHfConfigFile(const std::string& path) {
   std::string name = base == std::string::npos ? dir : dir.substr(base + 1);
   if (name == "." || name == ".." || name.empty()) name = "checkpoint";
   return ParseHfConfig(
-      text, name, platform::EchoForMessage(path, platform::kMaxEchoedPathChars));
+      text, name,
+      platform::EchoForMessage(path, platform::kMaxEchoedPathChars));
 }
 
 }  // namespace dsa::model::deepseek_v32

@@ -69,7 +69,7 @@ TEST(HfConfigTest, ReadsTransformersForms) {
   Json j = Glm51();
   // The resolved IndexShare list of GlmMoeDsaConfig.
   j["num_hidden_layers"] = 8;
-  j["indexer_types"] = {"full", "full", "full", "shared",
+  j["indexer_types"] = {"full",   "full",   "full", "shared",
                         "shared", "shared", "full", "shared"};
   ASSERT_OK_AND_ASSIGN(HfModelConfig a, Parse(j));
   EXPECT_THAT(a.config.proto().indexer().layer_list().layers(),
@@ -117,7 +117,8 @@ TEST(HfConfigTest, WhatCannotBeHonouredIsRefusedNamingTheField) {
     const char* message;
   };
   const Case cases[] = {
-      {"architecture", [](Json& j) { j["architectures"] = {"LlamaForCausalLM"}; },
+      {"architecture",
+       [](Json& j) { j["architectures"] = {"LlamaForCausalLM"}; },
        absl::StatusCode::kInvalidArgument,
        "architectures is [\"LlamaForCausalLM\"]; supported"},
       {"missing", [](Json& j) { j.erase("q_lora_rank"); },
@@ -131,7 +132,8 @@ TEST(HfConfigTest, WhatCannotBeHonouredIsRefusedNamingTheField) {
        [](Json& j) {
          j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 2.0}};
        },
-       absl::StatusCode::kUnimplemented, "rope_type \"linear\" is not supported"},
+       absl::StatusCode::kUnimplemented,
+       "rope_type \"linear\" is not supported"},
       {"yarn without original",
        [](Json& j) {
          j["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
@@ -146,8 +148,11 @@ TEST(HfConfigTest, WhatCannotBeHonouredIsRefusedNamingTheField) {
        [](Json& j) { j["quantization_config"].erase("weight_block_size"); },
        absl::StatusCode::kInvalidArgument, "weight_block_size must be"},
       {"indexer_types length",
-       [](Json& j) { j["indexer_types"] = {"full", "shared"}; },
-       absl::StatusCode::kInvalidArgument, "indexer_types must be a list of 78"},
+       [](Json& j) {
+         j["indexer_types"] = {"full", "shared"};
+       },
+       absl::StatusCode::kInvalidArgument,
+       "indexer_types must be a list of 78"},
       {"shared first layer",
        [](Json& j) {
          std::string p(78, 'F');

@@ -25,8 +25,8 @@ TEST(RopeTest, PlainRopeUsesTheModelsTheta) {
     EXPECT_EQ(RopeCosSinScale(config->proto()), 1.0);
     const std::vector<float> table = RopeCosSinTable(config->proto(), 100);
     for (int i = 0; i < 32; ++i) {
-      EXPECT_EQ(table[i], 1.0f);        // cos 0
-      EXPECT_EQ(table[32 + i], 0.0f);   // sin 0
+      EXPECT_EQ(table[i], 1.0f);       // cos 0
+      EXPECT_EQ(table[32 + i], 0.0f);  // sin 0
       EXPECT_EQ(table[99 * 64 + i], static_cast<float>(std::cos(99 * inv[i])));
       EXPECT_EQ(table[99 * 64 + 32 + i],
                 static_cast<float>(std::sin(99 * inv[i])));

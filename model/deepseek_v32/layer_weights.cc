@@ -25,8 +25,8 @@ std::vector<WeightSpec> LayerWeightSpecs(const ModelConfig& config, int layer) {
   const int64_t q_lora = c.q_lora_rank(), kv_lora = c.kv_lora_rank();
   auto projection = [](WeightId id, const char* name, const char* hf_name,
                        int64_t out, int64_t in) {
-    return WeightSpec{id, name, hf_name, out, in, ProjectionScale(in), 0.0f,
-                      false};
+    return WeightSpec{id,   name, hf_name, out, in, ProjectionScale(in),
+                      0.0f, false};
   };
   auto vector = [](WeightId id, const char* name, const char* hf_name,
                    int64_t n, float offset) {
@@ -40,8 +40,7 @@ std::vector<WeightSpec> LayerWeightSpecs(const ModelConfig& config, int layer) {
       projection(WeightId::kQBProj, "q_b_proj", "self_attn.q_b_proj.weight",
                  heads * (nope + rope), q_lora),
       projection(WeightId::kKvAProjWithMqa, "kv_a_proj_with_mqa",
-                 "self_attn.kv_a_proj_with_mqa.weight", kv_lora + rope,
-                 hidden),
+                 "self_attn.kv_a_proj_with_mqa.weight", kv_lora + rope, hidden),
       vector(WeightId::kKvALayerNorm, "kv_a_layernorm",
              "self_attn.kv_a_layernorm.weight", kv_lora, 1.0f),
       projection(WeightId::kKvBProj, "kv_b_proj", "self_attn.kv_b_proj.weight",
@@ -62,10 +61,9 @@ std::vector<WeightSpec> LayerWeightSpecs(const ModelConfig& config, int layer) {
                            "self_attn.indexer.k_norm.weight", id, 1.0f));
     specs.push_back(vector(WeightId::kIndexerKNormBias, "indexer_k_norm_bias",
                            "self_attn.indexer.k_norm.bias", id, 0.0f));
-    specs.push_back(projection(WeightId::kIndexerWeightsProj,
-                               "indexer_weights_proj",
-                               "self_attn.indexer.weights_proj.weight", ih,
-                               hidden));
+    specs.push_back(
+        projection(WeightId::kIndexerWeightsProj, "indexer_weights_proj",
+                   "self_attn.indexer.weights_proj.weight", ih, hidden));
   }
   specs.push_back(vector(WeightId::kInputLayerNorm, "input_layernorm",
                          "input_layernorm.weight", hidden, 1.0f));
@@ -136,8 +134,8 @@ const std::vector<float>& LayerWeights::tensor(WeightId id) const {
 
 float RandomEmbeddingValue(uint64_t seed, int64_t token, int64_t hidden_index,
                            int64_t hidden_size) {
-  return attention::Bf16ToFloat(attention::FloatToBf16(
-      attention::RandomFillValue(
+  return attention::Bf16ToFloat(
+      attention::FloatToBf16(attention::RandomFillValue(
           seed, kEmbeddingStream,
           static_cast<uint64_t>(token) * static_cast<uint64_t>(hidden_size) +
               static_cast<uint64_t>(hidden_index),
@@ -152,7 +150,8 @@ absl::Status HostWeightSource::ReadBf16(int layer, const WeightSpec& spec,
         absl::StrCat("no host weights for layer ", layer));
   }
   const std::vector<float>& v = weights_[layer].tensor(spec.id);
-  if (begin < 0 || count < 0 || begin + count > static_cast<int64_t>(v.size())) {
+  if (begin < 0 || count < 0 ||
+      begin + count > static_cast<int64_t>(v.size())) {
     return absl::InvalidArgumentError(
         absl::StrCat("layer ", layer, " ", spec.name, ": elements [", begin,
                      ", ", begin + count, ") of ", v.size()));

@@ -118,9 +118,9 @@ struct LayerWeights {
   std::vector<float> indexer_weights_proj;   // [index_heads, hidden]
   std::vector<float> input_layernorm;        // [hidden] RMSNorm weight
   // MTP layers only.
-  std::vector<float> eh_proj;  // [hidden, 2 * hidden]
-  std::vector<float> enorm;    // [hidden]
-  std::vector<float> hnorm;    // [hidden]
+  std::vector<float> eh_proj;     // [hidden, 2 * hidden]
+  std::vector<float> enorm;       // [hidden]
+  std::vector<float> hnorm;       // [hidden]
   std::vector<float> final_norm;  // [hidden], the first MTP layer only
 
   bool has_indexer() const { return !indexer_wk.empty(); }

@@ -3,8 +3,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cerrno>
+#include <cmath>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -163,8 +163,8 @@ absl::Status ValidateIndexer(const DeepseekV32Config& p, const Checker& c) {
 absl::Status FiniteInRange(const Checker& c, absl::string_view field,
                            double value, double lo, double hi) {
   if (!std::isfinite(value) || value < lo || value > hi) {
-    return c.Error(field, absl::StrCat("must be a finite number in [", lo,
-                                       ", ", hi, "], got ", value));
+    return c.Error(field, absl::StrCat("must be a finite number in [", lo, ", ",
+                                       hi, "], got ", value));
   }
   return absl::OkStatus();
 }
@@ -261,8 +261,8 @@ double ComputeMlaSoftmaxScale(const DeepseekV32Config& p) {
   const double qk = p.qk_nope_head_dim() + p.qk_rope_head_dim();
   double scale = 1.0 / std::sqrt(qk);
   if (p.has_rope_scaling()) {
-    const double m =
-        YarnMscale(p.rope_scaling().factor(), p.rope_scaling().mscale_all_dim());
+    const double m = YarnMscale(p.rope_scaling().factor(),
+                                p.rope_scaling().mscale_all_dim());
     scale *= m * m;
   }
   return scale;

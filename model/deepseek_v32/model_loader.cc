@@ -114,11 +114,10 @@ absl::StatusOr<LoadedModel> LoadModel(absl::string_view spec_view,
                        WithOptions(std::move(hf.config), options));
   if (!has_weights) {
     LoadedModel m(std::move(config), ModelSourceKind::kConfigJson);
-    m.description_ =
-        absl::StrCat("config.json ",
-                     platform::EchoForMessage(config_path,
-                                              platform::kMaxEchoedPathChars),
-                     " (", hf.architecture, "; no weights: random weights)");
+    m.description_ = absl::StrCat(
+        "config.json ",
+        platform::EchoForMessage(config_path, platform::kMaxEchoedPathChars),
+        " (", hf.architecture, "; no weights: random weights)");
     return m;
   }
   LoadedModel m(std::move(config), ModelSourceKind::kCheckpoint);
@@ -131,14 +130,16 @@ absl::StatusOr<LoadedModel> LoadModel(absl::string_view spec_view,
       m.weights_,
       CheckpointWeights::Open(m.config_, hf.quantization, std::move(ckpt)));
   const checkpoint::Checkpoint& c = m.weights_->checkpoint();
-  m.description_ = absl::StrCat(
-      "checkpoint ", echoed, " (", hf.architecture, "): ", c.num_tensors(),
-      " tensors in ", c.files().size(), c.files().size() == 1 ? " file" : " files",
-      ", ", Gib(m.weights_->model_bytes()), " of bf16 attention weights",
-      m.weights_->dequantises_fp8()
-          ? absl::StrCat(" (fp8 e4m3 ", hf.quantization.block_rows, "x",
-                         hf.quantization.block_cols, " blocks dequantised at load)")
-          : "");
+  m.description_ =
+      absl::StrCat("checkpoint ", echoed, " (", hf.architecture,
+                   "): ", c.num_tensors(), " tensors in ", c.files().size(),
+                   c.files().size() == 1 ? " file" : " files", ", ",
+                   Gib(m.weights_->model_bytes()), " of bf16 attention weights",
+                   m.weights_->dequantises_fp8()
+                       ? absl::StrCat(" (fp8 e4m3 ", hf.quantization.block_rows,
+                                      "x", hf.quantization.block_cols,
+                                      " blocks dequantised at load)")
+                       : "");
   return m;
 }
 

@@ -22,8 +22,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "model/deepseek_v32/checkpoint_weights.h"
-#include "model/deepseek_v32/model_config.h"
 #include "model/deepseek_v32/layer_weights.h"
+#include "model/deepseek_v32/model_config.h"
 
 namespace dsa::model::deepseek_v32 {
 

@@ -424,9 +424,9 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   shared->indexer_fp8_divisor =
       attention::VllmFp8ScaleDivisor(shared->indexer_cache_dtype);
   shared->indexer_hadamard = mc.indexer().hadamard_rotation();
-  DSA_ASSIGN_OR_RETURN(shared->rope,
-                       Upload(shared->runtime,
-                              RopeCosSinTable(mc, options.max_model_len)));
+  DSA_ASSIGN_OR_RETURN(
+      shared->rope,
+      Upload(shared->runtime, RopeCosSinTable(mc, options.max_model_len)));
 
   // Weights from a source move through one bounded host staging buffer.
   int64_t weight_bytes = 0, weight_bytes_done = 0;
@@ -741,10 +741,10 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
   const int64_t mtp_values = static_cast<int64_t>(mtp_embeddings.size());
   if (mtp_values != 0 && mtp_values != tokens * hidden_size &&
       mtp_values != num_mtp * tokens * hidden_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "step: mtp_embeddings has ", mtp_values, " values, expected 0, ",
-        tokens, " tokens x ", hidden_size, " or ", num_mtp,
-        " MTP layers x that"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("step: mtp_embeddings has ", mtp_values,
+                     " values, expected 0, ", tokens, " tokens x ", hidden_size,
+                     " or ", num_mtp, " MTP layers x that"));
   }
   DSA_ASSIGN_OR_RETURN(StepLayout layout,
                        blocks_.PrepareStep(requests, plan.metadata->mla));
@@ -914,8 +914,8 @@ absl::Status DeepseekV32Model::PrepareMtpInput(Layer& layer, int mtp_index,
   const TensorView embeddings =
       View2(act.mtp_embeddings.data(), DType::kFloat32, T, hidden, hidden,
             int64_t{mtp_index} * T * hidden);
-  const TensorView cat = View2(act.mtp_cat.data(), adt, T, 2 * hidden,
-                               2 * hidden);
+  const TensorView cat =
+      View2(act.mtp_cat.data(), adt, T, 2 * hidden, 2 * hidden);
   DSA_RETURN_IF_ERROR(s.RmsNorm(embeddings, layer.Vector(WeightId::kEnorm),
                                 View2(cat.data, adt, T, hidden, 2 * hidden)));
   TensorView h = residual;

@@ -664,8 +664,7 @@ TEST_P(ModelRunnerTest, DenseOpsOfAStepAreCounted) {
   EXPECT_EQ(out.op_calls.rope, 2 * layers);
   EXPECT_EQ(out.op_calls.residual_add, layers);
   EXPECT_EQ(out.op_calls.cast, 0);  // float32 activations: nothing to cast
-  EXPECT_EQ(out.op_calls.gemm, 4 * layers + mtp +
-                                   out.op_calls.indexer_k_write +
+  EXPECT_EQ(out.op_calls.gemm, 4 * layers + mtp + out.op_calls.indexer_k_write +
                                    2 * out.op_calls.indexer_logits);
 }
 

@@ -286,10 +286,10 @@ TEST(PlanToolTest, ModelFromAConfigJsonOrCheckpointDirectory) {
     const Result preset = RunPlan({absl::StrCat("--model=", name),
                                    "--platform=rocm", "--requests=0+1024"});
     ASSERT_EQ(preset.rc, 0) << preset.err;
-    const std::string json = absl::StrCat("model/deepseek_v32/testdata/", name,
-                                          ".config.json");
-    const Result from_json = RunPlan(
-        {absl::StrCat("--model=", json), "--platform=rocm", "--requests=0+1024"});
+    const std::string json =
+        absl::StrCat("model/deepseek_v32/testdata/", name, ".config.json");
+    const Result from_json = RunPlan({absl::StrCat("--model=", json),
+                                      "--platform=rocm", "--requests=0+1024"});
     ASSERT_EQ(from_json.rc, 0) << from_json.err;
     EXPECT_EQ(from_json.out.substr(from_json.out.find('\n')),
               preset.out.substr(preset.out.find('\n')));
@@ -297,7 +297,8 @@ TEST(PlanToolTest, ModelFromAConfigJsonOrCheckpointDirectory) {
   }
   // A directory holding config.json (weights or not: plan opens none).
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/GLM-5.2");
+  const std::string dir =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/GLM-5.2");
   ::mkdir(dir.c_str(), 0755);
   std::ifstream in("model/deepseek_v32/testdata/glm-5.2.config.json");
   std::ofstream(dir + "/config.json") << in.rdbuf();
@@ -423,9 +424,8 @@ TEST(PlanToolTest, DirectoryAndDeviceModelsAreRefused) {
   Result r =
       RunPlan({absl::StrCat("--model=", TempPath("")), "--requests=0+1"});
   ExpectOneLineError(r, "directory");
-  EXPECT_THAT(r.err,
-              HasSubstr("no config.json (not a Hugging Face checkpoint "
-                        "directory)"));
+  EXPECT_THAT(r.err, HasSubstr("no config.json (not a Hugging Face checkpoint "
+                               "directory)"));
   r = RunPlan({"--model=/dev/zero", "--requests=0+1"});
   ExpectOneLineError(r, "device");
   EXPECT_THAT(r.err, HasSubstr("is a character device"));

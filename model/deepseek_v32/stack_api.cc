@@ -35,7 +35,8 @@ DsaStatusCode Report(const absl::Status& status, char* error,
                      size_t error_size) {
   if (status.ok()) return DSA_STATUS_OK;
   if (error != nullptr && error_size > 0) {
-    std::snprintf(error, error_size, "%s", std::string(status.message()).c_str());
+    std::snprintf(error, error_size, "%s",
+                  std::string(status.message()).c_str());
   }
   return static_cast<DsaStatusCode>(status.code());
 }
@@ -150,7 +151,8 @@ absl::Status Info(const DsaStack* stack, DsaStackInfo* out) {
 
 absl::Status Prefill(DsaStack* stack, const DsaStackPrefillArgs* a) {
   if (stack == nullptr || a == nullptr || a->struct_size < sizeof(size_t)) {
-    return absl::InvalidArgumentError("dsa_stack prefill: no stack or arguments");
+    return absl::InvalidArgumentError(
+        "dsa_stack prefill: no stack or arguments");
   }
   DsaStackPrefillArgs args;
   std::memset(&args, 0, sizeof(args));
@@ -187,9 +189,9 @@ absl::Status Prefill(DsaStack* stack, const DsaStackPrefillArgs* a) {
   if (c.num_mtp_layers() > 0) {
     if (args.mtp_input_ids != nullptr) {
       mtp.resize(x.size());
-      DSA_RETURN_IF_ERROR(stack->loaded->Embed(
-          absl::MakeConstSpan(args.mtp_input_ids, T), true, stack->seed,
-          mtp.data()));
+      DSA_RETURN_IF_ERROR(
+          stack->loaded->Embed(absl::MakeConstSpan(args.mtp_input_ids, T), true,
+                               stack->seed, mtp.data()));
     } else if (args.mtp_hidden_states != nullptr) {
       mtp.assign(args.mtp_hidden_states, args.mtp_hidden_states + T * hidden);
     }
@@ -224,8 +226,12 @@ DsaStatusCode PrefillC(DsaStack* stack, const DsaStackPrefillArgs* args,
 }
 void CloseC(DsaStack* stack) { delete stack; }
 
-constexpr DsaStackApi kApi = {sizeof(DsaStackApi), DSA_STACK_API_MAJOR,
-                              DSA_STACK_API_MINOR, &OpenC, &InfoC, &PrefillC,
+constexpr DsaStackApi kApi = {sizeof(DsaStackApi),
+                              DSA_STACK_API_MAJOR,
+                              DSA_STACK_API_MINOR,
+                              &OpenC,
+                              &InfoC,
+                              &PrefillC,
                               &CloseC};
 
 }  // namespace
