@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "attention/dtypes/dtype.h"
+#include "attention/dtypes/fp8.h"
 #include "attention/ops.h"
 #include "attention/reference/reference.h"
 #include "attention/testing/op_test.h"
@@ -324,6 +325,226 @@ TEST_P(IndexerOpsTest, KWriteReadsStridedRows) {
     ASSERT_THAT(Run<IndexerKWrite>(w.args), IsOk());
     ExpectKWritten(w);
   }
+}
+
+// The engines' numerics of the indexer (appended arguments): bf16 roundings
+// after the LayerNorm, after rope and after the Hadamard rotation, vLLM's
+// divisor 224 on e4m3fnuz, DeepSeek's Hadamard rotation. The reference
+// applies each step in float64 and rounds where the kernel must; the
+// kernel's codes must each be within half an fp8 step of a value within two
+// bf16 steps (relative to amax) of the reference's, and equal the
+// reference's rounding for nearly all elements (a missing rounding flips
+// about 3% of them, a missing rotation nearly all).
+struct EngineNumerics {
+  DType intermediate;
+  bool hadamard;
+};
+const EngineNumerics kEngineNumerics[] = {
+    {DType::kBFloat16, false},  // vLLM
+    {DType::kBFloat16, true},   // DeepSeek's reference, SGLang
+    {DType::kFloat32, true},
+};
+
+// y rounded to the intermediate type.
+std::vector<double> Rounded(std::vector<double> y, const EngineNumerics& n) {
+  if (n.intermediate == DType::kBFloat16) {
+    for (double& x : y) x = reference::RoundBf16(x);
+  }
+  return y;
+}
+
+struct NumericsCheck {
+  int64_t elements = 0;
+  int64_t exact = 0;
+};
+
+// One vector's codes against the reference vector y (after every rounding)
+// and the divisor.
+void ExpectEngineQuantized(const uint8_t* codes, double scale,
+                           const std::vector<double>& y, double divisor,
+                           const EngineNumerics& n, reference::Fp8Kind kind,
+                           const std::string& where, NumericsCheck* check) {
+  double amax = 0;
+  for (double v : y) amax = std::max(amax, std::fabs(v));
+  EXPECT_TRUE(IsPowerOfTwo(scale)) << where << ": scale " << scale;
+  const double expected = reference::Ue8m0ScaleWithDivisor(amax, divisor);
+  if (scale != expected) {
+    const double log2_ratio = std::log2(std::max(amax, 1e-4) / divisor);
+    const double slack = n.intermediate == DType::kBFloat16 ? 1.2e-2 : 1e-5;
+    EXPECT_LT(std::fabs(log2_ratio - std::round(log2_ratio)), slack)
+        << where << ": scale " << scale << ", expected " << expected
+        << " for amax " << amax << " and divisor " << divisor;
+  }
+  const double bf16_slack =
+      n.intermediate == DType::kBFloat16 ? std::ldexp(amax / scale, -7) : 0.0;
+  for (size_t d = 0; d < y.size(); ++d) {
+    const double x = y[d] / scale;
+    const double got = reference::Fp8Value(codes[d], kind);
+    ASSERT_LE(std::fabs(got - x),
+              0.5 * reference::Fp8Ulp(x, kind) + bf16_slack + kQuantSlack)
+        << where << " dim " << d << ": code " << int{codes[d]} << " = " << got
+        << ", reference " << x;
+    ++check->elements;
+    if (codes[d] == reference::Fp8Nearest(x, kind)) ++check->exact;
+  }
+}
+
+TEST_P(IndexerOpsTest, KWriteWithEngineNumericsMatchesReference) {
+  for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
+    for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
+      for (const EngineNumerics& n : kEngineNumerics) {
+        SCOPED_TRACE(absl::StrCat(
+            FormatName(fp8), " rope ", static_cast<int>(style), " round to ",
+            DTypeName(n.intermediate), n.hadamard ? " hadamard" : ""));
+        KWrite w = MakeKWrite(fp8, style, DType::kBFloat16, /*tokens=*/64,
+                              /*num_blocks=*/6, /*block_size=*/16,
+                              /*strided_k=*/false);
+        const float divisor = VllmFp8ScaleDivisor(fp8);  // 448 or 224
+        w.args.intermediate_dtype = n.intermediate;
+        w.args.fp8_scale_divisor = divisor;
+        w.args.hadamard_rotation = n.hadamard ? 1 : 0;
+        ASSERT_THAT(Run<IndexerKWrite>(w.args), IsOk());
+        HostIndexerCache got = w.cache;
+        got.bytes = ToHost<uint8_t>(w.args.k_cache);
+        NumericsCheck check;
+        for (int64_t t = 0; t < w.tokens; ++t) {
+          const int64_t slot = w.slots[t];
+          if (slot < 0) continue;
+          std::vector<double> x(w.k.begin() + t * w.head_dim,
+                                w.k.begin() + (t + 1) * w.head_dim);
+          std::vector<double> y = Rounded(
+              reference::LayerNorm(
+                  x,
+                  std::vector<double>(w.ln_weight.begin(), w.ln_weight.end()),
+                  std::vector<double>(w.ln_bias.begin(), w.ln_bias.end()),
+                  1e-6),
+              n);
+          const int64_t pos = w.positions[t];
+          reference::Rope(
+              y,
+              std::vector<double>(w.cos_sin.begin() + pos * w.rope_dim,
+                                  w.cos_sin.begin() + (pos + 1) * w.rope_dim),
+              style == RopeStyle::kNeox);
+          y = Rounded(y, n);
+          if (n.hadamard) {
+            y = Rounded(reference::HadamardRotate(y), n);
+          }
+          ExpectEngineQuantized(got.values(slot), got.scale(slot), y, divisor,
+                                n, KindOf(fp8), absl::StrCat("token ", t),
+                                &check);
+        }
+        EXPECT_GE(check.exact, check.elements * 995 / 1000)
+            << check.exact << " of " << check.elements
+            << " codes equal the reference's";
+      }
+    }
+  }
+}
+
+TEST_P(IndexerOpsTest, QWithEngineNumericsMatchesReference) {
+  constexpr int64_t kTokens = 19, kHeads = 4;
+  const std::vector<float> cos_sin =
+      testing::RopeCosSinCache(kMaxPosition, kRopeDim);
+  for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
+    for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
+      for (const EngineNumerics& n : kEngineNumerics) {
+        SCOPED_TRACE(absl::StrCat(
+            FormatName(fp8), " rope ", static_cast<int>(style), " round to ",
+            DTypeName(n.intermediate), n.hadamard ? " hadamard" : ""));
+        std::vector<float> q = RandomFloats(kTokens * kHeads * kHeadDim);
+        for (float& v : q) {  // bf16 inputs, as the projection gives them
+          v = static_cast<float>(reference::RoundBf16(v));
+        }
+        std::vector<float> weights = RandomFloats(kTokens * kHeads);
+        std::vector<int64_t> positions;
+        for (int64_t t = 0; t < kTokens; ++t) {
+          positions.push_back(RandomInt(0, kMaxPosition - 1));
+        }
+        const float divisor = VllmFp8ScaleDivisor(fp8);
+        IndexerQ::Args a;
+        a.q = FloatsToDevice(q, DType::kBFloat16, {kTokens, kHeads, kHeadDim});
+        a.weights = FloatsToDevice(weights, DType::kFloat32, {kTokens, kHeads});
+        a.positions = ToDevice(positions, DType::kInt64, {kTokens});
+        a.cos_sin_cache =
+            ToDevice(cos_sin, DType::kFloat32, {kMaxPosition, kRopeDim});
+        a.rope_style = style;
+        a.q_fp8 = ToDevice(
+            std::vector<uint8_t>(kTokens * kHeads * kHeadDim,
+                                 fp8 == DType::kFloat8E4m3fnuz ? 0x80 : 0x7f),
+            fp8, {kTokens, kHeads, kHeadDim});
+        a.head_weights = ToDevice(std::vector<float>(kTokens * kHeads, kNaN),
+                                  DType::kFloat32, {kTokens, kHeads});
+        a.intermediate_dtype = n.intermediate;
+        a.fp8_scale_divisor = divisor;
+        a.hadamard_rotation = n.hadamard ? 1 : 0;
+        ASSERT_THAT(Run<IndexerQ>(a), IsOk());
+        const std::vector<uint8_t> codes = ToHost<uint8_t>(a.q_fp8);
+        const std::vector<float> head_weights = ToHost<float>(a.head_weights);
+        const double c =
+            1.0 / std::sqrt(static_cast<double>(kHeadDim * kHeads));
+        NumericsCheck check;
+        for (int64_t t = 0; t < kTokens; ++t) {
+          for (int64_t h = 0; h < kHeads; ++h) {
+            std::vector<double> y(q.begin() + (t * kHeads + h) * kHeadDim,
+                                  q.begin() + (t * kHeads + h + 1) * kHeadDim);
+            reference::Rope(
+                y,
+                std::vector<double>(
+                    cos_sin.begin() + positions[t] * kRopeDim,
+                    cos_sin.begin() + (positions[t] + 1) * kRopeDim),
+                style == RopeStyle::kNeox);
+            y = Rounded(y, n);
+            if (n.hadamard) {
+              y = Rounded(reference::HadamardRotate(y), n);
+            }
+            const double w = weights[t * kHeads + h];
+            const double scale = std::exp2(
+                std::round(std::log2(head_weights[t * kHeads + h] / (w * c))));
+            ExpectEngineQuantized(
+                codes.data() + (t * kHeads + h) * kHeadDim, scale, y, divisor,
+                n, KindOf(fp8), absl::StrCat("token ", t, " head ", h), &check);
+          }
+        }
+        EXPECT_GE(check.exact, check.elements * 995 / 1000)
+            << check.exact << " of " << check.elements
+            << " codes equal the reference's";
+      }
+    }
+  }
+}
+
+// The appended numerics are checked like every other argument.
+TEST_P(IndexerOpsTest, EngineNumericsArgumentsAreChecked) {
+  KWrite w = MakeKWrite(DType::kFloat8E4m3fnuz, RopeStyle::kNeox,
+                        DType::kFloat32, 4, 1, 16, false);
+  IndexerKWrite::Args a = w.args;
+  a.intermediate_dtype = DType::kFloat8E4m3fn;
+  EXPECT_THAT(Run<IndexerKWrite>(a),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("intermediate_dtype is float8_e4m3fn")));
+  a = w.args;
+  a.fp8_scale_divisor = 448;  // above e4m3fnuz's 240: codes would saturate
+  EXPECT_THAT(Run<IndexerKWrite>(a),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("fp8_scale_divisor is 448, expected 0")));
+  a = w.args;
+  a.fp8_scale_divisor = -1;
+  EXPECT_THAT(Run<IndexerKWrite>(a),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("fp8_scale_divisor is -1")));
+  a = w.args;
+  a.hadamard_rotation = 2;
+  EXPECT_THAT(Run<IndexerKWrite>(a),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("hadamard_rotation is 2")));
+  KWrite odd = MakeKWrite(DType::kFloat8E4m3fn, RopeStyle::kNeox,
+                          DType::kFloat32, 4, 1, 16, false, /*head_dim=*/96,
+                          /*rope_dim=*/32);
+  odd.args.hadamard_rotation = 1;
+  EXPECT_THAT(Run<IndexerKWrite>(odd.args),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("hadamard_rotation needs head_dim a power of "
+                                 "two, got 96")));
 }
 
 TEST_P(IndexerOpsTest, KWriteRejectsBadArguments) {

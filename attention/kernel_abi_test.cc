@@ -4,6 +4,7 @@
 // views, and what CKernel does with errors and exceptions.
 #include "attention/kernel_abi.h"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -146,6 +147,99 @@ TEST(KernelAbiTest, DenseMhaPrefillFromBeforeTheHostCopiesReadsThemAbsent) {
   EXPECT_EQ(read.softmax_scale, 0.25f);
   EXPECT_EQ(read.seq_lens_host.data, nullptr);  // absent
   EXPECT_EQ(read.query_start_loc_host.data, nullptr);
+}
+
+// The indexer numerics appended to indexer_k_write and indexer_q: they
+// round-trip, and a host built before them (a struct ending at the op's old
+// last field) reads the old behaviour: no rounding, the format's max as the
+// divisor, no rotation.
+TEST(KernelAbiTest, IndexerNumericsFromBeforeTheyWereAppendedReadDefaults) {
+  std::vector<uint16_t> k(2 * 8);
+  IndexerKWrite::Args a;
+  a.k = MakeTensorView(k.data(), DType::kBFloat16, {2, 8});
+  a.ln_eps = 1e-5f;
+  a.intermediate_dtype = DType::kBFloat16;
+  a.fp8_scale_divisor = 224.0f;
+  a.hadamard_rotation = 1;
+  IndexerKWrite::Args back;
+  const DsaIndexerKWriteArgs c = ToCArgs(a);
+  EXPECT_EQ(c.intermediate_dtype, DSA_DTYPE_BFLOAT16);
+  ASSERT_THAT(FromCArgs(&c, &back), IsOk());
+  EXPECT_EQ(back.intermediate_dtype, DType::kBFloat16);
+  EXPECT_EQ(back.fp8_scale_divisor, 224.0f);
+  EXPECT_EQ(back.hadamard_rotation, 1);
+  auto older = Truncated(c, offsetof(DsaIndexerKWriteArgs, intermediate_dtype));
+  ASSERT_THAT(FromCArgs(older.get(), &back), IsOk());
+  EXPECT_EQ(back.k.data, k.data());
+  EXPECT_EQ(back.ln_eps, 1e-5f);
+  EXPECT_EQ(back.intermediate_dtype, DType::kFloat32);
+  EXPECT_EQ(back.fp8_scale_divisor, 0.0f);
+  EXPECT_EQ(back.hadamard_rotation, 0);
+  // Half of the appended fields: the rest keep their defaults.
+  auto partial =
+      Truncated(c, offsetof(DsaIndexerKWriteArgs, hadamard_rotation));
+  ASSERT_THAT(FromCArgs(partial.get(), &back), IsOk());
+  EXPECT_EQ(back.intermediate_dtype, DType::kBFloat16);
+  EXPECT_EQ(back.fp8_scale_divisor, 224.0f);
+  EXPECT_EQ(back.hadamard_rotation, 0);
+
+  IndexerQ::Args q;
+  q.rope_style = RopeStyle::kInterleaved;
+  q.intermediate_dtype = DType::kBFloat16;
+  q.fp8_scale_divisor = 224.0f;
+  q.hadamard_rotation = 1;
+  IndexerQ::Args q_back;
+  const DsaIndexerQArgs qc = ToCArgs(q);
+  ASSERT_THAT(FromCArgs(&qc, &q_back), IsOk());
+  EXPECT_EQ(q_back.fp8_scale_divisor, 224.0f);
+  auto q_older = Truncated(qc, offsetof(DsaIndexerQArgs, intermediate_dtype));
+  ASSERT_THAT(FromCArgs(q_older.get(), &q_back), IsOk());
+  EXPECT_EQ(q_back.rope_style, RopeStyle::kInterleaved);
+  EXPECT_EQ(q_back.intermediate_dtype, DType::kFloat32);
+  EXPECT_EQ(q_back.fp8_scale_divisor, 0.0f);
+  EXPECT_EQ(q_back.hadamard_rotation, 0);
+}
+
+// Through a kernel: an older host's K write (its struct ends before the
+// numerics, in a buffer of exactly that size) runs with the old behaviour,
+// writing the same bytes as a current host passing the defaults.
+TEST(KernelAbiTest, AnOlderHostsIndexerKWriteRunsWithTheOldNumerics) {
+  constexpr int64_t kTokens = 3, kDim = 64, kRope = 32;
+  std::vector<float> k(kTokens * kDim), w(kDim, 1.0f), b(kDim, 0.0f);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = std::sin(0.37 * i) * 3.0f;
+  std::vector<int64_t> positions = {0, 5, 9}, slots = {2, 0, 1};
+  std::vector<float> cos_sin(16 * kRope);
+  for (int p = 0; p < 16; ++p) {
+    for (int i = 0; i < kRope / 2; ++i) {
+      cos_sin[p * kRope + i] = std::cos(p * 0.1 * (i + 1));
+      cos_sin[p * kRope + kRope / 2 + i] = std::sin(p * 0.1 * (i + 1));
+    }
+  }
+  auto run = [&](bool older) {
+    std::vector<uint8_t> cache(4 * (kDim + 4), 0x55);
+    std::vector<int32_t> topk(kTokens * 4, 7);
+    IndexerKWrite::Args a;
+    a.k = MakeTensorView(k.data(), DType::kFloat32, {kTokens, kDim});
+    a.ln_weight = MakeTensorView(w.data(), DType::kFloat32, {kDim});
+    a.ln_bias = MakeTensorView(b.data(), DType::kFloat32, {kDim});
+    a.positions = MakeTensorView(positions.data(), DType::kInt64, {kTokens});
+    a.cos_sin_cache =
+        MakeTensorView(cos_sin.data(), DType::kFloat32, {16, kRope});
+    a.slot_mapping = MakeTensorView(slots.data(), DType::kInt64, {kTokens});
+    a.k_cache = MakeTensorView(cache.data(), DType::kUint8, {1, 4, kDim + 4});
+    a.cache_dtype = DType::kFloat8E4m3fnuz;
+    a.topk_indices = MakeTensorView(topk.data(), DType::kInt32, {kTokens, 4});
+    const DsaIndexerKWriteArgs c = ToCArgs(a);
+    auto args =
+        Truncated(c, older ? offsetof(DsaIndexerKWriteArgs, intermediate_dtype)
+                           : sizeof(DsaIndexerKWriteArgs));
+    char error[256] = "";
+    const DsaStatusCode code = CKernel<IndexerKWrite, &cpu::IndexerKWriteCpu>(
+        nullptr, args.get(), error, sizeof(error));
+    EXPECT_EQ(code, DSA_STATUS_OK) << error;
+    return cache;
+  };
+  EXPECT_EQ(run(/*older=*/true), run(/*older=*/false));
 }
 
 TEST(KernelAbiTest, NewerHostsLongerStructsAreReadUpToWhatTheKernelKnows) {

@@ -96,31 +96,54 @@ typedef struct DsaLatentCacheFormat {
 /* ------------------------------------------------------------------------
  * The ops: name, ABI version and argument list. */
 
+/* The numerics of the indexer's key and query before fp8, the same for
+ * indexer_k_write and indexer_q, appended to both (their defaults are the
+ * behaviour before they existed):
+ *   intermediate_dtype  the type the vector is rounded to after the
+ *                       LayerNorm (keys), after rope and after the Hadamard
+ *                       rotation: bfloat16 as vLLM's and DeepSeek's bf16
+ *                       tensors, float32 for no rounding;
+ *   fp8_scale_divisor   the ue8m0 scale is max(amax, 1e-4) / divisor rounded
+ *                       up to a power of two; 0 means the fp8 format's max
+ *                       (448 e4m3fn, 240 e4m3fnuz); vLLM divides by 224 on
+ *                       e4m3fnuz;
+ *   hadamard_rotation   1: rotate the roped vector by H / sqrt(head_dim)
+ *                       (Walsh-Hadamard, head_dim a power of two) before
+ *                       quantising, as DeepSeek's reference and SGLang do. */
+#define DSA_INDEXER_NUMERICS_ARGS(TENSOR, SCALAR, ENUM, FORMAT) \
+  ENUM(DType, intermediate_dtype, kFloat32)                     \
+  SCALAR(float, fp8_scale_divisor, 0.0f)                        \
+  SCALAR(int32_t, hadamard_rotation, 0)
+
 #define DSA_OP_INDEXER_K_WRITE_NAME "indexer_k_write"
 #define DSA_OP_INDEXER_K_WRITE_ABI_VERSION 2
-#define DSA_INDEXER_K_WRITE_ARGS(TENSOR, SCALAR, ENUM, FORMAT)             \
-  TENSOR(k, IN)         /* [tokens, head_dim] f32|bf16: wk(x) */           \
-  TENSOR(ln_weight, IN) /* [head_dim] f32|bf16 */                          \
-  TENSOR(ln_bias, IN)   /* [head_dim] f32|bf16 */                          \
-  SCALAR(float, ln_eps, 1e-6f)                                             \
-  TENSOR(positions, IN)     /* [tokens] int64 */                           \
-  TENSOR(cos_sin_cache, IN) /* [max_position, rope_dim] f32 */             \
-  ENUM(RopeStyle, rope_style, kNeox)                                       \
-  TENSOR(slot_mapping, IN) /* [tokens] int64, -1 = skip */                 \
-  TENSOR(k_cache, INOUT)   /* [num_blocks, block_size, head_dim + 4] u8 */ \
-  ENUM(DType, cache_dtype, kFloat8E4m3fn) /* fp8 encoding in k_cache */    \
-  TENSOR(topk_indices, OUT)               /* [tokens, topk] int32, all -1 */
+#define DSA_INDEXER_K_WRITE_ARGS(TENSOR, SCALAR, ENUM, FORMAT)               \
+  TENSOR(k, IN)         /* [tokens, head_dim] f32|bf16: wk(x) */             \
+  TENSOR(ln_weight, IN) /* [head_dim] f32|bf16 */                            \
+  TENSOR(ln_bias, IN)   /* [head_dim] f32|bf16 */                            \
+  SCALAR(float, ln_eps, 1e-6f)                                               \
+  TENSOR(positions, IN)     /* [tokens] int64 */                             \
+  TENSOR(cos_sin_cache, IN) /* [max_position, rope_dim] f32 */               \
+  ENUM(RopeStyle, rope_style, kNeox)                                         \
+  TENSOR(slot_mapping, IN) /* [tokens] int64, -1 = skip */                   \
+  TENSOR(k_cache, INOUT)   /* [num_blocks, block_size, head_dim + 4] u8 */   \
+  ENUM(DType, cache_dtype, kFloat8E4m3fn) /* fp8 encoding in k_cache */      \
+  TENSOR(topk_indices, OUT)               /* [tokens, topk] int32, all -1 */ \
+  /* Appended: the engine's rounding points and fp8 scale (ops.h). */        \
+  DSA_INDEXER_NUMERICS_ARGS(TENSOR, SCALAR, ENUM, FORMAT)
 
 #define DSA_OP_INDEXER_Q_NAME "indexer_q"
 #define DSA_OP_INDEXER_Q_ABI_VERSION 2
-#define DSA_INDEXER_Q_ARGS(TENSOR, SCALAR, ENUM, FORMAT)             \
-  TENSOR(q, IN)             /* [tokens, heads, head_dim] f32|bf16 */ \
-  TENSOR(weights, IN)       /* [tokens, heads] f32|bf16 */           \
-  TENSOR(positions, IN)     /* [tokens] int64 */                     \
-  TENSOR(cos_sin_cache, IN) /* [max_position, rope_dim] f32 */       \
-  ENUM(RopeStyle, rope_style, kNeox)                                 \
-  TENSOR(q_fp8, OUT)        /* [tokens, heads, head_dim] fp8 */      \
-  TENSOR(head_weights, OUT) /* [tokens, heads] f32 */
+#define DSA_INDEXER_Q_ARGS(TENSOR, SCALAR, ENUM, FORMAT)              \
+  TENSOR(q, IN)             /* [tokens, heads, head_dim] f32|bf16 */  \
+  TENSOR(weights, IN)       /* [tokens, heads] f32|bf16 */            \
+  TENSOR(positions, IN)     /* [tokens] int64 */                      \
+  TENSOR(cos_sin_cache, IN) /* [max_position, rope_dim] f32 */        \
+  ENUM(RopeStyle, rope_style, kNeox)                                  \
+  TENSOR(q_fp8, OUT)        /* [tokens, heads, head_dim] fp8 */       \
+  TENSOR(head_weights, OUT) /* [tokens, heads] f32 */                 \
+  /* Appended: the engine's rounding points and fp8 scale (ops.h). */ \
+  DSA_INDEXER_NUMERICS_ARGS(TENSOR, SCALAR, ENUM, FORMAT)
 
 #define DSA_OP_INDEXER_LOGITS_NAME "indexer_logits"
 #define DSA_OP_INDEXER_LOGITS_ABI_VERSION 2

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "attention/dtypes/dtype.h"
+#include "attention/dtypes/fp8.h"
 #include "attention/tensor.h"
 #include "platform/core_status.h"
 
@@ -21,6 +22,37 @@ Status CheckFp8Dtype(std::string_view op, std::string_view arg, DType dtype) {
     return InvalidArgumentError(
         StrCat(op, ": ", arg, " is ", DTypeName(dtype),
                ", expected float8_e4m3fn or float8_e4m3fnuz"));
+  }
+  return OkStatus();
+}
+
+// The indexer numerics appended to the K write and Q (kernel_api.h).
+Status CheckIndexerNumerics(std::string_view op, DType intermediate_dtype,
+                            float fp8_scale_divisor, int32_t hadamard_rotation,
+                            int64_t head_dim, DType fp8) {
+  if (intermediate_dtype != DType::kFloat32 &&
+      intermediate_dtype != DType::kBFloat16) {
+    return InvalidArgumentError(StrCat(op, ": intermediate_dtype is ",
+                                       DTypeName(intermediate_dtype), " (code ",
+                                       static_cast<int32_t>(intermediate_dtype),
+                                       "), expected float32 or bfloat16"));
+  }
+  const float fp8_max = Fp8Max(fp8);
+  if (!(fp8_scale_divisor == 0.0f ||
+        (fp8_scale_divisor > 0.0f && fp8_scale_divisor <= fp8_max))) {
+    return InvalidArgumentError(
+        StrCat(op, ": fp8_scale_divisor is ", fp8_scale_divisor,
+               ", expected 0 (the fp8 format's max) or a value in (0, ",
+               fp8_max, "] for ", DTypeName(fp8)));
+  }
+  if (hadamard_rotation != 0 && hadamard_rotation != 1) {
+    return InvalidArgumentError(StrCat(op, ": hadamard_rotation is ",
+                                       hadamard_rotation, ", expected 0 or 1"));
+  }
+  if (hadamard_rotation == 1 && (head_dim & (head_dim - 1)) != 0) {
+    return InvalidArgumentError(
+        StrCat(op, ": hadamard_rotation needs head_dim a power of two, got ",
+               head_dim));
   }
   return OkStatus();
 }
@@ -118,6 +150,9 @@ static Status ValidateIndexerKWriteShapes(const IndexerKWrite::Args& a) {
                                        "[tokens]", DType::kInt64, tokens,
                                        "k's tokens"));
   DSA_RETURN_IF_ERROR(CheckFp8Dtype(op, "cache_dtype", a.cache_dtype));
+  DSA_RETURN_IF_ERROR(
+      CheckIndexerNumerics(op, a.intermediate_dtype, a.fp8_scale_divisor,
+                           a.hadamard_rotation, head_dim, a.cache_dtype));
   DSA_RETURN_IF_ERROR(CheckIndexerKCache(op, a.k_cache, head_dim));
   DSA_RETURN_IF_ERROR(CheckTensor(op, "topk_indices", a.topk_indices, 2,
                                   "[tokens, topk]", {DType::kInt32}));
@@ -150,6 +185,9 @@ static Status ValidateIndexerQShapes(const IndexerQ::Args& a) {
   DSA_RETURN_IF_ERROR(CheckRope(op, a.cos_sin_cache, a.rope_style, head_dim));
   DSA_RETURN_IF_ERROR(CheckTensor(op, "q_fp8", a.q_fp8, 3,
                                   "[tokens, heads, head_dim]", kFp8Types));
+  DSA_RETURN_IF_ERROR(
+      CheckIndexerNumerics(op, a.intermediate_dtype, a.fp8_scale_divisor,
+                           a.hadamard_rotation, head_dim, a.q_fp8.dtype));
   for (int d = 0; d < 3; ++d) {
     DSA_RETURN_IF_ERROR(CheckDim(op, "q_fp8", a.q_fp8, d,
                                  d == 0   ? "tokens"

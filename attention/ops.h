@@ -95,10 +95,17 @@ enum class RopeStyle : int32_t {
 
 // (1) Fused LayerNorm + rope + fp8 quantisation + indexer K cache write, and
 // the top-k buffer clear.
-//   y = LayerNorm(k) * ln_weight + ln_bias   (eps ln_eps, biased variance)
-//   rope on y[0 : rope_dim] at positions[t]
-//   scale = Ue8m0Scale(max|y|, fp8_max)      (attention/dtypes/fp8.h)
+//   y = round(LayerNorm(k) * ln_weight + ln_bias) (eps ln_eps, biased var.)
+//   y = round(rope on y[0 : rope_dim] at positions[t])
+//   y = round(H y / sqrt(head_dim))            only with hadamard_rotation
+//   scale = Ue8m0Scale(max|y|, divisor)        (attention/dtypes/fp8.h)
 //   cache(slot_mapping[t]) = fp8(y / scale), scale
+// where round() is to intermediate_dtype (bf16 as the engines' bf16
+// tensors; float32: none) and divisor is fp8_scale_divisor, or the fp8
+// format's max when it is 0 (the indexer numerics of kernel_api.h, appended
+// to the op; their defaults are the op's behaviour before them). H is the
+// Walsh-Hadamard matrix, applied as log2(head_dim) butterfly stages of
+// distance 1, 2, 4, ... in float32 (attention/dtypes/hadamard.h).
 // and topk_indices[t, :] = -1 for every token (including padding slots), so
 // that a batch whose scoring is skipped leaves no stale indices behind.
 struct IndexerKWrite {
@@ -114,13 +121,18 @@ struct IndexerKWrite {
   //   TensorView k_cache;        // [num_blocks, block_size, head_dim + 4] u8
   //   DType cache_dtype = DType::kFloat8E4m3fn;  // fp8 encoding in k_cache
   //   TensorView topk_indices;   // [tokens, topk] int32, output (all -1)
+  //   DType intermediate_dtype = DType::kFloat32;  // kFloat32 | kBFloat16
+  //   float fp8_scale_divisor = 0.0f;  // 0: the fp8 format's max
+  //   int32_t hadamard_rotation = 0;   // 0 | 1
   DSA_OP_MEMBERS(IndexerKWrite, DSA_INDEXER_K_WRITE_ARGS,
                  DSA_OP_INDEXER_K_WRITE);
 };
 
-// (2) Indexer queries: rope on the first rope_dim dims of every head,
-// fp8 quantisation per (token, head) with an ue8m0 scale, and the head
-// weights that fold that scale in:
+// (2) Indexer queries: rope on the first rope_dim dims of every head (then
+// rounded to intermediate_dtype; with hadamard_rotation the Hadamard
+// rotation, rounded again, as the K write does), fp8 quantisation per
+// (token, head) with an ue8m0 scale of divisor fp8_scale_divisor (0: the
+// format's max), and the head weights that fold that scale in:
 //   head_weights[t,h] = weights[t,h] * q_scale[t,h] * head_dim^-0.5
 //                       * heads^-0.5
 // so that logits need no per-head q scale.

@@ -19,7 +19,7 @@ packages=(
   bazel-bootstrap bazel-rules-cc bazel-rules-proto bazel-platforms bazel-skylib
   default-jre-headless g++ binutils pkg-config
   libabsl-dev libgtest-dev libgmock-dev libprotobuf-dev protobuf-compiler
-  libbenchmark-dev
+  libbenchmark-dev nlohmann-json3-dev
 )
 for arg in "$@"; do
   case "$arg" in

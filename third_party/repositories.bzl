@@ -90,6 +90,13 @@ def dsa_dependencies():
         required_paths = ["/usr/include/benchmark/benchmark.h"],
     )
 
+    system_repository(
+        name = "nlohmann_json",
+        build_file = "//third_party:nlohmann_json.BUILD",
+        debian_package = "nlohmann-json3-dev",
+        required_paths = ["/usr/include/nlohmann/json.hpp"],
+    )
+
     # GPU compilers are optional: only --config=rocm / --config=cuda need them,
     # and each compile action checks for its compiler when it runs.
     gpu_toolkit_repository(

@@ -1,5 +1,6 @@
 // CPU kernels of the lightning indexer: K write (fused LayerNorm + rope +
-// fp8 quantisation + cache write + top-k buffer clear), Q preparation,
+// the optional roundings and Hadamard rotation + fp8 quantisation + cache
+// write + top-k buffer clear), Q preparation,
 // logits over the paged K cache, and the per-row top-k.
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "attention/cpu/kernels.h"
 #include "attention/cpu/parallel.h"
 #include "attention/dtypes/fp8.h"
+#include "attention/dtypes/hadamard.h"
 #include "attention/dtypes/layer_norm.h"
 #include "attention/ops.h"
 #include "platform/core_status.h"
@@ -90,33 +92,41 @@ Status IndexerKWriteCpu(const ExecutionContext& ctx,
   LoadFloats(a.ln_weight, 0, head_dim, weight.data());
   LoadFloats(a.ln_bias, 0, head_dim, bias.data());
   const Fp8Traits traits = Fp8TraitsOf(a.cache_dtype);
+  const float divisor = Fp8ScaleDivisor(a.cache_dtype, a.fp8_scale_divisor);
   const float* cos_sin = a.cos_sin_cache.data_as<const float>();
 
-  ParallelFor(
-      tokens, ResolveNumThreads(ctx.num_threads), 32,
-      [&](int, int64_t begin, int64_t end) {
-        std::vector<float> y(head_dim);
-        for (int64_t t = begin; t < end; ++t) {
-          const int64_t slot = LoadIndex<int64_t>(a.slot_mapping, t);
-          if (slot == -1) continue;
-          LoadFloats(a.k, a.k.offset(t, 0), head_dim, y.data());
-          // Two-pass statistics in double (immune to the cancellation a
-          // one-pass fp32 variance suffers on offset inputs), summed in the
-          // order the GPU kernel uses (attention/dtypes/layer_norm.h), so
-          // both write the same bytes.
-          float mean_f, inv_std;
-          LayerNormStats(y.data(), head_dim, a.ln_eps, &mean_f, &inv_std);
-          for (int64_t d = 0; d < head_dim; ++d) {
-            y[d] = (y[d] - mean_f) * inv_std * weight[d] + bias[d];
-          }
-          const int64_t pos = LoadIndex<int64_t>(a.positions, t);
-          ApplyRope(y.data(), cos_sin + a.cos_sin_cache.offset(pos, 0),
-                    rope_dim, a.rope_style);
-          const float scale =
-              QuantizeUe8m0(y.data(), head_dim, traits, cache.values(slot));
-          StoreUnalignedFloat(cache.scale(slot), scale);
-        }
-      });
+  ParallelFor(tokens, ResolveNumThreads(ctx.num_threads), 32,
+              [&](int, int64_t begin, int64_t end) {
+                std::vector<float> y(head_dim);
+                for (int64_t t = begin; t < end; ++t) {
+                  const int64_t slot = LoadIndex<int64_t>(a.slot_mapping, t);
+                  if (slot == -1) continue;
+                  LoadFloats(a.k, a.k.offset(t, 0), head_dim, y.data());
+                  // Two-pass statistics in double (immune to the cancellation a
+                  // one-pass fp32 variance suffers on offset inputs), summed in
+                  // the order the GPU kernel uses
+                  // (attention/dtypes/layer_norm.h), so both write the same
+                  // bytes.
+                  float mean_f, inv_std;
+                  LayerNormStats(y.data(), head_dim, a.ln_eps, &mean_f,
+                                 &inv_std);
+                  for (int64_t d = 0; d < head_dim; ++d) {
+                    y[d] = (y[d] - mean_f) * inv_std * weight[d] + bias[d];
+                  }
+                  RoundInPlace(y.data(), head_dim, a.intermediate_dtype);
+                  const int64_t pos = LoadIndex<int64_t>(a.positions, t);
+                  ApplyRope(y.data(), cos_sin + a.cos_sin_cache.offset(pos, 0),
+                            rope_dim, a.rope_style);
+                  RoundInPlace(y.data(), head_dim, a.intermediate_dtype);
+                  if (a.hadamard_rotation != 0) {
+                    HadamardRotate(y.data(), head_dim);
+                    RoundInPlace(y.data(), head_dim, a.intermediate_dtype);
+                  }
+                  const float scale = QuantizeUe8m0(
+                      y.data(), head_dim, traits, divisor, cache.values(slot));
+                  StoreUnalignedFloat(cache.scale(slot), scale);
+                }
+              });
   return OkStatus();
 }
 
@@ -130,6 +140,7 @@ Status IndexerQCpu(const ExecutionContext& ctx, const IndexerQ::Args& a) {
   DSA_RETURN_IF_ERROR(CheckPositions(op, a.positions, a.cos_sin_cache.dim(0),
                                      /*slot_mapping=*/nullptr));
   const Fp8Traits traits = Fp8TraitsOf(a.q_fp8.dtype);
+  const float divisor = Fp8ScaleDivisor(a.q_fp8.dtype, a.fp8_scale_divisor);
   const float* cos_sin = a.cos_sin_cache.data_as<const float>();
   // head_dim^-0.5 * heads^-0.5, rounded once.
   const float weight_scale =
@@ -148,8 +159,14 @@ Status IndexerQCpu(const ExecutionContext& ctx, const IndexerQ::Args& a) {
                   const int64_t pos = LoadIndex<int64_t>(a.positions, t);
                   ApplyRope(v.data(), cos_sin + a.cos_sin_cache.offset(pos, 0),
                             rope_dim, a.rope_style);
-                  const float scale = QuantizeUe8m0(
-                      v.data(), head_dim, traits, q_fp8 + a.q_fp8.offset(t, h));
+                  RoundInPlace(v.data(), head_dim, a.intermediate_dtype);
+                  if (a.hadamard_rotation != 0) {
+                    HadamardRotate(v.data(), head_dim);
+                    RoundInPlace(v.data(), head_dim, a.intermediate_dtype);
+                  }
+                  const float scale =
+                      QuantizeUe8m0(v.data(), head_dim, traits, divisor,
+                                    q_fp8 + a.q_fp8.offset(t, h));
                   head_weights[a.head_weights.offset(t, h)] =
                       LoadFloat(a.weights, a.weights.offset(t, h)) * scale *
                       weight_scale;

@@ -131,14 +131,26 @@ inline float MaxAbs(const float* x, int64_t n) {
   return m;
 }
 
-// Quantises n values with an ue8m0 scale; returns the scale.
+// Quantises n values with an ue8m0 scale of max(amax, 1e-4) / divisor;
+// returns the scale.
 inline float QuantizeUe8m0(const float* x, int64_t n, const Fp8Traits& traits,
-                           uint8_t* codes) {
-  const float scale = Ue8m0Scale(MaxAbs(x, n), traits.max);
+                           float divisor, uint8_t* codes) {
+  const float scale = Ue8m0Scale(MaxAbs(x, n), divisor);
   // 1/scale is exact (a power of two), so x * inv equals x / scale.
   const float inv = 1.0f / scale;
   for (int64_t i = 0; i < n; ++i) codes[i] = FloatToFp8(x[i] * inv, traits);
   return scale;
+}
+inline float QuantizeUe8m0(const float* x, int64_t n, const Fp8Traits& traits,
+                           uint8_t* codes) {
+  return QuantizeUe8m0(x, n, traits, traits.max, codes);
+}
+
+// Rounds v[0:n] to bfloat16 in place when `dtype` is kBFloat16 (an
+// intermediate_dtype of the indexer ops); float32 leaves it.
+inline void RoundInPlace(float* v, int64_t n, DType dtype) {
+  if (dtype != DType::kBFloat16) return;
+  for (int64_t i = 0; i < n; ++i) v[i] = RoundToBf16(v[i]);
 }
 
 // ---------------------------------------------------------------------------

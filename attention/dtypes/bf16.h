@@ -26,6 +26,12 @@ DSA_HOST_DEVICE inline float Bf16ToFloat(uint16_t h) {
   return BitCast<float>(static_cast<uint32_t>(h) << 16);
 }
 
+// x rounded to the nearest bfloat16, as a float (what storing a float32 into
+// a bf16 tensor and reading it back gives).
+DSA_HOST_DEVICE inline float RoundToBf16(float x) {
+  return Bf16ToFloat(FloatToBf16(x));
+}
+
 }  // namespace dsa::attention
 
 #endif  // DSA_ATTENTION_DTYPES_BF16_H_

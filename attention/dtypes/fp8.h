@@ -97,10 +97,10 @@ DSA_HOST_DEVICE inline float Fp8ToFloat(uint8_t code, const Fp8Traits& t) {
 // tiny) vector still gets a finite, non-zero scale.
 inline constexpr float kFp8MinAmax = 1e-4f;
 
-// Scale for a vector with absolute maximum `amax`: max(amax, 1e-4) / fp8_max,
+// Scale for a vector with absolute maximum `amax`: max(amax, 1e-4) / divisor,
 // rounded UP to a power of two (an "ue8m0" scale: exponent only), so that
-// amax / scale <= fp8_max and nothing saturates. Computed in float32 as the
-// DeepSeek-V3.2 reference quantiser does.
+// amax / scale <= divisor and nothing saturates when divisor <= fp8_max.
+// Computed in float32 as the DeepSeek-V3.2 reference quantiser does.
 DSA_HOST_DEVICE inline float Ue8m0Scale(float amax, float fp8_max) {
   // NaN amax compares false and takes the floor, keeping the scale finite.
   const float clamped = amax >= kFp8MinAmax ? amax : kFp8MinAmax;
@@ -109,6 +109,24 @@ DSA_HOST_DEVICE inline float Ue8m0Scale(float amax, float fp8_max) {
     bits = (bits & 0xff800000u) + 0x00800000u;
   }
   return BitCast<float>(bits);
+}
+
+// The divisor a quantiser's scale uses: `divisor` when it is positive (an
+// op's fp8_scale_divisor argument), else the format's max.
+DSA_HOST_DEVICE constexpr float Fp8ScaleDivisor(DType dtype, float divisor) {
+  return divisor > 0.0f ? divisor : Fp8Max(dtype);
+}
+
+// vLLM's divisor for the indexer's fp8 keys and queries: 448 for e4m3fn, and
+// 224, not the format's 240, for e4m3fnuz (gfx940/gfx942: csrc's
+// kFp8ScaleDivisor, the Triton kernels' IS_FNUZ branch, get_fp8_min_max,
+// "Using the default value (240.0) ... will cause accuracy issue"). With
+// power-of-two scales the two divisors pick scales a factor 2 apart when
+// amax / 2^k falls in (224, 240].
+inline constexpr float kVllmE4m3fnuzScaleDivisor = 224.0f;
+DSA_HOST_DEVICE constexpr float VllmFp8ScaleDivisor(DType dtype) {
+  return dtype == DType::kFloat8E4m3fnuz ? kVllmE4m3fnuzScaleDivisor
+                                         : Fp8Max(dtype);
 }
 
 }  // namespace dsa::attention

@@ -259,6 +259,9 @@ IndexerKWriteParams IndexerKWriteParamsFor(const IndexerKWrite::Args& a) {
   p.topk_stride = a.topk_indices.stride(0);
   p.tokens = a.k.dim(0);
   p.head_dim = static_cast<int32_t>(a.k.dim(1));
+  p.round_to_bf16 = a.intermediate_dtype == DType::kBFloat16;
+  p.scale_divisor = a.fp8_scale_divisor;
+  p.hadamard_rotation = a.hadamard_rotation != 0;
   return p;
 }
 
@@ -296,6 +299,9 @@ IndexerQParams IndexerQParamsFor(const IndexerQ::Args& a) {
   p.tokens = a.q.dim(0);
   p.heads = static_cast<int32_t>(a.q.dim(1));
   p.head_dim = static_cast<int32_t>(a.q.dim(2));
+  p.round_to_bf16 = a.intermediate_dtype == DType::kBFloat16;
+  p.scale_divisor = a.fp8_scale_divisor;
+  p.hadamard_rotation = a.hadamard_rotation != 0;
   return p;
 }
 

@@ -114,8 +114,28 @@ uint16_t Bf16Nearest(double x) {
 }
 
 double Ue8m0Scale(double amax, Fp8Kind kind) {
-  const double s = std::max(amax, 1e-4) / Fp8MaxValue(kind);
+  return Ue8m0ScaleWithDivisor(amax, Fp8MaxValue(kind));
+}
+
+double Ue8m0ScaleWithDivisor(double amax, double divisor) {
+  const double s = std::max(amax, 1e-4) / divisor;
   return std::exp2(std::ceil(std::log2(s)));
+}
+
+double RoundBf16(double x) { return Bf16Value(Bf16Nearest(x)); }
+
+std::vector<double> HadamardRotate(const std::vector<double>& x) {
+  const size_t n = x.size();
+  std::vector<double> y(n, 0.0);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(n));
+  for (size_t i = 0; i < n; ++i) {
+    double acc = 0.0;
+    for (size_t j = 0; j < n; ++j) {
+      acc += (__builtin_popcountll(i & j) % 2 == 0 ? 1.0 : -1.0) * x[j];
+    }
+    y[i] = acc * scale;
+  }
+  return y;
 }
 
 std::vector<double> LayerNorm(const std::vector<double>& x,

@@ -34,6 +34,15 @@ uint16_t Bf16Nearest(double x);
 
 // max(amax, 1e-4) / fp8_max rounded up to a power of two.
 double Ue8m0Scale(double amax, Fp8Kind kind);
+// The same with another divisor (vLLM's 224 on e4m3fnuz).
+double Ue8m0ScaleWithDivisor(double amax, double divisor);
+
+// x rounded to the nearest bfloat16, as a double.
+double RoundBf16(double x);
+
+// H x / sqrt(n) for the n x n Sylvester-Hadamard matrix H[i][j] =
+// (-1)^popcount(i & j), n a power of two, as a plain matrix product.
+std::vector<double> HadamardRotate(const std::vector<double>& x);
 
 // LayerNorm (biased variance) of x with weight w, bias b.
 std::vector<double> LayerNorm(const std::vector<double>& x,

@@ -78,6 +78,7 @@ struct WorkloadResult {
 struct BenchResult {
   PlatformInfo platform;
   std::string model;
+  std::string model_source;  // what --model loaded (LoadedModel::description)
   int main_layers = 0, mtp_layers = 0, indexer_layers = 0;
   int64_t index_topk = 0;
   int spec_tokens = 0;

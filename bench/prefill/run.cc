@@ -17,6 +17,7 @@
 #include "bench/prefill/schedule_run.h"
 #include "bench/prefill/setup.h"
 #include "model/deepseek_v32/attention_kernels.h"
+#include "model/deepseek_v32/model_loader.h"
 #include "platform/status_macros.h"
 
 namespace dsa::prefill_bench {
@@ -77,8 +78,10 @@ absl::StatusOr<std::vector<ArmModel>> BuildArms(
         "[setup] building the ", spec->name, " arm: ", config.name(), ", ",
         config.num_layers(), " layers on ", platform.info.name));
     absl::StatusOr<std::unique_ptr<DeepseekV32Model>> model =
-        DeepseekV32Model::Create(std::move(planner), *platform.exec, kernels,
-                                 ArmOptions(*spec, setup.options), flags.seed);
+        DeepseekV32Model::Create(
+            std::move(planner), *platform.exec, kernels,
+            ArmOptions(*spec, setup.options), setup.loaded->weight_source(),
+            flags.seed, model::deepseek_v32::TerminalLoadProgress(stderr));
     if (!model.ok()) {
       return absl::Status(
           model.status().code(),
@@ -303,6 +306,7 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
   BenchResult result;
   result.platform = setup.platform.info;
   result.model = config.name();
+  result.model_source = setup.loaded->description();
   result.main_layers = config.num_main_layers();
   result.mtp_layers = config.num_mtp_layers();
   result.indexer_layers = config.num_indexer_layers();

@@ -88,13 +88,15 @@ absl::StatusOr<BenchSetup> MakeSetup(const Flags& flags,
   const std::string model_name = !flags.model.empty() ? flags.model
                                  : on_cpu             ? kCpuDefaultModel
                                                       : kGpuDefaultModel;
-  absl::StatusOr<ModelConfig> config =
-      model::deepseek_v32::LoadModelConfig(model_name);
-  if (!config.ok()) {
+  absl::StatusOr<model::deepseek_v32::LoadedModel> loaded =
+      model::deepseek_v32::LoadModel(model_name);
+  if (!loaded.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--model: ", config.status().message()));
+        absl::StrCat("--model: ", loaded.status().message()));
   }
-  BenchSetup s{std::move(platform), *std::move(config)};
+  BenchSetup s{std::move(platform), loaded->config(),
+               std::make_shared<const model::deepseek_v32::LoadedModel>(
+                   *std::move(loaded))};
   const int64_t topk = s.config.index_topk();
   DSA_ASSIGN_OR_RETURN(
       s.workloads, MakeWorkloads(flags.workloads, topk, flags.prompts, on_cpu));

@@ -8,6 +8,7 @@
 #define DSA_BENCH_PREFILL_SETUP_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "bench/prefill/platform_choice.h"
 #include "bench/prefill/workloads.h"
 #include "model/deepseek_v32/model_config.h"
+#include "model/deepseek_v32/model_loader.h"
 #include "model/deepseek_v32/model_runner.h"
 #include "platform/registry.h"
 
@@ -25,6 +27,9 @@ namespace dsa::prefill_bench {
 struct BenchSetup {
   ResolvedPlatform platform;
   model::deepseek_v32::ModelConfig config;
+  // What --model loaded (its description is reported; a checkpoint's
+  // weights feed every arm's runner).
+  std::shared_ptr<const model::deepseek_v32::LoadedModel> loaded;
   std::vector<Workload> workloads;
   std::vector<Schedule> schedules;  // one per workload
   int64_t step_tokens = 0;          // max_num_batched_tokens

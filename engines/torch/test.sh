@@ -14,7 +14,8 @@ testing/setup_debian.sh --torch
 
 bazel --max_idle_secs=300 build \
   //platform/cpu:libdsa_cpu_platform.so //attention/cpu:libdsa_attention_cpu.so \
-  //platform/rocm:libdsa_rocm_platform.so //platform/cuda:libdsa_cuda_platform.so
+  //platform/rocm:libdsa_rocm_platform.so //platform/cuda:libdsa_cuda_platform.so \
+  //model/deepseek_v32:libdsa_stack.so
 
 python=/usr/bin/python3  # Debian's, which has python3-torch
 [ -n "${PYTHON:-}" ] && python="$PYTHON"

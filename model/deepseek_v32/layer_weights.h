@@ -16,6 +16,7 @@
 #define DSA_MODEL_DEEPSEEK_V32_LAYER_WEIGHTS_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,7 +25,7 @@
 namespace dsa::model::deepseek_v32 {
 
 // The tensors of a layer, in a fixed order (their random streams depend on
-// it).
+// it: new tensors are appended).
 enum class WeightId : int {
   kQAProj = 0,
   kQALayerNorm,
@@ -38,24 +39,64 @@ enum class WeightId : int {
   kIndexerKNormWeight,
   kIndexerKNormBias,
   kIndexerWeightsProj,
+  kInputLayerNorm,  // every layer: the RMSNorm before attention
+  kEhProj,          // MTP layers: eh_proj over [enorm(embed); hnorm(h)]
+  kEnorm,           // MTP layers
+  kHnorm,           // MTP layers
+  // The first MTP layer: the main model's final RMSNorm (model.norm), which
+  // the main layers' output passes before hnorm (vLLM hands the MTP the
+  // model's normed output).
+  kFinalNorm,
   kCount,
 };
 inline constexpr int kNumWeightIds = static_cast<int>(WeightId::kCount);
 
-// One tensor of a layer: [rows, cols] (cols = 1 for a vector), and how
-// Random() draws it: offset + scale * u, u uniform in [-1, 1).
+// One tensor of a layer: [rows, cols] (cols = 1 for a vector), its name in
+// a Hugging Face checkpoint after "model.layers.<layer>.", and how Random()
+// draws it: offset + scale * u, u uniform in [-1, 1).
 struct WeightSpec {
   WeightId id;
   const char* name;
+  // "self_attn.q_a_proj.weight", ...; a name starting with "model." is the
+  // whole name (a model-level tensor, model.norm.weight).
+  const char* hf_name;
   int64_t rows = 0, cols = 1;
   float scale = 0.0f, offset = 0.0f;
+  bool is_vector = false;  // a norm's weight or bias: shape [rows]
   int64_t size() const { return rows * cols; }
 };
 
-// The tensors `layer` of `config` has (the indexer's only when it owns one).
-// Projections are uniform with variance 1/fan_in, norm weights near 1,
-// biases near 0.
+// The tensors `layer` of `config` has: the MLA's and input_layernorm always,
+// the indexer's only when the layer owns one (GLM-5.2's shared layers have
+// none, whatever a checkpoint ships for them), eh_proj, enorm and hnorm on
+// MTP layers. Projections are uniform with variance 1/fan_in, norm weights
+// near 1, biases near 0.
 std::vector<WeightSpec> LayerWeightSpecs(const ModelConfig& config, int layer);
+
+// The model's embedding table, model.embed_tokens.weight [vocab, hidden],
+// drawn for a model without a checkpoint: N(0, 1)-sized rows (uniform on
+// [-sqrt(3), sqrt(3)) as RandomFill draws them, rounded to bf16), so that
+// hidden states are of order 1 as real embeddings scaled by the first
+// norms are.
+inline constexpr uint64_t kEmbeddingStream = ~uint64_t{0};
+float RandomEmbeddingValue(uint64_t seed, int64_t token, int64_t hidden_index,
+                           int64_t hidden_size);
+
+// Where a model's weights come from when they are not drawn from a seed (a
+// checkpoint, host floats): each tensor as bf16 bits, a range of its
+// row-major elements at a time, so that a loader can move it to the device
+// through a bounded staging buffer.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  // Elements [begin, begin + count) of `layer`'s tensor `spec`.
+  virtual absl::Status ReadBf16(int layer, const WeightSpec& spec,
+                                int64_t begin, int64_t count,
+                                uint16_t* out) const = 0;
+};
+
+// Progress of a load: bytes of device weights written so far and in all.
+using LoadProgress = std::function<void(int64_t done, int64_t total)>;
 
 // RandomFill's stream of a layer's tensor.
 uint64_t WeightStream(int layer, WeightId id);
@@ -75,6 +116,12 @@ struct LayerWeights {
   std::vector<float> indexer_k_norm_weight;  // [index_dim] LayerNorm
   std::vector<float> indexer_k_norm_bias;    // [index_dim]
   std::vector<float> indexer_weights_proj;   // [index_heads, hidden]
+  std::vector<float> input_layernorm;        // [hidden] RMSNorm weight
+  // MTP layers only.
+  std::vector<float> eh_proj;     // [hidden, 2 * hidden]
+  std::vector<float> enorm;       // [hidden]
+  std::vector<float> hnorm;       // [hidden]
+  std::vector<float> final_norm;  // [hidden], the first MTP layer only
 
   bool has_indexer() const { return !indexer_wk.empty(); }
 
@@ -88,6 +135,19 @@ struct LayerWeights {
   // InvalidArgument naming the first tensor whose size does not match
   // `config` (and whether `layer` owns an indexer).
   absl::Status Validate(const ModelConfig& config, int layer) const;
+};
+
+// A WeightSource over host weights (one LayerWeights per layer), each value
+// rounded to bf16.
+class HostWeightSource : public WeightSource {
+ public:
+  explicit HostWeightSource(const std::vector<LayerWeights>& weights)
+      : weights_(weights) {}
+  absl::Status ReadBf16(int layer, const WeightSpec& spec, int64_t begin,
+                        int64_t count, uint16_t* out) const override;
+
+ private:
+  const std::vector<LayerWeights>& weights_;
 };
 
 }  // namespace dsa::model::deepseek_v32

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -100,6 +101,13 @@ absl::Status ValidateIndexer(const DeepseekV32Config& p, const Checker& c) {
                                 "): the indexer ropes "
                                 "the first qk_rope_head_dim dims of a head"));
   }
+  if (ix.hadamard_rotation() &&
+      (ix.index_head_dim() & (ix.index_head_dim() - 1)) != 0) {
+    return c.Error("indexer.hadamard_rotation",
+                   absl::StrCat("needs index_head_dim a power of two (the "
+                                "Walsh-Hadamard transform), got ",
+                                ix.index_head_dim()));
+  }
   if (ix.rope_style() != INDEXER_ROPE_NEOX &&
       ix.rope_style() != INDEXER_ROPE_INTERLEAVED) {
     return c.Error("indexer.rope_style",
@@ -151,6 +159,51 @@ absl::Status ValidateIndexer(const DeepseekV32Config& p, const Checker& c) {
                  "indexer)");
 }
 
+// A finite value in [lo, hi].
+absl::Status FiniteInRange(const Checker& c, absl::string_view field,
+                           double value, double lo, double hi) {
+  if (!std::isfinite(value) || value < lo || value > hi) {
+    return c.Error(field, absl::StrCat("must be a finite number in [", lo, ", ",
+                                       hi, "], got ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRope(const DeepseekV32Config& p, const Checker& c) {
+  if (!std::isfinite(p.rope_theta()) || !(p.rope_theta() > 1.0)) {
+    return c.Error("rope_theta",
+                   absl::StrCat("must be a finite number above 1 (the rope "
+                                "base), got ",
+                                p.rope_theta()));
+  }
+  if (p.mla_rope_style() != MLA_ROPE_INTERLEAVED &&
+      p.mla_rope_style() != MLA_ROPE_NEOX) {
+    return c.Error("mla_rope_style",
+                   "must be MLA_ROPE_INTERLEAVED or MLA_ROPE_NEOX");
+  }
+  if (!p.has_rope_scaling()) return absl::OkStatus();
+  const RopeScaling& y = p.rope_scaling();
+  if (y.type() != "yarn") {
+    return c.Error("rope_scaling.type",
+                   absl::StrCat("must be \"yarn\" (the only rope scaling of "
+                                "the family), got \"",
+                                platform::EchoForMessage(y.type()), "\""));
+  }
+  DSA_RETURN_IF_ERROR(
+      FiniteInRange(c, "rope_scaling.factor", y.factor(), 1.0, 1e6));
+  DSA_RETURN_IF_ERROR(c.InRange("rope_scaling.original_max_position_embeddings",
+                                y.original_max_position_embeddings(), 1,
+                                kMaxPositions));
+  DSA_RETURN_IF_ERROR(
+      FiniteInRange(c, "rope_scaling.beta_fast", y.beta_fast(), 1e-6, 1e6));
+  DSA_RETURN_IF_ERROR(
+      FiniteInRange(c, "rope_scaling.beta_slow", y.beta_slow(), 1e-6, 1e6));
+  DSA_RETURN_IF_ERROR(
+      FiniteInRange(c, "rope_scaling.mscale", y.mscale(), 0.0, 1e3));
+  return FiniteInRange(c, "rope_scaling.mscale_all_dim", y.mscale_all_dim(),
+                       0.0, 1e3);
+}
+
 absl::Status Validate(const DeepseekV32Config& p, const Checker& c) {
   if (!IsValidPresetName(p.name())) {
     return c.Error("name",
@@ -186,10 +239,34 @@ absl::Status Validate(const DeepseekV32Config& p, const Checker& c) {
   DSA_RETURN_IF_ERROR(c.Dim("v_head_dim", p.v_head_dim()));
   DSA_RETURN_IF_ERROR(c.InRange("max_position_embeddings",
                                 p.max_position_embeddings(), 1, kMaxPositions));
+  DSA_RETURN_IF_ERROR(c.InRange("vocab_size", p.vocab_size(), 1, kMaxVocab));
+  if (!std::isfinite(p.rms_norm_eps()) || !(p.rms_norm_eps() > 0.0) ||
+      p.rms_norm_eps() > 1.0) {
+    return c.Error("rms_norm_eps",
+                   absl::StrCat("must be a finite number in (0, 1], got ",
+                                p.rms_norm_eps()));
+  }
+  DSA_RETURN_IF_ERROR(ValidateRope(p, c));
   return ValidateIndexer(p, c);
 }
 
 }  // namespace
+
+double YarnMscale(double factor, double mscale) {
+  if (factor <= 1.0) return 1.0;
+  return 0.1 * mscale * std::log(factor) + 1.0;
+}
+
+double ComputeMlaSoftmaxScale(const DeepseekV32Config& p) {
+  const double qk = p.qk_nope_head_dim() + p.qk_rope_head_dim();
+  double scale = 1.0 / std::sqrt(qk);
+  if (p.has_rope_scaling()) {
+    const double m = YarnMscale(p.rope_scaling().factor(),
+                                p.rope_scaling().mscale_all_dim());
+    scale *= m * m;
+  }
+  return scale;
+}
 
 absl::StatusOr<ModelConfig> ModelConfig::FromProto(DeepseekV32Config proto,
                                                    absl::string_view source) {
@@ -223,6 +300,7 @@ absl::StatusOr<ModelConfig> ModelConfig::FromProto(DeepseekV32Config proto,
     if (config.topk_source_[layer] == layer) ++config.num_indexer_layers_;
   }
   config.proto_ = std::move(proto);
+  config.mla_softmax_scale_ = ComputeMlaSoftmaxScale(config.proto_);
   return config;
 }
 

@@ -28,6 +28,7 @@ namespace dsa::model::deepseek_v32 {
 inline constexpr int kMaxLayers = 4096;
 inline constexpr int kMaxMtpLayers = 64;
 inline constexpr int kMaxDim = 65536;
+inline constexpr int kMaxVocab = 1 << 22;
 // Token positions are int32 in the attention kernels.
 inline constexpr int64_t kMaxPositions = (int64_t{1} << 31) - 1;
 // The fp8 MLA latent cache keeps one scale per this many latent values.
@@ -83,13 +84,26 @@ class ModelConfig {
   int latent_cache_dim() const {
     return proto_.kv_lora_rank() + proto_.qk_rope_head_dim();
   }
+  double rms_norm_eps() const { return proto_.rms_norm_eps(); }
+  // The softmax scale of the MLA (sparse and dense alike):
+  // qk_head_dim^-0.5, times YaRN's mscale(factor, mscale_all_dim)^2 when the
+  // model has YaRN (x1.874 for DeepSeek-V3.2), as vLLM computes it.
+  double mla_softmax_scale() const { return mla_softmax_scale_; }
 
  private:
   ModelConfig() = default;
   DeepseekV32Config proto_;
   std::vector<int> topk_source_;  // per layer, main then MTP
   int num_indexer_layers_ = 0;
+  double mla_softmax_scale_ = 0.0;
 };
+
+// YaRN's attention factor, vLLM's yarn_get_mscale: 0.1 * mscale * ln(factor)
+// + 1, and 1 for factor <= 1.
+double YarnMscale(double factor, double mscale);
+
+// ModelConfig::mla_softmax_scale of a (validated) config.
+double ComputeMlaSoftmaxScale(const DeepseekV32Config& config);
 
 // Names of the embedded presets, sorted.
 std::vector<std::string> PresetNames();

@@ -1,5 +1,6 @@
 #include "model/deepseek_v32/model_config.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -149,6 +150,42 @@ TEST(PresetsTest, TinyPresetsAreSmallWithTheSameStructure) {
   EXPECT_EQ(c.topk_source_layer(7), 6);
 }
 
+// The numerics each model's config.json gives (vLLM reads the same fields):
+// rope theta, YaRN with its softmax mscale^2 for DeepSeek-V3.2, RMSNorm eps.
+TEST(PresetsTest, CarryEachModelsRopeEpsAndVocabulary) {
+  ASSERT_OK_AND_ASSIGN(ModelConfig ds, LoadPreset("deepseek-v3.2"));
+  EXPECT_EQ(ds.proto().rope_theta(), 10000);
+  ASSERT_TRUE(ds.proto().has_rope_scaling());
+  const RopeScaling& y = ds.proto().rope_scaling();
+  EXPECT_EQ(y.type(), "yarn");
+  EXPECT_EQ(y.factor(), 40);
+  EXPECT_EQ(y.original_max_position_embeddings(), 4096);
+  EXPECT_EQ(y.beta_fast(), 32);
+  EXPECT_EQ(y.beta_slow(), 1);
+  EXPECT_EQ(y.mscale(), 1.0);
+  EXPECT_EQ(y.mscale_all_dim(), 1.0);
+  EXPECT_EQ(ds.rms_norm_eps(), 1e-6);
+  EXPECT_EQ(ds.proto().vocab_size(), 129280);
+  // 192^-0.5 * (0.1 ln 40 + 1)^2 = 0.072169 * 1.87385.
+  const double m = 0.1 * std::log(40.0) + 1.0;
+  EXPECT_DOUBLE_EQ(ds.mla_softmax_scale(), m * m / std::sqrt(192.0));
+  EXPECT_NEAR(ds.mla_softmax_scale(), 0.135234, 1e-6);
+  for (const char* name : {"glm-5.1", "glm-5.2"}) {
+    ASSERT_OK_AND_ASSIGN(ModelConfig glm, LoadPreset(name));
+    EXPECT_EQ(glm.proto().rope_theta(),
+              std::string(name) == "glm-5.1" ? 1e6 : 8e6);
+    EXPECT_FALSE(glm.proto().has_rope_scaling());
+    EXPECT_EQ(glm.rms_norm_eps(), 1e-5);
+    EXPECT_EQ(glm.proto().vocab_size(), 154880);
+    EXPECT_DOUBLE_EQ(glm.mla_softmax_scale(), 1.0 / 16.0);  // 256^-0.5
+  }
+  for (const std::string& name : PresetNames()) {
+    ASSERT_OK_AND_ASSIGN(ModelConfig c, LoadPreset(name));
+    EXPECT_EQ(c.proto().mla_rope_style(), MLA_ROPE_INTERLEAVED) << name;
+    EXPECT_FALSE(c.proto().indexer().hadamard_rotation()) << name;  // vLLM
+  }
+}
+
 TEST(ModelConfigTest, OutOfRangeLayersAreNotLayers) {
   ASSERT_OK_AND_ASSIGN(ModelConfig c, LoadPreset("glm-5.1"));
   for (int layer : {-1, 79, 1 << 30}) {
@@ -264,7 +301,52 @@ INSTANTIATE_TEST_SUITE_P(
                 [](auto& p) {
                   p.mutable_indexer()->mutable_layer_list()->set_layers(4, 6);
                 },
-                "indexer.layer_list.layers[4]"}),
+                "indexer.layer_list.layers[4]"},
+        BadCase{"no_rope_theta", [](auto& p) { p.clear_rope_theta(); },
+                "rope_theta must be a finite number above 1"},
+        BadCase{"nan_rope_theta", [](auto& p) { p.set_rope_theta(NAN); },
+                "rope_theta"},
+        BadCase{"no_eps", [](auto& p) { p.clear_rms_norm_eps(); },
+                "rms_norm_eps must be a finite number in (0, 1]"},
+        BadCase{"no_vocab", [](auto& p) { p.clear_vocab_size(); },
+                "vocab_size"},
+        BadCase{"mla_rope_unset", [](auto& p) { p.clear_mla_rope_style(); },
+                "mla_rope_style"},
+        BadCase{"linear_scaling",
+                [](auto& p) {
+                  p.mutable_rope_scaling()->set_type("linear");
+                  p.mutable_rope_scaling()->set_factor(4);
+                },
+                "rope_scaling.type must be \"yarn\""},
+        BadCase{"yarn_factor_below_one",
+                [](auto& p) {
+                  RopeScaling& y = *p.mutable_rope_scaling();
+                  y.set_type("yarn");
+                  y.set_factor(0.5);
+                },
+                "rope_scaling.factor"},
+        BadCase{"yarn_without_original",
+                [](auto& p) {
+                  RopeScaling& y = *p.mutable_rope_scaling();
+                  y.set_type("yarn");
+                  y.set_factor(40);
+                },
+                "rope_scaling.original_max_position_embeddings"},
+        BadCase{"yarn_without_betas",
+                [](auto& p) {
+                  RopeScaling& y = *p.mutable_rope_scaling();
+                  y.set_type("yarn");
+                  y.set_factor(40);
+                  y.set_original_max_position_embeddings(4096);
+                },
+                "rope_scaling.beta_fast"},
+        BadCase{"hadamard_not_power_of_two",
+                [](auto& p) {
+                  p.mutable_indexer()->set_hadamard_rotation(true);
+                  p.mutable_indexer()->set_index_head_dim(96);
+                },
+                "indexer.hadamard_rotation needs index_head_dim a power of "
+                "two"}),
     [](const auto& info) { return std::string(info.param.what); });
 
 TEST(ModelConfigTest, ErrorsNameTheSource) {

@@ -11,6 +11,7 @@
 #include "attention/dense_ops.h"
 #include "attention/dtypes/bf16.h"
 #include "attention/dtypes/dtype.h"
+#include "attention/dtypes/fp8.h"
 #include "attention/tensor.h"
 #include "model/deepseek_v32/host_math.h"
 #include "platform/status_macros.h"
@@ -24,7 +25,8 @@ using attention::TensorView;
 using platform::DeviceBuffer;
 using platform::DeviceRuntime;
 
-constexpr float kRmsNormEps = 1e-6f;
+// The indexer's k_norm LayerNorm: 1e-6 in every engine and in DeepSeek's
+// reference (the RMSNorms take the config's rms_norm_eps).
 constexpr float kIndexerLayerNormEps = 1e-6f;
 
 // Device memory that grows to the largest size asked of it and is reused
@@ -169,6 +171,12 @@ struct DeepseekV32Model::Shared {
   attention::LatentCacheFormat latent_format;
   DType indexer_cache_dtype = DType::kFloat8E4m3fn;
   attention::RopeStyle indexer_rope = attention::RopeStyle::kNeox;
+  // The model's numerics, from its config, computed once.
+  attention::RopeStyle mla_rope = attention::RopeStyle::kInterleaved;
+  float rms_norm_eps = 1e-6f;
+  float softmax_scale = 0.0f;
+  float indexer_fp8_divisor = 0.0f;  // vLLM's (224 on e4m3fnuz)
+  bool indexer_hadamard = false;
 
   DeviceBuffer rope;  // [max_model_len, rope_dim] f32
 
@@ -224,7 +232,7 @@ struct DeepseekV32Model::Shared {
     attention::RmsNorm::Args a;
     a.x = x;
     a.weight = weight;
-    a.eps = kRmsNormEps;
+    a.eps = rms_norm_eps;
     a.y = y;
     return DSA_LAUNCH(*this, rms_norm, kernels.dense.rms_norm, a);
   }
@@ -234,7 +242,7 @@ struct DeepseekV32Model::Shared {
     a.positions = MakeTensorView(positions.data(), DType::kInt64, {tokens});
     a.cos_sin_cache =
         MakeTensorView(rope.data(), DType::kFloat32, {max_position, x.dim(2)});
-    a.rope_style = attention::RopeStyle::kInterleaved;  // the MLA's
+    a.rope_style = mla_rope;
     return DSA_LAUNCH(*this, rope, kernels.dense.rope, a);
   }
   absl::Status Cast(const TensorView& x, const TensorView& y) {
@@ -273,7 +281,7 @@ struct DeepseekV32Model::Layer {
 struct DeepseekV32Model::Activations {
   int64_t capacity = 0;       // tokens
   DeviceBuffer residual;      // [T, hidden] f32: the residual stream
-  DeviceBuffer x;             // [T, hidden] activation dtype (bf16 only)
+  DeviceBuffer x;             // [T, hidden]: input_layernorm(residual)
   DeviceBuffer q_c_raw;       // [T, q_lora] f32, before its norm
   DeviceBuffer q_c;           // [T, q_lora]
   DeviceBuffer q;             // [T, heads, qk_nope + rope]
@@ -290,6 +298,10 @@ struct DeepseekV32Model::Activations {
   // [T, hidden] f32: the residual stream after the main layers, kept on the
   // device while the MTP layers run (presets with MTP layers only).
   DeviceBuffer main_hidden;
+  // MTP layers only: [num_mtp_layers, T, hidden] f32, their token input
+  // (rows at position 0 zeroed), and [T, 2 * hidden], [enorm | hnorm].
+  DeviceBuffer mtp_embeddings;
+  DeviceBuffer mtp_cat;
 };
 
 DeepseekV32Model::DeepseekV32Model(LayerPlanner planner, RuntimeOptions options,
@@ -304,20 +316,46 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
     LayerPlanner planner, platform::Platform platform, AttentionKernels kernels,
     RuntimeOptions options, uint64_t seed) {
   return Build(std::move(planner), std::move(platform), kernels, options,
-               nullptr, seed);
+               nullptr, {}, seed);
 }
 
 absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
     LayerPlanner planner, platform::Platform platform, AttentionKernels kernels,
     RuntimeOptions options, std::vector<LayerWeights> weights) {
+  const ModelConfig& config = planner.config();
+  if (static_cast<int>(weights.size()) != config.num_layers()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weights for ", weights.size(), " layers, the model has ",
+                     config.num_layers()));
+  }
+  for (int l = 0; l < config.num_layers(); ++l) {
+    DSA_RETURN_IF_ERROR(weights[l].Validate(config, l));
+  }
+  const HostWeightSource source(weights);
   return Build(std::move(planner), std::move(platform), kernels, options,
-               &weights, 0);
+               &source, {}, 0);
+}
+
+absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
+    LayerPlanner planner, platform::Platform platform, AttentionKernels kernels,
+    RuntimeOptions options, const WeightSource& source,
+    const LoadProgress& progress) {
+  return Build(std::move(planner), std::move(platform), kernels, options,
+               &source, progress, 0);
+}
+
+absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
+    LayerPlanner planner, platform::Platform platform, AttentionKernels kernels,
+    RuntimeOptions options, const WeightSource* weights, uint64_t seed,
+    const LoadProgress& progress) {
+  return Build(std::move(planner), std::move(platform), kernels, options,
+               weights, progress, seed);
 }
 
 absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
     LayerPlanner planner, platform::Platform platform, AttentionKernels kernels,
-    RuntimeOptions options, const std::vector<LayerWeights>* weights,
-    uint64_t seed) {
+    RuntimeOptions options, const WeightSource* source,
+    const LoadProgress& progress, uint64_t seed) {
   // Checked on the planner's configuration before it moves into the model.
   const ModelConfig& config = planner.config();
   if (options.max_model_len < 1 ||
@@ -332,26 +370,12 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
         absl::StrCat("runtime options: max_num_batched_tokens is ",
                      options.max_num_batched_tokens, ", expected at least 1"));
   }
-  if (options.rope_theta <= 1.0) {
-    return absl::InvalidArgumentError(
-        "runtime options: rope_theta must be > 1");
-  }
   if (options.activation_dtype != DType::kFloat32 &&
       options.activation_dtype != DType::kBFloat16) {
     return absl::InvalidArgumentError(
         absl::StrCat("runtime options: activation_dtype is ",
                      attention::DTypeName(options.activation_dtype),
                      ", expected float32 or bfloat16"));
-  }
-  if (weights != nullptr) {
-    if (static_cast<int>(weights->size()) != config.num_layers()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("weights for ", weights->size(),
-                       " layers, the model has ", config.num_layers()));
-    }
-    for (int l = 0; l < config.num_layers(); ++l) {
-      DSA_RETURN_IF_ERROR((*weights)[l].Validate(config, l));
-    }
   }
   // Every kernel the step calls, so that a platform without one fails here,
   // naming the op, and not in the middle of a step.
@@ -392,12 +416,32 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   shared->indexer_rope = mc.indexer().rope_style() == INDEXER_ROPE_INTERLEAVED
                              ? attention::RopeStyle::kInterleaved
                              : attention::RopeStyle::kNeox;
+  shared->mla_rope = mc.mla_rope_style() == MLA_ROPE_NEOX
+                         ? attention::RopeStyle::kNeox
+                         : attention::RopeStyle::kInterleaved;
+  shared->rms_norm_eps = static_cast<float>(model_config.rms_norm_eps());
+  shared->softmax_scale = static_cast<float>(model_config.mla_softmax_scale());
+  shared->indexer_fp8_divisor =
+      attention::VllmFp8ScaleDivisor(shared->indexer_cache_dtype);
+  shared->indexer_hadamard = mc.indexer().hadamard_rotation();
   DSA_ASSIGN_OR_RETURN(
       shared->rope,
-      Upload(shared->runtime,
-             RopeCosSinTable(options.max_model_len, mc.qk_rope_head_dim(),
-                             options.rope_theta)));
+      Upload(shared->runtime, RopeCosSinTable(mc, options.max_model_len)));
 
+  // Weights from a source move through one bounded host staging buffer.
+  int64_t weight_bytes = 0, weight_bytes_done = 0;
+  std::vector<uint16_t> staging;
+  if (source != nullptr) {
+    int64_t largest = 0;
+    for (int l = 0; l < model_config.num_layers(); ++l) {
+      for (const WeightSpec& spec : LayerWeightSpecs(model_config, l)) {
+        weight_bytes += spec.size() * 2;
+        largest = std::max(largest, spec.size());
+      }
+    }
+    staging.resize(static_cast<size_t>(
+        std::max<int64_t>(1, std::min(largest, kWeightStagingBytes / 2))));
+  }
   const int64_t latent_entry_bytes =
       LatentCacheEntryBytes(shared->latent_format);
   const int64_t slots = int64_t{options.num_blocks} * options.block_size;
@@ -420,14 +464,23 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
       const int i = static_cast<int>(spec.id);
       layer->rows[i] = spec.rows;
       layer->cols[i] = spec.cols;
-      if (weights != nullptr) {
-        // The caller's floats, rounded to bf16 once.
-        const std::vector<float>& host = (*weights)[l].tensor(spec.id);
-        std::vector<uint16_t> bits(host.size());
-        for (size_t k = 0; k < host.size(); ++k) {
-          bits[k] = attention::FloatToBf16(host[k]);
+      if (source != nullptr) {
+        // The source's bf16, a staging buffer at a time.
+        DSA_ASSIGN_OR_RETURN(
+            layer->weights[i],
+            DeviceBuffer::Allocate(shared->runtime,
+                                   static_cast<size_t>(spec.size()) * 2));
+        const int64_t chunk = static_cast<int64_t>(staging.size());
+        for (int64_t begin = 0; begin < spec.size(); begin += chunk) {
+          const int64_t count = std::min(chunk, spec.size() - begin);
+          DSA_RETURN_IF_ERROR(
+              source->ReadBf16(l, spec, begin, count, staging.data()));
+          DSA_RETURN_IF_ERROR(shared->runtime.CopyHostToDevice(
+              static_cast<uint16_t*>(layer->weights[i].data()) + begin,
+              staging.data(), static_cast<size_t>(count) * 2));
+          weight_bytes_done += count * 2;
+          if (progress) progress(weight_bytes_done, weight_bytes);
         }
-        DSA_ASSIGN_OR_RETURN(layer->weights[i], Upload(shared->runtime, bits));
       } else {
         // Drawn on the device: RandomFill gives LayerWeights::Random's bits.
         DSA_ASSIGN_OR_RETURN(
@@ -472,8 +525,7 @@ void DeepseekV32Model::ForEachActivation(const ModelConfig& config,
   };
   using A = Activations;
   f(buffer(&A::residual), hidden * 4);
-  f(buffer(&A::x),
-    options.activation_dtype == DType::kFloat32 ? 0 : hidden * act);
+  f(buffer(&A::x), hidden * act);
   f(buffer(&A::q_c_raw), c.q_lora_rank() * 4);
   f(buffer(&A::q_c), c.q_lora_rank() * act);
   f(buffer(&A::q), H * qk * act);
@@ -487,7 +539,10 @@ void DeepseekV32Model::ForEachActivation(const ModelConfig& config,
   f(buffer(&A::q_absorbed), H * (kv_lora + rope) * act);
   f(buffer(&A::attn), H * c.v_head_dim() * act);
   f(buffer(&A::out), hidden * 4);
-  f(buffer(&A::main_hidden), config.num_mtp_layers() > 0 ? hidden * 4 : 0);
+  const int64_t mtp = config.num_mtp_layers();
+  f(buffer(&A::main_hidden), mtp > 0 ? hidden * 4 : 0);
+  f(buffer(&A::mtp_embeddings), mtp * hidden * 4);
+  f(buffer(&A::mtp_cat), mtp > 0 ? 2 * hidden * act : 0);
 }
 
 int64_t DeepseekV32Model::DeviceBytes(const ModelConfig& config,
@@ -628,6 +683,13 @@ absl::StatusOr<ForwardPlan> DeepseekV32Model::ProfileRun(
 absl::StatusOr<StepOutput> DeepseekV32Model::Step(
     const ForwardContext& forward, absl::Span<const StepRequest> requests,
     absl::Span<const float> hidden, const StepOptions& step_options) {
+  return Step(forward, requests, hidden, {}, step_options);
+}
+
+absl::StatusOr<StepOutput> DeepseekV32Model::Step(
+    const ForwardContext& forward, absl::Span<const StepRequest> requests,
+    absl::Span<const float> hidden, absl::Span<const float> mtp_embeddings,
+    const StepOptions& step_options) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point step_begin = Clock::now();
   const ModelConfig& config = planner_.config();
@@ -675,6 +737,15 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
         absl::StrCat("step: hidden has ", hidden.size(), " values, expected ",
                      tokens, " tokens x ", hidden_size));
   }
+  const int64_t num_mtp = config.num_mtp_layers();
+  const int64_t mtp_values = static_cast<int64_t>(mtp_embeddings.size());
+  if (mtp_values != 0 && mtp_values != tokens * hidden_size &&
+      mtp_values != num_mtp * tokens * hidden_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step: mtp_embeddings has ", mtp_values,
+                     " values, expected 0, ", tokens, " tokens x ", hidden_size,
+                     " or ", num_mtp, " MTP layers x that"));
+  }
   DSA_ASSIGN_OR_RETURN(StepLayout layout,
                        blocks_.PrepareStep(requests, plan.metadata->mla));
 
@@ -711,6 +782,31 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
         hidden.data() + run.caller * hidden_size,
         static_cast<size_t>(run.count * hidden_size) * sizeof(float)));
   }
+  // The MTP layers' token input in internal order, zero at position 0.
+  if (num_mtp > 0) {
+    std::vector<float> staged(static_cast<size_t>(tokens * hidden_size));
+    for (int64_t k = 0; k < num_mtp; ++k) {
+      absl::Span<const float> from = hidden;
+      if (mtp_values == num_mtp * tokens * hidden_size) {
+        from = mtp_embeddings.subspan(k * tokens * hidden_size,
+                                      tokens * hidden_size);
+      } else if (mtp_values != 0) {
+        from = mtp_embeddings;
+      }
+      for (int64_t t = 0; t < tokens; ++t) {
+        float* row = staged.data() + t * hidden_size;
+        if (layout.positions[t] == 0) {
+          std::fill(row, row + hidden_size, 0.0f);
+        } else {
+          std::copy_n(from.data() + layout.token_source[t] * hidden_size,
+                      hidden_size, row);
+        }
+      }
+      DSA_RETURN_IF_ERROR(rt.CopyHostToDevice(
+          Offset<float>(act_->mtp_embeddings.data(), k * tokens * hidden_size),
+          staged.data(), staged.size() * sizeof(float)));
+    }
+  }
   // Device rows of `width` floats, read back in the caller's row order.
   auto read_back = [&](const DeviceBuffer& buffer,
                        int64_t width) -> absl::StatusOr<std::vector<float>> {
@@ -733,7 +829,17 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
   const size_t hidden_bytes = static_cast<size_t>(tokens * hidden_size) * 4;
   const Clock::time_point issue_begin = Clock::now();
   for (int l = 0; l < config.num_layers(); ++l) {
+    if (config.is_mtp_layer(l)) {
+      DSA_RETURN_IF_ERROR(
+          PrepareMtpInput(*layers_[l], l - config.num_main_layers(), layout));
+    }
     DSA_RETURN_IF_ERROR(RunLayer(*layers_[l], plan.layers[l], layout));
+    if (step_options.capture_hidden_states) {
+      DSA_RETURN_IF_ERROR(rt.Synchronize());
+      DSA_ASSIGN_OR_RETURN(std::vector<float> h,
+                           read_back(act_->residual, hidden_size));
+      result.hidden_states.push_back(std::move(h));
+    }
     if (step_options.capture_layer_outputs) {
       DSA_RETURN_IF_ERROR(rt.Synchronize());
       DSA_ASSIGN_OR_RETURN(std::vector<float> out,
@@ -796,6 +902,35 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
   return result;
 }
 
+absl::Status DeepseekV32Model::PrepareMtpInput(Layer& layer, int mtp_index,
+                                               const StepLayout& layout) {
+  Shared& s = *shared_;
+  Activations& act = *act_;
+  const DType adt = options_.activation_dtype;
+  const int64_t T = layout.num_tokens;
+  const int64_t hidden = planner_.config().proto().hidden_size();
+  const TensorView residual =
+      View2(act.residual.data(), DType::kFloat32, T, hidden, hidden);
+  const TensorView embeddings =
+      View2(act.mtp_embeddings.data(), DType::kFloat32, T, hidden, hidden,
+            int64_t{mtp_index} * T * hidden);
+  const TensorView cat =
+      View2(act.mtp_cat.data(), adt, T, 2 * hidden, 2 * hidden);
+  DSA_RETURN_IF_ERROR(s.RmsNorm(embeddings, layer.Vector(WeightId::kEnorm),
+                                View2(cat.data, adt, T, hidden, 2 * hidden)));
+  TensorView h = residual;
+  if (mtp_index == 0) {
+    // The main model's output as vLLM hands it over: after model.norm.
+    h = View2(act.out.data(), DType::kFloat32, T, hidden, hidden);
+    DSA_RETURN_IF_ERROR(
+        s.RmsNorm(residual, layer.Vector(WeightId::kFinalNorm), h));
+  }
+  DSA_RETURN_IF_ERROR(
+      s.RmsNorm(h, layer.Vector(WeightId::kHnorm),
+                View2(cat.data, adt, T, hidden, 2 * hidden, hidden)));
+  return s.Gemm(Batch1(cat), layer.Matrix(WeightId::kEhProj), Batch1(residual));
+}
+
 absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
                                           const StepLayout& layout) {
   if (options_.no_indexer) return absl::OkStatus();  // the bound: no work
@@ -836,9 +971,7 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
                      {num_blocks, block_size, IndexerEntryBytes(c)});
   const TensorView rope_table = MakeTensorView(s.rope.data(), DType::kFloat32,
                                                {options_.max_model_len, rope});
-  const TensorView x =
-      View2(adt == DType::kFloat32 ? act.residual.data() : act.x.data(), adt, T,
-            hidden, hidden);
+  const TensorView x = View2(act.x.data(), adt, T, hidden, hidden);
   const TensorView q_c = View2(act.q_c.data(), adt, T, q_lora, q_lora);
   if (plan.k_cache_write) {
     const TensorView k = View2(act.indexer_k.data(), adt, T, id, id);
@@ -856,6 +989,11 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
     a.k_cache = indexer_cache;
     a.cache_dtype = s.indexer_cache_dtype;
     a.topk_indices = topk_view;
+    // vLLM's: the LayerNorm's and rope's output in bf16 tensors, fp8 scales
+    // divided by its divisor.
+    a.intermediate_dtype = DType::kBFloat16;
+    a.fp8_scale_divisor = s.indexer_fp8_divisor;
+    a.hadamard_rotation = s.indexer_hadamard ? 1 : 0;
     DSA_RETURN_IF_ERROR(
         DSA_LAUNCH(s, indexer_k_write, s.kernels.indexer_k_write, a));
     s.topk.written_by_layer = layer.id;  // cleared to -1
@@ -881,6 +1019,9 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
       a.rope_style = s.indexer_rope;
       a.q_fp8 = q_fp8;
       a.head_weights = head_weights;
+      a.intermediate_dtype = DType::kBFloat16;
+      a.fp8_scale_divisor = s.indexer_fp8_divisor;
+      a.hadamard_rotation = s.indexer_hadamard ? 1 : 0;
       DSA_RETURN_IF_ERROR(DSA_LAUNCH(s, indexer_q, s.kernels.indexer_q, a));
     }
     const int64_t width = layout.max_seq_len;
@@ -951,14 +1092,13 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
         "step of ", T, " tokens above the reserved ", act.capacity));
   }
 
-  // --- The layer's input in the activation type.
+  // --- The layer's input: input_layernorm of the residual stream, in the
+  // activation type.
   const TensorView residual =
       View2(act.residual.data(), DType::kFloat32, T, hidden, hidden);
-  TensorView x = residual;
-  if (adt != DType::kFloat32) {
-    x = View2(act.x.data(), adt, T, hidden, hidden);
-    DSA_RETURN_IF_ERROR(s.Cast(residual, x));
-  }
+  const TensorView x = View2(act.x.data(), adt, T, hidden, hidden);
+  DSA_RETURN_IF_ERROR(
+      s.RmsNorm(residual, layer.Vector(WeightId::kInputLayerNorm), x));
 
   // --- MLA projections, norms and rope.
   const TensorView q_c_raw =
@@ -1024,8 +1164,7 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   // prefills on the dense branch by dense causal MHA.
   const bool dense_prefill = plan.prefill_branch == PrefillBranch::kDenseMha;
   const int64_t sparse_rows = dense_prefill ? D : T;
-  const float softmax_scale =
-      static_cast<float>(1.0 / std::sqrt(static_cast<double>(qk)));
+  const float softmax_scale = s.softmax_scale;
   const TensorView block_table =
       MakeTensorView(s.block_table.data(), DType::kInt32,
                      {layout.num_requests, layout.max_blocks_per_request});

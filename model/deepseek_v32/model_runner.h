@@ -5,6 +5,7 @@
 //
 // Per layer and step, every op on the active platform (attention/ops.h and
 // the dense ops of attention/dense_ops.h), in this order:
+//   rms_norm x = input_layernorm(h)
 //   gemm     q_c = x W_qa; rms_norm; q = q_c W_qb; rope on q_pe
 //   gemm     kv = x W_kva; rms_norm kv_c; rope on k_pe
 //   op       mla_cache_write(kv_c, k_pe)
@@ -13,8 +14,20 @@
 //   op       sparse_mla over top-k for MLA decodes, and for prefills on the
 //            sparse MQA branch (query absorbed by a batched gemm with W_UK);
 //            dense_mha_prefill for prefills on the dense one
-//   gemm     out = attn W_o; residual_add: x_{l+1} = x_l + out
-// MTP layers run after the main layers on their output.
+//   gemm     out = attn W_o; residual_add: h_{l+1} = h_l + out
+// The stack is attention-only (no MLP or MoE after the attention). MTP layers
+// run after the main layers, each on its own input, as vLLM's
+// DeepSeekMultiTokenPredictorLayer builds it:
+//   rms_norm e = enorm(embed(next tokens)), zero at position 0
+//   rms_norm g = hnorm(h), h = model.norm(main output) for the first MTP
+//            layer, the previous MTP layer's output after it
+//   gemm     h_mtp = [e | g] W_eh, then the layer as above.
+//
+// The numerics are the model's, from its config (vLLM's): rope theta and
+// YaRN frequencies, the mscale^2 softmax scale, RMSNorm eps, the MLA's and
+// the indexer's rope style; the indexer's key and query rounded to bf16
+// after its LayerNorm and after rope, fp8 scales divided by vLLM's divisor
+// (224 on e4m3fnuz), the optional Hadamard rotation.
 //
 // The step stays on the device: its inputs (hidden states and index tensors)
 // are uploaded once, weights live there as bf16 (drawn there by random_fill
@@ -56,7 +69,6 @@ struct RuntimeOptions {
   int64_t max_num_batched_tokens = 4096;
   // MLA latent cache: bfloat16, or fp8 in the platform's fp8 format.
   bool fp8_latent_cache = false;
-  double rope_theta = 10000.0;
   int num_threads = 0;  // host math and CPU kernels; 0 = all cores
   // A benchmark bound, not a valid model: no layer does any indexer work (no
   // key write, no scoring, no workspace). It tells how much of a step the
@@ -139,6 +151,8 @@ struct OpTimes {
 struct StepOptions {
   bool capture_topk = false;           // copy each layer's top-k to the host
   bool capture_layer_outputs = false;  // keep each layer's attention output
+  // Keep the hidden states after every layer (StepOutput::hidden_states).
+  bool capture_hidden_states = false;
   // Read the hidden states back (StepOutput::hidden, mtp_hidden). A step
   // that reads nothing back still waits for its device work to finish.
   bool read_hidden = true;
@@ -176,6 +190,9 @@ struct StepOutput {
   // the top-k the layer read, and [tokens, hidden] of its attention output.
   std::vector<std::vector<int32_t>> topk;
   std::vector<std::vector<float>> layer_outputs;
+  // With StepOptions::capture_hidden_states, per layer (main, then MTP),
+  // [tokens, hidden] of the residual stream after it (caller's row order).
+  std::vector<std::vector<float>> hidden_states;
 };
 
 class DeepseekV32Model {
@@ -189,16 +206,44 @@ class DeepseekV32Model {
       LayerPlanner planner, platform::Platform platform,
       AttentionKernels kernels, RuntimeOptions options,
       std::vector<LayerWeights> weights);
+  // Weights read from `source` (a checkpoint), each tensor moved to the
+  // device through a staging buffer of at most kWeightStagingBytes; the
+  // source is read only here. `progress` (may be empty) hears of every
+  // chunk.
+  static absl::StatusOr<std::unique_ptr<DeepseekV32Model>> Create(
+      LayerPlanner planner, platform::Platform platform,
+      AttentionKernels kernels, RuntimeOptions options,
+      const WeightSource& source, const LoadProgress& progress = {});
+  static constexpr int64_t kWeightStagingBytes = int64_t{32} << 20;
+  // `weights` when not null (a checkpoint, LoadedModel::weight_source()),
+  // else weights drawn from `seed`.
+  static absl::StatusOr<std::unique_ptr<DeepseekV32Model>> Create(
+      LayerPlanner planner, platform::Platform platform,
+      AttentionKernels kernels, RuntimeOptions options,
+      const WeightSource* weights, uint64_t seed,
+      const LoadProgress& progress = {});
   ~DeepseekV32Model();
 
   const LayerPlanner& planner() const { return planner_; }
   const RuntimeOptions& options() const { return options_; }
 
   // One step: `hidden` holds [tokens, hidden] for the requests' new tokens,
-  // request after request. Allocates cache blocks for the new tokens.
+  // request after request (the main layers' input: the tokens'
+  // embeddings). Allocates cache blocks for the new tokens.
+  //
+  // `mtp_embeddings` are the MTP layers' token input, embed(next token) in
+  // the same row order: [tokens, hidden] for every MTP layer, or
+  // [num_mtp_layers, tokens, hidden], one per MTP layer. Rows at position 0
+  // are taken as zero (vLLM's mask). Empty: `hidden` stands in for them (for
+  // benchmarks and tests that have hidden states but no tokens).
   absl::StatusOr<StepOutput> Step(const ForwardContext& forward,
                                   absl::Span<const StepRequest> requests,
                                   absl::Span<const float> hidden,
+                                  const StepOptions& step_options = {});
+  absl::StatusOr<StepOutput> Step(const ForwardContext& forward,
+                                  absl::Span<const StepRequest> requests,
+                                  absl::Span<const float> hidden,
+                                  absl::Span<const float> mtp_embeddings,
                                   const StepOptions& step_options = {});
 
   // A profile/dummy run: no metadata. Returns the plan it followed.
@@ -235,12 +280,12 @@ class DeepseekV32Model {
   struct Activations;
   DeepseekV32Model(LayerPlanner planner, RuntimeOptions options,
                    BlockTables blocks);
-  // Create's body: weights from the host (`weights`) or drawn on the device
-  // from `seed` (weights == nullptr).
+  // Create's body: weights from `source`, or drawn on the device from
+  // `seed` (source == nullptr).
   static absl::StatusOr<std::unique_ptr<DeepseekV32Model>> Build(
       LayerPlanner planner, platform::Platform platform,
       AttentionKernels kernels, RuntimeOptions options,
-      const std::vector<LayerWeights>* weights, uint64_t seed);
+      const WeightSource* source, const LoadProgress& progress, uint64_t seed);
   // Device buffers of every activation, for steps of up to `tokens` tokens.
   absl::Status ReserveActivations(int64_t tokens);
   // Calls f(buffer, bytes per token) for every activation buffer (buffer
@@ -257,6 +302,10 @@ class DeepseekV32Model {
   // device: reads the residual stream, adds the layer's attention output.
   absl::Status RunLayer(Layer& layer, const LayerPlan& plan,
                         const StepLayout& layout);
+  // An MTP layer's input into the residual stream: eh_proj over
+  // [enorm(its embeddings) | hnorm(h)] (the class comment).
+  absl::Status PrepareMtpInput(Layer& layer, int mtp_index,
+                               const StepLayout& layout);
   // The layer's indexer: writes its keys and, when the plan scores, its
   // top-k, from the layer's input and normalised q latent (Activations).
   absl::Status RunIndexer(Layer& layer, const LayerPlan& plan,

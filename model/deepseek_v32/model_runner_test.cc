@@ -274,7 +274,7 @@ TEST_P(SkipEquivalenceTest, PureShortPrefillSkipsScoringWithEqualOutputs) {
     std::vector<float> xr(x.begin() + row * hidden,
                           x.begin() + (row + n) * hidden);
     const ReferenceOutput ref =
-        ReferenceForward(config, weights, xr, n, latent, options.rope_theta);
+        ReferenceForward(config, weights, xr, n, latent);
     std::vector<float> got(a.hidden.begin() + row * hidden,
                            a.hidden.begin() + (row + n) * hidden);
     std::vector<float> got_mtp(a.mtp_hidden.begin() + row * hidden,
@@ -613,9 +613,8 @@ TEST_P(ModelRunnerTest, IncrementalStepsMatchTheWholeSequenceReference) {
     for (int l = 0; l < config.num_layers(); ++l) {
       weights.push_back(LayerWeights::Random(config, l, 7));
     }
-    const ReferenceOutput ref =
-        ReferenceForward(config, weights, x, total, attention::DType::kBFloat16,
-                         options.rope_theta);
+    const ReferenceOutput ref = ReferenceForward(config, weights, x, total,
+                                                 attention::DType::kBFloat16);
     ExpectWithinReference(
         GetParam() + (force_mqa ? " incremental sparse" : " incremental dense"),
         RelativeError(got, ref.hidden), ReferenceTolerance(GetParam(), false));
@@ -644,8 +643,10 @@ TEST_P(ModelRunnerTest, DeviceDrawnWeightsEqualTheHostRandomWeights) {
 }
 
 // Every dense op of a step goes through the platform's kernels: per layer
-// two norms, two ropes, four projections (q_a, q_b, kv_a, o) and the
-// residual, one more projection per indexer key write and two per scoring.
+// three norms (input_layernorm, q_a, kv_a), two ropes, four projections
+// (q_a, q_b, kv_a, o) and the residual, one more projection per indexer key
+// write and two per scoring; per MTP layer its input: enorm, hnorm (and
+// model.norm before the first) and eh_proj.
 TEST_P(ModelRunnerTest, DenseOpsOfAStepAreCounted) {
   RuntimeOptions options;
   options.block_size = 16;
@@ -657,11 +658,13 @@ TEST_P(ModelRunnerTest, DenseOpsOfAStepAreCounted) {
       StepOutput out,
       model->Step({}, {{1, 0, 20}}, RandomHidden(20, hidden, 4)));
   const int layers = config.num_layers();
-  EXPECT_EQ(out.op_calls.rms_norm, 2 * layers);
+  const int mtp = config.num_mtp_layers();
+  ASSERT_EQ(mtp, 1);
+  EXPECT_EQ(out.op_calls.rms_norm, 3 * layers + 2 * mtp + 1);
   EXPECT_EQ(out.op_calls.rope, 2 * layers);
   EXPECT_EQ(out.op_calls.residual_add, layers);
   EXPECT_EQ(out.op_calls.cast, 0);  // float32 activations: nothing to cast
-  EXPECT_EQ(out.op_calls.gemm, 4 * layers + out.op_calls.indexer_k_write +
+  EXPECT_EQ(out.op_calls.gemm, 4 * layers + mtp + out.op_calls.indexer_k_write +
                                    2 * out.op_calls.indexer_logits);
 }
 
@@ -757,13 +760,14 @@ TEST_P(ModelRunnerTest, Bf16ActivationsStayCloseToTheFloat64Reference) {
     const int64_t n = 37;
     const std::vector<float> x = RandomHidden(n, hidden, 41);
     ASSERT_OK_AND_ASSIGN(StepOutput out, model->Step({}, {{5, 0, n}}, x));
-    EXPECT_GT(out.op_calls.cast, 0);
+    // The sparse branch copies q_pe into the absorbed query with a cast.
+    EXPECT_EQ(out.op_calls.cast > 0, force_mqa);
     std::vector<LayerWeights> weights;
     for (int l = 0; l < config.num_layers(); ++l) {
       weights.push_back(LayerWeights::Random(config, l, 7));
     }
-    const ReferenceOutput ref = ReferenceForward(
-        config, weights, x, n, attention::DType::kBFloat16, options.rope_theta);
+    const ReferenceOutput ref =
+        ReferenceForward(config, weights, x, n, attention::DType::kBFloat16);
     const double err = RelativeError(out.hidden, ref.hidden);
     RecordProperty(force_mqa ? "bf16_rel_error_sparse" : "bf16_rel_error_dense",
                    std::to_string(err));

@@ -103,7 +103,7 @@ rc=$?
 if [[ ${rc} -ne 2 ]]; then fail "fifo as --model: exit ${rc}, want 2 (124: it hung)"; fi
 grep -q "is a fifo (named pipe), not a regular file" "${TEST_TMPDIR}/err" ||
   fail "fifo as --model: $(cat "${TEST_TMPDIR}/err")"
-expect_error "is a directory, not a regular file" --model="${TEST_TMPDIR}/" --requests=0+1
+expect_error "no config.json (not a Hugging Face checkpoint directory)" --model="${TEST_TMPDIR}/" --requests=0+1
 expect_error "is a character device" --model=/dev/zero --requests=0+1
 
 # A syntax error names its line and column and quotes no other content.

@@ -13,6 +13,7 @@
 #include "absl/strings/str_replace.h"
 #include "google/protobuf/util/json_util.h"
 #include "model/deepseek_v32/model_config.h"
+#include "model/deepseek_v32/model_loader.h"
 #include "model/deepseek_v32/plan_json.pb.h"
 #include "model/deepseek_v32/platform_query.h"
 #include "platform/plugin_file.h"
@@ -117,8 +118,9 @@ whether its sparse indexer scores, skips (pure short prefill on dense MHA),
 shares an earlier layer's top-k, or only reserves its workspace -- and why.
 
   --model=NAME|PATH        preset (deepseek-v3.2, glm-5.1, glm-5.2, tiny-v3.2,
-                           tiny-glm-5.1, tiny-glm-5.2) or a .textproto file
-                           (a regular file of at most 1 MiB)
+                           tiny-glm-5.1, tiny-glm-5.2), a .textproto file
+                           (a regular file of at most 1 MiB), a Hugging Face
+                           checkpoint directory or its config.json
   --platform=ID            cpu, rocm or cuda (default: the active platform)
   --arch=ARCH              e.g. gfx942, gfx950, sm_90 (default: the device's,
                            else the platform's default)
@@ -338,7 +340,12 @@ absl::StatusOr<PlanOptions> ParsePlanArgs(absl::Span<const std::string> args) {
 
 absl::StatusOr<PlanReport> MakePlanReport(const PlanOptions& options,
                                           const platform::Registry& registry) {
-  DSA_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(options.model));
+  // The configuration only: a checkpoint's weights are not opened.
+  LoadModelOptions config_only;
+  config_only.open_weights = false;
+  DSA_ASSIGN_OR_RETURN(LoadedModel loaded,
+                       LoadModel(options.model, config_only));
+  ModelConfig config = loaded.config();
   DSA_ASSIGN_OR_RETURN(
       platform::PlatformCapabilities capabilities,
       QueryCapabilities(registry, options.platform, options.arch));

@@ -29,7 +29,8 @@ namespace dsa::model::deepseek_v32 {
 enum class PlanFormat { kTable, kJson };
 
 struct PlanOptions {
-  std::string model;     // a preset name or a path to a textproto
+  // A preset name, a textproto, a checkpoint directory or a config.json.
+  std::string model;
   std::string platform;  // empty: the registry's active platform
   std::string arch;      // empty: device 0's, else the platform's default
   std::vector<Request> requests;

@@ -278,6 +278,36 @@ TEST(PlanToolTest, ModelFromAFile) {
   EXPECT_EQ(plan.call("scored"), 79);  // 1024 > 512
 }
 
+// A checkpoint's config.json, or its directory, plans as the preset it
+// matches: the same table but for the model's name.
+TEST(PlanToolTest, ModelFromAConfigJsonOrCheckpointDirectory) {
+  for (const char* name : {"glm-5.1", "glm-5.2", "deepseek-v3.2"}) {
+    SCOPED_TRACE(name);
+    const Result preset = RunPlan({absl::StrCat("--model=", name),
+                                   "--platform=rocm", "--requests=0+1024"});
+    ASSERT_EQ(preset.rc, 0) << preset.err;
+    const std::string json =
+        absl::StrCat("model/deepseek_v32/testdata/", name, ".config.json");
+    const Result from_json = RunPlan({absl::StrCat("--model=", json),
+                                      "--platform=rocm", "--requests=0+1024"});
+    ASSERT_EQ(from_json.rc, 0) << from_json.err;
+    EXPECT_EQ(from_json.out.substr(from_json.out.find('\n')),
+              preset.out.substr(preset.out.find('\n')));
+    EXPECT_EQ(from_json.out.rfind("model testdata: ", 0), 0u) << from_json.out;
+  }
+  // A directory holding config.json (weights or not: plan opens none).
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/GLM-5.2");
+  ::mkdir(dir.c_str(), 0755);
+  std::ifstream in("model/deepseek_v32/testdata/glm-5.2.config.json");
+  std::ofstream(dir + "/config.json") << in.rdbuf();
+  const JsonPlan plan = RunJson(
+      {absl::StrCat("--model=", dir), "--platform=rocm", "--requests=0+1024"});
+  EXPECT_EQ(plan.model, "glm-5.2");
+  EXPECT_EQ(plan.call("shared"), 57);
+}
+
 TEST(PlanToolTest, TableShowsEachDecisionAndWhy) {
   const Result r =
       RunPlan({"--model=glm-5.1", "--platform=rocm", "--requests=0+1024"});
@@ -390,10 +420,12 @@ TEST(PlanToolTest, FifoModelIsRefusedPromptly) {
 }
 
 TEST(PlanToolTest, DirectoryAndDeviceModelsAreRefused) {
+  // A directory is a checkpoint, which this one is not.
   Result r =
       RunPlan({absl::StrCat("--model=", TempPath("")), "--requests=0+1"});
   ExpectOneLineError(r, "directory");
-  EXPECT_THAT(r.err, HasSubstr("is a directory, not a regular file"));
+  EXPECT_THAT(r.err, HasSubstr("no config.json (not a Hugging Face checkpoint "
+                               "directory)"));
   r = RunPlan({"--model=/dev/zero", "--requests=0+1"});
   ExpectOneLineError(r, "device");
   EXPECT_THAT(r.err, HasSubstr("is a character device"));

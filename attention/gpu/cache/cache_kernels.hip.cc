@@ -16,6 +16,7 @@
 
 #include "attention/dtypes/bf16.h"
 #include "attention/dtypes/fp8.h"
+#include "attention/dtypes/hadamard.h"
 #include "attention/dtypes/layer_norm.h"
 #include "attention/gpu/cache/launch.h"
 #include "attention/gpu/device/hip_compat.h"
@@ -128,11 +129,42 @@ __device__ void RopeShared(float* y, const float* cs, int rope_dim,
 }
 
 // The ue8m0 scale of y[0:n] (every lane gets it).
-__device__ float GroupScale(const float* y, int n, const Fp8Traits& traits,
-                            int lane) {
+__device__ float GroupScale(const float* y, int n, float divisor, int lane) {
   float m = 0.0f;
   FOR_OWN_ELEMENTS(i, n, lane) { m = fmaxf(m, fabsf(y[i])); }
-  return Ue8m0Scale(GroupMax(m), traits.max);
+  return Ue8m0Scale(GroupMax(m), divisor);
+}
+
+// The indexer numerics after rope (ops.h): y[0:n] rounded to bf16 when
+// asked, then with `hadamard` rotated by H / sqrt(n) in the canonical order
+// of attention/dtypes/hadamard.h and rounded again. Every thread of the
+// block calls it (barriers); `active` groups do the work.
+__device__ void RoundAndRotateShared(float* y, int n, bool round_to_bf16,
+                                     bool hadamard, bool active, int lane) {
+  if (active && round_to_bf16) {
+    for (int i = lane; i < n; i += kLanes) y[i] = RoundToBf16(y[i]);
+  }
+  if (!hadamard) return;
+  __syncthreads();
+  for (int h = 1; h < n; h *= 2) {
+    if (active) {
+      for (int q = lane; q < n / 2; q += kLanes) {
+        const int i = (q / h) * 2 * h + q % h;
+        const float a = y[i];
+        const float b = y[i + h];
+        y[i] = __fadd_rn(a, b);
+        y[i + h] = __fsub_rn(a, b);
+      }
+    }
+    __syncthreads();
+  }
+  if (active) {
+    const float scale = HadamardScale(n);
+    for (int i = lane; i < n; i += kLanes) {
+      const float v = __fmul_rn(y[i], scale);
+      y[i] = round_to_bf16 ? RoundToBf16(v) : v;
+    }
+  }
 }
 
 // codes[0:n] = fp8(y * inv), 4 codes per lane and store when `codes` is
@@ -179,6 +211,12 @@ __device__ __forceinline__ void StoreBf16Bytes(uint8_t* p, float v) {
 
 Fp8Traits TraitsOf(Fp8Encoding e) {
   return e == Fp8Encoding::kE4m3fnuz ? kE4m3fnuzTraits : kE4m3fnTraits;
+}
+
+// A params' scale_divisor, or the format's max for 0.
+__device__ __forceinline__ float Fp8ScaleDivisorOf(const Fp8Traits& traits,
+                                                   float divisor) {
+  return divisor > 0.0f ? divisor : traits.max;
 }
 
 // ---------------------------------------------------------------------------
@@ -248,6 +286,7 @@ __global__ void __launch_bounds__(kThreads)
       const float b = LoadElement(p.ln_bias, p.ln_bias_type, i);
       y[i] = __fadd_rn(
           __fmul_rn(__fmul_rn(__fsub_rn(y[i], mean_f), inv_std), w), b);
+      if (p.round_to_bf16) y[i] = RoundToBf16(y[i]);
     }
   }
   __syncthreads();
@@ -256,8 +295,12 @@ __global__ void __launch_bounds__(kThreads)
                lane);
   }
   __syncthreads();
+  RoundAndRotateShared(y, n, p.round_to_bf16, p.hadamard_rotation, active,
+                       lane);
+  __syncthreads();
   if (!active) return;  // no barrier follows
-  const float scale = GroupScale(y, n, traits, lane);
+  const float scale =
+      GroupScale(y, n, Fp8ScaleDivisorOf(traits, p.scale_divisor), lane);
   const float inv = 1.0f / scale;  // exact: scale is a power of two
   const int64_t block = slot / p.block_size;
   const int64_t offset = slot % p.block_size;
@@ -300,8 +343,12 @@ __global__ void __launch_bounds__(kThreads)
                lane);
   }
   __syncthreads();
+  RoundAndRotateShared(y, n, p.round_to_bf16, p.hadamard_rotation, active,
+                       lane);
+  __syncthreads();
   if (!active) return;
-  const float scale = GroupScale(y, n, traits, lane);
+  const float scale =
+      GroupScale(y, n, Fp8ScaleDivisorOf(traits, p.scale_divisor), lane);
   const float inv = 1.0f / scale;
   StoreCodes(y, n, inv, traits,
              p.q_fp8 + t * p.q_fp8_token_stride + h * p.q_fp8_head_stride,
@@ -368,7 +415,7 @@ __global__ void __launch_bounds__(kThreads)
   const int tiles = lora / 128;
   for (int tile = 0; tile < tiles; ++tile) {
     const float* x = y + tile * 128;
-    const float scale = GroupScale(x, 128, traits, lane);
+    const float scale = GroupScale(x, 128, traits.max, lane);
     StoreCodes(x, 128, 1.0f / scale, traits, entry + tile * 128, lane);
     if (lane == 0) StoreFloatBytes(entry + lora + 4 * tile, scale);
   }
@@ -479,11 +526,12 @@ __device__ __forceinline__ void Rope4(float v[4], const float* cs, int rope_dim,
 // stored at codes + 4 * lane; returns the scale.
 __device__ __forceinline__ float Quantize4(const float v[4],
                                            const Fp8Traits& traits,
-                                           uint8_t* codes, int lane) {
+                                           float divisor, uint8_t* codes,
+                                           int lane) {
   float m = 0.0f;
 #pragma unroll
   for (int k = 0; k < 4; ++k) m = fmaxf(m, fabsf(v[k]));
-  const float scale = Ue8m0Scale(GroupMax(m), traits.max);
+  const float scale = Ue8m0Scale(GroupMax(m), divisor);
   const float inv = InversePow2(scale);
   uint8_t c[4];
 #pragma unroll
@@ -625,6 +673,10 @@ __global__ void __launch_bounds__(kThreads)
         v[j][k + 1] = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
       }
     }
+    if (p.round_to_bf16) {
+#pragma unroll
+      for (int k = 0; k < kQDimsPerLane; ++k) v[j][k] = RoundToBf16(v[j][k]);
+    }
     // amax over the row's 8 lanes (xor 4, 2, 1 stays within them).
     float m = 0.0f;
 #pragma unroll
@@ -634,7 +686,8 @@ __global__ void __launch_bounds__(kThreads)
       m = fmaxf(m, DSA_SHFL_XOR(m, o, kLanes));
     }
     if (pos[j] < 0) continue;
-    const float scale = Ue8m0Scale(m, traits.max);
+    const float scale =
+        Ue8m0Scale(m, Fp8ScaleDivisorOf(traits, p.scale_divisor));
     const float inv = InversePow2(scale);
     uint32_t w[4];
 #pragma unroll
@@ -720,12 +773,19 @@ __global__ void __launch_bounds__(kThreads)
   for (int k = 0; k < 4; ++k) {
     v[k] = __fadd_rn(
         __fmul_rn(__fmul_rn(__fsub_rn(v[k], mean_f), inv_std), w[k]), b[k]);
+    if (p.round_to_bf16) v[k] = RoundToBf16(v[k]);
   }
   Rope4(v, p.cos_sin_cache + pos * p.cos_sin_stride, p.rope_dim, p.rope, lane);
+  if (p.round_to_bf16) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v[k] = RoundToBf16(v[k]);
+  }
   const int64_t block = slot / p.block_size;
   const int64_t offset = slot % p.block_size;
   uint8_t* base = p.k_cache + block * p.block_size * int64_t{kRegDim + 4};
-  const float scale = Quantize4(v, traits, base + offset * kRegDim, lane);
+  const float scale =
+      Quantize4(v, traits, Fp8ScaleDivisorOf(traits, p.scale_divisor),
+                base + offset * kRegDim, lane);
   if (lane == 0) {
     StoreFloatBytes(base + int64_t{p.block_size} * kRegDim + 4 * offset, scale);
   }
@@ -772,7 +832,13 @@ LaunchResult IndexerKWriteLaunch(const IndexerKWriteParams& p, void* stream) {
       (p.topk_indices == nullptr && p.topk > 0)) {
     return Invalid(op, "a null pointer for a non-empty tensor");
   }
-  if (!p.force_staged_path && RegisterPathFits(p.head_dim, p.rope_dim)) {
+  if (p.hadamard_rotation && (p.head_dim & (p.head_dim - 1)) != 0) {
+    return Invalid(op,
+                   "hadamard_rotation needs head_dim a power of two, got %d",
+                   p.head_dim);
+  }
+  if (!p.force_staged_path && !p.hadamard_rotation &&
+      RegisterPathFits(p.head_dim, p.rope_dim)) {
     constexpr int kGroups = kThreads / kLanes;
     const int64_t blocks = (p.tokens + kGroups - 1) / kGroups;
     if (blocks > 0x7fffffff) {
@@ -826,7 +892,12 @@ LaunchResult IndexerQLaunch(const IndexerQParams& p, void* stream) {
       static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim) *
                                          static_cast<double>(p.heads)));
   const int64_t items = p.tokens * p.heads;
-  if (!p.force_staged_path &&
+  if (p.hadamard_rotation && (p.head_dim & (p.head_dim - 1)) != 0) {
+    return Invalid(op,
+                   "hadamard_rotation needs head_dim a power of two, got %d",
+                   p.head_dim);
+  }
+  if (!p.force_staged_path && !p.hadamard_rotation &&
       QRegisterPathFits(p.head_dim, p.rope_dim, items)) {
     constexpr int64_t kRowsPerBlock =
         kThreads / kLanes * kQRowsAtOnce * kQPasses;

@@ -180,10 +180,30 @@ struct KWriteShape {
   int64_t k_stride, k_offset;
 };
 
+// The indexer numerics appended to the K write and Q (ops.h): bf16
+// roundings, vLLM's fp8 scale divisor, the Hadamard rotation. Off: the ops'
+// defaults.
+struct Numerics {
+  bool round_to_bf16 = false;
+  bool vllm_divisor = false;
+  bool hadamard = false;
+};
+template <class Args>
+void SetNumerics(const Numerics& n, DType fp8, Args& a) {
+  a.intermediate_dtype = n.round_to_bf16 ? DType::kBFloat16 : DType::kFloat32;
+  a.fp8_scale_divisor = n.vllm_divisor ? VllmFp8ScaleDivisor(fp8) : 0.0f;
+  a.hadamard_rotation = n.hadamard ? 1 : 0;
+}
+std::string DescribeNumerics(const Numerics& n) {
+  return std::string(n.round_to_bf16 ? " bf16-rounded" : "") +
+         (n.vllm_divisor ? " vllm-divisor" : "") +
+         (n.hadamard ? " hadamard" : "");
+}
+
 void RunKWrite(std::mt19937_64& rng, const KWriteShape& s, DType fp8,
-               RopeStyle style, DType in) {
-  SCOPED_TRACE(Describe(fp8, style, in) + " tokens " +
-               std::to_string(s.tokens) + " head_dim " +
+               RopeStyle style, DType in, const Numerics& numerics = {}) {
+  SCOPED_TRACE(Describe(fp8, style, in) + DescribeNumerics(numerics) +
+               " tokens " + std::to_string(s.tokens) + " head_dim " +
                std::to_string(s.head_dim) + " topk " + std::to_string(s.topk) +
                " k_offset " + std::to_string(s.k_offset));
   const int64_t max_pos = 4096;
@@ -223,6 +243,7 @@ void RunKWrite(std::mt19937_64& rng, const KWriteShape& s, DType fp8,
                                {s.num_blocks, s.block_size, s.head_dim + 4});
     a.cache_dtype = fp8;
     a.topk_indices = MakeTensorView(tp, DType::kInt32, {s.tokens, s.topk});
+    SetNumerics(numerics, fp8, a);
     return a;
   };
 
@@ -385,11 +406,11 @@ TEST_F(CacheKernelsTest, KWriteSkipsOutOfRangeIndices) {
 
 void RunQ(std::mt19937_64& rng, int64_t tokens, int64_t heads, int64_t head_dim,
           int64_t rope_dim, DType fp8, RopeStyle style, DType in,
-          int64_t head_pad) {
-  SCOPED_TRACE(Describe(fp8, style, in) + " tokens " + std::to_string(tokens) +
-               " heads " + std::to_string(heads) + " head_dim " +
-               std::to_string(head_dim) + " head_pad " +
-               std::to_string(head_pad));
+          int64_t head_pad, const Numerics& numerics = {}) {
+  SCOPED_TRACE(Describe(fp8, style, in) + DescribeNumerics(numerics) +
+               " tokens " + std::to_string(tokens) + " heads " +
+               std::to_string(heads) + " head_dim " + std::to_string(head_dim) +
+               " head_pad " + std::to_string(head_pad));
   const int64_t max_pos = 8192;
   // q rows head_pad elements apart beyond head_dim (0: contiguous).
   const int64_t head_stride = head_dim + head_pad;
@@ -416,6 +437,7 @@ void RunQ(std::mt19937_64& rng, int64_t tokens, int64_t heads, int64_t head_dim,
     a.rope_style = style;
     a.q_fp8 = MakeTensorView(qo, fp8, {tokens, heads, head_dim});
     a.head_weights = MakeTensorView(ho, DType::kFloat32, {tokens, heads});
+    SetNumerics(numerics, fp8, a);
     return a;
   };
   std::vector<uint8_t> cpu_q = q_fp8;
@@ -490,6 +512,28 @@ TEST_F(CacheKernelsTest, QEqualsCpuAtEdgeShapes) {
     RunQ(rng_, 9, 6, 128, 32, fp8, RopeStyle::kInterleaved, DType::kBFloat16,
          0);
     if (HasFatalFailure()) return;
+  }
+}
+
+// The engines' numerics (vLLM: bf16 roundings and divisor 224 on e4m3fnuz;
+// DeepSeek's reference: the Hadamard rotation too) give the CPU kernels'
+// bytes on both paths, at the real shapes and the tiny presets'.
+TEST_F(CacheKernelsTest, EngineNumericsEqualCpu) {
+  SKIP_WITHOUT_DEVICE();
+  const Numerics kCases[] = {
+      {true, true, false}, {true, true, true}, {false, false, true}};
+  for (const Numerics& n : kCases) {
+    for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
+      for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
+        RunKWrite(rng_, {2049, 128, 64, 64, 40, 2048, 128, 0}, fp8, style,
+                  DType::kBFloat16, n);
+        RunKWrite(rng_, {77, 64, 32, 16, 6, 64, 64, 0}, fp8, style,
+                  DType::kFloat32, n);
+        RunQ(rng_, 129, 32, 128, 64, fp8, style, DType::kBFloat16, 0, n);
+        RunQ(rng_, 9, 4, 64, 32, fp8, style, DType::kFloat32, 0, n);
+        if (HasFatalFailure()) return;
+      }
+    }
   }
 }
 

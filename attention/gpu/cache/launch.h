@@ -75,6 +75,12 @@ struct IndexerKWriteParams {
   // Tests and benchmarks: use the general (shared-memory) path even where
   // the register path fits (head_dim 128, rope_dim / 8 a power of two).
   bool force_staged_path = false;
+  // The indexer numerics of ops.h: round to bf16 after the LayerNorm, after
+  // rope and after the rotation; the ue8m0 divisor (0: the format's max);
+  // the Hadamard rotation (head_dim a power of two; takes the staged path).
+  bool round_to_bf16 = false;
+  float scale_divisor = 0.0f;
+  bool hadamard_rotation = false;
 };
 
 LaunchResult IndexerKWriteLaunch(const IndexerKWriteParams& params,
@@ -106,8 +112,12 @@ struct IndexerQParams {
   int64_t tokens = 0;
   int32_t heads = 0;
   int32_t head_dim = 0;
-  // As IndexerKWriteParams::force_staged_path.
+  // As IndexerKWriteParams (no LayerNorm: rounded after rope and after the
+  // rotation).
   bool force_staged_path = false;
+  bool round_to_bf16 = false;
+  float scale_divisor = 0.0f;
+  bool hadamard_rotation = false;
 };
 
 // head_weights[t,h] = weights[t,h] * q_scale[t,h] * weight_scale, with

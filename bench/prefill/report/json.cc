@@ -102,6 +102,7 @@ absl::StatusOr<BenchResultJson> ToProto(const BenchResult& r) {
   p->set_note(r.platform.note);
   BenchResultJson::Model* m = out.mutable_model();
   m->set_name(r.model);
+  m->set_source(r.model_source);
   m->set_main_layers(r.main_layers);
   m->set_mtp_layers(r.mtp_layers);
   m->set_indexer_layers(r.indexer_layers);

@@ -41,6 +41,7 @@ BenchResult SampleResult(bool gpu) {
                 true,
                 gpu ? "" : "auto: no GPU device"};
   r.model = "tiny-glm-5.1";
+  r.model_source = "preset tiny-glm-5.1 (random weights)";
   r.main_layers = 6;
   r.mtp_layers = 1;
   r.indexer_layers = 7;

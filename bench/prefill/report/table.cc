@@ -168,6 +168,9 @@ std::string FormatTable(const BenchResult& r) {
                  : "",
       ", commit ", r.commit, "\n");
   if (!p.note.empty()) absl::StrAppend(&out, p.note, "\n");
+  if (!r.model_source.empty()) {
+    absl::StrAppend(&out, "model: ", r.model_source, "\n");
+  }
   absl::StrAppend(
       &out, "steps of at most ", r.max_num_batched_tokens, " tokens; ", r.runs,
       r.runs == 1 ? " run" : " runs",
