@@ -1,7 +1,7 @@
-// The launchers of each logits kernel instance, declared for launch.hip.cc
-// and defined in matrix_kernels.h / persistent_kernel.h, whose
-// instantiations/*.hip.cc instantiate them (so that the kernels compile in
-// parallel). Each runs one LogitsPlan (heuristics.h) on `stream` and returns
+// The launchers of each logits kernel instance: declared here for
+// logits_launch.hip.cc, defined in matrix_kernels.h / persistent_kernel.h
+// and instantiated by instantiations/*.hip.cc (so that the kernels compile
+// in parallel). Each runs one LogitsPlan (heuristics.h) on `stream` and returns
 // the launch's result. Device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_INDEXER_LAUNCHERS_H_
 #define DSA_ATTENTION_GPU_INDEXER_LAUNCHERS_H_

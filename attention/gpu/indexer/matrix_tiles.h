@@ -47,7 +47,9 @@ __device__ __forceinline__ int32_t FindRowRun(const RowWindow* window, int rows,
 // way to shared memory: thread `tid`'s 16-byte chunks of it (chunk
 // tid + i * kThreads, placed by Layout::Of) into `chunks` and, in the first
 // 64 threads, key tid's scale into `scale`. Keys at or past hi, or on an
-// invalid page, read as zeros.
+// invalid page, read as zeros. (The arguments come in the order the code
+// uses them: with another order nvcc lays the bodies' fetch closures out
+// differently and emits other machine code for both bodies.)
 template <typename Layout>
 __device__ __forceinline__ void FetchKeyTile(int32_t tile_start, int tid,
                                              uint4 (&chunks)[kChunksPerThread],

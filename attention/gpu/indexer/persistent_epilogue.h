@@ -17,10 +17,10 @@
 
 namespace dsa::attention::gpu::indexer {
 
-// Adds to v[rs][r] this thread's relu(score) * weight terms of the 8-column
-// blocks [kN0, kN0 + kCount) (block n's accumulators at a[4 (n - kN0) ..]),
-// positive scales (applied later) or the literal relu(score * scale) form.
-template <int R, int kN0, int kCount, bool kPositive, int kAcc>
+// Adds to v[rs][r] this thread's relu(score) * weight terms of the 16
+// 8-column blocks (block n's accumulators at a[4 n ..]), positive scales
+// (applied later) or the literal relu(score * scale) form.
+template <int R, bool kPositive, int kAcc>
 __device__ __forceinline__ void AddBlocks(const float (&a)[kAcc],
                                           const float2 (&weight)[16],
                                           const float (&sc)[2],
@@ -29,10 +29,10 @@ __device__ __forceinline__ void AddBlocks(const float (&a)[kAcc],
 #pragma unroll
   for (int rs = 0; rs < 2; ++rs) {
 #pragma unroll
-    for (int n = kN0; n < kN0 + kCount; ++n) {
+    for (int n = 0; n < 16; ++n) {
       const int r = n / kBlocksPerRow;
-      const float a0 = a[4 * (n - kN0) + 2 * rs];
-      const float a1 = a[4 * (n - kN0) + 2 * rs + 1];
+      const float a0 = a[4 * n + 2 * rs];
+      const float a1 = a[4 * n + 2 * rs + 1];
       if constexpr (kPositive) {
         v[rs][r] = fmaf(fmaxf(a0, 0.0f), weight[n].x, v[rs][r]);
         v[rs][r] = fmaf(fmaxf(a1, 0.0f), weight[n].y, v[rs][r]);
@@ -124,6 +124,24 @@ __device__ __forceinline__ void StoreTileLogits(
       p.logits[(it.row0 + mine.row) * p.logits_stride + key] = out[o];
     }
   }
+}
+
+// The epilogue of tile t's product (acc, this group's 128 columns): each
+// row's sum over its heads of relu(score * scale) * weight, added up in v
+// (zeros), stored inside the row's window. Positive scales (a real cache's
+// ue8m0) take the short form relu(s * scale) = scale * relu(s), the scale
+// applied once per sum; any other the literal one.
+template <int Rw, int R, int kAcc>
+__device__ __forceinline__ void Epilogue(
+    const IndexerLogitsParams& p, const PsItem<R>& it, const PsMine& mine,
+    const PsLane& lane, const float (&acc)[kAcc], const float2 (&weight)[16],
+    const float (&sc)[2], bool positive, int32_t t, float (&v)[2][Rw]) {
+  if (positive) {
+    AddBlocks<Rw, true>(acc, weight, sc, v);
+  } else {
+    AddBlocks<Rw, false>(acc, weight, sc, v);
+  }
+  StoreTileLogits<Rw>(p, it, mine, lane, v, sc, positive, t);
 }
 
 // The epilogue of a product of one 32-head row's 32 columns (m64n32: 16

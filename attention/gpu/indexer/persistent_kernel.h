@@ -38,7 +38,7 @@
 namespace dsa::attention::gpu::indexer {
 
 // kTma: key tiles and scales arrive by TMA through key_map / scale_map
-// (block_size a multiple of 64; see launch.hip.cc), else by cp.async.
+// (block_size a multiple of 64; see logits_launch.hip.cc), else by cp.async.
 template <::dsa::gpu::Fp8Format F, int R, bool kWide, bool kTma>
 __global__ void __launch_bounds__(Persistent::kThreads, 1)
     IndexerLogitsPersistentKernel(IndexerLogitsParams p, int splits,

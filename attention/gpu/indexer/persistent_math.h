@@ -135,9 +135,8 @@ __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
           s * kTileKeys;
       const float sc[2] = {scales[lane.key_row], scales[lane.key_row + 8]};
 
-      // Scales are positive in a real cache (ue8m0), so relu(s * scale) =
-      // scale * relu(s) and the scale applies once per sum; otherwise the
-      // literal form.
+      // The epilogue's sums, and whether the warp's keys all have positive
+      // scales (a real cache's ue8m0 do): its short form.
       float v[2][Rw];
 #pragma unroll
       for (int rs = 0; rs < 2; ++rs) {
@@ -148,12 +147,7 @@ __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
           __all_sync(DSA_FULL_WARP_MASK, sc[0] > 0.0f && sc[1] > 0.0f);
       WG::Wait(acc);
       MbarArrive(bars.EmptyKeys(s));
-      if (positive) {
-        AddBlocks<Rw, 0, 16, true>(acc, weight, sc, v);
-      } else {
-        AddBlocks<Rw, 0, 16, false>(acc, weight, sc, v);
-      }
-      StoreTileLogits<Rw>(p, it, mine, lane, v, sc, positive, t);
+      Epilogue(p, it, mine, lane, acc, weight, sc, positive, t, v);
     }
     MbarArrive(bars.EmptyQueries(qs));
     ++j;

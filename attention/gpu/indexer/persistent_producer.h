@@ -44,7 +44,9 @@ using QueryRing = RingStage<Persistent::kQueryStages, uint64_t>;
 // A producer thread's cp.async commit groups in flight, oldest first, each
 // to complete a stage's barrier: a group's barrier is signalled (after its
 // writes are complete and fenced for wgmma's async proxy) once kLag newer
-// groups are in flight, or before the thread would block.
+// groups are in flight, or before the thread would block. A view of the
+// producer's own ring and fill count (with the array a member instead,
+// nvcc kept three copies of the ring: 12 more registers a thread).
 template <typename WG>
 struct CopyGroupsInFlight {
   static constexpr int kLag = Persistent::kLag;
