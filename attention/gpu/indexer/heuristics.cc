@@ -237,4 +237,7 @@ bool ParseKeys(const std::string& name, IndexerLogitsKeys* keys) {
       keys);
 }
 
+#undef DSA_INDEXER_NAME_CASE
+#undef DSA_INDEXER_VALUE
+
 }  // namespace dsa::attention::gpu::indexer
