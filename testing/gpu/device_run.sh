@@ -86,7 +86,7 @@ want 4 || timing=0
     /Function : / { flush(); n = $3; g = q = h = f = 0; next }
     /HGMMA/ { g++ } /QGMMA/ { q++ } /HMMA/ { h++ } /FFMA/ { f++ }
     END { flush() }' \
-    | sed -E 's/_ZN3dsa9attention3gpu[0-9]*(_GLOBAL__N__[0-9a-f_]+[a-z0-9_]+_hip_cc_[0-9a-f]+)?[0-9]*//' \
+    | sed -E 's/_ZN3dsa9attention3gpu[0-9]*(_GLOBAL__N__[0-9a-f_]+[a-z0-9_]+_hip_cc_[0-9a-f]+)?(indexer)?[0-9]*//' \
     | grep -E "$family" | cut -c1-150 | sort -u | head -24
 done
 

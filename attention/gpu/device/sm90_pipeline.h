@@ -183,6 +183,12 @@ struct PingPong {
   __device__ __forceinline__ void PassTurn() const {
     NamedBarrierArrive<kThreads>(kPingPongTurn + 1 - group);
   }
+  // After the last round, when both groups passed every turn: group 0
+  // takes the turn group 1 gave it at Start(), which leaves both barriers
+  // balanced.
+  __device__ __forceinline__ void Finish() const {
+    if (group == 0) NamedBarrierSync<kThreads>(kPingPongTurn);
+  }
 };
 
 // --- Warpgroup register reallocation: every thread of the warpgroup calls

@@ -10,7 +10,11 @@
 //
 // Usage: indexer_bench [--heads=32] [--tokens=8192] [--topk=2048]
 //                      [--iters=30] [--block_size=64] [--decode=0]
-//                      [--check=1]
+//                      [--check=1] [--body=auto] [--blocks=auto]
+//                      [--keys=auto]
+// --body / --blocks / --keys force a logits variant (IndexerLogitsOptions:
+// fma | warp_mma | warpgroup_mma | persistent, narrow | wide,
+// tma | cp_async) to time it against the heuristics' choice.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -24,6 +28,7 @@
 
 #include "attention/dtypes/fp8.h"
 #include "attention/gpu/device/runtime.h"
+#include "attention/gpu/indexer/heuristics.h"
 #include "attention/gpu/indexer/launch.h"
 
 namespace dsa::attention::gpu {
@@ -47,8 +52,13 @@ struct Buffers {
   void* topk = nullptr;
 };
 
+struct LogitsRun {
+  IndexerLogitsParams params;
+  IndexerLogitsOptions options;
+};
 LaunchResult RunLogits(void* arg) {
-  return IndexerLogitsLaunch(*static_cast<IndexerLogitsParams*>(arg), nullptr);
+  const LogitsRun& run = *static_cast<LogitsRun*>(arg);
+  return IndexerLogitsLaunch(run.params, nullptr, run.options);
 }
 LaunchResult RunTopK(void* arg) {
   return IndexerTopKLaunch(*static_cast<IndexerTopKParams*>(arg), nullptr);
@@ -57,9 +67,19 @@ LaunchResult RunTopK(void* arg) {
 int Main(int argc, char** argv) {
   int heads = 32, tokens = 8192, topk = 2048, iters = 30, block_size = 64;
   int decode = 0;
-  int check = 1;  // 0: time only (for diagnostic builds whose output is wrong)
+  int check = 1;  // 0: time only
+  IndexerLogitsOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    auto choice = [&](const char* name, auto parse, auto* out) {
+      const std::string prefix = std::string("--") + name + "=";
+      if (a.rfind(prefix, 0) != 0) return false;
+      if (!parse(a.substr(prefix.size()), out)) {
+        std::fprintf(stderr, "unknown %s in %s\n", name, argv[i]);
+        std::exit(2);
+      }
+      return true;
+    };
     auto value = [&](const char* name, int* out) {
       const std::string prefix = std::string("--") + name + "=";
       if (a.rfind(prefix, 0) != 0) return false;
@@ -69,7 +89,10 @@ int Main(int argc, char** argv) {
     if (!value("heads", &heads) && !value("tokens", &tokens) &&
         !value("topk", &topk) && !value("iters", &iters) &&
         !value("block_size", &block_size) && !value("decode", &decode) &&
-        !value("check", &check)) {
+        !value("check", &check) &&
+        !choice("body", indexer::ParseBody, &options.body) &&
+        !choice("blocks", indexer::ParseBlocks, &options.blocks) &&
+        !choice("keys", indexer::ParseKeys, &options.keys)) {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;
     }
@@ -169,7 +192,7 @@ int Main(int argc, char** argv) {
   lp.block_table_stride = max_blocks;
   lp.width = T;
   lp.logits_stride = T;
-  if (!Check(IndexerLogitsLaunch(lp, nullptr), "indexer_logits") ||
+  if (!Check(IndexerLogitsLaunch(lp, nullptr, options), "indexer_logits") ||
       !Check(DeviceSynchronize(), "sync")) {
     return 1;
   }
@@ -223,7 +246,7 @@ int Main(int argc, char** argv) {
   std::printf(
       "check logits: %d samples, worst error %.3g of the sum of |products| "
       "(%s path)\n",
-      logit_samples, worst, IndexerLogitsPath(lp));
+      logit_samples, worst, IndexerLogitsPath(lp, options));
 
   IndexerTopKParams tp;
   tp.logits = static_cast<float*>(b.logits);
@@ -266,7 +289,8 @@ int Main(int argc, char** argv) {
   std::printf("check topk: %d rows match a host sort\n", topk_rows);
 
   float logits_ms = 0.0f, topk_ms = 0.0f;
-  if (!Check(TimeMedianMs(RunLogits, &lp, 5, iters, &logits_ms),
+  LogitsRun logits_run{lp, options};
+  if (!Check(TimeMedianMs(RunLogits, &logits_run, 5, iters, &logits_ms),
              "time logits") ||
       !Check(TimeMedianMs(RunTopK, &tp, 5, iters, &topk_ms), "time topk")) {
     return 1;

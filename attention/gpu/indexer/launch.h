@@ -30,12 +30,20 @@ namespace dsa::attention::gpu {
 // fp8 accumulation keeps about 14 bits of each partial sum: a logit is within
 // 2^-12 of the sum over heads of |q[h] . k| (abs of each product) * k_scale *
 // |head_weight|; every other path is within float32 rounding of it.
+// `options` (tests and benchmarks; see params.h) may force a kernel body;
+// one that cannot run for these parameters on this device gives
+// kInvalidArgument.
 LaunchResult IndexerLogitsLaunch(const IndexerLogitsParams& params,
-                                 void* stream);
+                                 void* stream,
+                                 const IndexerLogitsOptions& options = {});
 
-// Which kernel IndexerLogitsLaunch picks for these parameters: "mma" or
-// "fma" (for tests and reports).
-const char* IndexerLogitsPath(const IndexerLogitsParams& params);
+// Which kernel body IndexerLogitsLaunch runs for these parameters and
+// options on the current device (indexer/heuristics.h): "fma", "warp_mma",
+// "warpgroup_mma" or "persistent_{narrow,wide}_{tma,cp_async}"; "none"
+// without a device or a GPU build, or when the options cannot run (for
+// tests and reports).
+const char* IndexerLogitsPath(const IndexerLogitsParams& params,
+                              const IndexerLogitsOptions& options = {});
 
 // The topk largest logits of each row's window [row_key_start, row_key_end)
 // (ties to the lower index, NaN below -inf), written as ascending column

@@ -34,6 +34,57 @@ struct IndexerLogitsParams {
   Fp8Encoding encoding = Fp8Encoding::kE4m3fn;
 };
 
+// The logits kernels' bodies (indexer/heuristics.h picks one), with the
+// names IndexerLogitsPath reports:
+//   fma            any shape: FMAs over decoded fp8, one block a row;
+//   warp_mma       the matrix kernel on warp-level products (mma.sync, MFMA);
+//   warpgroup_mma  the matrix kernel on wgmma (sm_90a code, e4m3fn data);
+//   persistent     the persistent warp-specialised wgmma kernel (sm_90a
+//                  code, e4m3fn data, at most 128 heads).
+// The matrix kernel's body is the device code's: warpgroup_mma where that
+// is sm_90a's and the data e4m3fn, warp_mma everywhere else.
+#define DSA_INDEXER_LOGITS_BODIES(X) \
+  X(kFma, "fma")                     \
+  X(kWarpMma, "warp_mma")            \
+  X(kWarpgroupMma, "warpgroup_mma")  \
+  X(kPersistent, "persistent")
+// The persistent kernel's blocks: 128 (row, head) columns, the two math
+// groups on alternate key tiles (decode), or 256, both on every tile.
+#define DSA_INDEXER_LOGITS_BLOCKS(X) \
+  X(kNarrow, "narrow")               \
+  X(kWide, "wide")
+// How the persistent kernel's key tiles arrive: TMA (block_size a multiple
+// of 64) or cp.async (any block size).
+#define DSA_INDEXER_LOGITS_KEYS(X) \
+  X(kTma, "tma")                   \
+  X(kCpAsync, "cp_async")
+
+#define DSA_INDEXER_ENUMERATOR(name, text) name,
+enum class IndexerLogitsBody : int32_t {
+  kAuto = 0,
+  DSA_INDEXER_LOGITS_BODIES(DSA_INDEXER_ENUMERATOR)
+};
+enum class IndexerLogitsBlocks : int32_t {
+  kAuto = 0,
+  DSA_INDEXER_LOGITS_BLOCKS(DSA_INDEXER_ENUMERATOR)
+};
+enum class IndexerLogitsKeys : int32_t {
+  kAuto = 0,
+  DSA_INDEXER_LOGITS_KEYS(DSA_INDEXER_ENUMERATOR)
+};
+#undef DSA_INDEXER_ENUMERATOR
+
+// What IndexerLogitsLaunch runs. Every field kAuto (the default, and what
+// the op layer passes) lets the heuristics choose; tests and benchmarks set
+// a field to run that variant instead, and the launch answers
+// kInvalidArgument, saying why, where it cannot run. A blocks or keys choice
+// other than kAuto asks for the persistent body.
+struct IndexerLogitsOptions {
+  IndexerLogitsBody body = IndexerLogitsBody::kAuto;
+  IndexerLogitsBlocks blocks = IndexerLogitsBlocks::kAuto;
+  IndexerLogitsKeys keys = IndexerLogitsKeys::kAuto;
+};
+
 struct IndexerTopKParams {
   const float* logits = nullptr;           // [rows, logits_stride]
   const int32_t* row_key_start = nullptr;  // [rows]

@@ -4,10 +4,14 @@
 #include "attention/gpu/indexer/launch.h"
 
 namespace dsa::attention::gpu {
-LaunchResult IndexerLogitsLaunch(const IndexerLogitsParams&, void*) {
+LaunchResult IndexerLogitsLaunch(const IndexerLogitsParams&, void*,
+                                 const IndexerLogitsOptions&) {
   return NotBuiltResult("indexer_logits");
 }
-const char* IndexerLogitsPath(const IndexerLogitsParams&) { return "none"; }
+const char* IndexerLogitsPath(const IndexerLogitsParams&,
+                              const IndexerLogitsOptions&) {
+  return "none";
+}
 LaunchResult IndexerTopKLaunch(const IndexerTopKParams&, void*) {
   return NotBuiltResult("indexer_topk");
 }

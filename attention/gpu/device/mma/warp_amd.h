@@ -234,12 +234,8 @@ struct Bf16WarpMma {
 // No warpgroup product on AMD: declared so that kernels name it only in
 // branches discarded by kHasWarpgroupFp8Mma.
 inline constexpr bool kHasWarpgroupFp8Mma = false;
-template <int kKBytes>
+template <int kKBytes, int kWidth = 128>
 struct WarpgroupFp8Mma;
-template <int kKBytes>
-struct WarpgroupFp8Mma64;
-template <int kKBytes>
-struct WarpgroupFp8Mma32;
 inline constexpr bool kHasWarpgroupBf16Mma = false;
 template <int kN>
 struct WarpgroupBf16Mma;

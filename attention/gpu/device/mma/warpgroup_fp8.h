@@ -1,5 +1,6 @@
 // Hopper's warpgroup fp8 products (wgmma, QGMMA in SASS) for kernels built
-// for sm_90a: WarpgroupFp8Mma and its narrower forms.
+// for sm_90a: WarpgroupFp8Mma<kKBytes, kN>, one template over the product's
+// width N (32, 64 or 128 columns).
 // Part of mma.h (include that); device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_DEVICE_MMA_WARPGROUP_FP8_H_
 #define DSA_ATTENTION_GPU_DEVICE_MMA_WARPGROUP_FP8_H_
@@ -13,13 +14,6 @@
 
 namespace dsa::gpu {
 
-// Hopper's warpgroup fp8 product (wgmma, QGMMA in SASS), for kernels built
-// for sm_90a. Four consecutive warps (a warpgroup, starting at a warp index
-// divisible by 4) compute D[64 x 128] (+)= A[64 x 32] * B[128 x 32]^T, both
-// operands e4m3fn bytes in shared memory, K-major, in the "core matrix"
-// layout below (no swizzle): 8 rows x 16 bytes are one contiguous 128-byte
-// core matrix; core matrices follow each other along K (kLeadingBytes apart),
-// then along the rows (kRowGroupBytes apart).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define DSA_MMA_HAS_WGMMA_FP8 1
 inline constexpr bool kHasWarpgroupFp8Mma = true;
@@ -27,16 +21,50 @@ inline constexpr bool kHasWarpgroupFp8Mma = true;
 inline constexpr bool kHasWarpgroupFp8Mma = false;
 #endif
 
-template <int kKBytes>
+// One wgmma m64n<n>k32 e4m3 x e4m3 -> f32 instruction: `accs` (= n / 2)
+// accumulators a thread in acc[], operands numbered after them (the A and B
+// descriptors a_desc / b_desc at %<da> / %<db>, the scale-d flag at
+// %<scale>: 0 overwrites acc, 1 accumulates). The mnemonic is built from n,
+// the accumulator list and constraints chosen by accs.
+#define DSA_WGMMA_FP8_E4M3(n, accs, da, db, scale)       \
+  asm volatile(                                          \
+      "{\n"                                              \
+      ".reg .pred p;\n"                                  \
+      "setp.ne.b32 p, %" #scale                          \
+      ", 0;\n"                                           \
+      "wgmma.mma_async.sync.aligned.m64n" #n             \
+      "k32.f32.e4m3.e4m3 "                               \
+      "{" DSA_WGMMA_ACC_REGS_##accs "}, %" #da ", %" #db \
+                                    ", p, 1, 1;\n"       \
+                                    "}\n"                \
+      : DSA_WGMMA_ACC_##accs(acc)                        \
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d))
+
+// Four consecutive warps (a warpgroup, starting at a warp index divisible by
+// 4) compute D[64 x kN] (+)= A[64 x 32] * B[kN x 32]^T, both operands e4m3fn
+// bytes in shared memory, K-major, in the "core matrix" layout below (no
+// swizzle) or the 128-byte swizzled layout the tensor memory accelerator
+// writes: 8 rows x 16 bytes are one contiguous 128-byte core matrix; core
+// matrices follow each other along K (kLeadingBytes apart), then along the
+// rows (kRowGroupBytes apart). kN = 128 is the kernels' tile; 64 and 32 are
+// for products whose useful columns are fewer (a decode row of 32 heads).
+template <int kKBytes, int kWidth = 128>
 struct WarpgroupFp8Mma {
+  static_assert(kWidth == 32 || kWidth == 64 || kWidth == 128,
+                "wgmma widths the kernels use");
   static constexpr int kM = 64;
-  static constexpr int kN = 128;
+  static constexpr int kN = kWidth;
   static constexpr int kK = 32;
   static constexpr int kLeadingBytes = 128;
   static constexpr int kRowGroupBytes = kKBytes / 16 * 128;
-  static constexpr int kAccPerThread = kM * kN / 128;  // 64
+  static constexpr int kAccPerThread = kM * kN / 128;  // 16, 32 or 64
   static constexpr const char* kInstruction =
-      "wgmma.m64n128k32.e4m3 (QGMMA, sm_90a)";
+      kN == 32   ? "wgmma.m64n32k32.e4m3 (QGMMA, sm_90a)"
+      : kN == 64 ? "wgmma.m64n64k32.e4m3 (QGMMA, sm_90a)"
+                 : "wgmma.m64n128k32.e4m3 (QGMMA, sm_90a)";
+  // The same product on another width (the same operand layouts).
+  template <int kOtherWidth>
+  using OfWidth = WarpgroupFp8Mma<kKBytes, kOtherWidth>;
 
   // Byte offset of (row, k) in an operand laid out as above.
   __device__ __forceinline__ static uint32_t Offset(int row, int k_byte) {
@@ -84,29 +112,13 @@ struct WarpgroupFp8Mma {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
   }
-  // acc (+)= A * B^T over kKBytes of K; accumulate=false starts from zero.
-  // Issue() starts the products and returns at once: until Wait(), the
-  // thread may do other work but must not touch acc, and the operands in
-  // shared memory must stay as they are.
-  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
-                                               const uint8_t* a_tile,
-                                               const uint8_t* b_tile,
-                                               bool accumulate) {
-    IssueAs<false, false>(acc, a_tile, b_tile, accumulate);
-  }
-  // The same with A (a_tile, 1024-byte aligned) in the 128-byte swizzled
-  // layout of DescriptorSwizzle128, B as above.
-  __device__ __forceinline__ static void IssueSwizzledA(
-      float (&acc)[kAccPerThread], const uint8_t* a_tile, const uint8_t* b_tile,
-      bool accumulate) {
-    IssueAs<true, false>(acc, a_tile, b_tile, accumulate);
-  }
-  // Both operands (1024-byte aligned) in the 128-byte swizzled layout.
-  __device__ __forceinline__ static void IssueSwizzled(
-      float (&acc)[kAccPerThread], const uint8_t* a_tile, const uint8_t* b_tile,
-      bool accumulate) {
-    IssueAs<true, true>(acc, a_tile, b_tile, accumulate);
-  }
+  // acc (+)= A * B^T over kKBytes of K (B holds kN rows); accumulate=false
+  // starts from zero. kASwizzle128 / kBSwizzle128: that operand (1024-byte
+  // aligned) is in the 128-byte swizzled layout of DescriptorSwizzle128,
+  // else the core-matrix layout. IssueAs() starts the products (one commit
+  // group) and returns at once: until Wait(), the thread may do other work
+  // but must not touch acc, and the operands in shared memory must stay as
+  // they are.
   template <bool kASwizzle128, bool kBSwizzle128>
   __device__ __forceinline__ static void IssueAs(float (&acc)[kAccPerThread],
                                                  const uint8_t* a_tile,
@@ -129,17 +141,7 @@ struct WarpgroupFp8Mma {
       } else {
         db = Descriptor(b_tile, k0);
       }
-      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
-      asm volatile(
-          "{\n"
-          ".reg .pred p;\n"
-          "setp.ne.b32 p, %66, 0;\n"
-          "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
-          "{" DSA_WGMMA_ACC_REGS_64
-          "}, %64, %65, p, 1, 1;\n"
-          "}\n"
-          : DSA_WGMMA_ACC_64(acc)
-          : "l"(da), "l"(db), "r"(scale_d));
+      Mma(acc, da, db, (accumulate || k0 > 0) ? 1 : 0);
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 #else
@@ -149,6 +151,25 @@ struct WarpgroupFp8Mma {
     (void)accumulate;
     __trap();  // only reached if a kernel ignores kHasWarpgroupFp8Mma
 #endif
+  }
+  // Both operands in the core-matrix layout.
+  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
+                                               const uint8_t* a_tile,
+                                               const uint8_t* b_tile,
+                                               bool accumulate) {
+    IssueAs<false, false>(acc, a_tile, b_tile, accumulate);
+  }
+  // A swizzled, B in the core-matrix layout.
+  __device__ __forceinline__ static void IssueSwizzledA(
+      float (&acc)[kAccPerThread], const uint8_t* a_tile, const uint8_t* b_tile,
+      bool accumulate) {
+    IssueAs<true, false>(acc, a_tile, b_tile, accumulate);
+  }
+  // Both operands swizzled.
+  __device__ __forceinline__ static void IssueSwizzled(
+      float (&acc)[kAccPerThread], const uint8_t* a_tile, const uint8_t* b_tile,
+      bool accumulate) {
+    IssueAs<true, true>(acc, a_tile, b_tile, accumulate);
   }
   __device__ __forceinline__ static void Wait(float (&acc)[kAccPerThread]) {
 #if defined(DSA_MMA_HAS_WGMMA_FP8)
@@ -188,145 +209,30 @@ struct WarpgroupFp8Mma {
   __device__ __forceinline__ static int AccCol(int lane, int i) {
     return 8 * (i / 4) + 2 * (lane % 4) + i % 2;
   }
-};
 
-// The same product on 64 columns, D[64 x 64] (+)= A[64 x 32] * B[64 x 32]^T
-// (wgmma m64n64k32, 32 accumulators a thread, same operand layout). A
-// kernel splits its columns into two such banks so that it can work on the
-// first bank's accumulators while the second's product still runs:
-// Issue(a); Issue(b); WaitPending<1>(a) (bank a done); ...; WaitPending<0>(b).
-template <int kKBytes>
-struct WarpgroupFp8Mma64 : WarpgroupFp8Mma<kKBytes> {
-  using Base = WarpgroupFp8Mma<kKBytes>;
-  static constexpr int kN = 64;
-  static constexpr int kAccPerThread = Base::kM * kN / 128;  // 32
-  static constexpr const char* kInstruction =
-      "wgmma.m64n64k32.e4m3 (QGMMA, sm_90a)";
-
-  __device__ __forceinline__ static void FenceOperands(
-      float (&acc)[kAccPerThread]) {
-#pragma unroll
-    for (int i = 0; i < kAccPerThread; ++i) {
-      asm volatile("" : "+f"(acc[i])::"memory");
-    }
-  }
-  // As WarpgroupFp8Mma::Issue; b_tile holds 64 rows. One commit group.
-  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
-                                               const uint8_t* a_tile,
-                                               const uint8_t* b_tile,
-                                               bool accumulate) {
+ private:
+  // One instruction over 32 bytes of K.
+  __device__ __forceinline__ static void Mma(float (&acc)[kAccPerThread],
+                                             uint64_t a_desc, uint64_t b_desc,
+                                             int scale_d) {
 #if defined(DSA_MMA_HAS_WGMMA_FP8)
-    FenceOperands(acc);
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int k0 = 0; k0 < kKBytes; k0 += Base::kK) {
-      const uint64_t da = Base::Descriptor(a_tile, k0);
-      const uint64_t db = Base::Descriptor(b_tile, k0);
-      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
-      asm volatile(
-          "{\n"
-          ".reg .pred p;\n"
-          "setp.ne.b32 p, %34, 0;\n"
-          "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
-          "{" DSA_WGMMA_ACC_REGS_32
-          "}, %32, %33, p, 1, 1;\n"
-          "}\n"
-          : DSA_WGMMA_ACC_32(acc)
-          : "l"(da), "l"(db), "r"(scale_d));
+    if constexpr (kN == 32) {
+      DSA_WGMMA_FP8_E4M3(32, 16, 16, 17, 18);
+    } else if constexpr (kN == 64) {
+      DSA_WGMMA_FP8_E4M3(64, 32, 32, 33, 34);
+    } else {
+      DSA_WGMMA_FP8_E4M3(128, 64, 64, 65, 66);
     }
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 #else
     (void)acc;
-    (void)a_tile;
-    (void)b_tile;
-    (void)accumulate;
-    __trap();  // only reached if a kernel ignores kHasWarpgroupFp8Mma
+    (void)a_desc;
+    (void)b_desc;
+    (void)scale_d;
 #endif
-  }
-  // Waits until at most kPending of this warpgroup's issued products are
-  // still running (the oldest first), then acc may be read.
-  template <int kPending>
-  __device__ __forceinline__ static void WaitPending(
-      float (&acc)[kAccPerThread]) {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
-                 : "memory");
-#endif
-    FenceOperands(acc);
   }
 };
 
-// The same product on 32 columns, D[64 x 32] (+)= A[64 x 32] * B[32 x 32]^T
-// (wgmma m64n32k32, 16 accumulators a thread; accumulator i of a thread is
-// at AccRow / AccCol as above). For products whose useful columns are few
-// (a decode row of 32 heads). kASwizzle128: A as DescriptorSwizzle128 reads
-// it, else the core-matrix layout.
-template <int kKBytes>
-struct WarpgroupFp8Mma32 : WarpgroupFp8Mma<kKBytes> {
-  using Base = WarpgroupFp8Mma<kKBytes>;
-  static constexpr int kN = 32;
-  static constexpr int kAccPerThread = Base::kM * kN / 128;  // 16
-  static constexpr const char* kInstruction =
-      "wgmma.m64n32k32.e4m3 (QGMMA, sm_90a)";
-
-  __device__ __forceinline__ static void FenceOperands(
-      float (&acc)[kAccPerThread]) {
-#pragma unroll
-    for (int i = 0; i < kAccPerThread; ++i) {
-      asm volatile("" : "+f"(acc[i])::"memory");
-    }
-  }
-  // As WarpgroupFp8Mma::Issue; b_tile holds 32 rows. One commit group.
-  template <bool kASwizzle128, bool kBSwizzle128 = false>
-  __device__ __forceinline__ static void Issue(float (&acc)[kAccPerThread],
-                                               const uint8_t* a_tile,
-                                               const uint8_t* b_tile,
-                                               bool accumulate) {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-    FenceOperands(acc);
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int k0 = 0; k0 < kKBytes; k0 += Base::kK) {
-      uint64_t da;
-      if constexpr (kASwizzle128) {
-        da = Base::DescriptorSwizzle128(a_tile, k0);
-      } else {
-        da = Base::Descriptor(a_tile, k0);
-      }
-      uint64_t db;
-      if constexpr (kBSwizzle128) {
-        db = Base::DescriptorSwizzle128(b_tile, k0);
-      } else {
-        db = Base::Descriptor(b_tile, k0);
-      }
-      const int scale_d = (accumulate || k0 > 0) ? 1 : 0;
-      asm volatile(
-          "{\n"
-          ".reg .pred p;\n"
-          "setp.ne.b32 p, %18, 0;\n"
-          "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
-          "{" DSA_WGMMA_ACC_REGS_16
-          "}, %16, %17, p, 1, 1;\n"
-          "}\n"
-          : DSA_WGMMA_ACC_16(acc)
-          : "l"(da), "l"(db), "r"(scale_d));
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#else
-    (void)acc;
-    (void)a_tile;
-    (void)b_tile;
-    (void)accumulate;
-    __trap();  // only reached if a kernel ignores kHasWarpgroupFp8Mma
-#endif
-  }
-  __device__ __forceinline__ static void Wait(float (&acc)[kAccPerThread]) {
-#if defined(DSA_MMA_HAS_WGMMA_FP8)
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#endif
-    FenceOperands(acc);
-  }
-};
+#undef DSA_WGMMA_FP8_E4M3
 
 }  // namespace dsa::gpu
 

@@ -1,19 +1,23 @@
-// The GPU indexer kernels (logits over the paged fp8 K cache, top-k) against
-// float64 host references, on fresh random inputs with poisoned outputs.
-// Skips cleanly when built without a GPU backend or run without a device.
+// The GPU indexer logits kernels against a float64 host reference, on fresh
+// random inputs with poisoned outputs. Each case runs the body the
+// heuristics pick and then the bodies its variants force
+// (IndexerLogitsOptions), so that every body is checked on the devices that
+// can run it. Skips cleanly when built without a GPU backend or run without
+// a device.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "attention/dtypes/fp8.h"
+#include "attention/gpu/device/features.h"
 #include "attention/gpu/device/runtime.h"
 #include "attention/gpu/device/test_util.h"
+#include "attention/gpu/indexer/heuristics.h"
 #include "attention/gpu/indexer/launch.h"
 #include "gtest/gtest.h"
 
@@ -25,9 +29,6 @@ constexpr bool kBuilt = true;
 #else
 constexpr bool kBuilt = false;
 #endif
-
-// ---------------------------------------------------------------------------
-// Logits.
 
 struct Request {
   int32_t seq_len;
@@ -59,8 +60,41 @@ struct LogitsCase {
     int32_t page;  // < 0 or >= num_blocks; kPastEnd: num_blocks + 2
   };
   std::vector<BadBlock> bad_blocks = {};
+  // The bodies run over the same inputs: the heuristics' choice first, then
+  // each forced one (IndexerLogitsOptions).
+  std::vector<IndexerLogitsOptions> variants = {{}};
 };
 constexpr int32_t kPastEnd = 1 << 30;
+
+// Options forcing a body, its blocks and its key path.
+IndexerLogitsOptions Force(
+    IndexerLogitsBody body,
+    IndexerLogitsBlocks blocks = IndexerLogitsBlocks::kAuto,
+    IndexerLogitsKeys keys = IndexerLogitsKeys::kAuto) {
+  return {body, blocks, keys};
+}
+std::string VariantName(const IndexerLogitsOptions& o) {
+  return std::string(indexer::BodyName(o.body)) + "/" +
+         indexer::BlocksName(o.blocks) + "/" + indexer::KeysName(o.keys);
+}
+// Whether a device with sm_90a code must run the variant on `c`: every body
+// but the warp-level one for e4m3fn data (there the matrix kernel is
+// wgmma's), the persistent one only for at most 128 heads and TMA keys only
+// for block sizes that are multiples of 64.
+bool RunsOnSm90a(const IndexerLogitsOptions& o, int heads, int block_size,
+                 Fp8Encoding encoding) {
+  const bool e4m3fn = encoding == Fp8Encoding::kE4m3fn;
+  const bool persistent = o.body == IndexerLogitsBody::kPersistent ||
+                          o.blocks != IndexerLogitsBlocks::kAuto ||
+                          o.keys != IndexerLogitsKeys::kAuto;
+  if (o.body == IndexerLogitsBody::kWarpMma) return !e4m3fn;
+  if (o.body == IndexerLogitsBody::kWarpgroupMma) return e4m3fn;
+  if (persistent) {
+    return e4m3fn && heads <= 128 &&
+           (o.keys != IndexerLogitsKeys::kTma || block_size % 64 == 0);
+  }
+  return true;
+}
 
 // Causal prefill rows of a request whose first `context` tokens are cached:
 // new token t sees keys [start(t), context + t + 1).
@@ -159,9 +193,6 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
   ASSERT_LAUNCH(d_start.Upload(row_start));
   ASSERT_LAUNCH(d_end.Upload(row_end));
   ASSERT_LAUNCH(d_logits.Allocate(rows * logits_stride * sizeof(float)));
-  // Poison: 0xff bytes are NaN floats, so an unwritten element shows.
-  ASSERT_LAUNCH(
-      DeviceMemset(d_logits.get<void>(), 0xff, rows * logits_stride * 4));
 
   IndexerLogitsParams p;
   p.q_fp8 = d_q.get<uint8_t>();
@@ -183,28 +214,18 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
   p.width = c.width;
   p.logits_stride = logits_stride;
   p.encoding = c.encoding;
-  ASSERT_LAUNCH(IndexerLogitsLaunch(p, nullptr));
-  ASSERT_LAUNCH(DeviceSynchronize());
-  std::vector<float> logits;
-  ASSERT_LAUNCH(d_logits.Download(&logits));
-  std::printf("%s: %s path, %lld rows\n", c.name.c_str(), IndexerLogitsPath(p),
-              static_cast<long long>(rows));
 
-  int64_t checked = 0;
-  double worst = 0.0;
+  DeviceFeatures features;
+  ASSERT_LAUNCH(CurrentDeviceFeatures(&features));
+
+  // The float64 reference of every logit inside the windows, and the sum of
+  // |products| that bounds its error.
+  std::vector<double> ref(rows * c.width, 0.0), magnitude(rows * c.width, 0.0);
   for (int64_t i = 0; i < rows; ++i) {
     const Row& row = c.rows[i];
-    for (int64_t j = 0; j < c.width; ++j) {
-      const float got = logits[i * logits_stride + j];
-      if (j < row.start || j >= row.end) {
-        ASSERT_TRUE(std::isinf(got) && got < 0)
-            << "row " << i << " col " << j << " outside [" << row.start << ", "
-            << row.end << ") is " << got;
-        continue;
-      }
+    for (int64_t j = row.start; j < row.end && j < c.width; ++j) {
       const int32_t page = block_table[row.request * stride + j / bs];
       const int64_t slot = int64_t{page} * bs + j % bs;
-      double ref = 0.0, magnitude = 0.0;
       for (int h = 0; h < heads && page_ok(page); ++h) {
         double dot = 0.0, abs_dot = 0.0;
         for (int d = 0; d < dim; ++d) {
@@ -215,32 +236,86 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
         }
         const double s = dot * key_scale[slot];
         const double w = weights[i * heads + h];
-        ref += s > 0 ? s * w : 0.0;
-        magnitude += abs_dot * std::abs(key_scale[slot]) * std::abs(w);
+        ref[i * c.width + j] += s > 0 ? s * w : 0.0;
+        magnitude[i * c.width + j] +=
+            abs_dot * std::abs(key_scale[slot]) * std::abs(w);
       }
-      // The products of fp8 values are exact; the error is the
-      // accumulation's. Hopper's fp8 matrix cores (wgmma) keep about 14 bits
-      // of each partial sum (DeepSeek-V3 report, 3.3.2), so the bound is
-      // 2^-12 of the sum of |products| (the fp16 HMMA, MFMA and FMA paths
-      // land near 1e-7 of it).
-      const double err = std::abs(got - ref);
-      ASSERT_FALSE(std::isnan(got)) << "row " << i << " col " << j;
-      ASSERT_LE(err, 0x1p-12 * magnitude + 1e-30)
-          << "row " << i << " col " << j << ": got " << got << ", want " << ref
-          << " (sum of |products| " << magnitude << ")";
-      worst = std::max(worst, err / (magnitude + 1e-30));
-      ++checked;
-    }
-    for (int64_t j = c.width; j < logits_stride; ++j) {
-      uint32_t bits;
-      std::memcpy(&bits, &logits[i * logits_stride + j], 4);
-      ASSERT_EQ(bits, 0xffffffffu) << "row " << i << " wrote past width";
     }
   }
-  std::printf(
-      "  %lld logits checked, worst error %.3g of the sum of "
-      "|products|\n",
-      static_cast<long long>(checked), worst);
+
+  std::string summary;
+  for (const IndexerLogitsOptions& options : c.variants) {
+    const std::string variant = VariantName(options);
+    SCOPED_TRACE(variant);
+    indexer::LogitsPlan plan;
+    const LaunchResult planned =
+        indexer::PlanIndexerLogits(p, options, features, &plan);
+    if (!planned.ok()) {
+      // Only where this device's code cannot run the body (the heuristics'
+      // own test pins down when that is).
+      ASSERT_FALSE(features.sm90a &&
+                   RunsOnSm90a(options, heads, bs, c.encoding))
+          << planned.message;
+      summary += "; " + variant + " not here";
+      continue;
+    }
+    const std::string path = indexer::LogitsPathName(plan);
+    ASSERT_EQ(path, IndexerLogitsPath(p, options));
+    if (options.body != IndexerLogitsBody::kAuto) {
+      ASSERT_EQ(plan.body, options.body) << path;
+    }
+    // Poison: 0xff bytes are NaN floats, so an unwritten element shows.
+    ASSERT_LAUNCH(
+        DeviceMemset(d_logits.get<void>(), 0xff, rows * logits_stride * 4));
+    ASSERT_LAUNCH(IndexerLogitsLaunch(p, nullptr, options));
+    ASSERT_LAUNCH(DeviceSynchronize());
+    std::vector<float> logits;
+    ASSERT_LAUNCH(d_logits.Download(&logits));
+
+    int64_t checked = 0;
+    double worst = 0.0;
+    for (int64_t i = 0; i < rows; ++i) {
+      const Row& row = c.rows[i];
+      for (int64_t j = 0; j < c.width; ++j) {
+        const float got = logits[i * logits_stride + j];
+        if (j < row.start || j >= row.end) {
+          ASSERT_TRUE(std::isinf(got) && got < 0)
+              << path << ": row " << i << " col " << j << " outside ["
+              << row.start << ", " << row.end << ") is " << got;
+          continue;
+        }
+        // The products of fp8 values are exact; the error is the
+        // accumulation's. Hopper's fp8 matrix cores (wgmma) keep about 14
+        // bits of each partial sum (DeepSeek-V3 report, 3.3.2), so the bound
+        // is 2^-12 of the sum of |products| (the fp16 HMMA, MFMA and FMA
+        // paths land near 1e-7 of it).
+        const double want = ref[i * c.width + j];
+        const double mag = magnitude[i * c.width + j];
+        const double err = std::abs(got - want);
+        ASSERT_FALSE(std::isnan(got)) << path << ": row " << i << " col " << j;
+        ASSERT_LE(err, 0x1p-12 * mag + 1e-30)
+            << path << ": row " << i << " col " << j << ": got " << got
+            << ", want " << want << " (sum of |products| " << mag << ")";
+        worst = std::max(worst, err / (mag + 1e-30));
+        ++checked;
+      }
+      for (int64_t j = c.width; j < logits_stride; ++j) {
+        uint32_t bits;
+        std::memcpy(&bits, &logits[i * logits_stride + j], 4);
+        ASSERT_EQ(bits, 0xffffffffu)
+            << path << ": row " << i << " wrote past width";
+      }
+    }
+    char line[160];
+    std::snprintf(line, sizeof(line), "; %s path %s, worst %.2g",
+                  variant.c_str(), path.c_str(), worst);
+    summary += line;
+    ASSERT_GT(checked, 0);
+  }
+  // One line a case: each variant's body and worst error (of the sum of
+  // |products|).
+  std::printf("%s (%lld rows)%s\n", c.name.c_str(),
+              static_cast<long long>(rows), summary.c_str());
 }
 
 std::vector<LogitsCase> LogitsCases() {
@@ -253,6 +328,22 @@ std::vector<LogitsCase> LogitsCases() {
     AddPrefillRows(0, 300, 77, 0, &c.rows);
     AddPrefillRows(1, 200, 50, 131, &c.rows);
     c.width = 400;
+    // Every body over the same rows: FMA, the matrix kernel's (warp-level
+    // off sm_90a, wgmma on it), the persistent kernel on narrow and wide
+    // blocks with both key paths.
+    c.variants = {
+        {},
+        Force(IndexerLogitsBody::kFma),
+        Force(IndexerLogitsBody::kWarpMma),
+        Force(IndexerLogitsBody::kWarpgroupMma),
+        Force(IndexerLogitsBody::kPersistent, IndexerLogitsBlocks::kNarrow,
+              IndexerLogitsKeys::kTma),
+        Force(IndexerLogitsBody::kPersistent, IndexerLogitsBlocks::kNarrow,
+              IndexerLogitsKeys::kCpAsync),
+        Force(IndexerLogitsBody::kPersistent, IndexerLogitsBlocks::kWide,
+              IndexerLogitsKeys::kTma),
+        Force(IndexerLogitsBody::kPersistent, IndexerLogitsBlocks::kWide,
+              IndexerLogitsKeys::kCpAsync)};
     cases.push_back(c);
   }
   {
@@ -265,6 +356,13 @@ std::vector<LogitsCase> LogitsCases() {
     c.rows.push_back({1, 30, 30});
     AddPrefillRows(2, 930, 70, 17, &c.rows);
     c.width = 1000;
+    c.variants = {
+        {},
+        Force(IndexerLogitsBody::kWarpgroupMma),
+        Force(IndexerLogitsBody::kPersistent, IndexerLogitsBlocks::kNarrow,
+              IndexerLogitsKeys::kCpAsync),
+        Force(IndexerLogitsBody::kPersistent, IndexerLogitsBlocks::kWide,
+              IndexerLogitsKeys::kCpAsync)};
     cases.push_back(c);
   }
   {
@@ -273,6 +371,7 @@ std::vector<LogitsCase> LogitsCases() {
     c.requests = {{203}};
     AddPrefillRows(0, 150, 53, 0, &c.rows);
     c.width = 210;
+    c.variants = {{}, Force(IndexerLogitsBody::kFma)};
     cases.push_back(c);
   }
   {
@@ -283,6 +382,10 @@ std::vector<LogitsCase> LogitsCases() {
     c.requests = {{100 + 600}};
     AddPrefillRows(0, 100, 600, 0, &c.rows);
     c.width = 701;
+    c.variants = {
+        {},
+        Force(IndexerLogitsBody::kPersistent, IndexerLogitsBlocks::kNarrow,
+              IndexerLogitsKeys::kCpAsync)};
     cases.push_back(c);
   }
   {
@@ -297,6 +400,13 @@ std::vector<LogitsCase> LogitsCases() {
       c.requests.push_back({n});
     }
     c.width = 3001;
+    // Decode rows on wide blocks, and one-row tiles with cp.async keys.
+    c.variants = {
+        {},
+        Force(IndexerLogitsBody::kPersistent, IndexerLogitsBlocks::kWide),
+        Force(IndexerLogitsBody::kPersistent, IndexerLogitsBlocks::kNarrow,
+              IndexerLogitsKeys::kCpAsync),
+        Force(IndexerLogitsBody::kWarpgroupMma)};
     cases.push_back(c);
   }
   {
@@ -309,6 +419,10 @@ std::vector<LogitsCase> LogitsCases() {
     c.rows.push_back({1, 0, 41});
     c.rows.push_back({-1, 0, 0});
     c.width = 95;
+    c.variants = {
+        {},
+        Force(IndexerLogitsBody::kPersistent, IndexerLogitsBlocks::kNarrow),
+        Force(IndexerLogitsBody::kWarpgroupMma)};
     cases.push_back(c);
   }
   {
@@ -320,6 +434,10 @@ std::vector<LogitsCase> LogitsCases() {
     c.rows.push_back({1, 0, 3});
     AddPrefillRows(2, 200, 60, 100, &c.rows);
     c.width = 301;
+    c.variants = {
+        {},
+        Force(IndexerLogitsBody::kPersistent, IndexerLogitsBlocks::kNarrow),
+        Force(IndexerLogitsBody::kWarpgroupMma)};
     cases.push_back(c);
   }
   {
@@ -332,6 +450,12 @@ std::vector<LogitsCase> LogitsCases() {
     AddPrefillRows(1, 290, 10, 0, &c.rows);
     c.width = 705;
     c.bad_blocks = {{0, 2, -3}, {0, 4, kPastEnd}, {1, 0, kPastEnd}};
+    c.variants = {
+        {},
+        Force(IndexerLogitsBody::kPersistent, IndexerLogitsBlocks::kNarrow,
+              IndexerLogitsKeys::kCpAsync),
+        Force(IndexerLogitsBody::kPersistent, IndexerLogitsBlocks::kWide,
+              IndexerLogitsKeys::kCpAsync)};
     cases.push_back(c);
   }
   {
@@ -354,6 +478,23 @@ std::vector<LogitsCase> LogitsCases() {
     c.rows.push_back({4, 100, 650});  // a second row of request 4, windowed
     c.width = 2001;
     c.bad_blocks = {{4, 1, -1}, {7, 3, kPastEnd}};
+    c.variants = {
+        {},
+        Force(IndexerLogitsBody::kPersistent, IndexerLogitsBlocks::kAuto,
+              IndexerLogitsKeys::kCpAsync)};
+    cases.push_back(c);
+  }
+  {
+    // 256 heads: one row fills a matrix block, too many for the persistent
+    // kernel (the wgmma matrix body on sm_90a), with windows starting
+    // mid-sequence and a row of a second request.
+    LogitsCase c{"heads256_256x128",   256, 128, 64,
+                 Fp8Encoding::kE4m3fn, {},  {},  0};
+    c.requests = {{90}, {33}};
+    AddPrefillRows(0, 60, 30, 11, &c.rows);
+    c.rows.push_back({1, 0, 33});
+    c.width = 95;
+    c.variants = {{}, Force(IndexerLogitsBody::kFma)};
     cases.push_back(c);
   }
   {
@@ -374,177 +515,50 @@ INSTANTIATE_TEST_SUITE_P(Shapes, IndexerLogitsTest,
                            return info.param.name;
                          });
 
-// ---------------------------------------------------------------------------
-// Top-k.
-
-// The reference: a strict total order (value descending, NaN last, then the
-// lower index), the first topk, ascending positions, -1 padding.
-std::vector<int32_t> ReferenceTopK(const float* row, int32_t start, int32_t end,
-                                   int topk) {
-  std::vector<int32_t> idx(end - start);
-  std::iota(idx.begin(), idx.end(), start);
-  auto better = [row](int32_t x, int32_t y) {
-    const float vx = row[x], vy = row[y];
-    const bool nan_x = std::isnan(vx), nan_y = std::isnan(vy);
-    if (nan_x != nan_y) return nan_y;
-    if (!nan_x && vx != vy) return vx > vy;
-    return x < y;
-  };
-  if (static_cast<int>(idx.size()) > topk) {
-    std::sort(idx.begin(), idx.end(), better);
-    idx.resize(topk);
-  }
-  std::sort(idx.begin(), idx.end());
-  idx.resize(topk, -1);
-  return idx;
-}
-
-enum class Values { kRandom, kFewDistinct, kSpecials };
-
-struct TopKCase {
-  std::string name;
-  int topk;
-  int64_t width;
-  Values values;
-  std::vector<std::pair<int32_t, int32_t>> windows;
-};
-
-class IndexerTopKTest : public ::testing::TestWithParam<TopKCase> {};
-
-TEST_P(IndexerTopKTest, MatchesReference) {
-  if (!kBuilt) {
-    GTEST_SKIP() << "built without a GPU backend: use --config=cuda or "
-                    "--config=rocm";
-  }
-  const TopKCase& c = GetParam();
-  const int64_t rows = static_cast<int64_t>(c.windows.size());
-  const int64_t stride = c.width + 5;
-  std::mt19937 rng(std::random_device{}());
-  std::normal_distribution<float> normal(0.0f, 3.0f);
-  std::uniform_int_distribution<int> small(0, 5);
-  std::vector<float> logits(rows * stride);
-  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
-                            -std::numeric_limits<float>::infinity(),
-                            std::numeric_limits<float>::infinity(),
-                            0.0f,
-                            -0.0f,
-                            1.0f,
-                            -1.0f};
-  for (float& v : logits) {
-    switch (c.values) {
-      case Values::kRandom:
-        v = normal(rng);
-        break;
-      case Values::kFewDistinct:
-        v = static_cast<float>(small(rng));  // heavy ties
-        break;
-      case Values::kSpecials:
-        v = (rng() % 4 == 0) ? specials[rng() % 7] : normal(rng);
-        break;
-    }
-  }
-  std::vector<int32_t> starts(rows), ends(rows);
-  for (int64_t i = 0; i < rows; ++i) {
-    starts[i] = c.windows[i].first;
-    ends[i] = c.windows[i].second;
-  }
-  const int64_t topk_stride = c.topk + 2;
-  DeviceArray d_logits, d_start, d_end, d_topk;
-  ASSERT_LAUNCH(d_logits.Upload(logits));
-  ASSERT_LAUNCH(d_start.Upload(starts));
-  ASSERT_LAUNCH(d_end.Upload(ends));
-  ASSERT_LAUNCH(d_topk.Allocate(rows * topk_stride * sizeof(int32_t)));
-  ASSERT_LAUNCH(DeviceMemset(d_topk.get<void>(), 0x7f,
-                             rows * topk_stride * sizeof(int32_t)));
-  IndexerTopKParams p;
-  p.logits = d_logits.get<float>();
-  p.row_key_start = d_start.get<int32_t>();
-  p.row_key_end = d_end.get<int32_t>();
-  p.topk_indices = d_topk.get<int32_t>();
-  p.rows = rows;
-  p.width = c.width;
-  p.logits_stride = stride;
-  p.topk = c.topk;
-  p.topk_stride = topk_stride;
-  ASSERT_LAUNCH(IndexerTopKLaunch(p, nullptr));
-  ASSERT_LAUNCH(DeviceSynchronize());
-  std::vector<int32_t> got;
-  ASSERT_LAUNCH(d_topk.Download(&got));
-  for (int64_t i = 0; i < rows; ++i) {
-    const std::vector<int32_t> want =
-        ReferenceTopK(logits.data() + i * stride, starts[i], ends[i], c.topk);
-    for (int k = 0; k < c.topk; ++k) {
-      ASSERT_EQ(got[i * topk_stride + k], want[k])
-          << "row " << i << " window [" << starts[i] << ", " << ends[i]
-          << ") slot " << k;
-    }
-    for (int64_t k = c.topk; k < topk_stride; ++k) {
-      ASSERT_EQ(got[i * topk_stride + k], 0x7f7f7f7f)
-          << "row " << i << " wrote past topk";
-    }
-  }
-}
-
-std::vector<TopKCase> TopKCases() {
-  std::vector<TopKCase> cases;
-  const int k = 2048;
-  // Lengths around topk, windows starting mid-row, empty and short windows,
-  // and windows longer than what a block stages in shared memory.
-  const std::vector<std::pair<int32_t, int32_t>> windows = {
-      {0, k - 1},
-      {0, k},
-      {0, k + 1},
-      {100, 100 + k + 1},
-      {7, 7 + k},
-      {3, 3 + k - 1},
-      {0, 0},
-      {50, 60},
-      {0, 4096},
-      {1234, 8000},
-      {0, 8192},
-      {5, 8192 + 5},
-      {0, 10000},
-      {777, 12000},
-      {12000 - k - 1, 12000}};
-  cases.push_back({"random_k2048", k, 12000, Values::kRandom, windows});
-  cases.push_back({"ties_k2048", k, 12000, Values::kFewDistinct, windows});
-  cases.push_back({"specials_k2048", k, 12000, Values::kSpecials, windows});
-  // A small k over many rows of random windows.
-  std::mt19937 rng(12345);
-  std::vector<std::pair<int32_t, int32_t>> small_windows;
-  for (int i = 0; i < 300; ++i) {
-    const int32_t a = static_cast<int32_t>(rng() % 600);
-    const int32_t b = static_cast<int32_t>(rng() % 600);
-    small_windows.push_back({std::min(a, b), std::max(a, b)});
-  }
-  cases.push_back({"random_k7", 7, 600, Values::kRandom, small_windows});
-  cases.push_back({"ties_k7", 7, 600, Values::kFewDistinct, small_windows});
-  return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(Windows, IndexerTopKTest,
-                         ::testing::ValuesIn(TopKCases()),
-                         [](const ::testing::TestParamInfo<TopKCase>& info) {
-                           return info.param.name;
-                         });
-
-TEST(IndexerLaunchTest, RejectsBadSizesWithAMessage) {
+TEST(IndexerLogitsLaunchTest, RejectsBadSizesWithAMessage) {
   if (!kBuilt) GTEST_SKIP() << "built without a GPU backend";
-  IndexerTopKParams p;
-  p.rows = 3;
-  p.width = 10;
-  p.logits_stride = 10;
-  p.topk = 0;
-  const LaunchResult r = IndexerTopKLaunch(p, nullptr);
-  EXPECT_EQ(r.code, LaunchCode::kInvalidArgument);
-  EXPECT_NE(std::string(r.message).find("topk 0"), std::string::npos)
-      << r.message;
   IndexerLogitsParams q;
   q.rows = 2;
   q.heads = 32;
   q.head_dim = 128;
-  const LaunchResult r2 = IndexerLogitsLaunch(q, nullptr);
-  EXPECT_EQ(r2.code, LaunchCode::kInvalidArgument) << r2.message;
+  const LaunchResult r = IndexerLogitsLaunch(q, nullptr);
+  EXPECT_EQ(r.code, LaunchCode::kInvalidArgument) << r.message;
+}
+
+TEST(IndexerLogitsLaunchTest, RefusesABodyThatCannotRunTheShape) {
+  if (!kBuilt) GTEST_SKIP() << "built without a GPU backend";
+  DeviceFeatures features;
+  if (!CurrentDeviceFeatures(&features).ok()) GTEST_SKIP() << "no device";
+  // 16 heads: only the FMA kernel takes them. Nothing is read or launched
+  // (the plan refuses first), so the pointers only need to be set.
+  DeviceArray scratch;
+  ASSERT_LAUNCH(scratch.Allocate(4096));
+  IndexerLogitsParams p;
+  p.q_fp8 = p.k_cache = scratch.get<uint8_t>();
+  p.head_weights = p.logits = scratch.get<float>();
+  p.block_table = p.row_request = p.row_key_start = p.row_key_end =
+      scratch.get<int32_t>();
+  p.rows = 1;
+  p.heads = 16;
+  p.head_dim = 128;
+  p.num_blocks = 1;
+  p.block_size = 64;
+  p.num_requests = 1;
+  p.max_blocks_per_request = 1;
+  p.block_table_stride = 1;
+  p.width = 1;
+  p.logits_stride = 1;
+  for (IndexerLogitsBody body :
+       {IndexerLogitsBody::kWarpMma, IndexerLogitsBody::kWarpgroupMma,
+        IndexerLogitsBody::kPersistent}) {
+    const LaunchResult r = IndexerLogitsLaunch(p, nullptr, Force(body));
+    EXPECT_EQ(r.code, LaunchCode::kInvalidArgument)
+        << indexer::BodyName(body) << ": " << r.message;
+    EXPECT_NE(std::string(r.message).find("indexer_logits: "),
+              std::string::npos)
+        << r.message;
+    EXPECT_STREQ(IndexerLogitsPath(p, Force(body)), "none");
+  }
 }
 
 }  // namespace

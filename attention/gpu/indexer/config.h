@@ -1,0 +1,141 @@
+// The indexer logits kernels' tile constants and shared-memory layouts, with
+// the legal space stated as static_asserts. Plain C++: the heuristics (host
+// code, heuristics.cc) choose by the same numbers the kernels are built with.
+//
+//   - every matrix body: 64-key tiles of 128-byte keys (head_dim 128);
+//   - the matrix kernel (warp_body.h, warpgroup_body.h): 8 warps, 256
+//     (row, head) columns a block, two key tiles in flight;
+//   - the persistent sm_90a kernel (persistent_*.h): a producer warpgroup,
+//     two math warpgroups of 128 columns each, a ring of 16 key stages.
+#ifndef DSA_ATTENTION_GPU_INDEXER_CONFIG_H_
+#define DSA_ATTENTION_GPU_INDEXER_CONFIG_H_
+
+#include <cstdint>
+
+namespace dsa::attention::gpu::indexer {
+
+// kValue, made to depend on a template parameter: a type named with it
+// (WarpgroupFp8Mma<kDependent<kHeadDim, F>>) is instantiated only with its
+// template, so targets without wgmma never instantiate it in a branch that
+// `if constexpr` discards.
+template <int kValue, auto kParameter>
+inline constexpr int kDependent = kValue;
+
+// --- Every matrix body.
+inline constexpr int kHeadDim = 128;  // the matrix bodies' only head_dim
+inline constexpr int kTileKeys = 64;  // keys a tile, shared by every warp
+inline constexpr int kChunk = 16;     // bytes a thread moves at a time
+inline constexpr int kChunksPerKey = kHeadDim / kChunk;  // 8
+
+// --- The matrix kernel: each warp owns 32 (row, head) columns, so a block
+// owns 8 rows of 32 heads, 4 of 64, 2 of 128 or 1 of 256.
+inline constexpr int kWarpHeads = 32;
+inline constexpr int kWarps = 8;
+inline constexpr int kBlockCols = kWarps * kWarpHeads;         // 256
+inline constexpr int kTileChunks = kTileKeys * kChunksPerKey;  // 512
+static_assert(kBlockCols % kWarpHeads == 0 && kWarps % 4 == 0,
+              "whole warps, whole warpgroups");
+
+// Heads whose rows tile a block of the matrix kernel.
+constexpr bool MatrixTakesHeads(int heads) {
+  return heads >= kWarpHeads && heads <= kBlockCols && kBlockCols % heads == 0;
+}
+
+// A row's request and key window, clamped so that nothing outside the
+// buffers is ever touched: an invalid request gives an empty window.
+struct RowWindow {
+  int32_t request;
+  int32_t start;
+  int32_t end;
+};
+
+// Shared memory of the warp-level body (Elem: the warp product's staged
+// element type).
+template <typename Elem>
+struct MatrixWarpShared {
+  // Row stride of a staged operand: 16 bytes of padding keep the fragment
+  // loads of consecutive rows in different banks.
+  static constexpr int kLd = kHeadDim + 16 / static_cast<int>(sizeof(Elem));
+  // Two key tiles; before the walk, the same space stages 128 query columns
+  // at a time.
+  alignas(16) Elem keys[2][kTileKeys * kLd];
+  float scale[2][kTileKeys];
+  float partial[2][kWarps][kTileKeys];
+  RowWindow window[kWarps];
+};
+// The warpgroup body's shared memory is six arrays (warpgroup_body.h): the
+// block's queries (kBlockCols x 128 bytes), one key tile, its scales, the
+// block's head weights, partial sums and windows: 47 KB, so that two blocks
+// fit on a multiprocessor.
+
+// --- The persistent sm_90a kernel.
+struct Persistent {
+  // Math warpgroups. Two keep the head weights in registers (384 threads
+  // with the producer); the ping-pong and the wide blocks pair them.
+  static constexpr int kMathGroups = 2;
+  static constexpr int kMathThreads = kMathGroups * 128;
+  // The producer is a warpgroup too: four warps (one per scheduler) share a
+  // tile's copies, so that no single warp's issue rate paces the ring.
+  static constexpr int kProducerThreads = 128;
+  static constexpr int kThreads = kMathThreads + kProducerThreads;  // 384
+  // The register split: none. Producer and math threads alike get what 384
+  // threads a multiprocessor leave (65536 / 384, rounded down to 8: 168),
+  // which the math groups' 64 accumulators and 16 weight pairs need.
+  static constexpr int kRegistersPerThread = 65536 / kThreads / 8 * 8;
+  // Key tiles in the ring, and the cp.async commit groups a producer thread
+  // keeps in flight before it waits for the oldest and signals its stage
+  // (the depth in flight hides the L2 latency).
+  static constexpr int kStages = 16;
+  static constexpr int kLag = 8;
+  static constexpr int kQueryStages = 2;  // queries and weights of an item
+  static constexpr int kCols = 128;       // (row, head) columns a math group
+  static constexpr int kKeyBytes = kTileKeys * kHeadDim;  // 8 KB a stage
+  // full / empty per key stage, then full / empty per query stage.
+  static constexpr int kBarriers = 2 * kStages + 2 * kQueryStages;
+  // Decode (few row blocks): a block's keys are split into chunks so that
+  // every multiprocessor gets one, each chunk at least this many keys.
+  static constexpr int kSplitKeys = 512;
+
+  static_assert(kMathGroups == 2, "the ping-pong pairs two math groups");
+  static_assert(kRegistersPerThread == 168, "the register split");
+  static_assert(kLag >= 1 && kLag < kStages, "lag below the ring depth");
+  static_assert(kCols % kWarpHeads == 0 && kSplitKeys % kTileKeys == 0,
+                "whole rows of 32 heads, whole tiles a chunk");
+};
+
+// Heads the persistent kernel takes (a row within one math group's columns).
+constexpr bool PersistentTakesHeads(int heads) {
+  return MatrixTakesHeads(heads) && heads <= Persistent::kCols;
+}
+
+// The persistent kernel's dynamic shared memory, in bytes from its (1 KB
+// aligned) start: two query stages, the key ring, its scales, two weight
+// stages, the barriers. Wide blocks: kMathGroups x 128 columns, both math
+// groups on every key tile; narrow blocks: 128 columns.
+template <bool kWide>
+struct PersistentSmem {
+  static constexpr int kBlockCols =
+      kWide ? Persistent::kMathGroups * Persistent::kCols : Persistent::kCols;
+  static constexpr int kQBytes = kBlockCols * kHeadDim;  // a query stage
+  static constexpr int kQOffset = 0;
+  static constexpr int kKeyOffset =
+      kQOffset + Persistent::kQueryStages * kQBytes;
+  static constexpr int kScaleOffset =
+      kKeyOffset + Persistent::kStages * Persistent::kKeyBytes;
+  static constexpr int kWeightOffset =
+      kScaleOffset + Persistent::kStages * kTileKeys * 4;
+  static constexpr int kBarrierOffset =
+      kWeightOffset + Persistent::kQueryStages * kBlockCols * 4;
+  // The kernel aligns its base to 1 KB (128-byte swizzled key tiles need
+  // it), so it asks for 1 KB more than it uses.
+  static constexpr int kSmemBytes =
+      kBarrierOffset + Persistent::kBarriers * 8 + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "fits Hopper's shared memory");
+  static_assert(kKeyOffset % 1024 == 0 && Persistent::kKeyBytes % 1024 == 0 &&
+                    kScaleOffset % 128 == 0,
+                "key stages on 1 KB, scale stages on 128 bytes");
+};
+
+}  // namespace dsa::attention::gpu::indexer
+
+#endif  // DSA_ATTENTION_GPU_INDEXER_CONFIG_H_

@@ -1,0 +1,57 @@
+// The one place that decides which indexer logits body runs: from the
+// launch's parameters, its options (tests and benchmarks may force a body)
+// and what the device and its loaded code can do, the body, its blocks and
+// its grid. IndexerLogitsLaunch runs what this answers and IndexerLogitsPath
+// reports it. Plain C++ (host code; heuristics_test.cc runs it without a
+// device).
+#ifndef DSA_ATTENTION_GPU_INDEXER_HEURISTICS_H_
+#define DSA_ATTENTION_GPU_INDEXER_HEURISTICS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "attention/gpu/device/features.h"
+#include "attention/gpu/device/launch_result.h"
+#include "attention/gpu/indexer/params.h"
+
+namespace dsa::attention::gpu::indexer {
+
+struct LogitsPlan {
+  IndexerLogitsBody body = IndexerLogitsBody::kFma;  // never kAuto
+  // The persistent body only: 256-column blocks (else 128), key tiles by
+  // TMA (else cp.async).
+  bool wide = false;
+  bool tma_keys = false;
+  // Rows a block (a work item of the persistent body): 1 for fma.
+  int rows_per_block = 1;
+  int64_t blocks = 0;  // row blocks
+  // The persistent body only: chunks a row block's key tiles are split
+  // into, so that decode's few row blocks keep every multiprocessor busy.
+  int splits = 1;
+  int64_t grid = 0;  // blocks launched (persistent: at most one CTA an SM)
+};
+
+// kOk and *plan for valid parameters (IndexerLogitsLaunch checks them
+// first), or kInvalidArgument naming why the body, blocks or keys that
+// `options` ask for cannot run here.
+LaunchResult PlanIndexerLogits(const IndexerLogitsParams& p,
+                               const IndexerLogitsOptions& options,
+                               const DeviceFeatures& features,
+                               LogitsPlan* plan);
+
+// The plan's name, as IndexerLogitsPath reports it: "fma", "warp_mma",
+// "warpgroup_mma" or "persistent_{narrow,wide}_{tma,cp_async}".
+const char* LogitsPathName(const LogitsPlan& plan);
+
+// The names of DSA_INDEXER_LOGITS_BODIES / _BLOCKS / _KEYS ("auto" for
+// kAuto), and back (false for an unknown name), for flags and reports.
+const char* BodyName(IndexerLogitsBody body);
+const char* BlocksName(IndexerLogitsBlocks blocks);
+const char* KeysName(IndexerLogitsKeys keys);
+bool ParseBody(const std::string& name, IndexerLogitsBody* body);
+bool ParseBlocks(const std::string& name, IndexerLogitsBlocks* blocks);
+bool ParseKeys(const std::string& name, IndexerLogitsKeys* keys);
+
+}  // namespace dsa::attention::gpu::indexer
+
+#endif  // DSA_ATTENTION_GPU_INDEXER_HEURISTICS_H_
