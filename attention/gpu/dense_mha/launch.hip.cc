@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 #include "attention/gpu/dense_mha/attention_launch.h"
 #include "attention/gpu/dense_mha/config.h"
