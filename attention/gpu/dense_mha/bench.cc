@@ -5,6 +5,9 @@
 // equivalent (SDPA + the decompression matmul) in the same device call.
 //
 //   dense_mha_bench [--quick | --t8192 | --floor | --once]
+//                   [--body=warp | sm90-pipelined | sm90-tma]
+// --body runs that attention body instead of the default one (for
+// comparisons; params.attention_body). Each line names the body that ran.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -31,6 +34,9 @@ constexpr Preset kGlm = {"glm5.1", 64, 192, 64, 256};
 constexpr Preset kDeepSeek = {"deepseek3.2", 128, 128, 64, 128};
 constexpr int kLora = 512;
 constexpr int kBlockSize = 64;
+
+// The attention body asked for (--body), default: the heuristics' choice.
+DenseMhaBody g_body = DenseMhaBody::kAuto;
 
 // Fast deterministic uniform floats in [-1, 1).
 struct Rng {
@@ -171,6 +177,7 @@ bool Bench(const Preset& pre, const char* label,
   p.qk_nope_head_dim = pre.nope;
   p.v_head_dim = pre.v;
   p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(qk));
+  p.attention_body = g_body;
   float ms = 0;
   if (!Check(TimeMedianMs(&RunDense, &p, 3, iters, &ms), "dense")) {
     return false;
@@ -236,11 +243,12 @@ bool Bench(const Preset& pre, const char* label,
   std::printf(
       "dense %-11s %-22s cache=%-6s tokens=%6lld  total %8.3f ms "
       "(%6.1f TFLOP/s)  gemm %7.3f ms (%6.1f TFLOP/s)  rest %8.3f ms "
-      "(attention %6.1f TFLOP/s)%s\n",
+      "(attention %6.1f TFLOP/s) %s%s\n",
       pre.name, label, fp8 ? "fp8" : "bf16", static_cast<long long>(tokens), ms,
       (f.attention + f.decompression) / (ms * 1e9), gemm_ms,
       f.decompression / (gemm_ms * 1e9), ms - gemm_ms,
-      f.attention / ((ms - gemm_ms) * 1e9), bad ? " NON-FINITE OUTPUT" : "");
+      f.attention / ((ms - gemm_ms) * 1e9), DenseMhaAttentionPath(p),
+      bad ? " NON-FINITE OUTPUT" : "");
   std::fflush(stdout);
   return bad == 0;
 }
@@ -250,7 +258,22 @@ bool Bench(const Preset& pre, const char* label,
 
 int main(int argc, char** argv) {
   using namespace dsa::attention::gpu;
-  const std::string mode = argc > 1 ? argv[1] : "";
+  std::string mode;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--body=warp") {
+      g_body = DenseMhaBody::kWarp;
+    } else if (arg == "--body=sm90-pipelined") {
+      g_body = DenseMhaBody::kSm90Pipelined;
+    } else if (arg == "--body=sm90-tma") {
+      g_body = DenseMhaBody::kSm90Tma;
+    } else if (arg.rfind("--body=", 0) == 0) {
+      std::fprintf(stderr, "dense_mha_bench: unknown body %s\n", arg.c_str());
+      return 2;
+    } else {
+      mode = arg;
+    }
+  }
   const bool quick = mode == "--quick";
   const bool only_long = mode == "--t8192";  // the floor's shapes alone
   // The floor's shapes and T = 1024, bf16 cache, full iterations.
@@ -261,9 +284,8 @@ int main(int argc, char** argv) {
                ? 0
                : 1;
   }
-  std::printf("attention body: %s, decompression: %s (own gemm body: %s)\n",
-              DenseMhaAttentionPath(), DenseMhaDecompressionPath(),
-              Bf16GemmPath());
+  std::printf("decompression: %s (own gemm body: %s)\n",
+              DenseMhaDecompressionPath(), Bf16GemmPath(Bf16GemmParams{}));
   const int iters = quick ? 5 : 20;
   bool ok = true;
   // The floor's shapes first (T = 8192), then the rest.

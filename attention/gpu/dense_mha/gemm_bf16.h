@@ -3,14 +3,21 @@
 // prefill decompresses keys and values with it, and other launchers may call
 // it on device pointers. Plain C++ (no HIP or CUDA types); the launch is
 // asynchronous on `stream`.
-#ifndef DSA_ATTENTION_GPU_GEMM_BF16_H_
-#define DSA_ATTENTION_GPU_GEMM_BF16_H_
+#ifndef DSA_ATTENTION_GPU_DENSE_MHA_GEMM_BF16_H_
+#define DSA_ATTENTION_GPU_DENSE_MHA_GEMM_BF16_H_
 
 #include <cstdint>
 
 #include "attention/gpu/device/launch_result.h"
 
 namespace dsa::attention::gpu {
+
+// The GEMM's bodies (dense_mha/heuristics.h chooses one).
+enum class Bf16GemmBody : int32_t {
+  kAuto = -1,  // as a request: the heuristics' choice
+  kWarp = 0,   // Bf16WarpMma (mma.sync, MFMA): any device
+  kSm90 = 1,   // wgmma: sm_90a device code
+};
 
 // c[i][j] = bf16(sum_l a[i][l] * b[j][l]) for i < m, j < n, l < k: A is
 // [m][k] and B is [n][k] (both k-contiguous; B is e.g. a weight matrix
@@ -34,6 +41,9 @@ struct Bf16GemmParams {
   int64_t a_group_stride = 0;
   int64_t b_group_rows = 0;
   int64_t b_group_stride = 0;
+  // Run this body instead of the heuristics' choice (tests run the warp
+  // body on sm_90a too); kInvalidArgument where the device cannot run it.
+  Bf16GemmBody body = Bf16GemmBody::kAuto;
 };
 
 // Needs k, lda and ldb multiples of 8, a and b 16-byte aligned, c 4-byte
@@ -43,10 +53,10 @@ struct Bf16GemmParams {
 // tile. m * n == 0 launches nothing.
 LaunchResult Bf16GemmLaunch(const Bf16GemmParams& params, void* stream);
 
-// Which body this build runs on the current device: "warpgroup" (sm_90a
-// code: wgmma, unless DSA_BF16_GEMM=warp) or "warp" (Bf16WarpMma); "none"
-// when not built or on error. For tests and reports.
-const char* Bf16GemmPath();
+// Which body a call with `params` runs on the current device: "sm90"
+// (wgmma) or "warp" (Bf16WarpMma); "none" when not built, on error, or
+// where the body asked for cannot run. For tests and reports.
+const char* Bf16GemmPath(const Bf16GemmParams& params);
 
 // Floating-point operations of a call (2 m n k), for reports.
 inline double Bf16GemmFlops(const Bf16GemmParams& p) {
@@ -56,4 +66,4 @@ inline double Bf16GemmFlops(const Bf16GemmParams& p) {
 
 }  // namespace dsa::attention::gpu
 
-#endif  // DSA_ATTENTION_GPU_GEMM_BF16_H_
+#endif  // DSA_ATTENTION_GPU_DENSE_MHA_GEMM_BF16_H_

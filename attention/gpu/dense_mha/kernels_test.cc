@@ -5,9 +5,12 @@
 // around the 64/128 tile edges, a request without queries, and pages handed
 // out in shuffled order with poisoned block-table entries past each request.
 // The launcher's defaults run (on the H200: the TMA attention body for the
-// GLM / DeepSeek dims, the cp.async body for the tiny ones, cuBLASLt
-// decompression); *_own_gemm cases decompress on gemm_bf16.h, and
-// DSA_DENSE_ATTENTION / DSA_DENSE_TMA_* pick the other bodies.
+// GLM / DeepSeek dims, 64- and 128-key tiles, the cp.async body for the tiny
+// ones, cuBLASLt decompression); *_own_gemm cases decompress on
+// gemm_bf16.h, and the *_warp / *_sm90_pipelined / *_sm90_tma cases ask for
+// each attention body by name (params.attention_body), so that every body
+// runs on sm_90a too (a body the device cannot run is skipped, saying so).
+// The GEMM alone runs its default and its warp body.
 // Skips cleanly when built without a GPU backend or run without a device.
 //
 // Tolerance. The kernel multiplies bf16 values exactly and accumulates in
@@ -41,6 +44,7 @@
 #include "attention/dtypes/fp8.h"
 #include "attention/gpu/dense_mha/gemm_bf16.h"
 #include "attention/gpu/dense_mha/launch.h"
+#include "attention/gpu/device/features.h"
 #include "attention/gpu/device/runtime.h"
 #include "attention/gpu/device/test_util.h"
 #include "gtest/gtest.h"
@@ -75,7 +79,29 @@ struct DenseCase {
   bool f32_io = false;       // fp32 q, kv_b_proj and output
   bool bf16_output = false;  // else fp32 output (with bf16 q and weights)
   bool own_gemm = false;     // decompress on gemm_bf16.h, not the vendor's
+  DenseMhaBody body = DenseMhaBody::kAuto;  // the attention body asked for
 };
+
+// The path name DenseMhaAttentionPath reports for a body asked for.
+std::string PathPrefix(DenseMhaBody body) {
+  switch (body) {
+    case DenseMhaBody::kWarp:
+      return "warp";
+    case DenseMhaBody::kSm90Pipelined:
+      return "sm90-pipelined";
+    case DenseMhaBody::kSm90Tma:
+      return "sm90-tma";
+    default:
+      return "";
+  }
+}
+
+// Whether the device in use runs sm_90a code (else the sm90 bodies cannot
+// run and their cases skip).
+bool DeviceHasSm90a() {
+  DeviceFeatures f;
+  return CurrentDeviceFeatures(&f).ok() && f.sm90a;
+}
 
 std::ostream& operator<<(std::ostream& os, const DenseCase& c) {
   return os << c.name;
@@ -221,6 +247,17 @@ TEST_P(DenseMhaKernelTest, MatchesFloat64Reference) {
   p.v_head_dim = v;
   p.softmax_scale = static_cast<float>(scale);
   p.own_decompression_gemm = c.own_gemm;
+  p.attention_body = c.body;
+  if ((c.body == DenseMhaBody::kSm90Pipelined ||
+       c.body == DenseMhaBody::kSm90Tma) &&
+      !DeviceHasSm90a()) {
+    GTEST_SKIP() << "the device runs no sm_90a code: no " << PathPrefix(c.body)
+                 << " body";
+  }
+  const std::string path = DenseMhaAttentionPath(p);
+  if (c.body != DenseMhaBody::kAuto) {
+    EXPECT_EQ(path.rfind(PathPrefix(c.body), 0), 0u) << path;
+  }
   ASSERT_LAUNCH(DenseMhaPrefillLaunch(p, nullptr));
   ASSERT_LAUNCH(DeviceSynchronize());
   std::vector<double> got(out_elems);
@@ -309,118 +346,74 @@ TEST_P(DenseMhaKernelTest, MatchesFloat64Reference) {
   std::printf(
       "%s (%s attention, %s decompression): worst |error| / vmax = %.3g "
       "(tolerance 2^-8 = %.3g); %.3g attention + %.3g decompression FLOP\n",
-      c.name.c_str(), DenseMhaAttentionPath(),
-      c.own_gemm ? Bf16GemmPath() : DenseMhaDecompressionPath(), worst, 0x1p-8,
-      flops.attention, flops.decompression);
+      c.name.c_str(), path.c_str(),
+      c.own_gemm ? Bf16GemmPath(Bf16GemmParams{}) : DenseMhaDecompressionPath(),
+      worst, 0x1p-8, flops.attention, flops.decompression);
 }
 
 // GLM-5.1 dims: qk 192 + 64, v 256; DeepSeek-V3.2: 128 + 64, v 128; the
 // tiny presets: 64 + 32, v 64, kv_lora 128.
-INSTANTIATE_TEST_SUITE_P(
-    Cases, DenseMhaKernelTest,
-    ::testing::Values(
-        DenseCase{"glm_one_token",
-                  2,
-                  192,
-                  64,
-                  256,
-                  512,
-                  64,
-                  LatentCacheType::kBFloat16,
-                  {{0, 1}}},
-        DenseCase{"glm_tile_edges_e4m3fn",
-                  2,
-                  192,
-                  64,
-                  256,
-                  512,
-                  64,
-                  LatentCacheType::kFp8E4m3fn,
-                  {{0, 127}, {0, 128}, {0, 129}, {70, 64}, {5, 1}, {300, 200}}},
-        DenseCase{"glm_bf16_output",
-                  2,
-                  192,
-                  64,
-                  256,
-                  512,
-                  16,
-                  LatentCacheType::kBFloat16,
-                  {{0, 200}, {63, 1}},
-                  false,
-                  true},
-        DenseCase{"deepseek_context_e4m3fnuz",
-                  3,
-                  128,
-                  64,
-                  128,
-                  512,
-                  64,
-                  LatentCacheType::kFp8E4m3fnuz,
-                  {{0, 257}, {1000, 33}, {40, 0}, {63, 65}}},
-        DenseCase{"deepseek_1024",
-                  1,
-                  128,
-                  64,
-                  128,
-                  512,
-                  64,
-                  LatentCacheType::kFp8E4m3fn,
-                  {{0, 1024}}},
-        DenseCase{"deepseek_f32_io",
-                  2,
-                  128,
-                  64,
-                  128,
-                  512,
-                  16,
-                  LatentCacheType::kBFloat16,
-                  {{3, 70}, {0, 64}},
-                  true},
-        DenseCase{"glm_tile_edges_own_gemm",
-                  2,
-                  192,
-                  64,
-                  256,
-                  512,
-                  64,
-                  LatentCacheType::kFp8E4m3fn,
-                  {{0, 127}, {0, 128}, {0, 129}, {70, 64}, {5, 1}, {300, 200}},
-                  false,
-                  false,
-                  true},
-        DenseCase{"deepseek_f32_io_own_gemm",
-                  2,
-                  128,
-                  64,
-                  128,
-                  512,
-                  16,
-                  LatentCacheType::kBFloat16,
-                  {{3, 70}, {0, 64}},
-                  true,
-                  false,
-                  true},
-        DenseCase{"tiny_v32",
-                  4,
-                  64,
-                  32,
-                  64,
-                  128,
-                  16,
-                  LatentCacheType::kFp8E4m3fn,
-                  {{0, 9}, {30, 5}, {2, 1}}},
-        DenseCase{"tiny_glm",
-                  4,
-                  32,
-                  32,
-                  64,
-                  128,
-                  16,
-                  LatentCacheType::kBFloat16,
-                  {{0, 9}, {30, 5}, {2, 1}, {0, 130}}}),
-    [](const ::testing::TestParamInfo<DenseCase>& info) {
-      return info.param.name;
-    });
+std::vector<DenseCase> Cases() {
+  using Cache = LatentCacheType;
+  constexpr bool kF32 = true, kBf16Out = true, kOwnGemm = true;
+  // clang-format off
+  // name, heads, nope, rope, v, kv_lora, block size, cache, (context, new)
+  // per request, then f32_io, bf16_output, own_gemm.
+  std::vector<DenseCase> cases = {
+      {"glm_one_token", 2, 192, 64, 256, 512, 64, Cache::kBFloat16,
+       {{0, 1}}},
+      {"glm_tile_edges_e4m3fn", 2, 192, 64, 256, 512, 64, Cache::kFp8E4m3fn,
+       {{0, 127}, {0, 128}, {0, 129}, {70, 64}, {5, 1}, {300, 200}}},
+      {"glm_bf16_output", 2, 192, 64, 256, 512, 16, Cache::kBFloat16,
+       {{0, 200}, {63, 1}}, false, kBf16Out},
+      {"deepseek_context_e4m3fnuz", 3, 128, 64, 128, 512, 64,
+       Cache::kFp8E4m3fnuz, {{0, 257}, {1000, 33}, {40, 0}, {63, 65}}},
+      {"deepseek_1024", 1, 128, 64, 128, 512, 64, Cache::kFp8E4m3fn,
+       {{0, 1024}}},
+      {"deepseek_f32_io", 2, 128, 64, 128, 512, 16, Cache::kBFloat16,
+       {{3, 70}, {0, 64}}, kF32},
+      {"glm_tile_edges_own_gemm", 2, 192, 64, 256, 512, 64, Cache::kFp8E4m3fn,
+       {{0, 127}, {0, 128}, {0, 129}, {70, 64}, {5, 1}, {300, 200}}, false,
+       false, kOwnGemm},
+      {"deepseek_f32_io_own_gemm", 2, 128, 64, 128, 512, 16, Cache::kBFloat16,
+       {{3, 70}, {0, 64}}, kF32, false, kOwnGemm},
+      {"tiny_v32", 4, 64, 32, 64, 128, 16, Cache::kFp8E4m3fn,
+       {{0, 9}, {30, 5}, {2, 1}}},
+      {"tiny_glm", 4, 32, 32, 64, 128, 16, Cache::kBFloat16,
+       {{0, 9}, {30, 5}, {2, 1}, {0, 130}}},
+  };
+  // clang-format on
+  // Each body asked for by name: GLM (64-key TMA tiles) and DeepSeek
+  // (128-key tiles) dims on all three, the tiny ones on the two that take
+  // any head dims.
+  const std::pair<const char*, DenseMhaBody> bodies[] = {
+      {"warp", DenseMhaBody::kWarp},
+      {"sm90_pipelined", DenseMhaBody::kSm90Pipelined},
+      {"sm90_tma", DenseMhaBody::kSm90Tma}};
+  const size_t defaults = cases.size();
+  for (size_t i = 0; i < defaults; ++i) {
+    const DenseCase base = cases[i];
+    if (base.name != "glm_tile_edges_e4m3fn" &&
+        base.name != "deepseek_context_e4m3fnuz" &&
+        base.name != "deepseek_f32_io" && base.name != "tiny_glm") {
+      continue;
+    }
+    for (const auto& [suffix, body] : bodies) {
+      if (body == DenseMhaBody::kSm90Tma && base.rope % 64 != 0) continue;
+      DenseCase c = base;
+      c.name += std::string("_") + suffix;
+      c.body = body;
+      cases.push_back(c);
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, DenseMhaKernelTest,
+                         ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<DenseCase>& info) {
+                           return info.param.name;
+                         });
 
 TEST(DenseMhaKernelArgsTest, RejectsWhatItCannotRun) {
   if (!kBuilt) GTEST_SKIP() << "built without --config=cuda/--config=rocm";
@@ -469,6 +462,14 @@ TEST(DenseMhaKernelArgsTest, RejectsWhatItCannotRun) {
   std::vector<int32_t> long_len = {17};
   bad.host_seq_lens = long_len.data();
   expect_invalid(bad, "exceeds its block table's 16 slots");
+  // A body the head dims or the device cannot run (asked of the device).
+  DeviceFeatures features;
+  if (CurrentDeviceFeatures(&features).ok()) {
+    bad = p;
+    bad.rope_dim = 32;
+    bad.attention_body = DenseMhaBody::kSm90Tma;
+    expect_invalid(bad, "the sm90-tma body needs");
+  }
   // Nothing to do: no launch, no access to the (host) pointers.
   bad = p;
   bad.tokens = 0;
@@ -482,6 +483,7 @@ TEST(DenseMhaKernelArgsTest, RejectsWhatItCannotRun) {
 
 struct GemmCase {
   int64_t m, n, k, lda;
+  Bf16GemmBody body = Bf16GemmBody::kAuto;
 };
 
 class Bf16GemmTest : public ::testing::TestWithParam<GemmCase> {};
@@ -509,6 +511,10 @@ TEST_P(Bf16GemmTest, MatchesFloat64Reference) {
   p.m = g.m;
   p.n = g.n;
   p.k = g.k;
+  p.body = g.body;
+  std::printf("%lld x %lld x %lld on the %s body\n",
+              static_cast<long long>(g.m), static_cast<long long>(g.n),
+              static_cast<long long>(g.k), Bf16GemmPath(p));
   ASSERT_LAUNCH(Bf16GemmLaunch(p, nullptr));
   ASSERT_LAUNCH(DeviceSynchronize());
   std::vector<uint16_t> c;
@@ -536,11 +542,15 @@ TEST_P(Bf16GemmTest, MatchesFloat64Reference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, Bf16GemmTest,
-                         ::testing::Values(GemmCase{128, 128, 64, 64},
-                                           GemmCase{300, 200, 512, 520},
-                                           GemmCase{1, 8, 8, 8},
-                                           GemmCase{257, 136, 40, 48}));
+// Each shape on the default body (wgmma on sm_90a) and on the warp body.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Bf16GemmTest,
+    ::testing::Values(GemmCase{128, 128, 64, 64}, GemmCase{300, 200, 512, 520},
+                      GemmCase{1, 8, 8, 8}, GemmCase{257, 136, 40, 48},
+                      GemmCase{128, 128, 64, 64, Bf16GemmBody::kWarp},
+                      GemmCase{300, 200, 512, 520, Bf16GemmBody::kWarp},
+                      GemmCase{1, 8, 8, 8, Bf16GemmBody::kWarp},
+                      GemmCase{257, 136, 40, 48, Bf16GemmBody::kWarp}));
 
 }  // namespace
 }  // namespace dsa::attention::gpu

@@ -15,22 +15,18 @@
 //      time) over W_UK and W_UV split out of kv_b_proj into contiguous bf16
 //      scratch (one small kernel), and on the project's own GEMM
 //      (gemm_bf16.h, reading kv_b_proj's row groups in place) when no vendor
-//      library loads, when DSA_DENSE_DECOMPRESS=own, or when the params ask;
+//      library loads or when the params ask (own_decompression_gemm);
 //   4. attention: FlashAttention-style causal attention, one block per (128
 //      query rows, head), query tiles of one head in consecutive blocks (they
 //      share that head's K/V in L2), the longest first; online softmax in
-//      fp32; K = K_nope | k_pe. On sm_90a, where nope, rope and v are
-//      multiples of 64 (GLM-5.x, DeepSeek-V3.2), the warp-specialised body of
-//      FlashAttention-3: a producer warpgroup streams K and V^T tiles (64
-//      keys, 128 where v <= 128) with TMA copies in the 128-byte swizzled
-//      layout into mbarrier-signalled rings; two consumer warpgroups of 64
-//      rows multiply on wgmma, P in registers, P V of tile t beside
-//      Q K^T and softmax of t - 1, the two groups taking turns to issue
-//      (ping-pong; DSA_DENSE_TMA_PINGPONG=0 turns it off). Other head dims on
-//      sm_90a take a cp.async body on wgmma (DSA_DENSE_ATTENTION=pipelined /
-//      regp / plain force one, for comparisons); elsewhere Bf16WarpMma
-//      (mma.sync on NVIDIA, MFMA on AMD) with key tiles of 64 (32 in AMD's 64
-//      KiB of LDS).
+//      fp32; K = K_nope | k_pe. The body (dense_mha/heuristics.h): on sm_90a,
+//      where nope, rope and v are multiples of 64 (GLM-5.x, DeepSeek-V3.2),
+//      the warp-specialised body of FlashAttention-3 (sm90_tma_body.h: TMA
+//      copies into mbarrier rings, two consumer warpgroups on wgmma taking
+//      turns to issue); other head dims on sm_90a, a cp.async body on wgmma
+//      (sm90_pipelined_body.h); elsewhere Bf16WarpMma (mma.sync on NVIDIA,
+//      MFMA on AMD; warp_body.h) with key tiles of 64 (32 in AMD's 64 KiB of
+//      LDS). The params may ask for one body (attention_body), for tests.
 // Queries, keys, values and softmax probabilities enter the matrix products
 // as bf16 (fp32 inputs are rounded once), products accumulate in fp32: the
 // output is within 2^-8 of the largest |value| a row attends to of the exact
@@ -85,13 +81,15 @@ inline DenseMhaFlops DenseMhaPrefillFlops(const DenseMhaPrefillParams& p) {
   return f;
 }
 
-// Which attention body this build runs on the current device: "warpgroup"
-// (sm_90a code: wgmma) or "warp" (Bf16WarpMma); "none" when not built or on
-// error. For tests and reports.
-const char* DenseMhaAttentionPath();
+// Which attention body a call with `params` runs on the current device:
+// "sm90-tma-64" / "sm90-tma-128" (keys per tile), "sm90-pipelined" or
+// "warp"; "none" when not built, on error, or where the body the params ask
+// for cannot run. For tests and reports.
+const char* DenseMhaAttentionPath(const DenseMhaPrefillParams& params);
 
-// Which GEMM the decompression takes in this process: "cublaslt",
-// "rocblas" (the platform's vendor GEMM) or "gemm_bf16". For reports.
+// Which GEMM the decompression takes in this process unless the params ask
+// for the own one: "cublaslt", "rocblas" (the platform's vendor GEMM) or
+// "gemm_bf16". For reports.
 const char* DenseMhaDecompressionPath();
 
 }  // namespace dsa::attention::gpu

@@ -10,6 +10,15 @@
 
 namespace dsa::attention::gpu {
 
+// The attention's bodies (dense_mha/heuristics.h chooses one).
+enum class DenseMhaBody : int32_t {
+  kAuto = -1,          // as a request: the heuristics' choice
+  kWarp = 0,           // warp-level products (mma.sync, MFMA): any device
+  kSm90Pipelined = 1,  // sm_90a: cp.async and wgmma, any head dims
+  kSm90Tma = 2,        // sm_90a: TMA and wgmma, warp-specialised; nope,
+                       // rope and v multiples of 64
+};
+
 struct DenseMhaPrefillParams {
   const void* q = nullptr;  // [tokens, heads, nope + rope], contiguous
   FloatFormat q_format = FloatFormat::kBFloat16;
@@ -41,6 +50,10 @@ struct DenseMhaPrefillParams {
   // Decompress on gemm_bf16.h even where a vendor GEMM is loaded (tests
   // compare both).
   bool own_decompression_gemm = false;
+  // Run this attention body instead of the heuristics' choice (tests and
+  // benchmarks compare them); kInvalidArgument where this build, the device
+  // or the head dims cannot run it.
+  DenseMhaBody attention_body = DenseMhaBody::kAuto;
 };
 
 }  // namespace dsa::attention::gpu

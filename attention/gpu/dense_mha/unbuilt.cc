@@ -4,14 +4,16 @@
 #include "attention/gpu/dense_mha/launch.h"
 
 namespace dsa::attention::gpu {
-const char* Bf16GemmPath() { return "none"; }
+const char* Bf16GemmPath(const Bf16GemmParams&) { return "none"; }
 LaunchResult Bf16GemmLaunch(const Bf16GemmParams&, void*) {
   return NotBuiltResult("bf16_gemm");
 }
 LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams&, void*) {
   return NotBuiltResult("dense_mha_prefill");
 }
-const char* DenseMhaAttentionPath() { return "none"; }
+const char* DenseMhaAttentionPath(const DenseMhaPrefillParams&) {
+  return "none";
+}
 const char* DenseMhaDecompressionPath() { return "none"; }
 
 }  // namespace dsa::attention::gpu

@@ -6,6 +6,7 @@
 #ifndef DSA_ATTENTION_GPU_DEVICE_LAUNCH_RESULT_H_
 #define DSA_ATTENTION_GPU_DEVICE_LAUNCH_RESULT_H_
 
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 
@@ -35,6 +36,21 @@ inline LaunchResult NotBuiltResult(const char* what) {
                 "%s: built without a GPU backend (use --config=cuda or "
                 "--config=rocm)",
                 what);
+  return r;
+}
+
+// kInvalidArgument with "<op>: <printf-formatted detail>".
+inline LaunchResult Invalid(const char* op, const char* format, ...) {
+  LaunchResult r;
+  r.code = LaunchCode::kInvalidArgument;
+  int n = std::snprintf(r.message, sizeof(r.message), "%s: ", op);
+  if (n < 0) n = 0;
+  if (n < static_cast<int>(sizeof(r.message))) {
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(r.message + n, sizeof(r.message) - n, format, args);
+    va_end(args);
+  }
   return r;
 }
 

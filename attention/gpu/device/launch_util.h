@@ -5,7 +5,6 @@
 #define DSA_ATTENTION_GPU_LAUNCH_UTIL_H_
 
 #include <atomic>
-#include <cstdarg>
 #include <cstdio>
 
 #include "attention/gpu/device/hip_compat.h"
@@ -43,21 +42,6 @@ inline EncodeTiledFn TensorMapEncoder() {
   return fn;
 }
 #endif
-
-// kInvalidArgument with "<op>: <printf-formatted detail>".
-inline LaunchResult Invalid(const char* op, const char* format, ...) {
-  LaunchResult r;
-  r.code = LaunchCode::kInvalidArgument;
-  int n = std::snprintf(r.message, sizeof(r.message), "%s: ", op);
-  if (n < 0) n = 0;
-  if (n < static_cast<int>(sizeof(r.message))) {
-    va_list args;
-    va_start(args, format);
-    std::vsnprintf(r.message + n, sizeof(r.message) - n, format, args);
-    va_end(args);
-  }
-  return r;
-}
 
 // kOk, or the runtime error `err` of `what` (kNoDevice when there is none).
 inline LaunchResult FromError(hipError_t err, const char* what) {

@@ -1,0 +1,203 @@
+// Tiles and shared-memory layouts of the dense MHA prefill's kernels, as
+// constexpr structs with the legal space asserted. Plain C++, so that the
+// host plan (plan.h) and the heuristics (heuristics.h) read the numbers the
+// kernels are built with.
+//
+//   head-dim widths      the (qk, v) instantiations (instantiations/)
+//   BlockTiles           query rows per attention block, keys per tile
+//   WarpBodySmem         warp_body.h: padded row-major tiles
+//   Sm90PipelinedSmem    sm90_pipelined_body.h: core-matrix layout
+//   Sm90TmaRoles, Sm90TmaSmem, TmaTileKeys
+//                        sm90_tma_body.h: warpgroup roles, stage rings
+//   Bf16GemmTiles        gemm_bf16.hip.cc
+// Offsets and sizes are in bytes unless a name says elements.
+#ifndef DSA_ATTENTION_GPU_DENSE_MHA_CONFIG_H_
+#define DSA_ATTENTION_GPU_DENSE_MHA_CONFIG_H_
+
+#include <cstddef>
+
+namespace dsa::attention::gpu::dense_mha {
+
+// --- Head dims. qk = nope + rope and v are rounded up to one of these
+// widths, each (qk, v) pair an instantiation of the attention kernels
+// (X(QK) / X(QK, V) for each).
+#define DSA_DENSE_MHA_QK_WIDTHS(X) X(64) X(128) X(192) X(256)
+#define DSA_DENSE_MHA_V_WIDTHS(X, QK) X(QK, 64) X(QK, 128) X(QK, 256)
+
+inline constexpr int kMaxHeadDim = 256;
+
+#define DSA_DENSE_MHA_WIDTH_ITEM(W) W,
+inline constexpr int kQkWidths[] = {
+    DSA_DENSE_MHA_QK_WIDTHS(DSA_DENSE_MHA_WIDTH_ITEM)};
+#undef DSA_DENSE_MHA_WIDTH_ITEM
+#define DSA_DENSE_MHA_WIDTH_ITEM(QK, V) V,
+inline constexpr int kVWidths[] = {
+    DSA_DENSE_MHA_V_WIDTHS(DSA_DENSE_MHA_WIDTH_ITEM, 0)};
+#undef DSA_DENSE_MHA_WIDTH_ITEM
+
+// The instantiated width a head dim (1 .. kMaxHeadDim) runs at.
+template <size_t kCount>
+constexpr int RoundUpToWidth(int dim, const int (&widths)[kCount]) {
+  for (int w : widths) {
+    if (dim <= w) return w;
+  }
+  return widths[kCount - 1];
+}
+constexpr int QkWidth(int qk) { return RoundUpToWidth(qk, kQkWidths); }
+constexpr int VWidth(int v) { return RoundUpToWidth(v, kVWidths); }
+static_assert(kQkWidths[sizeof(kQkWidths) / sizeof(int) - 1] == kMaxHeadDim &&
+                  kVWidths[sizeof(kVWidths) / sizeof(int) - 1] == kMaxHeadDim,
+              "the widest instantiation takes the largest head dims");
+
+// --- Scratch rows. Each request's latent (and K_nope, V^T) rows start at a
+// multiple of this and are padded to one, so key tiles never leave their
+// request and every value a tile reads is finite (rows past seq_len are
+// zero). 128: the TMA body's widest key tile.
+inline constexpr int kKeyAlign = 128;
+
+// --- The latent gather: rows per block, threads per block.
+inline constexpr int kGatherRows = 8;
+inline constexpr int kGatherThreads = 256;
+
+// --- Attention blocks: kBlockM query rows of one request and head; the
+// cp.async bodies visit keys in tiles of kBlockN. AMD's 64 KiB of LDS per
+// workgroup asks for smaller tiles than the H100/H200's 227 KiB.
+template <int kWarpSize>
+struct BlockTiles {
+  static_assert(kWarpSize == 32 || kWarpSize == 64, "NVIDIA or AMD");
+  static constexpr int kBlockM = kWarpSize == 32 ? 128 : 64;
+  static constexpr int kBlockN = kWarpSize == 32 ? 64 : 32;
+  static_assert(kKeyAlign % kBlockN == 0, "tiles stay inside a request");
+};
+
+// Elements of padding per row of the warp body's tiles (16 bytes): spreads
+// the rows an ldmatrix reads over the banks.
+inline constexpr int kRowPad = 8;
+
+// The warp-level body: Q (kBlockM x kQk), K (kBlockN x kQk), V^T (kV x
+// kBlockN) and one P tile per warp (kWarpRows x kBlockN), bf16, padded
+// row-major; offsets in elements.
+template <class Tiles, int kWarpRows, int kQk, int kV>
+struct WarpBodySmem {
+  static_assert(Tiles::kBlockM % kWarpRows == 0, "whole warps");
+  static constexpr int kWarps = Tiles::kBlockM / kWarpRows;
+  static constexpr int kLdQ = kQk + kRowPad;
+  static constexpr int kLdVt = Tiles::kBlockN + kRowPad;
+  static constexpr int kLdP = Tiles::kBlockN + kRowPad;
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + Tiles::kBlockM * kLdQ;
+  static constexpr int kVt = kK + Tiles::kBlockN * kLdQ;
+  static constexpr int kP = kVt + kV * kLdVt;
+  static constexpr int kElems = kP + kWarps * kWarpRows * kLdP;
+  static constexpr size_t kBytes = sizeof(unsigned short) * kElems;
+};
+
+// --- sm_90a. Both warpgroup bodies: 128 query rows, two math warpgroups of
+// 64 rows each.
+inline constexpr int kSm90BlockM = 128;
+inline constexpr int kSm90GroupRows = 64;
+static_assert(kSm90BlockM == BlockTiles<32>::kBlockM &&
+                  kSm90BlockM == 2 * kSm90GroupRows,
+              "the NVIDIA block: two warpgroups of 64 rows");
+
+// The pipelined cp.async body: Q, two K and two V^T buffers (64-key tiles),
+// and two P buffers per warpgroup, in the core-matrix layout.
+template <int kQk, int kV>
+struct Sm90PipelinedSmem {
+  static constexpr int kBlockN = BlockTiles<32>::kBlockN;
+  static_assert(kBlockN == 64, "P of a warpgroup: 64 x 64");
+  static_assert(kQk % 16 == 0 && kV % 8 == 0, "core-matrix tiles");
+  static constexpr int kQkGroup = kQk * 16;       // per 8 rows of Q, K
+  static constexpr int kKeyGroup = kBlockN * 16;  // per 8 rows of V^T, P
+  static constexpr int kKBytes = kBlockN * kQk * 2;
+  static constexpr int kVtBytes = kV * kBlockN * 2;
+  static constexpr int kPBytes = kSm90GroupRows * kBlockN * 2;
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + kSm90BlockM * kQk * 2;
+  static constexpr int kVt = kK + 2 * kKBytes;
+  static constexpr int kP = kVt + 2 * kVtBytes;
+  static constexpr size_t kBytes = kP + 2 * 2 * kPBytes;
+};
+
+// The warp-specialised TMA body: a producer warpgroup (one lane issues the
+// copies) and two consumer warpgroups. With 12 warps each scheduler's
+// register file holds one producer and two consumer warps, and setmaxnreg
+// moves the producer's registers to the consumers: GLM-5.1's O alone is 128
+// registers a thread.
+struct Sm90TmaRoles {
+  static constexpr int kConsumerThreads = 2 * 128;
+  static constexpr int kThreads = kConsumerThreads + 128;
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
+  static_assert(kProducerRegs + 2 * kConsumerRegs <= 512,
+                "one producer and two consumer warps per scheduler slot");
+};
+
+// Per CTA: Q (128 x qk) once, then rings of kStages stages of K (kN x qk)
+// and V^T (v x kN), 128-byte swizzled, and their mbarriers (full_q, then
+// full_k, empty_k, full_v, empty_v of each stage); the base is aligned to
+// 1024 bytes (the swizzle's period) inside the dynamic allocation.
+inline constexpr int kSm90TmaBudget =
+    227 * 1024 - 1024 - 256;  // - align, barriers
+constexpr int Sm90TmaStagesFit(int qk, int v, int tile_keys) {
+  return (kSm90TmaBudget - kSm90BlockM * qk * 2) /
+         (tile_keys * qk * 2 + v * tile_keys * 2);
+}
+template <int kQk, int kV, int kN>
+struct Sm90TmaSmem {
+  static_assert(kQk % 64 == 0 && kV % 64 == 0, "whole swizzle blocks");
+  static_assert(kN == 64 || kN == 128, "tile widths of the body");
+  static_assert(kKeyAlign % kN == 0, "tiles stay inside a request");
+  static constexpr int kQBytes = kSm90BlockM * kQk * 2;
+  static constexpr int kKBytes = kN * kQk * 2;
+  static constexpr int kVBytes = kV * kN * 2;
+  static constexpr int kStagesFit = Sm90TmaStagesFit(kQk, kV, kN);
+  static constexpr int kStages = kStagesFit > 4 ? 4 : kStagesFit;
+  static_assert(kStages >= 2, "at least a double buffer");
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + kQBytes;
+  static constexpr int kV0 = kK + kStages * kKBytes;
+  static constexpr int kBar = kV0 + kStages * kVBytes;  // 8-byte barriers
+  static constexpr int kBarriers = 1 + 4 * kStages;
+  static constexpr size_t kBytes = 1024 + kBar + kBarriers * 8;
+};
+
+// Keys per tile of the TMA body at widths (qk, v): 128 where the registers
+// allow (v <= 128: S and P of a tile at 64 + 32 a thread, O at 64) and a
+// double buffer fits, else 64.
+constexpr int TmaTileKeys(int qk, int v) {
+  return v <= 128 && Sm90TmaStagesFit(qk, v, 128) >= 2 ? 128 : 64;
+}
+static_assert(TmaTileKeys(192, 128) == 128 && TmaTileKeys(256, 256) == 64,
+              "DeepSeek-V3.2 on 128-key tiles, GLM-5.1 on 64");
+
+// --- gemm_bf16: 128 x 128 tiles of C, 256 threads. The warp body walks k in
+// steps of 32 through a 4-stage ring of rows padded by kRowPad; the sm_90a
+// body (two warpgroups of 64 rows) in steps of 64 through 3 stages in the
+// core-matrix layout.
+struct Bf16GemmTiles {
+  static constexpr int kBM = 128;
+  static constexpr int kBN = 128;
+  static constexpr int kThreads = 256;
+  static constexpr int kWarpsM = 2;
+  static constexpr int kBK = 32;
+  static constexpr int kStages = 4;
+  static constexpr int kLd = kBK + kRowPad;  // elements
+  static constexpr int kStageElems = (kBM + kBN) * kLd;
+  static constexpr size_t kSmemBytes =
+      sizeof(unsigned short) * kStageElems * kStages;
+  static constexpr int kSm90BK = 64;
+  static constexpr int kSm90Stages = 3;
+  static constexpr int kSm90Group = kSm90BK * 16;  // per 8 rows
+  static constexpr int kSm90TileBytes = kBM * kSm90BK * 2;
+  static constexpr int kSm90StageBytes = 2 * kSm90TileBytes;
+  static constexpr size_t kSm90SmemBytes =
+      static_cast<size_t>(kSm90StageBytes) * kSm90Stages;
+  static_assert(kBM == kBN && kBM == 2 * kSm90GroupRows,
+                "the sm_90a body: two warpgroups of 64 rows, square tiles");
+  static_assert(kBK % 8 == 0 && kSm90BK % 8 == 0, "16-byte chunks");
+};
+
+}  // namespace dsa::attention::gpu::dense_mha
+
+#endif  // DSA_ATTENTION_GPU_DENSE_MHA_CONFIG_H_

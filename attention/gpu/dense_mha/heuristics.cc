@@ -1,0 +1,105 @@
+#include "attention/gpu/dense_mha/heuristics.h"
+
+#include "attention/gpu/dense_mha/config.h"
+
+namespace dsa::attention::gpu::dense_mha {
+namespace {
+
+constexpr const char* kOp = "dense_mha_prefill";
+
+// A TMA box of 64 columns covers one swizzle block of one source (K_nope,
+// k_pe or V^T), so every head dim must be a whole number of them.
+bool TmaHeadDims(const DenseMhaPrefillParams& p) {
+  return p.qk_nope_head_dim % 64 == 0 && p.rope_dim % 64 == 0 &&
+         p.v_head_dim % 64 == 0;
+}
+
+}  // namespace
+
+LaunchResult ChooseAttention(const DenseMhaPrefillParams& p,
+                             const DeviceFeatures& f, AttentionChoice* choice) {
+  AttentionChoice c;
+  c.qk_width = QkWidth(p.qk_nope_head_dim + p.rope_dim);
+  c.v_width = VWidth(p.v_head_dim);
+  switch (p.attention_body) {
+    case DenseMhaBody::kAuto:
+      c.body = !f.sm90a                          ? DenseMhaBody::kWarp
+               : f.tensor_maps && TmaHeadDims(p) ? DenseMhaBody::kSm90Tma
+                                                 : DenseMhaBody::kSm90Pipelined;
+      break;
+    case DenseMhaBody::kWarp:
+      c.body = DenseMhaBody::kWarp;
+      break;
+    case DenseMhaBody::kSm90Pipelined:
+    case DenseMhaBody::kSm90Tma:
+      c.body = p.attention_body;
+      if (!f.sm90a) {
+        return Invalid(
+            kOp,
+            "the %s body needs sm_90a device code, which this "
+            "build or device lacks",
+            c.body == DenseMhaBody::kSm90Tma ? "sm90-tma" : "sm90-pipelined");
+      }
+      if (c.body == DenseMhaBody::kSm90Tma && !f.tensor_maps) {
+        return Invalid(kOp,
+                       "the sm90-tma body needs the driver's tensor-map "
+                       "encoder (cuTensorMapEncodeTiled), which it lacks");
+      }
+      if (c.body == DenseMhaBody::kSm90Tma && !TmaHeadDims(p)) {
+        return Invalid(kOp,
+                       "the sm90-tma body needs nope, rope and v multiples of "
+                       "64 (got %d, %d, %d)",
+                       p.qk_nope_head_dim, p.rope_dim, p.v_head_dim);
+      }
+      break;
+    default:
+      return Invalid(kOp, "unknown attention body %d",
+                     static_cast<int>(p.attention_body));
+  }
+  if (c.body == DenseMhaBody::kSm90Tma) {
+    c.tma_tile_keys = TmaTileKeys(c.qk_width, c.v_width);
+  }
+  *choice = c;
+  return LaunchResult{};
+}
+
+const char* AttentionPathName(const AttentionChoice& c) {
+  switch (c.body) {
+    case DenseMhaBody::kWarp:
+      return "warp";
+    case DenseMhaBody::kSm90Pipelined:
+      return "sm90-pipelined";
+    case DenseMhaBody::kSm90Tma:
+      return c.tma_tile_keys == 128 ? "sm90-tma-128" : "sm90-tma-64";
+    default:
+      return "none";
+  }
+}
+
+LaunchResult ChooseBf16Gemm(const Bf16GemmParams& p, const DeviceFeatures& f,
+                            Bf16GemmBody* body) {
+  switch (p.body) {
+    case Bf16GemmBody::kAuto:
+      *body = f.sm90a ? Bf16GemmBody::kSm90 : Bf16GemmBody::kWarp;
+      return LaunchResult{};
+    case Bf16GemmBody::kWarp:
+      *body = Bf16GemmBody::kWarp;
+      return LaunchResult{};
+    case Bf16GemmBody::kSm90:
+      if (!f.sm90a) {
+        return Invalid("bf16_gemm",
+                       "the sm90 body needs sm_90a device code, which this "
+                       "build or device lacks");
+      }
+      *body = Bf16GemmBody::kSm90;
+      return LaunchResult{};
+    default:
+      return Invalid("bf16_gemm", "unknown body %d", static_cast<int>(p.body));
+  }
+}
+
+const char* Bf16GemmPathName(Bf16GemmBody body) {
+  return body == Bf16GemmBody::kSm90 ? "sm90" : "warp";
+}
+
+}  // namespace dsa::attention::gpu::dense_mha

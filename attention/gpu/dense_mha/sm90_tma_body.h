@@ -1,0 +1,265 @@
+// The sm_90a attention body where nope, rope and v are multiples of 64 (the
+// default there), FlashAttention-3's structure: a producer warpgroup, one
+// lane of which streams K and V^T tiles of kN keys with TMA copies into
+// rings of shared-memory stages (RingStage; full / empty mbarriers per
+// stage), and two consumer warpgroups of 64 query rows that multiply on
+// wgmma straight from the 128-byte swizzled layout the copies write, with P
+// in registers (the wgmma RS form). A consumer issues tile t's Q K^T, then
+// tile t + 1's P V, and runs t's softmax while P V is still on the tensor
+// cores; the two consumers take turns to issue (PingPong), so that one's
+// softmax runs under the other's products. The math warps issue no loads,
+// compute no addresses and never wait on a block-wide barrier. A TMA box of
+// 64 columns covers one swizzle block of one source (K_nope, k_pe or V^T),
+// hence the head dims. Layout: Sm90TmaSmem (config.h).
+// CUDA device-compiler sources only.
+#ifndef DSA_ATTENTION_GPU_DENSE_MHA_SM90_TMA_BODY_H_
+#define DSA_ATTENTION_GPU_DENSE_MHA_SM90_TMA_BODY_H_
+
+#include <cstdint>
+
+#include "attention/gpu/dense_mha/attention_args.h"
+#include "attention/gpu/dense_mha/config.h"
+#include "attention/gpu/dense_mha/sm90_tile.h"
+#include "attention/gpu/device/hip_compat.h"
+#include "attention/gpu/device/mma.h"
+#include "attention/gpu/device/sm90_pipeline.h"
+
+#if defined(DSA_GPU_CUDA)
+
+namespace dsa::attention::gpu::dense_mha {
+
+struct TmaMaps {
+  CUtensorMap q;      // 3-D {qk, heads, tokens}, box {64, 1, 128}
+  CUtensorMap knope;  // 2-D {heads * nope, S}, box {64, kN}
+  CUtensorMap kpe;    // 2-D {lora + rope, S} (the latent rows), box {64, kN}
+  CUtensorMap vt;     // 2-D {S, heads * v}, box {64, v} (kN / 64 a tile)
+};
+
+template <int kQk, int kV, int kN>
+struct Sm90TmaBody {
+  using L = Sm90TmaSmem<kQk, kV, kN>;
+  using Ring = RingStage<L::kStages>;
+  using Roles = Sm90TmaRoles;
+  using WgS = ::dsa::gpu::WarpgroupBf16Mma<kN>;
+  using WgO = ::dsa::gpu::WarpgroupBf16MmaRegA<kV>;
+  using WgOAcc = ::dsa::gpu::WarpgroupBf16Mma<kV>;  // accumulator layout
+  static constexpr int kPSteps = kN / 16;
+  static constexpr int kConsumerWarps = Roles::kConsumerThreads / kDsaWarpSize;
+
+  // Shared-memory addresses of the tiles and barriers; `base` is 1024-byte
+  // aligned (the swizzle's period).
+  struct Smem {
+    uint32_t base;
+    __device__ uint32_t q() const { return base + L::kQ; }
+    __device__ uint32_t k(int s) const { return base + L::kK + s * L::kKBytes; }
+    __device__ uint32_t v(int s) const {
+      return base + L::kV0 + s * L::kVBytes;
+    }
+    __device__ uint32_t full_q() const { return base + L::kBar; }
+    __device__ uint32_t full_k(int s) const {
+      return base + L::kBar + 8 * (1 + s);
+    }
+    __device__ uint32_t empty_k(int s) const {
+      return base + L::kBar + 8 * (1 + L::kStages + s);
+    }
+    __device__ uint32_t full_v(int s) const {
+      return base + L::kBar + 8 * (1 + 2 * L::kStages + s);
+    }
+    __device__ uint32_t empty_v(int s) const {
+      return base + L::kBar + 8 * (1 + 3 * L::kStages + s);
+    }
+  };
+
+  __device__ __forceinline__ static void Run(const AttentionArgs& a,
+                                             const TmaMaps& maps,
+                                             uint8_t* smem_raw) {
+    static_assert(kBlockM == kSm90BlockM, "two warpgroups of 64 rows");
+    const uint32_t raw =
+        static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+    const Smem sm{(raw + 1023u) & ~1023u};
+    const BlockWork w = GetWork(a);
+    const int warp = threadIdx.x / kDsaWarpSize;
+    const int lane = threadIdx.x % kDsaWarpSize;
+    // Key tiles of kN (GetWork counts tiles of kBlockN).
+    const int last = (w.first_pos + w.rows - 1) / kN;
+    if (threadIdx.x == 0) InitBarriers(sm);
+    __syncthreads();
+    if (warp >= kConsumerWarps) {
+      WarpgroupRegsDecrease<Roles::kProducerRegs>();
+      if (warp != kConsumerWarps || lane != 0) return;  // one lane copies
+      Producer(a, maps, w, sm, last);
+      return;
+    }
+    WarpgroupRegsIncrease<Roles::kConsumerRegs>();
+    Consumer(a, w, sm, last, warp, lane);
+  }
+
+  __device__ __forceinline__ static void InitBarriers(const Smem& sm) {
+    MbarInit(sm.full_q(), 1);
+    for (int s = 0; s < L::kStages; ++s) {
+      MbarInit(sm.full_k(s), 1);
+      MbarInit(sm.full_v(s), 1);
+      // Lane 0 of each consumer warp releases a stage.
+      MbarInit(sm.empty_k(s), kConsumerWarps);
+      MbarInit(sm.empty_v(s), kConsumerWarps);
+    }
+    MbarFenceInit();
+  }
+
+  // The producer (one lane): Q once, then K and V^T of tiles last .. 0 into
+  // the rings, each stage once the consumers have released it.
+  __device__ __forceinline__ static void Producer(const AttentionArgs& a,
+                                                  const TmaMaps& maps,
+                                                  const BlockWork& w,
+                                                  const Smem& sm, int last) {
+    const int token0 = w.req.q_begin + w.i0;
+    MbarExpectTx(sm.full_q(), L::kQBytes);
+#pragma unroll
+    for (int b = 0; b < kQk / 64; ++b) {
+      TmaLoad3d(sm.q() + b * kBlockM * 128, &maps.q, 64 * b, w.head, token0,
+                sm.full_q());
+    }
+    const int nope_boxes = a.nope / 64;
+    for (int i = 0; i <= last; ++i) {
+      const int t = last - i;
+      const int s = Ring::Stage(i);
+      const uint32_t parity = Ring::EmptyParity(i);
+      const int key_row = w.req.kv_row + t * kN;
+      MbarWait(sm.empty_k(s), parity);
+      MbarExpectTx(sm.full_k(s), L::kKBytes);
+#pragma unroll
+      for (int b = 0; b < kQk / 64; ++b) {
+        const uint32_t dst = sm.k(s) + b * kN * 128;
+        if (b < nope_boxes) {
+          TmaLoad2d(dst, &maps.knope,
+                    static_cast<int32_t>(w.head_knope) + 64 * b, key_row,
+                    sm.full_k(s));
+        } else {
+          TmaLoad2d(dst, &maps.kpe, a.lora + 64 * (b - nope_boxes), key_row,
+                    sm.full_k(s));
+        }
+      }
+      MbarWait(sm.empty_v(s), parity);
+      MbarExpectTx(sm.full_v(s), L::kVBytes);
+#pragma unroll
+      for (int b = 0; b < kN / 64; ++b) {
+        TmaLoad2d(sm.v(s) + b * kV * 128, &maps.vt, key_row + 64 * b,
+                  static_cast<int32_t>(w.head_vt), sm.full_v(s));
+      }
+    }
+  }
+
+  // S = Q K^T of the tile in stage K `k_base`; `q_rows`: this warpgroup's
+  // 64 rows of Q (64 rows into each 128-row block of 64 columns).
+  __device__ __forceinline__ static void IssueScores(
+      float (&sc)[WgS::kAccPerThread], uint32_t q_rows, uint32_t k_base) {
+    using ::dsa::gpu::Bf16Sw128Descriptor;
+    WgS::template IssueWith<kQk / 16>(
+        sc,
+        [&](int j) {
+          return Bf16Sw128Descriptor(q_rows + (j / 4) * kBlockM * 128 +
+                                     (j % 4) * 32);
+        },
+        [&](int j) {
+          return Bf16Sw128Descriptor(k_base + (j / 4) * kN * 128 +
+                                     (j % 4) * 32);
+        },
+        false);
+  }
+
+  // O += P V of the tile in stage V `v_base`.
+  __device__ __forceinline__ static void IssuePV(float (&o)[WgO::kAccPerThread],
+                                                 uint32_t (&p_frag)[kPSteps][4],
+                                                 uint32_t v_base) {
+    using ::dsa::gpu::Bf16Sw128Descriptor;
+    WgO::IssueWith(
+        o, p_frag,
+        [&](int j) {
+          return Bf16Sw128Descriptor(v_base + (j / 4) * kV * 128 +
+                                     (j % 4) * 32);
+        },
+        true);
+  }
+
+  // A consumer warpgroup: its 64 query rows against every key tile, then
+  // the epilogue.
+  __device__ __forceinline__ static void Consumer(const AttentionArgs& a,
+                                                  const BlockWork& w,
+                                                  const Smem& sm, int last,
+                                                  int warp, int lane) {
+    const int group = warp / 4;
+    const int warp_in_group = warp % 4;
+    const int row_base = group * kSm90GroupRows;
+    float o[WgO::kAccPerThread];
+#pragma unroll
+    for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] = 0.0f;
+    Sm90Softmax softmax;
+    softmax.Init();
+    uint32_t p_frag[kPSteps][4];
+    const uint32_t q_rows = sm.q() + row_base * 128;
+    MbarWait(sm.full_q(), 0);
+    // Group 0 issues first; group 1 skips its last PassTurn, so that every
+    // PassTurn meets a WaitTurn.
+    const PingPong<Roles::kConsumerThreads> turn{group};
+    turn.Start();
+
+    for (int i = 0; i <= last; ++i) {
+      const int t = last - i;
+      const int s = Ring::Stage(i);
+      const uint32_t parity = Ring::FullParity(i);
+      MbarWait(sm.full_k(s), parity);
+      turn.WaitTurn();
+      float sc[WgS::kAccPerThread];
+      IssueScores(sc, q_rows, sm.k(s));
+      if (i > 0) {
+        const int sp = Ring::Stage(i - 1);
+        MbarWait(sm.full_v(sp), Ring::FullParity(i - 1));
+        IssuePV(o, p_frag, sm.v(sp));
+        if (!(turn.group == 1 && i == last)) turn.PassTurn();
+        // S_t was committed first: waiting for all but the newest group
+        // leaves PV_{t+1} running.
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        WgS::FenceOperands(sc);
+      } else {
+        if (!(turn.group == 1 && i == last)) turn.PassTurn();
+        WgS::Wait(sc);
+      }
+      // Q K^T of tile t has read K_t: the stage may be refilled.
+      if (lane == 0) MbarArrive(sm.empty_k(s));
+
+      const int key0 = t * kN;
+      float mx[kSm90RowSlots], base[kSm90RowSlots], alpha[kSm90RowSlots];
+      ScaleMaskRowMax<WgS>(a, sc, key0 + kN - 1 > w.first_pos, key0,
+                           w.first_pos + row_base, warp_in_group, lane, mx);
+      softmax.Update(mx, base, alpha);
+#pragma unroll
+      for (int e = 0; e < WgS::kAccPerThread; e += 2) {
+        const int slot = (e / 2) % 2;
+        sc[e] = exp2f(sc[e] - base[slot]);
+        sc[e + 1] = exp2f(sc[e + 1] - base[slot]);
+        softmax.row_sum[slot] += sc[e] + sc[e + 1];
+      }
+      // PV_{t+1} done (unconditional wait: nothing pends at i = 0, and a
+      // wait ptxas cannot pair with its issue serialises every wgmma).
+      WgO::Wait(o, p_frag);
+      if (i > 0 && lane == 0) MbarArrive(sm.empty_v(Ring::Stage(i - 1)));
+#pragma unroll
+      for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
+      WgO::template FromAccumulator<kN>(sc, p_frag);
+    }
+    const int sp = Ring::Stage(last);
+    MbarWait(sm.full_v(sp), Ring::FullParity(last));
+    IssuePV(o, p_frag, sm.v(sp));
+    WgO::Wait(o, p_frag);
+
+    float inv[kSm90RowSlots];
+    softmax.Finalize(inv);
+    StoreRows<WgOAcc>(a, w, o, inv, row_base, warp_in_group, lane);
+  }
+};
+
+}  // namespace dsa::attention::gpu::dense_mha
+
+#endif  // DSA_GPU_CUDA
+
+#endif  // DSA_ATTENTION_GPU_DENSE_MHA_SM90_TMA_BODY_H_
