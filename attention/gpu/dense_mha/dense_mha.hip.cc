@@ -104,12 +104,38 @@ struct Meta {
   int32_t is_inline;
   RequestInfo req[kInlineRequests];
   WorkItem item[kInlineItems];
+#if defined(DSA_GPU_ROCM)
+  // AMD: clang copies a by-value kernel parameter to scratch (3 KiB a lane
+  // here), and the copy stays when an inline entry and a device-array entry
+  // are loaded through one pointer, which LLVM makes of two loads in the
+  // same address space. Loading the device arrays through the global
+  // address space keeps the loads apart: the inline entries are then read
+  // from the kernel arguments, and nothing is copied.
+  __device__ __forceinline__ RequestInfo Request(int i) const {
+    return is_inline ? req[i] : LoadGlobal(requests + i);
+  }
+  __device__ __forceinline__ WorkItem Item(int i) const {
+    return is_inline ? item[i] : LoadGlobal(items + i);
+  }
+  template <typename T>
+  __device__ __forceinline__ static T LoadGlobal(const T* p) {
+    static_assert(sizeof(T) % 4 == 0, "whole 32-bit words");
+    const auto* words = (const __attribute__((address_space(1))) int32_t*)p;
+    int32_t w[sizeof(T) / 4];
+#pragma unroll
+    for (int k = 0; k < static_cast<int>(sizeof(T) / 4); ++k) w[k] = words[k];
+    T value;
+    __builtin_memcpy(&value, w, sizeof(T));
+    return value;
+  }
+#else
   __device__ __forceinline__ RequestInfo Request(int i) const {
     return is_inline ? req[i] : requests[i];
   }
   __device__ __forceinline__ WorkItem Item(int i) const {
     return is_inline ? item[i] : items[i];
   }
+#endif
 };
 
 constexpr int kGatherRows = 8;
