@@ -3,7 +3,9 @@
 # Idempotent: a no-op when everything is present.
 #
 #   testing/setup_debian.sh            # Bazel, compilers, system libraries
-#   testing/setup_debian.sh --rocm     # also hipcc and the HIP runtime (~650 MB)
+#   testing/setup_debian.sh --rocm     # also clang 19 (the AMD device compiler),
+#                                      # the LLVM 19 tools and linker, HIP 5.2's
+#                                      # headers, runtime and device libraries
 #   testing/setup_debian.sh --format   # also clang-format 14, Node.js and npm
 #                                      # (for testing/format.sh)
 #   testing/setup_debian.sh --torch    # also PyTorch 1.13 (CPU) and pytest
@@ -23,7 +25,12 @@ packages=(
 )
 for arg in "$@"; do
   case "$arg" in
-    --rocm) packages+=(hipcc libamdhip64-dev rocm-device-libs) ;;
+    # clang-19 compiles HIP for gfx90a and gfx942 (HIP 5.2's own hipcc runs
+    # clang 15, which stops at gfx940); it links device code with lld-19 and
+    # bundles it with clang-offload-bundler (clang-tools-19); llvm-19's tools
+    # make gfx942's device-library file and read the code objects (the AMD
+    # ISA census, a Python script).
+    --rocm) packages+=(clang-19 clang-tools-19 lld-19 llvm-19 libamdhip64-dev rocm-device-libs python3) ;;
     --format)
       packages+=(clang-format)
       # Node.js and npm are asked for only when their commands are missing: a

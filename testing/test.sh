@@ -15,7 +15,7 @@ testing/setup_debian.sh
 gpu_flags=(--test_tag_filters=-gpu)
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   gpu_flags=(--config=cuda)
-elif [ -e /dev/kfd ] && command -v hipcc >/dev/null 2>&1; then
+elif [ -e /dev/kfd ] && command -v clang++-19 >/dev/null 2>&1; then
   gpu_flags=(--config=rocm)
 fi
 bazel test "${gpu_flags[@]}" "$@" //...

@@ -99,12 +99,29 @@ def dsa_dependencies():
 
     # GPU compilers are optional: only --config=rocm / --config=cuda need them,
     # and each compile action checks for its compiler when it runs.
+    # AMD device code: Debian's clang 19 against Debian's HIP 5.2 headers and
+    # device libraries (HIP 5.2's own hipcc runs clang 15, which stops at
+    # gfx940). The LLVM tools make the device-library file HIP 5.2 lacks for
+    # gfx942 (third_party/gpus/rocm_device_libs.bzl) and read the code objects
+    # (testing/gpu/amd_isa_census.py).
     gpu_toolkit_repository(
         name = "local_config_rocm",
         build_file = "//third_party/gpus:rocm.BUILD",
-        compiler = "/usr/bin/hipcc",
-        prefix = "HIPCC",
-        install_hint = "install it with testing/setup_debian.sh --rocm (Debian packages hipcc libamdhip64-dev rocm-device-libs)",
+        compiler = "/usr/bin/clang++-19",
+        prefix = "HIP_CLANG",
+        install_hint = "install it with testing/setup_debian.sh --rocm (Debian packages clang-19 clang-tools-19 lld-19 llvm-19 libamdhip64-dev rocm-device-libs)",
+        paths = {
+            "DEVICE_LIBS": "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode",
+            "LLVM_AS": "/usr/bin/llvm-as-19",
+            "LLVM_CXXFILT": "/usr/bin/llvm-cxxfilt-19",
+            "LLVM_DIS": "/usr/bin/llvm-dis-19",
+            "LLVM_OBJCOPY": "/usr/bin/llvm-objcopy-19",
+            "LLVM_OBJDUMP": "/usr/bin/llvm-objdump-19",
+            "LLVM_READELF": "/usr/bin/llvm-readelf-19",
+            # The device-code linker clang runs (lld-19).
+            "LLD": "/usr/lib/llvm-19/bin/ld.lld",
+            "OFFLOAD_BUNDLER": "/usr/bin/clang-offload-bundler-19",
+        },
     )
 
     gpu_toolkit_repository(

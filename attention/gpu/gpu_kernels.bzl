@@ -8,20 +8,28 @@ select between them, and the family's gtest and benchmark.
 Kernels are written once in HIP spelling (device/hip_compat.h). The build
 configuration picks the device compiler:
 
-  --config=rocm   hipcc, --offload-arch for each of $(DSA_ROCM_ARCHS)
+  --config=rocm   clang 19 as a HIP compiler (Debian's clang++-19 against
+                  Debian's HIP 5.2 headers and device libraries),
+                  --offload-arch for each of $(DSA_ROCM_ARCHS)
   --config=cuda   nvcc, -gencode for each of $(DSA_CUDA_ARCHS), plus PTX
   (default)       no device code: the library holds only its headers, and
                   host code sees neither DSA_GPU_ROCM nor DSA_GPU_CUDA.
 
 Each source becomes one object file in a genrule (so a family's
 instantiation files compile in parallel); the objects are linked with
-alwayslink, because hipcc's kernel registration lives in static constructors
+alwayslink, because HIP's kernel registration lives in static constructors
 that a linker otherwise drops from an archive (and a shared object would
 silently lose its kernels).
 """
 
 load("@local_config_cuda//:defs.bzl", "NVCC_COMPILER", "NVCC_INSTALL_HINT")
-load("@local_config_rocm//:defs.bzl", "HIPCC_COMPILER", "HIPCC_INSTALL_HINT")
+load(
+    "@local_config_rocm//:defs.bzl",
+    "HIP_CLANG_COMPILER",
+    "HIP_CLANG_INSTALL_HINT",
+    "HIP_CLANG_LLD",
+    "HIP_CLANG_OFFLOAD_BUNDLER",
+)
 
 _ROCM = "//platform/gpu:build_rocm"
 _CUDA = "//platform/gpu:build_cuda"
@@ -29,6 +37,10 @@ _CUDA = "//platform/gpu:build_cuda"
 # Every header of the shared device layer (attention/gpu/device): each device
 # source may include any of them.
 _DEVICE_LAYER = "//attention/gpu/device:device_headers"
+
+# The ROCm bitcode folder with the gfx942 file HIP 5.2 lacks, made by the
+# build (third_party/gpus/rocm_device_libs.bzl).
+_ROCM_DEVICE_LIBS = "//third_party/gpus:rocm_device_libs"
 
 def _require(compiler, hint):
     """Shell that stops the action with a clear message when `compiler` is absent.
@@ -49,18 +61,26 @@ def _require(compiler, hint):
         hint,
     )
 
-def _hipcc_cmd(copts):
+def _hip_clang_cmd(copts):
     return " ".join([
-        _require(HIPCC_COMPILER, HIPCC_INSTALL_HINT),
+        # clang runs the other two itself, with less clear messages.
+        _require(HIP_CLANG_COMPILER, HIP_CLANG_INSTALL_HINT),
+        _require(HIP_CLANG_LLD, HIP_CLANG_INSTALL_HINT),
+        _require(HIP_CLANG_OFFLOAD_BUNDLER, HIP_CLANG_INSTALL_HINT),
         "archs=$$(echo '$(DSA_ROCM_ARCHS)' | tr ',' ' ');",
         "flags=; for a in $$archs; do flags=\"$$flags --offload-arch=$$a\"; done;",
-        HIPCC_COMPILER,
-        "-std=c++17 -O3 -fPIC -Wall",
+        HIP_CLANG_COMPILER,
+        "-x hip -std=c++17 -O3 -fPIC -Wall",
+        # HIP 5.2 under /usr; its device libraries from the build's copy.
+        "--rocm-path=/usr --rocm-device-lib-path=$(location %s)" % _ROCM_DEVICE_LIBS,
+        # Code object v4, what HIP 5.2's runtime (and its hipcc) use; clang
+        # 19 would otherwise emit v5.
+        "-mcode-object-version=4",
         "-D__HIP_PLATFORM_AMD__ -DDSA_GPU_ROCM=1",
         "-I. -I$(GENDIR)",
         "$$flags",
         " ".join(copts),
-        "-x hip -c $(location {src}) -o $@",
+        "-c $(location {src}) -o $@",
     ])
 
 def _nvcc_cmd(copts):
@@ -94,7 +114,7 @@ def gpu_kernel_library(
         deps = [],
         visibility = None,
         testonly = False,
-        hipcc_copts = [],
+        rocm_copts = [],
         nvcc_copts = []):
     """A C++ library whose sources are HIP kernels and their launchers.
 
@@ -108,7 +128,8 @@ def gpu_kernel_library(
       deps: cc_library deps of the host side.
       visibility: as for cc_library.
       testonly: as for cc_library.
-      hipcc_copts: extra flags for hipcc (e.g. -ffp-contract=off).
+      rocm_copts: extra flags for the AMD compile (clang), e.g.
+        -ffp-contract=off.
       nvcc_copts: extra flags for nvcc (e.g. --fmad=false).
     """
     all_hdrs = hdrs + device_hdrs + [_DEVICE_LAYER]
@@ -116,14 +137,14 @@ def gpu_kernel_library(
     cuda_objs = []
     for src in srcs:
         stem = src.replace(".hip.cc", "").replace("/", "_")
-        for backend, cmd, objs in [
-            ("rocm", _hipcc_cmd(hipcc_copts), rocm_objs),
-            ("cuda", _nvcc_cmd(nvcc_copts), cuda_objs),
+        for backend, cmd, objs, tools in [
+            ("rocm", _hip_clang_cmd(rocm_copts), rocm_objs, [_ROCM_DEVICE_LIBS]),
+            ("cuda", _nvcc_cmd(nvcc_copts), cuda_objs, []),
         ]:
             out = "_%s_%s/%s.o" % (name, backend, stem)
             native.genrule(
                 name = "%s_%s_%s" % (name, stem, backend),
-                srcs = [src] + all_hdrs,
+                srcs = [src] + all_hdrs + tools,
                 outs = [out],
                 cmd = cmd.replace("{src}", src),
                 message = "Compiling %s for %s" % (src, backend),
@@ -167,7 +188,7 @@ def gpu_kernel_family(
         device_hdrs = [],
         deps = [],
         device_deps = [],
-        hipcc_copts = [],
+        rocm_copts = [],
         nvcc_copts = [],
         visibility = None,
         test_srcs = [],
@@ -194,7 +215,7 @@ def gpu_kernel_family(
         config); the device layer's headers are always available.
       deps: deps of the launchers' host side, shared by both builds.
       device_deps: further deps of the device build only.
-      hipcc_copts: extra flags for hipcc.
+      rocm_copts: extra flags for the AMD compile (clang).
       nvcc_copts: extra flags for nvcc.
       visibility: of `name`.
       test_srcs: sources of the gtest.
@@ -209,7 +230,7 @@ def gpu_kernel_family(
         hdrs = hdrs,
         device_hdrs = device_hdrs,
         deps = deps + device_deps,
-        hipcc_copts = hipcc_copts,
+        rocm_copts = rocm_copts,
         nvcc_copts = nvcc_copts,
     )
     native.cc_library(

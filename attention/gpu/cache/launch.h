@@ -9,7 +9,7 @@
 // (attention/cpu/indexer_kernels.cc, mla_kernels.cc): the skip on/off
 // equality on a GPU compares caches, and the CPU kernels are the baseline.
 // Every step is elementwise float32 arithmetic with the _rn intrinsics (no
-// FMA contraction; hipcc builds with -ffp-contract=off), the fp8 and bf16
+// FMA contraction; the AMD build passes -ffp-contract=off), the fp8 and bf16
 // conversions and the ue8m0 scale are the shared host/device functions of
 // attention/dtypes, and the amax is a max (order-free). The one reduction
 // whose order matters, the LayerNorm mean and variance (float64 sums), runs

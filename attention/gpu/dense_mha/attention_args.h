@@ -29,12 +29,38 @@ static_assert(kBlockM % Mma::kM == 0 && kBlockN % Mma::kN == 0 &&
                   kBlockN % Mma::kK == 0,
               "tiles must hold whole fragments");
 
+#if defined(DSA_GPU_ROCM)
+// AMD: clang copies a by-value kernel parameter to scratch (3 KiB a lane
+// here), and the copy stays when an inline entry and a device-array entry
+// are loaded through one pointer, which LLVM makes of two loads in the same
+// address space. Loading the device arrays through the global address space
+// keeps the loads apart: the inline entries are then read from the kernel
+// arguments, and nothing is copied.
+template <typename T>
+__device__ __forceinline__ T LoadGlobal(const T* p) {
+  static_assert(sizeof(T) % 4 == 0, "whole 32-bit words");
+  const auto* words = (const __attribute__((address_space(1))) int32_t*)p;
+  int32_t w[sizeof(T) / 4];
+#pragma unroll
+  for (int k = 0; k < static_cast<int>(sizeof(T) / 4); ++k) w[k] = words[k];
+  T value;
+  __builtin_memcpy(&value, w, sizeof(T));
+  return value;
+}
+__device__ __forceinline__ RequestInfo MetaRequest(const Meta& m, int i) {
+  return m.is_inline ? m.req[i] : LoadGlobal(m.requests + i);
+}
+__device__ __forceinline__ WorkItem MetaItem(const Meta& m, int i) {
+  return m.is_inline ? m.item[i] : LoadGlobal(m.items + i);
+}
+#else
 __device__ __forceinline__ RequestInfo MetaRequest(const Meta& m, int i) {
   return m.is_inline ? m.req[i] : m.requests[i];
 }
 __device__ __forceinline__ WorkItem MetaItem(const Meta& m, int i) {
   return m.is_inline ? m.item[i] : m.items[i];
 }
+#endif
 
 struct AttentionArgs {
   const uint16_t* q;      // bf16 [tokens, heads, qk]

@@ -17,8 +17,11 @@
 //   NVIDIA before sm_80: the same fragments multiplied with FMAs.
 //   AMD gfx940/941/942 with e4m3fnuz data: v_mfma_f32_32x32x16_fp8_fp8 on the
 //     raw fp8 bytes (those chips' fp8 is the fnuz encoding).
-//   Other AMD targets, or OCP e4m3fn data on gfx94x: the same 32x32 fragments
-//     multiplied with FMAs after a software decode.
+//   AMD gfx90a, and OCP e4m3fn data on gfx94x: the same 32x32 fragments,
+//     widened to bf16 in registers (exact) and multiplied by two
+//     v_mfma_f32_32x32x8bf16_1k per product.
+//   Other AMD targets: the same fragments multiplied with FMAs after a
+//     software decode.
 //
 // Warpgroup level (WarpgroupFp8Mma, kHasWarpgroupFp8Mma): Hopper's own fp8
 // path, wgmma (QGMMA in SASS), for kernels built for sm_90a; four warps

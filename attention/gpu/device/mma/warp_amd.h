@@ -1,5 +1,6 @@
 // Warp-level fp8 and bf16 matrix products on AMD (MFMA where the target has
-// it, the same 32x32 fragments with FMAs elsewhere): Fp8WarpMma,
+// it: fp8 for e4m3fnuz on gfx94x, bf16 for the other fp8 cases; the same
+// 32x32 fragments with FMAs on targets without MFMA): Fp8WarpMma,
 // Bf16WarpMma; and the warpgroup products' declarations (AMD has none).
 // Part of mma.h (include that); device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_DEVICE_MMA_WARP_AMD_H_
@@ -16,6 +17,10 @@ namespace dsa::gpu {
 #if defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)
 #define DSA_MMA_HAS_FP8_FNUZ_MFMA 1
 #endif
+#if defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || \
+    defined(__gfx942__)
+#define DSA_MMA_HAS_BF16_MFMA 1
+#endif
 
 template <Fp8Format F>
 struct Fp8WarpMma {
@@ -27,7 +32,8 @@ struct Fp8WarpMma {
   static constexpr int kRowSlots = 16;
   static constexpr int kColSlots = 1;
   static constexpr const char* kInstruction =
-      "v_mfma_f32_32x32x16_fp8_fp8 (gfx94x, fnuz)";
+      "v_mfma_f32_32x32x16_fp8_fp8 (gfx94x, fnuz), else "
+      "v_mfma_f32_32x32x8bf16_1k";
 
   using Acc = float __attribute__((ext_vector_type(16)));
   // Lane l holds row (or column) l % 32 at k = (l / 32) * 8 .. + 7.
@@ -66,6 +72,19 @@ struct Fp8WarpMma {
       return;
     }
 #endif
+#if defined(DSA_MMA_HAS_BF16_MFMA)
+    // No fp8 MFMA for this format: the codes widened to bf16 (exact: E4M3's
+    // values are bf16 values) and two 32x32x8 bf16 MFMAs, one per half of
+    // each lane's 8 k values. A and B lanes hold the same k values, and the
+    // 32x32 output layout is the same, so the sum over k is the fp8
+    // product's. (The FMA loop below needs 256 decodes and 32 shuffles per
+    // lane and product; in the indexer logits it spilled 128-132 VGPRs.)
+    c.v = __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(
+        Bf16Half(a.r, 0), Bf16Half(b.r, 0), c.v, 0, 0, 0);
+    c.v = __builtin_amdgcn_mfma_f32_32x32x8bf16_1k(
+        Bf16Half(a.r, 1), Bf16Half(b.r, 1), c.v, 0, 0, 0);
+    return;
+#endif
     // Fallback: this lane's column n = lane % 32 needs B's 16 k values
     // (lanes n and n + 32); its rows m need A's (lanes m and m + 32).
     const int lane = threadIdx.x % kDsaWarpSize;
@@ -102,6 +121,18 @@ struct Fp8WarpMma {
   __device__ __forceinline__ static int CRow(int lane, int slot) {
     return 8 * (slot / 4) + 4 * (lane / 32) + slot % 4;
   }
+  // Codes 4 * half .. 4 * half + 3 of a fragment as a bf16 MFMA operand.
+  using Bf16x4 = short __attribute__((ext_vector_type(4)));
+  __device__ __forceinline__ static Bf16x4 Bf16Half(long r, int half) {
+    Bf16x4 out;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t code =
+          (static_cast<unsigned long>(r) >> (8 * (4 * half + j))) & 0xffu;
+      out[j] = static_cast<short>(__float_as_uint(DecodeFp8<F>(code)) >> 16);
+    }
+    return out;
+  }
   __device__ __forceinline__ static int CCol(int lane, int /*col_slot*/) {
     return lane % 32;
   }
@@ -117,11 +148,6 @@ struct Fp8WarpMma {
     return lane % 32 == 0;
   }
 };
-
-#if defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || \
-    defined(__gfx942__)
-#define DSA_MMA_HAS_BF16_MFMA 1
-#endif
 
 // bf16 warp product, AMD: 32x32x8 (v_mfma_f32_32x32x8bf16_1k on gfx90a and
 // gfx94x, FMAs on the same fragments elsewhere).
