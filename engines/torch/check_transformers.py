@@ -145,13 +145,15 @@ def use_fp8_indexer(model, interleaved, relu):
             patch(layer.self_attn.indexer)
 
 
-def make_config(case, vocab):
+def make_config(case, vocab, initializer_range=None):
     import transformers
     common = dict(vocab_size=vocab, intermediate_size=512,
                   moe_intermediate_size=256, n_routed_experts=8,
                   n_shared_experts=1, num_experts_per_tok=2, n_group=1,
                   topk_group=1, tie_word_embeddings=False, index_topk=2048,
                   index_head_dim=128)
+    if initializer_range is not None:
+        common["initializer_range"] = initializer_range
     if case in ("glm5", "glm52"):
         layers = 4 if case == "glm5" else 7
         kw = dict(common, num_hidden_layers=layers, first_k_dense_replace=layers,
@@ -212,13 +214,13 @@ FP8_NAMES = ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj",
              "o_proj", "indexer.wq_b", "indexer.wk", "eh_proj")
 
 
-def build_checkpoint(case, path, vocab, fp8):
+def build_checkpoint(case, path, vocab, fp8, initializer_range=None):
     import transformers
     from safetensors import safe_open
     from safetensors.torch import save_file
 
     torch.manual_seed({"glm5": 1, "glm52": 2, "dsv32": 3}[case])
-    config, why = make_config(case, vocab)
+    config, why = make_config(case, vocab, initializer_range)
     if config is None:
         return None, why
     with torch.device("cuda"):
@@ -388,7 +390,8 @@ def rel(a, b):
 def run_case(case, args, results):
     path = os.path.join(args.work, case)
     t0 = time.time()
-    parts, why = build_checkpoint(case, path, args.vocab, fp8=case == "glm5")
+    parts, why = build_checkpoint(case, path, args.vocab, fp8=case == "glm5",
+                                  initializer_range=args.initializer_range)
     if parts is None:
         log(f"{case}: skipped: {why}")
         results[case] = {"skipped": why}
@@ -463,6 +466,12 @@ def main():
     p.add_argument("--cases", default="glm5,glm52,dsv32")
     p.add_argument("--tokens", default="1000,2600")
     p.add_argument("--vocab", type=int, default=4096)
+    # The weights' standard deviation (the config's initializer_range;
+    # transformers' default when not given). At the default, 0.02, every
+    # attention and index score of a random model is nearly flat, so the
+    # sparse path's output hangs on near-ties of the fp8 index scores; larger
+    # values give the peaked scores of a trained model.
+    p.add_argument("--initializer_range", type=float, default=None)
     args = p.parse_args()
     args.tokens = [int(t) for t in args.tokens.split(",")]
     os.makedirs(args.out, exist_ok=True)

@@ -10,8 +10,8 @@
 # The device machine has no Bazel (DESIGN.md section 7). The project's own
 # libraries are linked statically (--dynamic_mode=off); Debian's Abseil,
 # protobuf and benchmark shared objects, which that machine lacks, are copied
-# into lib/ beside the binaries. Binaries are gzipped to stay well under
-# what a call carries.
+# into lib/ beside the binaries. Binaries and plugins are gzipped to stay
+# well under what a call carries.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=.device/gpu
@@ -43,6 +43,7 @@ plugins=(
   //platform/cuda:libdsa_cuda_platform.so
   //platform/rocm:libdsa_rocm_platform.so
   //attention/cpu:libdsa_attention_cpu.so
+  //model/deepseek_v32:libdsa_stack.so
 )
 
 targets=("${plugins[@]}")
@@ -62,8 +63,8 @@ for b in "${binaries[@]}"; do
 done
 for p in "${plugins[@]}"; do cp "$(path_of "$p")" "$out/plugins/"; done
 chmod -R u+w "$out"
-strip --strip-debug "$out"/bin/* "$out"/lib/* 2>/dev/null || true
-gzip -9 "$out"/bin/*
+strip --strip-debug "$out"/bin/* "$out"/lib/* "$out"/plugins/* 2>/dev/null || true
+gzip -9 "$out"/bin/* "$out"/plugins/*
 # The commit the binaries were built from: the device machine's copy of the
 # tree has no history to ask (prefill_bench records it in its JSON).
 { git rev-parse --short=12 HEAD | tr -d '\n'

@@ -19,7 +19,11 @@
 #      matmul ceilings in the same call;
 #   5. the PyTorch binding built against the machine's torch, tested on CUDA
 #      tensors and timed against eager PyTorch;
-#   6. prefill_bench at GLM-5.1's real shapes (issue 9's H200 run).
+#   6. prefill_bench at GLM-5.1's real shapes (issue 9's H200 run);
+#   7. the stack against transformers' own modules (engines/torch/
+#      check_transformers.py: checkpoints built by transformers, our stack
+#      on CUDA, transformers in bf16 and float64; DSA_GPU_CHECK_ARGS adds to
+#      its flags).
 # DSA_GPU_SKIP_TIMING=1 leaves out the SASS census and step 4 (a check-only
 # run), DSA_GPU_SKIP_SANITIZER=1 step 3; DSA_GPU_STEPS=6 (a comma list of
 # step numbers) runs only those. prefill_bench runs GLM-5.1 and then GLM-5.2
@@ -38,7 +42,9 @@ budget="${DSA_GPU_RUN_SECONDS:-420}"
 mkdir -p "$out"
 work=/tmp/dsa_gpu_run
 rm -rf "$work" && mkdir -p "$work/bin"
+mkdir -p "$work/plugins"
 for f in "$payload"/bin/*.gz; do gzip -dc "$f" > "$work/bin/$(basename "$f" .gz)"; done
+for f in "$payload"/plugins/*.gz; do gzip -dc "$f" > "$work/plugins/$(basename "$f" .gz)"; done
 chmod +x "$work"/bin/*
 B="$work/bin"
 # Carried Abseil/protobuf; cuBLASLt from the CUDA toolkit (dlopened by the
@@ -47,7 +53,7 @@ export LD_LIBRARY_PATH="$payload/lib:/usr/local/cuda/lib64:/usr/local/cuda/targe
 export PYTHONUNBUFFERED=1
 exec > >(tee "$out/device_run.txt") 2>&1
 
-steps="${DSA_GPU_STEPS:-1,2,3,4,5,6}"
+steps="${DSA_GPU_STEPS:-1,2,3,4,5,6}"  # 7 runs only when asked
 # True when step $1 is to run.
 want() { [[ ",$steps," == *",$1,"* ]]; }
 
@@ -162,10 +168,11 @@ if ! want 5; then
   :
 elif room 30 && CXX=/usr/bin/g++ timeout 60 bash engines/torch/build.sh "$work/torch" > "$work/torch_build.txt" 2>&1; then
   tail -1 "$work/torch_build.txt"
-  p="$payload/plugins"
+  p="$work/plugins"
   export DSA_TORCH_LIBRARY="$work/torch/libdsa_torch.so"
   export DSA_TORCH_PLUGINS="$p/libdsa_cpu_platform.so:$p/libdsa_attention_cpu.so:$p/libdsa_cuda_platform.so"
   export DSA_TORCH_PLATFORM_PLUGINS="$p/libdsa_cpu_platform.so:$p/libdsa_rocm_platform.so:$p/libdsa_cuda_platform.so"
+  export DSA_STACK_LIBRARY="$p/libdsa_stack.so"
   PYTHONPATH="$root/engines/torch" timeout 40 python3 -m pytest -q -p no:cacheprovider -rs engines/torch/tests 2>&1 | tail -10
   room 15 && PYTHONPATH="$root/engines/torch" timeout 20 python3 engines/torch/bench.py --device cuda --repeats 20 \
     --plugins="$DSA_TORCH_PLUGINS" 2>&1 | tail -12
@@ -185,5 +192,12 @@ for m in ${DSA_GPU_PREFILL_MODELS:-glm-5.1 glm-5.2}; do
   timeout $(( budget - $(elapsed) )) "$B/prefill_bench" --platform=cuda --model=$m $extra \
     --op_times=true $commit --json="$out/prefill_bench_${m//[.-]/}.json" ${DSA_GPU_PREFILL_ARGS:-} 2>&1 | tail -40
 done
+fi
+if want 7; then
+section "the stack against transformers (check_transformers.py)"
+# shellcheck disable=SC2086
+DSA_STACK_LIBRARY="$work/plugins/libdsa_stack.so" PYTHONPATH="$root/engines/torch" \
+  timeout $(( budget - $(elapsed) )) python3 engines/torch/check_transformers.py \
+  --out "$out" ${DSA_GPU_CHECK_ARGS:-} 2>&1 | tee "$out/check_transformers.txt" | tail -60
 fi
 section "done"
