@@ -225,7 +225,8 @@ Status NormalizeKernelDescriptor(const DsaKernelDescriptor* raw,
 }
 
 Status InitializePlugin(const DsaPluginApi* api_ptr, PluginSink& sink,
-                        const std::optional<PluginFileIdentity>& file) {
+                        const std::optional<PluginFileIdentity>& file,
+                        std::string* plugin_name) {
   if (api_ptr == nullptr) {
     return InvalidArgumentError("plugin API table is NULL");
   }
@@ -271,10 +272,38 @@ Status InitializePlugin(const DsaPluginApi* api_ptr, PluginSink& sink,
     return Status(committed.code(),
                   StrCat("plugin '", name, "': ", committed.message()));
   }
+  if (plugin_name != nullptr) *plugin_name = name;
   return OkStatus();
 }
 
-Status LoadPluginFile(const std::string& path, PluginSink& sink) {
+namespace {
+
+// Whether the dynamic loader holds an object opened by the name `path`
+// (a dlopen of that name would return it instead of opening the file).
+bool NameIsLoaded(const std::string& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  dlerror();
+  if (handle == nullptr) return false;
+  dlclose(handle);
+  return true;
+}
+
+// dlerror's text without the name of the memory file it was loaded from,
+// which means nothing to the user (the message names the plugin's path).
+std::string DlopenError(const std::string& load_path) {
+  const char* e = dlerror();
+  std::string text = e != nullptr ? e : "dlopen failed";
+  const std::string prefix = load_path + ": ";
+  if (text.compare(0, prefix.size(), prefix) == 0) {
+    text = text.substr(prefix.size());
+  }
+  return EchoForMessage(text, 300);
+}
+
+}  // namespace
+
+Status LoadPluginFile(const std::string& path, PluginSink& sink,
+                      std::string* plugin_name) {
   const std::string shown = EchoForMessage(path, kMaxEchoedPathChars);
   struct stat st;
   if (path.find('/') != std::string::npos && ::stat(path.c_str(), &st) != 0 &&
@@ -282,37 +311,43 @@ Status LoadPluginFile(const std::string& path, PluginSink& sink) {
     return Status(DSA_STATUS_NOT_FOUND,
                   StrCat("cannot load plugin ", shown, ": no such file"));
   }
-  PluginFileIdentity identity;
+  // Opened once and checked on a sealed copy of its loaded bytes, which is
+  // what dlopen loads (plugin_file.h): whatever happens to the file at
+  // `path` from here on, the object loaded is the one checked.
+  CheckedPluginFile file;
   std::string why;
-  if (!CheckPluginFile(path, &identity, &why)) {
+  if (!OpenCheckedPluginFile(path, &file, &why)) {
     return InvalidArgumentError(StrCat("cannot load plugin: ", why));
   }
-  if (sink.HasPluginFile(identity)) {
+  if (sink.HasPluginFile(file.identity())) {
     return Status(DSA_STATUS_ALREADY_EXISTS,
                   StrCat("plugin ", shown, " is already loaded"));
   }
+  // The copies of earlier loads keep their descriptors, so their names are
+  // not reused; this guards against one closed behind the loader's back.
+  for (int attempt = 0; NameIsLoaded(file.load_path()); ++attempt) {
+    if (attempt == 16 || !file.Renumber(&why)) {
+      return InternalError(StrCat("cannot load plugin ", shown,
+                                  ": no free name for its memory file",
+                                  why.empty() ? "" : ": ", why));
+    }
+  }
   // RTLD_LOCAL: a plugin's symbols never satisfy another's; it reaches the
-  // host only through its API table. CheckPluginFile refused bare names, so
-  // dlopen takes `path` as a path and searches nothing.
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // host only through its API table.
+  const std::string load_path = file.load_path();
+  void* handle = dlopen(load_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    const char* e = dlerror();
     return InvalidArgumentError(
-        StrCat("cannot load plugin ", shown, ": ",
-               EchoForMessage(e != nullptr ? e : "dlopen failed", 300)));
+        StrCat("cannot load plugin ", shown, ": ", DlopenError(load_path)));
   }
   // Whatever fails from here closes the handle again: nothing of the plugin
-  // was registered, so nothing refers to its code. (When the same file is
-  // open already, this only drops a reference.)
+  // was registered, so nothing refers to its code. An object the loader
+  // cannot unload (a C++ unique symbol makes it so) keeps the copy's name.
   auto fail = [&](Status status) {
     dlclose(handle);
+    if (NameIsLoaded(load_path)) file.KeepOpen();
     return status;
   };
-  PluginFileIdentity loaded;
-  if (!GetPluginFileIdentity(path, &loaded, &why) || loaded != identity) {
-    return fail(FailedPreconditionError(
-        StrCat("plugin ", shown, " changed while it was being loaded")));
-  }
   dlerror();
   auto get_api = reinterpret_cast<DsaGetPluginApiFn>(
       dlsym(handle, DSA_PLUGIN_GET_API_SYMBOL));
@@ -326,10 +361,13 @@ Status LoadPluginFile(const std::string& path, PluginSink& sink) {
     return fail(FailedPreconditionError(StrCat(
         "plugin ", shown, ": ", DSA_PLUGIN_GET_API_SYMBOL, " returned NULL")));
   }
-  const Status status = InitializePlugin(api, sink, identity);
+  const Status status =
+      InitializePlugin(api, sink, file.identity(), plugin_name);
   if (!status.ok()) {
     return fail(Status(status.code(), StrCat(shown, ": ", status.message())));
   }
+  // Loaded for the life of the process: its name must keep naming its copy.
+  file.KeepOpen();
   return OkStatus();
 }
 

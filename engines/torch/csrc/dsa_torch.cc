@@ -218,14 +218,6 @@ class Host final : public platform::PluginSink {
     return k.fn;
   }
 
-  std::string PluginNameOfFile(const PluginFileIdentity& file) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const PluginRegistrations& p : plugins_) {
-      if (p.file.has_value() && *p.file == file) return p.plugin_name;
-    }
-    return std::string();
-  }
-
   bool FindPlatform(const std::string& platform_id,
                     DsaPlatformDescriptor* out) const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -817,13 +809,14 @@ at::Tensor DenseMhaPrefill(
 // Plugins and platforms.
 
 // Loads a plugin shared object; returns the name it registered under.
+// The same loader as the project's registry (platform/plugin_adapter.h): the
+// file is opened once, checked on the sealed copy that is loaded, and a
+// corrupt one raises ValueError naming its path instead of crashing the
+// interpreter inside dlopen.
 std::string LoadPlugin(const std::string& path) {
-  Host& host = Host::Get();
-  RaiseIfError(platform::LoadPluginFile(path, host));
-  platform::PluginFileIdentity identity;
-  std::string error;
-  if (!platform::GetPluginFileIdentity(path, &identity, &error)) return "";
-  return host.PluginNameOfFile(identity);
+  std::string name;
+  RaiseIfError(platform::LoadPluginFile(path, Host::Get(), &name));
+  return name;
 }
 
 std::vector<std::string> Loaded() { return Host::Get().Describe(); }
