@@ -86,6 +86,9 @@ bool IsSymbolWord(uint32_t type) {
   return type == R_X86_64_64 || type == R_X86_64_GLOB_DAT ||
          type == R_X86_64_JUMP_SLOT;
 }
+bool IsGotSlot(uint32_t type) {
+  return type == R_X86_64_GLOB_DAT || type == R_X86_64_JUMP_SLOT;
+}
 uint64_t RelocationBytes(uint32_t type) {
   switch (type) {
     case R_X86_64_32:
@@ -115,6 +118,9 @@ bool IsSymbolWord(uint32_t type) {
   return type == R_AARCH64_ABS64 || type == R_AARCH64_GLOB_DAT ||
          type == R_AARCH64_JUMP_SLOT;
 }
+bool IsGotSlot(uint32_t type) {
+  return type == R_AARCH64_GLOB_DAT || type == R_AARCH64_JUMP_SLOT;
+}
 uint64_t RelocationBytes(uint32_t type) {
   switch (type) {
     case R_AARCH64_ABS32:
@@ -133,6 +139,7 @@ constexpr uint32_t kRelocRelative = ~uint32_t{0};
 constexpr uint32_t kRelocIrelative = ~uint32_t{0};
 constexpr uint32_t kRelocCopy = ~uint32_t{0};
 bool IsSymbolWord(uint32_t) { return false; }
+bool IsGotSlot(uint32_t) { return false; }
 uint64_t RelocationBytes(uint32_t) { return sizeof(Addr); }
 #endif
 
@@ -186,7 +193,9 @@ uint64_t RelocationSymbol(uint64_t info) {
   X(DT_RELACOUNT)               \
   X(DT_RELCOUNT)                \
   X(DT_VERDEF)                  \
+  X(DT_VERDEFNUM)               \
   X(DT_VERNEED)                 \
+  X(DT_VERNEEDNUM)              \
   X(DT_AUXILIARY)               \
   X(DT_FILTER)
 
@@ -513,9 +522,33 @@ class DynamicChecker {
         {DT_RELR, DT_RELRENT},
         {DT_JMPREL, DT_PLTREL},
     };
+    // Either way round: a table's address entry lost (a damaged tag) leaves
+    // its size behind, and the loader then skips the table silently (the
+    // PLT unrelocated, versions unchecked), so a size without its table is
+    // refused too; a linker writes both or neither.
     for (const auto& pair : kPairs) {
-      if (dynamic_.has(pair[0]) && !dynamic_.has(pair[1])) {
-        return Fail("has " + TagName(pair[0]) + " without " + TagName(pair[1]));
+      if (dynamic_.has(pair[0]) != dynamic_.has(pair[1])) {
+        const bool address_missing = !dynamic_.has(pair[0]);
+        return Fail("has " + TagName(pair[address_missing]) + " without " +
+                    TagName(pair[!address_missing]));
+      }
+    }
+    static constexpr int64_t kCounts[][2] = {
+        {DT_RELA, DT_RELACOUNT},
+        {DT_REL, DT_RELCOUNT},
+        {DT_VERDEF, DT_VERDEFNUM},
+        {DT_VERNEED, DT_VERNEEDNUM},
+    };
+    for (const auto& pair : kCounts) {
+      if (dynamic_.has(pair[1]) && !dynamic_.has(pair[0])) {
+        return Fail("has " + TagName(pair[1]) + " without " + TagName(pair[0]));
+      }
+    }
+    // The loader reads DT_VERSYM's address unchecked once either version
+    // table is there.
+    for (int64_t tag : {DT_VERDEF, DT_VERNEED}) {
+      if (dynamic_.has(tag) && !dynamic_.has(DT_VERSYM)) {
+        return Fail("has " + TagName(tag) + " without DT_VERSYM");
       }
     }
     struct EntrySize {
@@ -678,18 +711,8 @@ class DynamicChecker {
   std::string SymbolName(uint64_t index) const {
     const Sym sym = Symbol(index);
     if (sym.st_name >= strsz_) return "symbol " + std::to_string(index);
-    const char* name =
-        reinterpret_cast<const char*>(image_ + strtab_ + sym.st_name);
-    const size_t n =
-        strnlen(name, std::min<uint64_t>(64, strsz_ - sym.st_name));
-    std::string shown(name, n);
-    for (char& c : shown) {
-      if (static_cast<unsigned char>(c) < 0x20 ||
-          static_cast<unsigned char>(c) >= 0x7f) {
-        c = '?';
-      }
-    }
-    return "symbol " + std::to_string(index) + " (" + shown + ")";
+    return "symbol " + std::to_string(index) + " (" + EchoName(sym.st_name) +
+           ")";
   }
 
   bool IsDefined(const Sym& sym) const {
@@ -704,6 +727,18 @@ class DynamicChecker {
       const Sym sym = Symbol(i);
       if (!StringOffset(sym.st_name, "symbol " + std::to_string(i))) {
         return false;
+      }
+      if (sym.st_shndx == SHN_UNDEF) {
+        // An undefined symbol that is local or not of default visibility
+        // binds to this object (value 0 plus its load address): a call
+        // through it jumps to the ELF header. A linker never leaves one.
+        if (ELF64_ST_BIND(sym.st_info) == STB_LOCAL ||
+            ELF64_ST_VISIBILITY(sym.st_other) != STV_DEFAULT) {
+          return Fail(SymbolName(i) +
+                      " is undefined but binds locally (local or not of "
+                      "default visibility)");
+        }
+        continue;
       }
       if (!IsDefined(sym)) continue;
       const unsigned type = ELF64_ST_TYPE(sym.st_info);
@@ -753,8 +788,10 @@ class DynamicChecker {
           return false;
         }
         const Verdaux aux = Read<Verdaux>(aux_offset);
-        if (!StringOffset(aux.vda_name,
-                          Entry(DT_VERDEF) + " entry " + std::to_string(i))) {
+        const std::string what =
+            TagName(DT_VERDEF) + " entry " + std::to_string(i);
+        if (!StringOffset(aux.vda_name, what) ||
+            !VersionHash(def.vd_hash, aux.vda_name, what)) {
           return false;
         }
         if (def.vd_next == 0) break;
@@ -772,8 +809,24 @@ class DynamicChecker {
         }
         const Verneed need = Read<Verneed>(offset);
         const std::string what =
-            Entry(DT_VERNEED) + " entry " + std::to_string(i);
+            TagName(DT_VERNEED) + " entry " + std::to_string(i);
         if (!StringOffset(need.vn_file, what)) return false;
+        // The loader looks the file up among the objects loaded for
+        // DT_NEEDED, and asserts that it finds it.
+        bool needed = false;
+        for (const auto& [tag, offset] : dynamic_.strings) {
+          needed =
+              needed ||
+              (tag == DT_NEEDED &&
+               std::strcmp(
+                   reinterpret_cast<const char*>(image_ + strtab_ + offset),
+                   reinterpret_cast<const char*>(image_ + strtab_ +
+                                                 need.vn_file)) == 0);
+        }
+        if (!needed) {
+          return Fail(what + " needs versions of " + EchoName(need.vn_file) +
+                      ", which no DT_NEEDED entry names");
+        }
         uint64_t aux_address;
         if (!Add(address, need.vn_aux, &aux_address)) {
           return VersionOverflow(DT_VERNEED, i);
@@ -785,7 +838,10 @@ class DynamicChecker {
             return false;
           }
           const Vernaux aux = Read<Vernaux>(aux_offset);
-          if (!StringOffset(aux.vna_name, what)) return false;
+          if (!StringOffset(aux.vna_name, what) ||
+              !VersionHash(aux.vna_hash, aux.vna_name, what)) {
+            return false;
+          }
           highest = std::max<uint64_t>(highest, aux.vna_other & 0x7fff);
           if (aux.vna_next == 0) break;
           if (!Add(aux_address, aux.vna_next, &aux_address)) {
@@ -815,6 +871,37 @@ class DynamicChecker {
     return true;
   }
 
+  // The loader finds versions by this hash first, then by name; a linker
+  // always writes the name's ELF hash.
+  bool VersionHash(uint32_t hash, uint64_t name, const std::string& what) {
+    uint32_t h = 0;
+    for (const unsigned char* c = image_ + strtab_ + name; *c != 0; ++c) {
+      h = (h << 4) + *c;
+      const uint32_t high = h & 0xf0000000u;
+      if (high != 0) h ^= high >> 24;
+      h &= ~high;
+    }
+    if (h != hash) {
+      return Fail(what + " gives hash " + Hex(hash) + " for version " +
+                  EchoName(name) + ", whose hash is " + Hex(h));
+    }
+    return true;
+  }
+
+  // A string of DT_STRTAB for a message: at most 64 characters, escaped.
+  std::string EchoName(uint64_t name) const {
+    const char* text = reinterpret_cast<const char*>(image_ + strtab_ + name);
+    std::string shown(text,
+                      strnlen(text, std::min<uint64_t>(64, strsz_ - name)));
+    for (char& c : shown) {
+      if (static_cast<unsigned char>(c) < 0x20 ||
+          static_cast<unsigned char>(c) >= 0x7f) {
+        c = '?';
+      }
+    }
+    return shown;
+  }
+
   // One entry of a version chain. Chains only run forward, so they end;
   // the budget keeps chains that share their tails from costing more than a
   // linear walk would.
@@ -825,7 +912,7 @@ class DynamicChecker {
                   std::to_string(kMaxVersionEntries) + " entries");
     }
     if (address % 4 != 0 || !segments_.FileOffset(address, size, 0, offset)) {
-      return Fail(Entry(tag) + " entry " + std::to_string(index) + " at " +
+      return Fail(TagName(tag) + " entry " + std::to_string(index) + " at " +
                   Hex(address) +
                   " lies outside the file data of every PT_LOAD segment or "
                   "is misaligned");
@@ -834,7 +921,7 @@ class DynamicChecker {
   }
 
   bool VersionOverflow(int64_t tag, uint64_t index) const {
-    return Fail(Entry(tag) + " entry " + std::to_string(index) +
+    return Fail(TagName(tag) + " entry " + std::to_string(index) +
                 " points past the end of the address space");
   }
 
@@ -980,13 +1067,19 @@ class DynamicChecker {
       const uint64_t addend =
           with_addend ? static_cast<uint64_t>(Read<Rela>(at).r_addend)
                       : WordAt(rel.r_offset);
-      uint32_t type = RelocationType(rel.r_info);
+      const uint32_t type = RelocationType(rel.r_info);
       const uint64_t symbol = RelocationSymbol(rel.r_info);
-      // The loader applies the first DT_RELACOUNT entries as RELATIVE
-      // without reading their type.
-      if (i < relative_count) type = kRelocRelative;
       const std::string what =
           "relocation " + std::to_string(i) + " of " + TagName(tag);
+      // The loader applies the first DT_RELACOUNT (DT_RELCOUNT) entries as
+      // RELATIVE without a lookup, and Debian's aborts the process when one
+      // is not.
+      if (kKnownRelocations && i < relative_count && type != kRelocRelative) {
+        return Fail(what + " is of type " + std::to_string(type) + ", but " +
+                    TagName(tag == DT_RELA ? DT_RELACOUNT : DT_RELCOUNT) +
+                    " (" + std::to_string(relative_count) +
+                    ") says it is RELATIVE");
+      }
       if (kKnownRelocations && type == kRelocNone) continue;
       if (symbol >= num_symbols_) {
         return Fail(what + " names symbol " + std::to_string(symbol) +
@@ -997,6 +1090,13 @@ class DynamicChecker {
         return false;
       }
       if (!kKnownRelocations) continue;
+      // GOT slots are words; a linker aligns them.
+      if ((IsGotSlot(type) || type == kRelocIrelative) &&
+          rel.r_offset % kWord != 0) {
+        return Fail(what + " writes a GOT slot at " + Hex(rel.r_offset) +
+                    ", which is not aligned to " + std::to_string(kWord) +
+                    " bytes");
+      }
       if (type == kRelocCopy) {
         return Fail(what +
                     " is a COPY relocation, which a shared object "
