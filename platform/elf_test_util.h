@@ -315,7 +315,7 @@ inline std::vector<CorruptElfCase> CorruptElfCases() {
        [](E& e) {
          e.SetDynamic(DT_INIT_ARRAYSZ, e.DynamicValue(DT_INIT_ARRAYSZ) + 8);
        },
-       "slot 1 of DT_INIT_ARRAY is set by no relocation"},
+       "of DT_INIT_ARRAY is set by no relocation"},
       {"init_array_data",
        // The RELATIVE relocation of slot 0 now points at data.
        [](E& e) {

@@ -7,7 +7,10 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dsa::platform {
@@ -288,6 +291,33 @@ bool NameIsLoaded(const std::string& path) {
   return true;
 }
 
+// The copies this process loaded and holds, by the identity of the file each
+// was made from: a file loaded again (into another sink) gets the object
+// already loaded, as dlopen of the file itself would give, rather than a
+// second copy of its code and state. Each entry's copy and file stay open
+// (CheckedPluginFile::KeepOpen), so neither its name nor its identity can
+// come to mean another file.
+class LoadedCopies {
+ public:
+  static LoadedCopies& Get() {
+    static LoadedCopies* copies = new LoadedCopies();  // never destroyed
+    return *copies;
+  }
+  std::string Find(const PluginFileIdentity& file) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = load_paths_.find({file.device, file.inode});
+    return it == load_paths_.end() ? std::string() : it->second;
+  }
+  void Add(const PluginFileIdentity& file, const std::string& load_path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    load_paths_.emplace(std::make_pair(file.device, file.inode), load_path);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<uint64_t, uint64_t>, std::string> load_paths_;
+};
+
 // dlerror's text without the name of the memory file it was loaded from,
 // which means nothing to the user (the message names the plugin's path).
 std::string DlopenError(const std::string& load_path) {
@@ -323,29 +353,48 @@ Status LoadPluginFile(const std::string& path, PluginSink& sink,
     return Status(DSA_STATUS_ALREADY_EXISTS,
                   StrCat("plugin ", shown, " is already loaded"));
   }
-  // The copies of earlier loads keep their descriptors, so their names are
-  // not reused; this guards against one closed behind the loader's back.
-  for (int attempt = 0; NameIsLoaded(file.load_path()); ++attempt) {
-    if (attempt == 16 || !file.Renumber(&why)) {
-      return InternalError(StrCat("cannot load plugin ", shown,
-                                  ": no free name for its memory file",
-                                  why.empty() ? "" : ": ", why));
+  // The object already loaded from this file, when there is one (it was
+  // checked then, and the file is checked again above).
+  std::string load_path = LoadedCopies::Get().Find(file.identity());
+  void* handle = nullptr;
+  if (!load_path.empty()) {
+    handle = dlopen(load_path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    dlerror();
+  }
+  const bool new_copy = handle == nullptr;
+  if (new_copy) {
+    // The copies of earlier loads keep their descriptors, so their names
+    // are not reused; this guards against one closed behind the loader's
+    // back.
+    for (int attempt = 0; NameIsLoaded(file.load_path()); ++attempt) {
+      if (attempt == 16 || !file.Renumber(&why)) {
+        return InternalError(StrCat("cannot load plugin ", shown,
+                                    ": no free name for its memory file",
+                                    why.empty() ? "" : ": ", why));
+      }
+    }
+    // RTLD_LOCAL: a plugin's symbols never satisfy another's; it reaches
+    // the host only through its API table.
+    load_path = file.load_path();
+    handle = dlopen(load_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      return InvalidArgumentError(
+          StrCat("cannot load plugin ", shown, ": ", DlopenError(load_path)));
     }
   }
-  // RTLD_LOCAL: a plugin's symbols never satisfy another's; it reaches the
-  // host only through its API table.
-  const std::string load_path = file.load_path();
-  void* handle = dlopen(load_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    return InvalidArgumentError(
-        StrCat("cannot load plugin ", shown, ": ", DlopenError(load_path)));
-  }
+  // A new copy the loader holds from now on: kept open and found again.
+  auto keep = [&] {
+    if (!new_copy) return;
+    file.KeepOpen();
+    LoadedCopies::Get().Add(file.identity(), load_path);
+  };
   // Whatever fails from here closes the handle again: nothing of the plugin
-  // was registered, so nothing refers to its code. An object the loader
-  // cannot unload (a C++ unique symbol makes it so) keeps the copy's name.
+  // was registered, so nothing refers to its code. An object that stays
+  // loaded (loaded before, or one the loader cannot unload: a C++ unique
+  // symbol makes it so) keeps its copy.
   auto fail = [&](Status status) {
     dlclose(handle);
-    if (NameIsLoaded(load_path)) file.KeepOpen();
+    if (NameIsLoaded(load_path)) keep();
     return status;
   };
   dlerror();
@@ -367,7 +416,7 @@ Status LoadPluginFile(const std::string& path, PluginSink& sink,
     return fail(Status(status.code(), StrCat(shown, ": ", status.message())));
   }
   // Loaded for the life of the process: its name must keep naming its copy.
-  file.KeepOpen();
+  keep();
   return OkStatus();
 }
 

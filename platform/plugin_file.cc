@@ -263,22 +263,29 @@ bool GetPluginFileIdentity(const std::string& path,
 
 CheckedPluginFile::CheckedPluginFile(CheckedPluginFile&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
+      source_fd_(std::exchange(other.source_fd_, -1)),
       keep_open_(other.keep_open_),
       identity_(other.identity_) {}
 
 CheckedPluginFile& CheckedPluginFile::operator=(
     CheckedPluginFile&& other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0 && !keep_open_) ::close(fd_);
+    Close();
     fd_ = std::exchange(other.fd_, -1);
+    source_fd_ = std::exchange(other.source_fd_, -1);
     keep_open_ = other.keep_open_;
     identity_ = other.identity_;
   }
   return *this;
 }
 
-CheckedPluginFile::~CheckedPluginFile() {
-  if (fd_ >= 0 && !keep_open_) ::close(fd_);
+CheckedPluginFile::~CheckedPluginFile() { Close(); }
+
+void CheckedPluginFile::Close() {
+  if (keep_open_) return;
+  if (fd_ >= 0) ::close(fd_);
+  if (source_fd_ >= 0) ::close(source_fd_);
+  fd_ = source_fd_ = -1;
 }
 
 std::string CheckedPluginFile::load_path() const {
@@ -427,6 +434,7 @@ bool OpenCheckedPluginFile(const std::string& path, CheckedPluginFile* out,
   }
   CheckedPluginFile checked;
   checked.fd_ = copy.release();
+  checked.source_fd_ = fd.release();
   checked.identity_.device = static_cast<uint64_t>(st.st_dev);
   checked.identity_.inode = static_cast<uint64_t>(st.st_ino);
   *out = std::move(checked);

@@ -107,16 +107,21 @@ class CheckedPluginFile {
   // Moves the copy to another descriptor number, so that load_path()
   // changes. False with a message when no descriptor is left.
   bool Renumber(std::string* error);
-  // Leaves the copy's descriptor open for the life of the process. The
-  // dynamic loader knows an object by the name it was opened by, too, and
-  // a later dlopen of that name returns it: while an object loaded from
-  // load_path() stays loaded, the number must keep naming its copy.
+  // Leaves the copy's descriptor, and the file's, open for the life of the
+  // process. The dynamic loader knows an object by the name it was opened
+  // by, too, and a later dlopen of that name returns it: while an object
+  // loaded from load_path() stays loaded, the number must keep naming its
+  // copy. And the file's descriptor keeps its inode, so that its identity
+  // names no other file while a loader refuses that identity as loaded (a
+  // deleted file's inode number is soon reused).
   void KeepOpen() { keep_open_ = true; }
 
  private:
   friend bool OpenCheckedPluginFile(const std::string& path,
                                     CheckedPluginFile* out, std::string* error);
-  int fd_ = -1;
+  void Close();
+  int fd_ = -1;         // the sealed copy
+  int source_fd_ = -1;  // the file it was copied from
   bool keep_open_ = false;
   PluginFileIdentity identity_;
 };

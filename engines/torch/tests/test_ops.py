@@ -753,7 +753,8 @@ def test_size_arguments_are_checked_before_allocating(dsa, device):
         with pytest.raises(ValueError,
                            match=rf"^{op}: output {output} "
                                  rf"\[{ROWS_OVERFLOW}, {SIZE_MAX}\] .*{arg} "
-                                 rf"\({SIZE_MAX}\), would take more than 2\^63"):
+                                 rf"\({SIZE_MAX}\), would take more than "
+                                 rf"2\^63"):
             call(ROWS_OVERFLOW, SIZE_MAX)
         # A row count past the views' bound, named as the output's dim.
         with pytest.raises(ValueError,
