@@ -72,7 +72,9 @@ Status InitializePlugin(const DsaPluginApi* api, PluginSink& sink,
 // loaded already, under any name, is refused before anything of it runs.
 // The file is opened once and what is loaded is the sealed copy that was
 // checked (plugin_file.h), so a file renamed, truncated or rewritten
-// meanwhile is never half-loaded. A plugin that fails is closed again; one
+// meanwhile is never half-loaded; the same file loaded again (into another
+// sink) gets the object already loaded, as dlopen of the file would. A
+// plugin that fails is closed again; one
 // that registered stays loaded for the life of the process, and then
 // *plugin_name (when not null) is the name it registered under.
 Status LoadPluginFile(const std::string& path, PluginSink& sink,

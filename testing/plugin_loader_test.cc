@@ -229,6 +229,41 @@ TEST(PluginLoaderTest, RefusesWhatIsNotACompletePluginFile) {
   EXPECT_LT(long_path.message().size(), 600u);
 }
 
+// Mappings of the sealed copies made from files named `basename`.
+int CopyMappings(const std::string& basename) {
+  std::ifstream maps("/proc/self/maps");
+  int count = 0;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("/memfd:dsa-plugin:" + basename + " ") != std::string::npos) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+// The loader loads the sealed copy of a file; the same file loaded again,
+// into another registry, gets that object again (as dlopen of the file
+// would), while another file with the same bytes is a copy of its own.
+TEST(PluginLoaderTest, AFileLoadedTwiceIsOneCopy) {
+  const std::string path = TempPath("once.so");
+  WriteFile(path, ReadFile(PathOf("accel_b")));
+  Registry first, second, third;
+  ASSERT_OK(first.LoadPlugin(path));
+  const int mappings = CopyMappings("once.so");
+  EXPECT_GT(mappings, 0);
+  ASSERT_OK(second.LoadPlugin(path));
+  EXPECT_EQ(CopyMappings("once.so"), mappings);
+  const std::string other = TempPath("once_copy.so");
+  WriteFile(other, ReadFile(path));
+  ASSERT_OK(third.LoadPlugin(other));
+  EXPECT_GT(CopyMappings("once_copy.so"), 0);
+  for (Registry* r : {&first, &second, &third}) {
+    ASSERT_OK_AND_ASSIGN(Platform platform, r->GetPlatform("fake_b"));
+    ASSERT_OK_AND_ASSIGN(auto devices, platform.ProbeDevices());
+    EXPECT_EQ(devices.device_count, 2);
+  }
+}
+
 // A plugin whose dynamic section the dynamic loader would follow out of the
 // object is refused with a message naming the file and the entry, and
 // nothing of it runs: each case of platform/elf_test_util.h, through the
