@@ -12,7 +12,10 @@
 //    PT_GNU_PROPERTY and PT_GNU_EH_FRAME inside some PT_LOAD's file data,
 //    PT_GNU_RELRO inside a writable PT_LOAD);
 //  - the dynamic section: inside a PT_LOAD's file data, terminated by DT_NULL
-//    within its size, no address or size entry given twice;
+//    within its size, no address or size entry given twice, no table's
+//    address without its size and entry size or the other way round (the
+//    loader reads the one without looking for the other, or skips the
+//    table), DT_VERSYM with any version table;
 //  - every table the loader reads through it (DT_STRTAB/DT_STRSZ,
 //    DT_SYMTAB, DT_HASH, DT_GNU_HASH, DT_RELA, DT_REL, DT_RELR, DT_JMPREL,
 //    DT_INIT_ARRAY, DT_FINI_ARRAY, DT_PREINIT_ARRAY, DT_VERSYM, DT_VERNEED,
@@ -22,15 +25,18 @@
 //  - the tables' contents as far as the loader follows them: string offsets
 //    (DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH, symbol, version and file
 //    names) within DT_STRSZ; hash buckets and chains within the symbol
-//    table; version chains inside the file; every symbol version defined;
-//    every relocation's target inside a writable PT_LOAD and its symbol in
-//    the symbol table; defined functions and IFUNC resolvers in executable
-//    segments; every slot of the init/fini arrays set by a relocation to
-//    code.
+//    table; version chains inside the file, their hashes those of their
+//    names, every file they name a DT_NEEDED one; every symbol version
+//    defined; every relocation's target inside a writable PT_LOAD (GOT
+//    slots aligned) and its symbol in the symbol table; the first
+//    DT_RELACOUNT relocations RELATIVE; no undefined symbol that binds
+//    locally; defined functions and IFUNC resolvers in executable segments;
+//    every slot of the init/fini arrays set by a relocation to code.
 // All arithmetic on the file's numbers is checked 64-bit arithmetic.
 //
 // What is not and cannot be checked: the machine code itself, and what a
-// relocation's value means to the code that uses it. The checks guard
+// value means to the code that uses it (a relocation's addend or target
+// moved within the data, DT_INIT moved within the code). The checks guard
 // against a file that is damaged or cut, not against one written to run
 // code: whoever can write the plugin can run code as the host anyway.
 //
