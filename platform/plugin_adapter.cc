@@ -7,7 +7,10 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dsa::platform {
@@ -225,7 +228,8 @@ Status NormalizeKernelDescriptor(const DsaKernelDescriptor* raw,
 }
 
 Status InitializePlugin(const DsaPluginApi* api_ptr, PluginSink& sink,
-                        const std::optional<PluginFileIdentity>& file) {
+                        const std::optional<PluginFileIdentity>& file,
+                        std::string* plugin_name) {
   if (api_ptr == nullptr) {
     return InvalidArgumentError("plugin API table is NULL");
   }
@@ -271,10 +275,65 @@ Status InitializePlugin(const DsaPluginApi* api_ptr, PluginSink& sink,
     return Status(committed.code(),
                   StrCat("plugin '", name, "': ", committed.message()));
   }
+  if (plugin_name != nullptr) *plugin_name = name;
   return OkStatus();
 }
 
-Status LoadPluginFile(const std::string& path, PluginSink& sink) {
+namespace {
+
+// Whether the dynamic loader holds an object opened by the name `path`
+// (a dlopen of that name would return it instead of opening the file).
+bool NameIsLoaded(const std::string& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  dlerror();
+  if (handle == nullptr) return false;
+  dlclose(handle);
+  return true;
+}
+
+// The copies this process loaded and holds, by the identity of the file each
+// was made from: a file loaded again (into another sink) gets the object
+// already loaded, as dlopen of the file itself would give, rather than a
+// second copy of its code and state. Each entry's copy and file stay open
+// (CheckedPluginFile::KeepOpen), so neither its name nor its identity can
+// come to mean another file.
+class LoadedCopies {
+ public:
+  static LoadedCopies& Get() {
+    static LoadedCopies* copies = new LoadedCopies();  // never destroyed
+    return *copies;
+  }
+  std::string Find(const PluginFileIdentity& file) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = load_paths_.find({file.device, file.inode});
+    return it == load_paths_.end() ? std::string() : it->second;
+  }
+  void Add(const PluginFileIdentity& file, const std::string& load_path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    load_paths_.emplace(std::make_pair(file.device, file.inode), load_path);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<uint64_t, uint64_t>, std::string> load_paths_;
+};
+
+// dlerror's text without the name of the memory file it was loaded from,
+// which means nothing to the user (the message names the plugin's path).
+std::string DlopenError(const std::string& load_path) {
+  const char* e = dlerror();
+  std::string text = e != nullptr ? e : "dlopen failed";
+  const std::string prefix = load_path + ": ";
+  if (text.compare(0, prefix.size(), prefix) == 0) {
+    text = text.substr(prefix.size());
+  }
+  return EchoForMessage(text, 300);
+}
+
+}  // namespace
+
+Status LoadPluginFile(const std::string& path, PluginSink& sink,
+                      std::string* plugin_name) {
   const std::string shown = EchoForMessage(path, kMaxEchoedPathChars);
   struct stat st;
   if (path.find('/') != std::string::npos && ::stat(path.c_str(), &st) != 0 &&
@@ -282,37 +341,62 @@ Status LoadPluginFile(const std::string& path, PluginSink& sink) {
     return Status(DSA_STATUS_NOT_FOUND,
                   StrCat("cannot load plugin ", shown, ": no such file"));
   }
-  PluginFileIdentity identity;
+  // Opened once and checked on a sealed copy of its loaded bytes, which is
+  // what dlopen loads (plugin_file.h): whatever happens to the file at
+  // `path` from here on, the object loaded is the one checked.
+  CheckedPluginFile file;
   std::string why;
-  if (!CheckPluginFile(path, &identity, &why)) {
+  if (!OpenCheckedPluginFile(path, &file, &why)) {
     return InvalidArgumentError(StrCat("cannot load plugin: ", why));
   }
-  if (sink.HasPluginFile(identity)) {
+  if (sink.HasPluginFile(file.identity())) {
     return Status(DSA_STATUS_ALREADY_EXISTS,
                   StrCat("plugin ", shown, " is already loaded"));
   }
-  // RTLD_LOCAL: a plugin's symbols never satisfy another's; it reaches the
-  // host only through its API table. CheckPluginFile refused bare names, so
-  // dlopen takes `path` as a path and searches nothing.
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* e = dlerror();
-    return InvalidArgumentError(
-        StrCat("cannot load plugin ", shown, ": ",
-               EchoForMessage(e != nullptr ? e : "dlopen failed", 300)));
+  // The object already loaded from this file, when there is one (it was
+  // checked then, and the file is checked again above).
+  std::string load_path = LoadedCopies::Get().Find(file.identity());
+  void* handle = nullptr;
+  if (!load_path.empty()) {
+    handle = dlopen(load_path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    dlerror();
   }
+  const bool new_copy = handle == nullptr;
+  if (new_copy) {
+    // The copies of earlier loads keep their descriptors, so their names
+    // are not reused; this guards against one closed behind the loader's
+    // back.
+    for (int attempt = 0; NameIsLoaded(file.load_path()); ++attempt) {
+      if (attempt == 16 || !file.Renumber(&why)) {
+        return InternalError(StrCat("cannot load plugin ", shown,
+                                    ": no free name for its memory file",
+                                    why.empty() ? "" : ": ", why));
+      }
+    }
+    // RTLD_LOCAL: a plugin's symbols never satisfy another's; it reaches
+    // the host only through its API table.
+    load_path = file.load_path();
+    handle = dlopen(load_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      return InvalidArgumentError(
+          StrCat("cannot load plugin ", shown, ": ", DlopenError(load_path)));
+    }
+  }
+  // A new copy the loader holds from now on: kept open and found again.
+  auto keep = [&] {
+    if (!new_copy) return;
+    file.KeepOpen();
+    LoadedCopies::Get().Add(file.identity(), load_path);
+  };
   // Whatever fails from here closes the handle again: nothing of the plugin
-  // was registered, so nothing refers to its code. (When the same file is
-  // open already, this only drops a reference.)
+  // was registered, so nothing refers to its code. An object that stays
+  // loaded (loaded before, or one the loader cannot unload: a C++ unique
+  // symbol makes it so) keeps its copy.
   auto fail = [&](Status status) {
     dlclose(handle);
+    if (NameIsLoaded(load_path)) keep();
     return status;
   };
-  PluginFileIdentity loaded;
-  if (!GetPluginFileIdentity(path, &loaded, &why) || loaded != identity) {
-    return fail(FailedPreconditionError(
-        StrCat("plugin ", shown, " changed while it was being loaded")));
-  }
   dlerror();
   auto get_api = reinterpret_cast<DsaGetPluginApiFn>(
       dlsym(handle, DSA_PLUGIN_GET_API_SYMBOL));
@@ -326,10 +410,13 @@ Status LoadPluginFile(const std::string& path, PluginSink& sink) {
     return fail(FailedPreconditionError(StrCat(
         "plugin ", shown, ": ", DSA_PLUGIN_GET_API_SYMBOL, " returned NULL")));
   }
-  const Status status = InitializePlugin(api, sink, identity);
+  const Status status =
+      InitializePlugin(api, sink, file.identity(), plugin_name);
   if (!status.ok()) {
     return fail(Status(status.code(), StrCat(shown, ": ", status.message())));
   }
+  // Loaded for the life of the process: its name must keep naming its copy.
+  keep();
   return OkStatus();
 }
 

@@ -59,17 +59,26 @@ Status NormalizeKernelDescriptor(const DsaKernelDescriptor* raw,
 // refuses a plugin whose name `sink` has, calls initialize with host
 // functions that normalise and stage each registration, and commits them to
 // `sink` when initialize returns OK. Nothing reaches `sink` on any error.
+// On success, *plugin_name (when not null) is the name it registered under.
 Status InitializePlugin(const DsaPluginApi* api, PluginSink& sink,
-                        const std::optional<PluginFileIdentity>& file = {});
+                        const std::optional<PluginFileIdentity>& file = {},
+                        std::string* plugin_name = nullptr);
 
 // Loads a plugin shared object and initializes it into `sink`. `path` must
 // name a regular file holding a complete ELF shared object for this host
-// (CheckPluginFile: never a fifo, a directory or a device; a bare name is
-// refused rather than looked up on the library path); a file `sink` has
-// loaded already, under any name, is refused before anything of it runs. A
-// plugin that fails is closed again; one that registered stays loaded for
-// the life of the process.
-Status LoadPluginFile(const std::string& path, PluginSink& sink);
+// whose headers and dynamic section the dynamic loader can follow
+// (OpenCheckedPluginFile: never a fifo, a directory or a device; a bare name
+// is refused rather than looked up on the library path); a file `sink` has
+// loaded already, under any name, is refused before anything of it runs.
+// The file is opened once and what is loaded is the sealed copy that was
+// checked (plugin_file.h), so a file renamed, truncated or rewritten
+// meanwhile is never half-loaded; the same file loaded again (into another
+// sink) gets the object already loaded, as dlopen of the file would. A
+// plugin that fails is closed again; one
+// that registered stays loaded for the life of the process, and then
+// *plugin_name (when not null) is the name it registered under.
+Status LoadPluginFile(const std::string& path, PluginSink& sink,
+                      std::string* plugin_name = nullptr);
 
 // Status of a plugin callback: its code and the message it wrote, prefixed
 // with `what`. A code outside absl's range is a plugin bug (Internal).

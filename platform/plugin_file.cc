@@ -1,76 +1,24 @@
 #include "platform/plugin_file.h"
 
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <link.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "platform/plugin_elf.h"
 
 namespace dsa::platform {
 namespace {
-
-using Ehdr = ElfW(Ehdr);
-using Phdr = ElfW(Phdr);
-using Shdr = ElfW(Shdr);
-
-// What this host's dynamic loader accepts.
-constexpr unsigned char kHostClass =
-    sizeof(void*) == 8 ? ELFCLASS64 : ELFCLASS32;
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-constexpr unsigned char kHostData = ELFDATA2LSB;
-#else
-constexpr unsigned char kHostData = ELFDATA2MSB;
-#endif
-#if defined(__x86_64__)
-constexpr uint16_t kHostMachine = EM_X86_64;
-#elif defined(__aarch64__)
-constexpr uint16_t kHostMachine = EM_AARCH64;
-#elif defined(__i386__)
-constexpr uint16_t kHostMachine = EM_386;
-#elif defined(__arm__)
-constexpr uint16_t kHostMachine = EM_ARM;
-#elif defined(__powerpc64__)
-constexpr uint16_t kHostMachine = EM_PPC64;
-#elif defined(__riscv)
-constexpr uint16_t kHostMachine = EM_RISCV;
-#elif defined(__s390x__)
-constexpr uint16_t kHostMachine = EM_S390;
-#else
-#error "plugin_file.cc: add this host's ELF e_machine"
-#endif
-
-std::string MachineName(uint16_t machine) {
-  switch (machine) {
-    case EM_X86_64:
-      return "x86-64";
-    case EM_AARCH64:
-      return "AArch64";
-    case EM_386:
-      return "i386";
-    case EM_ARM:
-      return "ARM";
-    case EM_PPC64:
-      return "PowerPC64";
-    case EM_RISCV:
-      return "RISC-V";
-    case EM_S390:
-      return "s390";
-    case EM_AMDGPU:
-      return "AMDGPU";
-    case EM_CUDA:
-      return "NVIDIA CUDA";
-    default:
-      return "e_machine " + std::to_string(machine);
-  }
-}
 
 // strerror_r is the XSI one (int) or the GNU one (char*) depending on the
 // feature macros; overloads on its result pick the right reading.
@@ -121,6 +69,11 @@ class FileDescriptor {
   void reset(int fd) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = fd;
+  }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
   }
 
  private:
@@ -188,60 +141,56 @@ ssize_t ReadAt(int fd, void* data, size_t size, uint64_t offset) {
   return static_cast<ssize_t>(done);
 }
 
-// "[begin, end)" of a file range, for messages.
-std::string Range(uint64_t offset, uint64_t size) {
-  return "[" + std::to_string(offset) + ", " + std::to_string(offset + size) +
-         ")";
+// Writes all `size` bytes at `offset`; false with errno set.
+bool WriteAt(int fd, const void* data, size_t size, uint64_t offset) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pwrite(fd, static_cast<const char*>(data) + done,
+                               size - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
 }
 
-// Whether [offset, offset + size) lies within a file of `file_size` bytes,
-// without overflowing.
-bool WithinFile(uint64_t offset, uint64_t size, uint64_t file_size) {
-  return offset <= file_size && size <= file_size - offset;
-}
-
-std::string SegmentTypeName(uint32_t type) {
-  switch (type) {
-    case PT_LOAD:
-      return "PT_LOAD";
-    case PT_DYNAMIC:
-      return "PT_DYNAMIC";
-    case PT_INTERP:
-      return "PT_INTERP";
-    case PT_NOTE:
-      return "PT_NOTE";
-    case PT_PHDR:
-      return "PT_PHDR";
-    case PT_TLS:
-      return "PT_TLS";
-    case PT_GNU_EH_FRAME:
-      return "PT_GNU_EH_FRAME";
-    case PT_GNU_STACK:
-      return "PT_GNU_STACK";
-    case PT_GNU_RELRO:
-      return "PT_GNU_RELRO";
-    default: {
-      char text[32];
-      std::snprintf(text, sizeof(text), "type 0x%x", type);
-      return text;
+// A read-only mapping of a sealed memory file, unmapped when destroyed.
+class Mapping {
+ public:
+  Mapping(int fd, uint64_t size) : size_(size) {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    data_ = p == MAP_FAILED ? nullptr : static_cast<const unsigned char*>(p);
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() {
+    if (data_ != nullptr) {
+      ::munmap(const_cast<unsigned char*>(data_), size_);
     }
   }
-}
+  const unsigned char* data() const { return data_; }
 
-const char* ElfTypeName(uint16_t type) {
-  switch (type) {
-    case ET_REL:
-      return "a relocatable object (.o)";
-    case ET_EXEC:
-      return "an executable";
-    case ET_CORE:
-      return "a core file";
-    default:
-      return "of an unknown ELF type";
+ private:
+  const unsigned char* data_ = nullptr;
+  uint64_t size_;
+};
+
+// The memory file's name, seen in /proc/<pid>/maps as "/memfd:<name>".
+std::string MemoryFileName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  std::string name =
+      "dsa-plugin:" +
+      (slash == std::string::npos ? path : path.substr(slash + 1));
+  for (char& c : name) {
+    if (static_cast<unsigned char>(c) < 0x20 ||
+        static_cast<unsigned char>(c) >= 0x7f) {
+      c = '_';
+    }
   }
+  return name.substr(0, 240);  // memfd names hold 249 bytes
 }
-
-bool IsPowerOfTwo(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 }  // namespace
 
@@ -312,8 +261,54 @@ bool GetPluginFileIdentity(const std::string& path,
   return true;
 }
 
-bool CheckPluginFile(const std::string& path, PluginFileIdentity* identity,
-                     std::string* error) {
+CheckedPluginFile::CheckedPluginFile(CheckedPluginFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      source_fd_(std::exchange(other.source_fd_, -1)),
+      keep_open_(other.keep_open_),
+      identity_(other.identity_) {}
+
+CheckedPluginFile& CheckedPluginFile::operator=(
+    CheckedPluginFile&& other) noexcept {
+  if (this != &other) {
+    Close();
+    fd_ = std::exchange(other.fd_, -1);
+    source_fd_ = std::exchange(other.source_fd_, -1);
+    keep_open_ = other.keep_open_;
+    identity_ = other.identity_;
+  }
+  return *this;
+}
+
+CheckedPluginFile::~CheckedPluginFile() { Close(); }
+
+void CheckedPluginFile::Close() {
+  if (keep_open_) return;
+  if (fd_ >= 0) ::close(fd_);
+  if (source_fd_ >= 0) ::close(source_fd_);
+  fd_ = source_fd_ = -1;
+}
+
+std::string CheckedPluginFile::load_path() const {
+  return "/proc/self/fd/" + std::to_string(fd_);
+}
+
+bool CheckedPluginFile::Renumber(std::string* error) {
+  const int moved = ::fcntl(fd_, F_DUPFD_CLOEXEC, fd_ + 1);
+  if (moved < 0) {
+    const int err = errno;
+    if (error != nullptr) {
+      *error = "cannot move the plugin's memory file to another descriptor: " +
+               ErrnoText(err);
+    }
+    return false;
+  }
+  ::close(fd_);
+  fd_ = moved;
+  return true;
+}
+
+bool OpenCheckedPluginFile(const std::string& path, CheckedPluginFile* out,
+                           std::string* error) {
   if (!path.empty() && path.find('/') == std::string::npos) {
     return Fail(error, path,
                 "a plugin path needs a '/': write ./" +
@@ -321,13 +316,14 @@ bool CheckPluginFile(const std::string& path, PluginFileIdentity* identity,
                     " for a file in the working directory (a bare name would "
                     "be looked up on the library search path)");
   }
+  // The one descriptor of the file everything below reads.
   FileDescriptor fd;
   struct stat st;
   if (!OpenRegularFile(path, &fd, &st, error)) return false;
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
-  const std::string size_text = std::to_string(file_size) + " bytes";
 
-  Ehdr ehdr;
+  // The headers, from the file: they say which bytes to copy.
+  elf::Ehdr ehdr;
   std::memset(&ehdr, 0, sizeof(ehdr));
   const ssize_t got = ReadAt(fd.get(), &ehdr, sizeof(ehdr), 0);
   if (got < 0) {
@@ -336,195 +332,120 @@ bool CheckPluginFile(const std::string& path, PluginFileIdentity* identity,
   }
   if (got < SELFMAG || std::memcmp(ehdr.e_ident, ELFMAG, SELFMAG) != 0) {
     return Fail(error, path,
-                file_size == 0 ? "is empty, not an ELF shared object"
-                               : "is not an ELF file (no \\x7fELF magic)");
+                got == 0 ? "is empty, not an ELF shared object"
+                         : "is not an ELF file (no \\x7fELF magic)");
   }
   if (static_cast<size_t>(got) < sizeof(ehdr)) {
     return Fail(error, path,
-                "is " + size_text + ", shorter than an ELF header (" +
+                "is " + std::to_string(got) +
+                    " bytes, shorter than an ELF header (" +
                     std::to_string(sizeof(ehdr)) + " bytes): truncated?");
   }
-  if (ehdr.e_ident[EI_CLASS] != kHostClass) {
-    const unsigned char c = ehdr.e_ident[EI_CLASS];
-    return Fail(error, path,
-                std::string("is ") +
-                    (c == ELFCLASS32   ? "a 32-bit"
-                     : c == ELFCLASS64 ? "a 64-bit"
-                                       : "an unknown-class") +
-                    " ELF object; this host loads " +
-                    (kHostClass == ELFCLASS64 ? "64-bit" : "32-bit") + " ones");
+  std::string problem;
+  if (!elf::CheckElfHeader(ehdr, file_size, &problem)) {
+    return Fail(error, path, problem);
   }
-  if (ehdr.e_ident[EI_DATA] != kHostData) {
-    return Fail(
-        error, path,
-        std::string("is a ") +
-            (ehdr.e_ident[EI_DATA] == ELFDATA2MSB   ? "big-endian"
-             : ehdr.e_ident[EI_DATA] == ELFDATA2LSB ? "little-endian"
-                                                    : "unknown-byte-order") +
-            " ELF object; this host is " +
-            (kHostData == ELFDATA2LSB ? "little-endian" : "big-endian"));
-  }
-  if (ehdr.e_ident[EI_VERSION] != EV_CURRENT || ehdr.e_version != EV_CURRENT) {
-    return Fail(error, path, "has an unknown ELF version");
-  }
-  if (ehdr.e_type != ET_DYN) {
-    return Fail(error, path,
-                std::string("is ") + ElfTypeName(ehdr.e_type) +
-                    ", not a shared object (ET_DYN)");
-  }
-  if (ehdr.e_machine != kHostMachine) {
-    return Fail(error, path,
-                "is built for " + MachineName(ehdr.e_machine) +
-                    "; this host is " + MachineName(kHostMachine));
-  }
-
-  // The program header table: what the dynamic loader maps.
-  if (ehdr.e_phnum == 0) {
-    return Fail(error, path, "has no program headers; nothing to load");
-  }
-  if (ehdr.e_phnum == PN_XNUM) {
-    return Fail(error, path,
-                "uses extended program header numbering (65535 or more "
-                "headers); not a plugin");
-  }
-  if (ehdr.e_phentsize != sizeof(Phdr)) {
-    return Fail(error, path,
-                "has program headers of " + std::to_string(ehdr.e_phentsize) +
-                    " bytes; this host's are " + std::to_string(sizeof(Phdr)));
-  }
-  const uint64_t ph_bytes = uint64_t{ehdr.e_phnum} * sizeof(Phdr);
-  if (!WithinFile(ehdr.e_phoff, ph_bytes, file_size)) {
-    return Fail(
-        error, path,
-        "program header table at bytes " + Range(ehdr.e_phoff, ph_bytes) +
-            " lies past the end of the file (" + size_text + "): truncated?");
-  }
-  if (sizeof(ehdr) + ph_bytes > kMaxElfHeaderBytes) {
-    return Fail(
-        error, path,
-        "has " + std::to_string(ehdr.e_phnum) +
-            " program headers, more than a plugin may have (" +
-            std::to_string((kMaxElfHeaderBytes - sizeof(ehdr)) / sizeof(Phdr)) +
-            ")");
-  }
-
-  // The section header table: not used by dlopen, but a linker always writes
-  // it last, so a cut anywhere after the code shows up here first.
-  if (ehdr.e_shoff != 0) {
-    if (ehdr.e_shentsize != sizeof(Shdr)) {
-      return Fail(error, path,
-                  "has section headers of " + std::to_string(ehdr.e_shentsize) +
-                      " bytes; this host's are " +
-                      std::to_string(sizeof(Shdr)));
-    }
-    uint64_t num_sections = ehdr.e_shnum;
-    if (num_sections == 0) {
-      // Extended numbering: section 0's sh_size holds the count.
-      Shdr first;
-      if (!WithinFile(ehdr.e_shoff, sizeof(first), file_size) ||
-          ReadAt(fd.get(), &first, sizeof(first), ehdr.e_shoff) !=
-              static_cast<ssize_t>(sizeof(first))) {
-        return Fail(error, path,
-                    "section header table at byte " +
-                        std::to_string(ehdr.e_shoff) +
-                        " lies past the end of the file (" + size_text +
-                        "): truncated?");
-      }
-      num_sections = first.sh_size;
-    }
-    if (num_sections > std::numeric_limits<uint64_t>::max() / sizeof(Shdr)) {
-      return Fail(error, path, "has an impossible section count");
-    }
-    const uint64_t sh_bytes = num_sections * sizeof(Shdr);
-    if (!WithinFile(ehdr.e_shoff, sh_bytes, file_size)) {
-      return Fail(
-          error, path,
-          "section header table at bytes " + Range(ehdr.e_shoff, sh_bytes) +
-              " lies past the end of the file (" + size_text + "): truncated?");
-    }
-    if (ehdr.e_shstrndx != SHN_UNDEF && ehdr.e_shstrndx != SHN_XINDEX &&
-        ehdr.e_shstrndx >= num_sections) {
-      return Fail(error, path,
-                  "names section " + std::to_string(ehdr.e_shstrndx) +
-                      " as its section name table, but has " +
-                      std::to_string(num_sections) + " sections");
-    }
-  }
-
-  std::vector<Phdr> phdrs(ehdr.e_phnum);
-  if (ReadAt(fd.get(), phdrs.data(), ph_bytes, ehdr.e_phoff) !=
-      static_cast<ssize_t>(ph_bytes)) {
+  std::vector<elf::Phdr> phdrs(ehdr.e_phnum);
+  const size_t ph_bytes = phdrs.size() * sizeof(elf::Phdr);
+  const ssize_t ph_got = ReadAt(fd.get(), phdrs.data(), ph_bytes, ehdr.e_phoff);
+  if (ph_got != static_cast<ssize_t>(ph_bytes)) {
     const int err = errno;
     return Fail(error, path,
-                "cannot read the program header table: " + ErrnoText(err));
+                ph_got < 0
+                    ? "cannot read the program header table: " + ErrnoText(err)
+                    : std::string("shrank while it was being read: "
+                                  "truncated?"));
   }
-  int num_load = 0;
-  const Phdr* dynamic = nullptr;
-  for (size_t i = 0; i < phdrs.size(); ++i) {
-    const Phdr& ph = phdrs[i];
-    if (ph.p_type == PT_NULL) continue;
-    const std::string segment = "segment " + std::to_string(i) + " (" +
-                                SegmentTypeName(ph.p_type) + ")";
-    // Any segment the loader reads comes from the file; a linker never
-    // writes one past the end, so none may be.
-    if (!WithinFile(ph.p_offset, ph.p_filesz, file_size)) {
-      return Fail(
-          error, path,
-          segment + " covers file bytes " + Range(ph.p_offset, ph.p_filesz) +
-              ", past the end of the file (" + size_text + "): truncated?");
-    }
-    if (ph.p_type == PT_LOAD) {
-      ++num_load;
-      if (ph.p_filesz > ph.p_memsz) {
-        return Fail(error, path,
-                    segment + " holds more file bytes (" +
-                        std::to_string(ph.p_filesz) + ") than memory bytes (" +
-                        std::to_string(ph.p_memsz) + ")");
-      }
-      if (ph.p_memsz > std::numeric_limits<ElfW(Addr)>::max() - ph.p_vaddr) {
-        return Fail(error, path, segment + " wraps the address space");
-      }
-      if (ph.p_align > 1 && (!IsPowerOfTwo(ph.p_align) ||
-                             (ph.p_vaddr - ph.p_offset) % ph.p_align != 0)) {
-        return Fail(error, path,
-                    segment + " is not aligned as its p_align (" +
-                        std::to_string(ph.p_align) + ") says");
-      }
-    } else if (ph.p_type == PT_DYNAMIC) {
-      if (dynamic != nullptr) {
-        return Fail(error, path, "has two PT_DYNAMIC segments");
-      }
-      dynamic = &ph;
-    }
+  if (!elf::CheckProgramHeaders(ehdr, phdrs, file_size, &problem)) {
+    return Fail(error, path, problem);
   }
-  if (num_load == 0) {
-    return Fail(error, path, "has no PT_LOAD segment; nothing to load");
-  }
-  if (dynamic == nullptr || dynamic->p_filesz == 0) {
+  const std::vector<elf::FileRange> ranges =
+      elf::LoadedFileRanges(ehdr, phdrs, file_size);
+  uint64_t loaded_bytes = 0;
+  for (const elf::FileRange& r : ranges) loaded_bytes += r.size;
+  if (loaded_bytes > kMaxPluginLoadedBytes ||
+      file_size > std::numeric_limits<size_t>::max()) {
     return Fail(error, path,
-                "has no dynamic section (PT_DYNAMIC); not a shared object");
+                "has " + std::to_string(loaded_bytes) +
+                    " bytes to load, more than a plugin may have (" +
+                    std::to_string(kMaxPluginLoadedBytes) + ")");
   }
-  // The loader reads the dynamic section through the mapping, so it must lie
-  // in the file-backed part of some PT_LOAD segment.
-  bool dynamic_mapped = false;
-  for (const Phdr& ph : phdrs) {
-    if (ph.p_type == PT_LOAD && dynamic->p_vaddr >= ph.p_vaddr &&
-        dynamic->p_vaddr - ph.p_vaddr <= ph.p_filesz &&
-        dynamic->p_filesz <= ph.p_filesz - (dynamic->p_vaddr - ph.p_vaddr)) {
-      dynamic_mapped = true;
-      break;
+
+  // The copy: the file's size, holes where the loader reads nothing. Reads
+  // only, never a mapping of the file itself, so a file cut short meanwhile
+  // gives a short read here instead of SIGBUS later.
+  FileDescriptor copy;
+  copy.reset(::memfd_create(MemoryFileName(path).c_str(),
+                            MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (copy.get() < 0) {
+    const int err = errno;
+    return Fail(
+        error, path,
+        "cannot create a memory file to load it from: " + ErrnoText(err));
+  }
+  if (::ftruncate(copy.get(), static_cast<off_t>(file_size)) != 0) {
+    const int err = errno;
+    return Fail(error, path, "cannot size its memory file: " + ErrnoText(err));
+  }
+  std::vector<char> buffer(std::min<uint64_t>(loaded_bytes, 1 << 20));
+  for (const elf::FileRange& r : ranges) {
+    for (uint64_t done = 0; done < r.size;) {
+      const size_t chunk =
+          static_cast<size_t>(std::min<uint64_t>(r.size - done, buffer.size()));
+      const ssize_t n = ReadAt(fd.get(), buffer.data(), chunk, r.offset + done);
+      if (n < 0) {
+        const int err = errno;
+        return Fail(error, path, "cannot read: " + ErrnoText(err));
+      }
+      if (static_cast<size_t>(n) != chunk) {
+        return Fail(error, path,
+                    "shrank while it was being read (byte " +
+                        std::to_string(r.offset + done + n) + " of " +
+                        std::to_string(file_size) + " is gone): truncated?");
+      }
+      if (!WriteAt(copy.get(), buffer.data(), chunk, r.offset + done)) {
+        const int err = errno;
+        return Fail(error, path,
+                    "cannot write its memory file: " + ErrnoText(err));
+      }
+      done += chunk;
     }
   }
-  if (!dynamic_mapped) {
-    return Fail(error, path,
-                "its dynamic section (PT_DYNAMIC) lies outside every PT_LOAD "
-                "segment's file data");
+  if (::fcntl(copy.get(), F_ADD_SEALS,
+              F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    const int err = errno;
+    return Fail(error, path, "cannot seal its memory file: " + ErrnoText(err));
   }
-  if (identity != nullptr) {
-    identity->device = static_cast<uint64_t>(st.st_dev);
-    identity->inode = static_cast<uint64_t>(st.st_ino);
+
+  // Every check again, on the copy: what it accepts is what dlopen maps.
+  const Mapping image(copy.get(), file_size);
+  if (image.data() == nullptr) {
+    const int err = errno;
+    return Fail(error, path, "cannot map its memory file: " + ErrnoText(err));
   }
+  // The headers the copy was made by must be the copy's: else the file
+  // changed between the two reads, and the copy's segments may be holes.
+  if (std::memcmp(image.data(), &ehdr, sizeof(ehdr)) != 0 ||
+      std::memcmp(image.data() + ehdr.e_phoff, phdrs.data(), ph_bytes) != 0) {
+    return Fail(error, path, "changed while it was being read");
+  }
+  if (!elf::CheckElfImage(image.data(), file_size, &problem)) {
+    return Fail(error, path, problem);
+  }
+  CheckedPluginFile checked;
+  checked.fd_ = copy.release();
+  checked.source_fd_ = fd.release();
+  checked.identity_.device = static_cast<uint64_t>(st.st_dev);
+  checked.identity_.inode = static_cast<uint64_t>(st.st_ino);
+  *out = std::move(checked);
   return true;
 }
 
+bool CheckPluginFile(const std::string& path, PluginFileIdentity* identity,
+                     std::string* error) {
+  CheckedPluginFile file;
+  if (!OpenCheckedPluginFile(path, &file, error)) return false;
+  if (identity != nullptr) *identity = file.identity();
+  return true;
+}
 }  // namespace dsa::platform

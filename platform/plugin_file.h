@@ -15,16 +15,27 @@
 // message that suggests "./name.so"; the loader then passes the same string
 // to dlopen, which treats any name with a '/' as a path.
 //
-// CheckPluginFile reads at most kMaxElfHeaderBytes: the ELF header and the
-// program header table. It refuses a file that would crash or confuse the
-// dynamic loader (a truncated copy, whose PT_LOAD segments point past the end
-// of the file, makes dlopen map pages that raise SIGBUS when touched). It
-// guards against accidents (a partial download, a copy that ran out of
-// space, a file for another machine), not against someone who can rewrite
-// the file between the check and the dlopen: such a person can run code as
-// the host anyway. The identity it returns lets a loader refuse the same file
-// loaded twice under two names, and re-check after dlopen that the object
-// loaded is the file that was checked.
+// A plugin file is opened once (OpenCheckedPluginFile): the bytes the
+// dynamic loader reads of it (the ELF and program headers, every PT_LOAD
+// segment, and the section header table) are copied from that one
+// descriptor into a sealed memory file (memfd_create, then F_SEAL_SHRINK,
+// F_SEAL_GROW, F_SEAL_WRITE and F_SEAL_SEAL), every check runs on the copy
+// (plugin_elf.h: the headers, and everything the loader reads through the
+// dynamic section), and the loader dlopens the copy as /proc/self/fd/N. So
+// the file the checks saw is the file loaded: a file renamed over the path
+// after the open is not the one loaded, and one truncated or rewritten in
+// place while it is read gives a refused or an intact copy, never a mapping
+// that raises SIGBUS when the file shrinks under it.
+//
+// The cost: one read and one write of the loaded bytes per load (a few
+// milliseconds for tens of MB), and those bytes live in memory (shmem,
+// swappable) for as long as the plugin is loaded instead of in the page
+// cache of the file, where processes loading the same plugin would share
+// them. The parts the loader never reads (debug information, the static
+// symbol table) are holes in the copy and take no memory.
+//
+// The identity a check returns (the opened file's device and inode) lets a
+// loader refuse the same file loaded twice under two names.
 //
 // Messages are one line, start with the path, and echo at most
 // kMaxEchoedPathChars of it (control characters escaped).
@@ -41,9 +52,9 @@ namespace dsa::platform {
 // The most of a path a message echoes.
 inline constexpr size_t kMaxEchoedPathChars = 200;
 
-// The most CheckPluginFile reads: the ELF header and the program header table
-// (a shared object has about ten program headers; 4096 bytes hold 73).
-inline constexpr size_t kMaxElfHeaderBytes = 64 * 1024;
+// The most bytes a plugin may have the loader map (its PT_LOAD segments'
+// file bytes, headers and section header table together).
+inline constexpr uint64_t kMaxPluginLoadedBytes = uint64_t{2} << 30;
 
 // A file as the kernel names it: two paths (a symlink, a hard link, "./x"
 // and "x") that name the same file have the same identity.
@@ -77,16 +88,57 @@ std::string EchoForMessage(std::string_view value, size_t max_chars = 80);
 bool ReadRegularFile(const std::string& path, size_t max_bytes,
                      std::string* contents, std::string* error);
 
-// True when `path` names a regular file that is a complete ELF shared object
-// for this host: the ELF magic, this host's class (32/64-bit), byte order,
-// ELF version and machine (e_machine), type ET_DYN; a program header table
-// of this host's entry size lying within the file, with at least one PT_LOAD
-// and one PT_DYNAMIC segment; every PT_LOAD and PT_DYNAMIC segment's file
-// range within the file, no PT_LOAD whose file size exceeds its memory size;
-// a section header table, when present, within the file. Then *identity
-// (when not null) is the file's device and inode. Else false, with a
-// one-line message in *error (when not null) naming the path and the first
-// problem found.
+// A plugin file opened once and checked: the sealed copy of its loaded
+// bytes (see above). Closes the copy when destroyed, unless KeepOpen().
+class CheckedPluginFile {
+ public:
+  CheckedPluginFile() = default;
+  CheckedPluginFile(const CheckedPluginFile&) = delete;
+  CheckedPluginFile& operator=(const CheckedPluginFile&) = delete;
+  CheckedPluginFile(CheckedPluginFile&& other) noexcept;
+  CheckedPluginFile& operator=(CheckedPluginFile&& other) noexcept;
+  ~CheckedPluginFile();
+
+  bool is_open() const { return fd_ >= 0; }
+  // The file the path named when it was opened (it may name another now).
+  const PluginFileIdentity& identity() const { return identity_; }
+  // "/proc/self/fd/N": the sealed copy, as a path dlopen takes.
+  std::string load_path() const;
+  // Moves the copy to another descriptor number, so that load_path()
+  // changes. False with a message when no descriptor is left.
+  bool Renumber(std::string* error);
+  // Leaves the copy's descriptor, and the file's, open for the life of the
+  // process. The dynamic loader knows an object by the name it was opened
+  // by, too, and a later dlopen of that name returns it: while an object
+  // loaded from load_path() stays loaded, the number must keep naming its
+  // copy. And the file's descriptor keeps its inode, so that its identity
+  // names no other file while a loader refuses that identity as loaded (a
+  // deleted file's inode number is soon reused).
+  void KeepOpen() { keep_open_ = true; }
+
+ private:
+  friend bool OpenCheckedPluginFile(const std::string& path,
+                                    CheckedPluginFile* out, std::string* error);
+  void Close();
+  int fd_ = -1;         // the sealed copy
+  int source_fd_ = -1;  // the file it was copied from
+  bool keep_open_ = false;
+  PluginFileIdentity identity_;
+};
+
+// Opens `path` once and checks it on a sealed copy: true when it names a
+// regular file that is a complete ELF shared object for this host whose
+// headers and dynamic section the dynamic loader can follow (plugin_elf.h),
+// with *out holding the copy. Else false, with a one-line message in *error
+// (when not null) naming the path and the first problem found: a bare name,
+// no regular file, a file that cannot be read, one that shrank or changed
+// while it was copied, more than kMaxPluginLoadedBytes to load, no memory
+// file to be had, or an ELF problem naming the entry at fault.
+bool OpenCheckedPluginFile(const std::string& path, CheckedPluginFile* out,
+                           std::string* error);
+
+// OpenCheckedPluginFile without keeping the copy: whether the loader would
+// accept `path` now, and then (when not null) the identity of the file.
 bool CheckPluginFile(const std::string& path, PluginFileIdentity* identity,
                      std::string* error);
 

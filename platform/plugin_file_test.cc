@@ -14,10 +14,14 @@
 #include <fstream>
 #include <future>
 #include <iterator>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "platform/elf_test_util.h"
+#include "platform/plugin_elf.h"
 
 namespace dsa::platform {
 namespace {
@@ -350,6 +354,98 @@ TEST(CheckPluginFileTest, CorruptSegmentsAreRefused) {
                     [](ElfW(Phdr) * p) { p->p_type = PT_NULL; });
   EXPECT_FALSE(o.ok);
   EXPECT_THAT(o.error, HasSubstr("has no dynamic section"));
+}
+
+TEST(CheckPluginFileTest, CorruptDynamicEntriesAreRefusedByName) {
+  const std::string plugin = ReadAll(kPlugin);
+  for (const testing::CorruptElfCase& c : testing::CorruptElfCases()) {
+    SCOPED_TRACE(c.name);
+    testing::ElfEditor editor(plugin);
+    c.edit(editor);
+    ASSERT_NE(editor.bytes(), plugin) << "the edit changed nothing";
+    const std::string path =
+        WriteFile(std::string("corrupt_") + c.name + ".so", editor.bytes());
+    const Outcome o = Check(path);
+    EXPECT_FALSE(o.ok);
+    EXPECT_THAT(o.error, AllOf(StartsWith(path + ": "), HasSubstr(c.message),
+                               Not(HasSubstr("\n"))));
+  }
+}
+
+// The checker itself on hostile bytes: random damage to the parts the
+// loader reads never makes it crash or read outside the image (ASan), and
+// whatever it accepts it accepts again.
+TEST(CheckPluginFileTest, RandomDamageNeverCrashesTheChecker) {
+  const std::string plugin = ReadAll(kPlugin);
+  testing::ElfEditor editor(plugin);
+  // The headers and the tables at the start of the code segment, and the
+  // data segment (relocated data, GOT and the dynamic section).
+  const uint64_t tables_end = editor.Offset(editor.DynamicValue(DT_INIT));
+  const auto data = editor.Segment(editor.FindSegment(PT_LOAD, 1));
+  std::mt19937_64 rng(std::random_device{}());
+  int accepted = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::string bytes = plugin;
+    const int flips = 1 + static_cast<int>(rng() % 8);
+    for (int f = 0; f < flips; ++f) {
+      const uint64_t at = rng() % 2 == 0
+                              ? rng() % tables_end
+                              : data.p_offset + rng() % data.p_filesz;
+      bytes[at] = static_cast<char>(rng() % 2 == 0 ? rng() : bytes[at] ^ 0x80);
+    }
+    std::string problem;
+    const bool ok =
+        elf::CheckElfImage(reinterpret_cast<const unsigned char*>(bytes.data()),
+                           bytes.size(), &problem);
+    if (ok) {
+      ++accepted;
+    } else {
+      EXPECT_THAT(problem, Not(HasSubstr("\n")));
+    }
+  }
+  // Most damage to those bytes is visible (a flip in code or padding is not).
+  EXPECT_LT(accepted, 3000);
+}
+
+TEST(CheckPluginFileTest, CheckedFileIsASealedCopy) {
+  const std::string copy = WriteFile("sealed.so", ReadAll(kPlugin));
+  CheckedPluginFile file;
+  std::string error;
+  ASSERT_TRUE(OpenCheckedPluginFile(copy, &file, &error)) << error;
+  ASSERT_TRUE(file.is_open());
+  const std::string load_path = file.load_path();
+  EXPECT_THAT(load_path, StartsWith("/proc/self/fd/"));
+  const int fd = std::stoi(load_path.substr(std::strlen("/proc/self/fd/")));
+  EXPECT_EQ(::fcntl(fd, F_GET_SEALS),
+            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+  // The loaded bytes are the file's; what the loader never reads is a hole.
+  const std::string bytes = ReadAll(kPlugin);
+  const std::string held = ReadAll(load_path);
+  ASSERT_EQ(held.size(), bytes.size());
+  testing::ElfEditor editor(bytes);
+  for (int n = 0; editor.FindSegment(PT_LOAD, n) >= 0; ++n) {
+    const auto load = editor.Segment(editor.FindSegment(PT_LOAD, n));
+    EXPECT_EQ(held.substr(load.p_offset, load.p_filesz),
+              bytes.substr(load.p_offset, load.p_filesz));
+  }
+  // The file at the path changes; the copy does not, and cannot be changed.
+  WriteFile("sealed.so", "#!/bin/sh\n");
+  EXPECT_EQ(ReadAll(load_path), held);
+  const int writable = ::open(load_path.c_str(), O_RDWR);
+  if (writable >= 0) {
+    EXPECT_LT(::write(writable, "x", 1), 0);
+    EXPECT_NE(::ftruncate(writable, 0), 0);
+    ::close(writable);
+  }
+  EXPECT_EQ(ReadAll(load_path), held);
+  // Renumbered, the old number is closed; destroyed, the copy is closed.
+  ASSERT_TRUE(file.Renumber(&error)) << error;
+  EXPECT_NE(file.load_path(), load_path);
+  EXPECT_EQ(::fcntl(fd, F_GETFD), -1);
+  const std::string moved = file.load_path();
+  { CheckedPluginFile gone = std::move(file); }
+  struct stat st;
+  EXPECT_NE(::stat(moved.c_str(), &st), 0);
 }
 
 TEST(CheckPluginFileTest, LongPathsAreCappedInMessages) {

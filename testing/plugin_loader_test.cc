@@ -2,20 +2,26 @@
 // The test binary gets the paths of the objects as --name=path arguments
 // (see testing/BUILD).
 
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "platform/elf_test_util.h"
 #include "platform/registry.h"
 #include "testing/status_matchers.h"
 
@@ -55,8 +61,11 @@ void WriteFile(const std::string& path, const std::string& bytes) {
 using platform::Platform;
 using platform::PlatformCapabilities;
 using platform::Registry;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
 
 TEST(PluginLoaderTest, LoadsThePlatformPluginsAndQueriesThem) {
   Registry registry;
@@ -218,6 +227,175 @@ TEST(PluginLoaderTest, RefusesWhatIsNotACompletePluginFile) {
       registry.LoadPlugin("./" + std::string(900000, 'x'));
   EXPECT_FALSE(long_path.ok());
   EXPECT_LT(long_path.message().size(), 600u);
+}
+
+// Mappings of the sealed copies made from files named `basename`.
+int CopyMappings(const std::string& basename) {
+  std::ifstream maps("/proc/self/maps");
+  int count = 0;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("/memfd:dsa-plugin:" + basename + " ") != std::string::npos) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+// The loader loads the sealed copy of a file; the same file loaded again,
+// into another registry, gets that object again (as dlopen of the file
+// would), while another file with the same bytes is a copy of its own.
+TEST(PluginLoaderTest, AFileLoadedTwiceIsOneCopy) {
+  const std::string path = TempPath("once.so");
+  WriteFile(path, ReadFile(PathOf("accel_b")));
+  Registry first, second, third;
+  ASSERT_OK(first.LoadPlugin(path));
+  const int mappings = CopyMappings("once.so");
+  EXPECT_GT(mappings, 0);
+  ASSERT_OK(second.LoadPlugin(path));
+  EXPECT_EQ(CopyMappings("once.so"), mappings);
+  const std::string other = TempPath("once_copy.so");
+  WriteFile(other, ReadFile(path));
+  ASSERT_OK(third.LoadPlugin(other));
+  EXPECT_GT(CopyMappings("once_copy.so"), 0);
+  for (Registry* r : {&first, &second, &third}) {
+    ASSERT_OK_AND_ASSIGN(Platform platform, r->GetPlatform("fake_b"));
+    ASSERT_OK_AND_ASSIGN(auto devices, platform.ProbeDevices());
+    EXPECT_EQ(devices.device_count, 2);
+  }
+}
+
+// A plugin whose dynamic section the dynamic loader would follow out of the
+// object is refused with a message naming the file and the entry, and
+// nothing of it runs: each case of platform/elf_test_util.h, through the
+// loader end to end.
+TEST(PluginLoaderTest, CorruptDynamicSectionsAreRefusedByName) {
+  const std::string plugin = ReadFile(PathOf("cpu"));
+  Registry registry;
+  for (const platform::testing::CorruptElfCase& c :
+       platform::testing::CorruptElfCases()) {
+    SCOPED_TRACE(c.name);
+    platform::testing::ElfEditor editor(plugin);
+    c.edit(editor);
+    const std::string path = TempPath(std::string("corrupt_") + c.name + ".so");
+    WriteFile(path, editor.bytes());
+    EXPECT_THAT(registry.LoadPlugin(path),
+                dsa::testing::StatusIs(
+                    absl::StatusCode::kInvalidArgument,
+                    AllOf(StartsWith("cannot load plugin: " + path + ": "),
+                          HasSubstr(c.message))));
+  }
+  EXPECT_TRUE(registry.PlatformIds().empty());
+}
+
+// What the checks prevent: the same kind of file given straight to dlopen
+// kills the process (here DT_STRTAB far past the object: the loader reads
+// the DT_NEEDED names there).
+TEST(PluginLoaderDeathTest, DlopenOfACorruptDynamicSectionCrashes) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  platform::testing::ElfEditor editor(ReadFile(PathOf("cpu")));
+  editor.SetDynamic(DT_STRTAB,
+                    editor.DynamicValue(DT_STRTAB) + platform::testing::kFar);
+  const std::string path = TempPath("corrupt_dlopen.so");
+  WriteFile(path, editor.bytes());
+  EXPECT_DEATH(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL), "");
+  Registry registry;
+  EXPECT_THAT(registry.LoadPlugin(path),
+              dsa::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("dynamic entry DT_STRTAB")));
+}
+
+// The file at the path changes while the loader loads it, over and over: a
+// file renamed over it, cut short in place, rewritten in place (with the
+// plugin's bytes, or with a copy whose dynamic section is corrupt, of the
+// same size). The loader reads the file once into a sealed copy and loads
+// that, so no load ever dies of SIGBUS or loads half a file: each one fails
+// with a message naming the path, or loads the complete plugin, which then
+// answers.
+TEST(PluginLoaderTest, AFileChangingWhileItLoadsIsRefusedOrLoadedWhole) {
+  const std::string good = ReadFile(PathOf("accel_a"));
+  platform::testing::ElfEditor editor(good);
+  editor.SetDynamic(DT_STRTAB,
+                    editor.DynamicValue(DT_STRTAB) + platform::testing::kFar);
+  const std::string corrupt = editor.bytes();
+  ASSERT_EQ(corrupt.size(), good.size());
+  const std::vector<std::string> renamed = {
+      good, good.substr(0, good.size() / 2), corrupt, "not a plugin\n"};
+  const std::string path = TempPath("changing.so");
+  WriteFile(path, good);
+  {
+    Registry registry;  // while nothing changes it, it loads
+    ASSERT_OK(registry.LoadPlugin(path));
+  }
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> changes{0};
+  std::thread changer([&] {
+    std::mt19937 rng(std::random_device{}());
+    for (int n = 0; !stop.load(); ++n) {
+      const unsigned what = rng() % 8;
+      if (what < 4) {
+        // Renamed over the path: the plugin half the time, else a cut copy,
+        // the corrupt one or a text file.
+        const std::string next = path + ".next" + std::to_string(n % 2);
+        WriteFile(next, what < 2 ? good : renamed[rng() % renamed.size()]);
+        ::rename(next.c_str(), path.c_str());
+      } else {
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        if (what == 4) {
+          (void)!::ftruncate(fd, static_cast<off_t>(rng() % good.size()));
+        } else {
+          // Rewritten in place in pieces: the plugin, or the corrupt copy.
+          const std::string& bytes = what < 7 ? good : corrupt;
+          (void)!::ftruncate(fd, 0);
+          for (size_t at = 0; at < bytes.size(); at += 1024) {
+            (void)!::pwrite(fd, bytes.data() + at,
+                            std::min<size_t>(1024, bytes.size() - at),
+                            static_cast<off_t>(at));
+          }
+        }
+        ::close(fd);
+      }
+      changes.fetch_add(1);
+      // Pauses about as long as a load, so that some loads find the file
+      // still and many run into a change.
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+    }
+  });
+
+  int loaded = 0, refused = 0;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int i = 0; (i < 300 || changes.load() < 300) &&
+                  std::chrono::steady_clock::now() < deadline;
+       ++i) {
+    // Paced like the changer, so that loads and changes interleave.
+    std::this_thread::sleep_for(std::chrono::microseconds(i % 200));
+    Registry registry;
+    const absl::Status status = registry.LoadPlugin(path);
+    if (status.ok()) {
+      ++loaded;
+      ASSERT_THAT(registry.PlatformIds(), ElementsAre("fake_a"));
+      ASSERT_OK_AND_ASSIGN(Platform platform, registry.GetPlatform("fake_a"));
+      EXPECT_EQ(platform.plugin_name(), "fake_plugin_fake_a");
+      ASSERT_OK_AND_ASSIGN(auto devices, platform.ProbeDevices());
+      EXPECT_EQ(devices.device_count, 1);
+      EXPECT_OK(platform.Capabilities());
+    } else {
+      ++refused;
+      EXPECT_TRUE(status.code() == absl::StatusCode::kInvalidArgument ||
+                  status.code() == absl::StatusCode::kNotFound)
+          << status;
+      EXPECT_THAT(status.message(),
+                  AllOf(HasSubstr(path), Not(HasSubstr("/proc/self/fd"))));
+      EXPECT_TRUE(registry.PlatformIds().empty());
+    }
+  }
+  stop.store(true);
+  changer.join();
+  EXPECT_GT(changes.load(), 0);
+  EXPECT_GT(loaded, 0) << "no load succeeded (" << refused << " refused)";
+  EXPECT_GT(refused, 0) << "no load was refused (" << loaded << " loaded)";
 }
 
 }  // namespace

@@ -60,6 +60,7 @@ libs+=(-ltorch -ltorch_cpu -lc10 -ldl -pthread)
 sources=(
   engines/torch/csrc/dsa_torch.cc
   platform/plugin_adapter.cc
+  platform/plugin_elf.cc
   platform/plugin_file.cc
   attention/kernel_abi.cc
   attention/ops.cc

@@ -30,7 +30,9 @@
 // encoding). fp8 outputs are uint8 in every PyTorch version.
 //
 // Errors: a bad argument raises ValueError naming the op and the argument
-// (device, dtype, rank, shape, strides, range of a scalar, unknown names);
+// (device, dtype, rank, shape, strides, range of a scalar, unknown names,
+// an output too large for its device or for 64 bits, checked before it is
+// allocated: CheckOutputSize);
 // an element value a kernel rejects (a slot or block id out of range) raises
 // IndexError; anything else a kernel reports raises RuntimeError.
 #include <ATen/ATen.h>
@@ -40,10 +42,12 @@
 #include <c10/util/Optional.h>
 #include <torch/library.h>
 #include <torch/version.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
@@ -218,14 +222,6 @@ class Host final : public platform::PluginSink {
     return k.fn;
   }
 
-  std::string PluginNameOfFile(const PluginFileIdentity& file) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const PluginRegistrations& p : plugins_) {
-      if (p.file.has_value() && *p.file == file) return p.plugin_name;
-    }
-    return std::string();
-  }
-
   bool FindPlatform(const std::string& platform_id,
                     DsaPlatformDescriptor* out) const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -260,6 +256,43 @@ class Host final : public platform::PluginSink {
     device_platforms_[type] = std::move(platform_id);
   }
 
+  // The memory of the device an output would live on, found once per
+  // device type: the host's physical memory for CPU tensors, else the device
+  // memory the platform plugin mapped to the device type reports (of its
+  // device 0; a node's GPUs are alike). 0 when unknown: no plugin is mapped
+  // or loaded yet, or it reports none.
+  uint64_t DeviceMemoryBytes(const c10::Device& device) {
+    const std::string platform_id = PlatformFor(device.type());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = memory_bytes_.find(device.type());
+      if (it != memory_bytes_.end() && it->second.first == platform_id) {
+        return it->second.second;
+      }
+    }
+    uint64_t bytes = 0;
+    if (device.is_cpu()) {
+      const long pages = ::sysconf(_SC_PHYS_PAGES);
+      const long page_size = ::sysconf(_SC_PAGESIZE);
+      if (pages > 0 && page_size > 0) {
+        bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+      }
+    } else {
+      DsaPlatformDescriptor platform;
+      DsaDeviceInfo info;
+      if (FindPlatform(platform_id, &platform) &&
+          platform::QueryDevices(platform, &info).ok() &&
+          info.device_count > 0) {
+        bytes = info.total_memory_bytes;
+      }
+      // Not found yet: asked again at the next call, once it may be loaded.
+      if (bytes == 0) return 0;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    memory_bytes_[device.type()] = {platform_id, bytes};
+    return bytes;
+  }
+
   bool poison_outputs() const { return poison_outputs_.load(); }
   void set_poison_outputs(bool on) { poison_outputs_.store(on); }
 
@@ -289,6 +322,8 @@ class Host final : public platform::PluginSink {
   std::map<std::string, Registered<DsaPlatformDescriptor>> platforms_;
   std::map<KernelKey, Registered<DsaKernelDescriptor>> kernels_;
   std::map<c10::DeviceType, std::string> device_platforms_;
+  // Per device type: the platform it was found for, and its memory.
+  std::map<c10::DeviceType, std::pair<std::string, uint64_t>> memory_bytes_;
   std::atomic<bool> poison_outputs_{false};
 };
 
@@ -509,12 +544,78 @@ float FloatArg(const char* op, const char* arg, double value) {
   return static_cast<float>(value);
 }
 
-// A fresh output on the call's device. With poisoning on (tests), filled with
-// a value no kernel writes, so an element a kernel forgets shows.
-at::Tensor NewOutput(const Call& call, at::IntArrayRef shape,
-                     c10::ScalarType dtype) {
-  at::Tensor out =
-      at::empty(shape, at::TensorOptions().dtype(dtype).device(call.device));
+// "[4, 2048] int32"
+std::string DescribeShape(at::IntArrayRef shape, c10::ScalarType dtype) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    text += StrCat(i == 0 ? "" : ", ", shape[i]);
+  }
+  return StrCat(text, "] ", TorchDTypeName(dtype).substr(6));
+}
+
+std::string GiB(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f GiB",
+                static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
+
+// A new output's shape and byte count, checked before anything is
+// allocated: every dim within the views' bound (attention::kMaxTensorDim),
+// the byte count in checked 64-bit arithmetic, and no more than the memory
+// of the device it would live on (meta tensors have none). `sized_by` says
+// where the shape comes from ("logits' rows and topk (2048)"), so that a
+// huge or overflowing size argument raises ValueError naming it instead of
+// an allocator's message.
+void CheckOutputSize(const Call& call, const char* output,
+                     at::IntArrayRef shape, c10::ScalarType dtype,
+                     const std::string& sized_by) {
+  const std::string what =
+      StrCat(call.op, ": output ", output, " ", DescribeShape(shape, dtype),
+             ", sized by ", sized_by, ",");
+  uint64_t bytes = c10::elementSize(dtype);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    TORCH_CHECK_VALUE(shape[i] >= 0 && shape[i] <= attention::kMaxTensorDim,
+                      what, " has dim ", i, " of ", shape[i],
+                      ", expected 0 to ", attention::kMaxTensorDim);
+  }
+  bool overflow = false;
+  for (int64_t d : shape) {
+    overflow = overflow ||
+               __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
+  }
+  TORCH_CHECK_VALUE(
+      !overflow &&
+          bytes <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
+      what, " would take more than 2^63 bytes");
+  if (call.device.is_meta()) return;
+  const uint64_t memory = Host::Get().DeviceMemoryBytes(call.device);
+  TORCH_CHECK_VALUE(memory == 0 || bytes <= memory, what, " would take ", bytes,
+                    " bytes (", GiB(bytes), "), more than the ", GiB(memory),
+                    " of memory of ", DeviceName(call.device));
+}
+
+// A fresh output on the call's device, after CheckOutputSize. An allocation
+// that fails anyway (the memory is in use) raises the allocator's error
+// with the op and the output in front. With poisoning on (tests), filled
+// with a value no kernel writes, so an element a kernel forgets shows.
+at::Tensor NewOutput(const Call& call, const char* output,
+                     at::IntArrayRef shape, c10::ScalarType dtype,
+                     const std::string& sized_by) {
+  CheckOutputSize(call, output, shape, dtype, sized_by);
+  at::Tensor out;
+  try {
+    out =
+        at::empty(shape, at::TensorOptions().dtype(dtype).device(call.device));
+  } catch (const c10::OutOfMemoryError& e) {
+    C10_THROW_ERROR(
+        OutOfMemoryError,
+        StrCat(call.op, ": cannot allocate output ", output, " ",
+               DescribeShape(shape, dtype), ": ", e.what_without_backtrace()));
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, call.op, ": cannot allocate output ", output, " ",
+                DescribeShape(shape, dtype), ": ", e.what_without_backtrace());
+  }
   if (Host::Get().poison_outputs()) {
     switch (dtype) {
       case c10::ScalarType::Float:
@@ -619,7 +720,8 @@ at::Tensor IndexerKWrite(
   a.k_cache = View(call, "k_cache", k_cache, 3, {DType::kUint8});
   a.cache_dtype = Fp8Encoding(call.op, "cache_dtype", cache_dtype);
   at::Tensor topk_indices = NewOutput(
-      call, {k.size(0), SizeArg(call.op, "topk", topk)}, c10::ScalarType::Int);
+      call, "topk_indices", {k.size(0), SizeArg(call.op, "topk", topk)},
+      c10::ScalarType::Int, StrCat("k's tokens and topk (", topk, ")"));
   a.topk_indices = View(call, "topk_indices", topk_indices, 2, {DType::kInt32});
   Run<Op>(call, a);
   return topk_indices;
@@ -641,9 +743,11 @@ std::tuple<at::Tensor, at::Tensor> IndexerQ(const at::Tensor& q,
       View(call, "cos_sin_cache", cos_sin_cache, 2, {DType::kFloat32});
   a.rope_style = RopeStyleOf(call.op, rope_style);
   const DType encoding = Fp8Encoding(call.op, "fp8_dtype", fp8_dtype);
-  at::Tensor q_fp8 = NewOutput(call, q.sizes(), c10::ScalarType::Byte);
+  at::Tensor q_fp8 =
+      NewOutput(call, "q_fp8", q.sizes(), c10::ScalarType::Byte, "q's shape");
   at::Tensor head_weights =
-      NewOutput(call, {q.size(0), q.size(1)}, c10::ScalarType::Float);
+      NewOutput(call, "head_weights", {q.size(0), q.size(1)},
+                c10::ScalarType::Float, "q's tokens and heads");
   a.q_fp8 = Fp8View(call, "q_fp8", q_fp8, 3, encoding, "fp8_dtype");
   a.head_weights =
       View(call, "head_weights", head_weights, 2, {DType::kFloat32});
@@ -671,9 +775,9 @@ at::Tensor IndexerLogits(
   a.row_key_start =
       View(call, "row_key_start", row_key_start, 1, {DType::kInt32});
   a.row_key_end = View(call, "row_key_end", row_key_end, 1, {DType::kInt32});
-  at::Tensor logits =
-      NewOutput(call, {q_fp8.size(0), SizeArg(call.op, "width", width)},
-                c10::ScalarType::Float);
+  at::Tensor logits = NewOutput(
+      call, "logits", {q_fp8.size(0), SizeArg(call.op, "width", width)},
+      c10::ScalarType::Float, StrCat("q_fp8's rows and width (", width, ")"));
   a.logits = View(call, "logits", logits, 2, {DType::kFloat32});
   Run<Op>(call, a);
   return logits;
@@ -689,9 +793,9 @@ at::Tensor IndexerTopK(const at::Tensor& logits,
   a.row_key_start =
       View(call, "row_key_start", row_key_start, 1, {DType::kInt32});
   a.row_key_end = View(call, "row_key_end", row_key_end, 1, {DType::kInt32});
-  at::Tensor topk_indices =
-      NewOutput(call, {logits.size(0), SizeArg(call.op, "topk", topk)},
-                c10::ScalarType::Int);
+  at::Tensor topk_indices = NewOutput(
+      call, "topk_indices", {logits.size(0), SizeArg(call.op, "topk", topk)},
+      c10::ScalarType::Int, StrCat("logits' rows and topk (", topk, ")"));
   a.topk_indices = View(call, "topk_indices", topk_indices, 2, {DType::kInt32});
   Run<Op>(call, a);
   return topk_indices;
@@ -771,8 +875,11 @@ at::Tensor SparseMla(const at::Tensor& q, const at::Tensor& kv_cache,
   a.softmax_scale = FloatArg(call.op, "softmax_scale", softmax_scale);
   const int64_t v_head_dim =
       VHeadDim(call, kv_b_proj, q.size(1), qk_nope_head_dim);
-  at::Tensor output = NewOutput(call, {q.size(0), q.size(1), v_head_dim},
-                                TorchFloatDType(a.q.dtype));
+  at::Tensor output =
+      NewOutput(call, "output", {q.size(0), q.size(1), v_head_dim},
+                TorchFloatDType(a.q.dtype),
+                StrCat("q's tokens and heads and v_head_dim (", v_head_dim,
+                       ", from kv_b_proj's rows and qk_nope_head_dim)"));
   a.output = View(call, "output", output, 3, kFloat);
   Run<Op>(call, a);
   return output;
@@ -806,8 +913,11 @@ at::Tensor DenseMhaPrefill(
                     a.cache_format.rope_dim);
   const int64_t qk_nope = q.size(2) - a.cache_format.rope_dim;
   const int64_t v_head_dim = VHeadDim(call, kv_b_proj, q.size(1), qk_nope);
-  at::Tensor output = NewOutput(call, {q.size(0), q.size(1), v_head_dim},
-                                TorchFloatDType(a.q.dtype));
+  at::Tensor output =
+      NewOutput(call, "output", {q.size(0), q.size(1), v_head_dim},
+                TorchFloatDType(a.q.dtype),
+                StrCat("q's tokens and heads and v_head_dim (", v_head_dim,
+                       ", from kv_b_proj's rows and q's head dim)"));
   a.output = View(call, "output", output, 3, kFloat);
   Run<Op>(call, a);
   return output;
@@ -817,13 +927,14 @@ at::Tensor DenseMhaPrefill(
 // Plugins and platforms.
 
 // Loads a plugin shared object; returns the name it registered under.
+// The same loader as the project's registry (platform/plugin_adapter.h): the
+// file is opened once, checked on the sealed copy that is loaded, and a
+// corrupt one raises ValueError naming its path instead of crashing the
+// interpreter inside dlopen.
 std::string LoadPlugin(const std::string& path) {
-  Host& host = Host::Get();
-  RaiseIfError(platform::LoadPluginFile(path, host));
-  platform::PluginFileIdentity identity;
-  std::string error;
-  if (!platform::GetPluginFileIdentity(path, &identity, &error)) return "";
-  return host.PluginNameOfFile(identity);
+  std::string name;
+  RaiseIfError(platform::LoadPluginFile(path, Host::Get(), &name));
+  return name;
 }
 
 std::vector<std::string> Loaded() { return Host::Get().Describe(); }

@@ -70,9 +70,11 @@ def load(plugins: Iterable[str] = (), library: Optional[str] = None
     """Loads the binding library and then each plugin, in order.
 
     A plugin file this process already loaded (under any path) is not loaded
-    again. Returns the names the plugins registered under. Errors (a missing
-    or truncated file, a plugin of another ABI version, a kernel whose
-    platform is not loaded) raise with the plugin's path in the message.
+    again. Returns the names the plugins registered under. Errors (a missing,
+    truncated or corrupt file, a plugin of another ABI version, a kernel
+    whose platform is not loaded) raise with the plugin's path in the
+    message; a corrupt file is refused before the dynamic loader sees it
+    (ValueError), never loaded.
     """
     import torch
 

@@ -9,6 +9,8 @@ kernel forgets, or one it writes that it should not, fails the test.
 
 import math
 import os
+import re
+import struct
 import subprocess
 import sys
 
@@ -689,6 +691,131 @@ def test_bad_size_and_strings_name_argument(dsa, device):
                        torch.randn(4, 128, device=device), 2, -1.0)
 
 
+# Sizes of outputs, checked before anything is allocated: a size argument
+# out of range, or one whose output would not fit in the device's memory or
+# in 64 bits, raises ValueError naming the op, the output and the argument.
+# The row-giving input has no elements (a dim of 0 beside the rows), so a
+# huge row count costs nothing; its other inputs are only checked later.
+
+ROWS_HUGE = 2 ** 20  # x 2^31 int32 or float32: 8 PiB, more than any device
+ROWS_OVERFLOW = 2 ** 31  # x 2^31 x 4 bytes = 2^64: no int64 holds it
+SIZE_MAX = 2 ** 31  # attention::kMaxTensorDim
+
+
+def size_arg_calls(dsa, device):
+    """(op, output, argument, call(rows, size)) for each op whose output a
+    size argument sizes."""
+    i32 = dict(dtype=torch.int32, device=device)
+    i64 = dict(dtype=torch.int64, device=device)
+    u8 = dict(dtype=torch.uint8, device=device)
+
+    def k_write(rows, topk):
+        ln = torch.ones(16, device=device)
+        return dsa.indexer_k_write(
+            torch.empty(rows, 0, device=device), ln, ln, 1e-6,
+            torch.zeros(1, **i64), make_cos_sin(4, 8).to(device), "neox",
+            torch.zeros(1, **i64), torch.zeros(2, 2, 20, **u8),
+            "float8_e4m3fn", topk)
+
+    def logits(rows, width):
+        one = torch.zeros(1, **i32)
+        return dsa.indexer_logits(
+            torch.empty(rows, 1, 0, **u8), torch.zeros(1, 1, device=device),
+            torch.zeros(2, 2, 20, **u8), torch.zeros(1, 1, **i32), one, one,
+            one, one, width)
+
+    def topk(rows, k):
+        one = torch.zeros(1, **i32)
+        return dsa.indexer_topk(torch.empty(rows, 0, device=device), one, one,
+                                k)
+
+    return [("indexer_k_write", "topk_indices", "topk", k_write),
+            ("indexer_logits", "logits", "width", logits),
+            ("indexer_topk", "topk_indices", "topk", topk)]
+
+
+def test_size_arguments_are_checked_before_allocating(dsa, device):
+    for op, output, arg, call in size_arg_calls(dsa, device):
+        for bad in (0, -1, -2 ** 40, SIZE_MAX + 1, 2 ** 62):
+            with pytest.raises(ValueError,
+                               match=rf"^{op}: {arg} is {bad}, expected 1 to "
+                                     rf"{SIZE_MAX}"):
+                call(4, bad)
+        # Fits no device: refused with the sizes, not an allocator's message.
+        with pytest.raises(ValueError,
+                           match=rf"^{op}: output {output} \[{ROWS_HUGE}, "
+                                 rf"{SIZE_MAX}\] \w+, sized by .*{arg} "
+                                 rf"\({SIZE_MAX}\), would take \d+ bytes "
+                                 rf"\(.* GiB\), more than the .* GiB of "
+                                 rf"memory of {device}"):
+            call(ROWS_HUGE, SIZE_MAX)
+        # Overflows 64 bits.
+        with pytest.raises(ValueError,
+                           match=rf"^{op}: output {output} "
+                                 rf"\[{ROWS_OVERFLOW}, {SIZE_MAX}\] .*{arg} "
+                                 rf"\({SIZE_MAX}\), would take more than "
+                                 rf"2\^63"):
+            call(ROWS_OVERFLOW, SIZE_MAX)
+        # A row count past the views' bound, named as the output's dim.
+        with pytest.raises(ValueError,
+                           match=rf"^{op}: output {output} \[{2 ** 40}, 8\] "
+                                 rf".* has dim 0 of {2 ** 40}, expected 0 to "
+                                 rf"{SIZE_MAX}"):
+            call(2 ** 40, 8)
+        # The size checks come first; a size that fits reaches the op's own
+        # checks of the (deliberately mismatched) inputs.
+        with pytest.raises(ValueError, match=rf"^{op}: (?!output)"):
+            call(4, 8)
+
+
+def test_output_sizes_from_inputs_are_checked_before_allocating(dsa, device):
+    """sparse_mla and dense_mha_prefill size their output from the inputs:
+    q's tokens and heads, and v_head_dim from kv_b_proj's rows."""
+    i32 = dict(dtype=torch.int32, device=device)
+    cache = torch.zeros(2, 4, 128 + 16, dtype=torch.bfloat16, device=device)
+    one = torch.zeros(1, **i32)
+    # [2^31 tokens, 1 head, v_head_dim 2^31] float32: 2^64 bytes.
+    with pytest.raises(ValueError,
+                       match=rf"^sparse_mla: output output \[{ROWS_OVERFLOW}, "
+                             rf"1, {SIZE_MAX}\] float32, sized by .*kv_b_proj"
+                             rf".*, would take more than 2\^63 bytes"):
+        dsa.sparse_mla(torch.empty(ROWS_OVERFLOW, 1, 0, device=device), cache,
+                       "bfloat16", 128, 16, torch.zeros(1, 1, **i32), one,
+                       one, torch.zeros(1, 1, **i32),
+                       torch.empty(SIZE_MAX, 0, device=device), 0, 0.1)
+    with pytest.raises(ValueError, match=r"^sparse_mla: qk_nope_head_dim is "
+                                         r"-1, expected 0 to"):
+        dsa.sparse_mla(torch.empty(4, 1, 0, device=device), cache,
+                       "bfloat16", 128, 16, torch.zeros(1, 1, **i32), one,
+                       one, torch.zeros(1, 1, **i32),
+                       torch.empty(8, 0, device=device), -1, 0.1)
+    # [2^20 tokens, 1 head, v_head_dim 2^31 - 1] float32: 8 PiB.
+    with pytest.raises(ValueError,
+                       match=rf"^dense_mha_prefill: output output "
+                             rf"\[{ROWS_HUGE}, 1, {SIZE_MAX - 1}\] float32, "
+                             rf"sized by .*, more than the .* GiB of memory "
+                             rf"of {device}"):
+        dsa.dense_mha_prefill(
+            torch.empty(ROWS_HUGE, 1, 17, device=device), cache, "bfloat16",
+            128, 16, torch.zeros(1, 1, **i32), one, torch.zeros(2, **i32),
+            torch.empty(SIZE_MAX, 0, device=device), 0.1)
+
+
+def test_meta_outputs_skip_the_memory_check_but_not_overflow(dsa):
+    """Meta tensors take no memory (shape inference of a model larger than
+    this machine works), but an output no int64 can measure is refused."""
+    m = dict(device="meta")
+    i32 = dict(device="meta", dtype=torch.int32)
+    out = dsa.indexer_topk(torch.empty(ROWS_HUGE, 5, **m),
+                           torch.empty(ROWS_HUGE, **i32),
+                           torch.empty(ROWS_HUGE, **i32), SIZE_MAX)
+    assert out.shape == (ROWS_HUGE, SIZE_MAX) and out.device.type == "meta"
+    with pytest.raises(ValueError, match=r"would take more than 2\^63 bytes"):
+        dsa.indexer_topk(torch.empty(ROWS_OVERFLOW, 5, **m),
+                         torch.empty(ROWS_OVERFLOW, **i32),
+                         torch.empty(ROWS_OVERFLOW, **i32), SIZE_MAX)
+
+
 def test_non_contiguous_cache_names_argument(dsa, device):
     k = torch.randn(2, 16, device=device)
     ln = torch.ones(16, device=device)
@@ -757,6 +884,90 @@ def test_load_errors_name_the_file(dsa, tmp_path):
         dsa.load_plugin(str(text))
     with pytest.raises(Exception, match="bare.so"):
         dsa.load_plugin("bare.so")
+
+
+def corrupt_plugin(path, edit):
+    """Writes to `path` a copy of the first plugin (an ELF64 little-endian
+    shared object, as the build makes them) whose dynamic section entries
+    ([tag, value] lists, DT_NULL padding included) `edit` changed."""
+    from conftest import plugin_paths
+
+    data = bytearray(open(plugin_paths()[0], "rb").read())
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    for i in range(phnum):
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from(
+            "<IIQQQQ", data, phoff + i * phentsize)
+        if p_type == 2:  # PT_DYNAMIC
+            entries = [list(struct.unpack_from("<qQ", data, p_offset + 16 * j))
+                       for j in range(p_filesz // 16)]
+            edit(entries)
+            for j, (tag, value) in enumerate(entries):
+                struct.pack_into("<qQ", data, p_offset + 16 * j, tag, value)
+    with open(path, "wb") as f:
+        f.write(data)
+    return str(path)
+
+
+def set_entry(tag, value):
+    def edit(entries):
+        for e in entries:
+            if e[0] == tag:
+                e[1] = value(e[1])
+                return
+        raise AssertionError(f"no dynamic entry {tag}")
+    return edit
+
+
+def no_terminator(entries):
+    for e in entries:
+        if e[0] == 0:
+            e[0] = 21  # DT_NULL -> DT_DEBUG: nothing ends the section
+
+
+# Each kills a Python that dlopens it: DT_STRTAB far past the object (the
+# loader reads DT_NEEDED names there: SIGSEGV), a wrong DT_RELAENT (glibc
+# asserts and exits), no DT_NULL (the loader reads past the section).
+CORRUPT_PLUGINS = [
+    ("strtab_far", set_entry(5, lambda v: v + 2 ** 40),
+     "dynamic entry DT_STRTAB at"),
+    ("relaent", set_entry(9, lambda v: 16),
+     "dynamic entry DT_RELAENT is 16"),
+    ("no_terminator", no_terminator, "has no DT_NULL entry"),
+]
+
+
+def test_corrupt_plugins_raise_naming_the_file(dsa, tmp_path):
+    """In a fresh interpreter first, so that a crash fails this test and not
+    the whole run; then here."""
+    paths = [corrupt_plugin(tmp_path / f"corrupt_{name}.so", edit)
+             for name, edit, _ in CORRUPT_PLUGINS]
+    script = (
+        "import sys, torch\n"
+        "sys.path.insert(0, %r)\n"
+        "import dsa_torch\n"
+        "dsa_torch.load_library()\n"
+        "for path in sys.argv[1:]:\n"
+        "    try:\n"
+        "        torch.ops.dsa.load_plugin(path)\n"
+        "        print('loaded:', path)\n"
+        "    except Exception as e:\n"
+        "        print(type(e).__name__ + ':', str(e).splitlines()[0])\n"
+    ) % os.path.join(os.path.dirname(__file__), "..")
+    out = subprocess.run([sys.executable, "-c", script] + paths,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, (out.returncode, out.stdout, out.stderr)
+    lines = out.stdout.splitlines()
+    assert len(lines) == len(CORRUPT_PLUGINS), out.stdout
+    for line, path, (_, _, message) in zip(lines, paths, CORRUPT_PLUGINS):
+        assert line.startswith(f"ValueError: cannot load plugin: {path}: "), \
+            line
+        assert message in line, line
+    for path, (_, _, message) in zip(paths, CORRUPT_PLUGINS):
+        with pytest.raises(ValueError,
+                           match=re.escape(path) + ".*" + re.escape(message)):
+            dsa.load_plugin(path)
 
 
 def test_plugin_loaded_twice_is_refused(dsa):
