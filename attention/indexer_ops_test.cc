@@ -1000,7 +1000,8 @@ class LogitsTest : public IndexerOpsTest {
     a.row_key_end = ToDevice(c.row_ke, DType::kInt32, {c.rows()});
     // The logits buffer is sized by the workspace query, as an engine's
     // profile run would reserve it.
-    const int64_t bytes = IndexerLogits::WorkspaceBytes(c.rows(), c.width);
+    const int64_t bytes =
+        IndexerLogits::WorkspaceBytes(c.rows(), c.width).value();
     EXPECT_EQ(bytes, c.rows() * c.width * 4);
     a.logits = ToDevice(std::vector<float>(bytes / 4, kNaN), DType::kFloat32,
                         {c.rows(), c.width});
@@ -1374,6 +1375,20 @@ TEST_P(IndexerOpsTest, PipelineAtTopk2048) {
       }
     }
   }
+}
+
+// The workspace a profile run reserves: rows x max_seq_len floats, zero for
+// an empty batch, and past int64 an overflowed size, never a wrapped one.
+TEST(LogitsWorkspaceTest, BytesAreCheckedForOverflow) {
+  EXPECT_EQ(IndexerLogits::WorkspaceBytes(512, 1024).value(), 512 * 1024 * 4);
+  EXPECT_EQ(IndexerLogits::WorkspaceBytes(0, 1024).value(), 0);
+  EXPECT_EQ(IndexerLogits::WorkspaceBytes(512, -1).value(), 0);
+  // 2^31 rows (int32 token indices' limit) x 2^31 keys x 4 bytes = 2^64.
+  const int64_t big = int64_t{1} << 31;
+  EXPECT_FALSE(IndexerLogits::WorkspaceBytes(big, big).ok());
+  EXPECT_EQ(IndexerLogits::WorkspaceBytes(big, big / 2 - 1).value(),
+            big * (big / 2 - 1) * 4);
+  EXPECT_FALSE(IndexerLogits::WorkspaceBytes(big, big / 2).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Platforms, IndexerOpsTest,

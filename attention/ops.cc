@@ -240,9 +240,9 @@ static Status ValidateIndexerLogitsShapes(const IndexerLogits::Args& a) {
   return CheckDim(op, "logits", a.logits, 0, "rows", rows, "q_fp8's rows");
 }
 
-int64_t IndexerLogits::WorkspaceBytes(int64_t rows, int64_t max_seq_len) {
+CheckedSize IndexerLogits::WorkspaceBytes(int64_t rows, int64_t max_seq_len) {
   if (rows <= 0 || max_seq_len <= 0) return 0;
-  return rows * max_seq_len * static_cast<int64_t>(sizeof(float));
+  return CheckedSize(rows) * max_seq_len * sizeof(float);
 }
 
 // Ranks, dtypes, shapes and strides.

@@ -44,6 +44,7 @@
 #include "attention/dtypes/dtype.h"
 #include "attention/kernel_api.h"
 #include "attention/tensor.h"
+#include "platform/checked_size.h"
 #include "platform/core_status.h"
 
 namespace dsa::attention {
@@ -166,7 +167,9 @@ struct IndexerLogits {
   DSA_OP_MEMBERS(IndexerLogits, DSA_INDEXER_LOGITS_ARGS, DSA_OP_INDEXER_LOGITS);
   // Bytes of the logits buffer for `rows` query rows whose windows end at
   // or before `max_seq_len`: what an engine reserves in its profile run.
-  static int64_t WorkspaceBytes(int64_t rows, int64_t max_seq_len);
+  // Zero when either is not positive; overflowed when the product is past
+  // int64.
+  static CheckedSize WorkspaceBytes(int64_t rows, int64_t max_seq_len);
 };
 
 // (4) Top-k per row. The selected keys are the k largest logits in the

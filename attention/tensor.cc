@@ -5,6 +5,8 @@
 #include <limits>
 #include <string>
 
+#include "platform/checked_size.h"
+
 namespace dsa::attention {
 namespace {
 
@@ -22,12 +24,12 @@ bool MetadataInRange(const TensorView& t) {
 }  // namespace
 
 int64_t TensorView::num_elements() const {
-  int64_t n = 1;
+  CheckedSize n = 1;
   for (int i = 0; i < rank && i < kMaxTensorRank; ++i) {
     if (shape[i] <= 0) return 0;
-    if (__builtin_mul_overflow(n, shape[i], &n)) return kInt64Max;
+    n *= shape[i];
   }
-  return n;
+  return n.value_or(kInt64Max);
 }
 
 TensorView MakeTensorView(const void* data, DType dtype,
@@ -43,12 +45,10 @@ TensorView MakeTensorView(const void* data, DType dtype,
   }
   // Saturates: a shape too large for int64 strides gets strides that
   // CheckTensor rejects, never a wrapped-around small one.
-  int64_t stride = 1;
+  CheckedSize stride = 1;
   for (int d = std::min(t.rank, kMaxTensorRank) - 1; d >= 0; --d) {
-    t.strides[d] = stride;
-    if (__builtin_mul_overflow(stride, t.shape[d], &stride)) {
-      stride = kInt64Max;
-    }
+    t.strides[d] = stride.value_or(kInt64Max);
+    stride *= t.shape[d];
   }
   return t;
 }
@@ -66,20 +66,11 @@ int64_t TensorByteExtent(const TensorView& t) {
   for (int i = 0; i < t.rank; ++i) {
     if (t.shape[i] == 0) return 0;
   }
-  // Every term is below 2^62, so only the sum and the final product can
-  // overflow.
-  int64_t last = 0;
+  CheckedSize last = 0;
   for (int i = 0; i < t.rank; ++i) {
-    if (__builtin_add_overflow(last, (t.shape[i] - 1) * t.strides[i], &last)) {
-      return -1;
-    }
+    last += CheckedSize(t.shape[i] - 1) * t.strides[i];
   }
-  int64_t bytes = 0;
-  if (__builtin_mul_overflow(last + 1, static_cast<int64_t>(DTypeSize(t.dtype)),
-                             &bytes)) {
-    return -1;
-  }
-  return bytes;
+  return ((last + 1) * DTypeSize(t.dtype)).value();  // -1 past int64
 }
 
 Status CheckTensor(std::string_view op, std::string_view arg,
@@ -115,20 +106,19 @@ Status CheckTensor(std::string_view op, std::string_view arg,
   }
   // Each dim is below 2^31, but their product and the largest offset are
   // not bounded by that: [2^30, 2^30, 16] has 2^64 elements.
-  int64_t elements = 1;
-  for (int i = 0; i < rank; ++i) {
-    if (__builtin_mul_overflow(elements, t.shape[i], &elements)) {
-      return InvalidArgumentError(
-          StrCat(op, ": ", arg, " ", DescribeTensor(t),
-                 " has more elements than an int64 can count"));
-    }
+  CheckedSize elements = 1;
+  for (int i = 0; i < rank; ++i) elements *= t.shape[i];
+  if (!elements.ok()) {
+    return InvalidArgumentError(
+        StrCat(op, ": ", arg, " ", DescribeTensor(t),
+               " has more elements than an int64 can count"));
   }
   if (TensorByteExtent(t) < 0) {
     return InvalidArgumentError(
         StrCat(op, ": ", arg, " ", DescribeTensor(t),
                " spans more bytes than an int64 can address"));
   }
-  if (t.data == nullptr && elements != 0) {
+  if (t.data == nullptr && elements.value() != 0) {
     return InvalidArgumentError(StrCat(op, ": ", arg, " has no data"));
   }
   if (contiguous_last_dim && rank > 0 && t.shape[rank - 1] > 1 &&

@@ -47,15 +47,6 @@ bool Fail(std::string* error, const std::string& path,
   return false;
 }
 
-const char* FileTypeName(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a fifo (named pipe)";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "of an unknown file type";
-}
-
 // Owns a file descriptor.
 class FileDescriptor {
  public:
@@ -212,6 +203,17 @@ std::string EchoForMessage(std::string_view value, size_t max_chars) {
     out += "... (" + std::to_string(value.size()) + " bytes)";
   }
   return out;
+}
+
+const char* FileTypeName(unsigned mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISFIFO(mode)) return "a fifo (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "of an unknown file type";
 }
 
 bool ReadRegularFile(const std::string& path, size_t max_bytes,

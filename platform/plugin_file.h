@@ -78,6 +78,11 @@ struct PluginFileIdentity {
 // longer than max_chars * 4 + 32 characters.
 std::string EchoForMessage(std::string_view value, size_t max_chars = 80);
 
+// What a stat's st_mode says the file is, for messages: "a regular file",
+// "a directory", "a symbolic link", "a fifo (named pipe)", "a socket", "a
+// character device", "a block device".
+const char* FileTypeName(unsigned mode);
+
 // Reads the regular file at `path` into *contents. False, with a one-line
 // message in *error naming the path, when the path is empty or names no
 // regular file, cannot be opened or read, or holds more than `max_bytes`

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "platform/checked_size.h"
 #include "platform/plugin_file.h"
 
 namespace dsa::model::checkpoint {
@@ -90,7 +91,7 @@ absl::StatusOr<TensorInfo> ParseEntry(const std::string& name,
                        absl::StrCat("has rank ", shape->size(), ", more than ",
                                     kMaxTensorRank));
   }
-  uint64_t elements = 1;
+  CheckedSize elements = 1;
   for (const Json& d : *shape) {
     uint64_t dim = 0;
     if (!NonNegativeInteger(d, &dim)) {
@@ -99,19 +100,18 @@ absl::StatusOr<TensorInfo> ParseEntry(const std::string& name,
                          "64-bit integer");
     }
     info.shape.push_back(static_cast<int64_t>(dim));
-    if (__builtin_mul_overflow(elements, dim, &elements) ||
-        elements > static_cast<uint64_t>(INT64_MAX)) {
+    elements *= dim;
+    if (!elements.ok()) {
       return TensorError(file, name,
                          "the element count of its shape overflows 64 bits");
     }
   }
-  info.num_elements = static_cast<int64_t>(elements);
-  uint64_t bytes = 0;
-  if (__builtin_mul_overflow(
-          elements, static_cast<uint64_t>(TensorDTypeBytes(info.dtype)),
-          &bytes)) {
+  info.num_elements = elements.value();
+  const CheckedSize checked_bytes = elements * TensorDTypeBytes(info.dtype);
+  if (!checked_bytes.ok()) {
     return TensorError(file, name, "its byte size overflows 64 bits");
   }
+  const uint64_t bytes = static_cast<uint64_t>(checked_bytes.value());
   const auto offsets = entry.find("data_offsets");
   if (offsets == entry.end() || !offsets->is_array() || offsets->size() != 2 ||
       !NonNegativeInteger((*offsets)[0], &info.begin) ||

@@ -23,9 +23,16 @@
 
 namespace dsa::model::deepseek_v32 {
 
-// Bounds on sizes, so that products of dimensions and the per-layer tables
-// stay small and never overflow.
-inline constexpr int kMaxLayers = 4096;
+// Bounds on sizes, chosen so that every size of a valid config is
+// representable in int64 with room to spare: a layer's tensors have at most
+// 2^49 elements each (q_b_proj: heads x (nope + rope) x q_lora_rank), a
+// token's activations take at most 2^37 bytes, and the whole stack's bf16
+// weights (at most 1088 layers of under 2^51.6 bytes) at most 2^62 bytes.
+// Sizes that also depend on a runtime's options (cache blocks, tokens a
+// step, max_model_len) can still be past int64; they are computed with
+// CheckedSize (platform/checked_size.h), and a runtime refuses options whose
+// sizes it cannot count.
+inline constexpr int kMaxLayers = 1024;
 inline constexpr int kMaxMtpLayers = 64;
 inline constexpr int kMaxDim = 65536;
 inline constexpr int kMaxVocab = 1 << 22;

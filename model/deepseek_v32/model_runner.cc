@@ -365,10 +365,12 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
         ", expected 1..", config.max_position_embeddings(),
         " (the model's max_position_embeddings)"));
   }
-  if (options.max_num_batched_tokens < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("runtime options: max_num_batched_tokens is ",
-                     options.max_num_batched_tokens, ", expected at least 1"));
+  // A step's token indices are int32 in the kernels' index tensors.
+  if (options.max_num_batched_tokens < 1 ||
+      options.max_num_batched_tokens > kMaxPositions) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "runtime options: max_num_batched_tokens is ",
+        options.max_num_batched_tokens, ", expected 1..", kMaxPositions));
   }
   if (options.activation_dtype != DType::kFloat32 &&
       options.activation_dtype != DType::kBFloat16) {
@@ -394,6 +396,32 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   DSA_ASSIGN_OR_RETURN(
       BlockTables blocks,
       BlockTables::Create(options.block_size, options.num_blocks));
+  // Every buffer the model allocates, here and in its steps, is a term of
+  // DeviceBytes: when the sum is representable, so is each buffer's size.
+  // A model larger than the device is refused with its size before any
+  // allocation, rather than failing half built.
+  const CheckedSize device_bytes = DeviceBytes(config, options);
+  const std::string sizes = absl::StrCat(
+      config.name(), " with ", options.num_blocks, " cache blocks of ",
+      options.block_size, " tokens per layer, steps of ",
+      options.max_num_batched_tokens, " tokens and max_model_len ",
+      options.max_model_len);
+  if (!device_bytes.ok()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("runtime options: ", sizes,
+                     " needs more than 2^63 bytes of device memory (more "
+                     "than 64 bits count)"));
+  }
+  if (absl::StatusOr<platform::DeviceInfo> device = platform.ProbeDevices();
+      device.ok() && device->total_memory_bytes > 0 &&
+      static_cast<uint64_t>(device_bytes.value()) >
+          device->total_memory_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "runtime options: ", sizes, " needs ", BytesForMessage(device_bytes),
+        " of device memory (weights, caches, activations, workspace); the ",
+        platform.id(), " device has ",
+        BytesForMessage(static_cast<int64_t>(device->total_memory_bytes))));
+  }
   if (!platform.runtime().available()) {
     return absl::FailedPreconditionError(
         absl::StrCat("platform '", platform.id(), "' has no device runtime"));
@@ -545,35 +573,37 @@ void DeepseekV32Model::ForEachActivation(const ModelConfig& config,
   f(buffer(&A::mtp_cat), mtp > 0 ? 2 * hidden * act : 0);
 }
 
-int64_t DeepseekV32Model::DeviceBytes(const ModelConfig& config,
-                                      const RuntimeOptions& options) {
+CheckedSize DeepseekV32Model::DeviceBytes(const ModelConfig& config,
+                                          const RuntimeOptions& options) {
   const DeepseekV32Config& c = config.proto();
   attention::LatentCacheFormat format;
   format.dtype =
       options.fp8_latent_cache ? DType::kFloat8E4m3fn : DType::kBFloat16;
   format.kv_lora_rank = c.kv_lora_rank();
   format.rope_dim = c.qk_rope_head_dim();
-  const int64_t slots = int64_t{options.num_blocks} * options.block_size;
+  const CheckedSize slots =
+      CheckedSize(options.num_blocks) * options.block_size;
   const int64_t tokens = options.max_num_batched_tokens;
-  int64_t bytes = 0;
+  CheckedSize bytes = 0;
   for (int l = 0; l < config.num_layers(); ++l) {
     bytes += slots * LatentCacheEntryBytes(format);
     if (config.owns_indexer(l)) {
       bytes += slots * IndexerEntryBytes(c);
     }
     for (const WeightSpec& spec : LayerWeightSpecs(config, l)) {
-      bytes += spec.size() * 2;  // bf16
+      bytes += CheckedSize(spec.size()) * 2;  // bf16
     }
   }
   ForEachActivation(config, options, nullptr,
                     [&](DeviceBuffer*, int64_t bytes_per_token) {
-                      bytes += bytes_per_token * tokens;
+                      bytes += CheckedSize(bytes_per_token) * tokens;
                     });
-  bytes += options.max_model_len * c.qk_rope_head_dim() * 4;  // rope table
+  // The rope table.
+  bytes += CheckedSize(options.max_model_len) * c.qk_rope_head_dim() * 4;
   // The indexer's workspace and top-k as a profile run reserves them.
   bytes +=
       attention::IndexerLogits::WorkspaceBytes(tokens, options.max_model_len) +
-      tokens * config.index_topk() * 4;
+      CheckedSize(tokens) * config.index_topk() * sizeof(int32_t);
   return bytes;
 }
 
@@ -604,7 +634,8 @@ absl::Status DeepseekV32Model::ReserveIndexerWorkspace(int64_t rows,
   DSA_RETURN_IF_ERROR(
       s.workspace
           .Get(s.runtime,
-               attention::IndexerLogits::WorkspaceBytes(rows, max_seq_len))
+               attention::IndexerLogits::WorkspaceBytes(rows, max_seq_len)
+                   .value())
           .status());
   return s.topk.buffer
       .Get(s.runtime, rows * planner_.config().index_topk() * sizeof(int32_t))
@@ -1027,8 +1058,8 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
     const int64_t width = layout.max_seq_len;
     DSA_ASSIGN_OR_RETURN(
         void* logits_dev,
-        s.workspace.Get(rt,
-                        attention::IndexerLogits::WorkspaceBytes(T, width)));
+        s.workspace.Get(
+            rt, attention::IndexerLogits::WorkspaceBytes(T, width).value()));
     const TensorView logits =
         MakeTensorView(logits_dev, DType::kFloat32, {T, width});
     const TensorView key_start =

@@ -54,6 +54,7 @@
 #include "model/deepseek_v32/layer_plan.h"
 #include "model/deepseek_v32/layer_weights.h"
 #include "model/deepseek_v32/paged_cache.h"
+#include "platform/checked_size.h"
 #include "platform/device_buffer.h"
 #include "platform/registry.h"
 
@@ -258,9 +259,12 @@ class DeepseekV32Model {
   // run has reserved the indexer's workspace for its largest step: weights,
   // caches, activations, the rope table, the workspace and the top-k. The
   // step's small index tensors and the platform's own scratch (its GEMM
-  // workspace, the kernels' stream-ordered pool) are not counted.
-  static int64_t DeviceBytes(const ModelConfig& config,
-                             const RuntimeOptions& options);
+  // workspace, the kernels' stream-ordered pool) are not counted. Overflowed
+  // when the sum is past int64; Create refuses such options
+  // (ResourceExhausted), so every buffer a model allocates has a
+  // representable size.
+  static CheckedSize DeviceBytes(const ModelConfig& config,
+                                 const RuntimeOptions& options);
 
   // Bytes of indexer workspace reserved so far (by profile runs and steps).
   int64_t reserved_workspace_bytes() const;

@@ -25,6 +25,7 @@ namespace dsa::model::deepseek_v32 {
 namespace {
 
 using ::dsa::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // Calls of each op, counted by C entry points wrapped around the real
@@ -488,7 +489,7 @@ TEST_P(ModelRunnerTest, ProfileRunReservesWorkspaceAndWritesNothing) {
   ASSERT_OK_AND_ASSIGN(ForwardPlan plan, model->ProfileRun({}));
   EXPECT_EQ(plan.counts.workspace_only, config.num_indexer_layers());
   EXPECT_GE(model->reserved_workspace_bytes(),
-            attention::IndexerLogits::WorkspaceBytes(512, 1024));
+            attention::IndexerLogits::WorkspaceBytes(512, 1024).value());
   const OpCallCounts& calls = CallCounter::calls;
   EXPECT_EQ(calls.indexer_k_write + calls.indexer_q + calls.indexer_logits +
                 calls.indexer_topk + calls.mla_cache_write + calls.sparse_mla +
@@ -812,20 +813,136 @@ TEST(DeviceBytesTest, FollowsTheCachesActivationsAndWeights) {
   options.num_blocks = 100;
   options.max_model_len = 8192;
   options.max_num_batched_tokens = 8192;
-  const int64_t base = DeepseekV32Model::DeviceBytes(*config, options);
+  const int64_t base = DeepseekV32Model::DeviceBytes(*config, options).value();
   RuntimeOptions more = options;
   more.num_blocks = 101;
   const int64_t latent = (c.kv_lora_rank() + c.qk_rope_head_dim()) * 2;
   const int64_t keys = c.indexer().index_head_dim() + 4;
-  EXPECT_EQ(DeepseekV32Model::DeviceBytes(*config, more) - base,
+  EXPECT_EQ(DeepseekV32Model::DeviceBytes(*config, more).value() - base,
             64 * (config->num_layers() * latent +
                   config->num_indexer_layers() * keys));
   RuntimeOptions bf16 = options;
   bf16.activation_dtype = attention::DType::kBFloat16;
-  EXPECT_LT(DeepseekV32Model::DeviceBytes(*config, bf16), base);
+  EXPECT_LT(DeepseekV32Model::DeviceBytes(*config, bf16).value(), base);
   // GLM-5.1's 79 layers of bf16 weights alone are about 25 GiB.
   EXPECT_GT(base, int64_t{24} << 30);
   EXPECT_LT(base, int64_t{40} << 30);
+}
+
+// A model with every dimension at its validation limit: its own sizes (every
+// layer's weights, a cache slot, a token's activations) are representable,
+// so DeviceBytes counts it exactly with the smallest options; options that
+// take the sum past int64 give an overflowed size, never a wrapped one (under
+// --config=asan UBSan checks there is no signed overflow on the way), and
+// Create refuses them with the options in the message, before allocating.
+DeepseekV32Config LargestConfig() {
+  DeepseekV32Config p;
+  p.set_name("largest");
+  p.set_num_hidden_layers(kMaxLayers);
+  p.set_num_nextn_predict_layers(kMaxMtpLayers);
+  for (auto set : {&DeepseekV32Config::set_hidden_size,
+                   &DeepseekV32Config::set_num_attention_heads,
+                   &DeepseekV32Config::set_q_lora_rank,
+                   &DeepseekV32Config::set_kv_lora_rank,
+                   &DeepseekV32Config::set_qk_nope_head_dim,
+                   &DeepseekV32Config::set_qk_rope_head_dim,
+                   &DeepseekV32Config::set_v_head_dim}) {
+    (p.*set)(kMaxDim);
+  }
+  p.set_vocab_size(kMaxVocab);
+  p.set_max_position_embeddings(kMaxPositions);
+  p.set_rope_theta(10000);
+  p.set_rms_norm_eps(1e-6);
+  p.set_mla_rope_style(MLA_ROPE_INTERLEAVED);
+  IndexerConfig& ix = *p.mutable_indexer();
+  ix.set_rope_style(INDEXER_ROPE_NEOX);
+  ix.set_index_n_heads(kMaxDim);
+  ix.set_index_head_dim(kMaxDim);
+  ix.set_index_topk(static_cast<int32_t>(kMaxPositions));
+  ix.set_all_layers(true);
+  return p;
+}
+
+TEST(DeviceBytesTest, EveryDimensionAtItsMaximumIsCountedOrOverflowed) {
+  ASSERT_OK_AND_ASSIGN(const ModelConfig config,
+                       ModelConfig::FromProto(LargestConfig()));
+  RuntimeOptions smallest;
+  smallest.block_size = 1;
+  smallest.num_blocks = 1;
+  smallest.max_model_len = 1;
+  smallest.max_num_batched_tokens = 1;
+  const CheckedSize bytes = DeepseekV32Model::DeviceBytes(config, smallest);
+  ASSERT_TRUE(bytes.ok());
+  // The weights dominate: 1088 layers of about 3 x 2^49 bf16 parameters.
+  long double weights = 0;
+  for (int l = 0; l < config.num_layers(); ++l) {
+    for (const WeightSpec& spec : LayerWeightSpecs(config, l)) {
+      weights += 2.0L * spec.rows * spec.cols;
+    }
+  }
+  EXPECT_GT(static_cast<long double>(bytes.value()), weights);
+  EXPECT_LT(static_cast<long double>(bytes.value()), weights * 1.001L);
+  EXPECT_GT(bytes.value(), int64_t{1} << 61);
+  // One more block per layer adds exactly its slots, at these sizes too.
+  RuntimeOptions more = smallest;
+  more.num_blocks = 2;
+  const int64_t latent = (int64_t{kMaxDim} + kMaxDim) * 2;
+  const int64_t keys = int64_t{kMaxDim} + 4;
+  EXPECT_EQ(DeepseekV32Model::DeviceBytes(config, more).value() - bytes.value(),
+            config.num_layers() * latent + config.num_indexer_layers() * keys);
+  // Past int64: many blocks, long steps, or long steps over a long
+  // max_model_len (the indexer's workspace alone).
+  RuntimeOptions blocks = smallest;
+  blocks.block_size = 4096;
+  blocks.num_blocks = 1 << 24;
+  RuntimeOptions steps = smallest;
+  steps.max_num_batched_tokens = kMaxPositions;
+  RuntimeOptions workspace = smallest;
+  workspace.max_model_len = kMaxPositions;
+  workspace.max_num_batched_tokens = 1 << 30;
+  for (const RuntimeOptions& o : {blocks, steps, workspace}) {
+    EXPECT_FALSE(DeepseekV32Model::DeviceBytes(config, o).ok());
+  }
+}
+
+class TooLargeModelTest : public ModelRunnerTestBase {};
+
+TEST_F(TooLargeModelTest, CreateRefusesModelsLargerThanTheDevice) {
+  SetUpPlatform("cpu");
+  ASSERT_OK_AND_ASSIGN(const ModelConfig config,
+                       ModelConfig::FromProto(LargestConfig()));
+  ASSERT_OK_AND_ASSIGN(LayerPlanner planner,
+                       LayerPlanner::Create(config, skip_caps_, {}));
+  auto create = [&](const RuntimeOptions& options) {
+    return DeepseekV32Model::Create(planner, *platform_, CallCounter::real,
+                                    options, 1);
+  };
+  RuntimeOptions options;
+  options.max_model_len = kMaxPositions;
+  options.max_num_batched_tokens = 1 << 30;
+  EXPECT_THAT(create(options),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("largest with 256 cache blocks of 64 "
+                                       "tokens per layer, steps of "
+                                       "1073741824 tokens and max_model_len "
+                                       "2147483647"),
+                             HasSubstr("more than 2^63 bytes"))));
+  // Countable, but far more than the machine: its size and the device's.
+  // (The host's rope table alone would be 2^49 bytes.)
+  options.max_num_batched_tokens = 1;
+  const int64_t bytes = DeepseekV32Model::DeviceBytes(config, options).value();
+  EXPECT_THAT(create(options),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("needs " + BytesForMessage(bytes) +
+                                       " of device memory"),
+                             HasSubstr("the cpu device has"))));
+  // A step's token indices are int32.
+  options.max_model_len = 1;
+  options.max_num_batched_tokens = kMaxPositions + 1;
+  EXPECT_THAT(create(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("max_num_batched_tokens is 2147483648, "
+                                 "expected 1..2147483647")));
 }
 
 }  // namespace
