@@ -46,17 +46,30 @@ RuntimeOptions ArmOptions(const ArmSpec& arm, RuntimeOptions options) {
 std::string NotRunReason(const ArmSpec& arm, const LayerPlanner& planner,
                          const Workload& workload) {
   if (!arm.no_indexer) return "";
-  absl::StatusOr<ForwardPlan> plan =
-      planner.PlanForward({}, {{0, workload.prompt_len}});
+  const int64_t len = workload.prompt_len;
+  absl::StatusOr<ForwardPlan> plan = planner.PlanForward({}, {{0, len}});
   if (!plan.ok()) return std::string(plan.status().message());
+  const model::deepseek_v32::AttentionMetadata& mla = plan->metadata->mla;
+  // What the MLA attention makes of the prompt, as the plan saw it.
+  if (mla.num_decodes > 0) {
+    return absl::StrCat(
+        "prompts of ", len, len == 1 ? " token are" : " tokens are",
+        " decodes to the MLA attention (a query of at most ",
+        mla.decode_threshold, " token), which reads the indexer's top-k");
+  }
   for (const LayerPlan& layer : plan->layers) {
-    if (layer.prefill_branch != PrefillBranch::kDenseMha) {
-      return absl::StrCat("prompts of ", workload.prompt_len,
-                          " tokens > index_topk ",
-                          planner.config().index_topk(),
+    if (layer.prefill_branch == PrefillBranch::kDenseMha) continue;
+    const int64_t topk = planner.config().index_topk();
+    if (len > topk) {
+      return absl::StrCat("prompts of ", len, " tokens > index_topk ", topk,
                           " take the sparse path, which reads the indexer's "
                           "top-k");
     }
+    return absl::StrCat("prompts of ", len, " tokens take the sparse path (",
+                        planner.capabilities().sparse_mla_dense_mha_prefill
+                            ? "the engine forces MQA"
+                            : "the platform has no dense-MHA prefill",
+                        "), which reads the indexer's top-k");
   }
   return "";
 }

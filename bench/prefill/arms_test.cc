@@ -129,5 +129,46 @@ TEST_F(ArmPlanTest, TheBoundRefusesTheSparsePath) {
   }
 }
 
+// A prompt of one token is a decode to the MLA attention, whatever
+// index_topk is; the note says so, not "1 tokens > index_topk 1".
+TEST_F(ArmPlanTest, TheBoundSaysAOneTokenPromptIsADecode) {
+  model::deepseek_v32::DeepseekV32Config proto = config_->proto();
+  proto.mutable_indexer()->set_index_topk(1);
+  ASSERT_OK_AND_ASSIGN(ModelConfig topk1, ModelConfig::FromProto(proto));
+  ASSERT_OK_AND_ASSIGN(
+      LayerPlanner planner,
+      LayerPlanner::Create(topk1,
+                           ArmCapabilities(*FindArm("no_indexer"), caps_),
+                           EngineConfig{}));
+  ASSERT_OK_AND_ASSIGN(std::vector<Workload> w,
+                       MakeWorkloads({}, topk1.index_topk(), 1, true));
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_EQ(w[0].prompt_len, 1);  // 1k_c1 at index_topk 1
+  EXPECT_EQ(w[3].prompt_len, 4);  // 8k_c1
+  EXPECT_EQ(NotRunReason(*FindArm("no_indexer"), planner, w[0]),
+            "prompts of 1 token are decodes to the MLA attention (a query of "
+            "at most 1 token), which reads the indexer's top-k");
+  EXPECT_EQ(NotRunReason(*FindArm("no_indexer"), planner, w[3]),
+            "prompts of 4 tokens > index_topk 1 take the sparse path, which "
+            "reads the indexer's top-k");
+  // At the tiny preset's own index_topk 1 token is a decode too.
+  ASSERT_OK_AND_ASSIGN(LayerPlanner tiny, Planner(*FindArm("no_indexer")));
+  EXPECT_THAT(
+      NotRunReason(*FindArm("no_indexer"), tiny, Workload{"w", 0, 1, 1, 1}),
+      HasSubstr("prompts of 1 token are decodes"));
+  // Without dense MHA on the platform a short prompt takes the sparse path.
+  platform::PlatformCapabilities no_dense = caps_;
+  no_dense.sparse_mla_dense_mha_prefill = false;
+  ASSERT_OK_AND_ASSIGN(
+      LayerPlanner sparse,
+      LayerPlanner::Create(*config_,
+                           ArmCapabilities(*FindArm("no_indexer"), no_dense),
+                           EngineConfig{}));
+  EXPECT_EQ(
+      NotRunReason(*FindArm("no_indexer"), sparse, Workload{"w", 0, 8, 1, 1}),
+      "prompts of 8 tokens take the sparse path (the platform has no "
+      "dense-MHA prefill), which reads the indexer's top-k");
+}
+
 }  // namespace
 }  // namespace dsa::prefill_bench

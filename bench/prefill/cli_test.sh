@@ -9,6 +9,8 @@
 #   cli_test.sh PATH/TO/prefill_bench
 set -uo pipefail
 bench="$1"
+# tiny-glm-5.1's textproto (in the runfiles), edited into models too large.
+preset="model/deepseek_v32/presets/tiny-glm-5.1.textproto"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
@@ -53,6 +55,110 @@ if ! command -v nvidia-smi >/dev/null 2>&1 && [ ! -e /dev/kfd ]; then
 fi
 "$bench" --json="$tmp/no/such/dir/r.json" >/dev/null 2>"$tmp/stderr"
 [ $? -eq 2 ] || fail "--json into a missing directory: expected status 2"
+
+# Empty lists are refused alike, not read as "all".
+expect_usage_error "--workloads=,: name at least one workload" --workloads=,
+expect_usage_error "--arms=,: name at least one arm" --arms=,
+expect_usage_error "--workloads=1k_c1,,8k_c1: an empty workload name" --workloads=1k_c1,,8k_c1
+expect_usage_error "--arms=main,: an empty arm name" --arms=main,
+# A run that would measure nothing: the bound cannot run the sparse path.
+expect_usage_error "workload 8k_c1: no arm of --arms=no_indexer runs it, so it would measure nothing (prompts of 256 tokens > index_topk 64" \
+  --platform=emulated-rocm --arms=no_indexer --workloads=8k_c1
+expect_usage_error "name the same file" --platform=emulated-rocm \
+  --plot="$tmp/out.json"
+
+# Long arguments are echoed capped: one short line, whatever the flag.
+long="$(head -c 100000 /dev/zero | tr '\0' q)"
+for arg in --arch="$long" --"$long"=1 "$long" --op_times="$long" \
+    --workloads="$long" --arms="$long" --runs="$long" --platform="$long" \
+    --model="$long" --json="/tmp/$long" --plot="/tmp/$long"; do
+  "$bench" "$arg" >/dev/null 2>"$tmp/stderr"
+  rc=$?
+  [ "$rc" -eq 2 ] || fail "${arg:0:12}...: status $rc, expected 2"
+  [ "$(wc -l <"$tmp/stderr")" -eq 1 ] || fail "${arg:0:12}...: not one line"
+  [ "$(wc -c <"$tmp/stderr")" -lt 600 ] ||
+    fail "${arg:0:12}...: $(wc -c <"$tmp/stderr") bytes on stderr"
+  grep -q " bytes)" "$tmp/stderr" ||
+    fail "${arg:0:12}...: no capped echo: $(head -c 200 "$tmp/stderr")"
+done
+
+# Only regular files are written: a device, a fifo or a symlink (the rename
+# would replace it) is refused by name before the run, and left as it was.
+mkfifo "$tmp/fifo"
+ln -s "$tmp/elsewhere.json" "$tmp/link.json"
+for target in /dev/null /dev/full /dev/stdout "$tmp/fifo" "$tmp/link.json"; do
+  before="$(stat -c '%F %i' "$target")"
+  for flag in json plot; do
+    timeout 60 "$bench" --platform=emulated-rocm --workloads=1k_c1 --prompts=1 \
+      --runs=1 --"$flag"="$target" >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "--$flag=$target: status $rc, expected 2"
+    [ "$(wc -l <"$tmp/stderr")" -eq 1 ] &&
+      grep -q "^prefill_bench: --$flag=$target: is a .*, not a regular file" "$tmp/stderr" ||
+      fail "--$flag=$target: stderr: $(cat "$tmp/stderr")"
+    [ "$(stat -c '%F %i' "$target")" = "$before" ] || fail "--$flag=$target: changed"
+  done
+done
+[ ! -e "$tmp/elsewhere.json" ] || fail "a file was written through the link"
+ls /dev | grep -q '\.tmp\.' && fail "a temporary file was left in /dev"
+
+# Results that cannot reach stdout are a failure (status 1, one line), and
+# the JSON is still written; a closed stdout is refused (status 1) before
+# the run.
+rm -f "$tmp/full.json"
+"$bench" --platform=emulated-rocm --workloads=1k_c1 --prompts=1 --runs=1 \
+  --json="$tmp/full.json" >/dev/full 2>"$tmp/stderr"
+rc=$?
+[ "$rc" -eq 1 ] || fail ">/dev/full: status $rc, expected 1"
+[ "$(grep -c '^prefill_bench: ' "$tmp/stderr")" -eq 1 ] &&
+  grep -q "^prefill_bench: cannot write the results to stdout" "$tmp/stderr" ||
+  fail ">/dev/full: stderr: $(cat "$tmp/stderr")"
+python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$tmp/full.json" ||
+  fail ">/dev/full: the JSON was not written"
+"$bench" --help >/dev/full 2>/dev/null && fail "--help >/dev/full exited 0"
+"$bench" --platform=emulated-rocm --workloads=1k_c1 --prompts=1 --runs=1 \
+  >&- 2>"$tmp/stderr"
+rc=$?
+[ "$rc" -eq 1 ] || fail ">&-: status $rc, expected 1"
+grep -q "^prefill_bench: stdout is closed" "$tmp/stderr" ||
+  fail ">&-: stderr: $(cat "$tmp/stderr")"
+
+# Models too large for the machine, or for 64 bits, are refused with their
+# size: index_topk 2^30 (steps of 2^32 tokens over prompts of 2^29), and
+# every dimension at its maximum.
+sed -e 's/max_position_embeddings: .*/max_position_embeddings: 2147483647/' \
+  -e 's/index_topk: .*/index_topk: 1073741824/' "$preset" >"$tmp/huge_topk.textproto"
+expect_usage_error "tiny-glm-5.1 with 3 arms needs more than 2^63 bytes" \
+  --platform=emulated-rocm --model="$tmp/huge_topk.textproto" --workloads=1k_c1
+cat >"$tmp/largest.textproto" <<'EOF'
+name: "largest"
+num_hidden_layers: 1024
+num_nextn_predict_layers: 64
+hidden_size: 65536
+num_attention_heads: 65536
+q_lora_rank: 65536
+kv_lora_rank: 65536
+qk_nope_head_dim: 65536
+qk_rope_head_dim: 65536
+v_head_dim: 65536
+max_position_embeddings: 2147483647
+vocab_size: 4194304
+rope_theta: 10000
+rms_norm_eps: 1e-6
+mla_rope_style: MLA_ROPE_INTERLEAVED
+indexer {
+  index_n_heads: 65536
+  index_head_dim: 65536
+  index_topk: 2048
+  rope_style: INDEXER_ROPE_NEOX
+  all_layers: true
+}
+EOF
+expect_usage_error "largest with 3 arms needs more than 2^63 bytes" \
+  --platform=emulated-rocm --model="$tmp/largest.textproto"
+expect_usage_error "largest with 1 arm needs about 3.2 EiB of host memory" \
+  --platform=emulated-rocm --model="$tmp/largest.textproto" --arms=main \
+  --workloads=1k_c1 --prompts=1 --max_num_batched_tokens=1
 
 # A tiny run: two short workloads and the long one, two runs per arm.
 "$bench" --platform=emulated-rocm --workloads=1k_c1,1900_c1,8k_c1 --prompts=2 \

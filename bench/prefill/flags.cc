@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <string_view>
 #include <type_traits>
 
 #include "absl/status/status.h"
@@ -23,6 +24,7 @@
 #include "bench/prefill/platform_choice.h"
 #include "bench/prefill/workloads.h"
 #include "model/deepseek_v32/forward_context.h"
+#include "platform/plugin_file.h"
 #include "platform/status_macros.h"
 
 namespace dsa::prefill_bench {
@@ -35,6 +37,12 @@ absl::Status UsageError(absl::string_view message) {
   return absl::InvalidArgumentError(message);
 }
 
+// A user's value as a message shows it: at most 80 characters, then "...
+// (N bytes)"; control characters escaped (platform/plugin_file.h).
+std::string Echo(absl::string_view value) {
+  return platform::EchoForMessage(std::string_view(value.data(), value.size()));
+}
+
 absl::StatusOr<int64_t> ParseInt(absl::string_view flag,
                                  absl::string_view value, int64_t lo,
                                  int64_t hi) {
@@ -43,15 +51,44 @@ absl::StatusOr<int64_t> ParseInt(absl::string_view flag,
                       std::all_of(value.begin(), value.end(),
                                   [](char c) { return c >= '0' && c <= '9'; });
   if (!digits || !absl::SimpleAtoi(value, &n) || n < lo || n > hi) {
-    return UsageError(absl::StrCat("--", flag, "=", value,
+    return UsageError(absl::StrCat("--", flag, "=", Echo(value),
                                    ": expected an integer in [", lo, ", ", hi,
                                    "]"));
   }
   return n;
 }
 
-std::vector<std::string> SplitList(absl::string_view value) {
-  return absl::StrSplit(value, ',', absl::SkipEmpty());
+// A comma-separated list of names, each one of `known` and none twice: the
+// one reading of --workloads and --arms. An empty list or an empty name
+// ("--arms=,", "--workloads=a,,b") is refused, not read as the default.
+absl::StatusOr<std::vector<std::string>> ParseNameList(
+    absl::string_view flag, absl::string_view value, absl::string_view what,
+    const std::vector<std::string>& known) {
+  const std::vector<std::string> names = absl::StrSplit(value, ',');
+  const std::string list = absl::StrJoin(known, ", ");
+  if (std::all_of(names.begin(), names.end(),
+                  [](const std::string& n) { return n.empty(); })) {
+    return UsageError(absl::StrCat("--", flag, "=", Echo(value),
+                                   ": name at least one ", what, " (", list,
+                                   ")"));
+  }
+  for (const std::string& name : names) {
+    if (name.empty()) {
+      return UsageError(absl::StrCat("--", flag, "=", Echo(value),
+                                     ": an empty ", what, " name"));
+    }
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      return UsageError(absl::StrCat("--", flag, ": unknown ", what, " \"",
+                                     Echo(name), "\"; expected ", list));
+    }
+  }
+  if (std::set<std::string>(names.begin(), names.end()).size() !=
+      names.size()) {
+    return UsageError(absl::StrCat("--", flag, ": a",
+                                   what == "arm" ? "n " : " ", what,
+                                   " is named twice"));
+  }
+  return names;
 }
 
 template <auto kField>
@@ -79,47 +116,45 @@ absl::Status SetPlatform(absl::string_view flag, absl::string_view value,
   }
   const absl::Span<const char* const> choices(kPlatformChoices);
   return UsageError(
-      absl::StrCat("--", flag, "=", value, ": expected ",
+      absl::StrCat("--", flag, "=", Echo(value), ": expected ",
                    absl::StrJoin(choices.first(choices.size() - 1), ", "),
                    " or ", choices.back()));
 }
 
+// An architecture's name as the registry spells them (gfx942, sm_90,
+// x86_64), checked here so that no later message echoes a long one.
+absl::Status SetArch(absl::string_view flag, absl::string_view value,
+                     Flags& flags) {
+  constexpr size_t kMaxArchChars = 32;
+  const bool ok =
+      value.size() <= kMaxArchChars &&
+      std::all_of(value.begin(), value.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+      });
+  if (!ok) {
+    return UsageError(absl::StrCat("--", flag, "=", Echo(value),
+                                   ": expected an architecture name such as "
+                                   "gfx942 or sm_90"));
+  }
+  flags.arch = std::string(value);
+  return absl::OkStatus();
+}
+
 absl::Status SetWorkloads(absl::string_view flag, absl::string_view value,
                           Flags& flags) {
-  flags.workloads = SplitList(value);
-  const std::vector<std::string> known = WorkloadNames();
-  for (const std::string& w : flags.workloads) {
-    if (std::find(known.begin(), known.end(), w) == known.end()) {
-      return UsageError(absl::StrCat("--", flag, ": unknown workload \"", w,
-                                     "\"; expected ",
-                                     absl::StrJoin(known, ", ")));
-    }
-  }
-  if (std::set<std::string>(flags.workloads.begin(), flags.workloads.end())
-          .size() != flags.workloads.size()) {
-    return UsageError(absl::StrCat("--", flag, ": a workload is named twice"));
-  }
+  DSA_ASSIGN_OR_RETURN(flags.workloads,
+                       ParseNameList(flag, value, "workload", WorkloadNames()));
   return absl::OkStatus();
 }
 
 absl::Status SetArms(absl::string_view flag, absl::string_view value,
                      Flags& flags) {
+  std::vector<std::string> known;
+  for (const ArmSpec* arm : AllArms()) known.push_back(arm->name);
+  DSA_ASSIGN_OR_RETURN(const std::vector<std::string> names,
+                       ParseNameList(flag, value, "arm", known));
   flags.arms.clear();
-  for (const std::string& name : SplitList(value)) {
-    const ArmSpec* arm = FindArm(name);
-    if (arm == nullptr) {
-      return UsageError(absl::StrCat("--", flag, ": unknown arm \"", name,
-                                     "\"; expected ", ArmNames()));
-    }
-    if (std::find(flags.arms.begin(), flags.arms.end(), arm) !=
-        flags.arms.end()) {
-      return UsageError(absl::StrCat("--", flag, ": an arm is named twice"));
-    }
-    flags.arms.push_back(arm);
-  }
-  if (flags.arms.empty()) {
-    return UsageError(absl::StrCat("--", flag, ": name at least one arm"));
-  }
+  for (const std::string& name : names) flags.arms.push_back(FindArm(name));
   return absl::OkStatus();
 }
 
@@ -127,7 +162,7 @@ absl::Status SetOpTimes(absl::string_view flag, absl::string_view value,
                         Flags& flags) {
   if (value != "true" && value != "false") {
     return UsageError(
-        absl::StrCat("--", flag, "=", value, ": expected true or false"));
+        absl::StrCat("--", flag, "=", Echo(value), ": expected true or false"));
   }
   flags.op_times = value == "true";
   return absl::OkStatus();
@@ -154,7 +189,7 @@ std::vector<FlagSpec> MakeFlagTable() {
        absl::StrCat("e.g. gfx942, gfx950, sm_90 (default ",
                     kEmulatedDefaultArch,
                     " for\nemulated-rocm, else the device's)"),
-       SetText<&Flags::arch>},
+       SetArch},
       {"workloads", "W[,W...]",
        "1k_c1, 1900_c1, 1k_c32, 8k_c1 (default all); the\n"
        "lengths are the seed's at index_topk 2048, scaled\n"
@@ -238,9 +273,10 @@ clock, which other load on a shared machine does not stretch.
   }
   absl::StrAppend(&out, UsageLine("help", "this text"), R"(
 Exit status: 0 on success; 2 for bad flags, an unknown preset or platform, a
-GPU platform without a device or kernels, or a workload that does not fit in
-the caches, in host or in device memory (one line on stderr, nothing written
-at --json); 1 when a run fails.
+GPU platform without a device or kernels, a workload that does not fit in the
+caches, in host or in device memory, or that no arm runs, a --json or --plot
+that is not a regular file (one line on stderr, nothing written at --json); 1
+when a run fails or its results cannot be written (stdout included).
 )");
   return out;
 }
@@ -258,7 +294,7 @@ absl::StatusOr<Flags> ParseFlags(absl::Span<const std::string> args) {
     }
     if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
       return UsageError(
-          absl::StrCat("unexpected argument \"", arg,
+          absl::StrCat("unexpected argument \"", Echo(arg),
                        "\"; flags are --name=value (see --help)"));
     }
     const size_t eq = arg.find('=');
@@ -268,7 +304,8 @@ absl::StatusOr<Flags> ParseFlags(absl::Span<const std::string> args) {
         std::find_if(table.begin(), table.end(),
                      [&name](const FlagSpec& s) { return name == s.name; });
     if (spec == table.end()) {
-      return UsageError(absl::StrCat("unknown flag --", name, " (see --help)"));
+      return UsageError(
+          absl::StrCat("unknown flag --", Echo(name), " (see --help)"));
     }
     if (eq == std::string::npos || eq + 1 == arg.size()) {
       return UsageError(

@@ -96,7 +96,16 @@ TEST(ParseFlagsTest, BadFlagsNameWhatIsWrong) {
       {{"--arms=fast"},
        "unknown arm \"fast\"; expected main, skip, no_indexer"},
       {{"--arms=skip,skip"}, "--arms: an arm is named twice"},
-      {{"--arms=,"}, "name at least one arm"},
+      {{"--arms=,"},
+       "--arms=,: name at least one arm (main, skip, "
+       "no_indexer)"},
+      {{"--workloads=,"},
+       "--workloads=,: name at least one workload (1k_c1, "
+       "1900_c1, 1k_c32, 8k_c1)"},
+      {{"--arms=main,,skip"}, "--arms=main,,skip: an empty arm name"},
+      {{"--workloads=1k_c1,"}, "--workloads=1k_c1,: an empty workload name"},
+      {{"--arch=GFX942"}, "--arch=GFX942: expected an architecture name"},
+      {{"--arch=gfx\x01"}, "--arch=gfx\\x01: expected"},
       {{"--block_size=-4"}, "--block_size=-4: expected an integer"},
       {{"--runs=+2"}, "--runs=+2: expected an integer"},
       {{"--runs= 2"}, "--runs= 2: expected an integer"},
@@ -110,6 +119,22 @@ TEST(ParseFlagsTest, BadFlagsNameWhatIsWrong) {
     EXPECT_THAT(Parse(args), StatusIs(absl::StatusCode::kInvalidArgument,
                                       HasSubstr(message)))
         << args.front();
+  }
+}
+
+// A message echoes at most 80 characters of a user's value, escaped.
+TEST(ParseFlagsTest, LongValuesAreEchoedCapped) {
+  const std::string long_value(100000, 'q');
+  for (const std::string& arg :
+       {"--runs=" + long_value, "--platform=" + long_value,
+        "--workloads=" + long_value, "--arms=" + long_value,
+        "--arch=" + long_value, "--op_times=" + long_value,
+        "--" + long_value + "=1", long_value}) {
+    const absl::StatusOr<Flags> flags = Parse({arg});
+    ASSERT_FALSE(flags.ok());
+    EXPECT_THAT(flags.status().message(), HasSubstr("... (100000 bytes)"))
+        << arg.substr(0, 12);
+    EXPECT_LT(flags.status().message().size(), 300u) << arg.substr(0, 12);
   }
 }
 

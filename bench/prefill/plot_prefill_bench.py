@@ -11,10 +11,12 @@ null there; both read the same).
 
 Uses matplotlib from Debian (python3-matplotlib; `testing/setup_debian.sh
 --plot` installs it). The picture is written through a temporary file and a
-rename, so OUT is either untouched or complete.
+rename, so OUT is either untouched or complete; an OUT that names anything
+but a regular file (a device, a fifo, a symbolic link) is refused.
 """
 import json
 import os
+import stat
 import sys
 import tempfile
 
@@ -79,6 +81,13 @@ def main(argv):
     if len(argv) != 3:
         print("usage: plot_prefill_bench.py RESULT.json OUT.png", file=sys.stderr)
         return 2
+    out = argv[2]
+    # The rename would replace a device, fifo or symlink with the picture (a
+    # regular file where /dev/null was): only a regular file, or a new one.
+    if os.path.lexists(out) and not stat.S_ISREG(os.lstat(out).st_mode):
+        print("plot_prefill_bench.py: %s is not a regular file: only regular "
+              "files are written" % out[:200], file=sys.stderr)
+        return 2
     with open(argv[1]) as f:
         result = json.load(f)
     workloads = result["workloads"]
@@ -110,7 +119,6 @@ def main(argv):
         fontsize=10,
     )
     fig.tight_layout()
-    out = argv[2]
     directory = os.path.dirname(os.path.abspath(out))
     suffix = os.path.splitext(out)[1] or ".png"
     fd, tmp = tempfile.mkstemp(suffix=suffix, dir=directory)

@@ -187,8 +187,9 @@ class WorkloadRunner {
         progress_(progress),
         total_rounds_(static_cast<int>(setup.workloads.size()) * flags.runs) {}
 
-  absl::StatusOr<WorkloadResult> Run(const Workload& w,
-                                     const Schedule& schedule) {
+  absl::StatusOr<WorkloadResult> Run(size_t index) {
+    const Workload& w = setup_.workloads[index];
+    const Schedule& schedule = setup_.schedules[index];
     WorkloadResult wr;
     wr.workload = w;
     wr.steps = static_cast<int>(schedule.steps.size());
@@ -196,7 +197,7 @@ class WorkloadRunner {
     for (size_t a = 0; a < arms_.size(); ++a) {
       ArmResult ar;
       ar.spec = arms_[a].spec;
-      ar.not_run_reason = NotRunReason(*ar.spec, arms_[a].model->planner(), w);
+      ar.not_run_reason = setup_.not_run[index][a];
       runnable[a] = ar.not_run_reason.empty();
       wr.arms.push_back(std::move(ar));
     }
@@ -339,8 +340,7 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
 
   WorkloadRunner runner(flags, setup, arms, input, progress);
   for (size_t i = 0; i < setup.workloads.size(); ++i) {
-    DSA_ASSIGN_OR_RETURN(WorkloadResult wr,
-                         runner.Run(setup.workloads[i], setup.schedules[i]));
+    DSA_ASSIGN_OR_RETURN(WorkloadResult wr, runner.Run(i));
     result.workloads.push_back(std::move(wr));
   }
   if (runner.done_rounds() > 0) progress.Clear();

@@ -10,7 +10,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "attention/dtypes/dtype.h"
+#include "bench/prefill/arms.h"
+#include "model/deepseek_v32/layer_plan.h"
 #include "platform/status_macros.h"
 
 namespace dsa::prefill_bench {
@@ -19,9 +22,7 @@ namespace {
 using model::deepseek_v32::DeepseekV32Model;
 using model::deepseek_v32::ModelConfig;
 
-std::string Gib(int64_t bytes) {
-  return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (1 << 30));
-}
+std::string Gib(int64_t bytes) { return BytesForMessage(bytes); }
 
 // MemAvailable from /proc/meminfo; 0 when unknown.
 int64_t AvailableHostBytes() {
@@ -52,16 +53,26 @@ MemoryBudget ProbeMemory(const ResolvedPlatform& platform) {
 }
 
 absl::Status CheckMemory(absl::string_view model, const PlatformInfo& platform,
-                         int arms, int64_t bytes_per_arm,
+                         int arms, CheckedSize bytes_per_arm,
                          const MemoryBudget& budget) {
   const bool on_host = platform.executes_on_cpu();
-  const int64_t need = int64_t{arms} * bytes_per_arm;
-  const int64_t host = on_host ? need : 0;
-  const int64_t available = budget.host_available_bytes;
-  if (available > 0 && host > available * 9 / 10) {
+  const CheckedSize need = bytes_per_arm * arms;
+  const std::string arms_text =
+      absl::StrCat(arms, arms == 1 ? " arm" : " arms");
+  if (!need.ok()) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        model, " with ", arms, arms == 1 ? " arm" : " arms", " needs about ",
-        Gib(host), " of host memory (",
+        model, " with ", arms_text,
+        " needs more than 2^63 bytes (more than 64 bits count) of ",
+        on_host ? "host" : absl::StrCat(platform.name, " device"),
+        " memory for its weights, caches and workspace: use a smaller model, "
+        "--num_blocks or --max_num_batched_tokens"));
+  }
+  const int64_t host = on_host ? need.value() : 0;
+  const int64_t available = budget.host_available_bytes;
+  if (available > 0 && host > available / 10 * 9) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        model, " with ", arms_text, " needs about ", Gib(host),
+        " of host memory (",
         on_host ? "weights, caches and workspace" : "host side", "), ",
         Gib(available), " are available",
         on_host ? absl::StrCat("; on the CPU use a small preset (the default ",
@@ -69,12 +80,11 @@ absl::Status CheckMemory(absl::string_view model, const PlatformInfo& platform,
                 : ""));
   }
   const int64_t device_total = budget.device_total_bytes;
-  if (!on_host && device_total > 0 && need > device_total * 9 / 10) {
+  if (!on_host && device_total > 0 && need.value() > device_total / 10 * 9) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the workloads need about ", Gib(need), " of ", platform.name,
-        " device memory for ", arms,
-        " arms' weights, caches and workspace; the device has ",
-        Gib(device_total),
+        "the workloads need about ", Gib(need.value()), " of ", platform.name,
+        " device memory for ", arms_text,
+        "' weights, caches and workspace; the device has ", Gib(device_total),
         ": use fewer --arms, --num_blocks or --max_num_batched_tokens"));
   }
   return absl::OkStatus();
@@ -100,6 +110,39 @@ absl::StatusOr<BenchSetup> MakeSetup(const Flags& flags,
   const int64_t topk = s.config.index_topk();
   DSA_ASSIGN_OR_RETURN(
       s.workloads, MakeWorkloads(flags.workloads, topk, flags.prompts, on_cpu));
+  // Which arms run which workload, from each arm's planner: a workload no
+  // arm runs would be a row that measured nothing.
+  for (const Workload& w : s.workloads) {
+    std::vector<std::string>& reasons = s.not_run.emplace_back();
+    for (const ArmSpec* arm : flags.arms) {
+      model::deepseek_v32::EngineConfig engine;
+      engine.num_speculative_tokens = flags.spec_tokens;
+      DSA_ASSIGN_OR_RETURN(
+          const model::deepseek_v32::LayerPlanner planner,
+          model::deepseek_v32::LayerPlanner::Create(
+              s.config, ArmCapabilities(*arm, s.platform.caps), engine));
+      reasons.push_back(NotRunReason(*arm, planner, w));
+    }
+    if (std::none_of(reasons.begin(), reasons.end(),
+                     [](const std::string& r) { return r.empty(); })) {
+      std::vector<std::string> others;
+      for (const ArmSpec& arm : kArms) {
+        if (std::find(flags.arms.begin(), flags.arms.end(), &arm) ==
+            flags.arms.end()) {
+          others.push_back(arm.name);
+        }
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "workload ", w.name, ": no arm of --arms=",
+          absl::StrJoin(flags.arms, ",",
+                        [](std::string* out, const ArmSpec* arm) {
+                          out->append(arm->name);
+                        }),
+          " runs it, so it would measure nothing (", reasons.front(), "); add ",
+          absl::StrJoin(others, " or "),
+          " to --arms, or leave it out of --workloads"));
+    }
+  }
   s.step_tokens = flags.max_num_batched_tokens > 0
                       ? flags.max_num_batched_tokens
                       : ScaleToTopk(kSeedMaxNumBatchedTokens, topk);

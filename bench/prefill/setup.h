@@ -20,6 +20,7 @@
 #include "model/deepseek_v32/model_config.h"
 #include "model/deepseek_v32/model_loader.h"
 #include "model/deepseek_v32/model_runner.h"
+#include "platform/checked_size.h"
 #include "platform/registry.h"
 
 namespace dsa::prefill_bench {
@@ -32,15 +33,20 @@ struct BenchSetup {
   std::shared_ptr<const model::deepseek_v32::LoadedModel> loaded;
   std::vector<Workload> workloads;
   std::vector<Schedule> schedules;  // one per workload
-  int64_t step_tokens = 0;          // max_num_batched_tokens
-  int num_blocks = 0;               // cache blocks per layer
+  // Per workload, per arm of --arms (in its order): why the arm cannot run
+  // the workload (NotRunReason), or empty. Every workload has an arm that
+  // runs it.
+  std::vector<std::vector<std::string>> not_run;
+  int64_t step_tokens = 0;  // max_num_batched_tokens
+  int num_blocks = 0;       // cache blocks per layer
   // Every arm's runner options before ArmOptions: bf16 activations on a GPU
   // (the vendor GEMM takes them), float32 on the CPU, its reference.
   model::deepseek_v32::RuntimeOptions options;
 };
 
 // InvalidArgument / NotFound / FailedPrecondition / ResourceExhausted (the
-// binary's status 2) naming what is wrong.
+// binary's status 2) naming what is wrong; a workload that no arm of --arms
+// can run (it would measure nothing) is InvalidArgument too.
 absl::StatusOr<BenchSetup> MakeSetup(const Flags& flags,
                                      const platform::Registry& registry);
 
@@ -55,8 +61,9 @@ MemoryBudget ProbeMemory(const ResolvedPlatform& platform);
 // than 90% of the budget: of host memory when the step executes on the CPU
 // (all of a model is platform memory, the host's there), else of device
 // memory.
+// An overflowed size (past int64) is refused whatever the budget.
 absl::Status CheckMemory(absl::string_view model, const PlatformInfo& platform,
-                         int arms, int64_t bytes_per_arm,
+                         int arms, CheckedSize bytes_per_arm,
                          const MemoryBudget& budget);
 
 }  // namespace dsa::prefill_bench

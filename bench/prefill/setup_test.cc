@@ -90,21 +90,33 @@ TEST(SetupTest, ConfigurationErrorsComeBeforeAnyRun) {
                 .status());
 }
 
-// A preset whose max_position_embeddings is below 8k_c1's scaled length.
-TEST(SetupTest, APromptLongerThanThePresetsPositionsIsAnError) {
+// tiny-glm-5.1's textproto with `fields` replaced ({"field: old", "field:
+// new"}), written to a file; its path.
+std::string EditedPreset(
+    const std::string& name,
+    const std::vector<std::pair<std::string, std::string>>& fields) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
-  ASSERT_NE(srcdir, nullptr);
-  std::ifstream in(std::string(srcdir) +
+  EXPECT_NE(srcdir, nullptr);
+  std::ifstream in(std::string(srcdir == nullptr ? "" : srcdir) +
                    "/dsa/model/deepseek_v32/presets/tiny-glm-5.1.textproto");
   std::stringstream text;
   text << in.rdbuf();
   std::string preset = text.str();
-  const std::string field = "max_position_embeddings: 4096";
-  const size_t at = preset.find(field);
-  ASSERT_NE(at, std::string::npos);
-  preset.replace(at, field.size(), "max_position_embeddings: 200");
-  const std::string path = ::testing::TempDir() + "/short.textproto";
+  for (const auto& [from, to] : fields) {
+    const size_t at = preset.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) preset.replace(at, from.size(), to);
+  }
+  const std::string path = ::testing::TempDir() + "/" + name + ".textproto";
   std::ofstream(path) << preset;
+  return path;
+}
+
+// A preset whose max_position_embeddings is below 8k_c1's scaled length.
+TEST(SetupTest, APromptLongerThanThePresetsPositionsIsAnError) {
+  const std::string path = EditedPreset(
+      "short",
+      {{"max_position_embeddings: 4096", "max_position_embeddings: 200"}});
   EXPECT_THAT(
       SetupFrom({"--platform=emulated-rocm", "--model=" + path}),
       StatusIs(absl::StatusCode::kInvalidArgument,
@@ -127,6 +139,35 @@ TEST(SetupTest, APresetTooLargeForTheMachineIsAClearError) {
   EXPECT_THAT(SetupFrom({"--platform=emulated-rocm", "--model=glm-5.1"}),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("of host memory")));
+}
+
+// index_topk 2^30 and max_position_embeddings 2^31-1 are valid, but the
+// workloads scale with index_topk: steps of 2^32 tokens over prompts of 2^29
+// need an indexer workspace of 2^63 bytes. Refused with its size (past int64
+// here), not wrapped into a small number that fits, nor a bad_alloc.
+TEST(SetupTest, AModelPastInt64IsRefusedWithItsSize) {
+  const std::string path = EditedPreset(
+      "huge_topk",
+      {{"max_position_embeddings: 4096", "max_position_embeddings: 2147483647"},
+       {"index_topk: 64", "index_topk: 1073741824"}});
+  EXPECT_THAT(
+      SetupFrom(
+          {"--platform=emulated-rocm", "--model=" + path, "--workloads=1k_c1"}),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               "tiny-glm-5.1 with 3 arms needs more than 2^63 bytes (more "
+               "than 64 bits count) of host memory for its weights, caches "
+               "and workspace: use a smaller model, --num_blocks or "
+               "--max_num_batched_tokens"));
+  // Smaller steps are countable, and still far more than any machine: the
+  // size, not a wrapped one (of it, 2^47 bytes of indexer workspace and 2^48
+  // of top-k for steps of 2^16 tokens).
+  EXPECT_THAT(
+      SetupFrom({"--platform=emulated-rocm", "--model=" + path,
+                 "--workloads=1k_c1", "--max_num_batched_tokens=65536",
+                 "--arms=main", "--prompts=1"}),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               HasSubstr("tiny-glm-5.1 with 1 arm needs about 385.4 TiB of "
+                         "host memory")));
 }
 
 TEST(CheckMemoryTest, HostMemoryOnTheCpuDeviceMemoryOnAGpu) {
@@ -157,6 +198,15 @@ TEST(CheckMemoryTest, HostMemoryOnTheCpuDeviceMemoryOnAGpu) {
                "the workloads need about 21.0 GiB of cuda device memory for 3 "
                "arms' weights, caches and workspace; the device has 20.0 GiB: "
                "use fewer --arms, --num_blocks or --max_num_batched_tokens"));
+  // Past int64 is refused whatever the budget, on the CPU and on a GPU.
+  EXPECT_THAT(
+      CheckMemory("m", cpu, 3, int64_t{1} << 62, MemoryBudget{}),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               HasSubstr("m with 3 arms needs more than 2^63 bytes (more than "
+                         "64 bits count) of host memory")));
+  EXPECT_THAT(CheckMemory("m", gpu, 1, CheckedSize::Overflowed(), budget),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("of cuda device memory")));
   // An unknown budget refuses nothing.
   EXPECT_OK(CheckMemory("m", cpu, 3, 1000 * kGib, MemoryBudget{}));
   EXPECT_OK(CheckMemory("m", gpu, 3, 1000 * kGib, MemoryBudget{}));

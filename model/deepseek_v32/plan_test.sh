@@ -140,6 +140,17 @@ for format in json table; do
     fail ">/dev/full: stderr: $(cat "${TEST_TMPDIR}/err")"
 done
 "${plan}" --help >/dev/full 2>/dev/null && fail "--help >/dev/full exited 0"
+# A closed stdout is a failed write too.
+for args in "--model=glm-5.1 --platform=rocm --requests=0+1024" "--help"; do
+  # shellcheck disable=SC2086
+  "${plan}" ${args} >&- 2>"${TEST_TMPDIR}/err"
+  rc=$?
+  if [[ ${rc} -ne 1 ]]; then fail "${args} >&-: exit ${rc}, want 1"; fi
+  if [[ "$(wc -l <"${TEST_TMPDIR}/err")" -ne 1 ]] ||
+    ! grep -q "^plan: cannot write the output" "${TEST_TMPDIR}/err"; then
+    fail "${args} >&-: stderr: $(cat "${TEST_TMPDIR}/err")"
+  fi
+done
 
 if [[ ${failures} -ne 0 ]]; then
   echo "${failures} check(s) failed" >&2

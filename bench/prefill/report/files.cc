@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "platform/plugin_file.h"
 
 namespace dsa::prefill_bench {
 namespace {
@@ -48,6 +50,29 @@ std::string Python() {
   return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
 }
 
+std::string EchoPath(const std::string& path) {
+  return platform::EchoForMessage(path, platform::kMaxEchoedPathChars);
+}
+
+// Why `path` is not one the bench writes, or empty: a regular file, or
+// nothing yet. A symbolic link is refused too (the rename would replace the
+// link itself: /dev/stdout is one).
+std::string NotARegularFile(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    // Nothing there is a new file; a name too long, a component that is no
+    // directory and the like are no file at all.
+    return errno == ENOENT
+               ? ""
+               : absl::StrCat("cannot be a file: ", std::strerror(errno));
+  }
+  if (S_ISREG(st.st_mode)) return "";
+  return absl::StrCat(
+      "is ", platform::FileTypeName(st.st_mode),
+      ", not a regular file: only regular files are written",
+      S_ISLNK(st.st_mode) ? " (name the file it links to)" : "");
+}
+
 const char* NonEmptyEnv(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr && value[0] != '\0' ? value : nullptr;
@@ -57,44 +82,75 @@ const char* NonEmptyEnv(const char* name) {
 
 absl::Status CheckWritableDestination(const std::string& flag,
                                       const std::string& path) {
+  const std::string where = absl::StrCat("--", flag, "=", EchoPath(path));
+  const std::string problem = NotARegularFile(path);
+  if (!problem.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(where, ": ", problem));
+  }
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos
                               ? "."
                               : (slash == 0 ? "/" : path.substr(0, slash));
   struct stat st;
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--", flag, "=", path, ": directory ", dir, " does not exist"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, ": directory ", EchoPath(dir), " does not exist"));
   }
   if (access(dir.c_str(), W_OK) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--", flag, "=", path, ": directory ", dir, " is not writable"));
-  }
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(
-        absl::StrCat("--", flag, "=", path, " is a directory"));
+        absl::StrCat(where, ": directory ", EchoPath(dir), " is not writable"));
   }
   return absl::OkStatus();
 }
 
+bool NameTheSameFile(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  struct stat sa, sb;
+  // Both there: the same inode. Else the same directory and name.
+  if (stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0) {
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  }
+  auto split = [](const std::string& path) {
+    const size_t slash = path.rfind('/');
+    return std::make_pair(
+        slash == std::string::npos ? std::string(".")
+                                   : (slash == 0 ? "/" : path.substr(0, slash)),
+        slash == std::string::npos ? path : path.substr(slash + 1));
+  };
+  const auto [dir_a, name_a] = split(a);
+  const auto [dir_b, name_b] = split(b);
+  return name_a == name_b && stat(dir_a.c_str(), &sa) == 0 &&
+         stat(dir_b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
 absl::Status WriteFileAtomically(const std::string& path,
                                  const std::string& contents) {
+  // A device, fifo or symlink at `path` would be replaced by the rename (a
+  // regular file where /dev/null was): refused, and nothing is created.
+  std::string problem = NotARegularFile(path);
+  if (!problem.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(EchoPath(path), ": ", problem));
+  }
   std::string tmp = path + ".tmp.XXXXXX";
   const int fd = mkstemp(tmp.data());
   if (fd < 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat("cannot create a temporary file next to ", path, ": ",
-                     std::strerror(errno)));
+        absl::StrCat("cannot create a temporary file next to ", EchoPath(path),
+                     ": ", std::strerror(errno)));
   }
   size_t written = 0;
   while (written < contents.size()) {
     const ssize_t n =
         write(fd, contents.data() + written, contents.size() - written);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      const std::string error = std::strerror(errno);
+      const std::string error = n < 0 ? std::strerror(errno) : "wrote nothing";
       close(fd);
       unlink(tmp.c_str());
-      return absl::DataLossError(absl::StrCat("writing ", tmp, ": ", error));
+      return absl::DataLossError(
+          absl::StrCat("writing ", EchoPath(tmp), ": ", error));
     }
     written += static_cast<size_t>(n);
   }
@@ -105,13 +161,22 @@ absl::Status WriteFileAtomically(const std::string& path,
   if (fsync(fd) != 0 || close(fd) != 0) {
     const std::string error = std::strerror(errno);
     unlink(tmp.c_str());
-    return absl::DataLossError(absl::StrCat("writing ", tmp, ": ", error));
+    return absl::DataLossError(
+        absl::StrCat("writing ", EchoPath(tmp), ": ", error));
+  }
+  // Once more just before the rename, for a path made something else while
+  // the file was written.
+  problem = NotARegularFile(path);
+  if (!problem.empty()) {
+    unlink(tmp.c_str());
+    return absl::FailedPreconditionError(
+        absl::StrCat(EchoPath(path), ": ", problem));
   }
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string error = std::strerror(errno);
     unlink(tmp.c_str());
-    return absl::DataLossError(
-        absl::StrCat("renaming ", tmp, " to ", path, ": ", error));
+    return absl::DataLossError(absl::StrCat("renaming ", EchoPath(tmp), " to ",
+                                            EchoPath(path), ": ", error));
   }
   return absl::OkStatus();
 }

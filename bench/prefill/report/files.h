@@ -14,13 +14,22 @@ namespace dsa::prefill_bench {
 inline constexpr char kPlotScript[] = "bench/prefill/plot_prefill_bench.py";
 
 // Writes `contents` to `path` through a temporary file in the same directory
-// and a rename: `path` is either untouched or complete.
+// and a rename: `path` is either untouched or complete. Only a regular file
+// (or a new one) is written: FailedPrecondition, before anything is created,
+// when `path` names a directory, a device (/dev/null, /dev/full), a fifo, a
+// socket or a symbolic link (/dev/stdout), which the rename would replace.
+// DataLoss when a write, the fsync or the rename fails.
 absl::Status WriteFileAtomically(const std::string& path,
                                  const std::string& contents);
 // FailedPrecondition when `path`'s directory does not exist or is not
-// writable, or `path` is a directory, so a bad --json fails before the run.
+// writable, or `path` names anything WriteFileAtomically refuses, so a bad
+// --json fails before the run. Messages echo at most 200 characters of a
+// path.
 absl::Status CheckWritableDestination(const std::string& flag,
                                       const std::string& path);
+// Whether two paths name one file: the same inode, or (for files not there
+// yet) the same name in the same directory.
+bool NameTheSameFile(const std::string& a, const std::string& b);
 
 // `bazel run` starts the binary in its runfiles; a relative path the user
 // typed is relative to where they typed it (BUILD_WORKING_DIRECTORY).

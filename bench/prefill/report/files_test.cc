@@ -3,7 +3,9 @@
 // the runfiles.
 #include "bench/prefill/report/files.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -51,6 +53,88 @@ TEST(WriteFileAtomicallyTest, WritesWholeFilesAndNothingOnError) {
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        "--plot=/no/such/x.png: directory /no/such does not "
                        "exist"));
+}
+
+// A device, a fifo, a symbolic link or a directory at the path is refused by
+// name, before anything is created, and left as it was: the rename would
+// otherwise replace it with a regular file (as root, /dev/null itself).
+TEST(WriteFileAtomicallyTest, WritesOnlyRegularFiles) {
+  const std::string dir = ::testing::TempDir() + "/only_regular";
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  const std::string fifo = dir + "/fifo.json";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  const std::string target = dir + "/target.json";
+  const std::string link = dir + "/link.json";
+  ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
+  const std::string sub = dir + "/sub";
+  ASSERT_EQ(mkdir(sub.c_str(), 0755), 0);
+  const struct {
+    std::string path;
+    std::string kind;
+  } cases[] = {
+      {"/dev/null", "is a character device"},
+      {"/dev/full", "is a character device"},
+      {"/dev/stdout", "is a symbolic link"},
+      {fifo, "is a fifo (named pipe)"},
+      {link, "is a symbolic link"},
+      {sub, "is a directory"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.path);
+    struct stat before, after;
+    ASSERT_EQ(lstat(c.path.c_str(), &before), 0);
+    EXPECT_THAT(
+        WriteFileAtomically(c.path, "{}\n"),
+        StatusIs(
+            absl::StatusCode::kFailedPrecondition,
+            c.path + ": " + c.kind +
+                ", not a regular file: only regular files are written" +
+                (c.kind == "is a symbolic link" ? " (name the file it links to)"
+                                                : "")));
+    EXPECT_THAT(CheckWritableDestination("json", c.path),
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         "--json=" + c.path + ": " + c.kind +
+                             ", not a regular file: only regular files are "
+                             "written" +
+                             (c.kind == "is a symbolic link"
+                                  ? " (name the file it links to)"
+                                  : "")));
+    ASSERT_EQ(lstat(c.path.c_str(), &after), 0);
+    EXPECT_EQ(after.st_ino, before.st_ino);
+    EXPECT_EQ(after.st_mode, before.st_mode);
+  }
+  // Nothing was created next to them, nor through the link.
+  struct stat st;
+  EXPECT_NE(lstat(target.c_str(), &st), 0);
+  EXPECT_NE(access("/dev/null.tmp", F_OK), 0);
+  int entries = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (const dirent* e = readdir(d)) entries += e->d_name[0] != '.';
+    closedir(d);
+  }
+  EXPECT_EQ(entries, 3);  // fifo.json, link.json, sub
+  // A failing write is an error and leaves nothing behind.
+  EXPECT_FALSE(WriteFileAtomically("/proc/version", "x").ok());
+}
+
+// Long paths are echoed capped.
+TEST(WriteFileAtomicallyTest, MessagesEchoAtMost200CharactersOfAPath) {
+  const std::string path = "/no/such/" + std::string(100000, 'q');
+  const absl::Status status = CheckWritableDestination("json", path);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kFailedPrecondition,
+                               HasSubstr("... (100009 bytes)")));
+  EXPECT_LT(status.message().size(), 600u);
+}
+
+TEST(NameTheSameFileTest, SameInodeOrSameNameInTheSameDirectory) {
+  const std::string dir = ::testing::TempDir();
+  ASSERT_OK(WriteFileAtomically(dir + "/same.json", "{}"));
+  EXPECT_TRUE(NameTheSameFile(dir + "/same.json", dir + "/same.json"));
+  EXPECT_TRUE(NameTheSameFile(dir + "/same.json", dir + "/./same.json"));
+  ASSERT_EQ(mkdir((dir + "/a").c_str(), 0755), 0);
+  EXPECT_TRUE(NameTheSameFile(dir + "/a/new.png", dir + "/a/../a/new.png"));
+  EXPECT_FALSE(NameTheSameFile(dir + "/same.json", dir + "/same.png"));
+  EXPECT_FALSE(NameTheSameFile(dir + "/new.json", dir + "/new.png"));
 }
 
 TEST(UserPathTest, RelativeToWhereBazelRunWasTyped) {

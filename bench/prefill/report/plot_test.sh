@@ -25,6 +25,19 @@ for json in "$@"; do
     failures=$((failures + 1))
   fi
 done
+# Anything but a regular file is refused, and left as it was.
+for target in /dev/null "$tmp/fifo" "$tmp/link"; do
+  [ "$target" = "$tmp/fifo" ] && mkfifo "$target"
+  [ "$target" = "$tmp/link" ] && ln -s "$tmp/elsewhere.png" "$target"
+  /usr/bin/python3 "$script" "$1" "$target" >/dev/null 2>"$tmp/err"
+  rc=$?
+  if [ "$rc" -ne 2 ] || ! grep -q "not a regular file" "$tmp/err"; then
+    echo "FAIL: $target: status $rc, $(cat "$tmp/err")" >&2
+    failures=$((failures + 1))
+  fi
+done
+[ -c /dev/null ] && [ -p "$tmp/fifo" ] && [ -L "$tmp/link" ] && [ ! -e "$tmp/elsewhere.png" ] ||
+  { echo "FAIL: a refused target was changed" >&2; failures=$((failures + 1)); }
 # A bad call is a usage line and status 2.
 /usr/bin/python3 "$script" >/dev/null 2>&1
 [ $? -eq 2 ] || { echo "FAIL: no arguments: expected status 2" >&2; failures=$((failures + 1)); }

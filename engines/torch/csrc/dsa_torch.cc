@@ -94,22 +94,37 @@ using ::dsa::platform::PluginRegistrations;
 // ---------------------------------------------------------------------------
 // Errors.
 
+// A user's string as a message shows it: at most 80 characters, then "...
+// (N bytes)"; NUL and other control bytes escaped, since Python reads an
+// exception's message as a C string and a NUL would cut it short.
+std::string Echo(const std::string& value) {
+  return platform::EchoForMessage(value);
+}
+
+// The most of an error message raised: a safety net behind Echo.
+constexpr size_t kMaxMessageChars = 1000;
+
+std::string MessageText(const std::string& message) {
+  return platform::EchoForMessage(message, kMaxMessageChars);
+}
+
 [[noreturn]] void RaiseValue(const std::string& message) {
-  C10_THROW_ERROR(ValueError, message);
+  C10_THROW_ERROR(ValueError, MessageText(message));
 }
 
 // Raises the Python exception that fits a dsa::Status.
 void RaiseIfError(const Status& status) {
   if (status.ok()) return;
+  const std::string message = MessageText(status.message());
   switch (status.code()) {
     case DSA_STATUS_INVALID_ARGUMENT:
-      TORCH_CHECK_VALUE(false, status.message());
+      TORCH_CHECK_VALUE(false, message);
       break;
     case DSA_STATUS_OUT_OF_RANGE:
-      TORCH_CHECK_INDEX(false, status.message());
+      TORCH_CHECK_INDEX(false, message);
       break;
     default:
-      TORCH_CHECK(false, status.message());
+      TORCH_CHECK(false, message);
   }
 }
 
@@ -208,7 +223,7 @@ class Host final : public platform::PluginSink {
         loaded += StrCat(loaded.empty() ? "" : ", ", key.second);
       }
       TORCH_CHECK(false, op, ": no kernel is loaded for platform '",
-                  platform_id, "' (the tensors are on ", device,
+                  Echo(platform_id), "' (the tensors are on ", device,
                   "); loaded for ",
                   loaded.empty() ? std::string("no platform") : loaded,
                   ". Load a plugin with dsa_torch.load(plugins=[...]) or "
@@ -480,7 +495,7 @@ TensorView HostIndexView(const Call& call, const char* arg,
 DType Fp8Encoding(const char* op, const char* arg, const std::string& name) {
   if (name == "float8_e4m3fn") return DType::kFloat8E4m3fn;
   if (name == "float8_e4m3fnuz") return DType::kFloat8E4m3fnuz;
-  RaiseValue(StrCat(op, ": ", arg, " is \"", name,
+  RaiseValue(StrCat(op, ": ", arg, " is \"", Echo(name),
                     "\", expected \"float8_e4m3fn\" or \"float8_e4m3fnuz\""));
 }
 
@@ -489,7 +504,7 @@ DType LatentCacheDType(const char* op, const std::string& name) {
   if (name == "bfloat16") return DType::kBFloat16;
   if (name == "float8_e4m3fn") return DType::kFloat8E4m3fn;
   if (name == "float8_e4m3fnuz") return DType::kFloat8E4m3fnuz;
-  RaiseValue(StrCat(op, ": cache_dtype is \"", name,
+  RaiseValue(StrCat(op, ": cache_dtype is \"", Echo(name),
                     "\", expected \"bfloat16\", \"float8_e4m3fn\" or "
                     "\"float8_e4m3fnuz\""));
 }
@@ -497,7 +512,7 @@ DType LatentCacheDType(const char* op, const std::string& name) {
 attention::RopeStyle RopeStyleOf(const char* op, const std::string& name) {
   if (name == "neox") return attention::RopeStyle::kNeox;
   if (name == "interleaved") return attention::RopeStyle::kInterleaved;
-  RaiseValue(StrCat(op, ": rope_style is \"", name,
+  RaiseValue(StrCat(op, ": rope_style is \"", Echo(name),
                     "\", expected \"neox\" or \"interleaved\""));
 }
 
@@ -945,11 +960,11 @@ void SetDevicePlatform(const std::string& device_type,
   try {
     type = c10::Device(device_type).type();
   } catch (const c10::Error&) {
-    RaiseValue(StrCat("set_device_platform: device_type \"", device_type,
+    RaiseValue(StrCat("set_device_platform: device_type \"", Echo(device_type),
                       "\" is not a PyTorch device type"));
   }
   TORCH_CHECK_VALUE(c10::Device(device_type).index() == -1,
-                    "set_device_platform: device_type \"", device_type,
+                    "set_device_platform: device_type \"", Echo(device_type),
                     "\" names one device; pass its type (\"cuda\")");
   TORCH_CHECK_VALUE(!platform_id.empty(),
                     "set_device_platform: platform_id is empty");
@@ -961,7 +976,7 @@ std::string DevicePlatform(const std::string& device_type) {
   try {
     type = c10::Device(device_type).type();
   } catch (const c10::Error&) {
-    RaiseValue(StrCat("device_platform: device_type \"", device_type,
+    RaiseValue(StrCat("device_platform: device_type \"", Echo(device_type),
                       "\" is not a PyTorch device type"));
   }
   return Host::Get().PlatformFor(type);
@@ -974,7 +989,7 @@ std::tuple<std::string, bool, bool, bool, int64_t, std::string>
 PlatformCapabilities(const std::string& platform_id, const std::string& arch) {
   DsaPlatformDescriptor platform;
   TORCH_CHECK_VALUE(Host::Get().FindPlatform(platform_id, &platform),
-                    "platform_capabilities: platform_id \"", platform_id,
+                    "platform_capabilities: platform_id \"", Echo(platform_id),
                     "\" is not loaded; load its platform plugin first");
   const std::string chosen =
       arch.empty()

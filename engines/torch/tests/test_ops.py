@@ -864,6 +864,29 @@ def test_platform_without_kernels_raises(dsa):
     assert dsa.indexer_topk(logits, starts, ends, 3).shape == (4, 3)
 
 
+def test_string_arguments_are_echoed_capped_and_escaped(dsa, device):
+    # A NUL would end the message where Python reads it as a C string, and
+    # a 100 KB argument would be the whole message: both echoed as a person
+    # can read them.
+    q = torch.randn(2, 2, 16, device=device)
+    w = torch.randn(2, 2, device=device)
+    pos = torch.zeros(2, dtype=torch.int64, device=device)
+    cs = make_cos_sin(4, 8).to(device)
+    with pytest.raises(ValueError) as e:
+        dsa.indexer_q(q, w, pos, cs, "neo\x00x")
+    assert 'rope_style is "neo\\x00x", expected "neox" or "interleaved"' in \
+        str(e.value)
+    with pytest.raises(ValueError) as e:
+        dsa.indexer_q(q, w, pos, cs, "neox", "q" * 100000)
+    assert "... (100000 bytes)" in str(e.value)
+    assert len(str(e.value)) < 1200
+    for call in (lambda: dsa.platform_capabilities("p\x00" + "q" * 100000),
+                 lambda: dsa.device_platform("cuda\x00" + "q" * 100000)):
+        with pytest.raises(ValueError) as e:
+            call()
+        assert "\\x00" in str(e.value) and len(str(e.value)) < 1200
+
+
 def test_platform_capabilities(dsa):
     arch, cuda_alike, dense, dcp, warp, fp8 = dsa.platform_capabilities("cpu")
     assert not cuda_alike and warp == 1 and fp8 == "float8_e4m3fn"
