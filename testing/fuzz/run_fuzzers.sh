@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the fuzz targets with --config=fuzz (clang-15, libFuzzer, ASan,
 # UBSan) and runs each for SECONDS on a copy of its seed corpus; prints the
-# executions and crashes of every target and fails when any crashed.
+# executions, the coverage reached (libFuzzer's cov: edges and ft: features
+# at the end of the run) and the crashes of every target, and fails when any
+# crashed.
 #
 #   testing/fuzz/run_fuzzers.sh [SECONDS [TARGET...]]    # default 30 s, all
 #
@@ -22,6 +24,7 @@ shift $(( $# > 0 ? 1 : 0 ))
 all_targets=(
   attention_ops_fuzzer
   batch_metadata_fuzzer
+  checkpoint_fuzzer
   model_config_fuzzer
   plan_args_fuzzer
   plugin_abi_fuzzer
@@ -64,7 +67,7 @@ cause_of() {
 }
 
 failed=0
-printf '%-24s %12s %8s\n' target executions crashes
+printf '%-24s %12s %7s %7s %8s\n' target executions cov ft crashes
 for t in "${targets[@]}"; do
   dir="$out/$t"
   rm -rf "$dir"
@@ -85,7 +88,11 @@ for t in "${targets[@]}"; do
   crashes="$(find "$dir/artifacts" -type f \
     \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) |
     wc -l)"
-  printf '%-24s %12s %8s\n' "$t" "${execs:-?}" "$crashes"
+  # The last status line's coverage: "#N ... cov: C ft: F ...".
+  cov="$(sed -n 's/.* cov: \([0-9][0-9]*\) .*/\1/p' "$dir/log" | tail -1)"
+  ft="$(sed -n 's/.* ft: \([0-9][0-9]*\) .*/\1/p' "$dir/log" | tail -1)"
+  printf '%-24s %12s %7s %7s %8s\n' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" \
+    "$crashes"
   if [ "$crashes" -ne 0 ] || [ -z "$execs" ]; then
     failed=1
     echo "--- $t: the first report in $dir/log"
