@@ -424,28 +424,35 @@ class DsaCache(_CacheBase):
     """
 
     is_compileable = False
+    layer_class_to_replicate = None
+    offloading = False
 
     def __init__(self, model=None, *, max_batch_size: Optional[int] = None,
                  max_tokens: Optional[int] = None, _runtime=None):
+        # Every field lives in self._s: transformers' Cache declares
+        # read-only properties (batch_size, max_cache_len, ...) that an
+        # attribute of the same name would collide with.
         runtime = _runtime if _runtime is not None else runtime_of(model)
         self._runtime = runtime
-        self.block_size = runtime.block_size
-        self.layers = [_LayerView(self) for _ in range(runtime.spec.num_layers)]
-        self.layer_class_to_replicate = None
-        self.offloading = False
-        self.latent: List[object] = []
-        self.index_k: List[object] = []
-        self.num_blocks = 0
-        self._free: List[int] = []
-        self.tables: List[List[int]] = []
-        self.lengths: List[int] = []
-        self.seen = 0
-        self.batch_size: Optional[int] = None
+        self._s = _PagedState(runtime.block_size,
+                              [_LayerView(self)
+                               for _ in range(runtime.spec.num_layers)])
         if max_tokens is not None:
             batch = max_batch_size or 1
             _plan._check_int("max_batch_size", batch, 1)
             _plan._check_int("max_tokens", max_tokens, 1)
             self._grow(batch * -(-max_tokens // self.block_size))
+
+    # Read-only views of the state.
+    layers = property(lambda self: self._s.layers)
+    block_size = property(lambda self: self._s.block_size)
+    num_blocks = property(lambda self: self._s.num_blocks)
+    latent = property(lambda self: self._s.latent)
+    index_k = property(lambda self: self._s.index_k)
+    tables = property(lambda self: self._s.tables)
+    lengths = property(lambda self: self._s.lengths)
+    seen = property(lambda self: self._s.seen)
+    num_sequences = property(lambda self: self._s.num_sequences)
 
     def __repr__(self):
         return (f"DsaCache({self._runtime.spec.num_layers} layers, "
@@ -487,7 +494,11 @@ class DsaCache(_CacheBase):
 
     @property
     def max_batch_size(self):
-        return self.batch_size
+        return self.num_sequences
+
+    @property
+    def batch_size(self):
+        return self.num_sequences
 
     @property
     def max_cache_len(self):
@@ -515,9 +526,10 @@ class DsaCache(_CacheBase):
         self.update()
 
     def reset(self):
-        self._free = list(range(self.num_blocks - 1, -1, -1))
-        self.tables, self.lengths = [], []
-        self.seen, self.batch_size = 0, None
+        st = self._s
+        st.free = list(range(st.num_blocks - 1, -1, -1))
+        st.tables, st.lengths = [], []
+        st.seen, st.num_sequences = 0, None
 
     def crop(self, max_length: int):
         if max_length < 0:
@@ -546,50 +558,68 @@ class DsaCache(_CacheBase):
 
     def _grow(self, need_blocks: int):
         """Makes room for at least need_blocks blocks in every pool."""
-        if need_blocks <= self.num_blocks:
+        st, rt = self._s, self._runtime
+        if need_blocks <= st.num_blocks:
             return
-        rt = self._runtime
-        new = max(need_blocks, 2 * self.num_blocks)
+        new = max(need_blocks, 2 * st.num_blocks)
         latent, index_k = [], []
         for layer in range(rt.spec.num_layers):
-            t = torch.empty((new, self.block_size, rt.latent_width),
+            t = torch.empty((new, st.block_size, rt.latent_width),
                             dtype=rt.latent_torch_dtype, device=rt.device)
-            if self.num_blocks:
-                t[:self.num_blocks].copy_(self.latent[layer])
+            if st.num_blocks:
+                t[:st.num_blocks].copy_(st.latent[layer])
             latent.append(t)
             if rt.spec.owners[layer]:
-                k = torch.empty((new, self.block_size,
+                k = torch.empty((new, st.block_size,
                                  rt.spec.index_head_dim + 4),
                                 dtype=torch.uint8, device=rt.device)
-                if self.num_blocks:
-                    k[:self.num_blocks].copy_(self.index_k[layer])
+                if st.num_blocks:
+                    k[:st.num_blocks].copy_(st.index_k[layer])
                 index_k.append(k)
             else:
                 index_k.append(None)
-        self.latent, self.index_k = latent, index_k
-        self._free = list(range(new - 1, self.num_blocks - 1, -1)) + self._free
-        self.num_blocks = new
+        st.latent, st.index_k = latent, index_k
+        st.free = list(range(new - 1, st.num_blocks - 1, -1)) + st.free
+        st.num_blocks = new
 
     def _start(self, batch: int):
-        self.batch_size = batch
-        self.tables = [[] for _ in range(batch)]
-        self.lengths = [0] * batch
+        st = self._s
+        st.num_sequences = batch
+        st.tables = [[] for _ in range(batch)]
+        st.lengths = [0] * batch
 
     def _ensure(self, seq: int, tokens: int):
         """Blocks for `tokens` tokens of sequence `seq`."""
-        need = -(-tokens // self.block_size) - len(self.tables[seq])
+        st = self._s
+        need = -(-tokens // st.block_size) - len(st.tables[seq])
         if need <= 0:
             return
-        if need > len(self._free):
-            used = self.num_blocks - len(self._free)
-            self._grow(used + need)
+        if need > len(st.free):
+            self._grow(st.num_blocks - len(st.free) + need)
         for _ in range(need):
-            self.tables[seq].append(self._free.pop())
+            st.tables[seq].append(st.free.pop())
 
     def _commit(self, step):
-        self.seen += step.columns
+        st = self._s
+        st.seen += step.columns
         for b, n in zip(step.seqs, step.new_tokens):
-            self.lengths[b] += n
+            st.lengths[b] += n
+
+
+class _PagedState:
+    """A DsaCache's fields: pools, free blocks, block tables, lengths."""
+
+    def __init__(self, block_size, layers):
+        self.block_size = block_size
+        self.layers = layers
+        self.latent: List[object] = []
+        self.index_k: List[object] = []
+        self.num_blocks = 0
+        self.free: List[int] = []
+        self.tables: List[List[int]] = []
+        self.lengths: List[int] = []
+        self.seen = 0
+        self.num_sequences: Optional[int] = None
 
 
 # A Cache base that declares abstract methods would refuse to make a
@@ -841,11 +871,11 @@ class _Runtime:
     def begin(self, cache: DsaCache, batch, seq, mask, position_ids,
               cache_position) -> _Step:
         """The forward's metadata: requests, paging, the plan."""
-        if cache.batch_size is None:
+        if cache.num_sequences is None:
             cache._start(batch)
-        elif cache.batch_size != batch:
+        elif cache.num_sequences != batch:
             raise ValueError(f"dsa_torch.transformers: the cache holds "
-                             f"{cache.batch_size} sequences, the input "
+                             f"{cache.num_sequences} sequences, the input "
                              f"{batch}")
         if cache_position is not None and cache_position.numel():
             first = int(cache_position.reshape(-1)[0])

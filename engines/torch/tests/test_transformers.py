@@ -10,8 +10,12 @@ What runs only on a GPU: transformers itself, its generate(), and the
 timings (check_convert.py, bench_transformers.py).
 """
 
+import abc
 import copy
+import importlib.util
 import os
+import sys
+import types
 
 import pytest
 import torch
@@ -435,4 +439,46 @@ def test_fp8_block_weights_are_dequantised():
     assert dt._dense_weight(torch.nn.Linear(4, 4), "w", torch.float32) is None
     want = codes.float() * scale.repeat_interleave(128, 0)[:300] \
         .repeat_interleave(128, 1)[:, :200]
+    assert torch.equal(got, want)
+
+
+def test_under_a_cache_base_with_read_only_properties(dsa, monkeypatch):
+    """transformers' Cache declares read-only properties (5.17: batch_size,
+    which the first H200 run collided with) and may declare abstract
+    methods: DsaCache, made a subclass of such a base, writes none of its
+    names and still serves a forward."""
+    names = ("batch_size", "max_batch_size", "max_cache_len", "layers",
+             "is_compileable", "is_initialized", "is_sliding", "seen_tokens",
+             "offloading", "layer_class_to_replicate", "block_size",
+             "num_blocks", "lengths", "seen", "latent", "index_k", "tables",
+             "num_sequences")
+
+    def refuse_read(self):
+        raise AssertionError("the base's property was read")
+
+    body = {n: property(refuse_read) for n in names}
+    body["update"] = abc.abstractmethod(lambda self, *a: None)
+    base = abc.ABCMeta("Cache", (), body)
+    fake = types.ModuleType("transformers")
+    fake_cache = types.ModuleType("transformers.cache_utils")
+    fake_cache.Cache = base
+    fake.cache_utils = fake_cache
+    monkeypatch.setitem(sys.modules, "transformers", fake)
+    monkeypatch.setitem(sys.modules, "transformers.cache_utils", fake_cache)
+    spec = importlib.util.spec_from_file_location("dsa_torch._probe",
+                                                  dt.__file__)
+    probe = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "dsa_torch._probe", probe)
+    spec.loader.exec_module(probe)
+    assert issubclass(probe.DsaCache, base)
+    a = hs.make_model(hs.GlmMoeDsaForCausalLM, 12)
+    b = copy.deepcopy(a)
+    probe.convert(a, platform_caps=CUDA_ALIKE)
+    converted(b)
+    ids = prompt(12, 70)
+    cache = probe.DsaCache(a, max_tokens=80)
+    assert cache.num_blocks == 2 and cache.batch_size is None
+    _, got, cache = hs.greedy(a, ids, 3, cache=cache)
+    assert cache.get_seq_length() == 73 and cache.lengths == [73]
+    _, want, _ = hs.greedy(b, ids, 3)
     assert torch.equal(got, want)
