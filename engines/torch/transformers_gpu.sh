@@ -18,7 +18,8 @@
 set -u -o pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
-payload="$root/${DSA_PAYLOAD:-.device/gpu}"
+payload="${DSA_PAYLOAD:-.device/gpu}"
+[[ "$payload" == /* ]] || payload="$root/$payload"
 out="${OUT:-/tmp/dsa_hf_out}"
 work=/tmp/dsa_hf
 rm -rf "$work" && mkdir -p "$work/plugins" "$work/torch" "$out"
