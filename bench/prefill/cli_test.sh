@@ -123,6 +123,32 @@ rc=$?
 grep -q "^prefill_bench: stdout is closed" "$tmp/stderr" ||
   fail ">&-: stderr: $(cat "$tmp/stderr")"
 
+# A --json write that fails half way (the file size limit, as a full disk
+# would) is status 1 with one line naming the file and why; the file there
+# keeps its old contents and no temporary file is left.
+echo '{"old": 1}' >"$tmp/limited.json"
+(
+  ulimit -f 1
+  trap '' XFSZ
+  exec "$bench" --platform=emulated-rocm --workloads=1k_c1 --prompts=1 \
+    --runs=1 --json="$tmp/limited.json" >/dev/null 2>"$tmp/stderr"
+)
+rc=$?
+[ "$rc" -eq 1 ] || fail "--json past the file size limit: status $rc, expected 1"
+[ "$(grep -c '^prefill_bench: ' "$tmp/stderr")" -eq 1 ] &&
+  grep -q "^prefill_bench: --json: writing $tmp/limited.json.tmp.*: File too large" \
+    "$tmp/stderr" || fail "--json past the file size limit: stderr: $(cat "$tmp/stderr")"
+[ "$(cat "$tmp/limited.json")" = '{"old": 1}' ] ||
+  fail "--json past the file size limit: the old file changed"
+ls "$tmp" | grep -q 'limited.json.tmp' && fail "a temporary file was left"
+
+# A NUL byte in what a message echoes is shown escaped and the line goes on
+# past it (here a preset's name).
+printf 'name: "ab\\000cd"\n' >"$tmp/nul.textproto"
+grep -v '^name:' "$preset" >>"$tmp/nul.textproto"
+expect_usage_error 'got "ab\\x00cd"$' --platform=emulated-rocm \
+  --model="$tmp/nul.textproto"
+
 # Models too large for the machine, or for 64 bits, are refused with their
 # size: index_topk 2^30 (steps of 2^32 tokens over prompts of 2^29), and
 # every dimension at its maximum.

@@ -393,13 +393,13 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   DSA_CHECK_KERNEL(dense.cast, attention::Cast::kName)
   DSA_CHECK_KERNEL(dense.random_fill, attention::RandomFill::kName)
 #undef DSA_CHECK_KERNEL
-  DSA_ASSIGN_OR_RETURN(
-      BlockTables blocks,
-      BlockTables::Create(options.block_size, options.num_blocks));
+  DSA_RETURN_IF_ERROR(
+      BlockTables::CheckSizes(options.block_size, options.num_blocks));
   // Every buffer the model allocates, here and in its steps, is a term of
   // DeviceBytes: when the sum is representable, so is each buffer's size.
   // A model larger than the device is refused with its size before any
-  // allocation, rather than failing half built.
+  // allocation (the block tables' free list of num_blocks entries
+  // included), rather than failing half built.
   const CheckedSize device_bytes = DeviceBytes(config, options);
   const std::string sizes = absl::StrCat(
       config.name(), " with ", options.num_blocks, " cache blocks of ",
@@ -426,6 +426,9 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
     return absl::FailedPreconditionError(
         absl::StrCat("platform '", platform.id(), "' has no device runtime"));
   }
+  DSA_ASSIGN_OR_RETURN(
+      BlockTables blocks,
+      BlockTables::Create(options.block_size, options.num_blocks));
 
   std::unique_ptr<DeepseekV32Model> model(
       new DeepseekV32Model(std::move(planner), options, std::move(blocks)));

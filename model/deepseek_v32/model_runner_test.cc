@@ -5,10 +5,13 @@
 // CPU kernels, so "never calls scoring" is observed, not assumed.
 #include "model/deepseek_v32/model_runner.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -943,6 +946,38 @@ TEST_F(TooLargeModelTest, CreateRefusesModelsLargerThanTheDevice) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("max_num_batched_tokens is 2147483648, "
                                  "expected 1..2147483647")));
+}
+
+// A small model with caches larger than the device is refused with its size
+// before anything is allocated: the block tables' free list of 2^31-1
+// entries (8 GiB of host memory) included. The process's peak memory stays
+// where it was.
+TEST_F(TooLargeModelTest, CachesLargerThanTheDeviceAreRefusedBeforeTheTables) {
+  SetUpPlatform("cpu");
+  ASSERT_OK_AND_ASSIGN(const ModelConfig config,
+                       LoadModelConfig("tiny-glm-5.1"));
+  ASSERT_OK_AND_ASSIGN(LayerPlanner planner,
+                       LayerPlanner::Create(config, skip_caps_, {}));
+  RuntimeOptions options;
+  options.num_blocks = std::numeric_limits<int>::max();
+  const int64_t bytes = DeepseekV32Model::DeviceBytes(config, options).value();
+  struct rusage before, after;
+  ASSERT_EQ(getrusage(RUSAGE_SELF, &before), 0);
+  EXPECT_THAT(DeepseekV32Model::Create(planner, *platform_, CallCounter::real,
+                                       options, 1),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("tiny-glm-5.1 with 2147483647 cache "
+                                       "blocks of 64 tokens per layer"),
+                             HasSubstr("needs " + BytesForMessage(bytes) +
+                                       " of device memory"))));
+  ASSERT_EQ(getrusage(RUSAGE_SELF, &after), 0);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 1 << 20);  // KiB: 1 GiB
+  // Sizes the tables refuse are refused as before, before any size check.
+  options.num_blocks = 0;
+  EXPECT_THAT(DeepseekV32Model::Create(planner, *platform_, CallCounter::real,
+                                       options, 1),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("num_blocks (0) must be positive")));
 }
 
 }  // namespace

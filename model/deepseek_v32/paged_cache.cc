@@ -4,16 +4,22 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "platform/status_macros.h"
 
 namespace dsa::model::deepseek_v32 {
 
-absl::StatusOr<BlockTables> BlockTables::Create(int block_size,
-                                                int num_blocks) {
+absl::Status BlockTables::CheckSizes(int block_size, int num_blocks) {
   if (block_size <= 0 || num_blocks <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("block tables: block_size (", block_size,
                      ") and num_blocks (", num_blocks, ") must be positive"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BlockTables> BlockTables::Create(int block_size,
+                                                int num_blocks) {
+  DSA_RETURN_IF_ERROR(CheckSizes(block_size, num_blocks));
   return BlockTables(block_size, num_blocks);
 }
 

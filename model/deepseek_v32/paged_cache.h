@@ -57,6 +57,9 @@ class BlockTables {
  public:
   // InvalidArgument unless both are positive.
   static absl::StatusOr<BlockTables> Create(int block_size, int num_blocks);
+  // Create's checks alone: a caller that must size the caches before the
+  // tables exist (their free list holds num_blocks entries) checks first.
+  static absl::Status CheckSizes(int block_size, int num_blocks);
 
   int block_size() const { return block_size_; }
   int num_blocks() const { return num_blocks_; }

@@ -4,9 +4,11 @@
 #include "bench/prefill/report/files.h"
 
 #include <dirent.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -115,6 +117,37 @@ TEST(WriteFileAtomicallyTest, WritesOnlyRegularFiles) {
   EXPECT_EQ(entries, 3);  // fifo.json, link.json, sub
   // A failing write is an error and leaves nothing behind.
   EXPECT_FALSE(WriteFileAtomically("/proc/version", "x").ok());
+}
+
+// A write that fails half way (here the file size limit, as a full disk
+// would) is DataLoss naming the file and why; the file at `path` keeps its
+// old contents whole and no temporary file is left.
+TEST(WriteFileAtomicallyTest, AFailedWriteFailsAndLeavesTheOldFile) {
+  const std::string dir = ::testing::TempDir() + "/failed_write";
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  const std::string path = dir + "/r.json";
+  ASSERT_OK(WriteFileAtomically(path, "{\"old\": 1}\n"));
+  struct rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  // Past the limit write() fails with EFBIG once SIGXFSZ is ignored.
+  void (*const old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = saved;
+  small.rlim_cur = 64;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  const absl::Status status =
+      WriteFileAtomically(path, std::string(100000, 'x'));
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &saved), 0);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kDataLoss,
+                               ::testing::AllOf(HasSubstr(path + ".tmp."),
+                                                HasSubstr("File too large"))));
+  EXPECT_EQ(Read(path), "{\"old\": 1}\n");
+  int entries = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (const dirent* e = readdir(d)) entries += e->d_name[0] != '.';
+    closedir(d);
+  }
+  EXPECT_EQ(entries, 1);  // r.json alone
 }
 
 // Long paths are echoed capped.
