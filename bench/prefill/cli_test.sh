@@ -156,6 +156,11 @@ sed -e 's/max_position_embeddings: .*/max_position_embeddings: 2147483647/' \
   -e 's/index_topk: .*/index_topk: 1073741824/' "$preset" >"$tmp/huge_topk.textproto"
 expect_usage_error "tiny-glm-5.1 with 3 arms needs more than 2^63 bytes" \
   --platform=emulated-rocm --model="$tmp/huge_topk.textproto" --workloads=1k_c1
+# In steps of one token its prompts of 2^29 tokens are 2^29 steps: refused
+# at once, where the schedule once grew until the host's memory ran out.
+expect_usage_error "workload 1k_c1: 1 prompt of 536870912 tokens in steps of at most 1 token take more than 1048576 steps" \
+  --platform=emulated-rocm --model="$tmp/huge_topk.textproto" --workloads=1k_c1 \
+  --prompts=1 --max_num_batched_tokens=1
 cat >"$tmp/largest.textproto" <<'EOF'
 name: "largest"
 num_hidden_layers: 1024

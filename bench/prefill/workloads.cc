@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "platform/checked_size.h"
 
 namespace dsa::prefill_bench {
 namespace {
@@ -30,6 +31,18 @@ constexpr SeedWorkload kSeedWorkloads[] = {
 };
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+absl::Status TooManySteps(const Workload& w, int64_t max_num_batched_tokens) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "workload ", w.name, ": ", w.prompts,
+      w.prompts == 1 ? " prompt of " : " prompts of ", w.prompt_len,
+      w.prompt_len == 1 ? " token" : " tokens", " in steps of at most ",
+      max_num_batched_tokens,
+      max_num_batched_tokens == 1 ? " token" : " tokens", " take more than ",
+      kMaxScheduledSteps,
+      " steps: raise --max_num_batched_tokens, or use fewer --prompts or a "
+      "model with a smaller index_topk"));
+}
 
 }  // namespace
 
@@ -83,6 +96,14 @@ absl::StatusOr<Schedule> MakeSchedule(const Workload& workload,
                      ": prompts, length, concurrency, step "
                      "size and block size must be positive"));
   }
+  // Every step takes at most max_num_batched_tokens tokens: the steps'
+  // least number, before any is made.
+  const CheckedSize tokens =
+      CheckedSize(workload.prompts) * workload.prompt_len;
+  if (!tokens.ok() ||
+      CeilDiv(tokens.value(), max_num_batched_tokens) > kMaxScheduledSteps) {
+    return TooManySteps(workload, max_num_batched_tokens);
+  }
   Schedule s;
   const int n = workload.prompts;
   s.arrival_boundary.assign(n, 0);
@@ -93,6 +114,11 @@ absl::StatusOr<Schedule> MakeSchedule(const Workload& workload,
   int next_unstarted = 0;      // prompts [0, next_unstarted) have started
   std::vector<int> in_flight;  // started, unfinished, in start order
   while (finished < n) {
+    // A step that finishes none of its prompts is full, so at most `n`
+    // steps more than the least number: the bound can still be passed.
+    if (static_cast<int64_t>(s.steps.size()) == kMaxScheduledSteps) {
+      return TooManySteps(workload, max_num_batched_tokens);
+    }
     ScheduledStep step;
     int64_t budget = max_num_batched_tokens;
     // Unfinished prompts first, then new arrivals, first come first served.

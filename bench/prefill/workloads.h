@@ -70,7 +70,14 @@ struct Schedule {
   std::vector<int> finish_step;
   int64_t peak_blocks = 0;
 };
-// InvalidArgument when a count or size is not positive.
+// The most steps a schedule holds. Each is a forward of the whole model, so
+// a run of more would not end in a day; the bound also keeps a hostile size
+// (index_topk 2^30 in steps of one token: 2^29 steps) from growing a
+// schedule until the host's memory runs out.
+inline constexpr int64_t kMaxScheduledSteps = int64_t{1} << 20;
+// InvalidArgument when a count or size is not positive; ResourceExhausted,
+// before anything is scheduled where the token count already says so, when
+// the workload takes more than kMaxScheduledSteps steps.
 absl::StatusOr<Schedule> MakeSchedule(const Workload& workload,
                                       int64_t max_num_batched_tokens,
                                       int block_size);

@@ -4,6 +4,7 @@
 #include "bench/prefill/workloads.h"
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 #include <vector>
 
@@ -117,6 +118,41 @@ TEST(ScheduleTest, BadSizesAreErrorsNamingTheWorkload) {
   }
   EXPECT_THAT(MakeSchedule(Workload{"d", 0, 1, 1, 1}, 8, 0),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// A workload of more than kMaxScheduledSteps steps is refused, naming its
+// sizes: at once when its tokens over the step size say so (index_topk 2^30
+// in steps of one token: 2^29 steps, which once grew until the host's memory
+// ran out), else when the schedule reaches the bound; a workload at the
+// bound is scheduled.
+TEST(ScheduleTest, MoreStepsThanTheBoundAreRefused) {
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THAT(
+      MakeSchedule(Workload{"1k_c1", 1024, int64_t{1} << 29, 1, 1}, 1, 64),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               "workload 1k_c1: 1 prompt of 536870912 tokens in steps of at "
+               "most 1 token take more than 1048576 steps: raise "
+               "--max_num_batched_tokens, or use fewer --prompts or a model "
+               "with a smaller index_topk"));
+  // Refused before scheduling: no step was made.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_THAT(
+      MakeSchedule(Workload{"w", 0, kMaxScheduledSteps + 1, 1, 1}, 1, 64),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               HasSubstr("take more than 1048576 steps")));
+  ASSERT_OK_AND_ASSIGN(
+      const Schedule at_bound,
+      MakeSchedule(Workload{"w", 0, kMaxScheduledSteps, 1, 1}, 1, 64));
+  EXPECT_EQ(static_cast<int64_t>(at_bound.steps.size()), kMaxScheduledSteps);
+  // Prompts of 3 tokens in steps of 4, one in flight: each step finishes a
+  // prompt and takes 3 tokens, so the least number (3/4 of the prompts) is
+  // under the bound and the schedule itself reaches it.
+  const int prompts = static_cast<int>(kMaxScheduledSteps) + 1;
+  EXPECT_THAT(MakeSchedule(Workload{"short", 0, 3, prompts, 1}, 4, 64),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("workload short: 1048577 prompts of 3 tokens "
+                                 "in steps of at most 4 tokens take more than "
+                                 "1048576 steps")));
 }
 
 // Random workloads: every prompt's tokens are scheduled exactly once, in
