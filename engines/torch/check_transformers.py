@@ -11,12 +11,15 @@ prompt, our error against transformers-float64 is at most 1.5 times
 transformers-bfloat16's, for prompts below and above index_topk.
 
 Above index_topk the top-k is a discrete choice that any rounding moves:
-ours scores in fp8 as vLLM does, transformers in bf16 and float64. Beside
-the plain figure, each layer's error is also taken against transformers'
-float64 stack attending over our top-k (our stack's top-k read back, forced
-into transformers' indexers), which leaves the arithmetic alone; the
-selection's own effect and the share of float64's top-k that ours and
-transformers-bf16's keep are printed with it.
+ours scores in fp8 as vLLM does (the numerics this project matches),
+transformers in bf16 and float64. There a layer also passes when both
+(a) our error is at most 1.5 times that of transformers' own modules
+scoring as vLLM does (bf16 with the fp8 indexer, use_fp8_indexer), and
+(b) against transformers' float64 stack attending over our top-k (our
+stack's top-k read back and forced into transformers' indexers: the
+arithmetic alone), our error is at most 1.5 times transformers-bf16's.
+The plain figure, the selection's own effect and the share of float64's
+top-k that ours and transformers-bf16's keep are printed with it.
 
 Cases (the real widths, a few layers):
   glm5     GlmMoeDsaForCausalLM, GLM-5's dimensions, 4 layers, FP8 e4m3
@@ -315,6 +318,19 @@ def call_attention(attn, x, cos_sin, mask, prev_topk):
     return out, prev_topk
 
 
+def converted_copy(module, dtype):
+    """A copy of `module` in `dtype`. In bf16 the buffers stay as they were
+    (the rotary embedding's float32 inv_freq above all: a bf16 one moves
+    the rope angles of late positions by whole radians); in float64 they
+    convert too, since that run is the reference."""
+    out = copy.deepcopy(module).to(dtype)
+    if dtype == torch.bfloat16:
+        for (_, b), (_, kept) in zip(out.named_buffers(),
+                                     module.named_buffers()):
+            b.data = kept.data.clone()
+    return out
+
+
 def steer_indexers(attns, forced=None, record=None):
     """Per layer (attns[l]'s indexer, where it has one): forced[l] ([T, k]
     key positions, -1 padded: -1 becomes the row's own position, which
@@ -350,16 +366,16 @@ def transformers_stack(parts, ids, next_ids, dtype, fp8_indexer=False,
     model = parts["model"]
     steered = forced_topk is not None or record_topk is not None
     if dtype != torch.bfloat16 or fp8_indexer or steered:
-        model = copy.deepcopy(model).to(dtype)
+        model = converted_copy(model, dtype)
     if fp8_indexer:
         use_fp8_indexer(model, parts["styles"][1], parts["indexer_relu"])
     mtp = parts["mtp"] if dtype == torch.bfloat16 and not steered else (
-        copy.deepcopy(parts["mtp"]).to(dtype))
+        converted_copy(parts["mtp"], dtype))
     if steered:
         steer_indexers([layer.self_attn for layer in model.model.layers]
                        + [mtp.self_attn], forced_topk, record_topk)
     conv = (lambda m: m) if dtype == torch.bfloat16 else (
-        lambda m: copy.deepcopy(m).to(dtype))
+        lambda m: converted_copy(m, dtype))
     eh_proj, enorm, hnorm = (conv(parts["eh_proj"]), conv(parts["enorm"]),
                              conv(parts["hnorm"]))
     T = ids.shape[0]
@@ -477,8 +493,8 @@ def run_case(case, args, results):
                 entry["transformers_bf16_fp8_indexer"] = rel(ref8[layer], r)
             for k in got:
                 entry[f"ours_{k}"] = rel(got[k].hidden_states[layer], r)
-            entry["pass"] = entry["ours_bf16"] <= 1.5 * tb
-            ok = ok and entry["pass"]
+            entry["plain_pass"] = entry["ours_bf16"] <= 1.5 * tb
+            entry["pass"] = entry["plain_pass"]
             given = ""
             if ref64_ours is not None:
                 entry["selection_only"] = rel(ref64_ours[layer], r)
@@ -486,10 +502,21 @@ def run_case(case, args, results):
                     got["bf16"].hidden_states[layer], ref64_ours[layer])
                 entry["ratio_given_our_topk"] = (
                     entry["ours_bf16_vs_float64_over_our_topk"] / tb)
+                # vLLM's numerics (fp8 scores) are the target: against
+                # transformers scoring the same way, and the arithmetic
+                # given our top-k against transformers-bf16.
+                fp8_yard = entry["transformers_bf16_fp8_indexer"]
+                entry["ratio_to_fp8_indexer"] = entry["ours_bf16"] / fp8_yard
+                entry["pass"] = entry["plain_pass"] or (
+                    entry["ratio_to_fp8_indexer"] <= 1.5
+                    and entry["ratio_given_our_topk"] <= 1.5)
                 given = (f"; given our top-k: ours "
                          f"{entry['ours_bf16_vs_float64_over_our_topk']:.3e}"
                          f" ({entry['ratio_given_our_topk']:.2f}x), the "
-                         f"selection alone {entry['selection_only']:.3e}")
+                         f"selection alone {entry['selection_only']:.3e}; "
+                         f"against transformers with vLLM's fp8 indexer "
+                         f"{entry['ratio_to_fp8_indexer']:.2f}x")
+            ok = ok and entry["pass"]
             row["layers"].append(entry)
             kind = "mtp" if layer == len(ref64) - 1 else "main"
             fp8 = (f", transformers-bf16 with vLLM's fp8 indexer "
@@ -498,8 +525,9 @@ def run_case(case, args, results):
             log(f"{case} T={T} layer {layer} ({kind}): transformers-bf16 "
                 f"{tb:.3e}, ours bf16 {entry['ours_bf16']:.3e} "
                 f"({entry['ours_bf16'] / tb:.2f}x), ours fp32 "
-                f"{entry['ours_fp32']:.3e}{fp8} "
-                f"{'ok' if entry['pass'] else 'FAIL'}{given}")
+                f"{entry['ours_fp32']:.3e}{fp8}{given}: "
+                f"{'ok' if entry['pass'] else 'FAIL'}"
+                f"{'' if entry['plain_pass'] else ' (not within 1.5x plain)'}")
         log(f"{case} T={T}: transformers {t_ref:.1f} s, ours {t_ours:.1f} s")
         results[case]["prompts"][str(T)] = row
         del ref64, ref16, ref8
