@@ -165,11 +165,11 @@ def main():
     hf_arms = ("eager", "sdpa")
     done = {}  # case -> arms already timed
     models = {}
-    # The checks first, each model built once and kept for the timings;
-    # while the binding still builds, the first model's transformers arms
-    # are timed.
-    # The checks route every token to every expert (cc.CHECK_EXPERTS): the
-    # timed models keep --experts of which 2 are active.
+    # The checks first. They route every token to every expert
+    # (cc.CHECK_EXPERTS) where the timed models keep --experts of which 2
+    # are active, so a checked model is kept for the timings only when the
+    # two agree; while the binding still builds, transformers' own arms are
+    # timed on a model the bench keeps.
     same_model = args.experts == cc.CHECK_EXPERTS == 2
     for case in dict.fromkeys(check_cases + cases):
         checked = case in check_cases
@@ -215,7 +215,7 @@ def main():
                 ok = False
         if case in cases and (not checked or same_model):
             models[case] = model
-        del model
+        del model, before_ours
         torch.cuda.empty_cache()
     for case in cases:
         try:
@@ -232,7 +232,7 @@ def main():
             import traceback
             traceback.print_exc()
             bench.setdefault(case, {})["error"] = f"{type(e).__name__}: {e}"
-        del models[case]
+        models.pop(case, None)
         torch.cuda.empty_cache()
     if args.check:
         check["pass"] = ok
