@@ -42,7 +42,6 @@ import argparse
 import copy
 import inspect
 import json
-import math
 import os
 import sys
 import time
