@@ -158,6 +158,16 @@ absl::Status SetArms(absl::string_view flag, absl::string_view value,
   return absl::OkStatus();
 }
 
+absl::Status SetKvCacheDtype(absl::string_view flag, absl::string_view value,
+                             Flags& flags) {
+  if (value != "bfloat16" && value != "fp8") {
+    return UsageError(
+        absl::StrCat("--", flag, "=", value, ": expected bfloat16 or fp8"));
+  }
+  flags.kv_cache_dtype = std::string(value);
+  return absl::OkStatus();
+}
+
 absl::Status SetOpTimes(absl::string_view flag, absl::string_view value,
                         Flags& flags) {
   if (value != "true" && value != "false") {
@@ -217,6 +227,11 @@ std::vector<FlagSpec> MakeFlagTable() {
        "cache blocks per layer (default: what the\n"
        "largest workload needs at its peak)",
        SetInt<&Flags::num_blocks, 1, 1 << 24>},
+      {"kv_cache_dtype", "D",
+       "MLA latent cache: bfloat16 (default) or fp8,\n"
+       "the fp8_ds_mla layout (vLLM's --kv-cache-dtype\n"
+       "fp8, as the seed served)",
+       SetKvCacheDtype},
       {"threads", "N", "host threads (default 0: all cores)",
        SetInt<&Flags::threads, 0, 1024>},
       {"seed", "N", "weights and inputs (default 1)",

@@ -36,7 +36,10 @@ struct Flags {
   int64_t max_num_batched_tokens = 0;  // 0: 8192 scaled to index_topk
   int block_size = 64;
   int num_blocks = 0;  // 0: what the largest workload needs
-  int threads = 0;     // 0: all cores
+  // The MLA latent cache: "bfloat16", or "fp8" (the fp8_ds_mla layout the
+  // seed serves with, vLLM's --kv-cache-dtype fp8).
+  std::string kv_cache_dtype = "bfloat16";
+  int threads = 0;  // 0: all cores
   uint64_t seed = 1;
   std::string json;    // write every figure here
   std::string plot;    // draw the medians here (PNG, SVG...)

@@ -43,6 +43,7 @@ TEST(ParseFlagsTest, DefaultsAndValues) {
   EXPECT_EQ(d.block_size, 64);
   EXPECT_EQ(d.seed, 1u);
   EXPECT_FALSE(d.op_times);
+  EXPECT_EQ(d.kv_cache_dtype, "bfloat16");
   ASSERT_OK_AND_ASSIGN(
       Flags f,
       Parse({"--model=glm-5.2", "--platform=emulated-rocm", "--arch=gfx942",
@@ -65,9 +66,10 @@ TEST(ParseFlagsTest, DefaultsAndValues) {
 
 TEST(ParseFlagsTest, EveryOtherFlagReadsItsValue) {
   ASSERT_OK_AND_ASSIGN(
-      Flags f, Parse({"--spec_tokens=3", "--block_size=16", "--num_blocks=99",
-                      "--threads=4", "--seed=18446744", "--plot=p.svg",
-                      "--commit=abc", "--op_times=true"}));
+      Flags f,
+      Parse({"--spec_tokens=3", "--block_size=16", "--num_blocks=99",
+             "--threads=4", "--seed=18446744", "--plot=p.svg", "--commit=abc",
+             "--op_times=true", "--kv_cache_dtype=fp8"}));
   EXPECT_EQ(f.spec_tokens, 3);
   EXPECT_EQ(f.block_size, 16);
   EXPECT_EQ(f.num_blocks, 99);
@@ -76,6 +78,7 @@ TEST(ParseFlagsTest, EveryOtherFlagReadsItsValue) {
   EXPECT_EQ(f.plot, "p.svg");
   EXPECT_EQ(f.commit, "abc");
   EXPECT_TRUE(f.op_times);
+  EXPECT_EQ(f.kv_cache_dtype, "fp8");
   ASSERT_OK_AND_ASSIGN(Flags g, Parse({"--op_times=false", "--seed=0"}));
   EXPECT_FALSE(g.op_times);
   EXPECT_EQ(g.seed, 0u);
@@ -113,6 +116,8 @@ TEST(ParseFlagsTest, BadFlagsNameWhatIsWrong) {
       {{"--spec_tokens=65"},
        "--spec_tokens=65: expected an integer in [0, 64]"},
       {{"--op_times=yes"}, "--op_times=yes: expected true or false"},
+      {{"--kv_cache_dtype=fp16"},
+       "--kv_cache_dtype=fp16: expected bfloat16 or fp8"},
       {{"--help=1"}, "unknown flag --help"},
   };
   for (const auto& [args, message] : cases) {

@@ -86,6 +86,7 @@ struct BenchResult {
   int runs = 0;
   int64_t max_num_batched_tokens = 0;
   int block_size = 0, num_blocks = 0;
+  std::string kv_cache_dtype;   // --kv_cache_dtype
   std::string gpu_timing_note;  // what host issue / device tail are, or why
                                 // there are none
   std::vector<WorkloadResult> workloads;

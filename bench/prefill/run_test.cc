@@ -147,6 +147,26 @@ TEST_F(RunBenchTest, OpTimesShowTheScoringShare) {
 
 // The arms run in the order given; the candidate is compared with the
 // reference wherever it stands.
+// The seed's --kv-cache-dtype fp8: the arms on an fp8_ds_mla latent cache,
+// the short path (dense, scoring skipped) and the long one (sparse over the
+// fp8 latent), outputs and caches still equal to the bit between arms.
+TEST_F(RunBenchTest, Fp8LatentCache) {
+  ASSERT_OK_AND_ASSIGN(
+      BenchResult r, Run({"--platform=emulated-rocm", "--model=tiny-glm-5.1",
+                          "--workloads=1k_c1,8k_c1", "--prompts=1", "--runs=1",
+                          "--arms=main,skip", "--kv_cache_dtype=fp8"}));
+  EXPECT_EQ(r.kv_cache_dtype, "fp8");
+  ASSERT_EQ(r.workloads.size(), 2u);
+  for (const WorkloadResult& w : r.workloads) {
+    SCOPED_TRACE(w.workload.name);
+    EXPECT_TRUE(w.outputs_equal.value_or(false));
+    EXPECT_TRUE(w.arms[1].caches_equal.value_or(false));
+  }
+  EXPECT_THAT(FormatTable(r), HasSubstr("fp8 latent cache"));
+  ASSERT_OK_AND_ASSIGN(BenchResultJson json, ToProto(r));
+  EXPECT_EQ(json.kv_cache_dtype(), "fp8");
+}
+
 TEST_F(RunBenchTest, ArmsInTheOrderGiven) {
   ASSERT_OK_AND_ASSIGN(BenchResult r,
                        Run({"--platform=emulated-rocm", "--workloads=1k_c1",

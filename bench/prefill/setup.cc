@@ -182,6 +182,7 @@ absl::StatusOr<BenchSetup> MakeSetup(const Flags& flags,
   s.options.max_model_len = max_len;
   s.options.max_num_batched_tokens = s.step_tokens;
   s.options.num_threads = flags.threads;
+  s.options.fp8_latent_cache = flags.kv_cache_dtype == "fp8";
   // On a GPU the projections read bf16 activations, so that they run on the
   // vendor GEMM (cuBLASLt takes bf16 x); every arm alike, so their outputs
   // still compare to the bit.

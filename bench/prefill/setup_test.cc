@@ -52,20 +52,22 @@ TEST(SetupTest, TheDefaultsScaleWithThePreset) {
   EXPECT_EQ(s.options.max_num_batched_tokens, 256);
   EXPECT_FALSE(s.options.no_indexer);  // the arms set it
   EXPECT_EQ(s.options.activation_dtype, attention::DType::kFloat32);
+  EXPECT_FALSE(s.options.fp8_latent_cache);
 }
 
 TEST(SetupTest, FlagsOverrideTheDefaults) {
   ASSERT_OK_AND_ASSIGN(
-      BenchSetup s,
-      SetupFrom({"--platform=emulated-rocm", "--workloads=1k_c1",
-                 "--max_num_batched_tokens=16", "--block_size=8",
-                 "--num_blocks=50", "--threads=1", "--prompts=3"}));
+      BenchSetup s, SetupFrom({"--platform=emulated-rocm", "--workloads=1k_c1",
+                               "--max_num_batched_tokens=16", "--block_size=8",
+                               "--num_blocks=50", "--threads=1", "--prompts=3",
+                               "--kv_cache_dtype=fp8"}));
   ASSERT_EQ(s.workloads.size(), 1u);
   EXPECT_EQ(s.workloads[0].prompts, 3);
   EXPECT_EQ(s.step_tokens, 16);
   EXPECT_EQ(s.num_blocks, 50);
   EXPECT_EQ(s.options.block_size, 8);
   EXPECT_EQ(s.options.num_threads, 1);
+  EXPECT_TRUE(s.options.fp8_latent_cache);
   // 32-token prompts in 16-token chunks: two steps each.
   EXPECT_EQ(s.schedules[0].steps.size(), 6u);
 }

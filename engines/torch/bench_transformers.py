@@ -4,7 +4,8 @@ without it) against transformers' own eager and sdpa attention, on a GPU
 (issue 20, item 3).
 
 The models are check_convert.py's (random weights, the real configs at 4
-layers and 8 experts, bf16). For each prompt length (1024, 1900: the dense
+layers, 8 experts of which 2 active, bf16; the checks' own models route to
+every expert and are built apart). For each prompt length (1024, 1900: the dense
 path; 8192: the sparse path) and arm:
   TTFT     generate(max_new_tokens=1), median over --runs after a warm-up
            (generate(max_new_tokens=3): a prefill and decode steps)
@@ -13,8 +14,7 @@ path; 8192: the sparse path) and arm:
 generate() is called as a user would, batch 1, no cache argument (the
 converted model stands its DsaCache in for the one generate() makes). An arm
 that runs out of memory or past --arm-seconds is recorded as such, with its
-length. With --check, check_convert.py's checks run first on the same
-models (one process, one model build per case).
+length. With --check, check_convert.py's checks run first (one process).
 
     PYTHONPATH=engines/torch python3 engines/torch/bench_transformers.py \\
         --out /tmp/out [--cases glm5,dsv32] [--tokens 1024,1900,8192] \\
@@ -165,13 +165,19 @@ def main():
     hf_arms = ("eager", "sdpa")
     done = {}  # case -> arms already timed
     models = {}
-    # The checks first, each model built once and kept for the timings;
-    # while the binding still builds, the first model's transformers arms
-    # are timed.
+    # The checks first. They route every token to every expert
+    # (cc.CHECK_EXPERTS) where the timed models keep --experts of which 2
+    # are active, so a checked model is kept for the timings only when the
+    # two agree; while the binding still builds, transformers' own arms are
+    # timed on a model the bench keeps.
+    same_model = args.experts == cc.CHECK_EXPERTS == 2
     for case in dict.fromkeys(check_cases + cases):
+        checked = case in check_cases
         try:
-            model = cc.build_model(case, layers=args.layers,
-                                   experts=args.experts, vocab=args.vocab)
+            model = cc.build_model(
+                case, layers=args.layers, vocab=args.vocab,
+                experts=cc.CHECK_EXPERTS if checked else args.experts,
+                active=cc.CHECK_EXPERTS if checked else 2)
         except Exception as e:
             import traceback
             traceback.print_exc()
@@ -183,8 +189,11 @@ def main():
             check[case] = {"skipped": "no GLM-5.2 IndexShare here"}
             continue
 
-        def before_ours(model=model, case=case):
-            if case in cases and not library_ready(args):
+        def before_ours(model=model, case=case, timed=not checked or
+                        same_model):
+            # While the binding builds, time transformers' arms on a model
+            # the bench times anyway.
+            if timed and case in cases and not library_ready(args):
                 bench_case(model, case, args, deadline, bench, hf_arms)
                 done[case] = hf_arms
             cc.load_plugins(args)
@@ -204,14 +213,18 @@ def main():
                 check.setdefault(case, {})["error"] = (
                     f"{type(e).__name__}: {e}")
                 ok = False
-        if case in cases:
+        if case in cases and (not checked or same_model):
             models[case] = model
-        del model
+        del model, before_ours
         torch.cuda.empty_cache()
     for case in cases:
-        if case not in models:
-            continue
         try:
+            if case not in models:
+                if case in bench and "error" in bench[case]:
+                    continue
+                models[case] = cc.build_model(case, layers=args.layers,
+                                              experts=args.experts, active=2,
+                                              vocab=args.vocab)
             cc.load_plugins(args)
             bench_case(models[case], case, args, deadline, bench,
                        [a for a in ARMS if a not in done.get(case, ())])
@@ -219,7 +232,7 @@ def main():
             import traceback
             traceback.print_exc()
             bench.setdefault(case, {})["error"] = f"{type(e).__name__}: {e}"
-        del models[case]
+        models.pop(case, None)
         torch.cuda.empty_cache()
     if args.check:
         check["pass"] = ok

@@ -10,6 +10,17 @@ in bfloat16 and in float64. The check passes when, for every layer and
 prompt, our error against transformers-float64 is at most 1.5 times
 transformers-bfloat16's, for prompts below and above index_topk.
 
+Above index_topk the top-k is a discrete choice that any rounding moves:
+ours scores in fp8 as vLLM does (the numerics this project matches),
+transformers in bf16 and float64. There a layer also passes when both
+(a) our error is at most 1.5 times that of transformers' own modules
+scoring as vLLM does (bf16 with the fp8 indexer, use_fp8_indexer), and
+(b) against transformers' float64 stack attending over our top-k (our
+stack's top-k read back and forced into transformers' indexers: the
+arithmetic alone), our error is at most 1.5 times transformers-bf16's.
+The plain figure, the selection's own effect and the share of float64's
+top-k that ours and transformers-bf16's keep are printed with it.
+
 Cases (the real widths, a few layers):
   glm5     GlmMoeDsaForCausalLM, GLM-5's dimensions, 4 layers, FP8 e4m3
            128x128 block weights (the checkpoint holds the codes and
@@ -31,7 +42,6 @@ import argparse
 import copy
 import inspect
 import json
-import math
 import os
 import sys
 import time
@@ -307,19 +317,64 @@ def call_attention(attn, x, cos_sin, mask, prev_topk):
     return out, prev_topk
 
 
+def converted_copy(module, dtype):
+    """A copy of `module` in `dtype`. In bf16 the buffers stay as they were
+    (the rotary embedding's float32 inv_freq above all: a bf16 one moves
+    the rope angles of late positions by whole radians); in float64 they
+    convert too, since that run is the reference."""
+    out = copy.deepcopy(module).to(dtype)
+    if dtype == torch.bfloat16:
+        for (_, b), (_, kept) in zip(out.named_buffers(),
+                                     module.named_buffers()):
+            b.data = kept.data.clone()
+    return out
+
+
+def steer_indexers(attns, forced=None, record=None):
+    """Per layer (attns[l]'s indexer, where it has one): forced[l] ([T, k]
+    key positions, -1 padded: -1 becomes the row's own position, which
+    every causal row selects) replaces what the indexer returns; record
+    collects what it returns. A layer that shares its top-k calls no
+    indexer: it reads its source's, forced or not."""
+    for l, attn in enumerate(attns):
+        ix = getattr(attn, "indexer", None)
+        if ix is None:
+            continue
+        if forced is not None:
+            rows = forced[l].to("cuda", torch.int64)
+            own = torch.arange(rows.shape[0], device="cuda")[:, None]
+            f = torch.where(rows < 0, own, rows)[None]
+            ix.forward = lambda *a, f=f, **k: f
+        elif record is not None:
+            original = ix.forward
+
+            def recording(*a, l=l, original=original, **k):
+                out = original(*a, **k)
+                record[l] = out[0]
+                return out
+            ix.forward = recording
+
+
 @torch.no_grad()
-def transformers_stack(parts, ids, next_ids, dtype, fp8_indexer=False):
+def transformers_stack(parts, ids, next_ids, dtype, fp8_indexer=False,
+                       forced_topk=None, record_topk=None):
     """The attention-only stack from transformers' modules, in `dtype`
-    (fp8_indexer: bf16 with vLLM's fp8 indexer, use_fp8_indexer)."""
+    (fp8_indexer: bf16 with vLLM's fp8 indexer, use_fp8_indexer;
+    forced_topk: [layers, T, k] top-k attended to instead of the indexers';
+    record_topk: a dict that receives each indexer's [T, k])."""
     model = parts["model"]
-    if dtype != torch.bfloat16 or fp8_indexer:
-        model = copy.deepcopy(model).to(dtype)
+    steered = forced_topk is not None or record_topk is not None
+    if dtype != torch.bfloat16 or fp8_indexer or steered:
+        model = converted_copy(model, dtype)
     if fp8_indexer:
         use_fp8_indexer(model, parts["styles"][1], parts["indexer_relu"])
-    mtp = parts["mtp"] if dtype == torch.bfloat16 else copy.deepcopy(
-        parts["mtp"]).to(dtype)
+    mtp = parts["mtp"] if dtype == torch.bfloat16 and not steered else (
+        converted_copy(parts["mtp"], dtype))
+    if steered:
+        steer_indexers([layer.self_attn for layer in model.model.layers]
+                       + [mtp.self_attn], forced_topk, record_topk)
     conv = (lambda m: m) if dtype == torch.bfloat16 else (
-        lambda m: copy.deepcopy(m).to(dtype))
+        lambda m: converted_copy(m, dtype))
     eh_proj, enorm, hnorm = (conv(parts["eh_proj"]), conv(parts["enorm"]),
                              conv(parts["hnorm"]))
     T = ids.shape[0]
@@ -341,9 +396,26 @@ def transformers_stack(parts, ids, next_ids, dtype, fp8_indexer=False):
     a, _ = call_attention(mtp.self_attn, mtp.input_layernorm(h), cos_sin, mask,
                           None)
     out.append((h + a)[0].double())
-    if dtype != torch.bfloat16 or fp8_indexer:
+    if dtype != torch.bfloat16 or fp8_indexer or steered:
         del model
     return out
+
+
+def topk_share(ours, theirs, first_row):
+    """Mean share of theirs[l] ([T, k]) kept by ours[l], over the rows
+    from first_row (where a choice is made) and the layers theirs has."""
+    shares = []
+    for l, b in theirs.items():
+        a, b = ours[l].to(b.device).long()[first_row:], b.long()[first_row:]
+        if a.shape[0] == 0:
+            continue
+        member = torch.zeros((b.shape[0], int(b.max()) + 1), dtype=torch.bool,
+                             device=b.device)
+        member.scatter_(1, b, True)
+        inside = (a >= 0) & (a < member.shape[1])
+        kept = member.gather(1, a.clamp(0, member.shape[1] - 1)) & inside
+        shares.append(kept.sum(1).double() / b.shape[1])
+    return float(torch.cat(shares).mean()) if shares else None
 
 
 def rel(a, b):
@@ -381,17 +453,38 @@ def run_case(case, args, results):
         nxt = int(torch.randint(0, args.vocab, (1,), generator=g))
         next_ids = torch.cat([ids[1:], torch.tensor([nxt])])
         idc, nxc = ids.cuda(), next_ids.cuda()
+        above = T > 2048
         t1 = time.time()
-        ref64 = transformers_stack(parts, idc, nxc, torch.float64)
-        ref16 = transformers_stack(parts, idc, nxc, torch.bfloat16)
+        topk64, topk16 = {}, {}
+        ref64 = transformers_stack(parts, idc, nxc, torch.float64,
+                                   record_topk=topk64 if above else None)
+        ref16 = transformers_stack(parts, idc, nxc, torch.bfloat16,
+                                   record_topk=topk16 if above else None)
         ref8 = (transformers_stack(parts, idc, nxc, torch.bfloat16, True)
-                if T > 2048 else None)
+                if above else None)
         t_ref = time.time() - t1
-        row = {"tokens": T, "above_topk": T > 2048, "layers": []}
+        row = {"tokens": T, "above_topk": above, "layers": []}
         t1 = time.time()
-        got = {k: m.prefill(input_ids=ids, mtp_input_ids=next_ids)
+        got = {k: m.prefill(input_ids=ids, mtp_input_ids=next_ids,
+                            return_topk=above and k == "bf16")
                for k, m in ours.items()}
         t_ours = time.time() - t1
+        # Above index_topk the top-k is a discrete choice that rounding
+        # moves (ours scores in fp8 as vLLM does, transformers in bf16):
+        # transformers' float64 stack attending over our top-k tells the
+        # selection's share of the error from the arithmetic's.
+        ref64_ours = (transformers_stack(parts, idc, nxc, torch.float64,
+                                         forced_topk=got["bf16"].topk)
+                      if above else None)
+        if above:
+            ours_topk = got["bf16"].topk
+            row["topk_share_of_float64_kept"] = {
+                "ours": topk_share(ours_topk, topk64, 2048),
+                "transformers_bf16": topk_share(topk16, topk64, 2048)}
+            log(f"{case} T={T}: share of transformers-float64's top-k kept: "
+                f"ours {row['topk_share_of_float64_kept']['ours']:.4f}, "
+                f"transformers-bf16 "
+                f"{row['topk_share_of_float64_kept']['transformers_bf16']:.4f}")
         for layer, r in enumerate(ref64):
             tb = rel(ref16[layer], r)
             entry = {"layer": layer, "transformers_bf16": tb}
@@ -399,7 +492,29 @@ def run_case(case, args, results):
                 entry["transformers_bf16_fp8_indexer"] = rel(ref8[layer], r)
             for k in got:
                 entry[f"ours_{k}"] = rel(got[k].hidden_states[layer], r)
-            entry["pass"] = entry["ours_bf16"] <= 1.5 * tb
+            entry["plain_pass"] = entry["ours_bf16"] <= 1.5 * tb
+            entry["pass"] = entry["plain_pass"]
+            given = ""
+            if ref64_ours is not None:
+                entry["selection_only"] = rel(ref64_ours[layer], r)
+                entry["ours_bf16_vs_float64_over_our_topk"] = rel(
+                    got["bf16"].hidden_states[layer], ref64_ours[layer])
+                entry["ratio_given_our_topk"] = (
+                    entry["ours_bf16_vs_float64_over_our_topk"] / tb)
+                # vLLM's numerics (fp8 scores) are the target: against
+                # transformers scoring the same way, and the arithmetic
+                # given our top-k against transformers-bf16.
+                fp8_yard = entry["transformers_bf16_fp8_indexer"]
+                entry["ratio_to_fp8_indexer"] = entry["ours_bf16"] / fp8_yard
+                entry["pass"] = entry["plain_pass"] or (
+                    entry["ratio_to_fp8_indexer"] <= 1.5
+                    and entry["ratio_given_our_topk"] <= 1.5)
+                given = (f"; given our top-k: ours "
+                         f"{entry['ours_bf16_vs_float64_over_our_topk']:.3e}"
+                         f" ({entry['ratio_given_our_topk']:.2f}x), the "
+                         f"selection alone {entry['selection_only']:.3e}; "
+                         f"against transformers with vLLM's fp8 indexer "
+                         f"{entry['ratio_to_fp8_indexer']:.2f}x")
             ok = ok and entry["pass"]
             row["layers"].append(entry)
             kind = "mtp" if layer == len(ref64) - 1 else "main"
@@ -409,8 +524,9 @@ def run_case(case, args, results):
             log(f"{case} T={T} layer {layer} ({kind}): transformers-bf16 "
                 f"{tb:.3e}, ours bf16 {entry['ours_bf16']:.3e} "
                 f"({entry['ours_bf16'] / tb:.2f}x), ours fp32 "
-                f"{entry['ours_fp32']:.3e}{fp8} "
-                f"{'ok' if entry['pass'] else 'FAIL'}")
+                f"{entry['ours_fp32']:.3e}{fp8}{given}: "
+                f"{'ok' if entry['pass'] else 'FAIL'}"
+                f"{'' if entry['plain_pass'] else ' (not within 1.5x plain)'}")
         log(f"{case} T={T}: transformers {t_ref:.1f} s, ours {t_ours:.1f} s")
         results[case]["prompts"][str(T)] = row
         del ref64, ref16, ref8

@@ -198,6 +198,7 @@ absl::Status Prefill(DsaStack* stack, const DsaStackPrefillArgs* a) {
   }
   StepOptions options;
   options.capture_hidden_states = true;
+  options.capture_topk = args.out_topk != nullptr;
   options.read_hidden = false;
   const int64_t request = stack->next_request++;
   absl::StatusOr<StepOutput> out =
@@ -208,6 +209,18 @@ absl::Status Prefill(DsaStack* stack, const DsaStackPrefillArgs* a) {
   for (size_t l = 0; l < out->hidden_states.size(); ++l) {
     std::copy(out->hidden_states[l].begin(), out->hidden_states[l].end(),
               args.out_hidden_states + static_cast<int64_t>(l) * T * hidden);
+  }
+  if (args.out_topk != nullptr) {
+    const int64_t k = c.index_topk();
+    for (size_t l = 0; l < out->topk.size(); ++l) {
+      int32_t* dst = args.out_topk + static_cast<int64_t>(l) * T * k;
+      if (out->plan.layers[l].prefill_branch == PrefillBranch::kSparseMqa &&
+          static_cast<int64_t>(out->topk[l].size()) == T * k) {
+        std::copy(out->topk[l].begin(), out->topk[l].end(), dst);
+      } else {
+        std::fill_n(dst, T * k, -1);
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define DSA_STACK_API_MAJOR 1
-#define DSA_STACK_API_MINOR 0
+#define DSA_STACK_API_MINOR 1
 
 typedef struct DsaStack DsaStack; /* opaque */
 
@@ -78,6 +78,12 @@ typedef struct DsaStackPrefillArgs {
   /* Written: [num_main_layers + num_mtp_layers, num_tokens, hidden] float32,
    * the hidden states after every layer. */
   float* out_hidden_states;
+  /* Minor 1. Optional (NULL: not read back): [num_main_layers +
+   * num_mtp_layers, num_tokens, index_topk] int32, per layer the key
+   * positions its sparse path attended to, ascending, -1 padded (a layer
+   * that shares its top-k: its source's); all -1 on a layer that ran the
+   * dense path (every causal key). */
+  int32_t* out_topk;
 } DsaStackPrefillArgs;
 
 typedef struct DsaStackApi {

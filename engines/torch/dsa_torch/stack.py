@@ -81,7 +81,9 @@ class _PrefillArgs(ctypes.Structure):
                 ("hidden_states", ctypes.POINTER(ctypes.c_float)),
                 ("mtp_input_ids", ctypes.POINTER(ctypes.c_int64)),
                 ("mtp_hidden_states", ctypes.POINTER(ctypes.c_float)),
-                ("out_hidden_states", ctypes.POINTER(ctypes.c_float))]
+                ("out_hidden_states", ctypes.POINTER(ctypes.c_float)),
+                # minor 1
+                ("out_topk", ctypes.POINTER(ctypes.c_int32))]
 
 
 _Status = ctypes.c_int32
@@ -154,6 +156,11 @@ class PrefillOutput:
     # [num_main_layers + num_mtp_layers, tokens, hidden] float32.
     hidden_states: "torch.Tensor"  # noqa: F821
     num_main_layers: int
+    # With prefill(return_topk=True): [num_layers, tokens, index_topk] int32,
+    # per layer the key positions its sparse path attended to, ascending,
+    # -1 padded (a sharing layer: its source's); all -1 on a layer that ran
+    # the dense path (every causal key). Else None.
+    topk: Optional["torch.Tensor"] = None  # noqa: F821
 
     @property
     def last_hidden_state(self):
@@ -175,6 +182,7 @@ class Stack:
         self._handle = handle
         self._api = api
         self._lib = lib  # keeps the library loaded while the stack lives
+        self._minor = api.minor
         self.device = device
         info = _Info()
         info.struct_size = ctypes.sizeof(_Info)
@@ -215,8 +223,8 @@ class Stack:
         self.close()
 
     def prefill(self, input_ids=None, hidden_states=None, mtp_input_ids=None,
-                mtp_hidden_states=None, next_token_id: int = 0
-                ) -> PrefillOutput:
+                mtp_hidden_states=None, next_token_id: int = 0,
+                return_topk: bool = False) -> PrefillOutput:
         """One prefill of a fresh sequence (positions 0..tokens-1).
 
         The main layers read input_ids ([tokens] or [1, tokens], looked up
@@ -226,7 +234,9 @@ class Stack:
         mtp_hidden_states, or with input_ids by default input_ids shifted by
         one with `next_token_id` last (the token the model would sample
         there; this stack has no lm_head). With hidden_states and no MTP
-        input, hidden_states stand in for it.
+        input, hidden_states stand in for it. return_topk: read back each
+        layer's top-k as well (PrefillOutput.topk; a synchronisation per
+        layer).
         """
         import torch
 
@@ -289,6 +299,16 @@ class Stack:
         args.num_tokens = tokens
         args.out_hidden_states = ctypes.cast(out.data_ptr(),
                                              ctypes.POINTER(ctypes.c_float))
+        topk = None
+        if return_topk:
+            if self._minor < 1:
+                raise RuntimeError(f"prefill: return_topk needs stack API "
+                                   f"{API_MAJOR}.1, the library has "
+                                   f"{API_MAJOR}.{self._minor}")
+            topk = torch.empty((self.num_layers, tokens, self.index_topk),
+                               dtype=torch.int32)
+            args.out_topk = ctypes.cast(topk.data_ptr(),
+                                        ctypes.POINTER(ctypes.c_int32))
         error = ctypes.create_string_buffer(2048)
         if self._handle is None:
             raise RuntimeError("prefill: the stack is closed")
@@ -296,7 +316,8 @@ class Stack:
                                  len(error))
         if code != 0:
             _raise(code, error, "prefill")
-        return PrefillOutput(out.to(self.device), self.num_main_layers)
+        return PrefillOutput(out.to(self.device), self.num_main_layers,
+                             None if topk is None else topk.to(self.device))
 
 
 def _platform_of(device) -> str:

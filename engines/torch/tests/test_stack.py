@@ -264,6 +264,33 @@ def test_longer_than_topk_takes_the_sparse_path(checkpoint):
                           rtol=1e-4, atol=1e-4)
 
 
+def test_the_top_k_each_layer_read(checkpoint):
+    """prefill(return_topk=True): per layer the key positions the sparse
+    path attended to; nothing else changes."""
+    path, _ = checkpoint
+    model = stack.from_pretrained(path, device="cpu", max_tokens=128)
+    ids = torch.arange(90) % 100
+    plain = model.prefill(input_ids=ids)
+    assert plain.topk is None
+    out = model.prefill(input_ids=ids, return_topk=True)
+    assert torch.equal(out.hidden_states, plain.hidden_states)
+    assert out.topk.shape == (4, 90, 32) and out.topk.dtype == torch.int32
+    for layer in range(4):
+        for t in range(90):
+            row = out.topk[layer, t]
+            picked = row[row >= 0]
+            if t < 32:  # every causal key, in order
+                assert torch.equal(picked, torch.arange(t + 1,
+                                                        dtype=torch.int32))
+            else:
+                assert picked.numel() == 32
+                assert bool((picked[1:] > picked[:-1]).all())
+                assert int(picked[-1]) <= t
+    # Layer 1 shares layer 0's indexer ("indexer_types": full, shared, full).
+    assert torch.equal(out.topk[1], out.topk[0])
+    assert not torch.equal(out.topk[2], out.topk[0])
+
+
 def test_presets_and_config_alone_give_random_weights(tmp_path):
     model = stack.from_pretrained("tiny-glm-5.2", device="cpu", max_tokens=32)
     assert not model.has_checkpoint_weights
