@@ -161,8 +161,8 @@ absl::Status SetArms(absl::string_view flag, absl::string_view value,
 absl::Status SetKvCacheDtype(absl::string_view flag, absl::string_view value,
                              Flags& flags) {
   if (value != "bfloat16" && value != "fp8") {
-    return UsageError(
-        absl::StrCat("--", flag, "=", value, ": expected bfloat16 or fp8"));
+    return UsageError(absl::StrCat("--", flag, "=", Echo(value),
+                                   ": expected bfloat16 or fp8"));
   }
   flags.kv_cache_dtype = std::string(value);
   return absl::OkStatus();

@@ -134,7 +134,8 @@ TEST(ParseFlagsTest, LongValuesAreEchoedCapped) {
        {"--runs=" + long_value, "--platform=" + long_value,
         "--workloads=" + long_value, "--arms=" + long_value,
         "--arch=" + long_value, "--op_times=" + long_value,
-        "--" + long_value + "=1", long_value}) {
+        "--kv_cache_dtype=" + long_value, "--" + long_value + "=1",
+        long_value}) {
     const absl::StatusOr<Flags> flags = Parse({arg});
     ASSERT_FALSE(flags.ok());
     EXPECT_THAT(flags.status().message(), HasSubstr("... (100000 bytes)"))
