@@ -4,6 +4,7 @@
 #include <string>
 
 #include "attention/dense_ops.h"
+#include "attention/gpu/dense_mha/vendor_gemm_args.h"
 #include "attention/gpu/dense_ops/op_kernels.h"
 #include "attention/tensor.h"
 
@@ -51,7 +52,7 @@ const char* DenseMhaVendorGemmBackend() {
   return backend;
 }
 
-LaunchResult DenseMhaVendorGemmLaunch(const Bf16GemmParams& p, void* stream) {
+LaunchResult DenseMhaVendorGemmArgs(const Bf16GemmParams& p, Gemm::Args* g) {
   if (p.a_group_rows != 0 && p.b_group_rows != 0) {
     return Error(LaunchCode::kInvalidArgument, "row groups of both operands");
   }
@@ -60,30 +61,36 @@ LaunchResult DenseMhaVendorGemmLaunch(const Bf16GemmParams& p, void* stream) {
     return Error(LaunchCode::kInvalidArgument,
                  "row groups that do not divide the rows");
   }
-  if (p.m == 0 || p.n == 0) return LaunchResult{};
-  ExecutionContext ctx;
-  ctx.stream = stream;
-  Gemm::Args g;
   if (p.b_group_rows != 0) {
     // C[:, group] = A B_group^T: y[b] = C + b * rows columns.
     const int64_t groups = p.n / p.b_group_rows;
-    g.x = Bf16Matrices(p.a, groups, 0, p.m, p.k, p.lda);
-    g.w = Bf16Matrices(p.b, groups, p.b_group_stride * p.ldb, p.b_group_rows,
-                       p.k, p.ldb);
-    g.y = Bf16Matrices(p.c, groups, p.b_group_rows, p.m, p.b_group_rows, p.ldc);
+    g->x = Bf16Matrices(p.a, groups, 0, p.m, p.k, p.lda);
+    g->w = Bf16Matrices(p.b, groups, p.b_group_stride * p.ldb, p.b_group_rows,
+                        p.k, p.ldb);
+    g->y =
+        Bf16Matrices(p.c, groups, p.b_group_rows, p.m, p.b_group_rows, p.ldc);
   } else if (p.a_group_rows != 0) {
     // C[group rows, :] = A_group B^T.
     const int64_t groups = p.m / p.a_group_rows;
-    g.x = Bf16Matrices(p.a, groups, p.a_group_stride * p.lda, p.a_group_rows,
-                       p.k, p.lda);
-    g.w = Bf16Matrices(p.b, groups, 0, p.n, p.k, p.ldb);
-    g.y = Bf16Matrices(p.c, groups, p.a_group_rows * p.ldc, p.a_group_rows, p.n,
-                       p.ldc);
+    g->x = Bf16Matrices(p.a, groups, p.a_group_stride * p.lda, p.a_group_rows,
+                        p.k, p.lda);
+    g->w = Bf16Matrices(p.b, groups, 0, p.n, p.k, p.ldb);
+    g->y = Bf16Matrices(p.c, groups, p.a_group_rows * p.ldc, p.a_group_rows,
+                        p.n, p.ldc);
   } else {
-    g.x = Bf16Matrix(p.a, p.m, p.k, p.lda);
-    g.w = Bf16Matrix(p.b, p.n, p.k, p.ldb);
-    g.y = Bf16Matrix(p.c, p.m, p.n, p.ldc);
+    g->x = Bf16Matrix(p.a, p.m, p.k, p.lda);
+    g->w = Bf16Matrix(p.b, p.n, p.k, p.ldb);
+    g->y = Bf16Matrix(p.c, p.m, p.n, p.ldc);
   }
+  return LaunchResult{};
+}
+
+LaunchResult DenseMhaVendorGemmLaunch(const Bf16GemmParams& p, void* stream) {
+  Gemm::Args g;
+  const LaunchResult r = DenseMhaVendorGemmArgs(p, &g);
+  if (!r.ok() || p.m == 0 || p.n == 0) return r;
+  ExecutionContext ctx;
+  ctx.stream = stream;
   const Status s = GemmGpu(ctx, g);
   if (s.ok()) return LaunchResult{};
   return Error(s.code() == DSA_STATUS_INVALID_ARGUMENT
