@@ -92,6 +92,36 @@ LaunchResult TimeMedianMs(LaunchResult (*fn)(void*), void* arg, int warmup,
   return r;
 }
 
+LaunchResult TimeQueuedMs(LaunchResult (*fn)(void*), void* arg, int warmup,
+                          int iters, float* ms_per_call) {
+  for (int i = 0; i < warmup; ++i) {
+    LaunchResult r = fn(arg);
+    if (!r.ok()) return r;
+  }
+  LaunchResult r = DeviceSynchronize();
+  if (!r.ok()) return r;
+  hipEvent_t begin, end;
+  r = FromError(hipEventCreate(&begin), "hipEventCreate");
+  if (!r.ok()) return r;
+  r = FromError(hipEventCreate(&end), "hipEventCreate");
+  if (!r.ok()) {
+    (void)hipEventDestroy(begin);
+    return r;
+  }
+  r = FromError(hipEventRecord(begin, nullptr), "hipEventRecord");
+  for (int i = 0; i < iters && r.ok(); ++i) r = fn(arg);
+  if (r.ok()) r = FromError(hipEventRecord(end, nullptr), "hipEventRecord");
+  if (r.ok()) r = FromError(hipEventSynchronize(end), "hipEventSynchronize");
+  float ms = 0.0f;
+  if (r.ok()) {
+    r = FromError(hipEventElapsedTime(&ms, begin, end), "hipEventElapsedTime");
+  }
+  (void)hipEventDestroy(begin);
+  (void)hipEventDestroy(end);
+  if (r.ok()) *ms_per_call = iters > 0 ? ms / iters : 0.0f;
+  return r;
+}
+
 namespace {
 
 #if defined(DSA_GPU_CUDA)
