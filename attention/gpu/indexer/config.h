@@ -136,6 +136,44 @@ struct PersistentSmem {
                 "key stages on 1 KB, scale stages on 128 bytes");
 };
 
+// --- The top-k kernel (topk.hip.cc): one block a row, keys read four at a
+// time (a quad, 16 bytes), kSlots quads a thread per chunk of the row.
+inline constexpr int kTopKBins = 2048;  // coarse bins; radix digits of 11 bits
+// Rows of up to this many keys are staged in shared memory by the staged
+// instances (8192: DeepSeek-V3.2's prefill rows up to T = 8192).
+inline constexpr int kTopKStageKeys = 8192;
+// A threshold bin of at most this many keys is resolved by ranking its keys
+// against each other (count^2 comparisons); a larger one by radix rounds.
+inline constexpr int kTopKRankMax = 256;
+// The widest rows a launch takes (row-local positions stay in 32 bits).
+inline constexpr int64_t kTopKMaxWidth = int64_t{1} << 30;
+
+template <int kThreadsV, int kSlotsV, bool kStagedV, int kCandidatesV,
+          int kMinBlocksV>
+struct TopKShape {
+  static constexpr int kThreads = kThreadsV;
+  static constexpr int kSlots = kSlotsV;
+  static constexpr int kChunkQuads = kThreads * kSlots;
+  // Staged instances take launches of width <= kTopKStageKeys only, and
+  // stage every window (one may start mid-quad); the others read each row
+  // from global memory at every walk.
+  static constexpr bool kStaged = kStagedV;
+  static constexpr int kStageQuads = kStagedV ? kTopKStageKeys / 4 + 2 : 0;
+  // Threshold-bin keys gathered into shared memory (key and index).
+  static constexpr int kCandidates = kCandidatesV;
+  // Blocks a multiprocessor should hold (caps the registers a thread).
+  static constexpr int kMinBlocks = kMinBlocksV;
+  static_assert(kThreads % 64 == 0 && kThreads <= 1024 &&
+                    (kTopKBins / 2) % kThreads == 0,
+                "whole wavefronts; every thread owns whole radix bins");
+  static_assert(kSlots * 4 <= 32, "a chunk's flags fit a word a thread");
+  static_assert(kChunkQuads * 4 < 65536, "a chunk's counts fit 16 bits");
+  static_assert(kCandidates > kTopKRankMax, "ranking takes the small bins");
+};
+using TopKStaged512 = TopKShape<512, 4, true, 512, 4>;
+using TopKStreamed1024 = TopKShape<1024, 4, false, 4096, 1>;
+using TopKStreamed512 = TopKShape<512, 2, false, 4096, 4>;
+
 }  // namespace dsa::attention::gpu::indexer
 
 #endif  // DSA_ATTENTION_GPU_INDEXER_CONFIG_H_
