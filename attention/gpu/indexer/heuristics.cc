@@ -203,32 +203,59 @@ LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
     if (p.width <= kTopKStageKeys) {
       path = Path::kStaged512;
     } else if (p.rows <= sms) {
-      path = Path::kStreamed1024;
+      // Its bitmap takes more than 48 KiB; a device that gives a block less
+      // runs the compaction instead.
+      path = sizeof(TopKShared<TopKStreamed1024>) <=
+                     static_cast<size_t>(features.max_shared_bytes_per_block)
+                 ? Path::kStreamed1024
+                 : Path::kStreamed1024Compact;
     } else {
       path = Path::kStreamed512;
     }
   }
-  if (path == Path::kStaged512 && p.width > kTopKStageKeys) {
-    return TopKUnavailable(
-        "the staged path takes rows of at most %d keys (here width %lld)",
-        kTopKStageKeys, static_cast<long long>(p.width));
-  }
+  int threads = 0;
+  int shared_bytes = 0;
+  auto take = [&](auto shape) {
+    using Shape = decltype(shape);
+    threads = Shape::kThreads;
+    shared_bytes = static_cast<int>(sizeof(TopKShared<Shape>));
+  };
   switch (path) {
     case Path::kStaged512:
-      plan->threads = TopKStaged512::kThreads;
+      take(TopKStaged512{});
+      break;
+    case Path::kStaged512Compact:
+      take(TopKStaged512Compact{});
       break;
     case Path::kStreamed1024:
-      plan->threads = TopKStreamed1024::kThreads;
+      take(TopKStreamed1024{});
+      break;
+    case Path::kStreamed1024Compact:
+      take(TopKStreamed1024Compact{});
       break;
     case Path::kStreamed512:
-      plan->threads = TopKStreamed512::kThreads;
+      take(TopKStreamed512{});
       break;
     case Path::kLegacy:
-      plan->threads = 512;
+      threads = 512;
       break;
     default:
       return TopKUnavailable("unknown path %d", static_cast<int>(path));
   }
+  if (shared_bytes > features.max_shared_bytes_per_block) {
+    return TopKUnavailable(
+        "path %s needs %d bytes of shared memory a block; this device allows "
+        "%d",
+        TopKPathName(path), shared_bytes, features.max_shared_bytes_per_block);
+  }
+  if ((path == Path::kStaged512 || path == Path::kStaged512Compact) &&
+      p.width > kTopKStageKeys) {
+    return TopKUnavailable(
+        "the staged paths take rows of at most %d keys (here width %lld)",
+        kTopKStageKeys, static_cast<long long>(p.width));
+  }
+  plan->threads = threads;
+  plan->shared_bytes = shared_bytes;
   plan->path = path;
   return LaunchResult{};
 }

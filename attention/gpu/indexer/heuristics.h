@@ -54,13 +54,15 @@ bool ParseKeys(const std::string& name, IndexerLogitsKeys* keys);
 
 struct TopKPlan {
   IndexerTopKPath path = IndexerTopKPath::kStaged512;  // never kAuto
-  int threads = 0;  // a block's (one block a row)
+  int threads = 0;       // a block's (one block a row)
+  int shared_bytes = 0;  // a block's dynamic shared memory
 };
 
 // kOk and *plan for valid parameters (IndexerTopKLaunch checks them first),
-// or kInvalidArgument where `options` ask for the staged path on rows wider
-// than its stage. kAuto: staged_512 for width <= kTopKStageKeys, else
-// streamed_1024 for at most one row a multiprocessor, streamed_512 beyond.
+// or kInvalidArgument where `options` ask for a staged path on rows wider
+// than its stage, or for more shared memory than the device has. kAuto:
+// staged_512 for width <= kTopKStageKeys, else streamed_1024 for at most one
+// row a multiprocessor, streamed_512 beyond.
 LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
                              const IndexerTopKOptions& options,
                              const DeviceFeatures& features, TopKPlan* plan);

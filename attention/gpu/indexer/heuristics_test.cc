@@ -391,19 +391,38 @@ TEST(IndexerTopKHeuristicsTest, StagedUpToTheStageStreamedBeyond) {
 TEST(IndexerTopKHeuristicsTest, ForcedPathsRunOrSayWhyNot) {
   using Path = IndexerTopKPath;
   const IndexerTopKParams wide = TopKRows(4, 65536);
-  for (Path forced : {Path::kStreamed1024, Path::kStreamed512, Path::kLegacy}) {
-    EXPECT_EQ(TopKChoice(wide, Hopper(), forced), forced);
-    EXPECT_EQ(TopKChoice(TopKRows(4096, 4096), Hopper(), forced), forced);
+  for (const DeviceFeatures& f : {Hopper(), Amd()}) {
+    for (Path forced : {Path::kStreamed1024, Path::kStreamed1024Compact,
+                        Path::kStreamed512, Path::kLegacy}) {
+      EXPECT_EQ(TopKChoice(wide, f, forced), forced);
+      EXPECT_EQ(TopKChoice(TopKRows(4096, 4096), f, forced), forced);
+    }
+    for (Path staged : {Path::kStaged512, Path::kStaged512Compact}) {
+      EXPECT_EQ(TopKChoice(TopKRows(4096, 4096), f, staged), staged);
+      IndexerTopKOptions o;
+      o.path = staged;
+      TopKPlan plan;
+      const LaunchResult r = PlanIndexerTopK(wide, o, f, &plan);
+      EXPECT_EQ(r.code, LaunchCode::kInvalidArgument);
+      EXPECT_NE(std::string(r.message).find("width 65536"), std::string::npos)
+          << r.message;
+    }
   }
-  EXPECT_EQ(TopKChoice(TopKRows(4096, 4096), Hopper(), Path::kStaged512),
-            Path::kStaged512);
+  // Every instance fits 64 KiB (AMD's LDS); the bitmap one of 1024 threads
+  // needs more than the 48 KiB a block gets without opting in.
+  DeviceFeatures small = Hopper();
+  small.max_shared_bytes_per_block = 48 * 1024;
   IndexerTopKOptions o;
-  o.path = Path::kStaged512;
+  o.path = Path::kStreamed1024;
   TopKPlan plan;
-  const LaunchResult r = PlanIndexerTopK(wide, o, Hopper(), &plan);
+  const LaunchResult r = PlanIndexerTopK(wide, o, small, &plan);
   EXPECT_EQ(r.code, LaunchCode::kInvalidArgument);
-  EXPECT_NE(std::string(r.message).find("width 65536"), std::string::npos)
+  EXPECT_NE(std::string(r.message).find("streamed_1024 needs"),
+            std::string::npos)
       << r.message;
+  EXPECT_EQ(TopKChoice(wide, small, Path::kStreamed1024Compact),
+            Path::kStreamed1024Compact);
+  EXPECT_EQ(TopKChoice(wide, small), Path::kStreamed1024Compact);
 }
 
 TEST(IndexerTopKHeuristicsTest, NamesRoundTrip) {

@@ -2,8 +2,7 @@
 //
 // One block a row. Logits map to 32-bit keys whose unsigned order is the
 // selection order (value descending becomes key descending; -0 equals +0;
-// NaN is the lowest key). Four steps, none of them more than one walk over
-// the row:
+// NaN is the lowest key). The steps:
 //
 //   1. A histogram of coarse keys: 2048 bins of a monotone 11-bit map of the
 //      key (sign, 5 exponent and 5 mantissa bits, as a float16 has, so that
@@ -13,21 +12,29 @@
 //   2. The threshold bin: the bin holding the k-th largest key, by a
 //      block-wide prefix sum over the bins from the top. Keys in higher bins
 //      are all taken (the map is monotone), keys in lower ones none.
-//   3. The threshold key T and how many keys equal to it are taken. The
-//      threshold bin's keys are gathered (key and index) into shared memory
-//      and resolved there: ranked against each other when few, by three
-//      radix rounds (11/11/10 bits) over the gathered keys when more. A bin
-//      too large to gather is resolved by the radix rounds over the row.
-//   4. An ordered compaction: the keys above T and the first of those equal
-//      to T (the lower index wins a tie), written as ascending positions by a
-//      block-wide prefix sum over each chunk of the row, so the output needs
-//      no sort.
+//   3. One more walk over the row: the threshold bin's keys are gathered
+//      (key and index) into shared memory, and where the row fits its bitmap
+//      (config.h), a bitmap of the keys above the bin is built from warp
+//      votes on the way (bit v: the key at position v from the window's
+//      first quad).
+//   4. The gathered keys are resolved: ranked against each other when few,
+//      by radix rounds (11/11/10 bits of the key, then of the index where
+//      keys equal to the threshold are not all taken) when more; the taken
+//      ones join the bitmap. A bin too large to gather is resolved by the
+//      radix rounds over the row.
+//   5. The output, in ascending order with no sort: the bitmap's positions
+//      by one block-wide prefix sum of its words' counts; or, without a
+//      bitmap, an ordered compaction over the row (the keys above the
+//      threshold key T and the first of those equal to it), a block-wide
+//      prefix sum a chunk.
 //
 // Keys are read a quad (four keys, 16 bytes) at a time from the 16-byte
 // aligned quad holding the window's first key; the partial quads at either
 // end of the window are read key by key. Slot s of thread t in a chunk is
 // quad chunk + s * threads + t, so that a warp's loads are contiguous, and
-// the chunk's prefix sum runs over (slot, warp, lane) in one pass.
+// the chunk's prefix sum runs over (slot, warp, lane) in one pass. Step 3
+// reads key by key, a warp's consecutive positions at a time, so that a
+// vote is a word of the bitmap.
 //
 // Blocks start with the last rows: with causal windows they are the longest.
 #include <cstdint>
@@ -104,25 +111,8 @@ __device__ __forceinline__ uint64_t Candidate(uint32_t key, int32_t j) {
   return (static_cast<uint64_t>(key) << 32) | (~static_cast<uint32_t>(j));
 }
 
-template <typename Shape>
-struct TopKShared {
-  static constexpr int kWarps = Shape::kThreads / kDsaWarpSize;
-  // The staged window's keys, quad by quad (read as uint4).
-  alignas(
-      16) uint32_t stage[4 * (Shape::kStageQuads > 0 ? Shape::kStageQuads : 1)];
-  uint32_t hist[kTopKBins];
-  uint64_t candidates[Shape::kCandidates];
-  // Warp sums of a prefix sum, per slot, and its total last.
-  uint32_t scan[Shape::kSlots * kWarps + 1];
-  uint32_t candidate_count;
-  // SelectBin's answer.
-  uint32_t bin;
-  uint32_t bin_above;
-  uint32_t bin_count;
-  // RankResolve's answer.
-  uint32_t threshold;
-  uint32_t take_equal;
-};
+// Bitmap words a warp-wide step fills.
+constexpr int kWordsAStep = kDsaWarpSize / 32;
 
 // A row's window and where its quads start.
 struct TopKRow {
@@ -131,6 +121,9 @@ struct TopKRow {
   int32_t n;           // keys in the window
   int32_t num_quads;   // quads holding them
   int32_t start;       // the window's first column
+  // Warp-wide steps over the positions [0, 4 * num_quads), each filling
+  // kWordsAStep bitmap words (whole wavefronts: 64 bits a step on AMD).
+  int32_t steps;
 
   __device__ bool Valid(int32_t v) const {
     return static_cast<uint32_t>(v - lead) < static_cast<uint32_t>(n);
@@ -243,13 +236,13 @@ __device__ __forceinline__ void LoadQuadEdge(const TopKRow& r, int32_t q,
 
 // The keys of one chunk's slots, from the stage or from global memory (every
 // whole quad's load issued before the first is used).
-template <typename Shape, bool kStaged>
+template <typename Shape, bool kStaged, int kSlots = Shape::kSlots>
 __device__ __forceinline__ void LoadChunk(const TopKRow& r,
                                           const uint32_t* stage, int32_t q0,
-                                          uint32_t (&k)[Shape::kSlots][4]) {
+                                          uint32_t (&k)[kSlots][4]) {
   if constexpr (kStaged) {
 #pragma unroll
-    for (int s = 0; s < Shape::kSlots; ++s) {
+    for (int s = 0; s < kSlots; ++s) {
       const int32_t q = q0 + s * Shape::kThreads + threadIdx.x;
       const uint4 u = q < r.num_quads ? reinterpret_cast<const uint4*>(stage)[q]
                                       : make_uint4(0u, 0u, 0u, 0u);
@@ -261,7 +254,7 @@ __device__ __forceinline__ void LoadChunk(const TopKRow& r,
   } else {
     // Whole quads' loads first, all in flight, then the edges key by key.
 #pragma unroll
-    for (int s = 0; s < Shape::kSlots; ++s) {
+    for (int s = 0; s < kSlots; ++s) {
       const int32_t q = q0 + s * Shape::kThreads + threadIdx.x;
       if (4 * q >= r.lead && 4 * q + 4 <= r.lead + r.n) {
         const float4 f = reinterpret_cast<const float4*>(r.quads)[q];
@@ -274,7 +267,7 @@ __device__ __forceinline__ void LoadChunk(const TopKRow& r,
       }
     }
 #pragma unroll
-    for (int s = 0; s < Shape::kSlots; ++s) {
+    for (int s = 0; s < kSlots; ++s) {
       const int32_t q = q0 + s * Shape::kThreads + threadIdx.x;
       if (4 * q >= r.lead && 4 * q + 4 <= r.lead + r.n) {
 #pragma unroll
@@ -290,19 +283,27 @@ __device__ __forceinline__ void LoadChunk(const TopKRow& r,
 // Step 1: the coarse histogram, staging the window's keys when kStaged.
 template <typename Shape, bool kStaged>
 __device__ void CoarseHistogram(const TopKRow& r, TopKShared<Shape>& sh) {
-  for (int32_t q0 = 0; q0 < r.num_quads; q0 += Shape::kChunkQuads) {
-    uint32_t k[Shape::kSlots][4];
-    LoadChunk<Shape, false>(r, nullptr, q0, k);
+  constexpr int kThreads = Shape::kThreads;
+  constexpr int kSlots = Shape::kLoadSlots;
+  for (int32_t q0 = 0; q0 < r.num_quads; q0 += kThreads * kSlots) {
+    uint32_t k[kSlots][4];
+    LoadChunk<Shape, false, kSlots>(r, nullptr, q0, k);
 #pragma unroll
-    for (int s = 0; s < Shape::kSlots; ++s) {
-      const int32_t q = q0 + s * Shape::kThreads + threadIdx.x;
-      if (kStaged && q < r.num_quads) {
+    for (int s = 0; s < kSlots; ++s) {
+      const int32_t q = q0 + s * kThreads + threadIdx.x;
+      if (q >= r.num_quads) continue;
+      if (kStaged) {
         reinterpret_cast<uint4*>(sh.stage)[q] =
             make_uint4(k[s][0], k[s][1], k[s][2], k[s][3]);
       }
+      if (4 * q >= r.lead && 4 * q + 4 <= r.lead + r.n) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (r.Valid(4 * q + e)) atomicAdd(&sh.hist[CoarseBin(k[s][e])], 1u);
+        for (int e = 0; e < 4; ++e) atomicAdd(&sh.hist[CoarseBin(k[s][e])], 1u);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if (r.Valid(4 * q + e)) atomicAdd(&sh.hist[CoarseBin(k[s][e])], 1u);
+        }
       }
     }
   }
@@ -378,13 +379,82 @@ __device__ void GatherBin(const TopKRow& r, uint32_t bin,
   }
 }
 
+// Appends the lanes' entries that `take` (in the warp's vote `mask`) to
+// sh.candidates, one shared-memory atomic a warp. Every lane must call it.
+template <typename Shape>
+__device__ __forceinline__ void AppendCandidates(LaneMask mask, bool take,
+                                                 uint64_t entry,
+                                                 TopKShared<Shape>& sh) {
+  if (mask == 0) return;  // the whole warp's
+  const int leader = LowestLane(mask);
+  uint32_t base = 0;
+  if (static_cast<int>(threadIdx.x % kDsaWarpSize) == leader) {
+    base = atomicAdd(&sh.candidate_count, MaskCount(mask));
+  }
+  base = WarpBroadcast(base, leader);
+  if (take) sh.candidates[base + MaskCount(mask & LanesBelow())] = entry;
+}
+
+// Step 3 with a bitmap: warp-wide steps over the row's positions, a key a
+// lane; each step's vote on "above the threshold bin" is its bitmap words
+// (every word of the row is written), and the keys in the bin are gathered.
+template <typename Shape, bool kStaged>
+__device__ void MarkAboveAndGather(const TopKRow& r, uint32_t bin,
+                                   TopKShared<Shape>& sh) {
+  constexpr int kWarps = Shape::kThreads / kDsaWarpSize;
+  // Loads in flight a lane: more from global memory (L2 latency); half as
+  // many on AMD's 64-wide wavefronts.
+  constexpr int kUnroll =
+      (kStaged ? 4 : 2 * Shape::kLoadSlots) * 32 / kDsaWarpSize;
+  const int lane = threadIdx.x % kDsaWarpSize;
+  const int warp = threadIdx.x / kDsaWarpSize;
+  for (int32_t first = warp; first < r.steps; first += kWarps * kUnroll) {
+    uint32_t key[kUnroll];
+    bool valid[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int32_t v = (first + u * kWarps) * kDsaWarpSize + lane;
+      valid[u] = first + u * kWarps < r.steps && r.Valid(v);
+      key[u] = 0;
+      if (valid[u]) key[u] = kStaged ? sh.stage[v] : OrderKey(r.quads[v]);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int32_t step = first + u * kWarps;
+      if (step >= r.steps) break;  // the whole warp's
+      const uint32_t c = CoarseBin(key[u]);
+      const LaneMask above = WarpBallot(valid[u] && c > bin);
+      const bool take = valid[u] && c == bin;
+      const LaneMask in_bin = WarpBallot(take);
+      if (lane == 0) {
+#pragma unroll
+        for (int w = 0; w < kWordsAStep; ++w) {
+          sh.selected[step * kWordsAStep + w] =
+              static_cast<uint32_t>(above >> (32 * w));
+        }
+      }
+      const int32_t v = step * kDsaWarpSize + lane;
+      AppendCandidates<Shape>(in_bin, take, Candidate(key[u], v - r.lead), sh);
+    }
+  }
+}
+
+// Sets the bitmap bit of the key at row index j.
+template <typename Shape>
+__device__ __forceinline__ void MarkSelected(const TopKRow& r, int32_t j,
+                                             TopKShared<Shape>& sh) {
+  const int32_t v = j + r.lead;
+  atomicOr(&sh.selected[v >> 5], 1u << (v & 31));
+}
+
 // Step 3b, few candidates: each one's rank among them (how many come
 // first: a larger key, or an equal key at a lower index), found by `group`
 // threads a candidate. The one of rank remaining - 1 is the last taken: its
 // key is T, and the candidates equal to it that are taken are the remaining
 // ones after those with larger keys.
 template <typename Shape>
-__device__ void RankResolve(uint32_t count, uint32_t remaining,
+__device__ void RankResolve(const TopKRow& r, uint32_t count,
+                            uint32_t remaining, bool mark,
                             TopKShared<Shape>& sh, uint32_t* threshold,
                             uint32_t* take_equal) {
   uint32_t group = 1;
@@ -411,6 +481,10 @@ __device__ void RankResolve(uint32_t count, uint32_t remaining,
       ahead += DSA_SHFL_XOR(ahead, static_cast<int>(offset), kDsaWarpSize);
       larger += DSA_SHFL_XOR(larger, static_cast<int>(offset), kDsaWarpSize);
     }
+    if (live && sub == 0 && ahead < remaining && mark) {
+      MarkSelected<Shape>(r, static_cast<int32_t>(~static_cast<uint32_t>(mine)),
+                          sh);
+    }
     if (live && sub == 0 && ahead == remaining - 1) {
       sh.threshold = key;
       sh.take_equal = remaining - larger;
@@ -427,7 +501,8 @@ __device__ void RankResolve(uint32_t count, uint32_t remaining,
 template <typename Shape, typename ForEachKey>
 __device__ void RadixResolve(ForEachKey&& for_each_key, uint32_t remaining,
                              TopKShared<Shape>& sh, uint32_t* threshold,
-                             uint32_t* take_equal) {
+                             uint32_t* take_equal,
+                             uint32_t* equal_count = nullptr) {
   uint32_t prefix = 0;
   uint32_t prefix_mask = 0;
 #pragma unroll 1
@@ -450,6 +525,48 @@ __device__ void RadixResolve(ForEachKey&& for_each_key, uint32_t remaining,
   }
   *threshold = prefix;
   *take_equal = remaining;
+  // The last round's bin holds exactly the keys equal to the threshold.
+  if (equal_count != nullptr) *equal_count = sh.bin_count;
+}
+
+// Step 4 for more candidates than ranking takes, with a bitmap: the
+// threshold key T by radix rounds over the candidates' keys; where not
+// every candidate equal to T is taken, the last index taken among them by
+// radix rounds over their indices (largest ~index first: the lower index
+// wins); then the taken candidates join the bitmap.
+template <typename Shape>
+__device__ void RadixResolveAndMark(const TopKRow& r, uint32_t count,
+                                    uint32_t remaining, TopKShared<Shape>& sh) {
+  uint32_t threshold = 0, take_equal = 0, equal_count = 0;
+  RadixResolve<Shape>(
+      [&](auto&& f) {
+        for (uint32_t i = threadIdx.x; i < count; i += Shape::kThreads) {
+          f(static_cast<uint32_t>(sh.candidates[i] >> 32));
+        }
+      },
+      remaining, sh, &threshold, &take_equal, &equal_count);
+  uint32_t last_not_index = 0;  // ~(the last index taken among keys == T)
+  if (take_equal < equal_count) {
+    uint32_t unused = 0;
+    RadixResolve<Shape>(
+        [&](auto&& f) {
+          for (uint32_t i = threadIdx.x; i < count; i += Shape::kThreads) {
+            const uint64_t c = sh.candidates[i];
+            if (static_cast<uint32_t>(c >> 32) == threshold) {
+              f(static_cast<uint32_t>(c));
+            }
+          }
+        },
+        take_equal, sh, &last_not_index, &unused);
+  }
+  for (uint32_t i = threadIdx.x; i < count; i += Shape::kThreads) {
+    const uint64_t c = sh.candidates[i];
+    const uint32_t key = static_cast<uint32_t>(c >> 32);
+    const uint32_t not_index = static_cast<uint32_t>(c);
+    if (key > threshold || (key == threshold && not_index >= last_not_index)) {
+      MarkSelected<Shape>(r, static_cast<int32_t>(~not_index), sh);
+    }
+  }
 }
 
 // Step 4: the keys above the threshold and the first take_equal keys equal
@@ -511,6 +628,31 @@ __device__ void Compact(const TopKRow& r, uint32_t threshold,
   }
 }
 
+// Step 5 with a bitmap: each thread's run of words counted, one block-wide
+// prefix sum, and each set bit's column written in order.
+template <typename Shape>
+__device__ void EmitBitmap(const TopKRow& r, int32_t* out,
+                           TopKShared<Shape>& sh) {
+  const int32_t words = r.steps * kWordsAStep;
+  const int32_t per = (words + Shape::kThreads - 1) / Shape::kThreads;
+  const int32_t w0 = static_cast<int32_t>(threadIdx.x) * per;
+  const int32_t w1 = min(w0 + per, words);
+  uint32_t count[1] = {0};
+  for (int32_t w = w0; w < w1; ++w) count[0] += __popc(sh.selected[w]);
+  uint32_t before[1];
+  SlotScan<Shape::kThreads, 1>(count, before, sh.scan);
+  int32_t* dst = out + before[0];
+  // Column of bit b of word w: start + 32 w + b - lead.
+  int32_t column = r.start - r.lead + 32 * w0;
+  for (int32_t w = w0; w < w1; ++w, column += 32) {
+    uint32_t bits = sh.selected[w];
+    while (bits != 0) {
+      *dst++ = column + __ffs(bits) - 1;
+      bits &= bits - 1;
+    }
+  }
+}
+
 template <typename Shape, bool kStaged>
 __device__ void SelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
                           TopKShared<Shape>& sh) {
@@ -523,12 +665,31 @@ __device__ void SelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
   const uint32_t bin = sh.bin;
   const uint32_t count = sh.bin_count;
   const uint32_t remaining = topk - sh.bin_above;
+  const bool gathered = count <= static_cast<uint32_t>(Shape::kCandidates);
+  const bool bitmap = gathered && r.steps * kWordsAStep <= Shape::kBitmapWords;
+  if constexpr (Shape::kBitmapWords > 0) {
+    if (bitmap) {
+      MarkAboveAndGather<Shape, kStaged>(r, bin, sh);
+      __syncthreads();
+      if (count <= static_cast<uint32_t>(kTopKRankMax)) {
+        uint32_t unused_threshold, unused_take;
+        RankResolve<Shape>(r, count, remaining, true, sh, &unused_threshold,
+                           &unused_take);
+      } else {
+        RadixResolveAndMark<Shape>(r, count, remaining, sh);
+      }
+      __syncthreads();
+      EmitBitmap<Shape>(r, out, sh);
+      return;
+    }
+  }
   uint32_t threshold = 0, take_equal = 0;
-  if (count <= static_cast<uint32_t>(Shape::kCandidates)) {
+  if (gathered) {
     GatherBin<Shape, kStaged>(r, bin, sh);
     __syncthreads();
     if (count <= static_cast<uint32_t>(kTopKRankMax)) {
-      RankResolve<Shape>(count, remaining, sh, &threshold, &take_equal);
+      RankResolve<Shape>(r, count, remaining, false, sh, &threshold,
+                         &take_equal);
     } else {
       RadixResolve<Shape>(
           [&](auto&& f) {
@@ -546,8 +707,6 @@ __device__ void SelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
   Compact<Shape, kStaged>(r, threshold, take_equal, topk, out, sh);
 }
 
-// Blocks a multiprocessor should hold, which caps each thread's registers:
-// the shape's on NVIDIA; on CDNA one (a CU's 64 KiB of LDS hold one block).
 template <typename Shape>
 #if defined(DSA_GPU_CUDA)
 inline constexpr int kMinBlocks = Shape::kMinBlocks;
@@ -558,7 +717,8 @@ inline constexpr int kMinBlocks = 1;
 template <typename Shape>
 __global__ void __launch_bounds__(Shape::kThreads, kMinBlocks<Shape>)
     IndexerTopKKernel(IndexerTopKParams p) {
-  __shared__ TopKShared<Shape> sh;
+  extern __shared__ __align__(16) uint8_t topk_smem[];
+  TopKShared<Shape>& sh = *reinterpret_cast<TopKShared<Shape>*>(topk_smem);
   const int64_t row = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
   // Windows lie within [0, width) and their ends are int32, so row-local
   // indices fit 32 bits (cheaper than 64-bit index math in every pass).
@@ -587,6 +747,7 @@ __global__ void __launch_bounds__(Shape::kThreads, kMinBlocks<Shape>)
   r.n = n;
   r.num_quads = (r.lead + n + 3) / 4;
   r.start = start;
+  r.steps = (4 * r.num_quads + kDsaWarpSize - 1) / kDsaWarpSize;
   // The staged instances run only where every window fits the stage (the
   // heuristics' width bound).
   SelectRow<Shape, (Shape::kStageQuads > 0)>(r, static_cast<uint32_t>(topk),
@@ -595,9 +756,15 @@ __global__ void __launch_bounds__(Shape::kThreads, kMinBlocks<Shape>)
 
 template <typename Shape>
 LaunchResult LaunchShape(const IndexerTopKParams& p, hipStream_t stream) {
-  hipLaunchKernelGGL(IndexerTopKKernel<Shape>,
-                     dim3(static_cast<unsigned>(p.rows)), dim3(Shape::kThreads),
-                     0, stream, p);
+  constexpr auto kKernel = IndexerTopKKernel<Shape>;
+  constexpr int kBytes = static_cast<int>(sizeof(TopKShared<Shape>));
+  if constexpr (kBytes > 48 * 1024) {
+    LaunchResult r = OptInSharedMemory<kKernel, kBytes>(
+        "indexer_topk: shared memory opt-in");
+    if (!r.ok()) return r;
+  }
+  hipLaunchKernelGGL(kKernel, dim3(static_cast<unsigned>(p.rows)),
+                     dim3(Shape::kThreads), kBytes, stream, p);
   return CheckLaunch(kOp);
 }
 
@@ -653,8 +820,12 @@ LaunchResult IndexerTopKLaunch(const IndexerTopKParams& p, void* stream,
   switch (plan.path) {
     case IndexerTopKPath::kStaged512:
       return indexer::LaunchShape<indexer::TopKStaged512>(p, s);
+    case IndexerTopKPath::kStaged512Compact:
+      return indexer::LaunchShape<indexer::TopKStaged512Compact>(p, s);
     case IndexerTopKPath::kStreamed1024:
       return indexer::LaunchShape<indexer::TopKStreamed1024>(p, s);
+    case IndexerTopKPath::kStreamed1024Compact:
+      return indexer::LaunchShape<indexer::TopKStreamed1024Compact>(p, s);
     case IndexerTopKPath::kStreamed512:
       return indexer::LaunchShape<indexer::TopKStreamed512>(p, s);
     case IndexerTopKPath::kLegacy:
