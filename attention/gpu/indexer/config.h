@@ -208,10 +208,10 @@ struct TopKShared {
   uint32_t take_equal;
 };
 
+// The instances (params.h's DSA_INDEXER_TOPK_PATHS). Bitmaps: every staged
+// window; decode rows of up to 256K keys (1024 threads) or 128K (512).
 using TopKStaged512 = TopKShape<512, 4, 4, true, 512, 8200, 4>;
-using TopKStaged512Compact = TopKShape<512, 4, 4, true, 512, 0, 4>;
 using TopKStreamed1024 = TopKShape<1024, 2, 4, false, 2048, 262144, 1>;
-using TopKStreamed1024Compact = TopKShape<1024, 4, 4, false, 4096, 0, 1>;
 using TopKStreamed512 = TopKShape<512, 2, 2, false, 2048, 131072, 4>;
 
 }  // namespace dsa::attention::gpu::indexer

@@ -202,13 +202,12 @@ LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
     const int64_t sms = std::max(features.multiprocessors, 1);
     if (p.width <= kTopKStageKeys) {
       path = Path::kStaged512;
-    } else if (p.rows <= sms) {
-      // Its bitmap takes more than 48 KiB; a device that gives a block less
-      // runs the compaction instead.
-      path = sizeof(TopKShared<TopKStreamed1024>) <=
-                     static_cast<size_t>(features.max_shared_bytes_per_block)
-                 ? Path::kStreamed1024
-                 : Path::kStreamed1024Compact;
+    } else if (p.rows <= sms &&
+               sizeof(TopKShared<TopKStreamed1024>) <=
+                   static_cast<size_t>(features.max_shared_bytes_per_block)) {
+      // (Its bitmap takes more than the 48 KiB a block gets without opting
+      // in; a device that allows less runs streamed_512.)
+      path = Path::kStreamed1024;
     } else {
       path = Path::kStreamed512;
     }
@@ -224,20 +223,11 @@ LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
     case Path::kStaged512:
       take(TopKStaged512{});
       break;
-    case Path::kStaged512Compact:
-      take(TopKStaged512Compact{});
-      break;
     case Path::kStreamed1024:
       take(TopKStreamed1024{});
       break;
-    case Path::kStreamed1024Compact:
-      take(TopKStreamed1024Compact{});
-      break;
     case Path::kStreamed512:
       take(TopKStreamed512{});
-      break;
-    case Path::kLegacy:
-      threads = 512;
       break;
     default:
       return TopKUnavailable("unknown path %d", static_cast<int>(path));
@@ -248,10 +238,9 @@ LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
         "%d",
         TopKPathName(path), shared_bytes, features.max_shared_bytes_per_block);
   }
-  if ((path == Path::kStaged512 || path == Path::kStaged512Compact) &&
-      p.width > kTopKStageKeys) {
+  if (path == Path::kStaged512 && p.width > kTopKStageKeys) {
     return TopKUnavailable(
-        "the staged paths take rows of at most %d keys (here width %lld)",
+        "the staged path takes rows of at most %d keys (here width %lld)",
         kTopKStageKeys, static_cast<long long>(p.width));
   }
   plan->threads = threads;

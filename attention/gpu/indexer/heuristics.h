@@ -59,10 +59,11 @@ struct TopKPlan {
 };
 
 // kOk and *plan for valid parameters (IndexerTopKLaunch checks them first),
-// or kInvalidArgument where `options` ask for a staged path on rows wider
-// than its stage, or for more shared memory than the device has. kAuto:
-// staged_512 for width <= kTopKStageKeys, else streamed_1024 for at most one
-// row a multiprocessor, streamed_512 beyond.
+// or kInvalidArgument where `options` ask for the staged path on rows wider
+// than its stage, or for more shared memory than the device has. kAuto (as
+// measured on the H200, testing/bench/RESULTS.md): staged_512 for width <=
+// kTopKStageKeys, else streamed_1024 for at most one row a multiprocessor
+// (where a block may take its shared memory), streamed_512 otherwise.
 LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
                              const IndexerTopKOptions& options,
                              const DeviceFeatures& features, TopKPlan* plan);

@@ -392,21 +392,19 @@ TEST(IndexerTopKHeuristicsTest, ForcedPathsRunOrSayWhyNot) {
   using Path = IndexerTopKPath;
   const IndexerTopKParams wide = TopKRows(4, 65536);
   for (const DeviceFeatures& f : {Hopper(), Amd()}) {
-    for (Path forced : {Path::kStreamed1024, Path::kStreamed1024Compact,
-                        Path::kStreamed512, Path::kLegacy}) {
+    for (Path forced : {Path::kStreamed1024, Path::kStreamed512}) {
       EXPECT_EQ(TopKChoice(wide, f, forced), forced);
       EXPECT_EQ(TopKChoice(TopKRows(4096, 4096), f, forced), forced);
     }
-    for (Path staged : {Path::kStaged512, Path::kStaged512Compact}) {
-      EXPECT_EQ(TopKChoice(TopKRows(4096, 4096), f, staged), staged);
-      IndexerTopKOptions o;
-      o.path = staged;
-      TopKPlan plan;
-      const LaunchResult r = PlanIndexerTopK(wide, o, f, &plan);
-      EXPECT_EQ(r.code, LaunchCode::kInvalidArgument);
-      EXPECT_NE(std::string(r.message).find("width 65536"), std::string::npos)
-          << r.message;
-    }
+    EXPECT_EQ(TopKChoice(TopKRows(4096, 4096), f, Path::kStaged512),
+              Path::kStaged512);
+    IndexerTopKOptions o;
+    o.path = Path::kStaged512;
+    TopKPlan plan;
+    const LaunchResult r = PlanIndexerTopK(wide, o, f, &plan);
+    EXPECT_EQ(r.code, LaunchCode::kInvalidArgument);
+    EXPECT_NE(std::string(r.message).find("width 65536"), std::string::npos)
+        << r.message;
   }
   // Every instance fits 64 KiB (AMD's LDS); the bitmap one of 1024 threads
   // needs more than the 48 KiB a block gets without opting in.
@@ -420,9 +418,8 @@ TEST(IndexerTopKHeuristicsTest, ForcedPathsRunOrSayWhyNot) {
   EXPECT_NE(std::string(r.message).find("streamed_1024 needs"),
             std::string::npos)
       << r.message;
-  EXPECT_EQ(TopKChoice(wide, small, Path::kStreamed1024Compact),
-            Path::kStreamed1024Compact);
-  EXPECT_EQ(TopKChoice(wide, small), Path::kStreamed1024Compact);
+  EXPECT_EQ(TopKChoice(wide, small), Path::kStreamed512);
+  EXPECT_EQ(TopKChoice(wide, small, Path::kStreamed512), Path::kStreamed512);
 }
 
 TEST(IndexerTopKHeuristicsTest, NamesRoundTrip) {

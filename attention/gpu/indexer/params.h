@@ -87,26 +87,18 @@ struct IndexerLogitsOptions {
 
 // The top-k kernel's instances (indexer/heuristics.h picks one per launch;
 // topk.hip.cc says what they do): one block a row.
-//   staged_512             512 threads, 4 blocks a multiprocessor; launches
-//                          of width <= kTopKStageKeys (config.h), each window
-//                          staged in shared memory; output from a bitmap;
-//   staged_512_compact     the same with the output by an ordered compaction
-//                          over the staged row;
-//   streamed_1024          1024 threads, any width, each row read from global
-//                          memory at every walk (long decode rows: more loads
-//                          in flight a row); bitmap output up to 256K keys;
-//   streamed_1024_compact  the same with the ordered compaction;
-//   streamed_512           512 threads of half the loads each, 4 blocks a
-//                          multiprocessor (many long rows); bitmap output up
-//                          to 128K keys;
-//   legacy                 the former three-digit radix select over the row.
-#define DSA_INDEXER_TOPK_PATHS(X)                  \
-  X(kStaged512, "staged_512")                      \
-  X(kStaged512Compact, "staged_512_compact")       \
-  X(kStreamed1024, "streamed_1024")                \
-  X(kStreamed1024Compact, "streamed_1024_compact") \
-  X(kStreamed512, "streamed_512")                  \
-  X(kLegacy, "legacy")
+//   staged_512     512 threads, 4 blocks a multiprocessor; launches of width
+//                  <= kTopKStageKeys (config.h), each window staged in shared
+//                  memory (prefill rows);
+//   streamed_1024  1024 threads, any width, each row read from global memory
+//                  at every walk (a few long decode rows: more loads in
+//                  flight a row);
+//   streamed_512   512 threads of half the loads each, 4 blocks a
+//                  multiprocessor (many long rows).
+#define DSA_INDEXER_TOPK_PATHS(X)   \
+  X(kStaged512, "staged_512")       \
+  X(kStreamed1024, "streamed_1024") \
+  X(kStreamed512, "streamed_512")
 
 #define DSA_INDEXER_ENUMERATOR(name, text) name,
 enum class IndexerTopKPath : int32_t {

@@ -49,9 +49,6 @@
 namespace dsa::attention::gpu {
 namespace indexer {
 
-// topk_legacy.hip.cc: the former kernel, the path "legacy".
-LaunchResult LaunchTopKLegacy(const IndexerTopKParams& p, hipStream_t stream);
-
 namespace {
 
 constexpr const char* kOp = "indexer_topk";
@@ -820,16 +817,10 @@ LaunchResult IndexerTopKLaunch(const IndexerTopKParams& p, void* stream,
   switch (plan.path) {
     case IndexerTopKPath::kStaged512:
       return indexer::LaunchShape<indexer::TopKStaged512>(p, s);
-    case IndexerTopKPath::kStaged512Compact:
-      return indexer::LaunchShape<indexer::TopKStaged512Compact>(p, s);
     case IndexerTopKPath::kStreamed1024:
       return indexer::LaunchShape<indexer::TopKStreamed1024>(p, s);
-    case IndexerTopKPath::kStreamed1024Compact:
-      return indexer::LaunchShape<indexer::TopKStreamed1024Compact>(p, s);
     case IndexerTopKPath::kStreamed512:
       return indexer::LaunchShape<indexer::TopKStreamed512>(p, s);
-    case IndexerTopKPath::kLegacy:
-      return indexer::LaunchTopKLegacy(p, s);
     default:
       return Invalid(indexer::kOp, "path %s is not built",
                      indexer::TopKPathName(plan.path));
