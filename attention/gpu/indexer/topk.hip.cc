@@ -324,10 +324,10 @@ __device__ __forceinline__ void ForEachInBin(const TopKRow& r, uint32_t bin,
   }
 }
 
-// Step 3a: the threshold bin's keys into sh.candidates (in no particular
-// order; the resolution does not depend on it), a warp's at a time. A chunk
-// is first reduced to one bit a key (in the bin or not); a key in the bin is
-// read again to be stored (they are few).
+// Step 3 without a bitmap: the threshold bin's keys into sh.candidates (in no
+// particular order; the resolution does not depend on it), a warp's at a time.
+// A chunk is first reduced to one bit a key (in the bin or not); a key in the
+// bin is read again to be stored (they are few).
 template <typename Shape, bool kStaged>
 __device__ void GatherBin(const TopKRow& r, uint32_t bin,
                           TopKShared<Shape>& sh) {
@@ -444,7 +444,7 @@ __device__ __forceinline__ void MarkSelected(const TopKRow& r, int32_t j,
   atomicOr(&sh.selected[v >> 5], 1u << (v & 31));
 }
 
-// Step 3b, few candidates: each one's rank among them (how many come
+// Step 4, few candidates: each one's rank among them (how many come
 // first: a larger key, or an equal key at a lower index), found by `group`
 // threads a candidate. The one of rank remaining - 1 is the last taken: its
 // key is T, and the candidates equal to it that are taken are the remaining
@@ -492,7 +492,7 @@ __device__ void RankResolve(const TopKRow& r, uint32_t count,
   *take_equal = sh.take_equal;
 }
 
-// Step 3b, more candidates (or the whole row): radix rounds of 11, 11 and 10
+// Step 4, more candidates (or the whole row): radix rounds of 11, 11 and 10
 // bits over the keys for_each_key visits, down to the exact threshold key
 // and the number of keys equal to it that are taken.
 template <typename Shape, typename ForEachKey>
@@ -566,9 +566,10 @@ __device__ void RadixResolveAndMark(const TopKRow& r, uint32_t count,
   }
 }
 
-// Step 4: the keys above the threshold and the first take_equal keys equal
-// to it, as ascending columns. A chunk is reduced to two bits a key (above,
-// equal) before its prefix sum, so that no key is held across it.
+// Step 5 without a bitmap: the keys above the threshold and the first
+// take_equal keys equal to it, as ascending columns. A chunk is reduced to two
+// bits a key (above, equal) before its prefix sum, so that no key is held
+// across it.
 template <typename Shape, bool kStaged>
 __device__ void Compact(const TopKRow& r, uint32_t threshold,
                         uint32_t take_equal, uint32_t topk, int32_t* out,
