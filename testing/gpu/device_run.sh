@@ -138,6 +138,13 @@ for h in 32 64; do
   done
 done
 timeout 10 "$B/indexer_bench" --heads=32 --tokens=8192 --decode=32 --iters=50 >> "$work/ours_indexer.txt" 2>&1
+# Top-k alone on long decode rows of N(0, 1) logits: 1 and 32 rows of 64K
+# and 128K keys.
+for r in 1 32; do
+  for t in 65536 131072; do
+    timeout 10 "$B/indexer_bench" --topk_only=1 --topk_rows=$r --tokens=$t --iters=50 >> "$work/ours_indexer.txt" 2>&1
+  done
+done
 grep -E "^ours_|fail" "$work/ours_indexer.txt"
 section "ours: sparse MLA (absorbed 576/512, top-k 2048, W_UV included)"
 room 120 && timeout 40 stdbuf -oL "$B/sparse_mla_bench" \
@@ -158,7 +165,7 @@ room 80 && timeout 12 "$B/dense_bench" 1024 8192 32 2>&1 | grep -E "backend|sum|
 room 75 && timeout 20 "$B/layer_step_bench" --platform=cuda --iters=5 1024 8192 2>&1 | tail -8
 
 section "torch, same card: ceilings, the logits reference, torch.topk"
-room 70 && timeout 25 python3 attention/gpu/indexer/torch_baseline.py "$work/ours_indexer.txt" 32 2>&1 | tail -26
+room 70 && timeout 30 python3 attention/gpu/indexer/torch_baseline.py "$work/ours_indexer.txt" 32 2>&1 | tail -40
 section "torch: gather + softmax sparse MLA (+ W_UV matmul)"
 room 60 && timeout 25 python3 attention/gpu/sparse_mla/torch_baseline.py --iters=3 2>&1 | grep -E "total|w_uv"
 section "torch: SDPA (cuDNN) + the K/V decompression matmul"
