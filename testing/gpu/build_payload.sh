@@ -29,6 +29,7 @@ binaries=(
   mla_ops_test=//attention:mla_ops_test
   dense_ops_test=//attention:dense_ops_test
   model_runner_test=//model/deepseek_v32:model_runner_test
+  step_faults_gpu_test=//model/deepseek_v32:step_faults_gpu_test
   platform_conformance_test=//testing:platform_conformance_test
   indexer_bench=//attention/gpu/indexer:bench
   cache_bench=//attention/gpu/cache:bench

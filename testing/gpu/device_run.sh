@@ -12,7 +12,8 @@
 # 420):
 #   1. the matrix instructions in each kernel's SASS (HGMMA/QGMMA/HMMA, FFMA);
 #   2. every gpu-tagged gtest: the kernels against float64 references, the op
-#      suites, the dense ops and the runner suite on the "cuda" platform;
+#      suites, the dense ops and the runner suite on the "cuda" platform, and
+#      every fault of a step in turn (step_faults_gpu_test);
 #   3. compute-sanitizer memcheck over the op suites, racecheck over one;
 #   4. our kernels timed at the presets' shapes, then the torch references
 #      (torch.topk, cuDNN SDPA, cuBLAS, eager gathers) and the copy and
@@ -107,6 +108,7 @@ echo "-- indexer_ops_test"; gtest 40 "$B/indexer_ops_test" --gtest_filter='*/cud
 echo "-- mla_ops_test"; gtest 60 "$B/mla_ops_test" --gtest_filter='*/cuda*'
 echo "-- dense_ops_test"; gtest 30 "$B/dense_ops_test" --gtest_filter='*/cuda*'
 echo "-- model_runner_test"; gtest 60 "$B/model_runner_test" --gtest_filter='*/cuda*'
+echo "-- step_faults_gpu_test"; gtest 150 "$B/step_faults_gpu_test"
 echo "-- platform_conformance_test"; gtest 20 "$B/platform_conformance_test"
 fi
 

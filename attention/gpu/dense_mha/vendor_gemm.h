@@ -17,7 +17,8 @@ const char* DenseMhaVendorGemmBackend();
 
 // params as for Bf16GemmLaunch, without row groups (a_group_rows and
 // b_group_rows 0; kInvalidArgument otherwise). Falls back to the platform's
-// own tiled GEMM inside GemmGpu if the vendor call fails.
+// own tiled GEMM inside GemmGpu where the vendor library cannot take the
+// product; a vendor call that fails is kRuntimeError naming it.
 LaunchResult DenseMhaVendorGemmLaunch(const Bf16GemmParams& params,
                                       void* stream);
 
