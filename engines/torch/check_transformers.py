@@ -39,52 +39,15 @@ import time
 import torch
 
 from dsa_torch import stack
+# How this transformers computes its rope and indexer, read from its code
+# (one reading, shared with the conversion).
+from dsa_torch.transformers import indexer_has_relu, rope_styles
 
 FP8_BLOCK = 128
 
 
 def log(*args):
     print(*args, flush=True)
-
-
-def code_names(fn):
-    """The identifiers of a function's code, comments and strings left out
-    (a docstring saying "non-interleaved" is not a call)."""
-    import io
-    import tokenize
-    try:
-        src = inspect.getsource(fn)
-    except (OSError, TypeError):
-        return None
-    import textwrap
-    tokens = tokenize.generate_tokens(io.StringIO(textwrap.dedent(src)).readline)
-    return {t.string for t in tokens if t.type == tokenize.NAME}
-
-
-def rope_styles(attn, config):
-    """(MLA interleaved?, indexer interleaved?) as this transformers computes
-    them: the config key a module's forward reads, else whether the forward
-    calls an interleaved rope (versions differ)."""
-    def interleaved(fn, key):
-        names = code_names(fn)
-        if names is None:
-            return None
-        if key in names and hasattr(config, key):
-            return bool(getattr(config, key))
-        return any("interleave" in n for n in names)
-    mla = interleaved(type(attn).forward, "rope_interleave")
-    idx = None
-    indexer = getattr(attn, "indexer", None)
-    if indexer is not None:
-        idx = interleaved(type(indexer).forward, "indexer_rope_interleave")
-    return mla, idx
-
-
-def indexer_has_relu(attn):
-    """Whether transformers' indexer scores relu(q.k) as DeepSeek and vLLM
-    do (some versions leave the relu out, which selects other keys)."""
-    names = code_names(type(getattr(attn, "indexer", None)).forward)
-    return None if names is None else "relu" in names
 
 
 def fp8_round(x, dim_from):

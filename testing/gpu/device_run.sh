@@ -24,7 +24,11 @@
 #   7. the stack against transformers' own modules (engines/torch/
 #      check_transformers.py: checkpoints built by transformers, our stack
 #      on CUDA, transformers in bf16 and float64; DSA_GPU_CHECK_ARGS adds to
-#      its flags).
+#      its flags);
+#   8. transformers' models converted to the plugins (engines/torch/
+#      transformers_gpu.sh: check_convert.py against transformers' own run,
+#      bench_transformers.py against its eager and sdpa; DSA_HF_SECONDS,
+#      DSA_HF_ARGS).
 # DSA_GPU_SKIP_TIMING=1 leaves out the SASS census and step 4 (a check-only
 # run), DSA_GPU_SKIP_SANITIZER=1 step 3; DSA_GPU_STEPS=6 (a comma list of
 # step numbers) runs only those. prefill_bench runs GLM-5.1 and then GLM-5.2
@@ -54,7 +58,7 @@ export LD_LIBRARY_PATH="$payload/lib:/usr/local/cuda/lib64:/usr/local/cuda/targe
 export PYTHONUNBUFFERED=1
 exec > >(tee "$out/device_run.txt") 2>&1
 
-steps="${DSA_GPU_STEPS:-1,2,3,4,5,6}"  # 7 runs only when asked
+steps="${DSA_GPU_STEPS:-1,2,3,4,5,6}"  # 7 and 8 run only when asked
 # True when step $1 is to run.
 want() { [[ ",$steps," == *",$1,"* ]]; }
 
@@ -201,5 +205,12 @@ section "the stack against transformers (check_transformers.py)"
 DSA_STACK_LIBRARY="$work/plugins/libdsa_stack.so" PYTHONPATH="$root/engines/torch" \
   timeout $(( budget - $(elapsed) )) python3 engines/torch/check_transformers.py \
   --out "$out" ${DSA_GPU_CHECK_ARGS:-} 2>&1 | tee "$out/check_transformers.txt" | tail -60
+fi
+if want 8; then
+section "transformers' models converted to the plugins (transformers_gpu.sh)"
+lib=""
+[ -f "$work/torch/libdsa_torch.so" ] && lib="$work/torch/libdsa_torch.so"
+DSA_PAYLOAD="$payload" DSA_HF_LIBRARY="$lib" \
+  timeout $(( budget - $(elapsed) )) bash engines/torch/transformers_gpu.sh 2>&1 | tail -80
 fi
 section "done"

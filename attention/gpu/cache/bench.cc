@@ -1,7 +1,9 @@
 // Timing of the memory-bound GPU kernels (launch.h) at the presets'
 // shapes: median of event-timed calls after warm-up, and the bytes each
 // call must move, as GB/s against the card's copy bandwidth (measured in the
-// same call by the payload's torch script).
+// same call by the payload's torch script). The K write and Q run their
+// default body (the register one at these shapes), then the staged body
+// (force_staged_path), named by IndexerKWritePath / IndexerQPath.
 //
 // Usage: cache_bench [--iters=N]
 #include <cmath>
@@ -135,13 +137,13 @@ int Main(int argc, char** argv) {
       std::snprintf(name, sizeof(name), "indexer_k_write T=%lld bf16 topk=2048",
                     static_cast<long long>(tokens));
       Report(name, ms, bytes);
-      p.force_staged_path = true;
+      p.force_staged_path = true;  // the variant, for comparison
       Check(TimeMedianMs(&Call<IndexerKWriteParams, IndexerKWriteLaunch>, &p, 5,
                          iters, &ms),
             "k write");
       std::snprintf(name, sizeof(name),
-                    "indexer_k_write T=%lld bf16 topk=2048 (staged)",
-                    static_cast<long long>(tokens));
+                    "indexer_k_write T=%lld bf16 topk=2048 (%s)",
+                    static_cast<long long>(tokens), IndexerKWritePath(p));
       Report(name, ms, bytes);
       p.force_staged_path = false;
       p.topk = 0;
@@ -199,13 +201,12 @@ int Main(int argc, char** argv) {
       std::snprintf(name, sizeof(name), "indexer_q T=%lld heads=%d bf16",
                     static_cast<long long>(tokens), heads);
       Report(name, ms, bytes);
-      p.force_staged_path = true;
+      p.force_staged_path = true;  // the variant, for comparison
       Check(TimeMedianMs(&Call<IndexerQParams, IndexerQLaunch>, &p, 5, iters,
                          &ms),
             "q");
-      std::snprintf(name, sizeof(name),
-                    "indexer_q T=%lld heads=%d bf16 (staged)",
-                    static_cast<long long>(tokens), heads);
+      std::snprintf(name, sizeof(name), "indexer_q T=%lld heads=%d bf16 (%s)",
+                    static_cast<long long>(tokens), heads, IndexerQPath(p));
       Report(name, ms, bytes);
     }
     // MLA cache write 512 + 64, bf16 and fp8 layouts.

@@ -7,7 +7,9 @@
 // and the tiny presets' (64 dims, rope 32), both fp8 encodings, f32 and
 // bf16 inputs, padding slots, aligned (16-byte vector) and unaligned rows.
 // The kernels are called through the op layer (op_kernels.h), which fills
-// the launchers' parameters. Skips without a GPU backend or device.
+// the launchers' parameters, and again with the staged body forced
+// (force_staged_path), so that the K write and Q run both of their bodies
+// (heuristics.h). Skips without a GPU backend or device.
 #include "attention/cpu/kernels.h"
 
 #include <algorithm>
@@ -264,20 +266,22 @@ void RunKWrite(std::mt19937_64& rng, const KWriteShape& s, DType fp8,
   void* dp = dev.Upload(positions.data(), positions.size() * 8);
   void* dcs = dev.Upload(cs.data(), cs.size() * 4);
   void* ds = dev.Upload(slots.data(), slots.size() * 8);
-  // The path op_kernels picks (registers at head_dim 128), then the general
-  // staged path, each from the poison.
+  // The body op_kernels runs (heuristics.h: registers at head_dim 128),
+  // then the staged body forced, each from the poison.
   for (const bool staged : {false, true}) {
-    SCOPED_TRACE(staged ? "staged path" : "default path");
     void* dc = dev.Upload(cache.data(), cache.size());
     void* dt = dev.Upload(topk.data(), topk.size() * 4);
     ASSERT_TRUE(dev.last().ok()) << dev.last().message;
     const IndexerKWrite::Args args = make_args(dk, dw, db, dp, dcs, ds, dc, dt);
+    IndexerKWriteParams params = IndexerKWriteParamsFor(args);
+    params.force_staged_path = staged;
+    SCOPED_TRACE(std::string(staged ? "forced " : "default ") +
+                 IndexerKWritePath(params) + " path");
     if (!staged) {
       const Status gpu_status = IndexerKWriteGpu(ExecutionContext{}, args);
       ASSERT_TRUE(gpu_status.ok()) << gpu_status.message();
     } else {
-      IndexerKWriteParams params = IndexerKWriteParamsFor(args);
-      params.force_staged_path = true;
+      ASSERT_STREQ(IndexerKWritePath(params), "staged");
       const LaunchResult r = IndexerKWriteLaunch(params, nullptr);
       ASSERT_TRUE(r.ok()) << r.message;
     }
@@ -304,6 +308,12 @@ void RunKWrite(std::mt19937_64& rng, const KWriteShape& s, DType fp8,
 
 TEST_F(CacheKernelsTest, KWriteEqualsCpuAtRealShapes) {
   SKIP_WITHOUT_DEVICE();
+  // By default these shapes run the register body; RunKWrite also forces
+  // the staged one.
+  IndexerKWriteParams shape;
+  shape.head_dim = 128;
+  shape.rope_dim = 64;
+  ASSERT_STREQ(IndexerKWritePath(shape), "register");
   for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
     for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
       for (DType in : {DType::kFloat32, DType::kBFloat16}) {
@@ -374,7 +384,7 @@ TEST_F(CacheKernelsTest, KWriteSkipsOutOfRangeIndices) {
   p.head_dim = hd;
   ASSERT_TRUE(dev.last().ok()) << dev.last().message;
   for (const bool staged : {false, true}) {
-    SCOPED_TRACE(staged ? "staged path" : "register path");
+    SCOPED_TRACE(staged ? "forced staged path" : "default (register) path");
     p.k_cache = static_cast<uint8_t*>(dev.Upload(cache.data(), cache.size()));
     p.topk_indices =
         static_cast<int32_t*>(dev.Upload(topk.data(), topk.size() * 4));
@@ -455,17 +465,19 @@ void RunQ(std::mt19937_64& rng, int64_t tokens, int64_t heads, int64_t head_dim,
   void* dp = dev.Upload(positions.data(), positions.size() * 8);
   void* dcs = dev.Upload(cs.data(), cs.size() * 4);
   for (const bool staged : {false, true}) {
-    SCOPED_TRACE(staged ? "staged path" : "default path");
     void* dqo = dev.Upload(q_fp8.data(), q_fp8.size());
     void* dho = dev.Upload(hw.data(), hw.size() * 4);
     ASSERT_TRUE(dev.last().ok()) << dev.last().message;
     const IndexerQ::Args args = make_args(dq, dw, dp, dcs, dqo, dho);
+    IndexerQParams params = IndexerQParamsFor(args);
+    params.force_staged_path = staged;
+    SCOPED_TRACE(std::string(staged ? "forced " : "default ") +
+                 IndexerQPath(params) + " path");
     if (!staged) {
       const Status gpu_status = IndexerQGpu(ExecutionContext{}, args);
       ASSERT_TRUE(gpu_status.ok()) << gpu_status.message();
     } else {
-      IndexerQParams params = IndexerQParamsFor(args);
-      params.force_staged_path = true;
+      ASSERT_STREQ(IndexerQPath(params), "staged");
       const LaunchResult r = IndexerQLaunch(params, nullptr);
       ASSERT_TRUE(r.ok()) << r.message;
     }
@@ -488,6 +500,14 @@ void RunQ(std::mt19937_64& rng, int64_t tokens, int64_t heads, int64_t head_dim,
 
 TEST_F(CacheKernelsTest, QEqualsCpuAtRealShapes) {
   SKIP_WITHOUT_DEVICE();
+  // By default these shapes run the register body; RunQ also forces the
+  // staged one.
+  IndexerQParams shape;
+  shape.tokens = 300;
+  shape.heads = 64;
+  shape.head_dim = 128;
+  shape.rope_dim = 64;
+  ASSERT_STREQ(IndexerQPath(shape), "register");
   for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
     for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
       for (DType in : {DType::kFloat32, DType::kBFloat16}) {

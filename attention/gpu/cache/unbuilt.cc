@@ -13,6 +13,8 @@ LaunchResult IndexerQLaunch(const IndexerQParams&, void*) {
 LaunchResult MlaCacheWriteLaunch(const MlaCacheWriteParams&, void*) {
   return NotBuiltResult("mla_cache_write");
 }
+const char* IndexerKWritePath(const IndexerKWriteParams&) { return "none"; }
+const char* IndexerQPath(const IndexerQParams&) { return "none"; }
 LaunchResult Fp8EncodeForTesting(const float*, uint8_t*, int64_t, Fp8Encoding,
                                  void*) {
   return NotBuiltResult("fp8_encode");
