@@ -39,8 +39,7 @@ FaultInjector::FaultInjector(const FaultPlan& plan) : plan_(plan) {
 
 FaultInjector::~FaultInjector() {
   if (active_) {
-    fault_internal::g_active_injector.store(nullptr,
-                                            std::memory_order_release);
+    fault_internal::g_active_injector.store(nullptr, std::memory_order_release);
   }
 }
 
@@ -48,8 +47,9 @@ bool FaultInjector::Hit(FaultSite site) {
   if ((plan_.sites & FaultSiteBit(site)) == 0) return false;
   site_calls_[static_cast<int>(site)].fetch_add(1, std::memory_order_relaxed);
   const int64_t n = calls_.fetch_add(1, std::memory_order_relaxed) + 1;
-  const bool fail = plan_.fail_at > 0 &&
-                    (plan_.persistent ? n >= plan_.fail_at : n == plan_.fail_at);
+  const bool fail =
+      plan_.fail_at > 0 &&
+      (plan_.persistent ? n >= plan_.fail_at : n == plan_.fail_at);
   if (fail && faults_.fetch_add(1, std::memory_order_relaxed) == 0) {
     first_site_.store(static_cast<int>(site), std::memory_order_relaxed);
   }
@@ -59,8 +59,7 @@ bool FaultInjector::Hit(FaultSite site) {
 DsaStatusCode InjectedFaultError(FaultSite site, char* error,
                                  size_t error_size) {
   const int i = static_cast<int>(site);
-  const SiteInfo& info =
-      kSites[i >= 0 && i < kNumFaultSites ? i : 0];
+  const SiteInfo& info = kSites[i >= 0 && i < kNumFaultSites ? i : 0];
   if (error != nullptr && error_size > 0) {
     std::snprintf(error, error_size, "%s: %s (injected fault)", info.name,
                   info.text);

@@ -38,17 +38,17 @@ namespace dsa::platform {
 // The fault sites: X(enumerator, name, code, text) with the status code and
 // the message of a real call of that kind failing. The vendor GEMM's sites
 // return the library's own status instead (its code and text are unused).
-#define DSA_FAULT_SITES(X)                                                   \
-  X(kDeviceMalloc, "device_malloc", DSA_STATUS_RESOURCE_EXHAUSTED,           \
-    "out of memory")                                                         \
-  X(kDeviceMemcpy, "device_memcpy", DSA_STATUS_INTERNAL,                     \
-    "an illegal memory access was encountered")                              \
-  X(kDeviceSynchronize, "device_synchronize", DSA_STATUS_INTERNAL,           \
-    "unspecified launch failure")                                            \
-  X(kDeviceMemoryInfo, "device_memory_info", DSA_STATUS_INTERNAL,            \
-    "the runtime could not report its memory")                               \
-  X(kKernelLaunch, "kernel launch", DSA_STATUS_INTERNAL,                     \
-    "unspecified launch failure")                                            \
+#define DSA_FAULT_SITES(X)                                         \
+  X(kDeviceMalloc, "device_malloc", DSA_STATUS_RESOURCE_EXHAUSTED, \
+    "out of memory")                                               \
+  X(kDeviceMemcpy, "device_memcpy", DSA_STATUS_INTERNAL,           \
+    "an illegal memory access was encountered")                    \
+  X(kDeviceSynchronize, "device_synchronize", DSA_STATUS_INTERNAL, \
+    "unspecified launch failure")                                  \
+  X(kDeviceMemoryInfo, "device_memory_info", DSA_STATUS_INTERNAL,  \
+    "the runtime could not report its memory")                     \
+  X(kKernelLaunch, "kernel launch", DSA_STATUS_INTERNAL,           \
+    "unspecified launch failure")                                  \
   X(kVendorGemm, "vendor GEMM", DSA_STATUS_INTERNAL, "the library's status")
 
 enum class FaultSite : int {

@@ -92,7 +92,7 @@ TEST_F(FaultInjectionTest, TheNthCallFailsWithItsKindsError) {
     {
       FaultInjector injector(plan);
       EXPECT_THAT(Round(), StatusIs(e.code, AllOf(HasSubstr(e.where),
-                                                   HasSubstr("injected"))));
+                                                  HasSubstr("injected"))));
       EXPECT_EQ(injector.calls(), n);  // the round stopped at the fault
       EXPECT_EQ(injector.faults(), 1);
       EXPECT_EQ(injector.first_fault_site(), e.site);

@@ -174,9 +174,9 @@ absl::StatusOr<void*> DeviceRuntime::Allocate(size_t bytes) const {
   void* ptr = nullptr;
   char error[kErrorSize] = {0};
   DSA_RETURN_IF_ERROR(AbslCallbackStatus(
-      Fallible(FaultSite::kDeviceMalloc, error, sizeof(error),
-               [&] { return d_->device_malloc(bytes, &ptr, error,
-                                              sizeof(error)); }),
+      Fallible(
+          FaultSite::kDeviceMalloc, error, sizeof(error),
+          [&] { return d_->device_malloc(bytes, &ptr, error, sizeof(error)); }),
       error,
       absl::StrCat("platform '", platform_id_, "': allocating ", bytes,
                    " bytes")));

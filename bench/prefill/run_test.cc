@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "attention/cpu/registration.h"
 #include "bench/prefill/flags.h"
 #include "bench/prefill/report/json.h"
 #include "bench/prefill/report/table.h"
 #include "bench/prefill/result.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "attention/cpu/registration.h"
 #include "platform/cpu/cpu_platform.h"
 #include "platform/registry.h"
 #include "platform/rocm/registration.h"

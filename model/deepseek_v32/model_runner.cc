@@ -135,10 +135,10 @@ absl::Status OpError(const absl::Status& status, const char* op,
   absl::string_view message = status.message();
   const std::string named = absl::StrCat(op, ": ");
   if (absl::StartsWith(message, named)) message.remove_prefix(named.size());
-  return absl::Status(
-      status.code(),
-      what == nullptr ? absl::StrCat(op, ": ", message)
-                      : absl::StrCat(op, " (", what, "): ", message));
+  return absl::Status(status.code(),
+                      what == nullptr
+                          ? absl::StrCat(op, ": ", message)
+                          : absl::StrCat(op, " (", what, "): ", message));
 }
 
 // Zero-fills device memory, so that a fresh cache holds defined bytes (a
@@ -290,7 +290,7 @@ struct DeepseekV32Model::Shared {
     if (status.ok()) return status;
     return OpError(status, op, what);
   }
-#define DSA_LAUNCH(shared, op, what, kernel, args)                           \
+#define DSA_LAUNCH(shared, op, what, kernel, args)                        \
   (shared).Launch(#op, (what), &OpCallCounts::op, &OpTimes::op, (kernel), \
                   (args))
 
@@ -725,21 +725,19 @@ int64_t DeepseekV32Model::StepInputBytes(const RuntimeOptions& options) {
 absl::Status DeepseekV32Model::ReserveStepInputs() {
   Shared& s = *shared_;
   absl::Status status;
-  ForEachStepInput(options_, &s,
-                   [&](DeviceBuffer* buffer, const char* name, int64_t bytes) {
-                     if (!status.ok()) return;
-                     absl::StatusOr<DeviceBuffer> b = DeviceBuffer::Allocate(
-                         s.runtime, static_cast<size_t>(std::max<int64_t>(
-                                        bytes, 1)));
-                     if (!b.ok()) {
-                       status = Annotate(b.status(), absl::StrCat(
-                                                         "reserving the step "
-                                                         "input ",
-                                                         name));
-                       return;
-                     }
-                     *buffer = std::move(*b);
-                   });
+  ForEachStepInput(
+      options_, &s, [&](DeviceBuffer* buffer, const char* name, int64_t bytes) {
+        if (!status.ok()) return;
+        absl::StatusOr<DeviceBuffer> b = DeviceBuffer::Allocate(
+            s.runtime, static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+        if (!b.ok()) {
+          status = Annotate(b.status(), absl::StrCat("reserving the step "
+                                                     "input ",
+                                                     name));
+          return;
+        }
+        *buffer = std::move(*b);
+      });
   return status;
 }
 
@@ -756,15 +754,15 @@ absl::Status DeepseekV32Model::ReserveIndexerWorkspace(int64_t rows,
   const int64_t topk_more = std::max<int64_t>(
       0, topk_bytes - static_cast<int64_t>(s.topk.buffer.capacity()));
   if (workspace_more == 0 && topk_more == 0) return absl::OkStatus();
-  const std::string what = absl::StrCat(
-      "the indexer's workspace (", rows, " query rows over ", max_seq_len,
-      " keys: ", FormatBytes(workspace_bytes), ") and top-k buffer (",
-      FormatBytes(topk_bytes), ")");
+  const std::string what =
+      absl::StrCat("the indexer's workspace (", rows, " query rows over ",
+                   max_seq_len, " keys: ", FormatBytes(workspace_bytes),
+                   ") and top-k buffer (", FormatBytes(topk_bytes), ")");
   // Each grows by freeing its old buffer first: the new size minus the old
   // is what more the device must have free.
-  DSA_RETURN_IF_ERROR(CheckFits(
-      s.runtime, workspace_more + topk_more, what,
-      "a profile run (ProfileRun) reserves it for the largest step"));
+  DSA_RETURN_IF_ERROR(
+      CheckFits(s.runtime, workspace_more + topk_more, what,
+                "a profile run (ProfileRun) reserves it for the largest step"));
   if (workspace_more > 0) {
     DSA_RETURN_IF_ERROR(Annotate(
         s.workspace.Get(s.runtime, static_cast<size_t>(workspace_bytes))
@@ -935,8 +933,8 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
       max_seq_len =
           std::max(max_seq_len, r.num_context_tokens + r.num_new_tokens);
     }
-    DSA_RETURN_IF_ERROR(Annotate(
-        ReserveIndexerWorkspace(tokens, max_seq_len, scores), "step"));
+    DSA_RETURN_IF_ERROR(
+        Annotate(ReserveIndexerWorkspace(tokens, max_seq_len, scores), "step"));
   }
   DSA_ASSIGN_OR_RETURN(StepLayout layout,
                        blocks_.PrepareStep(requests, plan.metadata->mla));
@@ -1075,8 +1073,9 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
       absl::StatusOr<std::vector<float>> h =
           read_back(act_->residual, hidden_size);
       if (!h.ok()) {
-        return Annotate(h.status(),
-                        absl::StrCat(where, ": reading back its hidden states"));
+        return Annotate(
+            h.status(),
+            absl::StrCat(where, ": reading back its hidden states"));
       }
       result.hidden_states.push_back(std::move(*h));
     }
@@ -1098,10 +1097,10 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
       DSA_RETURN_IF_ERROR(Annotate(rt.Synchronize(), where));
       DSA_ASSIGN_OR_RETURN(void* topk_buffer,
                            s.topk.buffer.Get(rt, internal.size() * 4));
-      DSA_RETURN_IF_ERROR(Annotate(
-          rt.CopyDeviceToHost(internal.data(), topk_buffer,
-                              internal.size() * sizeof(int32_t)),
-          absl::StrCat(where, ": reading back its top-k")));
+      DSA_RETURN_IF_ERROR(
+          Annotate(rt.CopyDeviceToHost(internal.data(), topk_buffer,
+                                       internal.size() * sizeof(int32_t)),
+                   absl::StrCat(where, ": reading back its top-k")));
       std::vector<int32_t> out(internal.size());
       for (int64_t t = 0; t < tokens; ++t) {
         std::copy_n(internal.begin() + t * topk, topk,
@@ -1113,10 +1112,10 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
         step_options.read_hidden) {
       // Kept on the device (a copy ordered after the layer's work), read
       // back with the MTP layers' output at the end.
-      DSA_RETURN_IF_ERROR(Annotate(
-          rt.CopyDeviceToDevice(act_->main_hidden.data(), act_->residual.data(),
-                                hidden_bytes),
-          absl::StrCat(where, ": keeping the main layers' output")));
+      DSA_RETURN_IF_ERROR(
+          Annotate(rt.CopyDeviceToDevice(act_->main_hidden.data(),
+                                         act_->residual.data(), hidden_bytes),
+                   absl::StrCat(where, ": keeping the main layers' output")));
     }
   }
   // The step's device work is done before it returns (its buffers are
@@ -1173,16 +1172,15 @@ absl::Status DeepseekV32Model::PrepareMtpInput(Layer& layer, int mtp_index,
             int64_t{mtp_index} * T * hidden);
   const TensorView cat =
       View2(act.mtp_cat.data(), adt, T, 2 * hidden, 2 * hidden);
-  DSA_RETURN_IF_ERROR(
-      s.RmsNorm("enorm", embeddings, layer.Vector(WeightId::kEnorm),
-                View2(cat.data, adt, T, hidden, 2 * hidden)));
+  DSA_RETURN_IF_ERROR(s.RmsNorm("enorm", embeddings,
+                                layer.Vector(WeightId::kEnorm),
+                                View2(cat.data, adt, T, hidden, 2 * hidden)));
   TensorView h = residual;
   if (mtp_index == 0) {
     // The main model's output as vLLM hands it over: after model.norm.
     h = View2(act.out.data(), DType::kFloat32, T, hidden, hidden);
-    DSA_RETURN_IF_ERROR(
-        s.RmsNorm("final_norm", residual, layer.Vector(WeightId::kFinalNorm),
-                  h));
+    DSA_RETURN_IF_ERROR(s.RmsNorm("final_norm", residual,
+                                  layer.Vector(WeightId::kFinalNorm), h));
   }
   DSA_RETURN_IF_ERROR(
       s.RmsNorm("hnorm", h, layer.Vector(WeightId::kHnorm),
@@ -1235,9 +1233,8 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
   const TensorView q_c = View2(act.q_c.data(), adt, T, q_lora, q_lora);
   if (plan.k_cache_write) {
     const TensorView k = View2(act.indexer_k.data(), adt, T, id, id);
-    DSA_RETURN_IF_ERROR(
-        s.Gemm("indexer_wk", Batch1(x), layer.Matrix(WeightId::kIndexerWk),
-               Batch1(k)));
+    DSA_RETURN_IF_ERROR(s.Gemm("indexer_wk", Batch1(x),
+                               layer.Matrix(WeightId::kIndexerWk), Batch1(k)));
     attention::IndexerKWrite::Args a;
     a.k = k;
     a.ln_weight = layer.Vector(WeightId::kIndexerKNormWeight);
@@ -1263,9 +1260,9 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
     s.scoring = true;  // until the top-k is written (OpTimes)
     const TensorView iq = View2(act.indexer_q.data(), adt, T, ih * id, ih * id);
     const TensorView iw = View2(act.indexer_w.data(), adt, T, ih, ih);
-    DSA_RETURN_IF_ERROR(
-        s.Gemm("indexer_wq_b", Batch1(q_c),
-               layer.Matrix(WeightId::kIndexerWqB), Batch1(iq)));
+    DSA_RETURN_IF_ERROR(s.Gemm("indexer_wq_b", Batch1(q_c),
+                               layer.Matrix(WeightId::kIndexerWqB),
+                               Batch1(iq)));
     DSA_RETURN_IF_ERROR(s.Gemm("indexer_weights_proj", Batch1(x),
                                layer.Matrix(WeightId::kIndexerWeightsProj),
                                Batch1(iw)));
@@ -1285,7 +1282,8 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
       a.intermediate_dtype = DType::kBFloat16;
       a.fp8_scale_divisor = s.indexer_fp8_divisor;
       a.hadamard_rotation = s.indexer_hadamard ? 1 : 0;
-      DSA_RETURN_IF_ERROR(DSA_LAUNCH(s, indexer_q, nullptr, s.kernels.indexer_q, a));
+      DSA_RETURN_IF_ERROR(
+          DSA_LAUNCH(s, indexer_q, nullptr, s.kernels.indexer_q, a));
     }
     const int64_t width = layout.max_seq_len;
     DSA_ASSIGN_OR_RETURN(
@@ -1360,24 +1358,20 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   const TensorView residual =
       View2(act.residual.data(), DType::kFloat32, T, hidden, hidden);
   const TensorView x = View2(act.x.data(), adt, T, hidden, hidden);
-  DSA_RETURN_IF_ERROR(
-      s.RmsNorm("input_layernorm", residual,
-                layer.Vector(WeightId::kInputLayerNorm), x));
+  DSA_RETURN_IF_ERROR(s.RmsNorm("input_layernorm", residual,
+                                layer.Vector(WeightId::kInputLayerNorm), x));
 
   // --- MLA projections, norms and rope.
   const TensorView q_c_raw =
       View2(act.q_c_raw.data(), DType::kFloat32, T, q_lora, q_lora);
   const TensorView q_c = View2(act.q_c.data(), adt, T, q_lora, q_lora);
   const TensorView q = View2(act.q.data(), adt, T, H * qk, H * qk);
-  DSA_RETURN_IF_ERROR(
-      s.Gemm("q_a_proj", Batch1(x), layer.Matrix(WeightId::kQAProj),
-             Batch1(q_c_raw)));
-  DSA_RETURN_IF_ERROR(
-      s.RmsNorm("q_a_layernorm", q_c_raw,
-                layer.Vector(WeightId::kQALayerNorm), q_c));
-  DSA_RETURN_IF_ERROR(
-      s.Gemm("q_b_proj", Batch1(q_c), layer.Matrix(WeightId::kQBProj),
-             Batch1(q)));
+  DSA_RETURN_IF_ERROR(s.Gemm("q_a_proj", Batch1(x),
+                             layer.Matrix(WeightId::kQAProj), Batch1(q_c_raw)));
+  DSA_RETURN_IF_ERROR(s.RmsNorm("q_a_layernorm", q_c_raw,
+                                layer.Vector(WeightId::kQALayerNorm), q_c));
+  DSA_RETURN_IF_ERROR(s.Gemm("q_b_proj", Batch1(q_c),
+                             layer.Matrix(WeightId::kQBProj), Batch1(q)));
   {
     // q_pe: [T, H, rope] at offset nope of every head.
     TensorView q_pe = MakeTensorView(nullptr, adt, {T, H, rope});
@@ -1391,9 +1385,9 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   const TensorView kv =
       View2(act.kv.data(), DType::kFloat32, T, kv_width, kv_width);
   const TensorView kv_c = View2(act.kv_c.data(), adt, T, kv_lora, kv_lora);
-  DSA_RETURN_IF_ERROR(
-      s.Gemm("kv_a_proj_with_mqa", Batch1(x),
-             layer.Matrix(WeightId::kKvAProjWithMqa), Batch1(kv)));
+  DSA_RETURN_IF_ERROR(s.Gemm("kv_a_proj_with_mqa", Batch1(x),
+                             layer.Matrix(WeightId::kKvAProjWithMqa),
+                             Batch1(kv)));
   DSA_RETURN_IF_ERROR(
       s.RmsNorm("kv_a_layernorm",
                 View2(act.kv.data(), DType::kFloat32, T, kv_lora, kv_width),
@@ -1474,7 +1468,8 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
       qa.strides[0] = width;
       qa.strides[1] = H * width;
       DSA_RETURN_IF_ERROR(s.Gemm("q_nope x W_UK", qn, w_uk, qa));
-      DSA_RETURN_IF_ERROR(s.Cast("q_pe into the absorbed query",
+      DSA_RETURN_IF_ERROR(s.Cast(
+          "q_pe into the absorbed query",
           View2(static_cast<char*>(act.q.data()) + nope * esize, adt,
                 sparse_rows * H, rope, qk),
           View2(static_cast<char*>(act.q_absorbed.data()) + kv_lora * esize,
@@ -1495,7 +1490,8 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
     a.qk_nope_head_dim = static_cast<int32_t>(nope);
     a.softmax_scale = softmax_scale;
     a.output = MakeTensorView(act.attn.data(), adt, {sparse_rows, H, vdim});
-    DSA_RETURN_IF_ERROR(DSA_LAUNCH(s, sparse_mla, nullptr, s.kernels.sparse_mla, a));
+    DSA_RETURN_IF_ERROR(
+        DSA_LAUNCH(s, sparse_mla, nullptr, s.kernels.sparse_mla, a));
   }
   if (dense_prefill && T > D) {
     const int64_t P = T - D;
@@ -1526,17 +1522,16 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
     a.output = MakeTensorView(
         static_cast<char*>(act.attn.data()) + D * H * vdim * esize, adt,
         {P, H, vdim});
-    DSA_RETURN_IF_ERROR(
-        DSA_LAUNCH(s, dense_mha_prefill, nullptr, s.kernels.dense_mha_prefill, a));
+    DSA_RETURN_IF_ERROR(DSA_LAUNCH(s, dense_mha_prefill, nullptr,
+                                   s.kernels.dense_mha_prefill, a));
   }
 
   // --- Output projection and the residual.
   const TensorView out =
       View2(act.out.data(), DType::kFloat32, T, hidden, hidden);
-  DSA_RETURN_IF_ERROR(
-      s.Gemm("o_proj",
-             Batch1(View2(act.attn.data(), adt, T, H * vdim, H * vdim)),
-             layer.Matrix(WeightId::kOProj), Batch1(out)));
+  DSA_RETURN_IF_ERROR(s.Gemm(
+      "o_proj", Batch1(View2(act.attn.data(), adt, T, H * vdim, H * vdim)),
+      layer.Matrix(WeightId::kOProj), Batch1(out)));
   attention::ResidualAdd::Args a;
   a.residual = residual;
   a.x = out;

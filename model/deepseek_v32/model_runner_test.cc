@@ -11,14 +11,15 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "absl/strings/str_cat.h"
 #include "model/deepseek_v32/reference_stack.h"
 #include "platform/cpu/cpu_platform.h"
 #include "platform/fault_injection.h"
@@ -870,15 +871,16 @@ class LimitedMemoryTest : public ::testing::Test {
     auto rocm = platform::Registry::Global().GetPlatform("rocm");
     ASSERT_OK(rocm.status());
     ASSERT_OK_AND_ASSIGN(caps_, rocm->CapabilitiesForArch("gfx942"));
-    ASSERT_OK_AND_ASSIGN(config_, LoadModelConfig("tiny-glm-5.1"));
+    ASSERT_OK_AND_ASSIGN(ModelConfig config, LoadModelConfig("tiny-glm-5.1"));
+    config_.emplace(std::move(config));
     options_.block_size = 16;
-    options_.num_blocks = 16;
+    options_.num_blocks = 32;  // a 300-token prefill fits
     options_.max_model_len = 1024;
     options_.max_num_batched_tokens = 512;
   }
   absl::StatusOr<std::unique_ptr<DeepseekV32Model>> Create() {
     DSA_ASSIGN_OR_RETURN(LayerPlanner planner,
-                         LayerPlanner::Create(config_, caps_, {}));
+                         LayerPlanner::Create(*config_, caps_, {}));
     return DeepseekV32Model::Create(std::move(planner), *platform_, kernels_,
                                     options_, 7);
   }
@@ -887,14 +889,14 @@ class LimitedMemoryTest : public ::testing::Test {
   std::optional<platform::Platform> platform_;
   AttentionKernels kernels_;
   platform::PlatformCapabilities caps_;
-  ModelConfig config_;
+  std::optional<ModelConfig> config_;
   RuntimeOptions options_;
 };
 
 // A model that does not fit is refused before anything is allocated, with
 // its size and the platform's free and total memory in the message.
 TEST_F(LimitedMemoryTest, AModelThatDoesNotFitIsRefusedWithItsSizes) {
-  const int64_t bytes = DeepseekV32Model::DeviceBytes(config_, options_);
+  const int64_t bytes = DeepseekV32Model::DeviceBytes(*config_, options_);
   free_bytes = static_cast<uint64_t>(bytes) - 1;
   platform::FaultPlan count_allocations;
   count_allocations.sites =
@@ -922,7 +924,7 @@ TEST_F(LimitedMemoryTest, AStepThatDoesNotFitIsRefusedBeforeItStarts) {
   free_bytes = 4096;
   const std::vector<StepRequest> sparse = {{1, 0, 300}};
   const std::vector<float> x =
-      RandomHidden(300, config_.proto().hidden_size(), 3);
+      RandomHidden(300, config_->proto().hidden_size(), 3);
   const std::vector<uint8_t> latent_before = *model->ReadLatentCache(0);
   EXPECT_THAT(
       model->Step({}, sparse, x),

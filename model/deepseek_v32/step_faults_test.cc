@@ -230,8 +230,8 @@ class StepFaultsTest : public ::testing::TestWithParam<Case> {
   // steps, with their metadata).
   std::vector<int64_t> StepSlots(int64_t k, const StepOutput& out) {
     if (GetParam().kind == StepKind::kProfileRun) return {};
-    absl::StatusOr<StepLayout> layout =
-        mirror_->PrepareStep(StepOf(GetParam().kind, k), out.plan.metadata->mla);
+    absl::StatusOr<StepLayout> layout = mirror_->PrepareStep(
+        StepOf(GetParam().kind, k), out.plan.metadata->mla);
     EXPECT_OK(layout.status());
     return layout.ok() ? layout->slot_mapping : std::vector<int64_t>();
   }
@@ -258,8 +258,9 @@ class StepFaultsTest : public ::testing::TestWithParam<Case> {
       const int64_t block = (slot / bs) * bs * (head_dim + 4);
       r.emplace_back(static_cast<size_t>(block + (slot % bs) * head_dim),
                      static_cast<size_t>(head_dim));
-      r.emplace_back(static_cast<size_t>(block + bs * head_dim + (slot % bs) * 4),
-                     size_t{4});
+      r.emplace_back(
+          static_cast<size_t>(block + bs * head_dim + (slot % bs) * 4),
+          size_t{4});
     }
     return r;
   }
@@ -319,8 +320,8 @@ bool Equal(const std::vector<float>& a, const std::vector<float>& b) {
 // one step ahead, so that the prefill before them runs once per model.
 TEST_P(StepFaultsTest, EveryFaultIsReportedRolledBackAndRetriedToTheBit) {
   const bool chain = GetParam().kind == StepKind::kDecode;
-  ASSERT_OK_AND_ASSIGN(mirror_, BlockTables::Create(options_.block_size,
-                                                    options_.num_blocks));
+  ASSERT_OK_AND_ASSIGN(
+      mirror_, BlockTables::Create(options_.block_size, options_.num_blocks));
   std::unique_ptr<DeepseekV32Model> reference = ModelBeforeTheStep();
   ASSERT_NE(reference, nullptr);
   std::optional<BlockTables> model_mirror;
@@ -387,8 +388,7 @@ TEST_P(StepFaultsTest, EveryFaultIsReportedRolledBackAndRetriedToTheBit) {
       EXPECT_TRUE(std::regex_search(message, WherePattern()))
           << "says neither the layer and op nor the step's part: " << message;
       if (site == FaultSite::kDeviceMalloc) {
-        EXPECT_EQ(failed.status().code(),
-                  absl::StatusCode::kResourceExhausted)
+        EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted)
             << message;
       }
     }
@@ -477,17 +477,16 @@ TEST_P(StepFaultsTest, APersistentFaultStillRollsBack) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Steps, StepFaultsTest,
-    ::testing::Values(Case{StepKind::kProfileRun, false},
-                      Case{StepKind::kProfileRun, true},
-                      Case{StepKind::kDense, false},
-                      Case{StepKind::kDense, true},
-                      Case{StepKind::kSparse, false},
-                      Case{StepKind::kSparse, true},
-                      Case{StepKind::kDecode, false},
-                      Case{StepKind::kDecode, true}),
-    CaseName);
+INSTANTIATE_TEST_SUITE_P(Steps, StepFaultsTest,
+                         ::testing::Values(Case{StepKind::kProfileRun, false},
+                                           Case{StepKind::kProfileRun, true},
+                                           Case{StepKind::kDense, false},
+                                           Case{StepKind::kDense, true},
+                                           Case{StepKind::kSparse, false},
+                                           Case{StepKind::kSparse, true},
+                                           Case{StepKind::kDecode, false},
+                                           Case{StepKind::kDecode, true}),
+                         CaseName);
 
 }  // namespace
 }  // namespace dsa::model::deepseek_v32

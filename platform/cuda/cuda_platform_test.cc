@@ -167,9 +167,9 @@ TEST(CudaPlatformTest, MemoryInfoReportsFreeAndTotal) {
   ASSERT_NE(p.device_memory_info, nullptr);
   char error[256] = "";
   uint64_t free_bytes = 0, total_bytes = 0;
-  ASSERT_EQ(p.device_memory_info(&free_bytes, &total_bytes, error,
-                                 sizeof(error)),
-            DSA_STATUS_OK)
+  ASSERT_EQ(
+      p.device_memory_info(&free_bytes, &total_bytes, error, sizeof(error)),
+      DSA_STATUS_OK)
       << error;
   EXPECT_EQ(total_bytes, uint64_t{1} << 30);
   EXPECT_EQ(free_bytes, uint64_t{1} << 29);

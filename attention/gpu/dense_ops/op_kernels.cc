@@ -116,9 +116,8 @@ int MakePlan(const lt::CublasLtApi& api, void* handle, const GemmParams& p,
                  {&plan.d, y_type, static_cast<uint64_t>(p.out),
                   static_cast<uint64_t>(p.rows), d_ld}};
   for (const auto& l : layouts) {
-    if (int st =
-            api.cublasLtMatrixLayoutCreate(l.layout, l.type, l.rows, l.cols,
-                                           l.ld);
+    if (int st = api.cublasLtMatrixLayoutCreate(l.layout, l.type, l.rows,
+                                                l.cols, l.ld);
         st != lt::kCublasStatusSuccess) {
       return fail(st);
     }
@@ -254,8 +253,8 @@ Status TryCublasLt(const GemmParams& p, bool w_row_major, void* stream,
           ? lt::kCublasStatusExecutionFailed
           : api->cublasLtMatmul(s.handle, plan.desc, &alpha, p.w, plan.a, p.x,
                                 plan.b, &beta, p.y, plan.d, p.y, plan.d,
-                                plan.heuristic.algo, workspace,
-                                kWorkspaceBytes, stream);
+                                plan.heuristic.algo, workspace, kWorkspaceBytes,
+                                stream);
   if (st == lt::kCublasStatusSuccess) {
     *done = true;
     return OkStatus();
@@ -333,11 +332,10 @@ Status TryRocblas(const GemmParams& p, bool w_row_major, void* stream,
                 &alpha, p.w, rb::kRocblasDatatypeBf16,
                 static_cast<int32_t>(lda), p.w_batch_stride, p.x,
                 rb::kRocblasDatatypeBf16, static_cast<int32_t>(ldb),
-                p.x_batch_stride, &beta, p.y, y_type,
-                static_cast<int32_t>(ldd), p.y_batch_stride, p.y, y_type,
-                static_cast<int32_t>(ldd), p.y_batch_stride,
-                static_cast<int32_t>(p.batch), rb::kRocblasDatatypeF32,
-                rb::kRocblasGemmAlgoStandard, 0, 0);
+                p.x_batch_stride, &beta, p.y, y_type, static_cast<int32_t>(ldd),
+                p.y_batch_stride, p.y, y_type, static_cast<int32_t>(ldd),
+                p.y_batch_stride, static_cast<int32_t>(p.batch),
+                rb::kRocblasDatatypeF32, rb::kRocblasGemmAlgoStandard, 0, 0);
   if (st == rb::kRocblasStatusSuccess) {
     *done = true;
     return OkStatus();
