@@ -49,9 +49,9 @@ class Kernel {
     char error[kKernelErrorSize];
     error[0] = '\0';
     const DsaStatusCode code =
-        platform::FaultInjected(platform::FaultSite::kKernelLaunch)
-            ? platform::InjectedFaultError(platform::FaultSite::kKernelLaunch,
-                                           error, sizeof(error))
+        platform::FaultInjected(platform::FaultSite::kOpCall)
+            ? platform::InjectedFaultError(platform::FaultSite::kOpCall, error,
+                                           sizeof(error))
             : fn_(&c_ctx, &c_args, error, sizeof(error));
     if (code == DSA_STATUS_OK) return absl::OkStatus();
     error[sizeof(error) - 1] = '\0';

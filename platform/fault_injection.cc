@@ -13,11 +13,13 @@ namespace {
 struct SiteInfo {
   const char* name;
   DsaStatusCode code;
+  int runtime_error;
   const char* text;
 };
 
 constexpr SiteInfo kSites[] = {
-#define DSA_FAULT_SITE_INFO(e, name, code, text) {name, code, text},
+#define DSA_FAULT_SITE_INFO(e, name, code, runtime_error, text) \
+  {name, code, runtime_error, text},
     DSA_FAULT_SITES(DSA_FAULT_SITE_INFO)
 #undef DSA_FAULT_SITE_INFO
 };
@@ -29,6 +31,11 @@ static_assert(kNumFaultSites <= 32, "FaultPlan::sites is a 32-bit mask");
 const char* FaultSiteName(FaultSite site) {
   const int i = static_cast<int>(site);
   return i >= 0 && i < kNumFaultSites ? kSites[i].name : "unknown fault site";
+}
+
+int FaultSiteRuntimeError(FaultSite site) {
+  const int i = static_cast<int>(site);
+  return i >= 0 && i < kNumFaultSites ? kSites[i].runtime_error : 999;
 }
 
 FaultInjector::FaultInjector(const FaultPlan& plan) : plan_(plan) {

@@ -2,19 +2,24 @@
 // each of them fail in turn (SQLite's way with every allocation and I/O) and
 // check what the caller does then: the status it returns, what it rolls back.
 //
-// Every fallible call already passes through one of three narrow places, and
-// each of them asks FaultInjected() first:
+// Every fallible call passes through one of four narrow places, and each of
+// them asks FaultInjected() first:
 //   - DeviceRuntime (platform/registry.h): every device_malloc, device_memcpy,
 //     device_synchronize and device_memory_info of a platform descriptor;
-//   - attention::Kernel<Op> (attention/kernel_lookup.h): every kernel call
+//   - attention::Kernel<Op> (attention/kernel_lookup.h): every op call
 //     through an entry point the registry handed out;
-//   - the vendor GEMM (attention/gpu/dense_ops/op_kernels.cc): every
-//     cublasLtMatmul and rocblas_gemm_strided_batched_ex.
+//   - the GPU kernels' runtime calls (attention/gpu/device/launch_util.h):
+//     every kernel launch, stream-ordered allocation, copy, stream
+//     synchronisation and event call of the HIP/CUDA runtime the CUDA and
+//     ROCm platforms share, and their plain allocations and copies;
+//   - the vendor BLAS (attention/gpu/dense_ops/op_kernels.cc): every
+//     cuBLASLt and rocBLAS call that can fail.
 // A call made to fail returns the error the real call returns when it fails
-// (out of memory for an allocation, a launch failure for a kernel, the
-// library's status for a GEMM), so the caller runs its real error path.
+// (out of memory for an allocation, the runtime's launch failure for a
+// kernel, the library's status for a BLAS call), so the caller runs its real
+// error path.
 //
-// device_free is no fault site: its callers are destructors, which cannot act
+// Frees are no fault sites: their callers are destructors, which cannot act
 // on an error, and a free that did not free would only leak.
 //
 // Off by default: without a FaultInjector alive a site costs one relaxed
@@ -23,7 +28,8 @@
 // library (a plugin loaded from its own shared object has its own copy and
 // sees no test's injector: test the platforms linked into the binary).
 //
-// Free of Abseil: the op kernels in plugin shared objects use it.
+// Free of Abseil: the op kernels in plugin shared objects use it, and so do
+// the GPU kernels' launchers (device-compiled sources).
 #ifndef DSA_PLATFORM_FAULT_INJECTION_H_
 #define DSA_PLATFORM_FAULT_INJECTION_H_
 
@@ -35,35 +41,50 @@
 
 namespace dsa::platform {
 
-// The fault sites: X(enumerator, name, code, text) with the status code and
-// the message of a real call of that kind failing. The vendor GEMM's sites
-// return the library's own status instead (its code and text are unused).
-#define DSA_FAULT_SITES(X)                                         \
-  X(kDeviceMalloc, "device_malloc", DSA_STATUS_RESOURCE_EXHAUSTED, \
-    "out of memory")                                               \
-  X(kDeviceMemcpy, "device_memcpy", DSA_STATUS_INTERNAL,           \
-    "an illegal memory access was encountered")                    \
-  X(kDeviceSynchronize, "device_synchronize", DSA_STATUS_INTERNAL, \
-    "unspecified launch failure")                                  \
-  X(kDeviceMemoryInfo, "device_memory_info", DSA_STATUS_INTERNAL,  \
-    "the runtime could not report its memory")                     \
-  X(kKernelLaunch, "kernel launch", DSA_STATUS_INTERNAL,           \
-    "unspecified launch failure")                                  \
-  X(kVendorGemm, "vendor GEMM", DSA_STATUS_INTERNAL, "the library's status")
+// The fault sites, one per kind of call: X(enumerator, name, code,
+// runtime_error, text). `code` and `text` are what a failing call of that
+// kind returns across the plugin ABI; `runtime_error` is the HIP/CUDA runtime
+// error the GPU kernels' calls of that kind return (the two runtimes number
+// these alike: launch_util.h checks). The vendor BLAS calls return the
+// library's own status instead.
+#define DSA_FAULT_SITES(X)                                                    \
+  X(kDeviceMalloc, "device_malloc", DSA_STATUS_RESOURCE_EXHAUSTED, 2,         \
+    "out of memory")                                                          \
+  X(kDeviceMemcpy, "device_memcpy", DSA_STATUS_INTERNAL, 700,                 \
+    "an illegal memory access was encountered")                               \
+  X(kDeviceSynchronize, "device_synchronize", DSA_STATUS_INTERNAL, 719,       \
+    "unspecified launch failure")                                             \
+  X(kDeviceMemoryInfo, "device_memory_info", DSA_STATUS_INTERNAL, 999,        \
+    "unknown error")                                                          \
+  X(kOpCall, "op call", DSA_STATUS_INTERNAL, 719,                             \
+    "unspecified launch failure")                                             \
+  X(kKernelLaunch, "kernel launch", DSA_STATUS_INTERNAL, 701,                 \
+    "too many resources requested for launch")                                \
+  X(kStreamAlloc, "stream-ordered allocation", DSA_STATUS_RESOURCE_EXHAUSTED, \
+    2, "out of memory")                                                       \
+  X(kStreamCopy, "stream copy", DSA_STATUS_INTERNAL, 700,                     \
+    "an illegal memory access was encountered")                               \
+  X(kStreamSynchronize, "stream synchronize", DSA_STATUS_INTERNAL, 719,       \
+    "unspecified launch failure")                                             \
+  X(kEvent, "event", DSA_STATUS_INTERNAL, 719, "unspecified launch failure")  \
+  X(kVendorBlas, "vendor BLAS call", DSA_STATUS_INTERNAL, 999,                \
+    "the library's status")
 
 enum class FaultSite : int {
-#define DSA_FAULT_SITE_ENUM(e, name, code, text) e,
+#define DSA_FAULT_SITE_ENUM(e, name, code, runtime_error, text) e,
   DSA_FAULT_SITES(DSA_FAULT_SITE_ENUM)
 #undef DSA_FAULT_SITE_ENUM
 };
 inline constexpr int kNumFaultSites = 0
-#define DSA_FAULT_SITE_COUNT(e, name, code, text) +1
+#define DSA_FAULT_SITE_COUNT(e, name, code, runtime_error, text) +1
     DSA_FAULT_SITES(DSA_FAULT_SITE_COUNT)
 #undef DSA_FAULT_SITE_COUNT
     ;
 
 // "device_malloc", ...
 const char* FaultSiteName(FaultSite site);
+// The HIP/CUDA runtime's error of a failing call of `site`'s kind.
+int FaultSiteRuntimeError(FaultSite site);
 
 constexpr uint32_t FaultSiteBit(FaultSite site) {
   return uint32_t{1} << static_cast<int>(site);

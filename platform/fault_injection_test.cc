@@ -60,7 +60,7 @@ TEST_F(FaultInjectionTest, OffCountsAndChangesNothing) {
   EXPECT_EQ(counting.calls(FaultSite::kDeviceMemcpy), 2);
   EXPECT_EQ(counting.calls(FaultSite::kDeviceSynchronize), 1);
   EXPECT_EQ(counting.calls(FaultSite::kDeviceMemoryInfo), 1);
-  EXPECT_EQ(counting.calls(FaultSite::kKernelLaunch), 0);
+  EXPECT_EQ(counting.calls(FaultSite::kOpCall), 0);
   EXPECT_EQ(counting.faults(), 0);
 }
 

@@ -1,11 +1,12 @@
 // Every fault, in turn: for a GLM-5.1-shaped stack (tiny-glm-5.1), each
 // fallible call of a step (platform/fault_injection.h: the device runtime's
-// allocations, copies, synchronisations and memory queries, every kernel
-// launch, the vendor GEMM) is made to fail, one at a time, in both arms
-// (main: the indexer always scores; skip: the decision as registered), for a
-// dense step (short prefills), a sparse step (a prefill longer than
-// index_topk), a profile run and a decode step. For every N the step with
-// fault N
+// allocations, copies, synchronisations and memory queries, every op call,
+// and on a GPU every kernel launch, stream-ordered allocation, stream copy
+// and synchronisation and vendor BLAS call) is made to fail, one at a time,
+// in both arms (main: the indexer always scores; skip: the decision as
+// registered), for a dense step (short prefills), a sparse step (a prefill
+// chunk whose request grows past index_topk), a profile run and a decode
+// step. For every N the step with fault N
 //   - returns an error that names the failed call and where it was (the
 //     layer and the op, or the step's upload, read-back or reservation);
 //   - leaves the block tables as before it, and every byte of the caches but
@@ -13,7 +14,10 @@
 //   - retried without the fault, gives outputs and caches equal to the bit
 //     to those of a model that never failed.
 // No crash, no hang (the test's timeout), no leak (the ASan build's leak
-// check). Every N starts from a fresh model in the step's starting state.
+// check). Every N starts from the step's starting state: a fresh model for
+// the dense step and the profile run, the next step of a chain for the
+// sparse and decode steps (their requests' earlier tokens prefilled once per
+// chain).
 //
 // The platform the step executes on: "emulated-rocm" (ROCm's capabilities on
 // the CPU kernels, as prefill_bench runs without a GPU; step_faults_test), or
@@ -74,9 +78,14 @@ const char* StepKindName(StepKind kind) {
 }
 
 // Dense: two short prefills (17 tokens, below index_topk 64: the skip arm's
-// main layers skip scoring). Sparse: a prefill of index_topk + 1 tokens.
-// Decode: a decode each for a request past index_topk (65 tokens cached)
-// and a short one (12); the k-th decode step of a chain of them.
+// main layers skip scoring). Sparse: the k-th chunk of 8 tokens of a prompt
+// whose first 60 are cached (68 + 8k > index_topk: the sparse MQA path,
+// reading the cached tokens' latent and indexer keys). Decode: a decode each
+// for a request past index_topk (65 tokens cached) and a short one (12), the
+// k-th decode step of a chain of them.
+constexpr int64_t kMaxModelLen = 256;
+constexpr int64_t kSparseContext = 60;
+constexpr int64_t kSparseChunk = 8;
 constexpr int64_t kDecodeContext[2] = {65, 12};
 
 std::vector<StepRequest> StepOf(StepKind kind, int64_t k) {
@@ -84,7 +93,7 @@ std::vector<StepRequest> StepOf(StepKind kind, int64_t k) {
     case StepKind::kDense:
       return {{1, 0, 12}, {2, 0, 5}};
     case StepKind::kSparse:
-      return {{1, 0, 65}};
+      return {{1, kSparseContext + kSparseChunk * k, kSparseChunk}};
     case StepKind::kDecode:
       return {{1, kDecodeContext[0] + k, 1}, {2, kDecodeContext[1] + k, 1}};
     case StepKind::kProfileRun:
@@ -93,9 +102,22 @@ std::vector<StepRequest> StepOf(StepKind kind, int64_t k) {
   return {};
 }
 
-// What a decode chain prefilled first.
-std::vector<StepRequest> DecodeHistory() {
-  return {{1, 0, kDecodeContext[0]}, {2, 0, kDecodeContext[1]}};
+// The sparse and decode steps run in chains: what a chain prefills first,
+// and how many of its steps fit in max_model_len.
+bool Chained(StepKind kind) {
+  return kind == StepKind::kSparse || kind == StepKind::kDecode;
+}
+std::vector<StepRequest> History(StepKind kind) {
+  if (kind == StepKind::kSparse) return {{1, 0, kSparseContext}};
+  if (kind == StepKind::kDecode) {
+    return {{1, 0, kDecodeContext[0]}, {2, 0, kDecodeContext[1]}};
+  }
+  return {};
+}
+int64_t ChainSteps(StepKind kind) {
+  return kind == StepKind::kSparse
+             ? (kMaxModelLen - kSparseContext) / kSparseChunk
+             : 64;
 }
 
 int64_t Tokens(const std::vector<StepRequest>& requests) {
@@ -159,8 +181,8 @@ class StepFaultsTest : public ::testing::TestWithParam<Case> {
     ASSERT_OK(config.status());
     config_.emplace(*config);
     options_.block_size = 16;
-    options_.num_blocks = 32;  // a decode chain of ~170 steps fits
-    options_.max_model_len = 256;
+    options_.num_blocks = 32;  // a decode chain (kChainSteps) fits
+    options_.max_model_len = kMaxModelLen;
     options_.max_num_batched_tokens = 96;
     options_.num_threads = 1;
     // bf16 on a GPU: what engines run, and what takes the vendor GEMM.
@@ -180,11 +202,11 @@ class StepFaultsTest : public ::testing::TestWithParam<Case> {
     return model.ok() ? std::move(*model) : nullptr;
   }
 
-  // A fresh model, after the decode chain's prefill for kDecode.
+  // A fresh model, after a chain's prefill for the chained steps.
   std::unique_ptr<DeepseekV32Model> ModelBeforeTheStep() {
     std::unique_ptr<DeepseekV32Model> model = NewModel();
-    if (model == nullptr || GetParam().kind != StepKind::kDecode) return model;
-    const std::vector<StepRequest> history = DecodeHistory();
+    if (model == nullptr || !Chained(GetParam().kind)) return model;
+    const std::vector<StepRequest> history = History(GetParam().kind);
     absl::StatusOr<StepOutput> out =
         model->Step({}, history, Hidden(history, 100));
     EXPECT_OK(out.status());
@@ -194,6 +216,20 @@ class StepFaultsTest : public ::testing::TestWithParam<Case> {
           mirror_->PrepareStep(history, out->plan.metadata->mla).status());
     }
     return model;
+  }
+
+  // GPU platforms make some calls once per process (the vendor library's
+  // handle, its plans per shape, kernel attributes): the step once on a
+  // model of its own first, so that the calls counted next are those every
+  // such step makes.
+  void WarmUp() {
+    if (std::string(kPlatform) == "emulated-rocm") return;
+    std::optional<BlockTables> no_mirror;
+    no_mirror.swap(mirror_);
+    std::unique_ptr<DeepseekV32Model> model = ModelBeforeTheStep();
+    no_mirror.swap(mirror_);
+    ASSERT_NE(model, nullptr);
+    ASSERT_OK(RunTheStep(*model, 0).status());
   }
 
   std::vector<float> Hidden(const std::vector<StepRequest>& step,
@@ -315,23 +351,35 @@ bool Equal(const std::vector<float>& a, const std::vector<float>& b) {
          (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
 }
 
-// Prefills and the profile run start every N from a fresh model; decodes
-// walk a chain (the k-th N fails the k-th decode step), the reference model
-// one step ahead, so that the prefill before them runs once per model.
+// The dense step and the profile run start every N from a fresh model; the
+// sparse and decode steps walk a chain (the N-th fault fails the chain's
+// k-th step), the reference model one step ahead, so that the prefill
+// before them runs once per chain rather than once per N. A new chain
+// (fresh models, the prefill again) starts after ChainSteps of them, so
+// that no request outgrows max_model_len.
 TEST_P(StepFaultsTest, EveryFaultIsReportedRolledBackAndRetriedToTheBit) {
-  const bool chain = GetParam().kind == StepKind::kDecode;
-  ASSERT_OK_AND_ASSIGN(
-      mirror_, BlockTables::Create(options_.block_size, options_.num_blocks));
-  std::unique_ptr<DeepseekV32Model> reference = ModelBeforeTheStep();
-  ASSERT_NE(reference, nullptr);
-  std::optional<BlockTables> model_mirror;
-  std::unique_ptr<DeepseekV32Model> chained;
-  if (chain) {
-    model_mirror.swap(mirror_);  // the chained model's prefill: no mirror
-    chained = ModelBeforeTheStep();
-    model_mirror.swap(mirror_);
-    ASSERT_NE(chained, nullptr);
-  }
+  const bool chain = Chained(GetParam().kind);
+  const int64_t chain_steps = ChainSteps(GetParam().kind);
+  std::unique_ptr<DeepseekV32Model> reference, chained;
+  // A new chain (or, for the other steps, the reference model): the models
+  // before the step, mirror_ following the reference's block tables.
+  auto start = [&]() -> bool {
+    absl::StatusOr<BlockTables> mirror =
+        BlockTables::Create(options_.block_size, options_.num_blocks);
+    EXPECT_OK(mirror.status());
+    if (!mirror.ok()) return false;
+    mirror_.emplace(std::move(*mirror));
+    reference = ModelBeforeTheStep();
+    if (chain) {
+      std::optional<BlockTables> mirror_of_reference;
+      mirror_of_reference.swap(mirror_);  // the chained model's prefill
+      chained = ModelBeforeTheStep();
+      mirror_of_reference.swap(mirror_);
+    }
+    return reference != nullptr && (!chain || chained != nullptr);
+  };
+  ASSERT_NO_FATAL_FAILURE(WarmUp());
+  ASSERT_TRUE(start());
   // The step as it runs when nothing fails, counting its fallible calls.
   int64_t calls = 0;
   StepOutput expected;
@@ -354,11 +402,12 @@ TEST_P(StepFaultsTest, EveryFaultIsReportedRolledBackAndRetriedToTheBit) {
   int sites_seen[platform::kNumFaultSites] = {};
   for (int64_t n = 1; n <= calls; ++n) {
     SCOPED_TRACE(::testing::Message() << "fault at call " << n);
-    const int64_t k = chain ? n - 1 : 0;  // the step that fails
-    if (chain && k > 0) {
+    const int64_t k = chain ? (n - 1) % chain_steps : 0;  // the step failing
+    if (chain && k == 0 && n > 1) ASSERT_TRUE(start());
+    if (chain && n > 1) {
       FaultInjector counting;
       ASSERT_OK_AND_ASSIGN(expected, RunTheStep(*reference, k));
-      ASSERT_EQ(counting.calls(), calls) << "decode step " << k;
+      ASSERT_EQ(counting.calls(), calls) << "the chain's step " << k;
       expected_caches = ReadCaches(*reference);
       slots = StepSlots(k, expected);
     }
@@ -383,11 +432,20 @@ TEST_P(StepFaultsTest, EveryFaultIsReportedRolledBackAndRetriedToTheBit) {
       const FaultSite site = injector.first_fault_site();
       ++sites_seen[static_cast<int>(site)];
       const std::string message(failed.status().message());
-      EXPECT_THAT(message, ::testing::HasSubstr(FaultSiteName(site)));
-      EXPECT_THAT(message, ::testing::HasSubstr("injected fault"));
+      // The failed call: its kind marked as injected, or for the vendor
+      // library the call and the library's status.
+      if (site == FaultSite::kVendorBlas) {
+        EXPECT_TRUE(std::regex_search(
+            message, std::regex("(cublasLt|rocblas_)[A-Za-z_]+ failed: "
+                                "(CUBLAS_STATUS|rocblas_status)_")))
+            << message;
+      } else {
+        EXPECT_THAT(message, ::testing::HasSubstr(FaultSiteName(site)));
+        EXPECT_THAT(message, ::testing::HasSubstr("injected"));
+      }
       EXPECT_TRUE(std::regex_search(message, WherePattern()))
           << "says neither the layer and op nor the step's part: " << message;
-      if (site == FaultSite::kDeviceMalloc) {
+      if (site == FaultSite::kDeviceMalloc || site == FaultSite::kStreamAlloc) {
         EXPECT_EQ(failed.status().code(), absl::StatusCode::kResourceExhausted)
             << message;
       }
@@ -439,6 +497,7 @@ TEST_P(StepFaultsTest, EveryFaultIsReportedRolledBackAndRetriedToTheBit) {
 // back, and a retry once the device works again is equal to the bit.
 TEST_P(StepFaultsTest, APersistentFaultStillRollsBack) {
   if (GetParam().kind == StepKind::kProfileRun) GTEST_SKIP() << "see above";
+  ASSERT_NO_FATAL_FAILURE(WarmUp());
   std::unique_ptr<DeepseekV32Model> reference = ModelBeforeTheStep();
   ASSERT_NE(reference, nullptr);
   const int free_before = reference->block_tables().num_free_blocks();

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 
 #include "attention/gpu/dense_ops/launch.h"
 #include "attention/gpu/device/launch_status.h"
@@ -68,6 +69,16 @@ LtState& State() {
   return *state;
 }
 
+// A call into the vendor library that a test's FaultInjector can make fail
+// (platform/fault_injection.h): `call()`'s status, or `injected`, the
+// library's status of such a call failing (never one that says the product
+// is unsupported: a passing fault must not change which kernel runs it).
+template <class Call>
+int Blas(int injected, Call&& call) {
+  return platform::FaultInjected(platform::FaultSite::kVendorBlas) ? injected
+                                                                   : call();
+}
+
 // Builds a plan into *out: kCublasStatusSuccess with out->ok when cuBLASLt
 // has an algorithm, with out->ok false when it has none for this layout (a
 // fact of the shape, cached); another status when a call failed (nothing is
@@ -87,17 +98,30 @@ int MakePlan(const lt::CublasLtApi& api, void* handle, const GemmParams& p,
     return lt::CublasStatusIsUnsupported(status) ? lt::kCublasStatusSuccess
                                                  : status;
   };
-  if (int st = api.cublasLtMatmulDescCreate(&plan.desc, lt::kCublasCompute32F,
-                                            lt::kCudaR32F);
+  constexpr int kAllocFailed = lt::kCublasStatusAllocFailed;
+  constexpr int kInternal = lt::kCublasStatusInternalError;
+  if (int st = Blas(kAllocFailed,
+                    [&] {
+                      return api.cublasLtMatmulDescCreate(
+                          &plan.desc, lt::kCublasCompute32F, lt::kCudaR32F);
+                    });
       st != lt::kCublasStatusSuccess) {
     return fail(st);
   }
   const int trans_a = w_row_major ? lt::kCublasOpT : lt::kCublasOpN;
   const int trans_b = lt::kCublasOpN;
-  api.cublasLtMatmulDescSetAttribute(plan.desc, lt::kMatmulDescTransA, &trans_a,
-                                     sizeof(trans_a));
-  api.cublasLtMatmulDescSetAttribute(plan.desc, lt::kMatmulDescTransB, &trans_b,
-                                     sizeof(trans_b));
+  for (const auto& [attribute, value] :
+       {std::pair<int, const int*>{lt::kMatmulDescTransA, &trans_a},
+        std::pair<int, const int*>{lt::kMatmulDescTransB, &trans_b}}) {
+    if (int st = Blas(kInternal,
+                      [&, attribute = attribute, value = value] {
+                        return api.cublasLtMatmulDescSetAttribute(
+                            plan.desc, attribute, value, sizeof(*value));
+                      });
+        st != lt::kCublasStatusSuccess) {
+      return fail(st);
+    }
+  }
   const uint64_t a_rows = w_row_major ? p.in : p.out;
   const uint64_t a_cols = w_row_major ? p.out : p.in;
   const int64_t a_ld =
@@ -116,8 +140,11 @@ int MakePlan(const lt::CublasLtApi& api, void* handle, const GemmParams& p,
                  {&plan.d, y_type, static_cast<uint64_t>(p.out),
                   static_cast<uint64_t>(p.rows), d_ld}};
   for (const auto& l : layouts) {
-    if (int st = api.cublasLtMatrixLayoutCreate(l.layout, l.type, l.rows,
-                                                l.cols, l.ld);
+    if (int st = Blas(kAllocFailed,
+                      [&] {
+                        return api.cublasLtMatrixLayoutCreate(
+                            l.layout, l.type, l.rows, l.cols, l.ld);
+                      });
         st != lt::kCublasStatusSuccess) {
       return fail(st);
     }
@@ -131,31 +158,48 @@ int MakePlan(const lt::CublasLtApi& api, void* handle, const GemmParams& p,
                    {plan.b, p.x_batch_stride},
                    {plan.d, p.y_batch_stride}};
     for (const auto& l : batched) {
-      api.cublasLtMatrixLayoutSetAttribute(l.layout, lt::kLayoutBatchCount,
-                                           &count, sizeof(count));
-      api.cublasLtMatrixLayoutSetAttribute(
-          l.layout, lt::kLayoutStridedBatchOffset, &l.stride, sizeof(l.stride));
+      int st = Blas(kInternal, [&] {
+        return api.cublasLtMatrixLayoutSetAttribute(
+            l.layout, lt::kLayoutBatchCount, &count, sizeof(count));
+      });
+      if (st == lt::kCublasStatusSuccess) {
+        st = Blas(kInternal, [&] {
+          return api.cublasLtMatrixLayoutSetAttribute(
+              l.layout, lt::kLayoutStridedBatchOffset, &l.stride,
+              sizeof(l.stride));
+        });
+      }
+      if (st != lt::kCublasStatusSuccess) return fail(st);
     }
   }
   void* pref = nullptr;
-  if (int st = api.cublasLtMatmulPreferenceCreate(&pref);
+  if (int st = Blas(kAllocFailed,
+                    [&] { return api.cublasLtMatmulPreferenceCreate(&pref); });
       st != lt::kCublasStatusSuccess) {
     return fail(st);
   }
   const uint64_t workspace = kWorkspaceBytes;
-  api.cublasLtMatmulPreferenceSetAttribute(pref, lt::kPrefMaxWorkspaceBytes,
-                                           &workspace, sizeof(workspace));
+  int status = Blas(kInternal, [&] {
+    return api.cublasLtMatmulPreferenceSetAttribute(
+        pref, lt::kPrefMaxWorkspaceBytes, &workspace, sizeof(workspace));
+  });
   const uint32_t aligns[4] = {
       static_cast<uint32_t>(align_w), static_cast<uint32_t>(align_x),
       static_cast<uint32_t>(align_y), static_cast<uint32_t>(align_y)};
-  for (int i = 0; i < 4; ++i) {
-    api.cublasLtMatmulPreferenceSetAttribute(
-        pref, lt::kPrefMinAlignmentABytes + i, &aligns[i], sizeof(aligns[i]));
+  for (int i = 0; i < 4 && status == lt::kCublasStatusSuccess; ++i) {
+    status = Blas(kInternal, [&] {
+      return api.cublasLtMatmulPreferenceSetAttribute(
+          pref, lt::kPrefMinAlignmentABytes + i, &aligns[i], sizeof(aligns[i]));
+    });
   }
   int returned = 0;
-  const int status = api.cublasLtMatmulAlgoGetHeuristic(
-      handle, plan.desc, plan.a, plan.b, plan.d, plan.d, pref, 1,
-      &plan.heuristic, &returned);
+  if (status == lt::kCublasStatusSuccess) {
+    status = Blas(kInternal, [&] {
+      return api.cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a,
+                                                plan.b, plan.d, plan.d, pref, 1,
+                                                &plan.heuristic, &returned);
+    });
+  }
   api.cublasLtMatmulPreferenceDestroy(pref);
   if (status != lt::kCublasStatusSuccess) return fail(status);
   if (returned < 1) return fail(lt::kCublasStatusNotSupported);
@@ -193,7 +237,8 @@ Status TryCublasLt(const GemmParams& p, bool w_row_major, void* stream,
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.handle == nullptr) {
     if (s.handle_failed) return OkStatus();
-    const int st = api->cublasLtCreate(&s.handle);
+    const int st = Blas(lt::kCublasStatusAllocFailed,
+                        [&] { return api->cublasLtCreate(&s.handle); });
     if (st != lt::kCublasStatusSuccess) {
       s.handle = nullptr;
       // No usable library here (no driver, an arch it does not know): the
@@ -246,15 +291,12 @@ Status TryCublasLt(const GemmParams& p, bool w_row_major, void* stream,
   const Plan& plan = it->second;
   if (!plan.ok) return OkStatus();
   const float alpha = 1.0f, beta = 0.0f;
-  // A fault site (platform/fault_injection.h): a test can make it fail as
-  // an execution failure would.
-  const int st =
-      platform::FaultInjected(platform::FaultSite::kVendorGemm)
-          ? lt::kCublasStatusExecutionFailed
-          : api->cublasLtMatmul(s.handle, plan.desc, &alpha, p.w, plan.a, p.x,
-                                plan.b, &beta, p.y, plan.d, p.y, plan.d,
-                                plan.heuristic.algo, workspace, kWorkspaceBytes,
-                                stream);
+  const int st = Blas(lt::kCublasStatusExecutionFailed, [&] {
+    return api->cublasLtMatmul(s.handle, plan.desc, &alpha, p.w, plan.a, p.x,
+                               plan.b, &beta, p.y, plan.d, p.y, plan.d,
+                               plan.heuristic.algo, workspace, kWorkspaceBytes,
+                               stream);
+  });
   if (st == lt::kCublasStatusSuccess) {
     *done = true;
     return OkStatus();
@@ -300,7 +342,9 @@ Status TryRocblas(const GemmParams& p, bool w_row_major, void* stream,
   std::lock_guard<std::mutex> lock(state->mu);
   if (state->handle == nullptr) {
     if (state->handle_failed) return OkStatus();
-    const int st = api->rocblas_create_handle(&state->handle);
+    const int st = Blas(rb::kRocblasStatusMemoryError, [&] {
+      return api->rocblas_create_handle(&state->handle);
+    });
     if (st != rb::kRocblasStatusSuccess) {
       state->handle = nullptr;
       if (rb::RocblasStatusIsUnsupported(st)) {
@@ -310,7 +354,9 @@ Status TryRocblas(const GemmParams& p, bool w_row_major, void* stream,
       return RocblasError("rocblas_create_handle", st);
     }
   }
-  if (const int st = api->rocblas_set_stream(state->handle, stream);
+  if (const int st =
+          Blas(rb::kRocblasStatusInternalError,
+               [&] { return api->rocblas_set_stream(state->handle, stream); });
       st != rb::kRocblasStatusSuccess) {
     return RocblasError("rocblas_set_stream", st);
   }
@@ -318,24 +364,20 @@ Status TryRocblas(const GemmParams& p, bool w_row_major, void* stream,
                          ? rb::kRocblasDatatypeBf16
                          : rb::kRocblasDatatypeF32;
   const float alpha = 1.0f, beta = 0.0f;
-  // A fault site (platform/fault_injection.h), failing as an internal error
-  // of the library would.
-  const int st =
-      platform::FaultInjected(platform::FaultSite::kVendorGemm)
-          ? rb::kRocblasStatusInternalError
-          : api->rocblas_gemm_strided_batched_ex(
-                state->handle,
-                w_row_major ? rb::kRocblasOperationTranspose
-                            : rb::kRocblasOperationNone,
-                rb::kRocblasOperationNone, static_cast<int32_t>(p.out),
-                static_cast<int32_t>(p.rows), static_cast<int32_t>(p.in),
-                &alpha, p.w, rb::kRocblasDatatypeBf16,
-                static_cast<int32_t>(lda), p.w_batch_stride, p.x,
-                rb::kRocblasDatatypeBf16, static_cast<int32_t>(ldb),
-                p.x_batch_stride, &beta, p.y, y_type, static_cast<int32_t>(ldd),
-                p.y_batch_stride, p.y, y_type, static_cast<int32_t>(ldd),
-                p.y_batch_stride, static_cast<int32_t>(p.batch),
-                rb::kRocblasDatatypeF32, rb::kRocblasGemmAlgoStandard, 0, 0);
+  const int st = Blas(rb::kRocblasStatusInternalError, [&] {
+    return api->rocblas_gemm_strided_batched_ex(
+        state->handle,
+        w_row_major ? rb::kRocblasOperationTranspose
+                    : rb::kRocblasOperationNone,
+        rb::kRocblasOperationNone, static_cast<int32_t>(p.out),
+        static_cast<int32_t>(p.rows), static_cast<int32_t>(p.in), &alpha, p.w,
+        rb::kRocblasDatatypeBf16, static_cast<int32_t>(lda), p.w_batch_stride,
+        p.x, rb::kRocblasDatatypeBf16, static_cast<int32_t>(ldb),
+        p.x_batch_stride, &beta, p.y, y_type, static_cast<int32_t>(ldd),
+        p.y_batch_stride, p.y, y_type, static_cast<int32_t>(ldd),
+        p.y_batch_stride, static_cast<int32_t>(p.batch),
+        rb::kRocblasDatatypeF32, rb::kRocblasGemmAlgoStandard, 0, 0);
+  });
   if (st == rb::kRocblasStatusSuccess) {
     *done = true;
     return OkStatus();

@@ -11,8 +11,8 @@
 // unsupported size or arch) falls back to the own kernel, the same way every
 // time; a vendor call that fails (out of memory, an execution failure) is the
 // gemm's error, named after the call and the library's status, so that a
-// product's numerics never depend on a passing failure. The vendor GEMM call
-// is a fault site (platform/fault_injection.h).
+// product's numerics never depend on a passing failure. Every vendor call
+// that can fail is a fault site (platform/fault_injection.h).
 // GemmGpuOn(..., GemmBackend::kOwnKernel) runs the own kernel on any x (the
 // bench and the tests compare both).
 // Free of Abseil: linked into plugin shared objects.
