@@ -44,8 +44,10 @@
 // It reserves its activations and the step's inputs for the largest step
 // then; a profile run reserves the indexer's workspace and top-k, so that a
 // later step within max_num_batched_tokens and max_model_len allocates
-// nothing. A step that needs more (no profile run) checks the growth against
-// the free memory and allocates it before it starts.
+// nothing of the model's (a GPU platform's kernels still take their per-call
+// scratch from the runtime's stream-ordered pool). A step that needs more
+// (no profile run) checks the growth against the free memory and allocates
+// it before it starts.
 //
 // A step that fails (a device call or a kernel returns an error) returns
 // that error with where it happened in front ("step: layer 3 (MTP):

@@ -20,6 +20,7 @@ out=.device/gpu
 binaries=(
   vector_add_test=//attention/gpu/device:vector_add_test
   mma_bf16_test=//attention/gpu/device:mma_bf16_test
+  runtime_faults_test=//attention/gpu/device:runtime_faults_test
   indexer_kernels_test=//attention/gpu/indexer:kernels_test
   cache_kernels_test=//attention/gpu/cache:kernels_test
   sparse_mla_kernels_test=//attention/gpu/sparse_mla:kernels_test
