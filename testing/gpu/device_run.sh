@@ -11,8 +11,12 @@
 # skipped when less than they need is left of DSA_GPU_RUN_SECONDS, default
 # 420):
 #   1. the matrix instructions in each kernel's SASS (HGMMA/QGMMA/HMMA, FFMA);
-#   2. every gpu-tagged gtest: the kernels against float64 references, the op
-#      suites, the dense ops and the runner suite on the "cuda" platform;
+#   2. every gpu-tagged gtest: the kernels against float64 references, the
+#      runtime calls as fault sites, the op suites, the dense ops and the
+#      runner suite on the "cuda" platform, then every fault of a step in turn
+#      (step_faults_gpu_test, the sweep of model/deepseek_v32/
+#      step_faults_test.cc on "cuda"; DSA_GPU_FAULT_SECONDS, default 240,
+#      bounds it);
 #   3. compute-sanitizer memcheck over the op suites, racecheck over one;
 #   4. our kernels timed at the presets' shapes, then the torch references
 #      (torch.topk, cuDNN SDPA, cuBLAS, eager gathers) and the copy and
@@ -102,8 +106,9 @@ done
 
 if want 2; then
 section "gtest: kernels against float64 references"
-for t in vector_add_test mma_bf16_test indexer_kernels_test cache_kernels_test \
-         sparse_mla_kernels_test dense_mha_kernels_test dense_ops_kernels_test; do
+for t in vector_add_test mma_bf16_test runtime_faults_test indexer_kernels_test \
+         cache_kernels_test sparse_mla_kernels_test dense_mha_kernels_test \
+         dense_ops_kernels_test; do
   # dense_mha's float64 references take about 56 s on the H200.
   limit=45; [ "$t" = dense_mha_kernels_test ] && limit=100
   echo "-- $t"; gtest "$limit" "$B/$t"
@@ -114,6 +119,10 @@ echo "-- mla_ops_test"; gtest 60 "$B/mla_ops_test" --gtest_filter='*/cuda*'
 echo "-- dense_ops_test"; gtest 30 "$B/dense_ops_test" --gtest_filter='*/cuda*'
 echo "-- model_runner_test"; gtest 60 "$B/model_runner_test" --gtest_filter='*/cuda*'
 echo "-- platform_conformance_test"; gtest 20 "$B/platform_conformance_test"
+section "gtest: every fault of a step in turn on cuda (step_faults_gpu_test)"
+gtest "${DSA_GPU_FAULT_SECONDS:-240}" "$B/step_faults_gpu_test"
+# Per case: its fallible calls and the sites they were at.
+grep -E "^\[ faults" "$work/gtest.txt" | head -24
 fi
 
 if want 3; then

@@ -228,10 +228,12 @@ LaunchResult Prefill(const DenseMhaPrefillParams& p, hipStream_t stream) {
                     "dense_mha_prefill metadata");
     if (!r.ok()) return r;
     // From pageable memory: the runtime stages it before returning.
-    r = FromError(
-        hipMemcpyAsync(meta_dev, plan.meta_upload.data(),
-                       plan.meta_upload.size(), hipMemcpyHostToDevice, stream),
-        "dense_mha_prefill metadata upload");
+    r = FallibleCall(platform::FaultSite::kStreamCopy,
+                     "dense_mha_prefill metadata upload", [&] {
+                       return hipMemcpyAsync(meta_dev, plan.meta_upload.data(),
+                                             plan.meta_upload.size(),
+                                             hipMemcpyHostToDevice, stream);
+                     });
     if (!r.ok()) return r;
     meta.requests = reinterpret_cast<const RequestInfo*>(meta_dev);
     meta.items = reinterpret_cast<const WorkItem*>(

@@ -19,8 +19,9 @@ const char* DenseMhaVendorGemmBackend();
 // group count dividing m or n) run as one strided-batched product, a batch
 // per group, the other operand shared (batch stride 0): kv_b_proj's W_UK or
 // W_UV rows of every head read in place. kInvalidArgument otherwise. Falls
-// back to the platform's own tiled GEMM inside GemmGpu if the vendor call
-// fails.
+// back to the platform's own tiled GEMM inside GemmGpu where the vendor
+// library cannot take the product; a vendor call that fails is
+// kRuntimeError naming it.
 LaunchResult DenseMhaVendorGemmLaunch(const Bf16GemmParams& params,
                                       void* stream);
 
