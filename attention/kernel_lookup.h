@@ -5,7 +5,8 @@
 // back a Kernel<Op>: a callable that converts the C++ arguments to the op's C
 // struct (kernel_api.h), calls the plugin's C entry point and turns its code
 // and message into an absl::Status. Callers never cast and never see the C
-// types.
+// types. Every call is a fault site (platform/fault_injection.h): a test's
+// FaultInjector can make it fail as a failed launch would.
 //
 //   DSA_ASSIGN_OR_RETURN(Kernel<IndexerLogits> logits,
 //                        GetKernel<IndexerLogits>(registry, "rocm"));
@@ -20,6 +21,7 @@
 #include "attention/kernel_abi.h"
 #include "attention/ops.h"
 #include "platform/absl_status.h"
+#include "platform/fault_injection.h"
 #include "platform/registry.h"
 #include "platform/status_macros.h"
 
@@ -46,7 +48,11 @@ class Kernel {
     const typename Op::CArgs c_args = ToCArgs(args);
     char error[kKernelErrorSize];
     error[0] = '\0';
-    const DsaStatusCode code = fn_(&c_ctx, &c_args, error, sizeof(error));
+    const DsaStatusCode code =
+        platform::FaultInjected(platform::FaultSite::kOpCall)
+            ? platform::InjectedFaultError(platform::FaultSite::kOpCall, error,
+                                           sizeof(error))
+            : fn_(&c_ctx, &c_args, error, sizeof(error));
     if (code == DSA_STATUS_OK) return absl::OkStatus();
     error[sizeof(error) - 1] = '\0';
     return platform::StatusFromC(

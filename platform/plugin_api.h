@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define DSA_PLUGIN_API_MAJOR 1
-#define DSA_PLUGIN_API_MINOR 0
+#define DSA_PLUGIN_API_MINOR 1
 #define DSA_PLUGIN_GET_API_SYMBOL "DsaGetPluginApi"
 
 #if defined(__GNUC__)
@@ -137,6 +137,13 @@ typedef struct DsaPlatformDescriptor {
                                  int32_t kind /* DsaMemcpyKind */, char* error,
                                  size_t error_size);
   DsaStatusCode (*device_synchronize)(char* error, size_t error_size);
+
+  /* Minor version 1. Free and total bytes of device 0's memory now (for the
+   * CPU platform: available and physical host memory), so that a host can
+   * refuse work that does not fit before it starts. May be NULL. */
+  DsaStatusCode (*device_memory_info)(uint64_t* free_bytes,
+                                      uint64_t* total_bytes, char* error,
+                                      size_t error_size);
 } DsaPlatformDescriptor;
 
 /* One kernel of one op for one platform. */

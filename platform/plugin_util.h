@@ -54,6 +54,8 @@ struct PlatformCallbacks {
   decltype(DsaPlatformDescriptor::device_free) device_free;
   decltype(DsaPlatformDescriptor::device_memcpy) device_memcpy;
   decltype(DsaPlatformDescriptor::device_synchronize) device_synchronize;
+  decltype(DsaPlatformDescriptor::device_memory_info) device_memory_info =
+      nullptr;
 };
 
 template <size_t N>
@@ -75,6 +77,7 @@ DsaPlatformDescriptor MakePlatformDescriptor(
   d.device_free = callbacks.device_free;
   d.device_memcpy = callbacks.device_memcpy;
   d.device_synchronize = callbacks.device_synchronize;
+  d.device_memory_info = callbacks.device_memory_info;
   return d;
 }
 

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "platform/fault_injection.h"
 #include "platform/status_macros.h"
 
 namespace dsa::platform {
@@ -21,6 +22,15 @@ constexpr size_t kErrorSize = 512;
 absl::Status AbslCallbackStatus(DsaStatusCode code, const char* error,
                                 absl::string_view what) {
   return ToAbsl(platform::CallbackStatus(code, error, std::string(what)));
+}
+
+// The descriptor's `call`, unless a test's FaultInjector makes this call at
+// `site` fail as the platform's would.
+template <typename Call>
+DsaStatusCode Fallible(FaultSite site, char* error, size_t error_size,
+                       Call call) {
+  if (FaultInjected(site)) return InjectedFaultError(site, error, error_size);
+  return call();
 }
 
 PlatformKind KindFromC(int32_t kind) {
@@ -164,7 +174,10 @@ absl::StatusOr<void*> DeviceRuntime::Allocate(size_t bytes) const {
   void* ptr = nullptr;
   char error[kErrorSize] = {0};
   DSA_RETURN_IF_ERROR(AbslCallbackStatus(
-      d_->device_malloc(bytes, &ptr, error, sizeof(error)), error,
+      Fallible(
+          FaultSite::kDeviceMalloc, error, sizeof(error),
+          [&] { return d_->device_malloc(bytes, &ptr, error, sizeof(error)); }),
+      error,
       absl::StrCat("platform '", platform_id_, "': allocating ", bytes,
                    " bytes")));
   if (ptr == nullptr && bytes > 0) {
@@ -200,7 +213,12 @@ absl::Status DeviceRuntime::Copy(void* dst, const void* src, size_t bytes,
   }
   char error[kErrorSize] = {0};
   return AbslCallbackStatus(
-      d_->device_memcpy(dst, src, bytes, kind, error, sizeof(error)), error,
+      Fallible(FaultSite::kDeviceMemcpy, error, sizeof(error),
+               [&] {
+                 return d_->device_memcpy(dst, src, bytes, kind, error,
+                                          sizeof(error));
+               }),
+      error,
       absl::StrCat("platform '", platform_id_, "': memcpy of ", bytes,
                    " bytes"));
 }
@@ -225,8 +243,27 @@ absl::Status DeviceRuntime::Synchronize() const {
   }
   char error[kErrorSize] = {0};
   return AbslCallbackStatus(
-      d_->device_synchronize(error, sizeof(error)), error,
-      absl::StrCat("platform '", platform_id_, "': synchronize"));
+      Fallible(FaultSite::kDeviceSynchronize, error, sizeof(error),
+               [&] { return d_->device_synchronize(error, sizeof(error)); }),
+      error, absl::StrCat("platform '", platform_id_, "': synchronize"));
+}
+
+absl::StatusOr<DeviceMemory> DeviceRuntime::MemoryInfo() const {
+  if (d_->device_memory_info == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        "platform '", platform_id_, "' does not report its free memory"));
+  }
+  DeviceMemory memory;
+  char error[kErrorSize] = {0};
+  DSA_RETURN_IF_ERROR(AbslCallbackStatus(
+      Fallible(FaultSite::kDeviceMemoryInfo, error, sizeof(error),
+               [&] {
+                 return d_->device_memory_info(&memory.free_bytes,
+                                               &memory.total_bytes, error,
+                                               sizeof(error));
+               }),
+      error, absl::StrCat("platform '", platform_id_, "': memory info")));
+  return memory;
 }
 
 // ---------------------------------------------------------------------------

@@ -47,14 +47,24 @@
 
 namespace dsa::platform {
 
+// Device 0's memory as the runtime reports it now.
+struct DeviceMemory {
+  uint64_t free_bytes = 0;
+  uint64_t total_bytes = 0;
+};
+
 // Memory and synchronisation on a platform's device 0. For the CPU platform
 // "device" memory is host memory.
+//
+// Every call but Free is a fault site (platform/fault_injection.h): a test's
+// FaultInjector can make it fail as the platform's would.
 class DeviceRuntime {
  public:
   explicit DeviceRuntime(const DsaPlatformDescriptor* descriptor,
                          std::string platform_id)
       : d_(descriptor), platform_id_(std::move(platform_id)) {}
 
+  const std::string& platform_id() const { return platform_id_; }
   bool available() const;
   absl::StatusOr<void*> Allocate(size_t bytes) const;
   absl::Status Free(void* ptr) const;
@@ -63,6 +73,9 @@ class DeviceRuntime {
   absl::Status CopyDeviceToDevice(void* dst, const void* src,
                                   size_t bytes) const;
   absl::Status Synchronize() const;
+  // Free and total bytes now. Unimplemented when the platform's plugin
+  // predates device_memory_info (plugin API 1.0) or its runtime cannot say.
+  absl::StatusOr<DeviceMemory> MemoryInfo() const;
 
  private:
   absl::Status Copy(void* dst, const void* src, size_t bytes,

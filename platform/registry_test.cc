@@ -252,6 +252,41 @@ TEST_F(RegistryTest, OlderDescriptorWithoutRuntimeHasNoDeviceMemory) {
                        HasSubstr("no device allocator")));
 }
 
+DsaStatusCode FakeMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes, char*,
+                             size_t) {
+  *free_bytes = 3 << 20;
+  *total_bytes = 8 << 20;
+  return DSA_STATUS_OK;
+}
+
+// device_memory_info came with plugin API 1.1: a 1.0-sized descriptor has
+// none (its pointer past struct_size is never read), and the runtime says
+// it cannot tell; a 1.1 one reports what its plugin says.
+TEST_F(RegistryTest, MemoryInfoIsUnimplementedForAPlugin10Descriptor) {
+  DsaPlatformDescriptor d = FakeA::Descriptor();
+  d.device_memory_info = &FakeMemoryInfo;
+  d.struct_size = offsetof(DsaPlatformDescriptor, device_memory_info);
+  {
+    Registry registry;
+    RegistrationBatch batch;
+    batch.platforms = {d};
+    ASSERT_OK(registry.Register(batch));
+    ASSERT_OK_AND_ASSIGN(Platform p, registry.GetPlatform("fake_a"));
+    EXPECT_THAT(p.runtime().MemoryInfo(),
+                StatusIs(absl::StatusCode::kUnimplemented,
+                         HasSubstr("does not report its free memory")));
+  }
+  d.struct_size = sizeof(d);
+  Registry registry;
+  RegistrationBatch batch;
+  batch.platforms = {d};
+  ASSERT_OK(registry.Register(batch));
+  ASSERT_OK_AND_ASSIGN(Platform p, registry.GetPlatform("fake_a"));
+  ASSERT_OK_AND_ASSIGN(DeviceMemory memory, p.runtime().MemoryInfo());
+  EXPECT_EQ(memory.free_bytes, uint64_t{3} << 20);
+  EXPECT_EQ(memory.total_bytes, uint64_t{8} << 20);
+}
+
 TEST_F(RegistryTest, CapabilitiesForArchNormalisesAndNamesKnownArchs) {
   Registry registry;
   RegistrationBatch batch;

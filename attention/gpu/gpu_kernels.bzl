@@ -38,6 +38,10 @@ _CUDA = "//platform/gpu:build_cuda"
 # source may include any of them.
 _DEVICE_LAYER = "//attention/gpu/device:device_headers"
 
+# The fault sites the device layer's runtime calls ask (launch_util.h): linked
+# into every kernel library.
+_FAULT_INJECTION = "//platform:fault_injection"
+
 # The ROCm bitcode folder with the gfx942 file HIP 5.2 lacks, made by the
 # build (third_party/gpus/rocm_device_libs.bzl).
 _ROCM_DEVICE_LIBS = "//third_party/gpus:rocm_device_libs"
@@ -167,7 +171,7 @@ def gpu_kernel_library(
             _CUDA: ["DSA_GPU_CUDA=1"],
             "//conditions:default": [],
         }),
-        deps = deps + select({
+        deps = deps + [_FAULT_INJECTION] + select({
             _ROCM: ["@local_config_rocm//:hip_runtime"],
             _CUDA: ["@local_config_cuda//:cudart_static"],
             "//conditions:default": [],

@@ -8,13 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "attention/cpu/registration.h"
 #include "bench/prefill/flags.h"
 #include "bench/prefill/report/json.h"
 #include "bench/prefill/report/table.h"
 #include "bench/prefill/result.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "platform/cpu/cpu_platform.h"
 #include "platform/registry.h"
+#include "platform/rocm/registration.h"
+#include "platform/runtime_test_util.h"
 #include "testing/status_matchers.h"
 
 namespace dsa::prefill_bench {
@@ -219,6 +223,40 @@ TEST_F(RunBenchTest, AGpuPlatformWithoutADeviceIsAClearError) {
                 StatusIs(absl::StatusCode::kFailedPrecondition,
                          HasSubstr("no " + std::string(id) + " device")));
   }
+}
+
+// A device whose memory runs out is an error the binary reports (status 2:
+// ResourceExhausted is a configuration the user can change), not a crash:
+// here the CPU platform reports 1 MiB free, and the arms' models are refused
+// before anything is allocated, with their sizes.
+uint64_t LimitedFreeBytes() { return uint64_t{1} << 20; }
+DsaStatusCode LimitedMemory(uint64_t* free, uint64_t* total, char*, size_t) {
+  *free = LimitedFreeBytes();
+  *total = uint64_t{2} << 30;
+  return DSA_STATUS_OK;
+}
+
+TEST_F(RunBenchTest, ADeviceOutOfMemoryIsAnErrorNotACrash) {
+  platform::Registry registry;
+  DsaPlatformDescriptor cpu =
+      dsa::testing::RegisteredPlatform(platform::CpuPlatformPluginApi());
+  cpu.device_memory_info = &LimitedMemory;
+  platform::RegistrationBatch batch;
+  batch.plugin_name = "limited_memory";
+  batch.platforms = {cpu};
+  ASSERT_OK(registry.Register(batch));
+  ASSERT_OK(attention::cpu::RegisterCpuAttentionKernels(registry));
+  ASSERT_OK(platform::RegisterRocmPlatform(registry));
+  ASSERT_OK_AND_ASSIGN(
+      Flags flags,
+      ParseFlags({"--platform=emulated-rocm", "--model=tiny-glm-5.1",
+                  "--workloads=1k_c1", "--prompts=1", "--runs=1"}));
+  EXPECT_THAT(RunBench(flags, registry, progress_, false),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       ::testing::AllOf(HasSubstr("model tiny-glm-5.1"),
+                                        HasSubstr("more of device memory"),
+                                        HasSubstr("1.00 MiB (1048576 bytes) "
+                                                  "free of 2.00 GiB"))));
 }
 
 }  // namespace

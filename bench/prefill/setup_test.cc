@@ -161,14 +161,14 @@ TEST(SetupTest, AModelPastInt64IsRefusedWithItsSize) {
                "and workspace: use a smaller model, --num_blocks or "
                "--max_num_batched_tokens"));
   // Smaller steps are countable, and still far more than any machine: the
-  // size, not a wrapped one (of it, 2^47 bytes of indexer workspace and 2^48
-  // of top-k for steps of 2^16 tokens).
+  // size, not a wrapped one (of it, 2^47 bytes of indexer workspace, 2^48 of
+  // top-k and 2^41 of block table for steps of 2^16 tokens).
   EXPECT_THAT(
       SetupFrom({"--platform=emulated-rocm", "--model=" + path,
                  "--workloads=1k_c1", "--max_num_batched_tokens=65536",
                  "--arms=main", "--prompts=1"}),
       StatusIs(absl::StatusCode::kResourceExhausted,
-               HasSubstr("tiny-glm-5.1 with 1 arm needs about 385.4 TiB of "
+               HasSubstr("tiny-glm-5.1 with 1 arm needs about 387.4 TiB of "
                          "host memory")));
 }
 

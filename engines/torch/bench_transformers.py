@@ -170,7 +170,7 @@ def main():
     # are active, so a checked model is kept for the timings only when the
     # two agree; while the binding still builds, transformers' own arms are
     # timed on a model the bench keeps.
-    same_model = args.experts == cc.CHECK_EXPERTS == 2
+    same_model = args.experts == cc.CHECK_EXPERTS == 2  # 2 of 2 active
     for case in dict.fromkeys(check_cases + cases):
         checked = case in check_cases
         try:

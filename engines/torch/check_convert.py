@@ -6,8 +6,8 @@ config at reduced depth and expert count (the real attention widths; the
 vocabulary cut to --vocab), in bf16:
 
   glm5   GlmMoeDsaForCausalLM, GLM-5: hidden 6144, 64 heads of 192 + 64 / 256,
-         indexer 32 x 128, rope theta 1e6; 4 layers (1 dense, 3 MoE of 2
-         experts, both active: see CHECK_EXPERTS)
+         indexer 32 x 128, rope theta 1e6; 4 layers (1 dense, 3 MoE of 8
+         experts, every one active: see CHECK_EXPERTS)
   dsv32  DeepseekV32ForCausalLM, DeepSeek-V3.2: hidden 7168, 128 heads of
          128 + 64 / 128, indexer 64 x 128, YaRN (factor 40, mscale_all_dim 1:
          the softmax scale x1.874); 4 layers as above
@@ -88,7 +88,7 @@ CASES = ("glm5", "dsv32", "glm52")
 # (measured: one step of 8 at 0.37 where the others were at 5e-3), which
 # says nothing about attention. With every expert active the routing
 # weights stay continuous in the input.
-CHECK_EXPERTS = 2
+CHECK_EXPERTS = 8
 
 
 def make_config(case, layers=4, experts=CHECK_EXPERTS, vocab=32768,

@@ -529,7 +529,7 @@ def run_case(case, args, results):
                 f"{'' if entry['plain_pass'] else ' (not within 1.5x plain)'}")
         log(f"{case} T={T}: transformers {t_ref:.1f} s, ours {t_ours:.1f} s")
         results[case]["prompts"][str(T)] = row
-        del ref64, ref16, ref8
+        del ref64, ref16, ref8, ref64_ours
         torch.cuda.empty_cache()
     for m in ours.values():
         m.close()

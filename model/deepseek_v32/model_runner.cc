@@ -7,7 +7,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "attention/dense_ops.h"
 #include "attention/dtypes/bf16.h"
 #include "attention/dtypes/dtype.h"
@@ -60,18 +62,83 @@ absl::StatusOr<DeviceBuffer> Upload(const DeviceRuntime& runtime,
   return buffer;
 }
 
-// Copies a host vector into `buffer`, reallocating it only when it is too
-// small: a step's index tensors reuse the previous step's device memory.
+// `status` with `where` in front of its message: what the step was doing.
+absl::Status Annotate(const absl::Status& status, absl::string_view where) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(where, ": ", status.message()));
+}
+
+// "1.50 GiB (1610612736 bytes)".
+std::string FormatBytes(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes < 1024) return absl::StrCat(bytes, " bytes");
+  const char* unit = "KiB";
+  double v = b / 1024;
+  if (b >= double{1 << 30}) {
+    unit = "GiB";
+    v = b / double{1 << 30};
+  } else if (b >= double{1 << 20}) {
+    unit = "MiB";
+    v = b / double{1 << 20};
+  }
+  return absl::StrCat(absl::StrFormat("%.2f ", v), unit, " (", bytes,
+                      " bytes)");
+}
+
+// OK when `bytes` more device memory fit in what the platform reports free
+// now; ResourceExhausted naming `what`, the sizes and `hint` otherwise. A
+// platform that cannot tell (Unimplemented) is not checked: the allocation
+// itself then says.
+absl::Status CheckFits(const DeviceRuntime& runtime, int64_t bytes,
+                       absl::string_view what, absl::string_view hint) {
+  if (bytes <= 0) return absl::OkStatus();
+  absl::StatusOr<platform::DeviceMemory> memory = runtime.MemoryInfo();
+  if (!memory.ok()) {
+    if (memory.status().code() == absl::StatusCode::kUnimplemented) {
+      return absl::OkStatus();
+    }
+    return Annotate(memory.status(),
+                    absl::StrCat(what, ": asking for the free memory"));
+  }
+  if (static_cast<uint64_t>(bytes) <= memory->free_bytes) {
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      what, " needs ", FormatBytes(bytes), " more of device memory; platform '",
+      runtime.platform_id(), "' reports ",
+      FormatBytes(static_cast<int64_t>(memory->free_bytes)), " free of ",
+      FormatBytes(static_cast<int64_t>(memory->total_bytes)),
+      hint.empty() ? "" : "; ", hint));
+}
+
+// Copies a host vector into `buffer`, reserved at creation for the largest
+// step (ReserveStepInputs), so that a step allocates nothing for its inputs.
 template <class T>
 absl::Status UploadInto(const DeviceRuntime& runtime, DeviceBuffer& buffer,
-                        const std::vector<T>& host) {
+                        const std::vector<T>& host, absl::string_view name) {
   const size_t bytes = host.size() * sizeof(T);
-  if (buffer.data() == nullptr || buffer.bytes() < bytes) {
-    buffer = DeviceBuffer();
-    DSA_ASSIGN_OR_RETURN(
-        buffer, DeviceBuffer::Allocate(runtime, std::max<size_t>(bytes, 1)));
+  if (buffer.bytes() < bytes) {
+    return absl::InternalError(
+        absl::StrCat("step: ", name, " of ", bytes,
+                     " bytes exceeds the buffer reserved for it (",
+                     buffer.bytes(), " bytes)"));
   }
-  return buffer.CopyFromHost(host.data(), bytes);
+  return Annotate(buffer.CopyFromHost(host.data(), bytes),
+                  absl::StrCat("step: uploading ", name));
+}
+
+// An op's error, with the op (and what it computed) in front unless the
+// kernel's message names the op already.
+absl::Status OpError(const absl::Status& status, const char* op,
+                     const char* what) {
+  absl::string_view message = status.message();
+  const std::string named = absl::StrCat(op, ": ");
+  if (absl::StartsWith(message, named)) message.remove_prefix(named.size());
+  return absl::Status(status.code(),
+                      what == nullptr
+                          ? absl::StrCat(op, ": ", message)
+                          : absl::StrCat(op, " (", what, "): ", message));
 }
 
 // Zero-fills device memory, so that a fresh cache holds defined bytes (a
@@ -198,58 +265,69 @@ struct DeepseekV32Model::Shared {
   Shared(platform::Platform p, AttentionKernels k)
       : platform(std::move(p)), runtime(platform.runtime()), kernels(k) {}
 
-  // Every op of a step goes through here: counted, and timed when asked.
+  // Every op of a step goes through here: counted, timed when asked, and
+  // its error named after the op (`op`) and what it computed (`what`, a
+  // weight's name, or null).
   template <typename Kernel, typename Args>
-  absl::Status Launch(int OpCallCounts::*count, double OpTimes::*ms,
+  absl::Status Launch(const char* op, const char* what,
+                      int OpCallCounts::*count, double OpTimes::*ms,
                       const Kernel& kernel, const Args& args) {
     ++(counts.*count);
-    if (!time_ops) return kernel(exec, args);
-    DSA_RETURN_IF_ERROR(runtime.Synchronize());
-    const auto begin = std::chrono::steady_clock::now();
-    absl::Status status = kernel(exec, args);
-    if (status.ok()) status = runtime.Synchronize();
-    const double elapsed = std::chrono::duration<double, std::milli>(
-                               std::chrono::steady_clock::now() - begin)
-                               .count();
-    times.*ms += elapsed;
-    if (scoring) times.indexer_scoring += elapsed;
-    return status;
+    absl::Status status;
+    if (!time_ops) {
+      status = kernel(exec, args);
+    } else {
+      status = runtime.Synchronize();
+      const auto begin = std::chrono::steady_clock::now();
+      if (status.ok()) status = kernel(exec, args);
+      if (status.ok()) status = runtime.Synchronize();
+      const double elapsed = std::chrono::duration<double, std::milli>(
+                                 std::chrono::steady_clock::now() - begin)
+                                 .count();
+      times.*ms += elapsed;
+      if (scoring) times.indexer_scoring += elapsed;
+    }
+    if (status.ok()) return status;
+    return OpError(status, op, what);
   }
-#define DSA_LAUNCH(shared, op, kernel, args) \
-  (shared).Launch(&OpCallCounts::op, &OpTimes::op, (kernel), (args))
+#define DSA_LAUNCH(shared, op, what, kernel, args)                        \
+  (shared).Launch(#op, (what), &OpCallCounts::op, &OpTimes::op, (kernel), \
+                  (args))
 
-  // The dense ops.
-  absl::Status Gemm(const TensorView& x, const TensorView& w,
+  // The dense ops; `what` names the weight or the product.
+  absl::Status Gemm(const char* what, const TensorView& x, const TensorView& w,
                     const TensorView& y) {
     attention::Gemm::Args a;
     a.x = x;
     a.w = w;
     a.y = y;
-    return DSA_LAUNCH(*this, gemm, kernels.dense.gemm, a);
+    return DSA_LAUNCH(*this, gemm, what, kernels.dense.gemm, a);
   }
-  absl::Status RmsNorm(const TensorView& x, const TensorView& weight,
-                       const TensorView& y) {
+  absl::Status RmsNorm(const char* what, const TensorView& x,
+                       const TensorView& weight, const TensorView& y) {
     attention::RmsNorm::Args a;
     a.x = x;
     a.weight = weight;
     a.eps = rms_norm_eps;
     a.y = y;
-    return DSA_LAUNCH(*this, rms_norm, kernels.dense.rms_norm, a);
+    return DSA_LAUNCH(*this, rms_norm, what, kernels.dense.rms_norm, a);
   }
-  absl::Status Rope(const TensorView& x, int64_t tokens, int64_t max_position) {
+  absl::Status Rope(const char* what, const TensorView& x, int64_t tokens,
+                    int64_t max_position) {
     attention::Rope::Args a;
     a.x = x;
     a.positions = MakeTensorView(positions.data(), DType::kInt64, {tokens});
     a.cos_sin_cache =
         MakeTensorView(rope.data(), DType::kFloat32, {max_position, x.dim(2)});
     a.rope_style = mla_rope;
-    return DSA_LAUNCH(*this, rope, kernels.dense.rope, a);
+    return DSA_LAUNCH(*this, rope, what, kernels.dense.rope, a);
   }
-  absl::Status Cast(const TensorView& x, const TensorView& y) {
+  absl::Status Cast(const char* what, const TensorView& x,
+                    const TensorView& y) {
     attention::Cast::Args a;
     a.x = x;
     a.y = y;
-    return DSA_LAUNCH(*this, cast, kernels.dense.cast, a);
+    return DSA_LAUNCH(*this, cast, what, kernels.dense.cast, a);
   }
 };
 
@@ -426,6 +504,17 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
     return absl::FailedPreconditionError(
         absl::StrCat("platform '", platform.id(), "' has no device runtime"));
   }
+  // What the platform reports free now: a model that does not fit is
+  // refused before anything is allocated.
+  DSA_RETURN_IF_ERROR(CheckFits(
+      platform.runtime(), device_bytes.value(),
+      absl::StrCat("model ", config.proto().name(),
+                   " (weights, caches, activations, the step's inputs and "
+                   "the indexer's workspace for steps of ",
+                   options.max_num_batched_tokens, " tokens up to ",
+                   options.max_model_len, ")"),
+      "fewer cache blocks (num_blocks), a smaller max_num_batched_tokens or "
+      "max_model_len, or a smaller model"));
   DSA_ASSIGN_OR_RETURN(
       BlockTables blocks,
       BlockTables::Create(options.block_size, options.num_blocks));
@@ -533,6 +622,7 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   model->shared_ = std::move(shared);
   DSA_RETURN_IF_ERROR(
       model->ReserveActivations(options.max_num_batched_tokens));
+  DSA_RETURN_IF_ERROR(model->ReserveStepInputs());
   DSA_RETURN_IF_ERROR(model->shared_->runtime.Synchronize());
   return model;
 }
@@ -601,6 +691,7 @@ CheckedSize DeepseekV32Model::DeviceBytes(const ModelConfig& config,
                     [&](DeviceBuffer*, int64_t bytes_per_token) {
                       bytes += CheckedSize(bytes_per_token) * tokens;
                     });
+  bytes += StepInputBytes(options);
   // The rope table.
   bytes += CheckedSize(options.max_model_len) * c.qk_rope_head_dim() * 4;
   // The indexer's workspace and top-k as a profile run reserves them.
@@ -631,18 +722,100 @@ absl::Status DeepseekV32Model::ReserveActivations(int64_t tokens) {
   return absl::OkStatus();
 }
 
-absl::Status DeepseekV32Model::ReserveIndexerWorkspace(int64_t rows,
-                                                       int64_t max_seq_len) {
+int64_t DeepseekV32Model::MaxBlocksPerRequest(const RuntimeOptions& options) {
+  const int64_t per_request =
+      (options.max_model_len + options.block_size - 1) / options.block_size;
+  return std::min<int64_t>(per_request, options.num_blocks);
+}
+
+template <typename F>
+void DeepseekV32Model::ForEachStepInput(const RuntimeOptions& options,
+                                        Shared* s, F f) {
+  const int64_t tokens = options.max_num_batched_tokens;
+  // A request has at least one new token: at most `tokens` requests.
+  const int64_t requests = tokens;
+  auto buffer = [s](DeviceBuffer Shared::*member) {
+    return s == nullptr ? nullptr : &(s->*member);
+  };
+  f(buffer(&Shared::positions), "positions", CheckedSize(tokens) * 8);
+  f(buffer(&Shared::slot_mapping), "slot_mapping", CheckedSize(tokens) * 8);
+  f(buffer(&Shared::block_table), "block_table",
+    CheckedSize(requests) * MaxBlocksPerRequest(options) * 4);
+  f(buffer(&Shared::seq_lens), "seq_lens", CheckedSize(requests) * 4);
+  f(buffer(&Shared::token_request), "token_request", CheckedSize(tokens) * 4);
+  f(buffer(&Shared::prefill_query_start_loc), "prefill_query_start_loc",
+    (CheckedSize(requests) + 1) * 4);
+  f(buffer(&Shared::row_key_start), "row_key_start", CheckedSize(tokens) * 4);
+  f(buffer(&Shared::row_key_end), "row_key_end", CheckedSize(tokens) * 4);
+}
+
+CheckedSize DeepseekV32Model::StepInputBytes(const RuntimeOptions& options) {
+  CheckedSize bytes = 0;
+  ForEachStepInput(
+      options, nullptr,
+      [&](DeviceBuffer*, const char*, CheckedSize b) { bytes += b; });
+  return bytes;
+}
+
+absl::Status DeepseekV32Model::ReserveStepInputs() {
   Shared& s = *shared_;
+  absl::Status status;
+  ForEachStepInput(
+      options_, &s,
+      [&](DeviceBuffer* buffer, const char* name, CheckedSize bytes) {
+        if (!status.ok()) return;
+        // A term of DeviceBytes, which Create found representable.
+        absl::StatusOr<DeviceBuffer> b = DeviceBuffer::Allocate(
+            s.runtime,
+            static_cast<size_t>(std::max<int64_t>(bytes.value(), 1)));
+        if (!b.ok()) {
+          status = Annotate(b.status(), absl::StrCat("reserving the step "
+                                                     "input ",
+                                                     name));
+          return;
+        }
+        *buffer = std::move(*b);
+      });
+  return status;
+}
+
+absl::Status DeepseekV32Model::ReserveIndexerWorkspace(int64_t rows,
+                                                       int64_t max_seq_len,
+                                                       bool scores) {
+  Shared& s = *shared_;
+  // Both sizes are terms of DeviceBytes, which Create found representable.
+  const int64_t workspace_bytes =
+      scores
+          ? attention::IndexerLogits::WorkspaceBytes(rows, max_seq_len).value()
+          : 0;
+  const int64_t topk_bytes =
+      rows * planner_.config().index_topk() * int64_t{sizeof(int32_t)};
+  const int64_t workspace_more = std::max<int64_t>(
+      0, workspace_bytes - static_cast<int64_t>(s.workspace.capacity()));
+  const int64_t topk_more = std::max<int64_t>(
+      0, topk_bytes - static_cast<int64_t>(s.topk.buffer.capacity()));
+  if (workspace_more == 0 && topk_more == 0) return absl::OkStatus();
+  const std::string what =
+      absl::StrCat("the indexer's workspace (", rows, " query rows over ",
+                   max_seq_len, " keys: ", FormatBytes(workspace_bytes),
+                   ") and top-k buffer (", FormatBytes(topk_bytes), ")");
+  // Each grows by freeing its old buffer first: the new size minus the old
+  // is what more the device must have free.
   DSA_RETURN_IF_ERROR(
-      s.workspace
-          .Get(s.runtime,
-               attention::IndexerLogits::WorkspaceBytes(rows, max_seq_len)
-                   .value())
-          .status());
-  return s.topk.buffer
-      .Get(s.runtime, rows * planner_.config().index_topk() * sizeof(int32_t))
-      .status();
+      CheckFits(s.runtime, workspace_more + topk_more, what,
+                "a profile run (ProfileRun) reserves it for the largest step"));
+  if (workspace_more > 0) {
+    DSA_RETURN_IF_ERROR(Annotate(
+        s.workspace.Get(s.runtime, static_cast<size_t>(workspace_bytes))
+            .status(),
+        absl::StrCat("reserving ", what)));
+  }
+  if (topk_more > 0) {
+    DSA_RETURN_IF_ERROR(Annotate(
+        s.topk.buffer.Get(s.runtime, static_cast<size_t>(topk_bytes)).status(),
+        absl::StrCat("reserving ", what)));
+  }
+  return absl::OkStatus();
 }
 
 int64_t DeepseekV32Model::reserved_workspace_bytes() const {
@@ -703,13 +876,17 @@ absl::StatusOr<ForwardPlan> DeepseekV32Model::ProfileRun(
   // Without metadata the attention computes nothing; indexer layers still
   // call the indexer, which only reserves its workspace for the largest step
   // (the benchmark bound without an indexer reserves nothing).
+  bool reserves = false;
   for (const LayerPlan& layer_plan : plan.layers) {
-    if (layer_plan.indexer.action != IndexerAction::kWorkspaceOnly ||
-        options_.no_indexer) {
-      continue;
-    }
-    DSA_RETURN_IF_ERROR(ReserveIndexerWorkspace(options_.max_num_batched_tokens,
-                                                options_.max_model_len));
+    reserves = reserves ||
+               (layer_plan.indexer.action == IndexerAction::kWorkspaceOnly &&
+                !options_.no_indexer);
+  }
+  if (reserves) {
+    DSA_RETURN_IF_ERROR(Annotate(
+        ReserveIndexerWorkspace(options_.max_num_batched_tokens,
+                                options_.max_model_len, /*scores=*/true),
+        "profile run"));
   }
   return plan;
 }
@@ -780,8 +957,57 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
                      " values, expected 0, ", tokens, " tokens x ", hidden_size,
                      " or ", num_mtp, " MTP layers x that"));
   }
+  // The device memory the step needs beyond what is reserved (the
+  // indexer's workspace and top-k grow to a step larger than any before
+  // without a profile run), checked against what the platform reports free
+  // and allocated now: a step that does not fit is refused before anything
+  // is written.
+  bool scores = false, indexes = false;
+  for (const LayerPlan& layer_plan : plan.layers) {
+    scores = scores || layer_plan.indexer.action == IndexerAction::kScore;
+    indexes = indexes || layer_plan.k_cache_write ||
+              layer_plan.indexer.action == IndexerAction::kScore;
+  }
+  if (indexes && !options_.no_indexer) {
+    int64_t max_seq_len = 0;
+    for (const StepRequest& r : requests) {
+      max_seq_len =
+          std::max(max_seq_len, r.num_context_tokens + r.num_new_tokens);
+    }
+    DSA_RETURN_IF_ERROR(
+        Annotate(ReserveIndexerWorkspace(tokens, max_seq_len, scores), "step"));
+  }
   DSA_ASSIGN_OR_RETURN(StepLayout layout,
                        blocks_.PrepareStep(requests, plan.metadata->mla));
+  absl::StatusOr<StepOutput> result =
+      RunStep(std::move(plan), layout, hidden, mtp_embeddings, step_options,
+              step_begin);
+  if (result.ok()) return result;
+  // A failed step leaves nothing a later one reads: none of its device work
+  // is still running, and its requests' cached lengths and blocks are what
+  // they were before it (the slots of its new tokens, which it may have
+  // written in part, belong to no cached token again).
+  absl::Status status = result.status();
+  if (absl::Status drained = shared_->runtime.Synchronize(); !drained.ok()) {
+    status = absl::Status(
+        status.code(),
+        absl::StrCat(status.message(), " (then, waiting for the device: ",
+                     drained.message(), ")"));
+  }
+  blocks_.UndoStep(requests, layout);
+  return status;
+}
+
+absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
+    ForwardPlan plan, const StepLayout& layout, absl::Span<const float> hidden,
+    absl::Span<const float> mtp_embeddings, const StepOptions& step_options,
+    std::chrono::steady_clock::time_point step_begin) {
+  using Clock = std::chrono::steady_clock;
+  const ModelConfig& config = planner_.config();
+  const int64_t hidden_size = config.proto().hidden_size();
+  const int64_t tokens = layout.num_tokens;
+  const int64_t num_mtp = config.num_mtp_layers();
+  const int64_t mtp_values = static_cast<int64_t>(mtp_embeddings.size());
 
   // The step's inputs, uploaded once: index tensors shared by every layer
   // and the hidden states in internal order.
@@ -798,23 +1024,31 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
                           layout.query_start_loc[layout.num_decode_requests]);
   }
   s.host_seq_lens = layout.seq_lens;
-  DSA_RETURN_IF_ERROR(UploadInto(rt, s.positions, layout.positions));
-  DSA_RETURN_IF_ERROR(UploadInto(rt, s.slot_mapping, layout.slot_mapping));
-  DSA_RETURN_IF_ERROR(UploadInto(rt, s.block_table, layout.block_table));
-  DSA_RETURN_IF_ERROR(UploadInto(rt, s.seq_lens, s.host_seq_lens));
-  DSA_RETURN_IF_ERROR(UploadInto(rt, s.token_request, layout.token_request));
-  DSA_RETURN_IF_ERROR(UploadInto(rt, s.prefill_query_start_loc, prefill_qsl));
-  DSA_RETURN_IF_ERROR(UploadInto(rt, s.row_key_start, key_start));
-  DSA_RETURN_IF_ERROR(UploadInto(rt, s.row_key_end, key_end));
+  DSA_RETURN_IF_ERROR(
+      UploadInto(rt, s.positions, layout.positions, "positions"));
+  DSA_RETURN_IF_ERROR(
+      UploadInto(rt, s.slot_mapping, layout.slot_mapping, "slot_mapping"));
+  DSA_RETURN_IF_ERROR(
+      UploadInto(rt, s.block_table, layout.block_table, "block_table"));
+  DSA_RETURN_IF_ERROR(UploadInto(rt, s.seq_lens, s.host_seq_lens, "seq_lens"));
+  DSA_RETURN_IF_ERROR(
+      UploadInto(rt, s.token_request, layout.token_request, "token_request"));
+  DSA_RETURN_IF_ERROR(UploadInto(rt, s.prefill_query_start_loc, prefill_qsl,
+                                 "prefill_query_start_loc"));
+  DSA_RETURN_IF_ERROR(
+      UploadInto(rt, s.row_key_start, key_start, "row_key_start"));
+  DSA_RETURN_IF_ERROR(UploadInto(rt, s.row_key_end, key_end, "row_key_end"));
   // Internal token t is the caller's row token_source[t]; requests keep
   // their rows together, so a run of consecutive rows moves in one copy (one
   // run for a batch already in internal order) and no host staging is needed.
   const std::vector<RowRun> runs = RowRuns(layout.token_source);
   for (const RowRun& run : runs) {
-    DSA_RETURN_IF_ERROR(rt.CopyHostToDevice(
-        Offset<float>(act_->residual.data(), run.internal * hidden_size),
-        hidden.data() + run.caller * hidden_size,
-        static_cast<size_t>(run.count * hidden_size) * sizeof(float)));
+    DSA_RETURN_IF_ERROR(Annotate(
+        rt.CopyHostToDevice(
+            Offset<float>(act_->residual.data(), run.internal * hidden_size),
+            hidden.data() + run.caller * hidden_size,
+            static_cast<size_t>(run.count * hidden_size) * sizeof(float)),
+        "step: uploading the hidden states"));
   }
   // The MTP layers' token input in internal order, zero at position 0.
   if (num_mtp > 0) {
@@ -836,9 +1070,11 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
                       hidden_size, row);
         }
       }
-      DSA_RETURN_IF_ERROR(rt.CopyHostToDevice(
-          Offset<float>(act_->mtp_embeddings.data(), k * tokens * hidden_size),
-          staged.data(), staged.size() * sizeof(float)));
+      DSA_RETURN_IF_ERROR(Annotate(
+          rt.CopyHostToDevice(Offset<float>(act_->mtp_embeddings.data(),
+                                            k * tokens * hidden_size),
+                              staged.data(), staged.size() * sizeof(float)),
+          "step: uploading the MTP layers' embeddings"));
     }
   }
   // Device rows of `width` floats, read back in the caller's row order.
@@ -863,33 +1099,49 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
   const size_t hidden_bytes = static_cast<size_t>(tokens * hidden_size) * 4;
   const Clock::time_point issue_begin = Clock::now();
   for (int l = 0; l < config.num_layers(); ++l) {
+    // Every error of the layer names it (and the op, OpError).
+    const std::string where =
+        absl::StrCat("step: layer ", l, config.is_mtp_layer(l) ? " (MTP)" : "");
     if (config.is_mtp_layer(l)) {
-      DSA_RETURN_IF_ERROR(
-          PrepareMtpInput(*layers_[l], l - config.num_main_layers(), layout));
+      DSA_RETURN_IF_ERROR(Annotate(
+          PrepareMtpInput(*layers_[l], l - config.num_main_layers(), layout),
+          where));
     }
-    DSA_RETURN_IF_ERROR(RunLayer(*layers_[l], plan.layers[l], layout));
+    DSA_RETURN_IF_ERROR(
+        Annotate(RunLayer(*layers_[l], plan.layers[l], layout), where));
     if (step_options.capture_hidden_states) {
-      DSA_RETURN_IF_ERROR(rt.Synchronize());
-      DSA_ASSIGN_OR_RETURN(std::vector<float> h,
-                           read_back(act_->residual, hidden_size));
-      result.hidden_states.push_back(std::move(h));
+      DSA_RETURN_IF_ERROR(Annotate(rt.Synchronize(), where));
+      absl::StatusOr<std::vector<float>> h =
+          read_back(act_->residual, hidden_size);
+      if (!h.ok()) {
+        return Annotate(
+            h.status(),
+            absl::StrCat(where, ": reading back its hidden states"));
+      }
+      result.hidden_states.push_back(std::move(*h));
     }
     if (step_options.capture_layer_outputs) {
-      DSA_RETURN_IF_ERROR(rt.Synchronize());
-      DSA_ASSIGN_OR_RETURN(std::vector<float> out,
-                           read_back(act_->out, hidden_size));
-      result.layer_outputs.push_back(std::move(out));
+      DSA_RETURN_IF_ERROR(Annotate(rt.Synchronize(), where));
+      absl::StatusOr<std::vector<float>> out =
+          read_back(act_->out, hidden_size);
+      if (!out.ok()) {
+        return Annotate(out.status(),
+                        absl::StrCat(where, ": reading back its output"));
+      }
+      result.layer_outputs.push_back(std::move(*out));
     }
     if (step_options.capture_topk) {
       const int64_t topk = config.index_topk();
       // A topk buffer of exactly this step's rows: read through a view of
       // the owned buffer.
       std::vector<int32_t> internal(static_cast<size_t>(tokens * topk));
-      DSA_RETURN_IF_ERROR(rt.Synchronize());
+      DSA_RETURN_IF_ERROR(Annotate(rt.Synchronize(), where));
       DSA_ASSIGN_OR_RETURN(void* topk_buffer,
                            s.topk.buffer.Get(rt, internal.size() * 4));
-      DSA_RETURN_IF_ERROR(rt.CopyDeviceToHost(
-          internal.data(), topk_buffer, internal.size() * sizeof(int32_t)));
+      DSA_RETURN_IF_ERROR(
+          Annotate(rt.CopyDeviceToHost(internal.data(), topk_buffer,
+                                       internal.size() * sizeof(int32_t)),
+                   absl::StrCat(where, ": reading back its top-k")));
       std::vector<int32_t> out(internal.size());
       for (int64_t t = 0; t < tokens; ++t) {
         std::copy_n(internal.begin() + t * topk, topk,
@@ -901,14 +1153,17 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
         step_options.read_hidden) {
       // Kept on the device (a copy ordered after the layer's work), read
       // back with the MTP layers' output at the end.
-      DSA_RETURN_IF_ERROR(rt.CopyDeviceToDevice(
-          act_->main_hidden.data(), act_->residual.data(), hidden_bytes));
+      DSA_RETURN_IF_ERROR(
+          Annotate(rt.CopyDeviceToDevice(act_->main_hidden.data(),
+                                         act_->residual.data(), hidden_bytes),
+                   absl::StrCat(where, ": keeping the main layers' output")));
     }
   }
   // The step's device work is done before it returns (its buffers are
   // reused by the next step, and a kernel's error surfaces here).
   const Clock::time_point issued = Clock::now();
-  DSA_RETURN_IF_ERROR(rt.Synchronize());
+  DSA_RETURN_IF_ERROR(
+      Annotate(rt.Synchronize(), "step: waiting for the step's device work"));
   const Clock::time_point done = Clock::now();
   result.host_issue_ms =
       std::chrono::duration<double, std::milli>(issued - issue_begin).count();
@@ -919,12 +1174,20 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
           .count();
   if (step_options.read_hidden) {
     const bool mtp = config.num_mtp_layers() > 0;
-    DSA_ASSIGN_OR_RETURN(
-        result.hidden,
-        read_back(mtp ? act_->main_hidden : act_->residual, hidden_size));
+    absl::StatusOr<std::vector<float>> main =
+        read_back(mtp ? act_->main_hidden : act_->residual, hidden_size);
+    if (!main.ok()) {
+      return Annotate(main.status(), "step: reading back the hidden states");
+    }
+    result.hidden = std::move(*main);
     if (mtp) {
-      DSA_ASSIGN_OR_RETURN(result.mtp_hidden,
-                           read_back(act_->residual, hidden_size));
+      absl::StatusOr<std::vector<float>> after_mtp =
+          read_back(act_->residual, hidden_size);
+      if (!after_mtp.ok()) {
+        return Annotate(after_mtp.status(),
+                        "step: reading back the MTP layers' hidden states");
+      }
+      result.mtp_hidden = std::move(*after_mtp);
     }
   }
   result.read_back_ms =
@@ -950,19 +1213,21 @@ absl::Status DeepseekV32Model::PrepareMtpInput(Layer& layer, int mtp_index,
             int64_t{mtp_index} * T * hidden);
   const TensorView cat =
       View2(act.mtp_cat.data(), adt, T, 2 * hidden, 2 * hidden);
-  DSA_RETURN_IF_ERROR(s.RmsNorm(embeddings, layer.Vector(WeightId::kEnorm),
+  DSA_RETURN_IF_ERROR(s.RmsNorm("enorm", embeddings,
+                                layer.Vector(WeightId::kEnorm),
                                 View2(cat.data, adt, T, hidden, 2 * hidden)));
   TensorView h = residual;
   if (mtp_index == 0) {
     // The main model's output as vLLM hands it over: after model.norm.
     h = View2(act.out.data(), DType::kFloat32, T, hidden, hidden);
-    DSA_RETURN_IF_ERROR(
-        s.RmsNorm(residual, layer.Vector(WeightId::kFinalNorm), h));
+    DSA_RETURN_IF_ERROR(s.RmsNorm("final_norm", residual,
+                                  layer.Vector(WeightId::kFinalNorm), h));
   }
   DSA_RETURN_IF_ERROR(
-      s.RmsNorm(h, layer.Vector(WeightId::kHnorm),
+      s.RmsNorm("hnorm", h, layer.Vector(WeightId::kHnorm),
                 View2(cat.data, adt, T, hidden, 2 * hidden, hidden)));
-  return s.Gemm(Batch1(cat), layer.Matrix(WeightId::kEhProj), Batch1(residual));
+  return s.Gemm("eh_proj", Batch1(cat), layer.Matrix(WeightId::kEhProj),
+                Batch1(residual));
 }
 
 absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
@@ -1009,8 +1274,8 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
   const TensorView q_c = View2(act.q_c.data(), adt, T, q_lora, q_lora);
   if (plan.k_cache_write) {
     const TensorView k = View2(act.indexer_k.data(), adt, T, id, id);
-    DSA_RETURN_IF_ERROR(
-        s.Gemm(Batch1(x), layer.Matrix(WeightId::kIndexerWk), Batch1(k)));
+    DSA_RETURN_IF_ERROR(s.Gemm("indexer_wk", Batch1(x),
+                               layer.Matrix(WeightId::kIndexerWk), Batch1(k)));
     attention::IndexerKWrite::Args a;
     a.k = k;
     a.ln_weight = layer.Vector(WeightId::kIndexerKNormWeight);
@@ -1029,17 +1294,19 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
     a.fp8_scale_divisor = s.indexer_fp8_divisor;
     a.hadamard_rotation = s.indexer_hadamard ? 1 : 0;
     DSA_RETURN_IF_ERROR(
-        DSA_LAUNCH(s, indexer_k_write, s.kernels.indexer_k_write, a));
+        DSA_LAUNCH(s, indexer_k_write, nullptr, s.kernels.indexer_k_write, a));
     s.topk.written_by_layer = layer.id;  // cleared to -1
   }
   if (plan.indexer.action == IndexerAction::kScore) {
     s.scoring = true;  // until the top-k is written (OpTimes)
     const TensorView iq = View2(act.indexer_q.data(), adt, T, ih * id, ih * id);
     const TensorView iw = View2(act.indexer_w.data(), adt, T, ih, ih);
-    DSA_RETURN_IF_ERROR(
-        s.Gemm(Batch1(q_c), layer.Matrix(WeightId::kIndexerWqB), Batch1(iq)));
-    DSA_RETURN_IF_ERROR(s.Gemm(
-        Batch1(x), layer.Matrix(WeightId::kIndexerWeightsProj), Batch1(iw)));
+    DSA_RETURN_IF_ERROR(s.Gemm("indexer_wq_b", Batch1(q_c),
+                               layer.Matrix(WeightId::kIndexerWqB),
+                               Batch1(iq)));
+    DSA_RETURN_IF_ERROR(s.Gemm("indexer_weights_proj", Batch1(x),
+                               layer.Matrix(WeightId::kIndexerWeightsProj),
+                               Batch1(iw)));
     const TensorView q_fp8 =
         MakeTensorView(act.q_fp8.data(), s.indexer_cache_dtype, {T, ih, id});
     const TensorView head_weights =
@@ -1056,7 +1323,8 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
       a.intermediate_dtype = DType::kBFloat16;
       a.fp8_scale_divisor = s.indexer_fp8_divisor;
       a.hadamard_rotation = s.indexer_hadamard ? 1 : 0;
-      DSA_RETURN_IF_ERROR(DSA_LAUNCH(s, indexer_q, s.kernels.indexer_q, a));
+      DSA_RETURN_IF_ERROR(
+          DSA_LAUNCH(s, indexer_q, nullptr, s.kernels.indexer_q, a));
     }
     const int64_t width = layout.max_seq_len;
     DSA_ASSIGN_OR_RETURN(
@@ -1085,7 +1353,7 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
       a.row_key_end = key_end;
       a.logits = logits;
       DSA_RETURN_IF_ERROR(
-          DSA_LAUNCH(s, indexer_logits, s.kernels.indexer_logits, a));
+          DSA_LAUNCH(s, indexer_logits, nullptr, s.kernels.indexer_logits, a));
     }
     {
       attention::IndexerTopK::Args a;
@@ -1094,7 +1362,7 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
       a.row_key_end = key_end;
       a.topk_indices = topk_view;
       DSA_RETURN_IF_ERROR(
-          DSA_LAUNCH(s, indexer_topk, s.kernels.indexer_topk, a));
+          DSA_LAUNCH(s, indexer_topk, nullptr, s.kernels.indexer_topk, a));
     }
     s.scoring = false;
     s.topk.written_by_layer = layer.id;
@@ -1131,20 +1399,20 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   const TensorView residual =
       View2(act.residual.data(), DType::kFloat32, T, hidden, hidden);
   const TensorView x = View2(act.x.data(), adt, T, hidden, hidden);
-  DSA_RETURN_IF_ERROR(
-      s.RmsNorm(residual, layer.Vector(WeightId::kInputLayerNorm), x));
+  DSA_RETURN_IF_ERROR(s.RmsNorm("input_layernorm", residual,
+                                layer.Vector(WeightId::kInputLayerNorm), x));
 
   // --- MLA projections, norms and rope.
   const TensorView q_c_raw =
       View2(act.q_c_raw.data(), DType::kFloat32, T, q_lora, q_lora);
   const TensorView q_c = View2(act.q_c.data(), adt, T, q_lora, q_lora);
   const TensorView q = View2(act.q.data(), adt, T, H * qk, H * qk);
-  DSA_RETURN_IF_ERROR(
-      s.Gemm(Batch1(x), layer.Matrix(WeightId::kQAProj), Batch1(q_c_raw)));
-  DSA_RETURN_IF_ERROR(
-      s.RmsNorm(q_c_raw, layer.Vector(WeightId::kQALayerNorm), q_c));
-  DSA_RETURN_IF_ERROR(
-      s.Gemm(Batch1(q_c), layer.Matrix(WeightId::kQBProj), Batch1(q)));
+  DSA_RETURN_IF_ERROR(s.Gemm("q_a_proj", Batch1(x),
+                             layer.Matrix(WeightId::kQAProj), Batch1(q_c_raw)));
+  DSA_RETURN_IF_ERROR(s.RmsNorm("q_a_layernorm", q_c_raw,
+                                layer.Vector(WeightId::kQALayerNorm), q_c));
+  DSA_RETURN_IF_ERROR(s.Gemm("q_b_proj", Batch1(q_c),
+                             layer.Matrix(WeightId::kQBProj), Batch1(q)));
   {
     // q_pe: [T, H, rope] at offset nope of every head.
     TensorView q_pe = MakeTensorView(nullptr, adt, {T, H, rope});
@@ -1152,23 +1420,25 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
         static_cast<char*>(act.q.data()) + nope * attention::DTypeSize(adt);
     q_pe.strides[0] = H * qk;
     q_pe.strides[1] = qk;
-    DSA_RETURN_IF_ERROR(s.Rope(q_pe, T, max_position));
+    DSA_RETURN_IF_ERROR(s.Rope("q_pe", q_pe, T, max_position));
   }
   const int64_t kv_width = kv_lora + rope;
   const TensorView kv =
       View2(act.kv.data(), DType::kFloat32, T, kv_width, kv_width);
   const TensorView kv_c = View2(act.kv_c.data(), adt, T, kv_lora, kv_lora);
+  DSA_RETURN_IF_ERROR(s.Gemm("kv_a_proj_with_mqa", Batch1(x),
+                             layer.Matrix(WeightId::kKvAProjWithMqa),
+                             Batch1(kv)));
   DSA_RETURN_IF_ERROR(
-      s.Gemm(Batch1(x), layer.Matrix(WeightId::kKvAProjWithMqa), Batch1(kv)));
-  DSA_RETURN_IF_ERROR(
-      s.RmsNorm(View2(act.kv.data(), DType::kFloat32, T, kv_lora, kv_width),
+      s.RmsNorm("kv_a_layernorm",
+                View2(act.kv.data(), DType::kFloat32, T, kv_lora, kv_width),
                 layer.Vector(WeightId::kKvALayerNorm), kv_c));
   const TensorView k_pe =
       View2(act.kv.data(), DType::kFloat32, T, rope, kv_width, kv_lora);
   {
     TensorView k_pe3 = MakeTensorView(k_pe.data, DType::kFloat32, {T, 1, rope});
     k_pe3.strides[0] = kv_width;
-    DSA_RETURN_IF_ERROR(s.Rope(k_pe3, T, max_position));
+    DSA_RETURN_IF_ERROR(s.Rope("k_pe", k_pe3, T, max_position));
   }
 
   // --- MLA latent cache write.
@@ -1188,7 +1458,7 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
     a.kv_cache = latent_cache;
     a.cache_format = s.latent_format;
     DSA_RETURN_IF_ERROR(
-        DSA_LAUNCH(s, mla_cache_write, s.kernels.mla_cache_write, a));
+        DSA_LAUNCH(s, mla_cache_write, nullptr, s.kernels.mla_cache_write, a));
   }
 
   // --- Indexer: keys always written; scoring only when the plan says so.
@@ -1238,8 +1508,9 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
           MakeTensorView(act.q_absorbed.data(), adt, {H, sparse_rows, kv_lora});
       qa.strides[0] = width;
       qa.strides[1] = H * width;
-      DSA_RETURN_IF_ERROR(s.Gemm(qn, w_uk, qa));
+      DSA_RETURN_IF_ERROR(s.Gemm("q_nope x W_UK", qn, w_uk, qa));
       DSA_RETURN_IF_ERROR(s.Cast(
+          "q_pe into the absorbed query",
           View2(static_cast<char*>(act.q.data()) + nope * esize, adt,
                 sparse_rows * H, rope, qk),
           View2(static_cast<char*>(act.q_absorbed.data()) + kv_lora * esize,
@@ -1260,7 +1531,8 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
     a.qk_nope_head_dim = static_cast<int32_t>(nope);
     a.softmax_scale = softmax_scale;
     a.output = MakeTensorView(act.attn.data(), adt, {sparse_rows, H, vdim});
-    DSA_RETURN_IF_ERROR(DSA_LAUNCH(s, sparse_mla, s.kernels.sparse_mla, a));
+    DSA_RETURN_IF_ERROR(
+        DSA_LAUNCH(s, sparse_mla, nullptr, s.kernels.sparse_mla, a));
   }
   if (dense_prefill && T > D) {
     const int64_t P = T - D;
@@ -1291,20 +1563,20 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
     a.output = MakeTensorView(
         static_cast<char*>(act.attn.data()) + D * H * vdim * esize, adt,
         {P, H, vdim});
-    DSA_RETURN_IF_ERROR(
-        DSA_LAUNCH(s, dense_mha_prefill, s.kernels.dense_mha_prefill, a));
+    DSA_RETURN_IF_ERROR(DSA_LAUNCH(s, dense_mha_prefill, nullptr,
+                                   s.kernels.dense_mha_prefill, a));
   }
 
   // --- Output projection and the residual.
   const TensorView out =
       View2(act.out.data(), DType::kFloat32, T, hidden, hidden);
-  DSA_RETURN_IF_ERROR(
-      s.Gemm(Batch1(View2(act.attn.data(), adt, T, H * vdim, H * vdim)),
-             layer.Matrix(WeightId::kOProj), Batch1(out)));
+  DSA_RETURN_IF_ERROR(s.Gemm(
+      "o_proj", Batch1(View2(act.attn.data(), adt, T, H * vdim, H * vdim)),
+      layer.Matrix(WeightId::kOProj), Batch1(out)));
   attention::ResidualAdd::Args a;
   a.residual = residual;
   a.x = out;
-  return DSA_LAUNCH(s, residual_add, s.kernels.dense.residual_add, a);
+  return DSA_LAUNCH(s, residual_add, nullptr, s.kernels.dense.residual_add, a);
 }
 
 }  // namespace dsa::model::deepseek_v32

@@ -38,9 +38,32 @@
 //
 // A profile (dummy) run has no attention metadata: indexer layers reserve the
 // indexer's workspace for the largest batch and nothing is written.
+//
+// Device memory: a model is refused at creation when DeviceBytes does not
+// fit in what the platform reports free (ResourceExhausted with the sizes).
+// It reserves its activations and the step's inputs for the largest step
+// then; a profile run reserves the indexer's workspace and top-k, so that a
+// later step within max_num_batched_tokens and max_model_len allocates
+// nothing of the model's (a GPU platform's kernels still take their per-call
+// scratch from the runtime's stream-ordered pool). A step that needs more
+// (no profile run) checks the growth against the free memory and allocates
+// it before it starts.
+//
+// A step that fails (a device call or a kernel returns an error) returns
+// that error with where it happened in front ("step: layer 3 (MTP):
+// indexer_logits: ...", "step: uploading slot_mapping: ..."), after waiting
+// for its device work to stop, and leaves nothing a later step reads: the
+// block tables are as before it (its requests' cached lengths, its new
+// blocks free again), and every cached token's entries in the caches are
+// untouched; only the slots of its own new tokens may hold a partial
+// write, which no step reads before writing them again. Retrying the same
+// step gives, to the bit, what it gives when nothing failed (every call of
+// the failed step is a fault site of platform/fault_injection.h, and
+// step_faults_test makes each fail in turn).
 #ifndef DSA_MODEL_DEEPSEEK_V32_MODEL_RUNNER_H_
 #define DSA_MODEL_DEEPSEEK_V32_MODEL_RUNNER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -230,7 +253,9 @@ class DeepseekV32Model {
 
   // One step: `hidden` holds [tokens, hidden] for the requests' new tokens,
   // request after request (the main layers' input: the tokens'
-  // embeddings). Allocates cache blocks for the new tokens.
+  // embeddings). Allocates cache blocks for the new tokens. On error nothing
+  // a later step reads has changed (the class comment): retry it, or
+  // Release its requests.
   //
   // `mtp_embeddings` are the MTP layers' token input, embed(next token) in
   // the same row order: [tokens, hidden] for every MTP layer, or
@@ -254,17 +279,22 @@ class DeepseekV32Model {
   absl::Status Release(int64_t request_id) {
     return blocks_.Release(request_id);
   }
+  // The requests' cached lengths and the free blocks.
+  const BlockTables& block_tables() const { return blocks_; }
 
   // Device memory a model of `config` with `options` holds once a profile
   // run has reserved the indexer's workspace for its largest step: weights,
-  // caches, activations, the rope table, the workspace and the top-k. The
-  // step's small index tensors and the platform's own scratch (its GEMM
-  // workspace, the kernels' stream-ordered pool) are not counted. Overflowed
+  // caches, activations, the step's inputs (StepInputBytes), the rope table,
+  // the workspace and the top-k. The platform's own scratch (its GEMM
+  // workspace, the kernels' stream-ordered pool) is not counted. Overflowed
   // when the sum is past int64; Create refuses such options
   // (ResourceExhausted), so every buffer a model allocates has a
   // representable size.
   static CheckedSize DeviceBytes(const ModelConfig& config,
                                  const RuntimeOptions& options);
+  // The step's index tensors (positions, slot mapping, block table, ...) as
+  // reserved at creation for the largest step.
+  static CheckedSize StepInputBytes(const RuntimeOptions& options);
 
   // Bytes of indexer workspace reserved so far (by profile runs and steps).
   int64_t reserved_workspace_bytes() const;
@@ -298,10 +328,27 @@ class DeepseekV32Model {
   static void ForEachActivation(const ModelConfig& config,
                                 const RuntimeOptions& options, Activations* a,
                                 F f);
-  // The indexer's logits workspace and the top-k buffer for `rows` query
-  // rows over keys up to `max_seq_len`: what a profile run reserves for the
-  // largest step, and what a step grows them to when it needs more.
-  absl::Status ReserveIndexerWorkspace(int64_t rows, int64_t max_seq_len);
+  // Device buffers of the step's index tensors for the largest step: the
+  // one list ReserveStepInputs allocates and StepInputBytes counts.
+  absl::Status ReserveStepInputs();
+  template <typename F>
+  static void ForEachStepInput(const RuntimeOptions& options, Shared* s, F f);
+  // Blocks a request can have: of max_model_len tokens, at most num_blocks.
+  static int64_t MaxBlocksPerRequest(const RuntimeOptions& options);
+  // The indexer's logits workspace (when `scores`) and the top-k buffer for
+  // `rows` query rows over keys up to `max_seq_len`: what a profile run
+  // reserves for the largest step, and what a step grows them to before it
+  // starts when it needs more. ResourceExhausted with the sizes when the
+  // growth does not fit in the free memory the platform reports.
+  absl::Status ReserveIndexerWorkspace(int64_t rows, int64_t max_seq_len,
+                                       bool scores);
+  // Step's body after the block tables were prepared: uploads, the layers,
+  // the read-backs. Step undoes the block tables when it fails.
+  absl::StatusOr<StepOutput> RunStep(
+      ForwardPlan plan, const StepLayout& layout,
+      absl::Span<const float> hidden, absl::Span<const float> mtp_embeddings,
+      const StepOptions& step_options,
+      std::chrono::steady_clock::time_point step_begin);
   // One layer's forward over the step's tokens (internal order), on the
   // device: reads the residual stream, adds the layer's attention output.
   absl::Status RunLayer(Layer& layer, const LayerPlan& plan,

@@ -8,20 +8,27 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/deepseek_v32/reference_stack.h"
+#include "platform/cpu/cpu_platform.h"
+#include "platform/fault_injection.h"
 #include "platform/registry.h"
+#include "platform/runtime_test_util.h"
+#include "platform/status_macros.h"
 #include "testing/status_matchers.h"
 
 namespace dsa::model::deepseek_v32 {
@@ -798,11 +805,154 @@ TEST_P(ModelRunnerTest, AMissingDenseKernelIsNotFoundAtCreation) {
                HasSubstr("has no kernel of op rope")));
 }
 
+// The profile run's reservation keeps later steps from allocating: after it,
+// a dense prefill, a sparse one and decodes of at most max_num_batched_tokens
+// and max_model_len allocate nothing (every allocation and memory query is
+// made to fail, and none is made).
+TEST_P(ModelRunnerTest, AfterAProfileRunStepsAllocateNothing) {
+  RuntimeOptions options;
+  options.block_size = 16;
+  options.num_blocks = 24;
+  options.max_model_len = 256;
+  options.max_num_batched_tokens = 128;
+  for (const auto* caps : {&skip_caps_, &no_skip_caps_}) {
+    auto model = MakeModel("tiny-glm-5.1", *caps, options);
+    ASSERT_TRUE(model);
+    const int hidden = model->planner().config().proto().hidden_size();
+    ASSERT_OK(model->ProfileRun({}).status());
+    platform::FaultPlan plan;
+    plan.fail_at = 1;
+    plan.persistent = true;
+    plan.sites = platform::FaultSiteBit(platform::FaultSite::kDeviceMalloc) |
+                 platform::FaultSiteBit(platform::FaultSite::kDeviceMemoryInfo);
+    platform::FaultInjector no_allocation(plan);
+    const std::vector<std::vector<StepRequest>> steps = {
+        {{1, 0, 30}, {2, 0, 20}},    // dense: the skip arm skips scoring
+        {{3, 0, 128}},               // sparse: a whole step of one prefill
+        {{1, 30, 1}, {3, 128, 98}},  // a decode and a chunk to max_model_len
+        {{1, 31, 1}, {2, 20, 1}},    // decodes
+    };
+    uint32_t seed = 20;
+    for (const std::vector<StepRequest>& step : steps) {
+      EXPECT_OK(
+          model->Step({}, step, RandomHidden(Tokens(step), hidden, seed++))
+              .status());
+    }
+    EXPECT_EQ(no_allocation.calls(), 0);
+    EXPECT_EQ(no_allocation.faults(), 0);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Platforms, ModelRunnerTest,
                          ::testing::ValuesIn(RunnerPlatforms()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
+
+// The CPU platform's runtime with its free memory set by the test: what a
+// device that has `free` bytes left would report.
+class LimitedMemoryTest : public ::testing::Test {
+ protected:
+  static inline std::atomic<uint64_t> free_bytes{0};
+  static DsaStatusCode ReportedMemory(uint64_t* free, uint64_t* total, char*,
+                                      size_t) {
+    *free = free_bytes.load();
+    *total = uint64_t{80} << 30;
+    return DSA_STATUS_OK;
+  }
+  void SetUp() override {
+    DsaPlatformDescriptor d =
+        dsa::testing::RegisteredPlatform(platform::CpuPlatformPluginApi());
+    d.device_memory_info = &ReportedMemory;
+    platform::RegistrationBatch batch;
+    batch.plugin_name = "limited_memory";
+    batch.platforms = {d};
+    ASSERT_OK(registry_.Register(batch));
+    ASSERT_OK_AND_ASSIGN(platform::Platform cpu, registry_.GetPlatform("cpu"));
+    platform_.emplace(cpu);
+    ASSERT_OK_AND_ASSIGN(
+        kernels_, AttentionKernels::Load(platform::Registry::Global(), "cpu"));
+    auto rocm = platform::Registry::Global().GetPlatform("rocm");
+    ASSERT_OK(rocm.status());
+    ASSERT_OK_AND_ASSIGN(caps_, rocm->CapabilitiesForArch("gfx942"));
+    ASSERT_OK_AND_ASSIGN(ModelConfig config, LoadModelConfig("tiny-glm-5.1"));
+    config_.emplace(std::move(config));
+    options_.block_size = 16;
+    options_.num_blocks = 32;  // a 300-token prefill fits
+    options_.max_model_len = 1024;
+    options_.max_num_batched_tokens = 512;
+  }
+  absl::StatusOr<std::unique_ptr<DeepseekV32Model>> Create() {
+    DSA_ASSIGN_OR_RETURN(LayerPlanner planner,
+                         LayerPlanner::Create(*config_, caps_, {}));
+    return DeepseekV32Model::Create(std::move(planner), *platform_, kernels_,
+                                    options_, 7);
+  }
+
+  platform::Registry registry_;
+  std::optional<platform::Platform> platform_;
+  AttentionKernels kernels_;
+  platform::PlatformCapabilities caps_;
+  std::optional<ModelConfig> config_;
+  RuntimeOptions options_;
+};
+
+// A model that does not fit is refused before anything is allocated, with
+// its size and the platform's free and total memory in the message.
+TEST_F(LimitedMemoryTest, AModelThatDoesNotFitIsRefusedWithItsSizes) {
+  const int64_t bytes =
+      DeepseekV32Model::DeviceBytes(*config_, options_).value();
+  free_bytes = static_cast<uint64_t>(bytes) - 1;
+  platform::FaultPlan count_allocations;
+  count_allocations.sites =
+      platform::FaultSiteBit(platform::FaultSite::kDeviceMalloc);
+  platform::FaultInjector allocations(count_allocations);
+  EXPECT_THAT(
+      Create(),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               ::testing::AllOf(HasSubstr("model tiny-glm-5.1"),
+                                HasSubstr(absl::StrCat("(", bytes, " bytes)")),
+                                HasSubstr(absl::StrCat("(", bytes - 1,
+                                                       " bytes) free of 80.00 "
+                                                       "GiB")))));
+  EXPECT_EQ(allocations.calls(), 0);
+  free_bytes = static_cast<uint64_t>(bytes);
+  EXPECT_OK(Create().status());
+}
+
+// A step whose indexer workspace does not fit (no profile run reserved it)
+// is refused before it starts, naming the workspace's sizes: nothing was
+// allocated or written, and with the memory back the same step runs.
+TEST_F(LimitedMemoryTest, AStepThatDoesNotFitIsRefusedBeforeItStarts) {
+  free_bytes = uint64_t{1} << 40;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeepseekV32Model> model, Create());
+  free_bytes = 4096;
+  const std::vector<StepRequest> sparse = {{1, 0, 300}};
+  const std::vector<float> x =
+      RandomHidden(300, config_->proto().hidden_size(), 3);
+  const std::vector<uint8_t> latent_before = *model->ReadLatentCache(0);
+  EXPECT_THAT(
+      model->Step({}, sparse, x),
+      StatusIs(
+          absl::StatusCode::kResourceExhausted,
+          ::testing::AllOf(
+              HasSubstr("step: the indexer's workspace (300 query rows over "
+                        "300 keys: 351.56 KiB (360000 bytes))"),
+              HasSubstr("4.00 KiB (4096 bytes) free"),
+              HasSubstr("a profile run"))));
+  EXPECT_EQ(model->block_tables().num_free_blocks(), options_.num_blocks);
+  EXPECT_EQ(model->block_tables().cached_tokens(1), 0);
+  EXPECT_EQ(*model->ReadLatentCache(0), latent_before);
+  EXPECT_EQ(model->reserved_workspace_bytes(), 0);
+  EXPECT_THAT(model->ProfileRun({}),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("profile run: the indexer's workspace (512 "
+                                 "query rows over 1024 keys")));
+  free_bytes = uint64_t{1} << 40;
+  ASSERT_OK(model->ProfileRun({}).status());
+  free_bytes = 0;  // reserved: the step needs nothing more
+  EXPECT_OK(model->Step({}, sparse, x).status());
+}
 
 // DeviceBytes counts what a model holds: one more cache block per layer adds
 // exactly its latent and indexer-key slots; bf16 activations halve the
@@ -813,12 +963,15 @@ TEST(DeviceBytesTest, FollowsTheCachesActivationsAndWeights) {
   const DeepseekV32Config& c = config->proto();
   RuntimeOptions options;
   options.block_size = 64;
-  options.num_blocks = 100;
+  // Past the 128 blocks a request of max_model_len can hold, so that one more
+  // block adds to the caches alone (the step's block table is sized by the
+  // smaller of the two).
+  options.num_blocks = 200;
   options.max_model_len = 8192;
   options.max_num_batched_tokens = 8192;
   const int64_t base = DeepseekV32Model::DeviceBytes(*config, options).value();
   RuntimeOptions more = options;
-  more.num_blocks = 101;
+  more.num_blocks = 201;
   const int64_t latent = (c.kv_lora_rank() + c.qk_rope_head_dim()) * 2;
   const int64_t keys = c.indexer().index_head_dim() + 4;
   EXPECT_EQ(DeepseekV32Model::DeviceBytes(*config, more).value() - base,

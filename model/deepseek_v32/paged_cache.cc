@@ -48,6 +48,27 @@ absl::Status BlockTables::Release(int64_t request_id) {
   return absl::OkStatus();
 }
 
+void BlockTables::UndoStep(absl::Span<const StepRequest> requests,
+                           const StepLayout& layout) {
+  // PrepareStep took blocks off the free stack request after request in
+  // internal order; they go back in the reverse order.
+  for (auto k = layout.request_order.rbegin(); k != layout.request_order.rend();
+       ++k) {
+    const StepRequest& r = requests[*k];
+    auto it = sequences_.find(r.request_id);
+    if (it == sequences_.end()) continue;
+    Sequence& seq = it->second;
+    seq.num_tokens = std::max<int64_t>(0, seq.num_tokens - r.num_new_tokens);
+    const size_t keep =
+        static_cast<size_t>((seq.num_tokens + block_size_ - 1) / block_size_);
+    while (seq.blocks.size() > keep) {
+      free_.push_back(seq.blocks.back());
+      seq.blocks.pop_back();
+    }
+    if (seq.num_tokens == 0) sequences_.erase(it);
+  }
+}
+
 absl::StatusOr<StepLayout> BlockTables::PrepareStep(
     absl::Span<const StepRequest> requests, const AttentionMetadata& mla) {
   if (requests.empty()) {

@@ -75,6 +75,13 @@ class BlockTables {
   absl::StatusOr<StepLayout> PrepareStep(absl::Span<const StepRequest> requests,
                                          const AttentionMetadata& mla);
 
+  // Undoes the PrepareStep of `requests` that returned `layout`, the last
+  // one: the requests' cached lengths, their blocks and the free list
+  // (down to its order, so that a retry gets the same slots) are as before
+  // it. For a step that failed.
+  void UndoStep(absl::Span<const StepRequest> requests,
+                const StepLayout& layout);
+
   // Frees a finished request's blocks. NotFound for an unknown id.
   absl::Status Release(int64_t request_id);
 

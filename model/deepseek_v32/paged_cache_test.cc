@@ -55,6 +55,33 @@ TEST(BlockTablesTest, OrdersDecodesFirstAndMapsSlots) {
   EXPECT_EQ(tables.num_free_blocks(), 13);
 }
 
+// Undoing a step (one that failed) puts the requests' lengths, their blocks
+// and the free list back as they were, so the same step prepared again maps
+// the same slots.
+TEST(BlockTablesTest, UndoStepRestoresTheTablesForARetry) {
+  ASSERT_OK_AND_ASSIGN(BlockTables tables, BlockTables::Create(4, 16));
+  ASSERT_OK(Prepare(tables, {{7, 0, 5}}).status());  // blocks 0, 1
+  ASSERT_OK(Prepare(tables, {{9, 0, 2}}).status());  // block 2
+  const std::vector<StepRequest> step = {{8, 0, 9}, {7, 5, 1}, {9, 2, 3}};
+  ASSERT_OK_AND_ASSIGN(StepLayout first, Prepare(tables, step));
+  EXPECT_EQ(tables.num_free_blocks(), 16 - 3 - 3 - 1);
+  tables.UndoStep(step, first);
+  EXPECT_EQ(tables.cached_tokens(7), 5);
+  EXPECT_EQ(tables.cached_tokens(8), 0);
+  EXPECT_EQ(tables.cached_tokens(9), 2);
+  EXPECT_EQ(tables.num_free_blocks(), 13);
+  ASSERT_OK_AND_ASSIGN(StepLayout again, Prepare(tables, step));
+  EXPECT_EQ(again.slot_mapping, first.slot_mapping);
+  EXPECT_EQ(again.block_table, first.block_table);
+  EXPECT_EQ(again.seq_lens, first.seq_lens);
+  // A request that was new is gone again: releasing it is NotFound.
+  tables.UndoStep(step, again);
+  EXPECT_THAT(tables.Release(8), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_OK(tables.Release(9));
+  EXPECT_OK(tables.Release(7));
+  EXPECT_EQ(tables.num_free_blocks(), 16);
+}
+
 TEST(BlockTablesTest, FailedStepsAllocateNothing) {
   ASSERT_OK_AND_ASSIGN(BlockTables tables, BlockTables::Create(4, 3));
   EXPECT_THAT(

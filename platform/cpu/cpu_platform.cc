@@ -128,12 +128,54 @@ DsaStatusCode DeviceMemcpy(void* dst, const void* src, size_t bytes,
 
 DsaStatusCode DeviceSynchronize(char*, size_t) { return DSA_STATUS_OK; }
 
+// "Device" memory is host memory: free is what the kernel reports available
+// (MemAvailable: free pages plus what it can reclaim), total the physical
+// memory.
+DsaStatusCode DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes,
+                               char* error, size_t error_size) {
+  if (free_bytes == nullptr || total_bytes == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cpu: NULL memory record");
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) {
+    return PluginError(DSA_STATUS_UNIMPLEMENTED, error, error_size,
+                       "cpu: sysconf reports no physical memory size");
+  }
+  const uint64_t total =
+      static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  uint64_t available = 0;
+  bool found = false;
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r"); f != nullptr) {
+    char line[256];
+    unsigned long long kib = 0;
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+        available = static_cast<uint64_t>(kib) * 1024;
+        found = true;
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  if (!found) {
+    const long free_pages = sysconf(_SC_AVPHYS_PAGES);
+    available = free_pages > 0 ? static_cast<uint64_t>(free_pages) *
+                                     static_cast<uint64_t>(page_size)
+                               : total;
+  }
+  *free_bytes = available < total ? available : total;
+  *total_bytes = total;
+  return DSA_STATUS_OK;
+}
+
 DsaStatusCode Initialize(const DsaHostApi* host, char* error,
                          size_t error_size) {
   static const DsaPlatformDescriptor descriptor = MakePlatformDescriptor(
       "cpu", DSA_PLATFORM_KIND_CPU, kHostArch, kKnownArchs,
       {&CapabilitiesForArch, &ProbeDevices, &DeviceMalloc, &DeviceFree,
-       &DeviceMemcpy, &DeviceSynchronize});
+       &DeviceMemcpy, &DeviceSynchronize, &DeviceMemoryInfo});
   return RegisterPlatformWithHost(host, descriptor, error, error_size);
 }
 

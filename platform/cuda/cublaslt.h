@@ -31,6 +31,15 @@ struct CublasLtApi {
 
 // cuBLASLt's constants.
 inline constexpr int kCublasStatusSuccess = 0;
+inline constexpr int kCublasStatusNotInitialized = 1;
+inline constexpr int kCublasStatusAllocFailed = 3;
+inline constexpr int kCublasStatusInvalidValue = 7;
+inline constexpr int kCublasStatusArchMismatch = 8;
+inline constexpr int kCublasStatusMappingError = 11;
+inline constexpr int kCublasStatusExecutionFailed = 13;
+inline constexpr int kCublasStatusInternalError = 14;
+inline constexpr int kCublasStatusNotSupported = 15;
+inline constexpr int kCublasStatusLicenseError = 16;
 inline constexpr int kCudaR32F = 0;
 inline constexpr int kCudaR16BF = 14;
 inline constexpr int kCublasCompute32F = 68;
@@ -51,6 +60,43 @@ struct CublasLtHeuristicResult {
   float waves_count;
   int reserved[4];
 };
+
+// "CUBLAS_STATUS_EXECUTION_FAILED", ... ("unknown cuBLAS status" otherwise).
+inline const char* CublasStatusName(int status) {
+  switch (status) {
+    case kCublasStatusSuccess:
+      return "CUBLAS_STATUS_SUCCESS";
+    case kCublasStatusNotInitialized:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case kCublasStatusAllocFailed:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case kCublasStatusInvalidValue:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case kCublasStatusArchMismatch:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case kCublasStatusMappingError:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case kCublasStatusExecutionFailed:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case kCublasStatusInternalError:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case kCublasStatusNotSupported:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case kCublasStatusLicenseError:
+      return "CUBLAS_STATUS_LICENSE_ERROR";
+    default:
+      return "unknown cuBLAS status";
+  }
+}
+
+// A status that says the library cannot do this product here (a layout, an
+// arch), the same every time: the caller takes its own kernel instead. Any
+// other failure is an error of this call.
+inline bool CublasStatusIsUnsupported(int status) {
+  return status == kCublasStatusNotSupported ||
+         status == kCublasStatusArchMismatch ||
+         status == kCublasStatusInvalidValue;
+}
 
 // The library, loaded once per process (thread-safe). The candidates are
 // DSA_CUBLASLT_LIBRARY when set, then libcublasLt.so.13, .so.12, .so.

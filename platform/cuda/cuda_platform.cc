@@ -321,12 +321,38 @@ DsaStatusCode DeviceSynchronize(char* error, size_t error_size) {
   return DSA_STATUS_OK;
 }
 
+DsaStatusCode DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes,
+                               char* error, size_t error_size) {
+  if (free_bytes == nullptr || total_bytes == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: NULL memory record");
+  }
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
+    return c;
+  }
+  if (d.api.cuMemGetInfo_v2 == nullptr) {
+    return PluginError(DSA_STATUS_UNIMPLEMENTED, error, error_size,
+                       "cuda: %s has no cuMemGetInfo_v2",
+                       d.load.library.c_str());
+  }
+  size_t free = 0, total = 0;
+  const int err = d.api.cuMemGetInfo_v2(&free, &total);
+  if (err != kCudaSuccess) {
+    return CudaFail(d.api, err, "cuMemGetInfo", error, error_size);
+  }
+  *free_bytes = free;
+  *total_bytes = total;
+  return DSA_STATUS_OK;
+}
+
 DsaStatusCode Initialize(const DsaHostApi* host, char* error,
                          size_t error_size) {
   static const DsaPlatformDescriptor descriptor = MakePlatformDescriptor(
       "cuda", DSA_PLATFORM_KIND_CUDA, kDefaultArch, kKnownArchs,
       {&CapabilitiesForArch, &ProbeDevices, &DeviceMalloc, &DeviceFree,
-       &DeviceMemcpy, &DeviceSynchronize});
+       &DeviceMemcpy, &DeviceSynchronize, &DeviceMemoryInfo});
   return RegisterPlatformWithHost(host, descriptor, error, error_size);
 }
 

@@ -161,6 +161,22 @@ TEST(CudaPlatformTest, ContextIsSetOnlyWhenAnotherIsCurrent) {
   EXPECT_EQ(hooks.retain_calls(), 1);
 }
 
+// The stand-in runtime reports half of its 1 GiB device free.
+TEST(CudaPlatformTest, MemoryInfoReportsFreeAndTotal) {
+  const DsaPlatformDescriptor& p = Platform();
+  ASSERT_NE(p.device_memory_info, nullptr);
+  char error[256] = "";
+  uint64_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(
+      p.device_memory_info(&free_bytes, &total_bytes, error, sizeof(error)),
+      DSA_STATUS_OK)
+      << error;
+  EXPECT_EQ(total_bytes, uint64_t{1} << 30);
+  EXPECT_EQ(free_bytes, uint64_t{1} << 29);
+  EXPECT_EQ(p.device_memory_info(nullptr, &total_bytes, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+}
+
 TEST(CudaPlatformTest, OutOfMemoryIsResourceExhausted) {
   char error[256] = "";
   void* device = &error;  // must be reset

@@ -47,6 +47,7 @@ DSA_CUDA_REQUIRED(cuMemcpyDtoD_v2, int,
 
 // Only for error messages; a numeric code is printed without it.
 DSA_CUDA_OPTIONAL(cuGetErrorString, int, (int error, const char** text))
+DSA_CUDA_OPTIONAL(cuMemGetInfo_v2, int, (size_t * free, size_t* total))
 
 #undef DSA_CUDA_REQUIRED
 #undef DSA_CUDA_OPTIONAL

@@ -175,6 +175,15 @@ FAKE_EXPORT int cuMemcpyDtoD_v2(unsigned long long dst, unsigned long long src,
   return kSuccess;
 }
 
+// Half of the device in use, as if another process held it.
+FAKE_EXPORT int cuMemGetInfo_v2(size_t* free, size_t* total) {
+  if (int err = CheckContext(); err != kSuccess) return err;
+  if (free == nullptr || total == nullptr) return kErrorInvalidValue;
+  *free = kFakeDeviceBytes / 2;
+  *total = kFakeDeviceBytes;
+  return kSuccess;
+}
+
 FAKE_EXPORT int cuGetErrorString(int error, const char** text) {
   if (text == nullptr) return kErrorInvalidValue;
   switch (error) {

@@ -74,6 +74,15 @@ __attribute__((visibility("default"))) int hipDeviceSynchronize() {
   return kHipSuccess;
 }
 
+// Half of the device in use, as if another process held it.
+__attribute__((visibility("default"))) int hipMemGetInfo(size_t* free,
+                                                         size_t* total) {
+  if (free == nullptr || total == nullptr) return kHipErrorInvalidValue;
+  *free = kFakeDeviceBytes / 2;
+  *total = kFakeDeviceBytes;
+  return kHipSuccess;
+}
+
 __attribute__((visibility("default"))) const char* hipGetErrorString(
     int error) {
   switch (error) {

@@ -32,6 +32,7 @@ DSA_HIP_REQUIRED(hipDeviceSynchronize, int, ())
 
 // Only for error messages; a numeric code is printed without it.
 DSA_HIP_OPTIONAL(hipGetErrorString, const char*, (int error))
+DSA_HIP_OPTIONAL(hipMemGetInfo, int, (size_t * free, size_t* total))
 
 #undef DSA_HIP_REQUIRED
 #undef DSA_HIP_OPTIONAL

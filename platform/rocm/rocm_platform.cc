@@ -268,12 +268,34 @@ DsaStatusCode DeviceSynchronize(char* error, size_t error_size) {
   return DSA_STATUS_OK;
 }
 
+DsaStatusCode DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes,
+                               char* error, size_t error_size) {
+  if (free_bytes == nullptr || total_bytes == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "rocm: NULL memory record");
+  }
+  const HipRuntime& r = Runtime();
+  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
+  if (r.api.hipMemGetInfo == nullptr) {
+    return PluginError(DSA_STATUS_UNIMPLEMENTED, error, error_size,
+                       "rocm: %s has no hipMemGetInfo", r.load.library.c_str());
+  }
+  size_t free = 0, total = 0;
+  const int err = r.api.hipMemGetInfo(&free, &total);
+  if (err != kHipSuccess) {
+    return HipFail(r.api, err, "hipMemGetInfo", error, error_size);
+  }
+  *free_bytes = free;
+  *total_bytes = total;
+  return DSA_STATUS_OK;
+}
+
 DsaStatusCode Initialize(const DsaHostApi* host, char* error,
                          size_t error_size) {
   static const DsaPlatformDescriptor descriptor = MakePlatformDescriptor(
       "rocm", DSA_PLATFORM_KIND_ROCM, kDefaultArch, kKnownArchs,
       {&CapabilitiesForArch, &ProbeDevices, &DeviceMalloc, &DeviceFree,
-       &DeviceMemcpy, &DeviceSynchronize});
+       &DeviceMemcpy, &DeviceSynchronize, &DeviceMemoryInfo});
   return RegisterPlatformWithHost(host, descriptor, error, error_size);
 }
 

@@ -81,8 +81,10 @@ void CheckLayers(const ModelConfig& c) {
 //    representable) and hold at least the bf16 weights;
 //  - any options give a count of at least that, or overflowed;
 //  - one more cache block per layer adds exactly what it adds to the
-//    smallest options of its block size and cache dtype, and an overflowed
-//    size stays overflowed with more blocks.
+//    smallest options of its block size and cache dtype (and a block table
+//    entry per possible request while max_model_len could take more blocks
+//    than there are), and an overflowed size stays overflowed with more
+//    blocks.
 void CheckDeviceBytes(const ModelConfig& c) {
   using Options = RuntimeOptions;
   auto bytes = [&](const Options& o) {
@@ -151,9 +153,17 @@ void CheckDeviceBytes(const ModelConfig& c) {
         Check(workspace.AtMost(b.value()),
               "less than the indexer's workspace: " + what);
         if (m.ok()) {
-          Check(m.value() - b.value() == block_bytes,
+          // A block's cache entries, and while a request of max_model_len
+          // could hold more blocks than there are, a block table entry for
+          // each of the step's possible requests (one per token).
+          const int64_t table_row_grows =
+              z.num_blocks < (z.max_model_len + block_size - 1) / block_size
+                  ? z.tokens * 4
+                  : 0;
+          Check(m.value() - b.value() == block_bytes + table_row_grows,
                 absl::StrCat("one more block adds ", m.value() - b.value(),
-                             ", not ", block_bytes, ": ", what));
+                             ", not ", block_bytes, " + ", table_row_grows,
+                             ": ", what));
         }
       }
     }

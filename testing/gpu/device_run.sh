@@ -11,8 +11,12 @@
 # skipped when less than they need is left of DSA_GPU_RUN_SECONDS, default
 # 420):
 #   1. the matrix instructions in each kernel's SASS (HGMMA/QGMMA/HMMA, FFMA);
-#   2. every gpu-tagged gtest: the kernels against float64 references, the op
-#      suites, the dense ops and the runner suite on the "cuda" platform;
+#   2. every gpu-tagged gtest: the kernels against float64 references, the
+#      runtime calls as fault sites, the op suites, the dense ops and the
+#      runner suite on the "cuda" platform, then every fault of a step in turn
+#      (step_faults_gpu_test, the sweep of model/deepseek_v32/
+#      step_faults_test.cc on "cuda"; DSA_GPU_FAULT_SECONDS, default 240,
+#      bounds it);
 #   3. compute-sanitizer memcheck over the op suites, racecheck over one;
 #   4. our kernels timed at the presets' shapes, then the torch references
 #      (torch.topk, cuDNN SDPA, cuBLAS, eager gathers) and the copy and
@@ -102,9 +106,12 @@ done
 
 if want 2; then
 section "gtest: kernels against float64 references"
-for t in vector_add_test mma_bf16_test indexer_kernels_test cache_kernels_test \
-         sparse_mla_kernels_test dense_mha_kernels_test dense_ops_kernels_test; do
-  echo "-- $t"; gtest 45 "$B/$t"
+for t in vector_add_test mma_bf16_test runtime_faults_test indexer_kernels_test \
+         cache_kernels_test sparse_mla_kernels_test dense_mha_kernels_test \
+         dense_ops_kernels_test; do
+  # dense_mha's float64 references take about 56 s on the H200.
+  limit=45; [ "$t" = dense_mha_kernels_test ] && limit=100
+  echo "-- $t"; gtest "$limit" "$B/$t"
 done
 section "gtest: op suites, dense ops, runner and platform on cuda"
 echo "-- indexer_ops_test"; gtest 40 "$B/indexer_ops_test" --gtest_filter='*/cuda*'
@@ -112,6 +119,10 @@ echo "-- mla_ops_test"; gtest 60 "$B/mla_ops_test" --gtest_filter='*/cuda*'
 echo "-- dense_ops_test"; gtest 30 "$B/dense_ops_test" --gtest_filter='*/cuda*'
 echo "-- model_runner_test"; gtest 60 "$B/model_runner_test" --gtest_filter='*/cuda*'
 echo "-- platform_conformance_test"; gtest 20 "$B/platform_conformance_test"
+section "gtest: every fault of a step in turn on cuda (step_faults_gpu_test)"
+gtest "${DSA_GPU_FAULT_SECONDS:-240}" "$B/step_faults_gpu_test"
+# Per case: its fallible calls and the sites they were at.
+grep -E "^\[ faults" "$work/gtest.txt" | head -24
 fi
 
 if want 3; then
@@ -136,6 +147,13 @@ for h in 32 64; do
   done
 done
 timeout 10 "$B/indexer_bench" --heads=32 --tokens=8192 --decode=32 --iters=50 >> "$work/ours_indexer.txt" 2>&1
+# Top-k alone on long decode rows of N(0, 1) logits: 1 and 32 rows of 64K
+# and 128K keys.
+for r in 1 32; do
+  for t in 65536 131072; do
+    timeout 10 "$B/indexer_bench" --topk_only=1 --topk_rows=$r --tokens=$t --iters=50 >> "$work/ours_indexer.txt" 2>&1
+  done
+done
 grep -E "^ours_|fail" "$work/ours_indexer.txt"
 section "ours: sparse MLA (absorbed 576/512, top-k 2048, W_UV included)"
 room 120 && timeout 40 stdbuf -oL "$B/sparse_mla_bench" \
@@ -156,7 +174,7 @@ room 80 && timeout 12 "$B/dense_bench" 1024 8192 32 2>&1 | grep -E "backend|sum|
 room 75 && timeout 20 "$B/layer_step_bench" --platform=cuda --iters=5 1024 8192 2>&1 | tail -8
 
 section "torch, same card: ceilings, the logits reference, torch.topk"
-room 70 && timeout 25 python3 attention/gpu/indexer/torch_baseline.py "$work/ours_indexer.txt" 32 2>&1 | tail -26
+room 70 && timeout 30 python3 attention/gpu/indexer/torch_baseline.py "$work/ours_indexer.txt" 32 2>&1 | tail -40
 section "torch: gather + softmax sparse MLA (+ W_UV matmul)"
 room 60 && timeout 25 python3 attention/gpu/sparse_mla/torch_baseline.py --iters=3 2>&1 | grep -E "total|w_uv"
 section "torch: SDPA (cuDNN) + the K/V decompression matmul"

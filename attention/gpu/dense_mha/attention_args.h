@@ -77,6 +77,13 @@ struct AttentionArgs {
   float scale_log2;  // softmax_scale * log2(e)
   bool out_bf16;
   bool out_pairs;  // output 8-byte aligned: adjacent fp32 pairs in one store
+  // The persistent TMA body's tiles (config.h's TmaTileOrder): work items x
+  // heads, and the counter its CTAs take tiles from after their first (zero
+  // at launch: the gather kernel clears it).
+  int32_t num_items;
+  int32_t num_tiles;
+  int32_t heads_per_section;
+  int32_t* tile_counter;
 };
 
 // Writes output elements (col0, v0) and (col1, v1) of one (token, head) row
@@ -116,13 +123,12 @@ struct BlockWork {
   int64_t head_vt;     // row of this head's first value dim in vt
 };
 
-__device__ __forceinline__ BlockWork GetWork(const AttentionArgs& a) {
+// Work item `item_index` (plan.h) of head `head`.
+__device__ __forceinline__ BlockWork WorkAt(const AttentionArgs& a,
+                                            int item_index, int head) {
   BlockWork w;
-  // Query tiles of one head are consecutive blocks: the blocks running at
-  // the same time read the same head's K and V, which then stay in L2
-  // (a head's K/V is 7 MiB at T = 8192; all heads' 470 MB are not).
-  w.head = blockIdx.y;
-  const WorkItem item = MetaItem(a.meta, blockIdx.x);
+  w.head = head;
+  const WorkItem item = MetaItem(a.meta, item_index);
   w.req = MetaRequest(a.meta, item.request);
   w.i0 = item.q_tile * kBlockM;
   w.rows = min(kBlockM, w.req.n - w.i0);
@@ -131,6 +137,14 @@ __device__ __forceinline__ BlockWork GetWork(const AttentionArgs& a) {
   w.head_knope = static_cast<int64_t>(w.head) * a.nope;
   w.head_vt = static_cast<int64_t>(w.head) * a.v;
   return w;
+}
+
+// The block's work in the (items, heads) grid of the cp.async bodies. Query
+// tiles of one head are consecutive blocks: the blocks running at the same
+// time read the same head's K and V, which then stay in L2 (a head's K/V
+// is 7 MiB at T = 8192; all heads' 470 MB are not).
+__device__ __forceinline__ BlockWork GetWork(const AttentionArgs& a) {
+  return WorkAt(a, blockIdx.x, blockIdx.y);
 }
 
 // Global address of 8 elements of the query row `r` of the block.

@@ -5,8 +5,9 @@
 //     threads, shared memory as their layouts say;
 //   DenseAttentionTmaKernel<kQk, kV, kN>   sm90_tma_body.h, kN keys a tile
 //     (TmaTileKeys), its three warpgroups, the tensor maps as parameters.
-// One block per (work item, head). Included by instantiations/ only.
-// Device-compiler sources only.
+// The cp.async bodies run a block per (work item, head); the TMA body is
+// persistent, on the CTAs of its schedule (heuristics.h). Included by
+// instantiations/ only. Device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_DENSE_MHA_ATTENTION_KERNELS_H_
 #define DSA_ATTENTION_GPU_DENSE_MHA_ATTENTION_KERNELS_H_
 
@@ -63,8 +64,9 @@ __global__ void __launch_bounds__(Sm90TmaRoles::kThreads, 1)
 // Launches `kKernel` with kBytes of dynamic shared memory, once the device
 // allows that much.
 template <auto kKernel, size_t kBytes, typename... Args>
-LaunchResult LaunchWithSharedMemory(const AttentionLaunch& l, int threads,
-                                    const char* body, Args... args) {
+LaunchResult LaunchWithSharedMemory(const AttentionLaunch& l, dim3 grid,
+                                    int threads, const char* body,
+                                    Args... args) {
   if (static_cast<size_t>(l.features.max_shared_bytes_per_block) < kBytes) {
     return Invalid("dense_mha_prefill",
                    "the %s body at head dims qk<=%d v<=%d needs %zu bytes of "
@@ -75,8 +77,7 @@ LaunchResult LaunchWithSharedMemory(const AttentionLaunch& l, int threads,
   LaunchResult r = OptInSharedMemory<kKernel, static_cast<int>(kBytes)>(
       "dense_mha_prefill: shared memory opt-in");
   if (!r.ok()) return r;
-  hipLaunchKernelGGL(kKernel, dim3(l.items, l.args.heads), dim3(threads),
-                     kBytes, l.stream, args...);
+  hipLaunchKernelGGL(kKernel, grid, dim3(threads), kBytes, l.stream, args...);
   return CheckLaunch("dense_mha_prefill attention");
 }
 
@@ -147,26 +148,30 @@ LaunchResult MakeTmaMaps(const AttentionArgs& a, int tile_keys, TmaMaps* maps) {
 
 template <int kQk, int kV>
 LaunchResult LaunchAttention(const AttentionLaunch& l) {
+  // The cp.async bodies: a block per (work item, head).
+  const dim3 blocks(l.items, l.args.heads);
   switch (l.choice.body) {
     case DenseMhaBody::kWarp:
       return LaunchWithSharedMemory<&DenseAttentionKernel<kQk, kV, kWarpBody>,
-                                    WarpSmem<kQk, kV>::kBytes>(l, kThreads,
-                                                               "warp", l.args);
+                                    WarpSmem<kQk, kV>::kBytes>(
+          l, blocks, kThreads, "warp", l.args);
 #if defined(DSA_GPU_CUDA)
     case DenseMhaBody::kSm90Pipelined:
       return LaunchWithSharedMemory<
           &DenseAttentionKernel<kQk, kV, kSm90PipelinedBody>,
-          Sm90PipelinedSmem<kQk, kV>::kBytes>(l, kThreads, "sm90-pipelined",
-                                              l.args);
+          Sm90PipelinedSmem<kQk, kV>::kBytes>(l, blocks, kThreads,
+                                              "sm90-pipelined", l.args);
     case DenseMhaBody::kSm90Tma: {
       constexpr int kN = TmaTileKeys(kQk, kV);
       if (l.choice.tma_tile_keys != kN) break;
       TmaMaps maps;
       LaunchResult r = MakeTmaMaps<kV>(l.args, kN, &maps);
       if (!r.ok()) return r;
+      // Persistent: the schedule's CTAs (heuristics.h).
       return LaunchWithSharedMemory<&DenseAttentionTmaKernel<kQk, kV, kN>,
                                     Sm90TmaSmem<kQk, kV, kN>::kBytes>(
-          l, Sm90TmaRoles::kThreads, "sm90-tma", l.args, maps);
+          l, dim3(l.schedule.ctas), Sm90TmaRoles::kThreads, "sm90-tma", l.args,
+          maps);
     }
 #endif
     default:

@@ -17,6 +17,7 @@ namespace dsa::attention::gpu::dense_mha {
 struct AttentionLaunch {
   AttentionArgs args;
   AttentionChoice choice;  // the body, at widths (kQk, kV)
+  TmaSchedule schedule;    // kSm90Tma: the persistent grid
   DeviceFeatures features;
   int items = 0;  // work items: the grid's x
   hipStream_t stream = nullptr;

@@ -3,6 +3,10 @@
 // (median of many calls after warm-up, default stream). Prints one line per
 // shape with milliseconds and TFLOP/s; torch_baseline.py times the torch
 // equivalent (SDPA + the decompression matmul) in the same device call.
+// "total" is the median of calls timed one at a time (the host's work before
+// the first kernel and between kernels included, as torch's figures are);
+// "queued" the time per call of calls enqueued back to back (the device's
+// time where the host keeps ahead).
 //
 //   dense_mha_bench [--quick | --t8192 | --floor | --once]
 //                   [--body=warp | sm90-pipelined | sm90-tma]
@@ -14,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention/dtypes/bf16.h"
@@ -178,8 +183,9 @@ bool Bench(const Preset& pre, const char* label,
   p.v_head_dim = pre.v;
   p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(qk));
   p.attention_body = g_body;
-  float ms = 0;
-  if (!Check(TimeMedianMs(&RunDense, &p, 3, iters, &ms), "dense")) {
+  float ms = 0, queued_ms = 0;
+  if (!Check(TimeMedianMs(&RunDense, &p, 3, iters, &ms), "dense") ||
+      !Check(TimeQueuedMs(&RunDense, &p, 3, iters, &queued_ms), "dense")) {
     return false;
   }
   // Output sanity: finite.
@@ -225,8 +231,14 @@ bool Bench(const Preset& pre, const char* label,
   g[1].m = int64_t{pre.heads} * pre.v;
   g[1].n = rows;
   g[1].k = kLora;
-  float gemm_ms = 0;
+  float gemm_ms = 0, inplace_ms = 0;
   if (std::strcmp(DenseMhaDecompressionPath(), "gemm_bf16") != 0) {
+    // The vendor GEMM over kv_b_proj's row groups in place (one batched
+    // product per operand, no weight split).
+    if (!Check(TimeMedianMs(&RunVendorGemm, g, 3, iters, &inplace_ms),
+               "gemm in place")) {
+      inplace_ms = -1;
+    }
     // Contiguous weights: W_UK rows, then W_UV rows, of the same buffer.
     Bf16GemmParams vg[2] = {g[0], g[1]};
     vg[0].b_group_rows = vg[0].b_group_stride = 0;
@@ -242,13 +254,14 @@ bool Bench(const Preset& pre, const char* label,
   const DenseMhaFlops f = DenseMhaPrefillFlops(p);
   std::printf(
       "dense %-11s %-22s cache=%-6s tokens=%6lld  total %8.3f ms "
-      "(%6.1f TFLOP/s)  gemm %7.3f ms (%6.1f TFLOP/s)  rest %8.3f ms "
-      "(attention %6.1f TFLOP/s) %s%s\n",
+      "(%6.1f TFLOP/s)  queued %8.3f ms  gemm %7.3f ms (%6.1f TFLOP/s)  "
+      "rest %8.3f ms (attention %6.1f TFLOP/s) %s%s  gemm in place %7.3f "
+      "ms\n",
       pre.name, label, fp8 ? "fp8" : "bf16", static_cast<long long>(tokens), ms,
-      (f.attention + f.decompression) / (ms * 1e9), gemm_ms,
+      (f.attention + f.decompression) / (ms * 1e9), queued_ms, gemm_ms,
       f.decompression / (gemm_ms * 1e9), ms - gemm_ms,
       f.attention / ((ms - gemm_ms) * 1e9), DenseMhaAttentionPath(p),
-      bad ? " NON-FINITE OUTPUT" : "");
+      bad ? " NON-FINITE OUTPUT" : "", inplace_ms);
   std::fflush(stdout);
   return bad == 0;
 }
@@ -278,11 +291,15 @@ int main(int argc, char** argv) {
   const bool only_long = mode == "--t8192";  // the floor's shapes alone
   // The floor's shapes and T = 1024, bf16 cache, full iterations.
   const bool floor_only = mode == "--floor";
-  // One GLM-5.1 T = 8192 call after one warm-up, for a profiler.
+  // One call per timing after the warm-ups, GLM-5.1 and DeepSeek-V3.2 at
+  // T = 1024, then GLM-5.1 at T = 8192, for a profiler.
   if (mode == "--once") {
-    return Bench(kGlm, "T=8192", {{0, 8192}}, LatentCacheType::kBFloat16, 1)
-               ? 0
-               : 1;
+    bool ok = true;
+    for (const Preset* pre : {&kGlm, &kDeepSeek}) {
+      ok &= Bench(*pre, "T=1024", {{0, 1024}}, LatentCacheType::kBFloat16, 1);
+    }
+    ok &= Bench(kGlm, "T=8192", {{0, 8192}}, LatentCacheType::kBFloat16, 1);
+    return ok ? 0 : 1;
   }
   std::printf("decompression: %s (own gemm body: %s)\n",
               DenseMhaDecompressionPath(), Bf16GemmPath(Bf16GemmParams{}));
@@ -303,6 +320,9 @@ int main(int argc, char** argv) {
     if (!quick && !floor_only) {
       ok &= Bench(*pre, "T=8192", {{0, 8192}}, LatentCacheType::kFp8E4m3fn,
                   iters);
+      ok &= Bench(*pre, "8 requests x 1024",
+                  std::vector<std::pair<int32_t, int32_t>>(8, {0, 1024}),
+                  LatentCacheType::kBFloat16, iters);
       ok &= Bench(*pre, "4 requests x 2048",
                   {{0, 2048}, {0, 2048}, {0, 2048}, {0, 2048}},
                   LatentCacheType::kBFloat16, iters);

@@ -9,12 +9,16 @@
 //   Sm90PipelinedSmem    sm90_pipelined_body.h: core-matrix layout
 //   Sm90TmaRoles, Sm90TmaSmem, TmaTileKeys
 //                        sm90_tma_body.h: warpgroup roles, stage rings
+//   TmaTileOrder, kL2SectionBytes
+//                        its persistent tile order
 //   Bf16GemmTiles        gemm_bf16.hip.cc
 // Offsets and sizes are in bytes unless a name says elements.
 #ifndef DSA_ATTENTION_GPU_DENSE_MHA_CONFIG_H_
 #define DSA_ATTENTION_GPU_DENSE_MHA_CONFIG_H_
 
 #include <cstddef>
+
+#include "attention/dtypes/host_device.h"
 
 namespace dsa::attention::gpu::dense_mha {
 
@@ -133,9 +137,10 @@ struct Sm90TmaRoles {
                 "one producer and two consumer warps per scheduler slot");
 };
 
-// Per CTA: Q (128 x qk) once, then rings of kStages stages of K (kN x qk)
-// and V^T (v x kN), 128-byte swizzled, and their mbarriers (full_q, then
-// full_k, empty_k, full_v, empty_v of each stage); the base is aligned to
+// Per CTA: Q (128 x qk) of the tile in hand, then rings of kStages stages
+// of K (kN x qk) and V^T (v x kN), 128-byte swizzled, their mbarriers
+// (full_q, empty_q, then full_k, empty_k, full_v, empty_v of each stage) and
+// the tile index the producer hands the consumers; the base is aligned to
 // 1024 bytes (the swizzle's period) inside the dynamic allocation.
 inline constexpr int kSm90TmaBudget =
     227 * 1024 - 1024 - 256;  // - align, barriers
@@ -158,8 +163,10 @@ struct Sm90TmaSmem {
   static constexpr int kK = kQ + kQBytes;
   static constexpr int kV0 = kK + kStages * kKBytes;
   static constexpr int kBar = kV0 + kStages * kVBytes;  // 8-byte barriers
-  static constexpr int kBarriers = 1 + 4 * kStages;
-  static constexpr size_t kBytes = 1024 + kBar + kBarriers * 8;
+  static constexpr int kBarriers = 2 + 4 * kStages;
+  static constexpr int kTileSlot = kBar + kBarriers * 8;  // int32
+  static constexpr size_t kBytes = 1024 + kTileSlot + 8;
+  static_assert(kTileSlot + 8 - kBar <= 256, "inside the budget's 256 bytes");
 };
 
 // Keys per tile of the TMA body at widths (qk, v): 128 where the registers
@@ -170,6 +177,34 @@ constexpr int TmaTileKeys(int qk, int v) {
 }
 static_assert(TmaTileKeys(192, 128) == 128 && TmaTileKeys(256, 256) == 64,
               "DeepSeek-V3.2 on 128-key tiles, GLM-5.1 on 64");
+
+// --- The TMA body is persistent: one CTA per multiprocessor (or fewer,
+// where the call has fewer tiles), each taking (query tile, head) tiles in
+// this order until none are left, the next one from an atomic counter, so
+// that a CTA that finishes early takes the next tile (FlashAttention-3's
+// dynamic persistent scheduler). The order: heads in sections whose K and
+// V together fit in kL2SectionBytes of L2; in each section the work items
+// (plan.h: the query tiles, longest first), and for each item the section's
+// heads. So the longest tiles start first and the shortest fill the tail,
+// and the CTAs running at one time read the K/V of a few heads, which stay
+// in L2.
+inline constexpr long long kL2SectionBytes = 32ll << 20;
+
+struct TmaTile {
+  int item;  // index into the work items
+  int head;
+};
+// Tile `tile` of items x heads in the order above.
+DSA_HOST_DEVICE inline TmaTile TmaTileOrder(int tile, int items, int heads,
+                                            int heads_per_section) {
+  const int per_section = items * heads_per_section;
+  const int section = tile / per_section;
+  const int rest = tile - section * per_section;
+  const int head0 = section * heads_per_section;
+  const int left = heads - head0;
+  const int section_heads = left < heads_per_section ? left : heads_per_section;
+  return TmaTile{rest / section_heads, head0 + rest % section_heads};
+}
 
 // --- gemm_bf16: 128 x 128 tiles of C, 256 threads. The warp body walks k in
 // steps of 32 through a 4-stage ring of rows padded by kRowPad; the sm_90a

@@ -1,5 +1,8 @@
 #include "attention/gpu/dense_mha/heuristics.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "attention/gpu/dense_mha/config.h"
 
 namespace dsa::attention::gpu::dense_mha {
@@ -21,6 +24,10 @@ LaunchResult ChooseAttention(const DenseMhaPrefillParams& p,
   AttentionChoice c;
   c.qk_width = QkWidth(p.qk_nope_head_dim + p.rope_dim);
   c.v_width = VWidth(p.v_head_dim);
+  if (p.attention_ctas < 0) {
+    return Invalid(kOp, "attention_ctas %d: 0 (the heuristics' grid) or a cap",
+                   p.attention_ctas);
+  }
   switch (p.attention_body) {
     case DenseMhaBody::kAuto:
       c.body = !f.sm90a                          ? DenseMhaBody::kWarp
@@ -60,6 +67,29 @@ LaunchResult ChooseAttention(const DenseMhaPrefillParams& p,
     c.tma_tile_keys = TmaTileKeys(c.qk_width, c.v_width);
   }
   *choice = c;
+  return LaunchResult{};
+}
+
+LaunchResult ScheduleTmaAttention(const AttentionChoice& c, int64_t items,
+                                  int heads, int64_t kv_rows, int max_ctas,
+                                  int multiprocessors, TmaSchedule* schedule) {
+  const int64_t tiles = items * heads;
+  if (items <= 0 || heads <= 0 || tiles > 0x7fffffff) {
+    return Invalid(kOp,
+                   "%lld work items x %d heads: not a tile count one launch "
+                   "holds",
+                   static_cast<long long>(items), heads);
+  }
+  TmaSchedule s;
+  s.tiles = static_cast<int>(tiles);
+  int64_t ctas = std::min<int64_t>(tiles, std::max(multiprocessors, 1));
+  if (max_ctas > 0) ctas = std::min<int64_t>(ctas, max_ctas);
+  s.ctas = static_cast<int>(ctas);
+  const int64_t head_bytes =
+      std::max<int64_t>(kv_rows, 1) * (c.qk_width + c.v_width) * 2;
+  s.heads_per_section = static_cast<int>(std::clamp<int64_t>(
+      kL2SectionBytes / head_bytes, 1, static_cast<int64_t>(heads)));
+  *schedule = s;
   return LaunchResult{};
 }
 

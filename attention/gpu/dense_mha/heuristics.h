@@ -10,6 +10,10 @@
 //   multiples of 64 (GLM-5.x, DeepSeek-V3.2) -> kSm90Tma, 128-key tiles
 //                                             where TmaTileKeys allows
 //   sm_90a otherwise                       -> kSm90Pipelined
+// The TMA body's persistent grid (ScheduleTmaAttention): one CTA per
+// multiprocessor, fewer where the call has fewer (query tile, head) tiles
+// or the params cap it (attention_ctas); heads per L2 section as config.h's
+// TmaTileOrder says.
 // gemm_bf16: kSm90 with sm_90a device code, kWarp otherwise.
 #ifndef DSA_ATTENTION_GPU_DENSE_MHA_HEURISTICS_H_
 #define DSA_ATTENTION_GPU_DENSE_MHA_HEURISTICS_H_
@@ -37,6 +41,20 @@ struct AttentionChoice {
 LaunchResult ChooseAttention(const DenseMhaPrefillParams& params,
                              const DeviceFeatures& features,
                              AttentionChoice* choice);
+
+struct TmaSchedule {
+  int tiles = 0;  // work items x heads
+  int ctas = 0;   // the grid
+  int heads_per_section = 0;
+};
+
+// The schedule of a kSm90Tma call with `items` work items, `heads` heads
+// and `kv_rows` scratch rows (plan.h) at the widths of `choice`, on a
+// device with `multiprocessors`; `max_ctas` > 0 caps the grid (the params'
+// attention_ctas). kInvalidArgument where the tiles overflow an int.
+LaunchResult ScheduleTmaAttention(const AttentionChoice& choice, int64_t items,
+                                  int heads, int64_t kv_rows, int max_ctas,
+                                  int multiprocessors, TmaSchedule* schedule);
 
 // "warp", "sm90-pipelined", "sm90-tma-64" or "sm90-tma-128".
 const char* AttentionPathName(const AttentionChoice& choice);

@@ -1,11 +1,14 @@
 // The dense MHA prefill's body choice (heuristics.h) over its decision
 // table, without a device: every body reachable by default and on request,
 // head dims at the TMA body's boundaries, sm_90a code and tensor maps on and
-// off, the TMA tile width of each instantiated width pair, and requests the
-// device cannot run.
+// off, the TMA tile width of each instantiated width pair, requests the
+// device cannot run, and the TMA body's persistent schedule (its grid, its
+// L2 sections, and that its tile order visits every tile once).
 #include "attention/gpu/dense_mha/heuristics.h"
 
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "attention/gpu/dense_mha/config.h"
 #include "gtest/gtest.h"
@@ -143,6 +146,81 @@ TEST(DenseMhaHeuristicsTest, RefusesWhatTheDeviceCannotRun) {
                 "needs nope, rope and v multiples of 64 (got 64, 32, 64)");
   ExpectRefused(Dims(64, 64, 64, static_cast<DenseMhaBody>(7)), Hopper(),
                 "unknown attention body 7");
+  DenseMhaPrefillParams capped = Dims(192, 64, 256);
+  capped.attention_ctas = -1;
+  ExpectRefused(capped, Hopper(), "attention_ctas -1");
+}
+
+TmaSchedule Schedule(int64_t items, int heads, int64_t kv_rows, int max_ctas,
+                     int qk = 256, int v = 256) {
+  AttentionChoice c;
+  c.body = DenseMhaBody::kSm90Tma;
+  c.qk_width = qk;
+  c.v_width = v;
+  TmaSchedule s;
+  const LaunchResult r =
+      ScheduleTmaAttention(c, items, heads, kv_rows, max_ctas, 132, &s);
+  EXPECT_TRUE(r.ok()) << r.message;
+  return s;
+}
+
+TEST(DenseMhaScheduleTest, GridAndSections) {
+  // GLM-5.1, T = 1024: 8 query tiles x 64 heads on 132 multiprocessors;
+  // a head's K and V are 1 MiB, so 32 heads a section.
+  TmaSchedule s = Schedule(8, 64, 1024, 0);
+  EXPECT_EQ(s.tiles, 512);
+  EXPECT_EQ(s.ctas, 132);
+  EXPECT_EQ(s.heads_per_section, 32);
+  // T = 8192: 8 MiB a head, 4 heads a section.
+  s = Schedule(64, 64, 8192, 0);
+  EXPECT_EQ(s.ctas, 132);
+  EXPECT_EQ(s.heads_per_section, 4);
+  // DeepSeek-V3.2 at 192 / 128, T = 1900 (1920 scratch rows).
+  s = Schedule(15, 128, 1920, 0, 192, 128);
+  EXPECT_EQ(s.tiles, 15 * 128);
+  EXPECT_EQ(s.heads_per_section, (32 << 20) / (1920 * 320 * 2));
+  // Fewer tiles than multiprocessors, a cap, more K/V than a section.
+  EXPECT_EQ(Schedule(1, 2, 128, 0).ctas, 2);
+  EXPECT_EQ(Schedule(8, 64, 1024, 3).ctas, 3);
+  EXPECT_EQ(Schedule(2, 4, 1 << 20, 0).heads_per_section, 1);
+  EXPECT_EQ(Schedule(2, 4, 128, 0).heads_per_section, 4);
+  AttentionChoice c;
+  c.qk_width = c.v_width = 256;
+  EXPECT_EQ(
+      ScheduleTmaAttention(c, int64_t{1} << 20, 1 << 12, 128, 0, 132, &s).code,
+      LaunchCode::kInvalidArgument);
+}
+
+TEST(DenseMhaScheduleTest, TileOrderVisitsEveryTileOnce) {
+  for (const auto& [items, heads, per_section] :
+       std::vector<std::tuple<int, int, int>>{{8, 64, 32},
+                                              {3, 5, 2},
+                                              {7, 3, 3},
+                                              {1, 1, 1},
+                                              {5, 7, 1},
+                                              {4, 6, 4}}) {
+    std::vector<int> seen(items * heads, 0);
+    int last_section = 0;
+    for (int t = 0; t < items * heads; ++t) {
+      const TmaTile tile = TmaTileOrder(t, items, heads, per_section);
+      ASSERT_GE(tile.item, 0);
+      ASSERT_LT(tile.item, items);
+      ASSERT_GE(tile.head, 0);
+      ASSERT_LT(tile.head, heads);
+      ++seen[tile.item * heads + tile.head];
+      // Sections in order; inside one, items in order (longest first).
+      const int section = tile.head / per_section;
+      EXPECT_GE(section, last_section);
+      last_section = section;
+      if (t > 0) {
+        const TmaTile prev = TmaTileOrder(t - 1, items, heads, per_section);
+        if (prev.head / per_section == section) {
+          EXPECT_GE(tile.item, prev.item);
+        }
+      }
+    }
+    for (int n : seen) EXPECT_EQ(n, 1);
+  }
 }
 
 TEST(Bf16GemmHeuristicsTest, Bodies) {

@@ -9,7 +9,9 @@
 // ones, cuBLASLt decompression); *_own_gemm cases decompress on
 // gemm_bf16.h, and the *_warp / *_sm90_pipelined / *_sm90_tma cases ask for
 // each attention body by name (params.attention_body), so that every body
-// runs on sm_90a too (a body the device cannot run is skipped, saying so).
+// runs on sm_90a too (a body the device cannot run is skipped, saying so);
+// the *_persistent_* cases cap the TMA body's persistent grid at one to
+// three CTAs, so that each CTA runs many tiles in turn.
 // The GEMM alone runs its default and its warp body.
 // Skips cleanly when built without a GPU backend or run without a device.
 //
@@ -80,6 +82,7 @@ struct DenseCase {
   bool bf16_output = false;  // else fp32 output (with bf16 q and weights)
   bool own_gemm = false;     // decompress on gemm_bf16.h, not the vendor's
   DenseMhaBody body = DenseMhaBody::kAuto;  // the attention body asked for
+  int ctas = 0;  // a cap on the persistent body's CTAs (0: its default)
 };
 
 // The path name DenseMhaAttentionPath reports for a body asked for.
@@ -248,6 +251,7 @@ TEST_P(DenseMhaKernelTest, MatchesFloat64Reference) {
   p.softmax_scale = static_cast<float>(scale);
   p.own_decompression_gemm = c.own_gemm;
   p.attention_body = c.body;
+  p.attention_ctas = c.ctas;
   if ((c.body == DenseMhaBody::kSm90Pipelined ||
        c.body == DenseMhaBody::kSm90Tma) &&
       !DeviceHasSm90a()) {
@@ -383,6 +387,58 @@ std::vector<DenseCase> Cases() {
        {{0, 9}, {30, 5}, {2, 1}, {0, 130}}},
   };
   // clang-format on
+  // The persistent TMA body on a few CTAs, so that each runs many tiles of
+  // different requests, lengths and heads back to back (its rings, Q
+  // buffer, tile slot and ping-pong carried across tiles); one CTA runs
+  // them all.
+  {
+    DenseCase c{"glm_persistent_2ctas",
+                3,
+                192,
+                64,
+                256,
+                512,
+                64,
+                Cache::kBFloat16,
+                {{0, 300}, {70, 129}, {5, 1}, {0, 257}, {1000, 64}},
+                false,
+                kBf16Out};
+    c.ctas = 2;
+    cases.push_back(c);
+    c = DenseCase{"deepseek_persistent_3ctas_e4m3fn",
+                  5,
+                  128,
+                  64,
+                  128,
+                  512,
+                  64,
+                  Cache::kFp8E4m3fn,
+                  {{0, 513}, {40, 0}, {63, 65}, {0, 128}}};
+    c.ctas = 3;
+    cases.push_back(c);
+    c = DenseCase{"glm_persistent_1cta",
+                  2,
+                  192,
+                  64,
+                  256,
+                  512,
+                  16,
+                  Cache::kBFloat16,
+                  {{0, 127}, {0, 129}, {200, 200}}};
+    c.ctas = 1;
+    cases.push_back(c);
+    c = DenseCase{"deepseek_persistent_1cta",
+                  2,
+                  128,
+                  64,
+                  128,
+                  512,
+                  16,
+                  Cache::kFp8E4m3fnuz,
+                  {{0, 127}, {0, 129}, {200, 200}}};
+    c.ctas = 1;
+    cases.push_back(c);
+  }
   // Each body asked for by name: GLM (64-key TMA tiles) and DeepSeek
   // (128-key tiles) dims on all three, the tiny ones on the two that take
   // any head dims.

@@ -16,14 +16,16 @@
 //      scratch (one small kernel), and on the project's own GEMM
 //      (gemm_bf16.h, reading kv_b_proj's row groups in place) when no vendor
 //      library loads or when the params ask (own_decompression_gemm);
-//   4. attention: FlashAttention-style causal attention, one block per (128
-//      query rows, head), query tiles of one head in consecutive blocks (they
-//      share that head's K/V in L2), the longest first; online softmax in
-//      fp32; K = K_nope | k_pe. The body (dense_mha/heuristics.h): on sm_90a,
+//   4. attention: FlashAttention-style causal attention over tiles of (128
+//      query rows, head), the longest first; online softmax in fp32;
+//      K = K_nope | k_pe. The body (dense_mha/heuristics.h): on sm_90a,
 //      where nope, rope and v are multiples of 64 (GLM-5.x, DeepSeek-V3.2),
 //      the warp-specialised body of FlashAttention-3 (sm90_tma_body.h: TMA
 //      copies into mbarrier rings, two consumer warpgroups on wgmma taking
-//      turns to issue); other head dims on sm_90a, a cp.async body on wgmma
+//      turns to issue), persistent: a CTA per multiprocessor takes the tiles
+//      in turn from a counter, heads in sections that share their K/V in
+//      L2; otherwise a block per tile, query tiles of one head in
+//      consecutive blocks; other head dims on sm_90a, a cp.async body on wgmma
 //      (sm90_pipelined_body.h); elsewhere Bf16WarpMma (mma.sync on NVIDIA,
 //      MFMA on AMD; warp_body.h) with key tiles of 64 (32 in AMD's 64 KiB of
 //      LDS). The params may ask for one body (attention_body), for tests.

@@ -45,17 +45,18 @@ LaunchResult ConvertToBf16(const T* in, uint16_t* out, int64_t n,
 }
 
 LaunchResult Gather(const DenseMhaPrefillParams& p, const Plan& plan,
-                    const Meta& meta, uint16_t* lat, hipStream_t stream) {
+                    const Meta& meta, uint16_t* lat, int32_t* tile_counter,
+                    hipStream_t stream) {
   const dim3 grid(
       static_cast<unsigned>((plan.max_rows + kGatherRows - 1) / kGatherRows),
       static_cast<unsigned>(plan.requests.size()));
   const uint8_t* cache = static_cast<const uint8_t*>(p.kv_cache);
-#define DSA_GATHER(E)                                                          \
-  hipLaunchKernelGGL(GatherLatentKernel<static_cast<int>(E)>, grid,            \
-                     dim3(kGatherThreads), 0, stream, cache, plan.entry_bytes, \
-                     p.num_blocks, p.block_size, p.block_table,                \
-                     p.block_table_stride, p.max_blocks_per_request, meta,     \
-                     p.kv_lora_rank, p.rope_dim, lat, plan.lat_ld)
+#define DSA_GATHER(E)                                                         \
+  hipLaunchKernelGGL(                                                         \
+      GatherLatentKernel<static_cast<int>(E)>, grid, dim3(kGatherThreads), 0, \
+      stream, cache, plan.entry_bytes, p.num_blocks, p.block_size,            \
+      p.block_table, p.block_table_stride, p.max_blocks_per_request, meta,    \
+      p.kv_lora_rank, p.rope_dim, lat, plan.lat_ld, tile_counter)
   switch (p.cache_encoding) {
     case LatentCacheType::kBFloat16:
       DSA_GATHER(LatentCacheType::kBFloat16);
@@ -227,10 +228,12 @@ LaunchResult Prefill(const DenseMhaPrefillParams& p, hipStream_t stream) {
                     "dense_mha_prefill metadata");
     if (!r.ok()) return r;
     // From pageable memory: the runtime stages it before returning.
-    r = FromError(
-        hipMemcpyAsync(meta_dev, plan.meta_upload.data(),
-                       plan.meta_upload.size(), hipMemcpyHostToDevice, stream),
-        "dense_mha_prefill metadata upload");
+    r = FallibleCall(platform::FaultSite::kStreamCopy,
+                     "dense_mha_prefill metadata upload", [&] {
+                       return hipMemcpyAsync(meta_dev, plan.meta_upload.data(),
+                                             plan.meta_upload.size(),
+                                             hipMemcpyHostToDevice, stream);
+                     });
     if (!r.ok()) return r;
     meta.requests = reinterpret_cast<const RequestInfo*>(meta_dev);
     meta.items = reinterpret_cast<const WorkItem*>(
@@ -239,14 +242,19 @@ LaunchResult Prefill(const DenseMhaPrefillParams& p, hipStream_t stream) {
   uint16_t* lat = nullptr;
   uint16_t* knope = nullptr;
   uint16_t* vt = nullptr;
-  r = scratch.Get(&lat, plan.latent_bytes, "dense_mha_prefill latent scratch");
+  // The attention's tile counter rides after the latent rows.
+  const size_t counter_offset = (plan.latent_bytes + 255) / 256 * 256;
+  r = scratch.Get(&lat, counter_offset + sizeof(int32_t),
+                  "dense_mha_prefill latent scratch");
   if (!r.ok()) return r;
+  int32_t* tile_counter = reinterpret_cast<int32_t*>(
+      reinterpret_cast<uint8_t*>(lat) + counter_offset);
   r = scratch.Get(&knope, plan.knope_bytes, "dense_mha_prefill K scratch");
   if (!r.ok()) return r;
   r = scratch.Get(&vt, plan.vt_bytes, "dense_mha_prefill V scratch");
   if (!r.ok()) return r;
 
-  r = Gather(p, plan, meta, lat, stream);
+  r = Gather(p, plan, meta, lat, tile_counter, stream);
   if (!r.ok()) return r;
   r = !p.own_decompression_gemm && DenseMhaVendorGemmBackend() != nullptr
           ? DecompressOnVendorGemm(p, plan, lat, knope, vt, scratch, stream)
@@ -287,6 +295,16 @@ LaunchResult Prefill(const DenseMhaPrefillParams& p, hipStream_t stream) {
   args.out_pairs = reinterpret_cast<uintptr_t>(p.output) % 8 == 0;
   launch.items = static_cast<int>(plan.items.size());
   launch.stream = stream;
+  args.num_items = launch.items;
+  args.tile_counter = tile_counter;
+  if (launch.choice.body == DenseMhaBody::kSm90Tma) {
+    r = ScheduleTmaAttention(launch.choice, launch.items, p.heads, plan.kv_rows,
+                             p.attention_ctas, launch.features.multiprocessors,
+                             &launch.schedule);
+    if (!r.ok()) return r;
+    args.num_tiles = launch.schedule.tiles;
+    args.heads_per_section = launch.schedule.heads_per_section;
+  }
   return DispatchAttention(launch);
 }
 

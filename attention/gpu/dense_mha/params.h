@@ -54,6 +54,10 @@ struct DenseMhaPrefillParams {
   // benchmarks compare them); kInvalidArgument where this build, the device
   // or the head dims cannot run it.
   DenseMhaBody attention_body = DenseMhaBody::kAuto;
+  // At most this many CTAs for the persistent TMA body (0: the heuristics'
+  // grid, one per multiprocessor); tests cap it so that each CTA runs many
+  // tiles.
+  int32_t attention_ctas = 0;
 };
 
 }  // namespace dsa::attention::gpu

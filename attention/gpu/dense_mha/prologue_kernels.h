@@ -23,7 +23,9 @@ using ::dsa::gpu::PackBf16x2;
 
 // Latent entries -> bf16 rows kv_c | k_pe (lat_ld elements apart); rows
 // from seq_len to the next multiple of kKeyAlign are zero. Grid: (latent
-// rows / kGatherRows, requests).
+// rows / kGatherRows, requests). Block (0, 0) also zeroes the persistent
+// attention's tile counter (attention_args.h), which the attention, later
+// on the same stream, counts up from.
 template <int kEncoding>
 __global__ void __launch_bounds__(kGatherThreads)
     GatherLatentKernel(const uint8_t* __restrict__ cache, int64_t entry_bytes,
@@ -31,7 +33,11 @@ __global__ void __launch_bounds__(kGatherThreads)
                        const int32_t* __restrict__ block_table,
                        int64_t table_stride, int32_t max_blocks,
                        const Meta meta, int32_t lora, int32_t rope,
-                       uint16_t* __restrict__ lat, int64_t lat_ld) {
+                       uint16_t* __restrict__ lat, int64_t lat_ld,
+                       int32_t* __restrict__ tile_counter) {
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+    *tile_counter = 0;
+  }
   const RequestInfo req = MetaRequest(meta, blockIdx.y);
   const int words = (lora + rope) / 2;  // bf16 pairs per row
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kGatherRows;

@@ -10,7 +10,11 @@
 // softmax runs under the other's products. The math warps issue no loads,
 // compute no addresses and never wait on a block-wide barrier. A TMA box of
 // 64 columns covers one swizzle block of one source (K_nope, k_pe or V^T),
-// hence the head dims. Layout: Sm90TmaSmem (config.h).
+// hence the head dims. The kernel is persistent: a CTA per multiprocessor
+// takes (query tile, head) tiles, longest first, in config.h's
+// TmaTileOrder, the first by its index and the rest from an atomic counter;
+// the producer loads a tile's Q while the consumers finish the last one.
+// Layout: Sm90TmaSmem (config.h).
 // CUDA device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_DENSE_MHA_SM90_TMA_BODY_H_
 #define DSA_ATTENTION_GPU_DENSE_MHA_SM90_TMA_BODY_H_
@@ -56,17 +60,18 @@ struct Sm90TmaBody {
       return base + L::kV0 + s * L::kVBytes;
     }
     __device__ uint32_t full_q() const { return base + L::kBar; }
+    __device__ uint32_t empty_q() const { return base + L::kBar + 8; }
     __device__ uint32_t full_k(int s) const {
-      return base + L::kBar + 8 * (1 + s);
+      return base + L::kBar + 8 * (2 + s);
     }
     __device__ uint32_t empty_k(int s) const {
-      return base + L::kBar + 8 * (1 + L::kStages + s);
+      return base + L::kBar + 8 * (2 + L::kStages + s);
     }
     __device__ uint32_t full_v(int s) const {
-      return base + L::kBar + 8 * (1 + 2 * L::kStages + s);
+      return base + L::kBar + 8 * (2 + 2 * L::kStages + s);
     }
     __device__ uint32_t empty_v(int s) const {
-      return base + L::kBar + 8 * (1 + 3 * L::kStages + s);
+      return base + L::kBar + 8 * (2 + 3 * L::kStages + s);
     }
   };
 
@@ -76,76 +81,109 @@ struct Sm90TmaBody {
     static_assert(kBlockM == kSm90BlockM, "two warpgroups of 64 rows");
     const uint32_t raw =
         static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
-    const Smem sm{(raw + 1023u) & ~1023u};
-    const BlockWork w = GetWork(a);
+    const uint32_t base = (raw + 1023u) & ~1023u;
+    const Smem sm{base};
+    // The tile slot, as a generic pointer for plain loads and stores.
+    volatile int32_t* slot = reinterpret_cast<volatile int32_t*>(
+        smem_raw + (base - raw) + L::kTileSlot);
     const int warp = threadIdx.x / kDsaWarpSize;
     const int lane = threadIdx.x % kDsaWarpSize;
-    // Key tiles of kN (GetWork counts tiles of kBlockN).
-    const int last = (w.first_pos + w.rows - 1) / kN;
     if (threadIdx.x == 0) InitBarriers(sm);
     __syncthreads();
     if (warp >= kConsumerWarps) {
       WarpgroupRegsDecrease<Roles::kProducerRegs>();
       if (warp != kConsumerWarps || lane != 0) return;  // one lane copies
-      Producer(a, maps, w, sm, last);
+      Producer(a, maps, sm, slot);
       return;
     }
     WarpgroupRegsIncrease<Roles::kConsumerRegs>();
-    Consumer(a, w, sm, last, warp, lane);
+    Consumer(a, sm, slot, warp, lane);
   }
 
   __device__ __forceinline__ static void InitBarriers(const Smem& sm) {
     MbarInit(sm.full_q(), 1);
+    // Lane 0 of each consumer warp releases Q and the ring's stages.
+    MbarInit(sm.empty_q(), kConsumerWarps);
     for (int s = 0; s < L::kStages; ++s) {
       MbarInit(sm.full_k(s), 1);
       MbarInit(sm.full_v(s), 1);
-      // Lane 0 of each consumer warp releases a stage.
       MbarInit(sm.empty_k(s), kConsumerWarps);
       MbarInit(sm.empty_v(s), kConsumerWarps);
     }
     MbarFenceInit();
   }
 
-  // The producer (one lane): Q once, then K and V^T of tiles last .. 0 into
-  // the rings, each stage once the consumers have released it.
+  // Key tiles [0, last] of kN keys that a block's rows see.
+  __device__ __forceinline__ static int LastKeyTile(const BlockWork& w) {
+    return (w.first_pos + w.rows - 1) / kN;
+  }
+
+  // The producer (one lane), per tile of the CTA: once the consumers have
+  // released the previous tile's Q, the tile's index into the slot and its
+  // Q, then its K and V^T of key tiles last .. 0 into the rings, each stage
+  // once the consumers have released it (the rings run on across tiles).
+  // After the last tile, -1 into the slot. The slot's store is ordered
+  // before the consumers' reads by full_q (an arrive releases, a wait
+  // acquires).
   __device__ __forceinline__ static void Producer(const AttentionArgs& a,
                                                   const TmaMaps& maps,
-                                                  const BlockWork& w,
-                                                  const Smem& sm, int last) {
-    const int token0 = w.req.q_begin + w.i0;
-    MbarExpectTx(sm.full_q(), L::kQBytes);
-#pragma unroll
-    for (int b = 0; b < kQk / 64; ++b) {
-      TmaLoad3d(sm.q() + b * kBlockM * 128, &maps.q, 64 * b, w.head, token0,
-                sm.full_q());
-    }
+                                                  const Smem& sm,
+                                                  volatile int32_t* slot) {
     const int nope_boxes = a.nope / 64;
-    for (int i = 0; i <= last; ++i) {
-      const int t = last - i;
-      const int s = Ring::Stage(i);
-      const uint32_t parity = Ring::EmptyParity(i);
-      const int key_row = w.req.kv_row + t * kN;
-      MbarWait(sm.empty_k(s), parity);
-      MbarExpectTx(sm.full_k(s), L::kKBytes);
+    int tile = blockIdx.x;
+    int ring = 0;  // ring items issued so far
+    for (int n = 0;; ++n) {
+      MbarWait(sm.empty_q(), (n & 1) ^ 1);
+      if (tile >= a.num_tiles) {
+        *slot = -1;
+        MbarArrive(sm.full_q());
+        return;
+      }
+      // The next tile's index, fetched now so that the atomic's latency
+      // passes while this tile's copies are issued.
+      const int next =
+          atomicAdd(a.tile_counter, 1) + static_cast<int>(gridDim.x);
+      *slot = tile;
+      const TmaTile tt =
+          TmaTileOrder(tile, a.num_items, a.heads, a.heads_per_section);
+      const BlockWork w = WorkAt(a, tt.item, tt.head);
+      const int last = LastKeyTile(w);
+      const int token0 = w.req.q_begin + w.i0;
+      MbarExpectTx(sm.full_q(), L::kQBytes);
 #pragma unroll
       for (int b = 0; b < kQk / 64; ++b) {
-        const uint32_t dst = sm.k(s) + b * kN * 128;
-        if (b < nope_boxes) {
-          TmaLoad2d(dst, &maps.knope,
-                    static_cast<int32_t>(w.head_knope) + 64 * b, key_row,
-                    sm.full_k(s));
-        } else {
-          TmaLoad2d(dst, &maps.kpe, a.lora + 64 * (b - nope_boxes), key_row,
-                    sm.full_k(s));
+        TmaLoad3d(sm.q() + b * kBlockM * 128, &maps.q, 64 * b, w.head, token0,
+                  sm.full_q());
+      }
+      for (int i = 0; i <= last; ++i) {
+        const int t = last - i;
+        const int s = Ring::Stage(ring + i);
+        const uint32_t parity = Ring::EmptyParity(ring + i);
+        const int key_row = w.req.kv_row + t * kN;
+        MbarWait(sm.empty_k(s), parity);
+        MbarExpectTx(sm.full_k(s), L::kKBytes);
+#pragma unroll
+        for (int b = 0; b < kQk / 64; ++b) {
+          const uint32_t dst = sm.k(s) + b * kN * 128;
+          if (b < nope_boxes) {
+            TmaLoad2d(dst, &maps.knope,
+                      static_cast<int32_t>(w.head_knope) + 64 * b, key_row,
+                      sm.full_k(s));
+          } else {
+            TmaLoad2d(dst, &maps.kpe, a.lora + 64 * (b - nope_boxes), key_row,
+                      sm.full_k(s));
+          }
+        }
+        MbarWait(sm.empty_v(s), parity);
+        MbarExpectTx(sm.full_v(s), L::kVBytes);
+#pragma unroll
+        for (int b = 0; b < kN / 64; ++b) {
+          TmaLoad2d(sm.v(s) + b * kV * 128, &maps.vt, key_row + 64 * b,
+                    static_cast<int32_t>(w.head_vt), sm.full_v(s));
         }
       }
-      MbarWait(sm.empty_v(s), parity);
-      MbarExpectTx(sm.full_v(s), L::kVBytes);
-#pragma unroll
-      for (int b = 0; b < kN / 64; ++b) {
-        TmaLoad2d(sm.v(s) + b * kV * 128, &maps.vt, key_row + 64 * b,
-                  static_cast<int32_t>(w.head_vt), sm.full_v(s));
-      }
+      ring += last + 1;
+      tile = next;
     }
   }
 
@@ -181,80 +219,100 @@ struct Sm90TmaBody {
         true);
   }
 
-  // A consumer warpgroup: its 64 query rows against every key tile, then
-  // the epilogue.
+  // A consumer warpgroup, per tile the producer hands it: its 64 query rows
+  // against every key tile, then the epilogue (which runs while the
+  // producer loads the next tile's Q and first key tiles).
   __device__ __forceinline__ static void Consumer(const AttentionArgs& a,
-                                                  const BlockWork& w,
-                                                  const Smem& sm, int last,
+                                                  const Smem& sm,
+                                                  volatile int32_t* slot,
                                                   int warp, int lane) {
     const int group = warp / 4;
     const int warp_in_group = warp % 4;
     const int row_base = group * kSm90GroupRows;
-    float o[WgO::kAccPerThread];
-#pragma unroll
-    for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] = 0.0f;
-    Sm90Softmax softmax;
-    softmax.Init();
-    uint32_t p_frag[kPSteps][4];
     const uint32_t q_rows = sm.q() + row_base * 128;
-    MbarWait(sm.full_q(), 0);
-    // Group 0 issues first; group 1 skips its last PassTurn, so that every
-    // PassTurn meets a WaitTurn.
+    // Group 0 issues first; the turns run on across tiles, and group 0
+    // takes the last one group 1 passes (Finish).
     const PingPong<Roles::kConsumerThreads> turn{group};
     turn.Start();
-
-    for (int i = 0; i <= last; ++i) {
-      const int t = last - i;
-      const int s = Ring::Stage(i);
-      const uint32_t parity = Ring::FullParity(i);
-      MbarWait(sm.full_k(s), parity);
-      turn.WaitTurn();
-      float sc[WgS::kAccPerThread];
-      IssueScores(sc, q_rows, sm.k(s));
-      if (i > 0) {
-        const int sp = Ring::Stage(i - 1);
-        MbarWait(sm.full_v(sp), Ring::FullParity(i - 1));
-        IssuePV(o, p_frag, sm.v(sp));
-        if (!(turn.group == 1 && i == last)) turn.PassTurn();
-        // S_t was committed first: waiting for all but the newest group
-        // leaves PV_{t+1} running.
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        WgS::FenceOperands(sc);
-      } else {
-        if (!(turn.group == 1 && i == last)) turn.PassTurn();
-        WgS::Wait(sc);
-      }
-      // Q K^T of tile t has read K_t: the stage may be refilled.
-      if (lane == 0) MbarArrive(sm.empty_k(s));
-
-      const int key0 = t * kN;
-      float mx[kSm90RowSlots], base[kSm90RowSlots], alpha[kSm90RowSlots];
-      ScaleMaskRowMax<WgS>(a, sc, key0 + kN - 1 > w.first_pos, key0,
-                           w.first_pos + row_base, warp_in_group, lane, mx);
-      softmax.Update(mx, base, alpha);
+    int ring = 0;  // ring items consumed so far
+    for (int n = 0;; ++n) {
+      MbarWait(sm.full_q(), n & 1);
+      const int tile = *slot;
+      if (tile < 0) break;
+      const TmaTile tt =
+          TmaTileOrder(tile, a.num_items, a.heads, a.heads_per_section);
+      const BlockWork w = WorkAt(a, tt.item, tt.head);
+      const int last = LastKeyTile(w);
+      float o[WgO::kAccPerThread];
 #pragma unroll
-      for (int e = 0; e < WgS::kAccPerThread; e += 2) {
-        const int slot = (e / 2) % 2;
-        sc[e] = exp2f(sc[e] - base[slot]);
-        sc[e + 1] = exp2f(sc[e + 1] - base[slot]);
-        softmax.row_sum[slot] += sc[e] + sc[e + 1];
+      for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] = 0.0f;
+      Sm90Softmax softmax;
+      softmax.Init();
+      uint32_t p_frag[kPSteps][4];
+
+      for (int i = 0; i <= last; ++i) {
+        const int t = last - i;
+        const int s = Ring::Stage(ring + i);
+        MbarWait(sm.full_k(s), Ring::FullParity(ring + i));
+        turn.WaitTurn();
+        float sc[WgS::kAccPerThread];
+        IssueScores(sc, q_rows, sm.k(s));
+        if (i > 0) {
+          const int sp = Ring::Stage(ring + i - 1);
+          MbarWait(sm.full_v(sp), Ring::FullParity(ring + i - 1));
+          IssuePV(o, p_frag, sm.v(sp));
+          turn.PassTurn();
+          // S_t was committed first: waiting for all but the newest group
+          // leaves PV_{t+1} running.
+          asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+          WgS::FenceOperands(sc);
+        } else {
+          turn.PassTurn();
+          WgS::Wait(sc);
+        }
+        // Q K^T of tile t has read K_t: the stage may be refilled; after
+        // the last, Q may be too.
+        if (lane == 0) {
+          MbarArrive(sm.empty_k(s));
+          if (i == last) MbarArrive(sm.empty_q());
+        }
+
+        const int key0 = t * kN;
+        float mx[kSm90RowSlots], base[kSm90RowSlots], alpha[kSm90RowSlots];
+        ScaleMaskRowMax<WgS>(a, sc, key0 + kN - 1 > w.first_pos, key0,
+                             w.first_pos + row_base, warp_in_group, lane, mx);
+        softmax.Update(mx, base, alpha);
+#pragma unroll
+        for (int e = 0; e < WgS::kAccPerThread; e += 2) {
+          const int slot_e = (e / 2) % 2;
+          sc[e] = exp2f(sc[e] - base[slot_e]);
+          sc[e + 1] = exp2f(sc[e + 1] - base[slot_e]);
+          softmax.row_sum[slot_e] += sc[e] + sc[e + 1];
+        }
+        // PV_{t+1} done (unconditional wait: nothing pends at i = 0, and a
+        // wait ptxas cannot pair with its issue serialises every wgmma).
+        WgO::Wait(o, p_frag);
+        if (i > 0 && lane == 0) {
+          MbarArrive(sm.empty_v(Ring::Stage(ring + i - 1)));
+        }
+#pragma unroll
+        for (int e = 0; e < WgO::kAccPerThread; ++e) {
+          o[e] *= alpha[(e / 2) % 2];
+        }
+        WgO::template FromAccumulator<kN>(sc, p_frag);
       }
-      // PV_{t+1} done (unconditional wait: nothing pends at i = 0, and a
-      // wait ptxas cannot pair with its issue serialises every wgmma).
+      const int sp = Ring::Stage(ring + last);
+      MbarWait(sm.full_v(sp), Ring::FullParity(ring + last));
+      IssuePV(o, p_frag, sm.v(sp));
       WgO::Wait(o, p_frag);
-      if (i > 0 && lane == 0) MbarArrive(sm.empty_v(Ring::Stage(i - 1)));
-#pragma unroll
-      for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
-      WgO::template FromAccumulator<kN>(sc, p_frag);
-    }
-    const int sp = Ring::Stage(last);
-    MbarWait(sm.full_v(sp), Ring::FullParity(last));
-    IssuePV(o, p_frag, sm.v(sp));
-    WgO::Wait(o, p_frag);
+      if (lane == 0) MbarArrive(sm.empty_v(sp));
+      ring += last + 1;
 
-    float inv[kSm90RowSlots];
-    softmax.Finalize(inv);
-    StoreRows<WgOAcc>(a, w, o, inv, row_base, warp_in_group, lane);
+      float inv[kSm90RowSlots];
+      softmax.Finalize(inv);
+      StoreRows<WgOAcc>(a, w, o, inv, row_base, warp_in_group, lane);
+    }
+    turn.Finish();
   }
 };
 

@@ -3,9 +3,12 @@ as dense_mha_bench: causal scaled_dot_product_attention on the cuDNN backend
 plus the K/V decompression matmul ([S, 512] x kv_b_proj^T), both bf16, at
 the presets' shapes; and the card's bf16 matmul rate as the ceiling.
 
-Median of CUDA-event-timed calls after warm-up (warm L2), one request of T
-tokens without context (S = T). Prints one line per shape, in the format of
-dense_mha_bench.
+Median of CUDA-event-timed calls after warm-up (warm L2): one request of T
+tokens without context (S = T); batches of B equal prompts as SDPA's batch
+dimension (what its varlen form computes for equal lengths); a chunk of n
+tokens after c tokens of context with the lower-right causal mask (the
+decompression then over all c + n latent rows). Prints one line per shape,
+in the format of dense_mha_bench.
 
   python3 torch_baseline.py [--quick] [--floor]   (--floor: T = 8192, 1024)
 """
@@ -28,48 +31,62 @@ PRESETS = [
 LORA = 512
 
 
-def sdpa_backend(q, k, v):
+def sdpa(q, k, v, mask):
+    if mask is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def sdpa_backend(q, k, v, mask=None):
     """cuDNN if it takes these shapes, else torch's own choice."""
     for name, backends in (("cudnn", [SDPBackend.CUDNN_ATTENTION]),
                            ("default", None)):
         try:
             if backends is None:
-                F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                sdpa(q, k, v, mask)
             else:
                 with sdpa_kernel(backends):
-                    F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    sdpa(q, k, v, mask)
             return name, backends
         except RuntimeError as e:  # backend refuses the shape
             print(f"  sdpa {name}: {str(e).splitlines()[0][:120]}")
     raise RuntimeError("no SDPA backend")
 
 
-def bench(name, heads, nope, rope, v, t, iters):
+def bench(name, heads, nope, rope, v, t, iters, batch=1, context=0):
     qk = nope + rope
     dev = "cuda"
-    q = torch.randn(1, heads, t, qk, device=dev, dtype=torch.bfloat16)
-    k = torch.randn(1, heads, t, qk, device=dev, dtype=torch.bfloat16)
-    val = torch.randn(1, heads, t, v, device=dev, dtype=torch.bfloat16)
-    lat = torch.randn(t, LORA, device=dev, dtype=torch.bfloat16)
+    s = context + t
+    q = torch.randn(batch, heads, t, qk, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(batch, heads, s, qk, device=dev, dtype=torch.bfloat16)
+    val = torch.randn(batch, heads, s, v, device=dev, dtype=torch.bfloat16)
+    lat = torch.randn(batch * s, LORA, device=dev, dtype=torch.bfloat16)
     w = torch.randn(heads * (nope + v), LORA, device=dev,
                     dtype=torch.bfloat16) * 0.05
-    backend, backends = sdpa_backend(q, k, val)
+    mask = None
+    if context:
+        from torch.nn.attention.bias import causal_lower_right
+        mask = causal_lower_right(t, s)
+    backend, backends = sdpa_backend(q, k, val, mask)
 
     def attn():
         if backends is None:
-            return F.scaled_dot_product_attention(q, k, val, is_causal=True)
+            return sdpa(q, k, val, mask)
         with sdpa_kernel(backends):
-            return F.scaled_dot_product_attention(q, k, val, is_causal=True)
+            return sdpa(q, k, val, mask)
 
     def decompress():
         return lat @ w.t()
 
     sdpa_ms = median_ms(attn, iters=iters)
     mm_ms = median_ms(decompress, iters=iters)
-    att_flops = 2.0 * heads * (t * (t + 1) / 2) * (qk + v)
-    mm_flops = 2.0 * t * LORA * heads * (nope + v)
+    att_flops = 2.0 * batch * heads * (t * context + t * (t + 1) / 2) * (qk + v)
+    mm_flops = 2.0 * batch * s * LORA * heads * (nope + v)
     total = sdpa_ms + mm_ms
-    print(f"torch {name:<11} T={t:<5} sdpa[{backend}] {sdpa_ms:8.3f} ms "
+    shape = f"T={t}" if batch == 1 else f"{batch}x{t}"
+    if context:
+        shape = f"ctx{context}+{t}"
+    print(f"torch {name:<11} {shape:<11} sdpa[{backend}] {sdpa_ms:8.3f} ms "
           f"({att_flops / sdpa_ms / 1e9:6.1f} TFLOP/s)  matmul {mm_ms:7.3f} ms "
           f"({mm_flops / mm_ms / 1e9:6.1f} TFLOP/s)  sdpa+matmul "
           f"{total:8.3f} ms  floor(0.5x) {2 * total:8.3f} ms", flush=True)
@@ -92,6 +109,12 @@ def main():
     for t in (8192, 1024) if "--floor" in sys.argv else (8192, 1024, 1900):
         for name, heads, nope, rope, v in PRESETS:
             bench(name, heads, nope, rope, v, t, iters)
+    if "--floor" in sys.argv or quick:
+        return
+    for name, heads, nope, rope, v in PRESETS:
+        bench(name, heads, nope, rope, v, 1024, iters, batch=8)
+        bench(name, heads, nope, rope, v, 2048, iters, batch=4)
+        bench(name, heads, nope, rope, v, 2048, iters, context=6144)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,13 @@ namespace dsa::attention::gpu {
 // else nullptr (then the caller uses Bf16GemmLaunch). Asked once.
 const char* DenseMhaVendorGemmBackend();
 
-// params as for Bf16GemmLaunch, without row groups (a_group_rows and
-// b_group_rows 0; kInvalidArgument otherwise). Falls back to the platform's
-// own tiled GEMM inside GemmGpu if the vendor call fails.
+// params as for Bf16GemmLaunch. Row groups of A or of B (not both; the
+// group count dividing m or n) run as one strided-batched product, a batch
+// per group, the other operand shared (batch stride 0): kv_b_proj's W_UK or
+// W_UV rows of every head read in place. kInvalidArgument otherwise. Falls
+// back to the platform's own tiled GEMM inside GemmGpu where the vendor
+// library cannot take the product; a vendor call that fails is
+// kRuntimeError naming it.
 LaunchResult DenseMhaVendorGemmLaunch(const Bf16GemmParams& params,
                                       void* stream);
 

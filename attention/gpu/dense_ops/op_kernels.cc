@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 
 #include "attention/gpu/dense_ops/launch.h"
 #include "attention/gpu/device/launch_status.h"
@@ -15,6 +16,7 @@
 #include "attention/kernel_abi.h"
 #include "attention/kernel_descriptor.h"
 #include "platform/cuda/cublaslt.h"
+#include "platform/fault_injection.h"
 #include "platform/rocm/rocblas.h"
 
 namespace dsa::attention::gpu {
@@ -67,29 +69,59 @@ LtState& State() {
   return *state;
 }
 
-// Builds a plan; ok = false when cuBLASLt offers no algorithm.
-Plan MakePlan(const lt::CublasLtApi& api, void* handle, const GemmParams& p,
-              bool w_row_major, int align_x, int align_w, int align_y) {
+// A call into the vendor library that a test's FaultInjector can make fail
+// (platform/fault_injection.h): `call()`'s status, or `injected`, the
+// library's status of such a call failing (never one that says the product
+// is unsupported: a passing fault must not change which kernel runs it).
+template <class Call>
+int Blas(int injected, Call&& call) {
+  return platform::FaultInjected(platform::FaultSite::kVendorBlas) ? injected
+                                                                   : call();
+}
+
+// Builds a plan into *out: kCublasStatusSuccess with out->ok when cuBLASLt
+// has an algorithm, with out->ok false when it has none for this layout (a
+// fact of the shape, cached); another status when a call failed (nothing is
+// kept, the next call tries again).
+int MakePlan(const lt::CublasLtApi& api, void* handle, const GemmParams& p,
+             bool w_row_major, int align_x, int align_w, int align_y,
+             Plan* out) {
   Plan plan;
   const int y_type =
       p.y_type == FloatFormat::kBFloat16 ? lt::kCudaR16BF : lt::kCudaR32F;
-  auto fail = [&] {
+  auto fail = [&](int status) {
     if (plan.desc) api.cublasLtMatmulDescDestroy(plan.desc);
     for (void* l : {plan.a, plan.b, plan.d}) {
       if (l) api.cublasLtMatrixLayoutDestroy(l);
     }
-    return Plan();
+    *out = Plan();
+    return lt::CublasStatusIsUnsupported(status) ? lt::kCublasStatusSuccess
+                                                 : status;
   };
-  if (api.cublasLtMatmulDescCreate(&plan.desc, lt::kCublasCompute32F,
-                                   lt::kCudaR32F) != lt::kCublasStatusSuccess) {
-    return fail();
+  constexpr int kAllocFailed = lt::kCublasStatusAllocFailed;
+  constexpr int kInternal = lt::kCublasStatusInternalError;
+  if (int st = Blas(kAllocFailed,
+                    [&] {
+                      return api.cublasLtMatmulDescCreate(
+                          &plan.desc, lt::kCublasCompute32F, lt::kCudaR32F);
+                    });
+      st != lt::kCublasStatusSuccess) {
+    return fail(st);
   }
   const int trans_a = w_row_major ? lt::kCublasOpT : lt::kCublasOpN;
   const int trans_b = lt::kCublasOpN;
-  api.cublasLtMatmulDescSetAttribute(plan.desc, lt::kMatmulDescTransA, &trans_a,
-                                     sizeof(trans_a));
-  api.cublasLtMatmulDescSetAttribute(plan.desc, lt::kMatmulDescTransB, &trans_b,
-                                     sizeof(trans_b));
+  for (const auto& [attribute, value] :
+       {std::pair<int, const int*>{lt::kMatmulDescTransA, &trans_a},
+        std::pair<int, const int*>{lt::kMatmulDescTransB, &trans_b}}) {
+    if (int st = Blas(kInternal,
+                      [&, attribute = attribute, value = value] {
+                        return api.cublasLtMatmulDescSetAttribute(
+                            plan.desc, attribute, value, sizeof(*value));
+                      });
+        st != lt::kCublasStatusSuccess) {
+      return fail(st);
+    }
+  }
   const uint64_t a_rows = w_row_major ? p.in : p.out;
   const uint64_t a_cols = w_row_major ? p.out : p.in;
   const int64_t a_ld =
@@ -97,13 +129,25 @@ Plan MakePlan(const lt::CublasLtApi& api, void* handle, const GemmParams& p,
                         static_cast<int64_t>(a_rows));
   const int64_t b_ld = std::max<int64_t>(p.x_row_stride, p.in);
   const int64_t d_ld = std::max<int64_t>(p.y_row_stride, p.out);
-  if (api.cublasLtMatrixLayoutCreate(&plan.a, lt::kCudaR16BF, a_rows, a_cols,
-                                     a_ld) != lt::kCublasStatusSuccess ||
-      api.cublasLtMatrixLayoutCreate(&plan.b, lt::kCudaR16BF, p.in, p.rows,
-                                     b_ld) != lt::kCublasStatusSuccess ||
-      api.cublasLtMatrixLayoutCreate(&plan.d, y_type, p.out, p.rows, d_ld) !=
-          lt::kCublasStatusSuccess) {
-    return fail();
+  const struct {
+    void** layout;
+    int type;
+    uint64_t rows, cols;
+    int64_t ld;
+  } layouts[] = {{&plan.a, lt::kCudaR16BF, a_rows, a_cols, a_ld},
+                 {&plan.b, lt::kCudaR16BF, static_cast<uint64_t>(p.in),
+                  static_cast<uint64_t>(p.rows), b_ld},
+                 {&plan.d, y_type, static_cast<uint64_t>(p.out),
+                  static_cast<uint64_t>(p.rows), d_ld}};
+  for (const auto& l : layouts) {
+    if (int st = Blas(kAllocFailed,
+                      [&] {
+                        return api.cublasLtMatrixLayoutCreate(
+                            l.layout, l.type, l.rows, l.cols, l.ld);
+                      });
+        st != lt::kCublasStatusSuccess) {
+      return fail(st);
+    }
   }
   if (p.batch > 1) {
     const int32_t count = static_cast<int32_t>(p.batch);
@@ -114,56 +158,108 @@ Plan MakePlan(const lt::CublasLtApi& api, void* handle, const GemmParams& p,
                    {plan.b, p.x_batch_stride},
                    {plan.d, p.y_batch_stride}};
     for (const auto& l : batched) {
-      api.cublasLtMatrixLayoutSetAttribute(l.layout, lt::kLayoutBatchCount,
-                                           &count, sizeof(count));
-      api.cublasLtMatrixLayoutSetAttribute(
-          l.layout, lt::kLayoutStridedBatchOffset, &l.stride, sizeof(l.stride));
+      int st = Blas(kInternal, [&] {
+        return api.cublasLtMatrixLayoutSetAttribute(
+            l.layout, lt::kLayoutBatchCount, &count, sizeof(count));
+      });
+      if (st == lt::kCublasStatusSuccess) {
+        st = Blas(kInternal, [&] {
+          return api.cublasLtMatrixLayoutSetAttribute(
+              l.layout, lt::kLayoutStridedBatchOffset, &l.stride,
+              sizeof(l.stride));
+        });
+      }
+      if (st != lt::kCublasStatusSuccess) return fail(st);
     }
   }
   void* pref = nullptr;
-  if (api.cublasLtMatmulPreferenceCreate(&pref) != lt::kCublasStatusSuccess) {
-    return fail();
+  if (int st = Blas(kAllocFailed,
+                    [&] { return api.cublasLtMatmulPreferenceCreate(&pref); });
+      st != lt::kCublasStatusSuccess) {
+    return fail(st);
   }
   const uint64_t workspace = kWorkspaceBytes;
-  api.cublasLtMatmulPreferenceSetAttribute(pref, lt::kPrefMaxWorkspaceBytes,
-                                           &workspace, sizeof(workspace));
+  int status = Blas(kInternal, [&] {
+    return api.cublasLtMatmulPreferenceSetAttribute(
+        pref, lt::kPrefMaxWorkspaceBytes, &workspace, sizeof(workspace));
+  });
   const uint32_t aligns[4] = {
       static_cast<uint32_t>(align_w), static_cast<uint32_t>(align_x),
       static_cast<uint32_t>(align_y), static_cast<uint32_t>(align_y)};
-  for (int i = 0; i < 4; ++i) {
-    api.cublasLtMatmulPreferenceSetAttribute(
-        pref, lt::kPrefMinAlignmentABytes + i, &aligns[i], sizeof(aligns[i]));
+  for (int i = 0; i < 4 && status == lt::kCublasStatusSuccess; ++i) {
+    status = Blas(kInternal, [&] {
+      return api.cublasLtMatmulPreferenceSetAttribute(
+          pref, lt::kPrefMinAlignmentABytes + i, &aligns[i], sizeof(aligns[i]));
+    });
   }
   int returned = 0;
-  const int status = api.cublasLtMatmulAlgoGetHeuristic(
-      handle, plan.desc, plan.a, plan.b, plan.d, plan.d, pref, 1,
-      &plan.heuristic, &returned);
+  if (status == lt::kCublasStatusSuccess) {
+    status = Blas(kInternal, [&] {
+      return api.cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a,
+                                                plan.b, plan.d, plan.d, pref, 1,
+                                                &plan.heuristic, &returned);
+    });
+  }
   api.cublasLtMatmulPreferenceDestroy(pref);
-  if (status != lt::kCublasStatusSuccess || returned < 1) return fail();
+  if (status != lt::kCublasStatusSuccess) return fail(status);
+  if (returned < 1) return fail(lt::kCublasStatusNotSupported);
   plan.ok = true;
-  return plan;
+  *out = plan;
+  return lt::kCublasStatusSuccess;
 }
 
-// Runs p on cuBLASLt; false when it cannot (the caller falls back).
-bool TryCublasLt(const GemmParams& p, bool w_row_major, void* stream) {
-  if (p.x_type != FloatFormat::kBFloat16 || !OnCuda()) return false;
+// A vendor library's failed call as the gemm op's error: out of memory is
+// RESOURCE_EXHAUSTED, anything else INTERNAL.
+Status VendorError(bool out_of_memory, const char* call, const char* name,
+                   int status) {
+  return Status(
+      out_of_memory ? DSA_STATUS_RESOURCE_EXHAUSTED : DSA_STATUS_INTERNAL,
+      StrCat("gemm: ", call, " failed: ", name, " (", status, ")"));
+}
+Status CublasError(const char* call, int status) {
+  return VendorError(status == lt::kCublasStatusAllocFailed, call,
+                     lt::CublasStatusName(status), status);
+}
+
+// Runs p on cuBLASLt: OK with *done when it ran, OK without when cuBLASLt
+// cannot take this product (not loaded, not bf16, no algorithm: the caller
+// falls back to its own kernel, the same way every time), an error when a
+// call failed (out of memory, an execution failure), so that a product's
+// numerics never depend on a passing failure.
+Status TryCublasLt(const GemmParams& p, bool w_row_major, void* stream,
+                   bool* done) {
+  *done = false;
+  if (p.x_type != FloatFormat::kBFloat16 || !OnCuda()) return OkStatus();
   const lt::CublasLtApi* api = lt::LoadedCublasLt();
-  if (api == nullptr) return false;
-  if (p.batch > 0x7fffffff) return false;
+  if (api == nullptr) return OkStatus();
+  if (p.batch > 0x7fffffff) return OkStatus();
   LtState& s = State();
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.handle == nullptr) {
-    if (s.handle_failed) return false;
-    if (api->cublasLtCreate(&s.handle) != lt::kCublasStatusSuccess) {
-      s.handle_failed = true;
+    if (s.handle_failed) return OkStatus();
+    const int st = Blas(lt::kCublasStatusAllocFailed,
+                        [&] { return api->cublasLtCreate(&s.handle); });
+    if (st != lt::kCublasStatusSuccess) {
       s.handle = nullptr;
-      return false;
+      // No usable library here (no driver, an arch it does not know): the
+      // own kernel from now on. Anything else is this call's error.
+      if (st == lt::kCublasStatusNotInitialized ||
+          lt::CublasStatusIsUnsupported(st)) {
+        s.handle_failed = true;
+        return OkStatus();
+      }
+      return CublasError("cublasLtCreate", st);
     }
   }
   void*& workspace = s.workspaces[stream];
-  if (workspace == nullptr && !DeviceMalloc(&workspace, kWorkspaceBytes).ok()) {
-    workspace = nullptr;
-    return false;
+  if (workspace == nullptr) {
+    const LaunchResult r = DeviceMalloc(&workspace, kWorkspaceBytes);
+    if (!r.ok()) {
+      workspace = nullptr;
+      return Status(DSA_STATUS_RESOURCE_EXHAUSTED,
+                    StrCat("gemm: cuBLASLt's workspace of ", kWorkspaceBytes,
+                           " bytes: ", r.message));
+    }
   }
   const int align_x = Alignment(p.x), align_w = Alignment(p.w),
             align_y = Alignment(p.y);
@@ -184,18 +280,29 @@ bool TryCublasLt(const GemmParams& p, bool w_row_major, void* stream) {
                     align_y};
   auto it = s.plans.find(key);
   if (it == s.plans.end()) {
-    it = s.plans
-             .emplace(key, MakePlan(*api, s.handle, p, w_row_major, align_x,
-                                    align_w, align_y))
-             .first;
+    Plan plan;
+    const int st = MakePlan(*api, s.handle, p, w_row_major, align_x, align_w,
+                            align_y, &plan);
+    if (st != lt::kCublasStatusSuccess) {
+      return CublasError("planning cublasLtMatmul", st);
+    }
+    it = s.plans.emplace(key, plan).first;
   }
   const Plan& plan = it->second;
-  if (!plan.ok) return false;
+  if (!plan.ok) return OkStatus();
   const float alpha = 1.0f, beta = 0.0f;
-  return api->cublasLtMatmul(s.handle, plan.desc, &alpha, p.w, plan.a, p.x,
-                             plan.b, &beta, p.y, plan.d, p.y, plan.d,
-                             plan.heuristic.algo, workspace, kWorkspaceBytes,
-                             stream) == lt::kCublasStatusSuccess;
+  const int st = Blas(lt::kCublasStatusExecutionFailed, [&] {
+    return api->cublasLtMatmul(s.handle, plan.desc, &alpha, p.w, plan.a, p.x,
+                               plan.b, &beta, p.y, plan.d, p.y, plan.d,
+                               plan.heuristic.algo, workspace, kWorkspaceBytes,
+                               stream);
+  });
+  if (st == lt::kCublasStatusSuccess) {
+    *done = true;
+    return OkStatus();
+  }
+  if (lt::CublasStatusIsUnsupported(st)) return OkStatus();
+  return CublasError("cublasLtMatmul", st);
 }
 
 // ---------------------------------------------------------------------------
@@ -211,50 +318,72 @@ struct RocblasState {
   bool handle_failed = false;
 };
 
-bool TryRocblas(const GemmParams& p, bool w_row_major, void* stream) {
-  if (p.x_type != FloatFormat::kBFloat16 || !OnRocm()) return false;
+Status RocblasError(const char* call, int status) {
+  return VendorError(status == rb::kRocblasStatusMemoryError, call,
+                     rb::RocblasStatusName(status), status);
+}
+
+// As TryCublasLt, on rocBLAS.
+Status TryRocblas(const GemmParams& p, bool w_row_major, void* stream,
+                  bool* done) {
+  *done = false;
+  if (p.x_type != FloatFormat::kBFloat16 || !OnRocm()) return OkStatus();
   const rb::RocblasApi* api = rb::LoadedRocblas();
-  if (api == nullptr) return false;
+  if (api == nullptr) return OkStatus();
   constexpr int64_t kMaxInt = 0x7fffffff;
   const int64_t lda = std::max<int64_t>(
       w_row_major ? p.w_out_stride : p.w_in_stride, w_row_major ? p.in : p.out);
   const int64_t ldb = std::max<int64_t>(p.x_row_stride, p.in);
   const int64_t ldd = std::max<int64_t>(p.y_row_stride, p.out);
   for (int64_t v : {p.out, p.rows, p.in, p.batch, lda, ldb, ldd}) {
-    if (v > kMaxInt) return false;  // rocblas_int is 32-bit
+    if (v > kMaxInt) return OkStatus();  // rocblas_int is 32-bit
   }
   static RocblasState* const state = new RocblasState();
   std::lock_guard<std::mutex> lock(state->mu);
   if (state->handle == nullptr) {
-    if (state->handle_failed) return false;
-    if (api->rocblas_create_handle(&state->handle) !=
-        rb::kRocblasStatusSuccess) {
-      state->handle_failed = true;
+    if (state->handle_failed) return OkStatus();
+    const int st = Blas(rb::kRocblasStatusMemoryError, [&] {
+      return api->rocblas_create_handle(&state->handle);
+    });
+    if (st != rb::kRocblasStatusSuccess) {
       state->handle = nullptr;
-      return false;
+      if (rb::RocblasStatusIsUnsupported(st)) {
+        state->handle_failed = true;
+        return OkStatus();
+      }
+      return RocblasError("rocblas_create_handle", st);
     }
   }
-  if (api->rocblas_set_stream(state->handle, stream) !=
-      rb::kRocblasStatusSuccess) {
-    return false;
+  if (const int st =
+          Blas(rb::kRocblasStatusInternalError,
+               [&] { return api->rocblas_set_stream(state->handle, stream); });
+      st != rb::kRocblasStatusSuccess) {
+    return RocblasError("rocblas_set_stream", st);
   }
   const int y_type = p.y_type == FloatFormat::kBFloat16
                          ? rb::kRocblasDatatypeBf16
                          : rb::kRocblasDatatypeF32;
   const float alpha = 1.0f, beta = 0.0f;
-  return api->rocblas_gemm_strided_batched_ex(
-             state->handle,
-             w_row_major ? rb::kRocblasOperationTranspose
-                         : rb::kRocblasOperationNone,
-             rb::kRocblasOperationNone, static_cast<int32_t>(p.out),
-             static_cast<int32_t>(p.rows), static_cast<int32_t>(p.in), &alpha,
-             p.w, rb::kRocblasDatatypeBf16, static_cast<int32_t>(lda),
-             p.w_batch_stride, p.x, rb::kRocblasDatatypeBf16,
-             static_cast<int32_t>(ldb), p.x_batch_stride, &beta, p.y, y_type,
-             static_cast<int32_t>(ldd), p.y_batch_stride, p.y, y_type,
-             static_cast<int32_t>(ldd), p.y_batch_stride,
-             static_cast<int32_t>(p.batch), rb::kRocblasDatatypeF32,
-             rb::kRocblasGemmAlgoStandard, 0, 0) == rb::kRocblasStatusSuccess;
+  const int st = Blas(rb::kRocblasStatusInternalError, [&] {
+    return api->rocblas_gemm_strided_batched_ex(
+        state->handle,
+        w_row_major ? rb::kRocblasOperationTranspose
+                    : rb::kRocblasOperationNone,
+        rb::kRocblasOperationNone, static_cast<int32_t>(p.out),
+        static_cast<int32_t>(p.rows), static_cast<int32_t>(p.in), &alpha, p.w,
+        rb::kRocblasDatatypeBf16, static_cast<int32_t>(lda), p.w_batch_stride,
+        p.x, rb::kRocblasDatatypeBf16, static_cast<int32_t>(ldb),
+        p.x_batch_stride, &beta, p.y, y_type, static_cast<int32_t>(ldd),
+        p.y_batch_stride, p.y, y_type, static_cast<int32_t>(ldd),
+        p.y_batch_stride, static_cast<int32_t>(p.batch),
+        rb::kRocblasDatatypeF32, rb::kRocblasGemmAlgoStandard, 0, 0);
+  });
+  if (st == rb::kRocblasStatusSuccess) {
+    *done = true;
+    return OkStatus();
+  }
+  if (rb::RocblasStatusIsUnsupported(st)) return OkStatus();
+  return RocblasError("rocblas_gemm_strided_batched_ex", st);
 }
 
 }  // namespace
@@ -284,10 +413,14 @@ Status GemmGpuOn(const ExecutionContext& ctx, const Gemm::Args& a,
   p.in = a.x.dim(2);
   p.out = a.w.dim(1);
   if (p.batch == 0 || p.rows == 0 || p.out == 0) return OkStatus();
-  if (backend == GemmBackend::kAuto && p.in > 0 &&
-      (TryCublasLt(p, Gemm::WeightRowMajor(a), ctx.stream) ||
-       TryRocblas(p, Gemm::WeightRowMajor(a), ctx.stream))) {
-    return OkStatus();
+  if (backend == GemmBackend::kAuto && p.in > 0) {
+    bool done = false;
+    DSA_RETURN_IF_ERROR(
+        TryCublasLt(p, Gemm::WeightRowMajor(a), ctx.stream, &done));
+    if (done) return OkStatus();
+    DSA_RETURN_IF_ERROR(
+        TryRocblas(p, Gemm::WeightRowMajor(a), ctx.stream, &done));
+    if (done) return OkStatus();
   }
   return StatusFromLaunch(GemmTiledLaunch(p, ctx.stream));
 }

@@ -7,8 +7,12 @@
 // project's own tiled kernel (dense_ops/launch.h), which also takes fp32 x.
 // On ROCm it runs on rocBLAS (gemm_strided_batched_ex, dlopen'ed,
 // platform/rocm/rocblas.h) when x is bf16 and librocblas can be loaded.
-// Any vendor call that fails (no algorithm for a layout, an error) falls back
-// to the own kernel.
+// A product the vendor library cannot take (no algorithm for a layout, an
+// unsupported size or arch) falls back to the own kernel, the same way every
+// time; a vendor call that fails (out of memory, an execution failure) is the
+// gemm's error, named after the call and the library's status, so that a
+// product's numerics never depend on a passing failure. Every vendor call
+// that can fail is a fault site (platform/fault_injection.h).
 // GemmGpuOn(..., GemmBackend::kOwnKernel) runs the own kernel on any x (the
 // bench and the tests compare both).
 // Free of Abseil: linked into plugin shared objects.

@@ -28,6 +28,11 @@ using hipDeviceProp_t = cudaDeviceProp;
 #define hipSuccess cudaSuccess
 #define hipErrorNoDevice cudaErrorNoDevice
 #define hipErrorInvalidValue cudaErrorInvalidValue
+#define hipErrorOutOfMemory cudaErrorMemoryAllocation
+#define hipErrorIllegalAddress cudaErrorIllegalAddress
+#define hipErrorLaunchFailure cudaErrorLaunchFailure
+#define hipErrorLaunchOutOfResources cudaErrorLaunchOutOfResources
+#define hipErrorUnknown cudaErrorUnknown
 #define hipMemcpyHostToDevice cudaMemcpyHostToDevice
 #define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice

@@ -18,6 +18,7 @@ enum class LaunchCode : int32_t {
   kNoDevice = 2,         // the runtime reports no usable device
   kRuntimeError = 3,     // a runtime call or the launch failed
   kNotBuilt = 4,         // built without --config=cuda / --config=rocm
+  kOutOfMemory = 5,      // an allocation failed for memory
 };
 
 // A code and, unless kOk, a NUL-terminated message.

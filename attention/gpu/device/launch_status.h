@@ -1,9 +1,10 @@
 // Between the op kernels and the launchers (each family's launch.h): a
 // launcher's LaunchResult as the dsa::Status an op kernel returns across the
 // plugin boundary (a rejected argument is InvalidArgument, no device
-// FailedPrecondition, a build without a GPU backend Unimplemented, a runtime
-// failure Internal), and the ops' dtypes as the launchers' enums. Free of
-// Abseil, like the op kernels that use it.
+// FailedPrecondition, a build without a GPU backend Unimplemented, out of
+// memory ResourceExhausted, any other runtime failure Internal), and the ops'
+// dtypes as the launchers' enums. Free of Abseil, like the op kernels that use
+// it.
 #ifndef DSA_ATTENTION_GPU_LAUNCH_STATUS_H_
 #define DSA_ATTENTION_GPU_LAUNCH_STATUS_H_
 
@@ -24,6 +25,8 @@ inline Status StatusFromLaunch(const LaunchResult& r) {
       return FailedPreconditionError(r.message);
     case LaunchCode::kNotBuilt:
       return UnimplementedError(r.message);
+    case LaunchCode::kOutOfMemory:
+      return ResourceExhaustedError(r.message);
     case LaunchCode::kRuntimeError:
       break;
   }

@@ -25,6 +25,11 @@ LaunchResult CopyToHostOnStream(void* dst, const void* src, size_t bytes,
 // calls, then the median over `iters` calls each timed by device events.
 LaunchResult TimeMedianMs(LaunchResult (*fn)(void*), void* arg, int warmup,
                           int iters, float* median_ms);
+// Milliseconds per call with `iters` calls enqueued back to back between
+// two device events (after `warmup` untimed calls): the device's time per
+// call where the host issues faster than the device runs, else the host's.
+LaunchResult TimeQueuedMs(LaunchResult (*fn)(void*), void* arg, int warmup,
+                          int iters, float* ms_per_call);
 // "cuda", "rocm" or "none".
 const char* GpuBackend();
 

@@ -1,4 +1,5 @@
-// Device side of runtime.h: device memory, copies and event timing.
+// Device side of runtime.h: device memory, copies and event timing. Every
+// call that can fail is a fault site (platform/fault_injection.h).
 #include "attention/gpu/device/runtime.h"
 
 #include <algorithm>
@@ -24,24 +25,30 @@ LaunchResult DeviceMalloc(void** ptr, size_t bytes) {
     r.code = LaunchCode::kNoDevice;
     return r;
   }
-  return FromError(hipMalloc(ptr, bytes), "hipMalloc");
+  return FallibleCall(platform::FaultSite::kDeviceMalloc, "hipMalloc",
+                      [&] { return hipMalloc(ptr, bytes); });
 }
 LaunchResult DeviceFree(void* ptr) {
   return FromError(hipFree(ptr), "hipFree");
 }
 LaunchResult CopyToDevice(void* dst, const void* src, size_t bytes) {
-  return FromError(hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice),
-                   "hipMemcpy to device");
+  return FallibleCall(
+      platform::FaultSite::kDeviceMemcpy, "hipMemcpy to device",
+      [&] { return hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice); });
 }
 LaunchResult CopyToHost(void* dst, const void* src, size_t bytes) {
-  return FromError(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToHost),
-                   "hipMemcpy to host");
+  return FallibleCall(
+      platform::FaultSite::kDeviceMemcpy, "hipMemcpy to host",
+      [&] { return hipMemcpy(dst, src, bytes, hipMemcpyDeviceToHost); });
 }
 LaunchResult DeviceMemset(void* dst, int byte, size_t bytes) {
-  return FromError(hipMemset(dst, byte, bytes), "hipMemset");
+  return FallibleCall(platform::FaultSite::kDeviceMemcpy, "hipMemset",
+                      [&] { return hipMemset(dst, byte, bytes); });
 }
 LaunchResult DeviceSynchronize() {
-  return FromError(hipDeviceSynchronize(), "hipDeviceSynchronize");
+  return FallibleCall(platform::FaultSite::kDeviceSynchronize,
+                      "hipDeviceSynchronize",
+                      [] { return hipDeviceSynchronize(); });
 }
 
 LaunchResult CopyToHostOnStream(void* dst, const void* src, size_t bytes,
@@ -49,14 +56,64 @@ LaunchResult CopyToHostOnStream(void* dst, const void* src, size_t bytes,
   const hipStream_t stream = static_cast<hipStream_t>(stream_ptr);
   if (bytes == 0) return LaunchResult{};
   LaunchResult r =
-      FromError(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToHost, stream),
-                "copy to host");
+      FallibleCall(platform::FaultSite::kStreamCopy, "copy to host", [&] {
+        return hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToHost, stream);
+      });
   if (!r.ok()) return r;
-  return FromError(hipStreamSynchronize(stream), "copy to host: synchronize");
+  return FallibleCall(platform::FaultSite::kStreamSynchronize,
+                      "copy to host: synchronize",
+                      [&] { return hipStreamSynchronize(stream); });
 }
 
 LaunchResult TimeMedianMs(LaunchResult (*fn)(void*), void* arg, int warmup,
                           int iters, float* median_ms) {
+  for (int i = 0; i < warmup; ++i) {
+    LaunchResult r = fn(arg);
+    if (!r.ok()) return r;
+  }
+  LaunchResult r = DeviceSynchronize();
+  if (!r.ok()) return r;
+  hipEvent_t begin, end;
+  constexpr platform::FaultSite kEvent = platform::FaultSite::kEvent;
+  r = FallibleCall(kEvent, "hipEventCreate",
+                   [&] { return hipEventCreate(&begin); });
+  if (!r.ok()) return r;
+  r = FallibleCall(kEvent, "hipEventCreate",
+                   [&] { return hipEventCreate(&end); });
+  if (!r.ok()) {
+    (void)hipEventDestroy(begin);
+    return r;
+  }
+  std::vector<float> times;
+  for (int i = 0; i < iters && r.ok(); ++i) {
+    r = FallibleCall(kEvent, "hipEventRecord",
+                     [&] { return hipEventRecord(begin, nullptr); });
+    if (r.ok()) r = fn(arg);
+    if (r.ok()) {
+      r = FallibleCall(kEvent, "hipEventRecord",
+                       [&] { return hipEventRecord(end, nullptr); });
+    }
+    if (r.ok()) {
+      r = FallibleCall(kEvent, "hipEventSynchronize",
+                       [&] { return hipEventSynchronize(end); });
+    }
+    float ms = 0.0f;
+    if (r.ok()) {
+      r = FallibleCall(kEvent, "hipEventElapsedTime",
+                       [&] { return hipEventElapsedTime(&ms, begin, end); });
+    }
+    times.push_back(ms);
+  }
+  (void)hipEventDestroy(begin);
+  (void)hipEventDestroy(end);
+  if (!r.ok()) return r;
+  std::sort(times.begin(), times.end());
+  *median_ms = times.empty() ? 0.0f : times[times.size() / 2];
+  return r;
+}
+
+LaunchResult TimeQueuedMs(LaunchResult (*fn)(void*), void* arg, int warmup,
+                          int iters, float* ms_per_call) {
   for (int i = 0; i < warmup; ++i) {
     LaunchResult r = fn(arg);
     if (!r.ok()) return r;
@@ -71,24 +128,17 @@ LaunchResult TimeMedianMs(LaunchResult (*fn)(void*), void* arg, int warmup,
     (void)hipEventDestroy(begin);
     return r;
   }
-  std::vector<float> times;
-  for (int i = 0; i < iters && r.ok(); ++i) {
-    r = FromError(hipEventRecord(begin, nullptr), "hipEventRecord");
-    if (r.ok()) r = fn(arg);
-    if (r.ok()) r = FromError(hipEventRecord(end, nullptr), "hipEventRecord");
-    if (r.ok()) r = FromError(hipEventSynchronize(end), "hipEventSynchronize");
-    float ms = 0.0f;
-    if (r.ok()) {
-      r = FromError(hipEventElapsedTime(&ms, begin, end),
-                    "hipEventElapsedTime");
-    }
-    times.push_back(ms);
+  r = FromError(hipEventRecord(begin, nullptr), "hipEventRecord");
+  for (int i = 0; i < iters && r.ok(); ++i) r = fn(arg);
+  if (r.ok()) r = FromError(hipEventRecord(end, nullptr), "hipEventRecord");
+  if (r.ok()) r = FromError(hipEventSynchronize(end), "hipEventSynchronize");
+  float ms = 0.0f;
+  if (r.ok()) {
+    r = FromError(hipEventElapsedTime(&ms, begin, end), "hipEventElapsedTime");
   }
   (void)hipEventDestroy(begin);
   (void)hipEventDestroy(end);
-  if (!r.ok()) return r;
-  std::sort(times.begin(), times.end());
-  *median_ms = times.empty() ? 0.0f : times[times.size() / 2];
+  if (r.ok()) *ms_per_call = iters > 0 ? ms / iters : 0.0f;
   return r;
 }
 

@@ -27,6 +27,9 @@ LaunchResult CopyToHostOnStream(void*, const void*, size_t, void*) {
 LaunchResult TimeMedianMs(LaunchResult (*)(void*), void*, int, int, float*) {
   return NotBuiltResult("TimeMedianMs");
 }
+LaunchResult TimeQueuedMs(LaunchResult (*)(void*), void*, int, int, float*) {
+  return NotBuiltResult("TimeQueuedMs");
+}
 LaunchResult CurrentDeviceFeatures(DeviceFeatures*) {
   return NotBuiltResult("device features");
 }

@@ -27,7 +27,8 @@ class StreamScratch {
   StreamScratch& operator=(const StreamScratch&) = delete;
 
   // `bytes` (at least 1) of device memory at *ptr, 256-byte aligned.
-  // RESOURCE errors come back as kRuntimeError naming `what`.
+  // Errors name `what` (out of memory is kOutOfMemory). A fault site
+  // (platform/fault_injection.h).
   template <class T>
   LaunchResult Get(T** ptr, size_t bytes, const char* what) {
     if (count_ == kMaxBuffers) {
@@ -35,8 +36,9 @@ class StreamScratch {
                      kMaxBuffers);
     }
     void* p = nullptr;
-    LaunchResult r =
-        FromError(hipMallocAsync(&p, bytes == 0 ? 1 : bytes, stream_), what);
+    LaunchResult r = FallibleCall(platform::FaultSite::kStreamAlloc, what, [&] {
+      return hipMallocAsync(&p, bytes == 0 ? 1 : bytes, stream_);
+    });
     if (!r.ok()) return r;
     ptrs_[count_++] = p;
     *ptr = static_cast<T*>(p);

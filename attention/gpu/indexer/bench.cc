@@ -1,26 +1,34 @@
 // Times the GPU indexer kernels at a causal prefill of T tokens (one
 // request), or at a paged decode step (--decode=N: N requests of T cached
 // tokens, one query row each): logits over the paged fp8 K cache, then top-k
-// over those logits.
+// over those logits. --topk_only=1 times the top-k alone over N(0, 1)
+// logits: T causal rows (row i sees keys [0, i + 1)), or --topk_rows=R rows
+// of T keys each (decode).
 // Checks a sample of the logits against a float64 host reference and a
 // sample of the top-k rows against a host sort first, so a timing is never
 // reported for a wrong result. Prints one line per kernel:
 //   <kernel> heads=H T=T median_ms=... tflops=... gbps=...
-// (decode: ours_decode_logits heads=H T=T requests=N ...).
+// (decode: ours_decode_logits heads=H T=T requests=N ...; top-k:
+// ours_topk k=K T=T rows=R causal=0|1 logits=indexer|normal path=P auto=0|1
+// median_ms=... gbps=...; auto=1: the heuristics chose P).
 //
 // Usage: indexer_bench [--heads=32] [--tokens=8192] [--topk=2048]
 //                      [--iters=30] [--block_size=64] [--decode=0]
 //                      [--check=1] [--body=auto] [--blocks=auto]
-//                      [--keys=auto]
+//                      [--keys=auto] [--topk_paths=auto]
+//                      [--topk_only=0] [--topk_rows=0]
 // --body / --blocks / --keys force a logits variant (IndexerLogitsOptions:
 // fma | warp_mma | warpgroup_mma | persistent, narrow | wide,
-// tma | cp_async) to time it against the heuristics' choice.
+// tma | cp_async) to time it against the heuristics' choice; --topk_paths
+// (a comma list of DSA_INDEXER_TOPK_PATHS names and auto) times each top-k
+// path in turn.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -60,14 +68,174 @@ LaunchResult RunLogits(void* arg) {
   const LogitsRun& run = *static_cast<LogitsRun*>(arg);
   return IndexerLogitsLaunch(run.params, nullptr, run.options);
 }
+struct TopKRun {
+  IndexerTopKParams params;
+  IndexerTopKOptions options;
+};
 LaunchResult RunTopK(void* arg) {
-  return IndexerTopKLaunch(*static_cast<IndexerTopKParams*>(arg), nullptr);
+  const TopKRun& run = *static_cast<TopKRun*>(arg);
+  return IndexerTopKLaunch(run.params, nullptr, run.options);
+}
+
+// The top-k paths of a comma list ("auto,staged_512"), or false.
+bool ParseTopKPaths(const std::string& list,
+                    std::vector<IndexerTopKPath>* paths) {
+  paths->clear();
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    const size_t end = std::min(list.find(',', begin), list.size());
+    IndexerTopKPath path;
+    if (!indexer::ParseTopKPath(list.substr(begin, end - begin), &path)) {
+      return false;
+    }
+    paths->push_back(path);
+    begin = end + 1;
+  }
+  return !paths->empty();
+}
+
+// Checks `rows` sampled rows of a top-k result (the last one always)
+// against a host sort of the same logits; false, saying which, on the
+// first difference.
+bool CheckTopK(const std::vector<float>& logits, int64_t width,
+               const std::vector<int32_t>& end, int topk,
+               const std::vector<int32_t>& got, int rows, std::mt19937& rng) {
+  const int64_t num_rows = static_cast<int64_t>(end.size());
+  for (int s = 0; s < rows; ++s) {
+    const int64_t i = s == 0 ? num_rows - 1 : rng() % num_rows;
+    const float* row = logits.data() + i * width;
+    const int64_t n = end[i];
+    std::vector<int32_t> idx(n);
+    std::iota(idx.begin(), idx.end(), 0);
+    if (n > topk) {
+      std::nth_element(idx.begin(), idx.begin() + topk, idx.end(),
+                       [row](int32_t x, int32_t y) {
+                         return row[x] > row[y] || (row[x] == row[y] && x < y);
+                       });
+      idx.resize(topk);
+      std::sort(idx.begin(), idx.end());
+    }
+    idx.resize(topk, -1);
+    for (int k = 0; k < topk; ++k) {
+      if (got[i * topk + k] != idx[k]) {
+        std::fprintf(stderr, "topk row %lld slot %d: %d, want %d\n",
+                     static_cast<long long>(i), k, got[i * topk + k], idx[k]);
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Checks and times each path of `paths` over `tp` (logits already on the
+// device, `logits` their host copy), printing an ours_topk line each.
+// `source` names the logits: "indexer" (the logits kernel's) or "normal"
+// (N(0, 1) samples).
+bool TimeTopKPaths(IndexerTopKParams tp, const std::vector<float>& logits,
+                   const std::vector<int32_t>& end, bool causal,
+                   const char* source,
+                   const std::vector<IndexerTopKPath>& paths, int iters,
+                   int check_rows, std::mt19937& rng) {
+  double keys = 0.0;
+  for (int32_t e : end) keys += e;
+  const double bytes = keys * 4 + static_cast<double>(tp.rows) * tp.topk * 4;
+  for (IndexerTopKPath path : paths) {
+    TopKRun run{tp, {}};
+    run.options.path = path;
+    const std::string name = IndexerTopKPathName(tp, run.options);
+    if (!Check(DeviceMemset(tp.topk_indices, 0x7f,
+                            tp.rows * tp.topk * sizeof(int32_t)),
+               "memset") ||
+        !Check(RunTopK(&run), "indexer_topk") ||
+        !Check(DeviceSynchronize(), "sync")) {
+      return false;
+    }
+    std::vector<int32_t> got(tp.rows * tp.topk);
+    if (!Check(CopyToHost(got.data(), tp.topk_indices, got.size() * 4),
+               "copy") ||
+        !CheckTopK(logits, tp.logits_stride, end, tp.topk, got, check_rows,
+                   rng)) {
+      std::fprintf(stderr, "path %s gave a wrong top-k\n", name.c_str());
+      return false;
+    }
+    float ms = 0.0f;
+    if (!Check(TimeMedianMs(RunTopK, &run, 5, iters, &ms), "time topk")) {
+      return false;
+    }
+    std::printf(
+        "ours_topk k=%d T=%lld rows=%lld causal=%d logits=%s path=%s "
+        "auto=%d median_ms=%.4f gbps=%.0f\n",
+        tp.topk, static_cast<long long>(tp.width),
+        static_cast<long long>(tp.rows), causal ? 1 : 0, source, name.c_str(),
+        path == IndexerTopKPath::kAuto ? 1 : 0, ms, bytes / (ms * 1e-3) / 1e9);
+  }
+  return true;
+}
+
+// --topk_only: N(0, 1) logits (-inf outside the causal windows), top-k alone.
+int TopKOnly(int tokens, int topk_rows, int topk, int iters, int check,
+             const std::vector<IndexerTopKPath>& paths) {
+  const bool causal = topk_rows == 0;
+  const int64_t T = tokens;
+  const int64_t rows = causal ? T : topk_rows;
+  std::vector<float> logits(rows * T);
+  // Box-Muller over a 64-bit LCG: tens of millions of samples in well
+  // under a second.
+  uint64_t state = 20261201;
+  auto uniform = [&state]() {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (static_cast<double>(state >> 11) + 0.5) * 0x1p-53;
+  };
+  for (int64_t i = 0; i < rows * T; i += 2) {
+    const double r = std::sqrt(-2.0 * std::log(uniform()));
+    const double a = 6.283185307179586 * uniform();
+    logits[i] = static_cast<float>(r * std::cos(a));
+    if (i + 1 < rows * T) logits[i + 1] = static_cast<float>(r * std::sin(a));
+  }
+  std::vector<int32_t> start(rows, 0), end(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    end[i] = static_cast<int32_t>(causal ? i + 1 : T);
+    for (int64_t j = end[i]; j < T; ++j) {
+      logits[i * T + j] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  void* d_logits = nullptr;
+  void* d_start = nullptr;
+  void* d_end = nullptr;
+  void* d_topk = nullptr;
+  if (!Check(DeviceMalloc(&d_logits, logits.size() * 4), "malloc") ||
+      !Check(DeviceMalloc(&d_start, rows * 4), "malloc") ||
+      !Check(DeviceMalloc(&d_end, rows * 4), "malloc") ||
+      !Check(DeviceMalloc(&d_topk, rows * topk * 4), "malloc") ||
+      !Check(CopyToDevice(d_logits, logits.data(), logits.size() * 4),
+             "copy") ||
+      !Check(CopyToDevice(d_start, start.data(), rows * 4), "copy") ||
+      !Check(CopyToDevice(d_end, end.data(), rows * 4), "copy")) {
+    return 1;
+  }
+  IndexerTopKParams tp;
+  tp.logits = static_cast<float*>(d_logits);
+  tp.row_key_start = static_cast<int32_t*>(d_start);
+  tp.row_key_end = static_cast<int32_t*>(d_end);
+  tp.topk_indices = static_cast<int32_t*>(d_topk);
+  tp.rows = rows;
+  tp.width = T;
+  tp.logits_stride = T;
+  tp.topk = topk;
+  tp.topk_stride = topk;
+  std::mt19937 rng(20261201);
+  const bool ok = TimeTopKPaths(tp, logits, end, causal, "normal", paths, iters,
+                                check ? 8 : 0, rng);
+  for (void* p : {d_logits, d_start, d_end, d_topk}) (void)DeviceFree(p);
+  return ok ? 0 : 1;
 }
 
 int Main(int argc, char** argv) {
   int heads = 32, tokens = 8192, topk = 2048, iters = 30, block_size = 64;
   int decode = 0;
   int check = 1;  // 0: time only
+  int topk_only = 0, topk_rows = 0;
+  std::vector<IndexerTopKPath> topk_paths = {IndexerTopKPath::kAuto};
   IndexerLogitsOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -86,7 +254,16 @@ int Main(int argc, char** argv) {
       *out = std::atoi(a.c_str() + prefix.size());
       return true;
     };
+    const std::string paths_flag = "--topk_paths=";
+    if (a.rfind(paths_flag, 0) == 0) {
+      if (!ParseTopKPaths(a.substr(paths_flag.size()), &topk_paths)) {
+        std::fprintf(stderr, "unknown top-k path in %s\n", argv[i]);
+        return 2;
+      }
+      continue;
+    }
     if (!value("heads", &heads) && !value("tokens", &tokens) &&
+        !value("topk_only", &topk_only) && !value("topk_rows", &topk_rows) &&
         !value("topk", &topk) && !value("iters", &iters) &&
         !value("block_size", &block_size) && !value("decode", &decode) &&
         !value("check", &check) &&
@@ -98,10 +275,12 @@ int Main(int argc, char** argv) {
     }
   }
   if (heads < 1 || tokens < 1 || topk < 1 || iters < 1 || block_size < 1 ||
-      decode < 0) {
+      decode < 0 || topk_rows < 0) {
     std::fprintf(stderr, "every size must be positive\n");
     return 2;
   }
+  if (topk_only)
+    return TopKOnly(tokens, topk_rows, topk, iters, check, topk_paths);
   constexpr int kDim = 128;
   const int64_t T = tokens;
   std::mt19937 rng(20261130);
@@ -258,41 +437,10 @@ int Main(int argc, char** argv) {
   tp.logits_stride = T;
   tp.topk = topk;
   tp.topk_stride = topk;
-  if (!Check(IndexerTopKLaunch(tp, nullptr), "indexer_topk") ||
-      !Check(DeviceSynchronize(), "sync")) {
-    return 1;
-  }
-  std::vector<int32_t> got(rows * topk);
-  if (!Check(CopyToHost(got.data(), b.topk, got.size() * 4), "copy")) return 1;
-  const int topk_rows = check ? 48 : 0;
-  for (int s = 0; s < topk_rows; ++s) {
-    const int64_t i = s == 0 ? rows - 1 : rng() % rows;
-    const float* row = logits.data() + i * T;
-    const int64_t n = end[i];
-    std::vector<int32_t> idx(n);
-    std::iota(idx.begin(), idx.end(), 0);
-    if (n > topk) {
-      std::stable_sort(idx.begin(), idx.end(),
-                       [row](int32_t x, int32_t y) { return row[x] > row[y]; });
-      idx.resize(topk);
-      std::sort(idx.begin(), idx.end());
-    }
-    idx.resize(topk, -1);
-    for (int k = 0; k < topk; ++k) {
-      if (got[i * topk + k] != idx[k]) {
-        std::fprintf(stderr, "topk row %lld slot %d: %d, want %d\n",
-                     static_cast<long long>(i), k, got[i * topk + k], idx[k]);
-        return 1;
-      }
-    }
-  }
-  std::printf("check topk: %d rows match a host sort\n", topk_rows);
-
-  float logits_ms = 0.0f, topk_ms = 0.0f;
+  float logits_ms = 0.0f;
   LogitsRun logits_run{lp, options};
   if (!Check(TimeMedianMs(RunLogits, &logits_run, 5, iters, &logits_ms),
-             "time logits") ||
-      !Check(TimeMedianMs(RunTopK, &tp, 5, iters, &topk_ms), "time topk")) {
+             "time logits")) {
     return 1;
   }
   // Causal: row i scores i + 1 keys; decode: every row scores T.
@@ -309,11 +457,12 @@ int Main(int argc, char** argv) {
       decode > 0 ? "decode_" : "", heads, static_cast<long long>(T), requests,
       logits_ms, flops / (logits_ms * 1e-3) / 1e12,
       logits_bytes_min / (logits_ms * 1e-3) / 1e9);
-  // Fewest bytes: the windows' logits read once, the indices written once.
-  const double topk_bytes = pairs * 4 + static_cast<double>(rows) * topk * 4;
-  std::printf("ours_%stopk k=%d T=%lld requests=%d median_ms=%.4f gbps=%.0f\n",
-              decode > 0 ? "decode_" : "", topk, static_cast<long long>(T),
-              requests, topk_ms, topk_bytes / (topk_ms * 1e-3) / 1e9);
+  // The top-k over those logits, each path checked against a host sort of
+  // 48 sampled rows first.
+  if (!TimeTopKPaths(tp, logits, end, decode == 0, "indexer", topk_paths, iters,
+                     check ? 48 : 0, rng)) {
+    return 1;
+  }
   for (void* p : {b.q, b.w, b.cache, b.table, b.request, b.start, b.end,
                   b.logits, b.topk}) {
     (void)DeviceFree(p);

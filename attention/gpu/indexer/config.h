@@ -136,6 +136,84 @@ struct PersistentSmem {
                 "key stages on 1 KB, scale stages on 128 bytes");
 };
 
+// --- The top-k kernel (topk.hip.cc): one block a row, keys read four at a
+// time (a quad, 16 bytes), kSlots quads a thread per chunk of the row.
+inline constexpr int kTopKBins = 2048;  // coarse bins; radix digits of 11 bits
+// Rows of up to this many keys are staged in shared memory by the staged
+// instances (8192: DeepSeek-V3.2's prefill rows up to T = 8192).
+inline constexpr int kTopKStageKeys = 8192;
+// A threshold bin of at most this many keys is resolved by ranking its keys
+// against each other (count^2 comparisons); a larger one by radix rounds.
+inline constexpr int kTopKRankMax = 256;
+// The widest rows a launch takes (row-local positions stay in 32 bits).
+inline constexpr int64_t kTopKMaxWidth = int64_t{1} << 30;
+
+template <int kThreadsV, int kSlotsV, int kLoadSlotsV, bool kStagedV,
+          int kCandidatesV, int kBitmapKeysV, int kMinBlocksV>
+struct TopKShape {
+  static constexpr int kThreads = kThreadsV;
+  // Quads a thread a chunk of the ordered walks (the compaction, the
+  // gather without a bitmap), and a chunk of the histogram's walk (the
+  // loads a thread keeps in flight there; the order does not matter).
+  static constexpr int kSlots = kSlotsV;
+  static constexpr int kLoadSlots = kLoadSlotsV;
+  static constexpr int kChunkQuads = kThreads * kSlots;
+  // Staged instances take launches of width <= kTopKStageKeys only, and
+  // stage every window (one may start mid-quad); the others read each row
+  // from global memory at every walk.
+  static constexpr bool kStaged = kStagedV;
+  static constexpr int kStageQuads = kStagedV ? kTopKStageKeys / 4 + 2 : 0;
+  // Threshold-bin keys gathered into shared memory (key and index).
+  static constexpr int kCandidates = kCandidatesV;
+  // Rows of up to kBitmapKeys positions (the window from its quad's start)
+  // whose threshold bin was gathered are written from a bitmap of the
+  // selected keys, built on the walk that gathers (one walk fewer); the
+  // others by an ordered compaction over the row. 0: never. The bitmap
+  // holds whole wavefronts of bits (64 on AMD), hence the 2 spare words.
+  static constexpr int kBitmapKeys = kBitmapKeysV;
+  static constexpr int kBitmapWords =
+      kBitmapKeysV > 0 ? kBitmapKeysV / 32 + 2 : 0;
+  // Blocks a multiprocessor should hold (caps the registers a thread).
+  static constexpr int kMinBlocks = kMinBlocksV;
+  static_assert(kThreads % 64 == 0 && kThreads <= 1024 &&
+                    (kTopKBins / 2) % kThreads == 0,
+                "whole wavefronts; every thread owns whole radix bins");
+  static_assert(kSlots * 4 <= 32 && kLoadSlots * 4 <= 32,
+                "a chunk's flags fit a word a thread");
+  static_assert(kChunkQuads * 4 < 65536, "a chunk's counts fit 16 bits");
+  static_assert(kCandidates > kTopKRankMax, "ranking takes the small bins");
+  static_assert(kBitmapKeys % 64 == 0 || kBitmapKeys == kStageQuads * 4,
+                "whole words");
+};
+
+// The kernel's shared memory (dynamic; its size is the launch's).
+template <typename Shape>
+struct TopKShared {
+  // The staged window's keys, quad by quad (read as 16-byte vectors).
+  alignas(
+      16) uint32_t stage[4 * (Shape::kStageQuads > 0 ? Shape::kStageQuads : 1)];
+  uint32_t hist[kTopKBins];
+  uint64_t candidates[Shape::kCandidates];
+  uint32_t selected[Shape::kBitmapWords > 0 ? Shape::kBitmapWords : 1];
+  // Warp sums of a prefix sum, per slot, and its total last (sized for
+  // 32-wide warps, the narrower).
+  uint32_t scan[Shape::kSlots * (Shape::kThreads / 32) + 1];
+  uint32_t candidate_count;
+  // SelectBin's answer.
+  uint32_t bin;
+  uint32_t bin_above;
+  uint32_t bin_count;
+  // RankResolve's answer.
+  uint32_t threshold;
+  uint32_t take_equal;
+};
+
+// The instances (params.h's DSA_INDEXER_TOPK_PATHS). Bitmaps: every staged
+// window; decode rows of up to 256K keys (1024 threads) or 128K (512).
+using TopKStaged512 = TopKShape<512, 4, 4, true, 512, 8200, 4>;
+using TopKStreamed1024 = TopKShape<1024, 2, 4, false, 2048, 262144, 1>;
+using TopKStreamed512 = TopKShape<512, 2, 2, false, 2048, 131072, 4>;
+
 }  // namespace dsa::attention::gpu::indexer
 
 #endif  // DSA_ATTENTION_GPU_INDEXER_CONFIG_H_

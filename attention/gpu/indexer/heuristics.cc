@@ -10,14 +10,25 @@
 namespace dsa::attention::gpu::indexer {
 namespace {
 
-LaunchResult Unavailable(const char* format, ...) {
+LaunchResult RefuseV(const char* op, const char* format, va_list args) {
   LaunchResult r;
   r.code = LaunchCode::kInvalidArgument;
-  int n = std::snprintf(r.message, sizeof(r.message), "indexer_logits: ");
+  int n = std::snprintf(r.message, sizeof(r.message), "%s: ", op);
   if (n < 0) n = 0;
+  std::vsnprintf(r.message + n, sizeof(r.message) - n, format, args);
+  return r;
+}
+LaunchResult Unavailable(const char* format, ...) {
   va_list args;
   va_start(args, format);
-  std::vsnprintf(r.message + n, sizeof(r.message) - n, format, args);
+  LaunchResult r = RefuseV("indexer_logits", format, args);
+  va_end(args);
+  return r;
+}
+LaunchResult TopKUnavailable(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  LaunchResult r = RefuseV("indexer_topk", format, args);
   va_end(args);
   return r;
 }
@@ -178,6 +189,66 @@ LaunchResult PlanIndexerLogits(const IndexerLogitsParams& p,
   return LaunchResult{};
 }
 
+LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
+                             const IndexerTopKOptions& options,
+                             const DeviceFeatures& features, TopKPlan* plan) {
+  using Path = IndexerTopKPath;
+  *plan = TopKPlan{};
+  Path path = options.path;
+  if (path == Path::kAuto) {
+    // Windows that fit the stage run staged; longer ones streamed, a row a
+    // multiprocessor while the rows are few (decode: 1024 threads a row,
+    // more loads in flight), four while they are many.
+    const int64_t sms = std::max(features.multiprocessors, 1);
+    if (p.width <= kTopKStageKeys) {
+      path = Path::kStaged512;
+    } else if (p.rows <= sms &&
+               sizeof(TopKShared<TopKStreamed1024>) <=
+                   static_cast<size_t>(features.max_shared_bytes_per_block)) {
+      // (Its bitmap takes more than the 48 KiB a block gets without opting
+      // in; a device that allows less runs streamed_512.)
+      path = Path::kStreamed1024;
+    } else {
+      path = Path::kStreamed512;
+    }
+  }
+  int threads = 0;
+  int shared_bytes = 0;
+  auto take = [&](auto shape) {
+    using Shape = decltype(shape);
+    threads = Shape::kThreads;
+    shared_bytes = static_cast<int>(sizeof(TopKShared<Shape>));
+  };
+  switch (path) {
+    case Path::kStaged512:
+      take(TopKStaged512{});
+      break;
+    case Path::kStreamed1024:
+      take(TopKStreamed1024{});
+      break;
+    case Path::kStreamed512:
+      take(TopKStreamed512{});
+      break;
+    default:
+      return TopKUnavailable("unknown path %d", static_cast<int>(path));
+  }
+  if (shared_bytes > features.max_shared_bytes_per_block) {
+    return TopKUnavailable(
+        "path %s needs %d bytes of shared memory a block; this device allows "
+        "%d",
+        TopKPathName(path), shared_bytes, features.max_shared_bytes_per_block);
+  }
+  if (path == Path::kStaged512 && p.width > kTopKStageKeys) {
+    return TopKUnavailable(
+        "the staged path takes rows of at most %d keys (here width %lld)",
+        kTopKStageKeys, static_cast<long long>(p.width));
+  }
+  plan->threads = threads;
+  plan->shared_bytes = shared_bytes;
+  plan->path = path;
+  return LaunchResult{};
+}
+
 const char* LogitsPathName(const LogitsPlan& plan) {
   if (plan.body != IndexerLogitsBody::kPersistent) return BodyName(plan.body);
   static const char* const kNames[2][2] = {
@@ -235,6 +306,23 @@ bool ParseKeys(const std::string& name, IndexerLogitsKeys* keys) {
   return ParseName<Enum>(
       name, KeysName, {Enum::kAuto DSA_INDEXER_LOGITS_KEYS(DSA_INDEXER_VALUE)},
       keys);
+}
+
+const char* TopKPathName(IndexerTopKPath path) {
+  using Enum = IndexerTopKPath;
+  switch (path) {
+    case Enum::kAuto:
+      return "auto";
+      DSA_INDEXER_TOPK_PATHS(DSA_INDEXER_NAME_CASE)
+  }
+  return "unknown";
+}
+
+bool ParseTopKPath(const std::string& name, IndexerTopKPath* path) {
+  using Enum = IndexerTopKPath;
+  return ParseName<Enum>(
+      name, TopKPathName,
+      {Enum::kAuto DSA_INDEXER_TOPK_PATHS(DSA_INDEXER_VALUE)}, path);
 }
 
 #undef DSA_INDEXER_NAME_CASE

@@ -1,9 +1,9 @@
-// The one place that decides which indexer logits body runs: from the
-// launch's parameters, its options (tests and benchmarks may force a body)
-// and what the device and its loaded code can do, the body, its blocks and
-// its grid. IndexerLogitsLaunch runs what this answers and IndexerLogitsPath
-// reports it. Plain C++ (host code; heuristics_test.cc runs it without a
-// device).
+// The one place that decides which indexer kernels run: from the launch's
+// parameters, its options (tests and benchmarks may force a variant) and what
+// the device and its loaded code can do, the logits body, its blocks and its
+// grid, and the top-k instance. IndexerLogitsLaunch / IndexerTopKLaunch run
+// what this answers and IndexerLogitsPath / IndexerTopKPathName report it.
+// Plain C++ (host code; heuristics_test.cc runs it without a device).
 #ifndef DSA_ATTENTION_GPU_INDEXER_HEURISTICS_H_
 #define DSA_ATTENTION_GPU_INDEXER_HEURISTICS_H_
 
@@ -51,6 +51,26 @@ const char* KeysName(IndexerLogitsKeys keys);
 bool ParseBody(const std::string& name, IndexerLogitsBody* body);
 bool ParseBlocks(const std::string& name, IndexerLogitsBlocks* blocks);
 bool ParseKeys(const std::string& name, IndexerLogitsKeys* keys);
+
+struct TopKPlan {
+  IndexerTopKPath path = IndexerTopKPath::kStaged512;  // never kAuto
+  int threads = 0;       // a block's (one block a row)
+  int shared_bytes = 0;  // a block's dynamic shared memory
+};
+
+// kOk and *plan for valid parameters (IndexerTopKLaunch checks them first),
+// or kInvalidArgument where `options` ask for the staged path on rows wider
+// than its stage, or for more shared memory than the device has. kAuto (as
+// measured on the H200, testing/bench/RESULTS.md): staged_512 for width <=
+// kTopKStageKeys, else streamed_1024 for at most one row a multiprocessor
+// (where a block may take its shared memory), streamed_512 otherwise.
+LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
+                             const IndexerTopKOptions& options,
+                             const DeviceFeatures& features, TopKPlan* plan);
+
+// The names of DSA_INDEXER_TOPK_PATHS ("auto" for kAuto), and back.
+const char* TopKPathName(IndexerTopKPath path);
+bool ParseTopKPath(const std::string& name, IndexerTopKPath* path);
 
 }  // namespace dsa::attention::gpu::indexer
 

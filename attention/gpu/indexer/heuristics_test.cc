@@ -1,8 +1,9 @@
-// The indexer logits decision table (heuristics.h), on the CPU: every body
+// The indexer decision tables (heuristics.h), on the CPU. Logits: every body
 // reachable, the shape boundaries of each, sm_90a code on and off, the
 // persistent kernel's block width, key path and key splitting, and the
 // options that force a body (accepted where it can run, refused with a
-// message naming why where it cannot).
+// message naming why where it cannot). Top-k: the instance by width and
+// rows on either side of each boundary, and forced paths.
 #include "attention/gpu/indexer/heuristics.h"
 
 #include <cstdint>
@@ -16,6 +17,7 @@ namespace dsa::attention::gpu::indexer {
 namespace {
 
 using Body = IndexerLogitsBody;
+#define DSA_TOPK_TEST_VALUE(name, text) , IndexerTopKPath::name
 
 // An H200's features with sm_90a code loaded.
 DeviceFeatures Hopper() {
@@ -343,6 +345,96 @@ TEST(IndexerLogitsHeuristicsTest, NamesRoundTrip) {
   EXPECT_EQ(body, Body::kFma);
   IndexerLogitsKeys keys = IndexerLogitsKeys::kAuto;
   EXPECT_FALSE(ParseKeys("", &keys));
+}
+
+// `rows` rows of `width` columns, k = 2048.
+IndexerTopKParams TopKRows(int64_t rows, int64_t width) {
+  IndexerTopKParams p;
+  p.rows = rows;
+  p.width = width;
+  p.logits_stride = width;
+  p.topk = 2048;
+  p.topk_stride = 2048;
+  return p;
+}
+
+IndexerTopKPath TopKChoice(const IndexerTopKParams& p, const DeviceFeatures& f,
+                           IndexerTopKPath forced = IndexerTopKPath::kAuto) {
+  IndexerTopKOptions o;
+  o.path = forced;
+  TopKPlan plan;
+  const LaunchResult r = PlanIndexerTopK(p, o, f, &plan);
+  EXPECT_TRUE(r.ok()) << r.message;
+  EXPECT_NE(plan.path, IndexerTopKPath::kAuto);
+  EXPECT_GT(plan.threads, 0);
+  return plan.path;
+}
+
+TEST(IndexerTopKHeuristicsTest, StagedUpToTheStageStreamedBeyond) {
+  using Path = IndexerTopKPath;
+  for (const DeviceFeatures& f : {Hopper(), Amd()}) {
+    // Prefill rows that fit the stage: staged, however many.
+    EXPECT_EQ(TopKChoice(TopKRows(1024, 1024), f), Path::kStaged512);
+    EXPECT_EQ(TopKChoice(TopKRows(8192, kTopKStageKeys), f), Path::kStaged512);
+    EXPECT_EQ(TopKChoice(TopKRows(1, kTopKStageKeys), f), Path::kStaged512);
+    // Wider: a row a multiprocessor up to one row each, then four.
+    const int sms = f.multiprocessors;
+    EXPECT_EQ(TopKChoice(TopKRows(1, kTopKStageKeys + 1), f),
+              Path::kStreamed1024);
+    EXPECT_EQ(TopKChoice(TopKRows(32, 131072), f), Path::kStreamed1024);
+    EXPECT_EQ(TopKChoice(TopKRows(sms, 65536), f), Path::kStreamed1024);
+    EXPECT_EQ(TopKChoice(TopKRows(sms + 1, 65536), f), Path::kStreamed512);
+    EXPECT_EQ(TopKChoice(TopKRows(16384, 16384), f), Path::kStreamed512);
+  }
+}
+
+TEST(IndexerTopKHeuristicsTest, ForcedPathsRunOrSayWhyNot) {
+  using Path = IndexerTopKPath;
+  const IndexerTopKParams wide = TopKRows(4, 65536);
+  for (const DeviceFeatures& f : {Hopper(), Amd()}) {
+    for (Path forced : {Path::kStreamed1024, Path::kStreamed512}) {
+      EXPECT_EQ(TopKChoice(wide, f, forced), forced);
+      EXPECT_EQ(TopKChoice(TopKRows(4096, 4096), f, forced), forced);
+    }
+    EXPECT_EQ(TopKChoice(TopKRows(4096, 4096), f, Path::kStaged512),
+              Path::kStaged512);
+    IndexerTopKOptions o;
+    o.path = Path::kStaged512;
+    TopKPlan plan;
+    const LaunchResult r = PlanIndexerTopK(wide, o, f, &plan);
+    EXPECT_EQ(r.code, LaunchCode::kInvalidArgument);
+    EXPECT_NE(std::string(r.message).find("width 65536"), std::string::npos)
+        << r.message;
+  }
+  // Every instance fits 64 KiB (AMD's LDS); the bitmap one of 1024 threads
+  // needs more than the 48 KiB a block gets without opting in.
+  DeviceFeatures small = Hopper();
+  small.max_shared_bytes_per_block = 48 * 1024;
+  IndexerTopKOptions o;
+  o.path = Path::kStreamed1024;
+  TopKPlan plan;
+  const LaunchResult r = PlanIndexerTopK(wide, o, small, &plan);
+  EXPECT_EQ(r.code, LaunchCode::kInvalidArgument);
+  EXPECT_NE(std::string(r.message).find("streamed_1024 needs"),
+            std::string::npos)
+      << r.message;
+  EXPECT_EQ(TopKChoice(wide, small), Path::kStreamed512);
+  EXPECT_EQ(TopKChoice(wide, small, Path::kStreamed512), Path::kStreamed512);
+}
+
+TEST(IndexerTopKHeuristicsTest, NamesRoundTrip) {
+  std::set<std::string> names;
+  for (IndexerTopKPath path :
+       {IndexerTopKPath::kAuto DSA_INDEXER_TOPK_PATHS(DSA_TOPK_TEST_VALUE)}) {
+    IndexerTopKPath parsed = IndexerTopKPath::kAuto;
+    ASSERT_TRUE(ParseTopKPath(TopKPathName(path), &parsed))
+        << TopKPathName(path);
+    EXPECT_EQ(parsed, path);
+    EXPECT_TRUE(names.insert(TopKPathName(path)).second) << TopKPathName(path);
+  }
+  IndexerTopKPath path = IndexerTopKPath::kAuto;
+  EXPECT_FALSE(ParseTopKPath("radix", &path));
+  EXPECT_EQ(path, IndexerTopKPath::kAuto);
 }
 
 }  // namespace

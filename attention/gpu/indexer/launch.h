@@ -46,9 +46,18 @@ const char* IndexerLogitsPath(const IndexerLogitsParams& params,
                               const IndexerLogitsOptions& options = {});
 
 // The topk largest logits of each row's window [row_key_start, row_key_end)
-// (ties to the lower index, NaN below -inf), written as ascending column
-// positions, then -1 padding when the window holds fewer than topk keys.
-LaunchResult IndexerTopKLaunch(const IndexerTopKParams& params, void* stream);
+// (ties to the lower index, NaN below -inf, -0 equal to +0), written as
+// ascending column positions, then -1 padding when the window holds fewer
+// than topk keys. Rows of up to 2^30 keys. `options` (tests and benchmarks;
+// see params.h) may force a path; every path gives the same result.
+LaunchResult IndexerTopKLaunch(const IndexerTopKParams& params, void* stream,
+                               const IndexerTopKOptions& options = {});
+
+// Which path IndexerTopKLaunch runs for these parameters and options on the
+// current device: one of DSA_INDEXER_TOPK_PATHS' names, or "none" without a
+// device or a GPU build (for tests and reports).
+const char* IndexerTopKPathName(const IndexerTopKParams& params,
+                                const IndexerTopKOptions& options = {});
 
 }  // namespace dsa::attention::gpu
 

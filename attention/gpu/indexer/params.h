@@ -85,6 +85,35 @@ struct IndexerLogitsOptions {
   IndexerLogitsKeys keys = IndexerLogitsKeys::kAuto;
 };
 
+// The top-k kernel's instances (indexer/heuristics.h picks one per launch;
+// topk.hip.cc says what they do): one block a row.
+//   staged_512     512 threads, 4 blocks a multiprocessor; launches of width
+//                  <= kTopKStageKeys (config.h), each window staged in shared
+//                  memory (prefill rows);
+//   streamed_1024  1024 threads, any width, each row read from global memory
+//                  at every walk (a few long decode rows: more loads in
+//                  flight a row);
+//   streamed_512   512 threads of half the loads each, 4 blocks a
+//                  multiprocessor (many long rows).
+#define DSA_INDEXER_TOPK_PATHS(X)   \
+  X(kStaged512, "staged_512")       \
+  X(kStreamed1024, "streamed_1024") \
+  X(kStreamed512, "streamed_512")
+
+#define DSA_INDEXER_ENUMERATOR(name, text) name,
+enum class IndexerTopKPath : int32_t {
+  kAuto = 0,
+  DSA_INDEXER_TOPK_PATHS(DSA_INDEXER_ENUMERATOR)
+};
+#undef DSA_INDEXER_ENUMERATOR
+
+// What IndexerTopKLaunch runs: kAuto (the default, and what the op layer
+// passes) lets the heuristics choose; tests and benchmarks name a path to run
+// it instead. Every path gives the same result.
+struct IndexerTopKOptions {
+  IndexerTopKPath path = IndexerTopKPath::kAuto;
+};
+
 struct IndexerTopKParams {
   const float* logits = nullptr;           // [rows, logits_stride]
   const int32_t* row_key_start = nullptr;  // [rows]

@@ -6,11 +6,14 @@ shapes the C++ bench times: the logits as a bf16 matmul + relu + weighted sum
 over heads + causal mask, and torch.topk over causal float32 logits. Every
 figure is the median of event-timed calls after warm-up.
 
-Usage: python3 torch_baseline.py OURS_RESULTS_FILE [DECODE_REQUESTS]
+Usage: python3 torch_baseline.py OURS_RESULTS_FILE [DECODE_REQUESTS] [--only=topk]
   Reads the `ours_*` lines the C++ bench printed and prints the side-by-side
-  table last, with DeepGEMM's published H200 figures beside ours. The paged
-  decode reference (one query row per request over an 8K context, the cache
-  already gathered) uses DECODE_REQUESTS requests (default 32).
+  tables last, with DeepGEMM's H200 figures beside our logits and vLLM's and
+  SGLang's beside our top-k. The paged decode reference (one query row per
+  request over an 8K context, the cache already gathered) uses
+  DECODE_REQUESTS requests (default 32). --only=topk times the copy ceiling
+  and torch.topk alone: causal rows of T = 1024, 1900, 8192 and the decode
+  shapes (1 and 32 rows of 64K and 128K keys, N(0, 1) logits).
 """
 
 import os
@@ -24,13 +27,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 from torch_timing import median_ms  # noqa: E402
 
 
-def ceilings():
+def ceilings(matmul=True):
     n = 1 << 31  # 2 GiB each way
     src = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     ms = median_ms(lambda: dst.copy_(src), iters=20)
     copy_gbps = 2 * n / (ms * 1e-3) / 1e9
     del src, dst
+    if not matmul:
+        return copy_gbps, None
     m = 8192
     a = torch.randn(m, m, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(m, m, dtype=torch.bfloat16, device="cuda")
@@ -76,6 +81,87 @@ def torch_topk_ms(tokens, k):
     return median_ms(lambda: torch.topk(logits, k, dim=-1))
 
 
+def torch_decode_topk_ms(rows, keys, k):
+    logits = torch.randn(rows, keys, dtype=torch.float32, device="cuda")
+    return median_ms(lambda: torch.topk(logits, k, dim=-1))
+
+
+# Top-k shapes: (rows, keys a row, causal), and the peers' H200 figures
+# (measured by us in separate calls, not in this one; kernel_anchors.md):
+# vLLM's top_k_per_row at T = 8192, SGLang's single-CTA radix select
+# (fast_topk, one CTA a row) on N(0, 1) rows of 64K and 128K keys. 32 rows
+# take a single-CTA kernel the time of one (32 CTAs on 132 multiprocessors).
+TOPK_SHAPES = [(1024, 1024, True), (1900, 1900, True), (8192, 8192, True),
+               (1, 65536, False), (1, 131072, False), (32, 65536, False),
+               (32, 131072, False)]
+TOPK_PEERS = {
+    (8192, 8192, True): ("vLLM top_k_per_row", 0.147),
+    (1, 65536, False): ("SGLang fast_topk", 0.0346),
+    (1, 131072, False): ("SGLang fast_topk", 0.0575),
+    (32, 65536, False): ("SGLang fast_topk (1-row figure)", 0.0346),
+    (32, 131072, False): ("SGLang fast_topk (1-row figure)", 0.0575),
+}
+
+
+def read_ours_topk(path):
+    """{(rows, keys, causal, logits source): (auto ms or None, {path: ms})}
+    from the bench's `ours_topk` lines (auto=1: the heuristics' choice)."""
+    ours = {}
+    for line in open(path):
+        m = re.match(r"ours_topk (.*)", line)
+        if not m:
+            continue
+        f = dict(kv.split("=", 1) for kv in m.group(1).split() if "=" in kv)
+        if "rows" not in f or f.get("k") != "2048":
+            continue
+        key = (int(f["rows"]), int(f["T"]), f["causal"] == "1",
+               f.get("logits", "indexer"))
+        auto, paths = ours.get(key, (None, {}))
+        ms = float(f["median_ms"])
+        if f.get("auto") == "1":
+            auto = ms
+        else:
+            paths[f["path"]] = ms
+        ours[key] = (auto, paths)
+    return ours
+
+
+def topk_report(ours_path, copy_gbps):
+    ours = read_ours_topk(ours_path) if ours_path else {}
+    rows_out = []
+    for rows, keys, causal in TOPK_SHAPES:
+        if causal:
+            ms = torch_topk_ms(keys, 2048)
+            keys_read = keys * (keys + 1) / 2
+        else:
+            ms = torch_decode_topk_ms(rows, keys, 2048)
+            keys_read = rows * keys
+        torch.cuda.empty_cache()
+        print(f"torch_topk k=2048 rows={rows} T={keys} causal={int(causal)} "
+              f"median_ms={ms:.4f}")
+        bytes_min = keys_read * 4 + rows * 2048 * 4
+        peer = TOPK_PEERS.get((rows, keys, causal))
+        for source in ("indexer", "normal"):
+            auto, paths = ours.get((rows, keys, causal, source), (None, {}))
+            if auto is None:
+                continue
+            rows_out.append((rows, keys, causal, source, auto, ms, peer,
+                             bytes_min / (auto * 1e-3) / 1e9, paths))
+    print()
+    print("| top-k 2048 | logits | ours (ms) | torch.topk (ms) | ours vs torch "
+          "| peer (ms, H200, separate call) | peer / ours | ours: GB/s "
+          "| of the copy ceiling | each path forced (ms) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for rows, keys, causal, source, mine, theirs, peer, rate, paths in rows_out:
+        shape = (f"{keys} causal rows" if causal else f"{rows} x {keys}")
+        peer_text = f"{peer[0]} {peer[1]:.4f}" if peer else "-"
+        ratio = f"{peer[1] / mine:.2f}x" if peer else "-"
+        variants = ", ".join(f"{p} {v:.4f}" for p, v in sorted(paths.items())) or "-"
+        print(f"| {shape} | {source} | {mine:.4f} | {theirs:.4f} "
+              f"| {theirs / mine:.1f}x | {peer_text} | {ratio} | {rate:.0f} "
+              f"| {rate / copy_gbps:.2f} of {copy_gbps:.0f} | {variants} |")
+
+
 # DeepGEMM's figures on a lent H200 (issue 8's table; measured by us in a
 # separate call, not in this one): fp8_mqa_logits and fp8_paged_mqa_logits.
 DEEPGEMM_MS = {
@@ -101,9 +187,17 @@ def read_ours(path):
 
 
 def main():
-    ours = read_ours(sys.argv[1]) if len(sys.argv) > 1 else {}
-    decode_requests = int(sys.argv[2]) if len(sys.argv) > 2 else 32
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    only_topk = "--only=topk" in sys.argv[1:]
+    ours_path = args[0] if args else None
+    ours = read_ours(ours_path) if ours_path else {}
+    decode_requests = int(args[1]) if len(args) > 1 else 32
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+    if only_topk:
+        copy_gbps, mm_tflops = ceilings(matmul=False)
+        print(f"ceiling copy_gbps={copy_gbps:.0f}")
+        topk_report(ours_path, copy_gbps)
+        return
     copy_gbps, mm_tflops = ceilings()
     print(f"ceiling copy_gbps={copy_gbps:.0f} bf16_matmul_tflops={mm_tflops:.0f}")
     rows = []
@@ -132,15 +226,6 @@ def main():
               f"requests={decode_requests} median_ms={ms:.4f}")
         add_logits(f"decode logits {heads}x128, {decode_requests} x {context}",
                    ("decode_logits", heads, context), ms, flops)
-    for tokens in (1024, 1900, 8192):
-        ms = torch_topk_ms(tokens, 2048)
-        torch.cuda.empty_cache()
-        print(f"torch_topk k=2048 T={tokens} median_ms={ms:.4f}")
-        mine = ours.get(("topk", 2048, tokens))
-        bytes_min = tokens * (tokens + 1) / 2 * 4 + tokens * 2048 * 4
-        rows.append((f"topk 2048 T={tokens}", mine, ms, None,
-                     bytes_min / (mine * 1e-3) / 1e9 if mine else None,
-                     copy_gbps, "GB/s"))
     print()
     print("| op | ours (ms) | torch (ms) | ours vs torch | DeepGEMM (ms, published) "
           "| ours: rate | of the ceiling |")
@@ -153,6 +238,8 @@ def main():
             print(f"| {name} | {mine:.4f} | {theirs:.4f} | {theirs / mine:.1f}x "
                   f"| {dg_text} | {rate:.0f} {unit} "
                   f"| {rate / ceiling:.2f} of {ceiling:.0f} |")
+    print()
+    topk_report(ours_path, copy_gbps)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,13 @@ const char* IndexerLogitsPath(const IndexerLogitsParams&,
                               const IndexerLogitsOptions&) {
   return "none";
 }
-LaunchResult IndexerTopKLaunch(const IndexerTopKParams&, void*) {
+LaunchResult IndexerTopKLaunch(const IndexerTopKParams&, void*,
+                               const IndexerTopKOptions&) {
   return NotBuiltResult("indexer_topk");
+}
+const char* IndexerTopKPathName(const IndexerTopKParams&,
+                                const IndexerTopKOptions&) {
+  return "none";
 }
 
 }  // namespace dsa::attention::gpu

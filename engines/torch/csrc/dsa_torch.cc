@@ -123,6 +123,11 @@ void RaiseIfError(const Status& status) {
     case DSA_STATUS_OUT_OF_RANGE:
       TORCH_CHECK_INDEX(false, message);
       break;
+    case DSA_STATUS_RESOURCE_EXHAUSTED:
+      // Out of memory in a kernel: the exception PyTorch's own allocators
+      // raise (torch.cuda.OutOfMemoryError), which engines catch.
+      C10_THROW_ERROR(OutOfMemoryError, status.message());
+      break;
     default:
       TORCH_CHECK(false, message);
   }

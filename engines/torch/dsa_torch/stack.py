@@ -109,7 +109,8 @@ class _Api(ctypes.Structure):
 
 
 # absl's codes, as the C ABI returns them.
-_INVALID_ARGUMENT, _NOT_FOUND, _OUT_OF_RANGE, _UNIMPLEMENTED = 3, 5, 11, 12
+_INVALID_ARGUMENT, _NOT_FOUND, _RESOURCE_EXHAUSTED = 3, 5, 8
+_OUT_OF_RANGE, _UNIMPLEMENTED = 11, 12
 
 _lock = threading.Lock()
 _api = None
@@ -147,6 +148,8 @@ def _raise(code: int, error: ctypes.Array, what: str):
         raise NotImplementedError(message)
     if code == _INVALID_ARGUMENT:
         raise ValueError(message)
+    if code == _RESOURCE_EXHAUSTED:
+        raise MemoryError(message)
     raise RuntimeError(message)
 
 

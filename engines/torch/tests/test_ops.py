@@ -594,6 +594,46 @@ def test_dense_mha_prefill(dsa, device, seed, dtype, cache_dtype,
                                **attention_tolerance(dtype, device, want))
 
 
+def test_a_kernel_out_of_memory_raises_out_of_memory_error():
+    """In a fresh interpreter whose address space is capped just above what
+    it holds: the CPU kernel's scratch for the whole sequence (16K keys'
+    latent values, 37 MB) cannot be allocated, the kernel returns
+    RESOURCE_EXHAUSTED, and the op raises PyTorch's OutOfMemoryError naming
+    the op; nothing crashes."""
+    from conftest import plugin_paths
+
+    script = (
+        "import resource, sys, torch\n"
+        "sys.path.insert(0, %r)\n"
+        "import dsa_torch\n"
+        "dsa_torch.load(plugins=sys.argv[1:])\n"
+        "torch.set_num_threads(1)\n"
+        "seq, block, lora, rope, nope, v = 16384, 64, 512, 64, 64, 64\n"
+        "cache = torch.zeros(seq // block, block, lora + rope,\n"
+        "                    dtype=torch.bfloat16)\n"
+        "table = torch.arange(seq // block, dtype=torch.int32)[None]\n"
+        "lens = torch.tensor([seq], dtype=torch.int32)\n"
+        "starts = torch.tensor([0, 1], dtype=torch.int32)\n"
+        "q = torch.zeros(1, 1, nope + rope)\n"
+        "w = torch.zeros(nope + v, lora)\n"
+        "with open('/proc/self/status') as f:\n"
+        "    vm = [int(l.split()[1]) for l in f if l.startswith('VmSize')][0]\n"
+        "cap = vm * 1024 + (16 << 20)\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (cap, cap))\n"
+        "try:\n"
+        "    torch.ops.dsa.dense_mha_prefill(q, cache, 'bfloat16', lora, rope,\n"
+        "                                    table, lens, starts, w, 1.0)\n"
+        "    print('ran')\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__ + ':', str(e).splitlines()[0])\n"
+    ) % os.path.join(os.path.dirname(__file__), "..")
+    out = subprocess.run([sys.executable, "-c", script] + plugin_paths(),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, (out.returncode, out.stdout, out.stderr)
+    assert out.stdout.startswith("OutOfMemoryError: dense_mha_prefill"), \
+        out.stdout
+
+
 def test_dense_mha_prefill_gpu_rejects_odd_dims(dsa, device, require_kernel):
     if device == "cpu":
         pytest.skip("the CPU kernel takes any head dims")

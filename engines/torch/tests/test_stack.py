@@ -306,6 +306,18 @@ def test_presets_and_config_alone_give_random_weights(tmp_path):
         == (4, 5, 256)
 
 
+def test_a_model_too_large_for_the_device_raises_memory_error(tmp_path):
+    # 4000 layers of hidden size 65536: far beyond any machine's memory. The
+    # stack refuses it before allocating anything, naming its size.
+    huge = dict(CONFIG, num_hidden_layers=4000, hidden_size=65536,
+                indexer_types=["full"] * 4000, num_nextn_predict_layers=0)
+    with open(tmp_path / "config.json", "w") as f:
+        json.dump(huge, f)
+    with pytest.raises(MemoryError, match=r"needs .* GiB .* more of device "
+                                          r"memory; platform 'cpu' reports"):
+        stack.from_pretrained(str(tmp_path / "config.json"), max_tokens=16)
+
+
 def test_bad_checkpoints_and_calls_raise_with_a_message(checkpoint, tmp_path):
     path, weights = checkpoint
     broken = dict(weights)

@@ -1,0 +1,129 @@
+// The GPU kernels' runtime calls as fault sites (launch_util.h): each call of
+// runtime.h made to fail in turn returns the runtime's own error of that kind
+// (out of memory as kOutOfMemory), names the call, and leaves the next call
+// working. Needs a device (tag gpu); skipped without one.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "attention/gpu/device/runtime.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "platform/fault_injection.h"
+
+namespace dsa::attention::gpu {
+namespace {
+
+using platform::FaultInjector;
+using platform::FaultPlan;
+using platform::FaultSite;
+using ::testing::HasSubstr;
+
+class RuntimeFaultsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const LaunchResult r = DeviceMalloc(&device_, kBytes);
+    if (r.code == LaunchCode::kNotBuilt || r.code == LaunchCode::kNoDevice) {
+      GTEST_SKIP() << r.message;
+    }
+    ASSERT_TRUE(r.ok()) << r.message;
+  }
+  void TearDown() override {
+    if (device_ != nullptr) (void)DeviceFree(device_);
+  }
+
+  static constexpr size_t kBytes = 4096;
+  void* device_ = nullptr;
+};
+
+// A copy in and out, a synchronisation, a copy back on the default stream:
+// one call of each kind after the allocation.
+LaunchResult Round(void* device, size_t bytes) {
+  std::vector<unsigned char> in(bytes, 7), out(bytes, 0);
+  LaunchResult r = CopyToDevice(device, in.data(), bytes);
+  if (r.ok()) r = DeviceSynchronize();
+  if (r.ok()) r = CopyToHost(out.data(), device, bytes);
+  if (r.ok()) r = CopyToHostOnStream(out.data(), device, bytes, nullptr);
+  if (r.ok() && in != out) r.code = LaunchCode::kRuntimeError;
+  return r;
+}
+
+TEST_F(RuntimeFaultsTest, EachCallFailsInTurnWithTheRuntimesError) {
+  struct Expected {
+    FaultSite site;
+    LaunchCode code;
+    const char* call;
+  };
+  const Expected expected[] = {
+      {FaultSite::kDeviceMemcpy, LaunchCode::kRuntimeError,
+       "hipMemcpy to device"},
+      {FaultSite::kDeviceSynchronize, LaunchCode::kRuntimeError,
+       "hipDeviceSynchronize"},
+      {FaultSite::kDeviceMemcpy, LaunchCode::kRuntimeError,
+       "hipMemcpy to host"},
+      {FaultSite::kStreamCopy, LaunchCode::kRuntimeError, "copy to host"},
+      {FaultSite::kStreamSynchronize, LaunchCode::kRuntimeError,
+       "copy to host: synchronize"},
+  };
+  {
+    FaultInjector counting;
+    ASSERT_TRUE(Round(device_, kBytes).ok());
+    ASSERT_EQ(counting.calls(), 5);
+  }
+  for (int n = 1; n <= 5; ++n) {
+    SCOPED_TRACE(n);
+    const Expected& e = expected[n - 1];
+    FaultPlan plan;
+    plan.fail_at = n;
+    FaultInjector injector(plan);
+    const LaunchResult r = Round(device_, kBytes);
+    EXPECT_EQ(r.code, e.code);
+    EXPECT_THAT(r.message, HasSubstr(e.call));
+    EXPECT_THAT(r.message,
+                HasSubstr(std::string("(injected ") +
+                          platform::FaultSiteName(e.site) + " fault)"));
+    EXPECT_EQ(injector.first_fault_site(), e.site);
+    EXPECT_TRUE(Round(device_, kBytes).ok());  // only the n-th call failed
+  }
+}
+
+TEST_F(RuntimeFaultsTest, AnAllocationFailsForMemory) {
+  FaultPlan plan;
+  plan.fail_at = 1;
+  FaultInjector injector(plan);
+  void* p = nullptr;
+  const LaunchResult r = DeviceMalloc(&p, kBytes);
+  EXPECT_EQ(r.code, LaunchCode::kOutOfMemory) << r.message;
+  EXPECT_THAT(r.message, HasSubstr("hipMalloc: out of memory (2)"));
+  EXPECT_EQ(p, nullptr);
+  ASSERT_TRUE(DeviceMalloc(&p, kBytes).ok());
+  EXPECT_TRUE(DeviceFree(p).ok());
+}
+
+LaunchResult Nothing(void*) { return LaunchResult{}; }
+
+// Timing's event calls: create, create, then per iteration record, record,
+// synchronise and read the elapsed time.
+TEST_F(RuntimeFaultsTest, EveryEventCallIsASite) {
+  float ms = 0.0f;
+  int64_t calls = 0;
+  {
+    FaultInjector counting;
+    ASSERT_TRUE(TimeMedianMs(&Nothing, nullptr, 0, 2, &ms).ok());
+    calls = counting.calls(FaultSite::kEvent);
+  }
+  ASSERT_EQ(calls, 2 + 2 * 4);
+  for (int64_t n = 1; n <= calls; ++n) {
+    SCOPED_TRACE(n);
+    FaultPlan plan;
+    plan.fail_at = n;
+    plan.sites = platform::FaultSiteBit(FaultSite::kEvent);
+    FaultInjector injector(plan);
+    const LaunchResult r = TimeMedianMs(&Nothing, nullptr, 0, 2, &ms);
+    EXPECT_EQ(r.code, LaunchCode::kRuntimeError);
+    EXPECT_THAT(r.message, HasSubstr("(injected event fault)"));
+  }
+}
+
+}  // namespace
+}  // namespace dsa::attention::gpu
