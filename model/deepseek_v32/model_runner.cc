@@ -475,9 +475,9 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
       BlockTables::CheckSizes(options.block_size, options.num_blocks));
   // Every buffer the model allocates, here and in its steps, is a term of
   // DeviceBytes: when the sum is representable, so is each buffer's size.
-  // A model larger than the device is refused with its size before any
-  // allocation (the block tables' free list of num_blocks entries
-  // included), rather than failing half built.
+  // A model past int64, or larger than the device has free, is refused with
+  // its size before any allocation (the block tables' free list of
+  // num_blocks entries included), rather than failing half built.
   const CheckedSize device_bytes = DeviceBytes(config, options);
   const std::string sizes = absl::StrCat(
       config.name(), " with ", options.num_blocks, " cache blocks of ",
@@ -490,22 +490,10 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
                      " needs more than 2^63 bytes of device memory (more "
                      "than 64 bits count)"));
   }
-  if (absl::StatusOr<platform::DeviceInfo> device = platform.ProbeDevices();
-      device.ok() && device->total_memory_bytes > 0 &&
-      static_cast<uint64_t>(device_bytes.value()) >
-          device->total_memory_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "runtime options: ", sizes, " needs ", BytesForMessage(device_bytes),
-        " of device memory (weights, caches, activations, workspace); the ",
-        platform.id(), " device has ",
-        BytesForMessage(static_cast<int64_t>(device->total_memory_bytes))));
-  }
   if (!platform.runtime().available()) {
     return absl::FailedPreconditionError(
         absl::StrCat("platform '", platform.id(), "' has no device runtime"));
   }
-  // What the platform reports free now: a model that does not fit is
-  // refused before anything is allocated.
   DSA_RETURN_IF_ERROR(CheckFits(
       platform.runtime(), device_bytes.value(),
       absl::StrCat("model ", config.proto().name(),

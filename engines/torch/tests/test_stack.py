@@ -307,10 +307,10 @@ def test_presets_and_config_alone_give_random_weights(tmp_path):
 
 
 def test_a_model_too_large_for_the_device_raises_memory_error(tmp_path):
-    # 4000 layers of hidden size 65536: far beyond any machine's memory. The
+    # 1000 layers of hidden size 65536: far beyond any machine's memory. The
     # stack refuses it before allocating anything, naming its size.
-    huge = dict(CONFIG, num_hidden_layers=4000, hidden_size=65536,
-                indexer_types=["full"] * 4000, num_nextn_predict_layers=0)
+    huge = dict(CONFIG, num_hidden_layers=1000, hidden_size=65536,
+                indexer_types=["full"] * 1000, num_nextn_predict_layers=0)
     with open(tmp_path / "config.json", "w") as f:
         json.dump(huge, f)
     with pytest.raises(MemoryError, match=r"needs .* GiB .* more of device "
