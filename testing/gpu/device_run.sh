@@ -31,7 +31,11 @@
 #   8. transformers' models converted to the plugins (engines/torch/
 #      transformers_gpu.sh: check_convert.py against transformers' own run,
 #      bench_transformers.py against its eager and sdpa; DSA_HF_SECONDS,
-#      DSA_HF_ARGS).
+#      DSA_HF_ARGS);
+#   9. prefill_bench once per flag set of DSA_GPU_BENCH_RUNS (';' between
+#      sets, e.g. "--model=glm-5.1 --max_num_batched_tokens=64 --workloads=
+#      1k_c1;--model=glm-5.2 --spec_tokens=3 --tp=4"), each on cuda with its
+#      JSON in $OUT/bench_<n>.json.
 # DSA_GPU_SKIP_TIMING=1 leaves out the SASS census and step 4 (a check-only
 # run), DSA_GPU_SKIP_SANITIZER=1 step 3; DSA_GPU_STEPS=6 (a comma list of
 # step numbers) runs only those. prefill_bench runs GLM-5.1 and then GLM-5.2
@@ -59,6 +63,12 @@ B="$work/bin"
 # cuda platform's GEMM).
 export LD_LIBRARY_PATH="$payload/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
+# NCCL for the collectives of tensor-parallel ranks: PyTorch's NVIDIA wheel
+# ships it outside the loader's path.
+if [ -z "${DSA_NCCL_LIBRARY:-}" ]; then
+  nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+  [ -n "$nccl_dir" ] && [ -f "$nccl_dir/libnccl.so.2" ] && export DSA_NCCL_LIBRARY="$nccl_dir/libnccl.so.2"
+fi
 exec > >(tee "$out/device_run.txt") 2>&1
 
 steps="${DSA_GPU_STEPS:-1,2,3,4,5,6}"  # 7 and 8 run only when asked
@@ -228,5 +238,21 @@ lib=""
 [ -f "$work/torch/libdsa_torch.so" ] && lib="$work/torch/libdsa_torch.so"
 DSA_PAYLOAD="$payload" DSA_HF_LIBRARY="$lib" \
   timeout $(( budget - $(elapsed) )) bash engines/torch/transformers_gpu.sh 2>&1 | tail -80
+fi
+if want 9; then
+section "prefill_bench runs of DSA_GPU_BENCH_RUNS"
+commit=""
+[ -f "$payload/COMMIT" ] && commit="--commit=$(cat "$payload/COMMIT")"
+echo "NCCL: ${DSA_NCCL_LIBRARY:-not found}"
+n=0
+IFS=';' read -r -a bench_runs <<< "${DSA_GPU_BENCH_RUNS:-}"
+for flags in "${bench_runs[@]}"; do
+  n=$((n + 1))
+  room 30 || break
+  echo "-- run $n: $flags"
+  # shellcheck disable=SC2086
+  timeout $(( budget - $(elapsed) )) "$B/prefill_bench" --platform=cuda $flags \
+    $commit --json="$out/bench_$n.json" 2>&1 | tail -30
+done
 fi
 section "done"
