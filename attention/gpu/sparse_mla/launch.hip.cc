@@ -134,6 +134,9 @@ LaunchResult LaunchAttention(const SparseMlaParams& p, const Plan& plan,
                              int64_t begin, int64_t rows, const MmaOutput& out,
                              hipStream_t stream) {
   constexpr Fp8Format kFn = Fp8Format::kE4m3fn, kFnuz = Fp8Format::kE4m3fnuz;
+  if (plan.body == Body::kSeesaw) {
+    return LaunchSeesawBody<false, kFn>(p, begin, rows, out, stream);
+  }
   if (plan.body == Body::kWarpgroup) {
     switch (p.cache_type) {
       case LatentCacheType::kBFloat16:
