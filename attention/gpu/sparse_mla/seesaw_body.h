@@ -389,7 +389,7 @@ struct Consumer {
     for (int r = 0; r < 2; ++r) {
       // The maximum before the scale: softmax_scale > 0 (the heuristics).
       next[r] = fmaxf(prior[r], QuadRowReduce::Max(cur[r]) * scale_log2);
-      alpha[r] = exp2f(row_max[r] - next[r]);
+      alpha[r] = Exp2Ftz(row_max[r] - next[r]);
       row_max[r] = next[r];
     }
     RescaleOutput(alpha);
@@ -397,7 +397,7 @@ struct Consumer {
 #pragma unroll
     for (int i = 0; i < WgS::kAccPerThread; ++i) {
       const int r = (i / 2) % 2;
-      sc[i] = exp2f(fmaf(sc[i], scale_log2, -next[r]));
+      sc[i] = Exp2Ftz(fmaf(sc[i], scale_log2, -next[r]));
       sum[r] += sc[i];
     }
 #pragma unroll
@@ -439,7 +439,7 @@ struct Consumer {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float m = blk.s.row_max[row0 + 8 * r];
-      factor[r] = exp2f(row_max[r] - m);
+      factor[r] = Exp2Ftz(row_max[r] - m);
       row_max[r] = m;
     }
 #pragma unroll
