@@ -135,7 +135,8 @@ LaunchResult LaunchAttention(const SparseMlaParams& p, const Plan& plan,
                              hipStream_t stream) {
   constexpr Fp8Format kFn = Fp8Format::kE4m3fn, kFnuz = Fp8Format::kE4m3fnuz;
   if (plan.body == Body::kSeesaw) {
-    return LaunchSeesawBody<false, kFn>(p, begin, rows, out, stream);
+    return LaunchSeesawBody<false, kFn>(p, begin, rows, out,
+                                        plan.persistent_blocks, stream);
   }
   if (plan.body == Body::kWarpgroup) {
     switch (p.cache_type) {
