@@ -260,6 +260,7 @@ struct Config {
   // thread, and 2 x 128 x 216 + 128 x 72 = 384 x 168.
   static constexpr int kProducerRegs = 72;
   static constexpr int kConsumerRegs = 216;
+  static constexpr int kStageLd = kLora + 8;  // output staging rows (bf16)
   // The running row maximum before any key: finite, so that a tile whose
   // keys are all masked rescales by exp2(0) = 1, not NaN.
   static constexpr float kMaxInit = -1e30f;
@@ -274,38 +275,38 @@ struct Config {
 
 // Named barriers of the consumers (0 is __syncthreads).
 enum NamedBarriers : int {
-  kScores0Done = 1,      // consumer 0 published its row maxima (256 threads)
-  kScores1Done = 2,      // consumer 1 published the tile pair's maxima
-  kP0Ready = 3,          // consumer 0's P (rescaled) is in shared memory
-  kP1Ready = 4,          // consumer 1's P is in shared memory
-  kSumsReady = 5,        // both consumers' row sums published
-  kProducerCounted = 6,  // the producer warps counted an item's tiles (128)
+  kScores0Done = 1,  // consumer 0 published its row maxima (256 threads)
+  kScores1Done = 2,  // consumer 1 published the tile pair's maxima
+  kP0Ready = 3,      // consumer 0's P (rescaled) is in shared memory
+  kP1Ready = 4,      // consumer 1's P is in shared memory
+  kSumsReady = 5,    // both consumers' row sums published
+  kStaged0 = 6,      // consumer g's output staged (128 threads): 6 + g
 };
 
-// The block's shared memory (sizeof is the budget). The block's tile
-// pair i (counted over its items): tile 2 i in keys[0], 2 i + 1 in
-// keys[1]. Consumer 0's P lives in the rope atom of keys[0], which its S
-// has read by then. [k % 2]: by the item's place in the block's sequence.
+// The block's shared memory (sizeof is the budget). Tile pair i: tile 2 i
+// in keys[0], 2 i + 1 in keys[1]. Consumer 0's P lives in the rope atom of
+// keys[0], which its S has read by then.
 struct SharedMemory {
-  uint8_t q[Config::kHeads * kDim * 2];            // bf16, swizzled
+  uint8_t q[Config::kHeads * kDim * 2];            // bf16, swizzled; the output
+                                                   // staging at the end
   uint8_t keys[2][Config::kTileBytes];             // bf16, swizzled
   uint8_t p1[Config::kHeads * Config::kKeys * 2];  // consumer 1's P
-  float row_max[Config::kHeads];  // the running maxima, consumer to consumer
-  float row_sum[2][2][Config::kHeads];  // [k % 2][consumer], at the end
-  uint8_t valid[2][Config::kKeys];      // the keys of each buffer
-  uint64_t q_ready;           // mbarriers: Q and the item's tile count in
-  uint64_t q_free;            // both consumers issued the item's last S
-  uint64_t keys_ready[2][2];  // [buffer][part]
+  float row_max[Config::kHeads];     // the running maxima, consumer to consumer
+  float row_sum[2][Config::kHeads];  // each consumer's, at the end
+  uint8_t valid[2][Config::kKeys];   // the keys of each buffer
+  uint64_t q_ready;                  // mbarriers
+  uint64_t keys_ready[2][2];         // [buffer][part]
   uint64_t keys_free[2][2];
-  // [k % 2][warp]: each producer warp's last valid top-k position.
-  int warp_last[2][Config::kProducerThreads / 32];
-  int item_pairs;  // the current item's tile pairs
+  int last_valid;  // the row's last valid top-k position (the prologue)
 };
 static_assert(offsetof(SharedMemory, keys) % 1024 == 0 &&
                   offsetof(SharedMemory, p1) % 1024 == 0 &&
                   Config::kTileBytes % 1024 == 0 &&
                   offsetof(SharedMemory, q_ready) % 8 == 0,
               "swizzle atoms 1024-byte aligned, mbarriers 8");
+static_assert(Config::kHeads * Config::kStageLd * 2 <=
+                  static_cast<int>(sizeof(SharedMemory::q)),
+              "output staging fits Q");
 static_assert(sizeof(SharedMemory) <= kSm90SharedBytesPerBlock,
               "fits an H100 / H200 block");
 

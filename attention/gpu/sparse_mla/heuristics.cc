@@ -91,7 +91,6 @@ Plan MakePlan(const SparseMlaParams& p, const DeviceFeatures& f) {
     if (splits > 32) splits = 32;
     if (splits > 1) plan.splits = static_cast<int>(splits);
   }
-  if (plan.body == Body::kSeesaw) plan.persistent_blocks = sms;
   return plan;
 }
 

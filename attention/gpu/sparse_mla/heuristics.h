@@ -46,9 +46,6 @@ struct Plan {
   // Parts each row's top-k list is split into (matrix bodies, few rows: so
   // that the grid covers every multiprocessor); 1 is no split.
   int splits = 1;
-  // The seesaw body's persistent grid: one block per multiprocessor, each
-  // taking work items in turn (0: unknown, one block per item).
-  int persistent_blocks = 0;
 };
 
 Plan MakePlan(const SparseMlaParams& params, const DeviceFeatures& features);

@@ -197,16 +197,6 @@ TEST(SparseMlaHeuristicsTest, BodyNamesAreTheReportedPaths) {
   EXPECT_STREQ(BodyName(Body::kFma), "fma");
 }
 
-TEST(SparseMlaHeuristicsTest, SeesawGridIsOneBlockPerMultiprocessor) {
-  DeviceFeatures f = H200();
-  EXPECT_EQ(MakePlan(Params(64, kBf16), f).persistent_blocks, 132);
-  EXPECT_EQ(MakePlan(Params(128, kBf16, 4), f).persistent_blocks, 132);
-  EXPECT_EQ(MakePlan(Params(63, kBf16), f).persistent_blocks, 0);
-  EXPECT_EQ(MakePlan(Params(64, kFp8), f).persistent_blocks, 0);
-  f.multiprocessors = 0;
-  EXPECT_EQ(MakePlan(Params(64, kBf16), f).persistent_blocks, 0);
-}
-
 TEST(SparseMlaHeuristicsTest, HeadsPerBlock) {
   const DeviceFeatures f = H200();
   EXPECT_EQ(MakePlan(Params(1, kBf16), f).heads_per_block, 32);

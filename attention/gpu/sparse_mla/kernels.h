@@ -43,11 +43,9 @@ template <int HC, bool kFp8, Fp8Format F>
 LaunchResult LaunchWarpBody(const SparseMlaParams& p, int64_t begin,
                             int64_t rows, const MmaOutput& out,
                             hipStream_t stream);
-// The seesaw body is persistent: `blocks` blocks (0: one per work item)
-// take the rows' work items in turn.
 template <bool kFp8, Fp8Format F>
 LaunchResult LaunchSeesawBody(const SparseMlaParams& p, int64_t begin,
-                              int64_t rows, const MmaOutput& out, int blocks,
+                              int64_t rows, const MmaOutput& out,
                               hipStream_t stream);
 template <bool kFp8, Fp8Format F>
 LaunchResult LaunchWarpgroupBody(const SparseMlaParams& p, int64_t begin,

@@ -239,8 +239,8 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
   const double softmax_scale =
       1.0 / std::sqrt(static_cast<double>(c.nope + c.rope));
 
-  // Reference, skipping exactly what the kernel must skip; (token, head)
-  // pairs spread over the host's cores.
+  // Reference, skipping exactly what the kernel must skip; the tokens
+  // spread over the host's cores.
   std::vector<double> expected(tokens * c.heads * c.v, 0.0);
   auto reference_token = [&](int64_t t) {
     const int32_t r = token_request[t];

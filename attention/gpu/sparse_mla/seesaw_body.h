@@ -1,29 +1,26 @@
 // The sparse MLA's sm_90a seesaw body over a bf16 cache, for 64 heads or
-// more: FlashMLA's sm_90 sparse prefill schedule over the paged latent
-// cache, in a persistent grid of blocks of three warpgroups, each block
-// taking work items (query row, 64 heads, top-k split) in turn.
+// more: one block of three warpgroups per (query row, 64 heads, top-k
+// split), FlashMLA's sm_90 sparse prefill schedule over the paged latent
+// cache.
 //
-// Roles. The producer warpgroup (72 registers) loads an item's Q and counts
-// its tiles, then gathers its key tiles of 64 top-k entries with 16-byte
-// cp.async into two buffers (tile 2 i of pair i into keys[0], 2 i + 1 into
-// keys[1]), each tile in two parts with their own mbarriers (atoms 0-3:
-// dims 0-255; atoms 4-8: dims 256-575), invalid keys zero-filled and
-// flagged in `valid`. Consumer g (216 registers) owns O[:, 256 g,
-// 256 g + 256); per pair it computes S = Q K^T of buffer g's tile, starting
-// on the part it waits for first, runs the online softmax with the running
-// maxima handed from consumer to consumer through shared memory,
-// multiplies its own P (registers, wgmma RS) by its half of its tile's
-// values and the other consumer's P (shared memory, rescaled to the pair's
-// maxima) by its half of the other tile's values: the "seesaw". Once both
-// consumers have issued their last S of an item they release Q, and the
-// producer loads the next item's Q and first tiles while they normalise
-// and store the output straight from registers.
+// Roles. The producer warpgroup (72 registers) loads Q, then gathers the
+// row's key tiles of 64 top-k entries with 16-byte cp.async into two
+// buffers (tile 2 i of pair i into keys[0], 2 i + 1 into keys[1]), each
+// tile in two parts with their own mbarriers (atoms 0-3: dims 0-255;
+// atoms 4-8: dims 256-575), invalid keys zero-filled and flagged in
+// `valid`. Consumer g (216 registers) owns O[:, 256 g, 256 g + 256); per
+// pair it computes S = Q K^T of buffer g's tile, starting on the part it
+// waits for first, runs the online softmax with the running maxima handed
+// from consumer to consumer through shared memory, multiplies its own P
+// (registers, wgmma RS) by its half of its tile's values, and the other
+// consumer's P (shared memory, rescaled to the pair's maxima) by its half
+// of the other tile's values: the "seesaw".
 //
-// Tiles. An item's tiles run from its split's first top-k position to the
-// tile of its last valid index (the producer scans the list first), so -1
-// padding after the last valid index costs nothing; scattered -1 or
-// invalid indices are masked. Layout: seesaw::SharedMemory (config.h).
-// Device-compiler sources only.
+// Tiles. The row's valid indices end at its last valid top-k position,
+// found by the whole block first; tiles run from the split's first
+// position to there, so -1 padding after the last valid index costs
+// nothing, and scattered -1 or invalid indices are masked. Layout:
+// seesaw::SharedMemory (config.h). Device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_SEESAW_BODY_H_
 #define DSA_ATTENTION_GPU_SPARSE_MLA_SEESAW_BODY_H_
 
@@ -55,53 +52,29 @@ __device__ __forceinline__ uint32_t POffset(int row, int key) {
   return row * 128 + (((key / 8) ^ (row % 8)) * 16) + (key % 8) * 2;
 }
 
-// A work item: query row `row` of the launch (token_begin + row), heads
-// h0 .. h0 + 63, top-k split `split`. Items run head group fastest, then
-// row, then split.
-struct Work {
-  int64_t row;
-  int64_t t;
-  int h0;
-  int split;
-};
-
 // What every role of a block knows.
 struct Block {
   const SparseMlaParams& p;
   SharedMemory& s;
   const uint32_t base;  // shared address of s
-  const int64_t token_begin;
-  const int64_t rows;  // of the launch
-  const int head_groups;
-  const int splits;
-  const int64_t items;
+  const int64_t t;      // the query row
+  const int h0;         // its first head
+  const RowRequest rr;
+  const int32_t* const row_idx;
+  const SplitRange range;
 
   __device__ __forceinline__ Block(const SparseMlaParams& params,
-                                   SharedMemory& smem, int64_t begin,
-                                   int64_t launch_rows, int launch_splits)
+                                   SharedMemory& smem, int64_t token_begin,
+                                   int splits)
       : p(params),
         s(smem),
         base(SharedAddress(&smem)),
-        token_begin(begin),
-        rows(launch_rows),
-        head_groups((params.heads + C::kHeads - 1) / C::kHeads),
-        splits(launch_splits),
-        items(launch_rows * ((params.heads + C::kHeads - 1) / C::kHeads) *
-              launch_splits) {}
-
-  __device__ __forceinline__ Work At(int64_t w) const {
-    Work k;
-    const int64_t rest = w / head_groups;
-    k.h0 = static_cast<int>(w % head_groups) * C::kHeads;
-    k.row = rest % rows;
-    k.split = static_cast<int>(rest / rows);
-    k.t = token_begin + k.row;
-    return k;
-  }
-  // The item's first output row (latent or part_o / part_lse).
-  __device__ __forceinline__ int64_t OutputRow(const Work& k) const {
-    return (k.split * rows + k.row) * p.heads + k.h0;
-  }
+        t(token_begin + blockIdx.x),
+        h0(blockIdx.y * C::kHeads),
+        rr(LoadRowRequest(params, token_begin + blockIdx.x)),
+        row_idx(params.topk_indices +
+                (token_begin + blockIdx.x) * params.topk_stride),
+        range(BlockSplitRange(params.topk, splits)) {}
 
   __device__ __forceinline__ uint32_t Addr(const void* field) const {
     return base + static_cast<uint32_t>(static_cast<const uint8_t*>(field) -
@@ -115,10 +88,6 @@ struct Block {
   __device__ __forceinline__ uint8_t* P0() {
     return s.keys[0] + 8 * C::kAtomBytes;
   }
-  __device__ __forceinline__ uint32_t QReady() const {
-    return Addr(&s.q_ready);
-  }
-  __device__ __forceinline__ uint32_t QFree() const { return Addr(&s.q_free); }
   __device__ __forceinline__ uint32_t KeysReady(int b, int part) const {
     return Addr(&s.keys_ready[b][part]);
   }
@@ -131,9 +100,7 @@ struct Block {
 
   // One thread, before anything else.
   __device__ __forceinline__ void InitBarriers() {
-    // Every producer thread's Q copies, and the item's tile count.
-    MbarInit(QReady(), C::kProducerThreads + 1);
-    MbarInit(QFree(), C::kConsumerThreads);
+    MbarInit(Addr(&s.q_ready), C::kProducerThreads);
     for (int b = 0; b < 2; ++b) {
       for (int part = 0; part < 2; ++part) {
         // Every producer thread's copies; the flag writers (one thread a
@@ -146,20 +113,39 @@ struct Block {
         MbarInit(KeysFree(b, part), C::kConsumerThreads / 2);
       }
     }
+    s.last_valid = -1;
     MbarFenceInit();
+  }
+
+  // Every thread: the tiles of 64 top-k positions the row needs, from the
+  // split's first position to the tile of its last valid index (0 when
+  // none). Warp-uniform (through a shuffle), as the products' loop needs.
+  // The consumers scan the indices (the producer resolves the first pair's
+  // meanwhile).
+  __device__ __forceinline__ int CountTiles() {
+    int last = -1;
+    if (rr.request >= 0 && threadIdx.x < C::kConsumerThreads) {
+#pragma unroll 4
+      for (int i = range.begin + static_cast<int>(threadIdx.x); i < range.end;
+           i += C::kConsumerThreads) {
+        const int32_t idx = __ldg(row_idx + i);
+        if (idx >= 0 && idx < rr.seq_len) last = i;
+      }
+    }
+    last = __reduce_max_sync(0xffffffffu, last);
+    if (threadIdx.x % 32 == 0 && last >= 0) atomicMax(&s.last_valid, last);
+    __syncthreads();
+    const int all = __shfl_sync(0xffffffffu, s.last_valid, 0);
+    return all < 0 ? 0 : (all - range.begin) / C::kKeys + 1;
   }
 };
 
-// The producer warpgroup: per item Q, the tile count, then the tiles.
+// The producer warpgroup: Q, then the tiles.
 struct Producer {
   Block& blk;
   const int tid;        // 0 .. 127
   const int row_group;  // the tile rows row_group + 16 r
   const int chunk;      // the 16-byte chunk of each atom this thread copies
-  // The current item's row.
-  RowRequest rr;
-  const int32_t* row_idx;
-  SplitRange range;
 
   __device__ __forceinline__ explicit Producer(Block& b)
       : blk(b),
@@ -167,20 +153,10 @@ struct Producer {
         row_group(tid / C::kRowThreads),
         chunk(tid % C::kRowThreads) {}
 
-  __device__ __forceinline__ void Start(const Work& k) {
-    const SparseMlaParams& p = blk.p;
-    rr = LoadRowRequest(p, k.t);
-    row_idx = p.topk_indices + k.t * p.topk_stride;
-    const int per_split = (p.topk + blk.splits - 1) / blk.splits;
-    range.begin = k.split * per_split;
-    range.end =
-        p.topk - range.begin < per_split ? p.topk : range.begin + per_split;
-  }
-
-  // Q (bf16, swizzled; heads past the last zeros), arriving on q_ready:
+  // Q (bf16, swizzled; heads past the last zeros), completing q_ready:
   // cp.async straight from a 16-byte aligned bf16 q, else converted through
   // registers.
-  __device__ __forceinline__ void LoadQ(const Work& k) {
+  __device__ __forceinline__ void LoadQ() {
     const SparseMlaParams& p = blk.p;
     const bool direct = p.q_format == FloatFormat::kBFloat16 &&
                         reinterpret_cast<uintptr_t>(p.q) % 16 == 0 &&
@@ -189,9 +165,9 @@ struct Producer {
     constexpr int kChunks = kDim / 8;
     for (int c = tid; c < C::kHeads * kChunks; c += C::kProducerThreads) {
       const int hh = c / kChunks, part = c % kChunks;
-      const bool in = k.h0 + hh < p.heads;
-      const int64_t at = k.t * p.q_token_stride +
-                         static_cast<int64_t>(k.h0 + hh) * p.q_head_stride +
+      const bool in = blk.h0 + hh < p.heads;
+      const int64_t at = blk.t * p.q_token_stride +
+                         static_cast<int64_t>(blk.h0 + hh) * p.q_head_stride +
                          part * 8;
       if (direct) {
         CopyAsync16(q + ChunkOffset(hh, part),
@@ -211,62 +187,33 @@ struct Producer {
       }
     }
     if (direct) {
-      CopyAsyncArriveOnMbar(blk.QReady());
+      CopyAsyncArriveOnMbar(blk.Addr(&blk.s.q_ready));
     } else {
       ::dsa::gpu::WarpgroupBf16Mma<64>::FenceStores();
-      MbarArrive(blk.QReady());
+      MbarArrive(blk.Addr(&blk.s.q_ready));
     }
-  }
-
-  // The item's tile pairs: its tiles of 64 top-k positions run from the
-  // split's first position to the tile of its last valid index (none:
-  // 0). Published in s.item_pairs with the last arrival on q_ready; `k`:
-  // the item's place in this block's sequence.
-  __device__ __forceinline__ int CountPairs(int k) {
-    int last = -1;
-    if (rr.request >= 0) {
-#pragma unroll 4
-      for (int i = range.begin + tid; i < range.end; i += C::kProducerThreads) {
-        const int32_t idx = __ldg(row_idx + i);
-        if (idx >= 0 && idx < rr.seq_len) last = i;
-      }
-    }
-    last = __reduce_max_sync(0xffffffffu, last);
-    int* warp_last = blk.s.warp_last[k % 2];
-    if (tid % 32 == 0) warp_last[tid / 32] = last;
-    NamedBarrierSync<C::kProducerThreads>(kProducerCounted);
-#pragma unroll
-    for (int w = 0; w < C::kProducerThreads / 32; ++w) {
-      last = max(last, warp_last[w]);
-    }
-    const int tiles = last < 0 ? 0 : (last - range.begin) / C::kKeys + 1;
-    const int pairs = (tiles + 1) / 2;
-    if (tid == 0) {
-      blk.s.item_pairs = pairs;
-      MbarArrive(blk.QReady());
-    }
-    return pairs;
   }
 
   // The cache offsets of this thread's rows of pair i's two tiles (-1: not
   // a valid key).
   __device__ __forceinline__ void Resolve(
-      int i, int64_t (&off)[2][C::kRowsPerThread]) const {
+      int i, int64_t (&off)[2][C::kRowsPerThread]) {
+    const SparseMlaParams& p = blk.p;
     int32_t idx[2][C::kRowsPerThread];
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
 #pragma unroll
       for (int r = 0; r < C::kRowsPerThread; ++r) {
-        const int pos = range.begin + (2 * i + b) * C::kKeys +
+        const int pos = blk.range.begin + (2 * i + b) * C::kKeys +
                         r * (C::kProducerThreads / C::kRowThreads) + row_group;
-        idx[b][r] = pos < range.end ? __ldg(row_idx + pos) : -1;
+        idx[b][r] = pos < blk.range.end ? __ldg(blk.row_idx + pos) : -1;
       }
     }
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
 #pragma unroll
       for (int r = 0; r < C::kRowsPerThread; ++r) {
-        off[b][r] = EntryOffset(blk.p, rr, idx[b][r]);
+        off[b][r] = EntryOffset(p, blk.rr, idx[b][r]);
       }
     }
   }
@@ -274,7 +221,7 @@ struct Producer {
   // Atoms [kA0, kA1) of this thread's rows into buffer b.
   template <int kA0, int kA1>
   __device__ __forceinline__ void CopyPart(
-      int b, const int64_t (&off)[C::kRowsPerThread], uint64_t policy) const {
+      int b, const int64_t (&off)[C::kRowsPerThread], uint64_t policy) {
     const uint32_t keys = blk.KeysAddr(b);
 #pragma unroll
     for (int r = 0; r < C::kRowsPerThread; ++r) {
@@ -302,52 +249,40 @@ struct Producer {
     MbarArrive(blk.KeysReady(b, Block::FirstPart(b)));
   }
 
-  // Every item: once the consumers released the last one's Q, its Q, its
-  // tile count, then every pair: each part once its buffer is free, in the
-  // order the consumers need them (tile 2 i's first part, 2 i + 1's first
-  // part, then the second parts), the next pair's offsets resolved while
-  // the consumers work. `g` counts the pairs of the block so far (the
-  // buffers' barrier phases).
-  __device__ __forceinline__ void Run() {
+  // Every pair: each part once its buffer is free, in the order the
+  // consumers need them (tile 2 i's first part, 2 i + 1's first part, then
+  // the second parts); the next pair's offsets resolved while the
+  // consumers work. `off`: pair 0's (Resolve before the tiles are counted).
+  __device__ __forceinline__ void Run(int pairs,
+                                      int64_t (&off)[2][C::kRowsPerThread]) {
     constexpr int kSplit = C::kFirstPartAtoms;
     const uint64_t policy = L2EvictLastPolicy();
-    int64_t g = 0;
-    int k = 0;
-    for (int64_t w = blockIdx.x; w < blk.items; w += gridDim.x, ++k) {
-      const Work item = blk.At(w);
-      Start(item);
-      int64_t off[2][C::kRowsPerThread];
-      Resolve(0, off);
-      if (k > 0) MbarWait(blk.QFree(), static_cast<uint32_t>((k - 1) & 1));
-      LoadQ(item);
-      const int pairs = CountPairs(k);
-      for (int i = 0; i < pairs; ++i, ++g) {
-        const uint32_t parity = static_cast<uint32_t>((g & 1) ^ 1);
-        MbarWait(blk.KeysFree(0, 0), parity);
-        CopyPart<0, kSplit>(0, off[0], policy);
-        CopyAsyncArriveOnMbar(blk.KeysReady(0, 0));
-        PublishValid(0, off[0]);
+    for (int i = 0; i < pairs; ++i) {
+      const uint32_t parity = (i & 1) ^ 1;
+      MbarWait(blk.KeysFree(0, 0), parity);
+      CopyPart<0, kSplit>(0, off[0], policy);
+      CopyAsyncArriveOnMbar(blk.KeysReady(0, 0));
+      PublishValid(0, off[0]);
 
-        MbarWait(blk.KeysFree(1, 1), parity);
-        CopyPart<kSplit, C::kAtoms>(1, off[1], policy);
-        CopyAsyncArriveOnMbar(blk.KeysReady(1, 1));
-        PublishValid(1, off[1]);
+      MbarWait(blk.KeysFree(1, 1), parity);
+      CopyPart<kSplit, C::kAtoms>(1, off[1], policy);
+      CopyAsyncArriveOnMbar(blk.KeysReady(1, 1));
+      PublishValid(1, off[1]);
 
-        MbarWait(blk.KeysFree(0, 1), parity);
-        CopyPart<kSplit, C::kAtoms>(0, off[0], policy);
-        CopyAsyncArriveOnMbar(blk.KeysReady(0, 1));
+      MbarWait(blk.KeysFree(0, 1), parity);
+      CopyPart<kSplit, C::kAtoms>(0, off[0], policy);
+      CopyAsyncArriveOnMbar(blk.KeysReady(0, 1));
 
-        MbarWait(blk.KeysFree(1, 0), parity);
-        CopyPart<0, kSplit>(1, off[1], policy);
-        CopyAsyncArriveOnMbar(blk.KeysReady(1, 0));
+      MbarWait(blk.KeysFree(1, 0), parity);
+      CopyPart<0, kSplit>(1, off[1], policy);
+      CopyAsyncArriveOnMbar(blk.KeysReady(1, 0));
 
-        if (i + 1 < pairs) Resolve(i + 1, off);
-      }
+      if (i + 1 < pairs) Resolve(i + 1, off);
     }
   }
 };
 
-// A consumer warpgroup (kG: 0 or 1) and its share of one item's output.
+// A consumer warpgroup (kG: 0 or 1) and its share of the output.
 template <int kG>
 struct Consumer {
   using WgS = ::dsa::gpu::WarpgroupBf16Mma<C::kKeys>;          // S: m64n64
@@ -379,8 +314,8 @@ struct Consumer {
     }
   }
 
-  __device__ __forceinline__ void WaitKeys(int b, int part, int64_t g) {
-    MbarWait(blk.KeysReady(b, part), static_cast<uint32_t>(g & 1));
+  __device__ __forceinline__ void WaitKeys(int b, int part, int parity) {
+    MbarWait(blk.KeysReady(b, part), static_cast<uint32_t>(parity));
     // The copies were the generic proxy's; the products read them through
     // the async proxy.
     WgS::FenceStores();
@@ -517,19 +452,16 @@ struct Consumer {
     WgS::FenceStores();
   }
 
-  // Consumer 0 over an item's `pairs`, the block's pairs before it `g`.
-  __device__ __forceinline__ void Run0(int pairs, int64_t g) {
+  __device__ __forceinline__ void Run0(int pairs) {
     constexpr int kSplit = C::kFirstPartAtoms;
     if (pairs > 0) {
-      WaitKeys(0, 0, g);
+      WaitKeys(0, 0, 0);
       IssueScores<0, kSplit>(0, false);
-      WaitKeys(0, 1, g);
+      WaitKeys(0, 1, 0);
       IssueScores<kSplit, C::kAtoms>(0, true);
       WgS::Wait(sc);
     }
     for (int i = 0; i < pairs; ++i) {
-      // The item's last S is in: Q is free for the next item.
-      if (i + 1 == pairs) MbarArrive(blk.QFree());
       MaskScores(0);
       const float prior[2] = {row_max[0], row_max[1]};
       Softmax(prior);
@@ -547,12 +479,13 @@ struct Consumer {
       NamedBarrierSync<C::kConsumerThreads>(kP1Ready);
       IssueOtherValues(blk.s.p1, 1);
       if (i + 1 < pairs) {
-        WaitKeys(0, 0, g + i + 1);
+        const int parity = (i + 1) & 1;
+        WaitKeys(0, 0, parity);
         IssueScores<0, kSplit>(0, false);
         ::dsa::gpu::WarpgroupWait<1>();
         WgO::FenceOperands(o);
         MbarArrive(blk.KeysFree(1, 0));
-        WaitKeys(0, 1, g + i + 1);
+        WaitKeys(0, 1, parity);
         IssueScores<kSplit, C::kAtoms>(0, true);
         WgS::Wait(sc);
       } else {
@@ -560,19 +493,17 @@ struct Consumer {
         MbarArrive(blk.KeysFree(1, 0));
       }
     }
-    if (pairs == 0) MbarArrive(blk.QFree());
   }
 
-  // Consumer 1 over an item's `pairs`, the block's pairs before it `g`.
-  __device__ __forceinline__ void Run1(int pairs, int64_t g) {
+  __device__ __forceinline__ void Run1(int pairs) {
     constexpr int kSplit = C::kFirstPartAtoms;
     for (int i = 0; i < pairs; ++i) {
-      WaitKeys(1, 1, g + i);
+      const int parity = i & 1;
+      WaitKeys(1, 1, parity);
       IssueScores<kSplit, C::kAtoms>(1, false);
-      WaitKeys(1, 0, g + i);
+      WaitKeys(1, 0, parity);
       IssueScores<0, kSplit>(1, true);
       WgS::Wait(sc);
-      if (i + 1 == pairs) MbarArrive(blk.QFree());
       MaskScores(1);
       NamedBarrierSync<C::kConsumerThreads>(kScores0Done);
       const float prior[2] = {blk.s.row_max[row0], blk.s.row_max[row0 + 8]};
@@ -589,37 +520,36 @@ struct Consumer {
       WgO::Wait(o);
       MbarArrive(blk.KeysFree(0, 1));
     }
-    if (pairs == 0) MbarArrive(blk.QFree());
   }
 
   // Normalises o by the row sums (a row without a valid key outputs zeros)
-  // and stores it straight from registers: fp32 to the split's part (and
-  // consumer 0 the log2-sum-exp), or bf16 to the latent. `k`: the item's
-  // place in this block's sequence (the row sums' buffer).
-  __device__ __forceinline__ void StoreOutput(const Work& item, int k,
+  // and stores it: fp32 straight to the split's part (and consumer 0 the
+  // log2-sum-exp), or bf16 staged through Q's buffer as whole 16-byte
+  // chunks.
+  __device__ __forceinline__ void StoreOutput(int64_t token_begin,
                                               const MmaOutput& out) {
-    float(&sums)[2][C::kHeads] = blk.s.row_sum[k % 2];
+    SharedMemory& s = blk.s;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float l = QuadRowReduce::Sum(row_sum[r]);
-      if (lane % 4 == 0) sums[kG][row0 + 8 * r] = l;
+      if (lane % 4 == 0) s.row_sum[kG][row0 + 8 * r] = l;
     }
     NamedBarrierSync<C::kConsumerThreads>(kSumsReady);
     float total[2], inv[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      total[r] = sums[0][row0 + 8 * r] + sums[1][row0 + 8 * r];
+      total[r] = s.row_sum[0][row0 + 8 * r] + s.row_sum[1][row0 + 8 * r];
       inv[r] = total[r] > 0.0f ? 1.0f / total[r] : 0.0f;
     }
-    const int heads = blk.p.heads;
+    const SparseMlaParams& p = blk.p;
     const int rows_here =
-        heads - item.h0 < C::kHeads ? heads - item.h0 : C::kHeads;
-    const int64_t out_row0 = blk.OutputRow(item);
+        p.heads - blk.h0 < C::kHeads ? p.heads - blk.h0 : C::kHeads;
+    const int64_t out_row0 = BlockOutputRow(p, blk.t, token_begin, blk.h0);
+    if (out.part_o != nullptr) {  // a split of few rows: fp32, direct
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = row0 + 8 * r;
-      if (row >= rows_here) continue;
-      if (out.part_o != nullptr) {  // a split of few rows: fp32
+      for (int r = 0; r < 2; ++r) {
+        const int row = row0 + 8 * r;
+        if (row >= rows_here) continue;
         if (kG == 0 && lane % 4 == 0) {
           out.part_lse[out_row0 + row] =
               total[r] > 0.0f ? row_max[r] + __log2f(total[r]) : kNegInf;
@@ -627,54 +557,43 @@ struct Consumer {
         float* dst = out.part_o + (out_row0 + row) * kLora + kG * C::kHalfDims;
 #pragma unroll
         for (int e = 2 * r; e < WgO::kAccPerThread; e += 4) {
-          *reinterpret_cast<float2*>(dst + WgO::AccCol(lane, e)) =
+          const int col = WgO::AccCol(lane, e);
+          *reinterpret_cast<float2*>(dst + col) =
               make_float2(o[e] * inv[r], o[e + 1] * inv[r]);
         }
-      } else {
-        uint16_t* dst =
-            out.latent + (out_row0 + row) * kLora + kG * C::kHalfDims;
-#pragma unroll
-        for (int e = 2 * r; e < WgO::kAccPerThread; e += 4) {
-          *reinterpret_cast<uint32_t*>(dst + WgO::AccCol(lane, e)) =
-              ::dsa::gpu::PackBf16x2(o[e] * inv[r], o[e + 1] * inv[r]);
-        }
       }
+      return;
+    }
+    // Q is free: every product that read it is done (kSumsReady).
+    uint16_t* stage = reinterpret_cast<uint16_t*>(s.q);
+#pragma unroll
+    for (int e = 0; e < WgO::kAccPerThread; e += 2) {
+      const int r = (e / 2) % 2;
+      const int row = row0 + 8 * r;
+      const int col = kG * C::kHalfDims + WgO::AccCol(lane, e);
+      *reinterpret_cast<uint32_t*>(stage + row * C::kStageLd + col) =
+          ::dsa::gpu::PackBf16x2(o[e] * inv[r], o[e + 1] * inv[r]);
+    }
+    NamedBarrierSync<C::kConsumerThreads / 2>(kStaged0 + kG);
+    constexpr int kRowChunks = C::kHalfDims / 8;
+    const int tid = static_cast<int>(threadIdx.x) % 128;
+    for (int c = tid; c < rows_here * kRowChunks; c += 128) {
+      const int row = c / kRowChunks;
+      const int col = kG * C::kHalfDims + (c % kRowChunks) * 8;
+      *reinterpret_cast<uint4*>(out.latent + (out_row0 + row) * kLora + col) =
+          *reinterpret_cast<const uint4*>(stage + row * C::kStageLd + col);
     }
   }
 };
 
-// Consumer kG over every item of the block.
-template <int kG>
-__device__ __forceinline__ void RunConsumer(Block& blk, const MmaOutput& out) {
-  int64_t g = 0;
-  int k = 0;
-  for (int64_t w = blockIdx.x; w < blk.items; w += gridDim.x, ++k) {
-    const Work item = blk.At(w);
-    MbarWait(blk.QReady(), static_cast<uint32_t>(k & 1));
-    ::dsa::gpu::WarpgroupBf16Mma<64>::FenceStores();
-    // Warp-uniform (through a shuffle), as the products' loop needs.
-    const int pairs = __shfl_sync(0xffffffffu, blk.s.item_pairs, 0);
-    Consumer<kG> consumer(blk);
-    if constexpr (kG == 0) {
-      consumer.Run0(pairs, g);
-    } else {
-      consumer.Run1(pairs, g);
-    }
-    consumer.StoreOutput(item, k, out);
-    g += pairs;
-  }
-}
-
 }  // namespace seesaw
 #endif  // DSA_GPU_CUDA
 
-// Grid: a persistent (blocks), 384 threads; block b takes the work items
-// b, b + blocks, ... of the launch's rows * ceil(heads / 64) * splits.
-// Chosen by the heuristics only for sm_90a device code; elsewhere the
-// kernel traps.
+// Grid: (rows, ceil(heads / 64), splits), 384 threads. Chosen by the
+// heuristics only for sm_90a device code; elsewhere the kernel traps.
 template <bool kFp8, Fp8Format F>
 __global__ void __launch_bounds__(seesaw::Config::kThreads, 1)
-    SparseMlaSeesawKernel(SparseMlaParams p, int64_t token_begin, int64_t rows,
+    SparseMlaSeesawKernel(SparseMlaParams p, int64_t token_begin,
                           MmaOutput out) {
   static_assert(!kFp8, "a bf16 cache");
 #if defined(DSA_GPU_CUDA)
@@ -686,22 +605,37 @@ __global__ void __launch_bounds__(seesaw::Config::kThreads, 1)
     // Swizzle atoms must start 1024-byte aligned.
     if ((SharedAddress(smem) & 1023u) != 0u) __trap();
     seesaw::Block block(p, *reinterpret_cast<seesaw::SharedMemory*>(smem),
-                        token_begin, rows, out.splits);
+                        token_begin, out.splits);
     const int warp = static_cast<int>(threadIdx.x) / 32;
     // Through a shuffle: a value the compiler knows is warp-uniform, so a
     // branch on it around wgmma is not serialised.
     const int role = __shfl_sync(0xffffffffu, warp / 4, 0);
     if (threadIdx.x == 0) block.InitBarriers();
     __syncthreads();
+    // Q's copies and pair 0's offsets first, while the consumers count the
+    // row's tiles.
+    int64_t off[2][C::kRowsPerThread];
+    if (role == 2) {
+      seesaw::Producer producer(block);
+      producer.LoadQ();
+      producer.Resolve(0, off);
+    }
+    const int pairs = (block.CountTiles() + 1) / 2;
     if (role == 2) {
       WarpgroupRegsDecrease<C::kProducerRegs>();
-      seesaw::Producer(block).Run();
+      seesaw::Producer(block).Run(pairs, off);
     } else {
       WarpgroupRegsIncrease<C::kConsumerRegs>();
+      MbarWait(block.Addr(&block.s.q_ready), 0);
+      ::dsa::gpu::WarpgroupBf16Mma<64>::FenceStores();
       if (role == 0) {
-        seesaw::RunConsumer<0>(block, out);
+        seesaw::Consumer<0> consumer(block);
+        consumer.Run0(pairs);
+        consumer.StoreOutput(token_begin, out);
       } else {
-        seesaw::RunConsumer<1>(block, out);
+        seesaw::Consumer<1> consumer(block);
+        consumer.Run1(pairs);
+        consumer.StoreOutput(token_begin, out);
       }
     }
   }
@@ -710,7 +644,7 @@ __global__ void __launch_bounds__(seesaw::Config::kThreads, 1)
 
 template <bool kFp8, Fp8Format F>
 LaunchResult LaunchSeesawBody(const SparseMlaParams& p, int64_t begin,
-                              int64_t rows, const MmaOutput& out, int blocks,
+                              int64_t rows, const MmaOutput& out,
                               hipStream_t stream) {
   using C = seesaw::Config;
   constexpr int kBytes = sizeof(seesaw::SharedMemory);
@@ -718,15 +652,11 @@ LaunchResult LaunchSeesawBody(const SparseMlaParams& p, int64_t begin,
   const LaunchResult r =
       OptInSharedMemory<kernel, kBytes>("sparse_mla: shared memory opt-in");
   if (!r.ok()) return r;
-  const int64_t items =
-      rows * ((p.heads + C::kHeads - 1) / C::kHeads) * out.splits;
-  const int64_t grid = blocks > 0 && blocks < items ? blocks : items;
-  if (grid > 0x7fffffff) {
-    return Invalid(kOp, "%lld work items in one launch",
-                   static_cast<long long>(items));
-  }
-  hipLaunchKernelGGL(kernel, dim3(static_cast<unsigned>(grid)),
-                     dim3(C::kThreads), kBytes, stream, p, begin, rows, out);
+  const dim3 grid(static_cast<unsigned>(rows),
+                  static_cast<unsigned>((p.heads + C::kHeads - 1) / C::kHeads),
+                  static_cast<unsigned>(out.splits));
+  hipLaunchKernelGGL(kernel, grid, dim3(C::kThreads), kBytes, stream, p, begin,
+                     out);
   return CheckLaunch(kOp);
 }
 
