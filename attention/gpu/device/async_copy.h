@@ -42,6 +42,41 @@ __device__ __forceinline__ void CopyAsync16(uint32_t dst, const void* src,
                : "memory");
 #endif
 }
+// The same 16-byte copy with an L2 cache policy (`policy`, from
+// L2EvictLastPolicy) and a hint that the 256 bytes around the source are
+// worth fetching into L2 (a gather that reads whole rows of a few hundred
+// bytes, chunk by chunk).
+__device__ __forceinline__ void CopyAsync16L2(uint32_t dst, const void* src,
+                                              bool valid, uint64_t policy) {
+#if defined(DSA_HAS_CP_ASYNC)
+  asm volatile(
+      "cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, "
+      "%3;\n" ::"r"(dst),
+      "l"(src), "r"(valid ? 16 : 0), "l"(policy)
+      : "memory");
+#endif
+}
+// An L2 policy that keeps what it loads over other lines (data that many
+// blocks read again, such as a latent cache under top-k gathers).
+__device__ __forceinline__ uint64_t L2EvictLastPolicy() {
+  uint64_t policy = 0;
+#if defined(DSA_HAS_CP_ASYNC)
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n"
+               : "=l"(policy));
+#endif
+  return policy;
+}
+// Arrives on the mbarrier at shared address `bar` once every cp.async this
+// thread issued so far has landed; the arrival is one of the barrier's
+// expected count (noinc), so a barrier that producer threads complete this
+// way is initialised with their number.
+__device__ __forceinline__ void CopyAsyncArriveOnMbar(uint32_t bar) {
+#if defined(DSA_HAS_CP_ASYNC)
+  asm volatile(
+      "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar)
+      : "memory");
+#endif
+}
 __device__ __forceinline__ void CopyAsync4(uint32_t dst, const void* src,
                                            bool valid) {
 #if defined(DSA_HAS_CP_ASYNC)

@@ -53,6 +53,14 @@ MmaCheckResult Bf16WarpgroupProductSw128(const uint16_t* a, const uint16_t* b,
                                          bool b_mn_major, float* c, int n,
                                          char* error, size_t error_size);
 
+// The descriptor-driven forms with B MN-major (IssueWith with kBMnMajor),
+// both operands swizzled as above, b [k][n]: A in shared memory
+// (WarpgroupBf16Mma) or, with a_registers, in registers
+// (WarpgroupBf16MmaRegA, P V's own P); n in {64, 256}.
+MmaCheckResult Bf16WarpgroupProductDescMnB(const uint16_t* a, const uint16_t* b,
+                                           bool a_registers, float* c, int n,
+                                           char* error, size_t error_size);
+
 // bits[i] = FloatToBf16(in[i]); back[i] = Bf16ToFloat(bits[i]); packed[i] =
 // PackBf16x2(in[2i], in[2i+1]) for i < count / 2.
 MmaCheckResult Bf16Convert(const float* in, uint16_t* bits, float* back,

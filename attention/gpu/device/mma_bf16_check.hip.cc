@@ -146,6 +146,73 @@ __global__ void WarpgroupProductKernel(const uint16_t* __restrict__ a,
 }
 #endif
 
+#if defined(DSA_GPU_CUDA)
+// The descriptor-driven forms the attention bodies issue (IssueWith with B
+// MN-major, kBMnMajor): A [64][64] swizzled in shared memory (kRegA false,
+// WarpgroupBf16Mma::IssueWith) or in registers in the accumulator layout
+// (kRegA true, WarpgroupBf16MmaRegA::IssueWith), B [64][kN] (k rows, n
+// contiguous) MN-major and swizzled as in WarpgroupProductKernel.
+template <int kN, bool kRegA>
+__global__ void WarpgroupDescProductKernel(const uint16_t* __restrict__ a,
+                                           const uint16_t* __restrict__ b,
+                                           float* __restrict__ c, int* flag) {
+  using Wg = WarpgroupBf16Mma<kN>;
+  constexpr int kK = 64;
+  __shared__ __align__(1024) uint8_t a_s[64 * kK * 2];
+  __shared__ __align__(1024) uint8_t b_s[kN * kK * 2];
+  if constexpr (!kHasWarpgroupBf16Mma) {
+    if (threadIdx.x == 0) *flag = 0;
+    return;
+  } else {
+    if (threadIdx.x == 0) *flag = 1;
+    for (int i = threadIdx.x; i < 64 * kK; i += blockDim.x) {
+      *reinterpret_cast<uint16_t*>(
+          a_s + Wg::OffsetSw128(i / kK, i % kK, 64 * 128)) = a[i];
+    }
+    for (int i = threadIdx.x; i < kN * kK; i += blockDim.x) {
+      const int k = i / kN, n = i % kN;
+      *reinterpret_cast<uint16_t*>(b_s + Wg::OffsetSw128(k, n, 64 * 128)) =
+          b[i];
+    }
+    Wg::FenceStores();
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const uint32_t b_addr =
+        static_cast<uint32_t>(__cvta_generic_to_shared(b_s));
+    auto b_desc = [&](int j) {
+      return Wg::DescriptorSw128(b_addr + j * 16 * 128, 64 * 128, 1024);
+    };
+    float acc[Wg::kAccPerThread];
+    if constexpr (kRegA) {
+      // Thread (warp w, lane l), k-step j, register q: row 16 w + l / 4 +
+      // 8 (q % 2), columns 16 j + 8 (q / 2) + 2 (l % 4) and + 1.
+      uint32_t frag[kK / 16][4];
+      for (int j = 0; j < kK / 16; ++j) {
+        for (int q = 0; q < 4; ++q) {
+          const int row = 16 * warp + lane / 4 + 8 * (q % 2);
+          const int col = 16 * j + 8 * (q / 2) + 2 * (lane % 4);
+          frag[j][q] = static_cast<uint32_t>(a[row * kK + col]) |
+                       (static_cast<uint32_t>(a[row * kK + col + 1]) << 16);
+        }
+      }
+      WarpgroupBf16MmaRegA<kN>::template IssueWith<kBMnMajor>(acc, frag, b_desc,
+                                                              false);
+      WarpgroupBf16MmaRegA<kN>::Wait(acc, frag);
+    } else {
+      const uint32_t a_addr =
+          static_cast<uint32_t>(__cvta_generic_to_shared(a_s));
+      Wg::template IssueWith<kK / 16, kBMnMajor>(
+          acc, [&](int j) { return Bf16Sw128Descriptor(a_addr + j * 32); },
+          b_desc, false);
+      Wg::Wait(acc);
+    }
+    for (int i = 0; i < Wg::kAccPerThread; ++i) {
+      c[Wg::AccRow(warp, lane, i) * kN + Wg::AccCol(lane, i)] = acc[i];
+    }
+  }
+}
+#endif
+
 MmaCheckResult Fail(hipError_t err, const char* what, char* error,
                     size_t error_size) {
   if (error != nullptr && error_size > 0) {
@@ -228,9 +295,11 @@ MmaCheckResult Bf16MmaProduct(const uint16_t* a, const uint16_t* b,
 
 namespace {
 
+// desc: 0 the Issue* forms above; 1 / 2 WarpgroupDescProductKernel with A
+// in shared memory / registers (sw128 and mn_b implied).
 MmaCheckResult WarpgroupProduct(const uint16_t* a, const uint16_t* b, bool mn_b,
                                 bool sw128, float* c, int n, char* error,
-                                size_t error_size) {
+                                size_t error_size, int desc = 0) {
 #if defined(DSA_GPU_CUDA)
   if (n != 32 && n != 64 && n != 128 && n != 256) {
     std::snprintf(error, error_size, "n=%d: 32, 64, 128 or 256", n);
@@ -270,33 +339,43 @@ MmaCheckResult WarpgroupProduct(const uint16_t* a, const uint16_t* b, bool mn_b,
     std::snprintf(error, error_size, "n=%d: 64 or 256 (swizzled)", n);
     return MmaCheckResult::kInvalidArgument;
   }
-  switch (n) {
-    case 32:
-      mn_b ? launch(WarpgroupProductKernel<32, true>)
-           : launch(WarpgroupProductKernel<32, false>);
-      break;
-    case 64:
-      if (sw128) {
-        mn_b ? launch(WarpgroupProductKernel<64, true, true>)
-             : launch(WarpgroupProductKernel<64, false, true>);
+  if (desc != 0) {
+    if (n == 64) {
+      desc == 2 ? launch(WarpgroupDescProductKernel<64, true>)
+                : launch(WarpgroupDescProductKernel<64, false>);
+    } else {
+      desc == 2 ? launch(WarpgroupDescProductKernel<256, true>)
+                : launch(WarpgroupDescProductKernel<256, false>);
+    }
+  } else {
+    switch (n) {
+      case 32:
+        mn_b ? launch(WarpgroupProductKernel<32, true>)
+             : launch(WarpgroupProductKernel<32, false>);
         break;
-      }
-      mn_b ? launch(WarpgroupProductKernel<64, true>)
-           : launch(WarpgroupProductKernel<64, false>);
-      break;
-    case 128:
-      mn_b ? launch(WarpgroupProductKernel<128, true>)
-           : launch(WarpgroupProductKernel<128, false>);
-      break;
-    default:
-      if (sw128) {
-        mn_b ? launch(WarpgroupProductKernel<256, true, true>)
-             : launch(WarpgroupProductKernel<256, false, true>);
+      case 64:
+        if (sw128) {
+          mn_b ? launch(WarpgroupProductKernel<64, true, true>)
+               : launch(WarpgroupProductKernel<64, false, true>);
+          break;
+        }
+        mn_b ? launch(WarpgroupProductKernel<64, true>)
+             : launch(WarpgroupProductKernel<64, false>);
         break;
-      }
-      mn_b ? launch(WarpgroupProductKernel<256, true>)
-           : launch(WarpgroupProductKernel<256, false>);
-      break;
+      case 128:
+        mn_b ? launch(WarpgroupProductKernel<128, true>)
+             : launch(WarpgroupProductKernel<128, false>);
+        break;
+      default:
+        if (sw128) {
+          mn_b ? launch(WarpgroupProductKernel<256, true, true>)
+               : launch(WarpgroupProductKernel<256, false, true>);
+          break;
+        }
+        mn_b ? launch(WarpgroupProductKernel<256, true>)
+             : launch(WarpgroupProductKernel<256, false>);
+        break;
+    }
   }
   if ((err = hipGetLastError()) != hipSuccess) {
     return Fail(err, "WarpgroupProductKernel launch", error, error_size);
@@ -319,6 +398,7 @@ MmaCheckResult WarpgroupProduct(const uint16_t* a, const uint16_t* b, bool mn_b,
   (void)sw128;
   (void)c;
   (void)n;
+  (void)desc;
   std::snprintf(error, error_size, "no warpgroup product on this backend");
   return MmaCheckResult::kNotBuilt;
 #endif
@@ -342,6 +422,17 @@ MmaCheckResult Bf16WarpgroupProductSw128(const uint16_t* a, const uint16_t* b,
                                          bool b_mn_major, float* c, int n,
                                          char* error, size_t error_size) {
   return WarpgroupProduct(a, b, b_mn_major, true, c, n, error, error_size);
+}
+
+MmaCheckResult Bf16WarpgroupProductDescMnB(const uint16_t* a, const uint16_t* b,
+                                           bool a_registers, float* c, int n,
+                                           char* error, size_t error_size) {
+  if (n != 64 && n != 256) {
+    std::snprintf(error, error_size, "n=%d: 64 or 256", n);
+    return MmaCheckResult::kInvalidArgument;
+  }
+  return WarpgroupProduct(a, b, true, true, c, n, error, error_size,
+                          a_registers ? 2 : 1);
 }
 
 MmaCheckResult Bf16Convert(const float* in, uint16_t* bits, float* back,

@@ -22,6 +22,20 @@
 
 namespace dsa::attention::gpu {
 
+// 2^x for the softmax's probabilities: the hardware's approximation with
+// subnormal results flushed to zero on NVIDIA (one MUFU.EX2; exp2f adds
+// three instructions to keep subnormals, which a probability below 2^-126
+// of the row maximum's does not need), exp2f elsewhere. 2^-inf = 0.
+__device__ __forceinline__ float Exp2Ftz(float x) {
+#if defined(DSA_GPU_CUDA)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
+
 // The four lanes (xor 1, 2) that share a row of a wgmma or mma.sync
 // accumulator.
 struct QuadRowReduce {

@@ -227,6 +227,92 @@ static_assert(sizeof(SharedMemory) == 231184 &&
 }  // namespace warpgroup
 
 // ---------------------------------------------------------------------------
+// The sm_90a seesaw body (seesaw_body.h): one block of three warpgroups per
+// (query row, 64 heads, top-k split). A producer warpgroup gathers the
+// row's key tiles of 64 keys into two buffers; consumer warpgroup g owns
+// O[:, 256 g, 256 g + 256) and computes the scores of buffer g's tile, and
+// the two exchange their bf16 P tiles (FlashMLA's sm_90 sparse prefill
+// schedule). Q, the key tiles and P in the 128-byte swizzled layout.
+namespace seesaw {
+
+struct Config {
+  static constexpr int kHeads = 64;  // per block: the M of every product
+  static constexpr int kKeys = 64;   // per tile: the N of S, the K of P V
+  static constexpr int kConsumerThreads = 256;
+  static constexpr int kProducerThreads = 128;
+  static constexpr int kThreads = kConsumerThreads + kProducerThreads;
+  static constexpr int kHalfDims = kLora / 2;  // O columns of a consumer
+  // A swizzle atom column: 64 rows (keys or heads) x 64 bf16.
+  static constexpr int kAtomBytes = 64 * 128;
+  static constexpr int kAtoms = kDim / 64;  // 9 along the 576 dims
+  // A tile arrives in two parts with their own barriers: atoms [0, 4)
+  // (dims 0-255, the first consumer's values) and [4, 9) (the second's
+  // values and the rope), so that S starts on the part its consumer waits
+  // for first.
+  static constexpr int kFirstPartAtoms = 4;
+  static constexpr int kTileBytes = kKeys * kDim * 2;
+  // Producer: 8 threads per key row (one 16-byte chunk of each atom), so
+  // 16 rows at a time and 4 rows of a tile per thread.
+  static constexpr int kRowThreads = 8;
+  static constexpr int kRowsPerThread =
+      kKeys / (kProducerThreads / kRowThreads);
+  // Registers after the reallocation (setmaxnreg); the launch gives 168 a
+  // thread, and 2 x 128 x 216 + 128 x 72 = 384 x 168.
+  static constexpr int kProducerRegs = 72;
+  static constexpr int kConsumerRegs = 216;
+  static constexpr int kStageLd = kLora + 8;  // output staging rows (bf16)
+  // The running row maximum before any key: finite, so that a tile whose
+  // keys are all masked rescales by exp2(0) = 1, not NaN.
+  static constexpr float kMaxInit = -1e30f;
+
+  static_assert(kRowsPerThread * (kProducerThreads / kRowThreads) == kKeys,
+                "whole rows per producer thread");
+  static_assert(kConsumerRegs * kConsumerThreads +
+                        kProducerRegs * kProducerThreads ==
+                    168 * kThreads,
+                "the register file of one block a multiprocessor");
+};
+
+// Named barriers of the consumers (0 is __syncthreads).
+enum NamedBarriers : int {
+  kScores0Done = 1,  // consumer 0 published its row maxima (256 threads)
+  kScores1Done = 2,  // consumer 1 published the tile pair's maxima
+  kP0Ready = 3,      // consumer 0's P (rescaled) is in shared memory
+  kP1Ready = 4,      // consumer 1's P is in shared memory
+  kSumsReady = 5,    // both consumers' row sums published
+  kStaged0 = 6,      // consumer g's output staged (128 threads): 6 + g
+};
+
+// The block's shared memory (sizeof is the budget). Tile pair i: tile 2 i
+// in keys[0], 2 i + 1 in keys[1]. Consumer 0's P lives in the rope atom of
+// keys[0], which its S has read by then.
+struct SharedMemory {
+  uint8_t q[Config::kHeads * kDim * 2];            // bf16, swizzled; the output
+                                                   // staging at the end
+  uint8_t keys[2][Config::kTileBytes];             // bf16, swizzled
+  uint8_t p1[Config::kHeads * Config::kKeys * 2];  // consumer 1's P
+  float row_max[Config::kHeads];     // the running maxima, consumer to consumer
+  float row_sum[2][Config::kHeads];  // each consumer's, at the end
+  uint8_t valid[2][Config::kKeys];   // the keys of each buffer
+  uint64_t q_ready;                  // mbarriers
+  uint64_t keys_ready[2][2];         // [buffer][part]
+  uint64_t keys_free[2][2];
+  int last_valid;  // the row's last valid top-k position (the prologue)
+};
+static_assert(offsetof(SharedMemory, keys) % 1024 == 0 &&
+                  offsetof(SharedMemory, p1) % 1024 == 0 &&
+                  Config::kTileBytes % 1024 == 0 &&
+                  offsetof(SharedMemory, q_ready) % 8 == 0,
+              "swizzle atoms 1024-byte aligned, mbarriers 8");
+static_assert(Config::kHeads * Config::kStageLd * 2 <=
+                  static_cast<int>(sizeof(SharedMemory::q)),
+              "output staging fits Q");
+static_assert(sizeof(SharedMemory) <= kSm90SharedBytesPerBlock,
+              "fits an H100 / H200 block");
+
+}  // namespace seesaw
+
+// ---------------------------------------------------------------------------
 // The FMA kernels (plain_kernels.hip.cc): one block per (row, head), with
 // q, the running output and a reduction scratch in dynamic shared memory,
 // which must stay within what a block gets without opting in.

@@ -37,8 +37,13 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
       !Fits(warp::SharedBytes(f.warp_size, p.heads, fp8), f)) {
     return Body::kFma;
   }
-  const bool warpgroup_cache = !fp8 || p.fp8_cache_on_warpgroup;
-  if (warpgroup_cache && p.heads >= warpgroup::Config::kHeads && f.sm90a &&
+  if (!f.sm90a || p.heads < warpgroup::Config::kHeads) return Body::kWarp;
+  if (!fp8 && p.softmax_scale > 0.0f &&
+      f.max_shared_bytes_per_block >=
+          static_cast<int>(sizeof(seesaw::SharedMemory))) {
+    return Body::kSeesaw;
+  }
+  if (fp8 && p.fp8_cache_on_warpgroup &&
       f.max_shared_bytes_per_block >=
           static_cast<int>(sizeof(warpgroup::SharedMemory))) {
     return Body::kWarpgroup;
@@ -48,6 +53,8 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
 
 const char* BodyName(Body body) {
   switch (body) {
+    case Body::kSeesaw:
+      return "seesaw";
     case Body::kWarpgroup:
       return "wgmma";
     case Body::kWarp:
@@ -66,7 +73,8 @@ Plan MakePlan(const SparseMlaParams& p, const DeviceFeatures& f) {
         ChunkRows(int64_t{p.heads} * p.kv_lora_rank * 4, p.tokens);
     return plan;
   }
-  plan.heads_per_block = plan.body == Body::kWarpgroup
+  plan.heads_per_block = plan.body == Body::kSeesaw ? seesaw::Config::kHeads
+                         : plan.body == Body::kWarpgroup
                              ? warpgroup::Config::kHeads
                              : warp::HeadsPerBlock(p.heads);
   plan.chunk_rows = ChunkRows(int64_t{p.heads} * kLora * 2, p.tokens);

@@ -16,6 +16,7 @@ enum class Body {
   kFma,        // the FMA kernels (plain_kernels.hip.cc): any shape
   kWarp,       // the warp-level matrix body (warp_body.h)
   kWarpgroup,  // the sm_90a warpgroup body (warpgroup_body.h)
+  kSeesaw,     // the sm_90a seesaw body (seesaw_body.h)
 };
 
 // The body that runs:
@@ -23,13 +24,15 @@ enum class Body {
 //   64, 16-byte aligned cache entries) and the device gives a block the
 //   warp body's shared memory (features with no shared-memory figure, as
 //   without a device, are taken to have it);
-// - kWarpgroup for 64 heads or more on sm_90a device code with the shared
-//   memory for it, over a bf16 cache (or an fp8 one when
-//   params.fp8_cache_on_warpgroup asks for it);
+// - on sm_90a device code, for 64 heads or more, with the shared memory
+//   for it: kSeesaw over a bf16 cache (softmax_scale > 0, which its
+//   softmax takes the maximum before the scale by); kWarpgroup over an fp8
+//   cache when params.fp8_cache_on_warpgroup asks for it;
 // - kWarp otherwise (AMD, other NVIDIA targets, fewer heads, fp8 caches).
 Body ChooseBody(const SparseMlaParams& params, const DeviceFeatures& features);
 
-// What SparseMlaPath reports for a body: "fma", "mma" or "wgmma".
+// What SparseMlaPath reports for a body: "fma", "mma", "wgmma" or
+// "seesaw".
 const char* BodyName(Body body);
 
 // A call's launches.

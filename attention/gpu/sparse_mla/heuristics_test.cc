@@ -1,7 +1,7 @@
 // The sparse MLA's decision table (heuristics.h) without a device: every
 // body reached, the shape and shared-memory boundaries, sm_90a on and off,
-// the fp8 variant, both backends' warp bodies, the launch plan's chunks and
-// splits.
+// the fp8 variant, the seesaw body's softmax scale, both backends' warp
+// bodies, the launch plan's chunks and splits.
 #include "attention/gpu/sparse_mla/heuristics.h"
 
 #include <cstdint>
@@ -13,6 +13,7 @@ namespace dsa::attention::gpu::sparse_mla {
 namespace {
 
 constexpr int kWarpgroupBytes = sizeof(warpgroup::SharedMemory);
+constexpr int kSeesawBytes = sizeof(seesaw::SharedMemory);
 
 // An H200 running sm_90a device code.
 DeviceFeatures H200() {
@@ -50,6 +51,7 @@ SparseMlaParams Params(int heads, LatentCacheType cache, int64_t tokens = 8192,
   p.tokens = tokens;
   p.topk = topk;
   p.topk_stride = topk;
+  p.softmax_scale = 0.0722f;  // 1 / sqrt(192)
   return p;
 }
 
@@ -57,11 +59,11 @@ constexpr LatentCacheType kBf16 = LatentCacheType::kBFloat16;
 constexpr LatentCacheType kFp8 = LatentCacheType::kFp8E4m3fn;
 constexpr LatentCacheType kFnuz = LatentCacheType::kFp8E4m3fnuz;
 
-TEST(SparseMlaHeuristicsTest, H200RunsTheWarpgroupBodyFrom64HeadsOnBf16) {
+TEST(SparseMlaHeuristicsTest, H200RunsTheSeesawBodyFrom64HeadsOnBf16) {
   const DeviceFeatures f = H200();
-  EXPECT_EQ(ChooseBody(Params(64, kBf16), f), Body::kWarpgroup);
-  EXPECT_EQ(ChooseBody(Params(128, kBf16), f), Body::kWarpgroup);
-  EXPECT_EQ(ChooseBody(Params(72, kBf16), f), Body::kWarpgroup);
+  EXPECT_EQ(ChooseBody(Params(64, kBf16), f), Body::kSeesaw);
+  EXPECT_EQ(ChooseBody(Params(128, kBf16), f), Body::kSeesaw);
+  EXPECT_EQ(ChooseBody(Params(72, kBf16), f), Body::kSeesaw);
   EXPECT_EQ(ChooseBody(Params(63, kBf16), f), Body::kWarp);
   EXPECT_EQ(ChooseBody(Params(1, kBf16), f), Body::kWarp);
   // fp8 caches stay on the warp body unless the variant asks.
@@ -85,7 +87,19 @@ TEST(SparseMlaHeuristicsTest, Fp8VariantTakesTheWarpgroupBodyWhereBf16Would) {
   // A bf16 cache is unaffected by the flag.
   SparseMlaParams p = Params(64, kBf16);
   p.fp8_cache_on_warpgroup = true;
-  EXPECT_EQ(ChooseBody(p, f), Body::kWarpgroup);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesaw);
+}
+
+TEST(SparseMlaHeuristicsTest, SeesawBodyNeedsAPositiveSoftmaxScale) {
+  // Its softmax takes each row's maximum before the scale.
+  const DeviceFeatures f = H200();
+  SparseMlaParams p = Params(64, kBf16);
+  p.softmax_scale = 0.0f;
+  EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
+  p.softmax_scale = -0.5f;
+  EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
+  p.softmax_scale = 1e-30f;
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesaw);
 }
 
 TEST(SparseMlaHeuristicsTest, WithoutSm90aCodeTheWarpBodyRuns) {
@@ -97,11 +111,17 @@ TEST(SparseMlaHeuristicsTest, WithoutSm90aCodeTheWarpBodyRuns) {
 
 TEST(SparseMlaHeuristicsTest, SharedMemoryBoundaries) {
   DeviceFeatures f = H200();
-  // The warpgroup body needs exactly its plan's bytes.
-  f.max_shared_bytes_per_block = kWarpgroupBytes;
-  EXPECT_EQ(ChooseBody(Params(64, kBf16), f), Body::kWarpgroup);
-  f.max_shared_bytes_per_block = kWarpgroupBytes - 1;
+  // The seesaw and warpgroup bodies need exactly their plans' bytes.
+  f.max_shared_bytes_per_block = kSeesawBytes;
+  EXPECT_EQ(ChooseBody(Params(64, kBf16), f), Body::kSeesaw);
+  f.max_shared_bytes_per_block = kSeesawBytes - 1;
   EXPECT_EQ(ChooseBody(Params(64, kBf16), f), Body::kWarp);
+  SparseMlaParams fp8 = Params(64, kFp8);
+  fp8.fp8_cache_on_warpgroup = true;
+  f.max_shared_bytes_per_block = kWarpgroupBytes;
+  EXPECT_EQ(ChooseBody(fp8, f), Body::kWarpgroup);
+  f.max_shared_bytes_per_block = kWarpgroupBytes - 1;
+  EXPECT_EQ(ChooseBody(fp8, f), Body::kWarp);
   // The warp body likewise, per heads per block and cache.
   for (int heads : {32, 64}) {
     for (LatentCacheType cache : {kBf16, kFp8}) {
@@ -133,7 +153,7 @@ TEST(SparseMlaHeuristicsTest, WarpBodySizesFollowTheBackend) {
   // 160 KiB (MI355X's LDS) would take the 32-head instance only.
   EXPECT_EQ(ChooseBody(Params(32, kBf16), Amd(163840)), Body::kWarp);
   EXPECT_EQ(ChooseBody(Params(64, kBf16), Amd(163840)), Body::kFma);
-  // Never the warpgroup body without sm_90a code.
+  // Never an sm_90a body without sm_90a code.
   EXPECT_EQ(ChooseBody(Params(64, kBf16), Amd(1 << 20)), Body::kWarp);
 }
 
@@ -157,20 +177,21 @@ TEST(SparseMlaHeuristicsTest, OtherShapesRunOnFma) {
   // A top-k list so long that the index chunks would overflow.
   p = Params(64, kBf16);
   p.topk = 0x7fffffff - kIndexChunk;
-  EXPECT_EQ(ChooseBody(p, f), Body::kWarpgroup);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesaw);
   p.topk += 1;
   EXPECT_EQ(ChooseBody(p, f), Body::kFma);
 }
 
 TEST(SparseMlaHeuristicsTest, UnknownFeaturesAssumeTheWarpBodyFits) {
   // No device (the query failed): the warp body, whose launch then reports
-  // the missing device; never the warpgroup body.
+  // the missing device; never an sm_90a body.
   const DeviceFeatures none;
   EXPECT_EQ(ChooseBody(Params(64, kBf16), none), Body::kWarp);
   EXPECT_EQ(ChooseBody(Params(8, kFp8), none), Body::kWarp);
 }
 
 TEST(SparseMlaHeuristicsTest, BodyNamesAreTheReportedPaths) {
+  EXPECT_STREQ(BodyName(Body::kSeesaw), "seesaw");
   EXPECT_STREQ(BodyName(Body::kWarpgroup), "wgmma");
   EXPECT_STREQ(BodyName(Body::kWarp), "mma");
   EXPECT_STREQ(BodyName(Body::kFma), "fma");

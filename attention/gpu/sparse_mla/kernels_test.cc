@@ -31,6 +31,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "attention/dtypes/fp8.h"
@@ -97,6 +98,14 @@ struct Case {
   const char* path = "mma";
   // SparseMlaParams::fp8_cache_on_warpgroup (the comparison variant).
   bool fp8_on_warpgroup = false;
+  // Where a row's -1 padding goes: shuffled among its indices, after them
+  // (the valid ones ascending, as the indexer's top-k writes them), or
+  // before them.
+  enum class Padding {
+    kShuffled,
+    kTrailing,
+    kLeading
+  } padding = Padding::kShuffled;
 };
 
 std::ostream& operator<<(std::ostream& os, const Case& c) {
@@ -179,8 +188,19 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
     std::shuffle(pos.begin(), pos.end(), rng);
     pos.resize(std::min(count, len));
     if (duplicate && pos.size() >= 2) pos[pos.size() - 1] = pos[0];
+    const size_t valid = pos.size();
     pos.resize(c.topk, -1);
-    std::shuffle(pos.begin(), pos.end(), rng);
+    switch (c.padding) {
+      case Case::Padding::kShuffled:
+        std::shuffle(pos.begin(), pos.end(), rng);
+        break;
+      case Case::Padding::kTrailing:
+        std::sort(pos.begin(), pos.begin() + valid);
+        break;
+      case Case::Padding::kLeading:
+        std::rotate(pos.begin(), pos.begin() + valid, pos.end());
+        break;
+    }
     token_request.push_back(r);
     indices.insert(indices.end(), pos.begin(), pos.end());
   };
@@ -219,11 +239,12 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
   const double softmax_scale =
       1.0 / std::sqrt(static_cast<double>(c.nope + c.rope));
 
-  // Reference, skipping exactly what the kernel must skip.
+  // Reference, skipping exactly what the kernel must skip; the tokens
+  // spread over the host's cores.
   std::vector<double> expected(tokens * c.heads * c.v, 0.0);
-  for (int64_t t = 0; t < tokens; ++t) {
+  auto reference_token = [&](int64_t t) {
     const int32_t r = token_request[t];
-    if (r < 0 || r >= requests) continue;
+    if (r < 0 || r >= requests) return;
     std::vector<const double*> keys;
     for (int j = 0; j < c.topk; ++j) {
       const int32_t idx = indices[t * c.topk + j];
@@ -232,7 +253,7 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
       if (block < 0 || block >= num_blocks) continue;
       keys.push_back(decoded.data() + (int64_t{block} * bs + idx % bs) * dim);
     }
-    if (keys.empty()) continue;
+    if (keys.empty()) return;
     for (int h = 0; h < c.heads; ++h) {
       const float* qh = q_ref.data() + (t * c.heads + h) * dim;
       std::vector<double> s(keys.size());
@@ -257,6 +278,17 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
         expected[(t * c.heads + h) * c.v + oo] = acc;
       }
     }
+  };
+  {
+    const int64_t workers = std::max<int64_t>(
+        1, std::min<int64_t>(tokens, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    for (int64_t k = 0; k < workers; ++k) {
+      pool.emplace_back([&, k] {
+        for (int64_t t = k; t < tokens; t += workers) reference_token(t);
+      });
+    }
+    for (std::thread& th : pool) th.join();
   }
 
   DeviceArray d_q, d_cache, d_table, d_seq, d_req, d_idx, d_w, d_out;
@@ -309,11 +341,12 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
   p.tokens = tokens;
   p.heads = c.heads;
   p.fp8_cache_on_warpgroup = c.fp8_on_warpgroup;
-  // "mma" names either matrix kernel: the warpgroup one ("wgmma", sm_90a
-  // builds on Hopper, bf16 cache, 64 heads or more) or the warp-level one.
+  // "mma" names any matrix kernel: the seesaw one ("seesaw", sm_90a builds
+  // on Hopper, bf16 cache, 64 heads or more), the warpgroup one ("wgmma",
+  // the fp8 variant) or the warp-level one.
   const std::string path = SparseMlaPath(p);
   if (std::string(c.path) == "mma") {
-    EXPECT_TRUE(path == "mma" || path == "wgmma") << path;
+    EXPECT_TRUE(path == "mma" || path == "wgmma" || path == "seesaw") << path;
   } else {
     EXPECT_EQ(path, c.path);
   }
@@ -458,6 +491,41 @@ std::vector<Case> Cases() {
     c.topk = 127;
     c.block_size = 32;
     c.seq_lens = {126, 127, 128};
+    cases.push_back(c);
+  }
+  {
+    // The seesaw body's tile count: rows in the indexer's order (valid
+    // indices ascending, -1 after them), requests shorter than, equal to and
+    // longer than topk, so that rows end after 1, 15, 16 and 32 tiles of 64
+    // and tile pairs end half empty; 128 heads, bf16 in and out, few rows
+    // (the top-k list split over blocks).
+    Case c;
+    c.name = "Bf16Cache128HeadsTrailingPadding";
+    c.heads = 128;
+    c.topk = 2048;
+    c.block_size = 64;
+    c.seq_lens = {60, 1000, 2047, 4096};
+    c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
+    c.q_scale = 2.0;
+    c.padding = Case::Padding::kTrailing;
+    cases.push_back(c);
+  }
+  {
+    // -1 first: whole leading tiles masked before any valid key (the
+    // running maximum still at its initial value), 64 heads, fp32 q,
+    // enough rows that the list is not split.
+    Case c;
+    c.name = "Bf16Cache64HeadsLeadingPadding";
+    c.heads = 64;
+    c.nope = 192;
+    c.v = 256;
+    c.topk = 700;
+    c.block_size = 32;
+    c.seq_lens = {40,  699, 700, 701,  1500, 100, 63,  64,  65,  128, 129, 300,
+                  699, 700, 701, 2000, 5,    640, 641, 700, 350, 450, 999};
+    c.q_scale = 3.0;
+    c.padding = Case::Padding::kLeading;
+    c.bad_indices = true;
     cases.push_back(c);
   }
   {

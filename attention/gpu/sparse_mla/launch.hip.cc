@@ -134,10 +134,13 @@ LaunchResult LaunchAttention(const SparseMlaParams& p, const Plan& plan,
                              int64_t begin, int64_t rows, const MmaOutput& out,
                              hipStream_t stream) {
   constexpr Fp8Format kFn = Fp8Format::kE4m3fn, kFnuz = Fp8Format::kE4m3fnuz;
-  if (plan.body == Body::kWarpgroup) {
+  if (plan.body == Body::kSeesaw) {
+    return LaunchSeesawBody<false, kFn>(p, begin, rows, out, stream);
+  }
+  if (plan.body == Body::kWarpgroup) {  // the fp8 variant only
     switch (p.cache_type) {
       case LatentCacheType::kBFloat16:
-        return LaunchWarpgroupBody<false, kFn>(p, begin, rows, out, stream);
+        return Invalid(kOp, "no warpgroup body over a bf16 cache");
       case LatentCacheType::kFp8E4m3fn:
         return LaunchWarpgroupBody<true, kFn>(p, begin, rows, out, stream);
       case LatentCacheType::kFp8E4m3fnuz:

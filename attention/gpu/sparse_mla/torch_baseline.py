@@ -47,7 +47,10 @@ def main():
     ap.add_argument("--tokens", type=int, default=8192)
     ap.add_argument("--topk", type=int, default=2048)
     ap.add_argument("--chunk", type=int, default=512)
+    ap.add_argument("--modes", default="prefill,decode",
+                    help="comma-separated: prefill, decode")
     args = ap.parse_args()
+    modes = set(args.modes.split(","))
     dev = torch.device("cuda")
     print("torch", torch.__version__, torch.cuda.get_device_name(0))
     gen = torch.Generator().manual_seed(0)
@@ -67,6 +70,8 @@ def main():
         ("decode", 128, 128, 128, 32),
     ]
     for mode, heads, v, nope, rows in shapes:
+        if mode not in modes:
+            continue
         topk = args.topk
         seq = 1
         while seq < (65536 if mode == "decode" else max(rows, 2 * topk)):

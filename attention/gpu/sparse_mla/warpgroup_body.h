@@ -9,9 +9,12 @@
 // factor to warpgroup 1 with P; warpgroup g computes O_g += P V_g over dims
 // [256 g, 256 g + 256) (m64n256). A tile: IssueScores, the next tile's
 // loads while S runs, SoftmaxTile, RescaleOutput, IssueValues; then
-// StoreOutput. An fp8_ds_mla cache (the comparison variant,
-// SparseMlaParams::fp8_cache_on_warpgroup) is dequantised through registers
-// into the bf16 tile while the products run. Device-compiler sources only.
+// StoreOutput. It runs only an fp8_ds_mla cache (the comparison variant,
+// SparseMlaParams::fp8_cache_on_warpgroup), dequantised through registers
+// into the bf16 tile while the products run; a bf16 cache runs on the
+// seesaw body (seesaw_body.h), which measured 2.4x faster (its instance
+// here is deleted: testing/bench/RESULTS.md, "Sparse MLA prefill: the
+// seesaw body"). Device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_WARPGROUP_BODY_H_
 #define DSA_ATTENTION_GPU_SPARSE_MLA_WARPGROUP_BODY_H_
 

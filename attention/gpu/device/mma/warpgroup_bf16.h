@@ -30,6 +30,24 @@ inline constexpr bool kHasWarpgroupBf16Mma = true;
 inline constexpr bool kHasWarpgroupBf16Mma = false;
 #endif
 
+// B's major-ness in the descriptor-driven issues (IssueWith): K-major, or
+// MN-major (imm-trans-b = 1: a row-major [K][N] tile, such as the values of
+// an attention key tile, read without a transpose).
+inline constexpr int kBKMajor = 0;
+inline constexpr int kBMnMajor = 1;
+
+// Waits until at most kPending of the warpgroup's committed product groups
+// are still running (groups complete in commit order). The accumulators of
+// the groups known complete are then fenced by their owner
+// (FenceOperands) before they are read.
+template <int kPending>
+__device__ __forceinline__ void WarpgroupWait() {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
+               : "memory");
+#endif
+}
+
 template <int kN>
 struct WarpgroupBf16Mma {
   static_assert(kN == 32 || kN == 64 || kN == 128 || kN == 256,
@@ -240,8 +258,9 @@ struct WarpgroupBf16Mma {
   // acc (+)= A * B^T over kSteps steps of 16 columns of K, with the
   // operands' descriptors built by the caller: a_desc(j) and b_desc(j) of
   // step j (for other shared-memory layouts, such as the 128-byte swizzled
-  // one of Bf16Sw128Descriptor). Same contract as Issue().
-  template <int kSteps, typename ADesc, typename BDesc>
+  // one of Bf16Sw128Descriptor). kB: B's major-ness (kBKMajor, or kBMnMajor
+  // for B read MN-major, as IssueSw128MnB). Same contract as Issue().
+  template <int kSteps, int kB = kBKMajor, typename ADesc, typename BDesc>
   __device__ __forceinline__ static void IssueWith(float (&acc)[kAccPerThread],
                                                    ADesc a_desc, BDesc b_desc,
                                                    bool accumulate) {
@@ -250,7 +269,7 @@ struct WarpgroupBf16Mma {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int j = 0; j < kSteps; ++j) {
-      Mma(acc, a_desc(j), b_desc(j), (accumulate || j > 0) ? 1 : 0);
+      Mma<kB>(acc, a_desc(j), b_desc(j), (accumulate || j > 0) ? 1 : 0);
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 #else
@@ -432,8 +451,9 @@ struct WarpgroupBf16MmaRegA {
     __trap();  // only reached if a kernel ignores kHasWarpgroupBf16Mma
 #endif
   }
-  // As Issue(), with B's descriptor of step j built by the caller.
-  template <int kKSteps, typename BDesc>
+  // As Issue(), with B's descriptor of step j built by the caller; kB:
+  // B's major-ness (kBKMajor, or kBMnMajor: P V over a key tile's values).
+  template <int kB = kBKMajor, int kKSteps, typename BDesc>
   __device__ __forceinline__ static void IssueWith(float (&acc)[kAccPerThread],
                                                    uint32_t (&a)[kKSteps][4],
                                                    BDesc b_desc,
@@ -444,7 +464,7 @@ struct WarpgroupBf16MmaRegA {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
     for (int j = 0; j < kKSteps; ++j) {
-      Mma(acc, a[j], b_desc(j), (accumulate || j > 0) ? 1 : 0);
+      Mma<kB>(acc, a[j], b_desc(j), (accumulate || j > 0) ? 1 : 0);
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 #else
@@ -468,6 +488,8 @@ struct WarpgroupBf16MmaRegA {
   }
 
  private:
+  // imm-trans-b = kTransB: 0 reads B K-major, 1 MN-major.
+  template <int kTransB = kBKMajor>
   __device__ __forceinline__ static void Mma(float (&acc)[kAccPerThread],
                                              const uint32_t (&a)[4],
                                              uint64_t db, int scale_d) {
@@ -479,10 +501,11 @@ struct WarpgroupBf16MmaRegA {
           "setp.ne.b32 p, %37, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
           "{" DSA_WGMMA_ACC_REGS_32
-          "}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n"
+          "}, {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n"
           "}\n"
           : DSA_WGMMA_ACC_32(acc)
-          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d),
+            "n"(kTransB));
     } else if constexpr (kN == 128) {
       asm volatile(
           "{\n"
@@ -490,10 +513,11 @@ struct WarpgroupBf16MmaRegA {
           "setp.ne.b32 p, %69, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
           "{" DSA_WGMMA_ACC_REGS_64
-          "}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n"
+          "}, {%64,%65,%66,%67}, %68, p, 1, 1, %70;\n"
           "}\n"
           : DSA_WGMMA_ACC_64(acc)
-          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d),
+            "n"(kTransB));
     } else {
       asm volatile(
           "{\n"
@@ -501,10 +525,11 @@ struct WarpgroupBf16MmaRegA {
           "setp.ne.b32 p, %133, 0;\n"
           "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
           "{" DSA_WGMMA_ACC_REGS_128
-          "}, {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n"
+          "}, {%128,%129,%130,%131}, %132, p, 1, 1, %134;\n"
           "}\n"
           : DSA_WGMMA_ACC_128(acc)
-          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d),
+            "n"(kTransB));
     }
 #else
     (void)acc;

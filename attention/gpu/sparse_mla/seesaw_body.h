@@ -1,0 +1,665 @@
+// The sparse MLA's sm_90a seesaw body over a bf16 cache, for 64 heads or
+// more: one block of three warpgroups per (query row, 64 heads, top-k
+// split), FlashMLA's sm_90 sparse prefill schedule over the paged latent
+// cache.
+//
+// Roles. The producer warpgroup (72 registers) loads Q, then gathers the
+// row's key tiles of 64 top-k entries with 16-byte cp.async into two
+// buffers (tile 2 i of pair i into keys[0], 2 i + 1 into keys[1]), each
+// tile in two parts with their own mbarriers (atoms 0-3: dims 0-255;
+// atoms 4-8: dims 256-575), invalid keys zero-filled and flagged in
+// `valid`. Consumer g (216 registers) owns O[:, 256 g, 256 g + 256); per
+// pair it computes S = Q K^T of buffer g's tile, starting on the part it
+// waits for first, runs the online softmax with the running maxima handed
+// from consumer to consumer through shared memory, multiplies its own P
+// (registers, wgmma RS) by its half of its tile's values, and the other
+// consumer's P (shared memory, rescaled to the pair's maxima) by its half
+// of the other tile's values: the "seesaw".
+//
+// Tiles. The row's valid indices end at its last valid top-k position,
+// found by the whole block first; tiles run from the split's first
+// position to there, so -1 padding after the last valid index costs
+// nothing, and scattered -1 or invalid indices are masked. Layout:
+// seesaw::SharedMemory (config.h). Device-compiler sources only.
+#ifndef DSA_ATTENTION_GPU_SPARSE_MLA_SEESAW_BODY_H_
+#define DSA_ATTENTION_GPU_SPARSE_MLA_SEESAW_BODY_H_
+
+#include <cstdint>
+
+#include "attention/gpu/device/async_copy.h"
+#include "attention/gpu/device/hip_compat.h"
+#include "attention/gpu/device/launch_util.h"
+#include "attention/gpu/device/mma.h"
+#include "attention/gpu/device/sm90_pipeline.h"
+#include "attention/gpu/device/softmax.h"
+#include "attention/gpu/sparse_mla/config.h"
+#include "attention/gpu/sparse_mla/kernels.h"
+#include "attention/gpu/sparse_mla/row_access.h"
+
+namespace dsa::attention::gpu::sparse_mla {
+
+#if defined(DSA_GPU_CUDA)
+namespace seesaw {
+
+using C = Config;
+
+// Byte offset of 16-byte chunk c (dims 8 c .. 8 c + 7) of row r (a head of
+// Q or a key of a tile) in the swizzled layout; of P's element (row, key).
+__device__ __forceinline__ uint32_t ChunkOffset(int r, int c) {
+  return (c / 8) * C::kAtomBytes + r * 128 + (((c % 8) ^ (r % 8)) * 16);
+}
+__device__ __forceinline__ uint32_t POffset(int row, int key) {
+  return row * 128 + (((key / 8) ^ (row % 8)) * 16) + (key % 8) * 2;
+}
+
+// What every role of a block knows.
+struct Block {
+  const SparseMlaParams& p;
+  SharedMemory& s;
+  const uint32_t base;  // shared address of s
+  const int64_t t;      // the query row
+  const int h0;         // its first head
+  const RowRequest rr;
+  const int32_t* const row_idx;
+  const SplitRange range;
+
+  __device__ __forceinline__ Block(const SparseMlaParams& params,
+                                   SharedMemory& smem, int64_t token_begin,
+                                   int splits)
+      : p(params),
+        s(smem),
+        base(SharedAddress(&smem)),
+        t(token_begin + blockIdx.x),
+        h0(blockIdx.y * C::kHeads),
+        rr(LoadRowRequest(params, token_begin + blockIdx.x)),
+        row_idx(params.topk_indices +
+                (token_begin + blockIdx.x) * params.topk_stride),
+        range(BlockSplitRange(params.topk, splits)) {}
+
+  __device__ __forceinline__ uint32_t Addr(const void* field) const {
+    return base + static_cast<uint32_t>(static_cast<const uint8_t*>(field) -
+                                        reinterpret_cast<uint8_t*>(&s));
+  }
+  __device__ __forceinline__ uint32_t QAddr() const { return Addr(s.q); }
+  __device__ __forceinline__ uint32_t KeysAddr(int b) const {
+    return Addr(s.keys[b]);
+  }
+  // Consumer 0's P: the rope atom of keys[0].
+  __device__ __forceinline__ uint8_t* P0() {
+    return s.keys[0] + 8 * C::kAtomBytes;
+  }
+  __device__ __forceinline__ uint32_t KeysReady(int b, int part) const {
+    return Addr(&s.keys_ready[b][part]);
+  }
+  __device__ __forceinline__ uint32_t KeysFree(int b, int part) const {
+    return Addr(&s.keys_free[b][part]);
+  }
+  // The part of buffer b its consumer waits for first (and whose barrier
+  // also covers the buffer's `valid` flags).
+  __device__ __forceinline__ static int FirstPart(int b) { return b; }
+
+  // One thread, before anything else.
+  __device__ __forceinline__ void InitBarriers() {
+    MbarInit(Addr(&s.q_ready), C::kProducerThreads);
+    for (int b = 0; b < 2; ++b) {
+      for (int part = 0; part < 2; ++part) {
+        // Every producer thread's copies; the flag writers (one thread a
+        // row group) on the first part.
+        MbarInit(
+            KeysReady(b, part),
+            C::kProducerThreads + (part == FirstPart(b)
+                                       ? C::kProducerThreads / C::kRowThreads
+                                       : 0));
+        MbarInit(KeysFree(b, part), C::kConsumerThreads / 2);
+      }
+    }
+    s.last_valid = -1;
+    MbarFenceInit();
+  }
+
+  // Every thread: the tiles of 64 top-k positions the row needs, from the
+  // split's first position to the tile of its last valid index (0 when
+  // none). Warp-uniform (through a shuffle), as the products' loop needs.
+  // The consumers scan the indices (the producer resolves the first pair's
+  // meanwhile).
+  __device__ __forceinline__ int CountTiles() {
+    int last = -1;
+    if (rr.request >= 0 && threadIdx.x < C::kConsumerThreads) {
+#pragma unroll 4
+      for (int i = range.begin + static_cast<int>(threadIdx.x); i < range.end;
+           i += C::kConsumerThreads) {
+        const int32_t idx = __ldg(row_idx + i);
+        if (idx >= 0 && idx < rr.seq_len) last = i;
+      }
+    }
+    last = __reduce_max_sync(0xffffffffu, last);
+    if (threadIdx.x % 32 == 0 && last >= 0) atomicMax(&s.last_valid, last);
+    __syncthreads();
+    const int all = __shfl_sync(0xffffffffu, s.last_valid, 0);
+    return all < 0 ? 0 : (all - range.begin) / C::kKeys + 1;
+  }
+};
+
+// The producer warpgroup: Q, then the tiles.
+struct Producer {
+  Block& blk;
+  const int tid;        // 0 .. 127
+  const int row_group;  // the tile rows row_group + 16 r
+  const int chunk;      // the 16-byte chunk of each atom this thread copies
+
+  __device__ __forceinline__ explicit Producer(Block& b)
+      : blk(b),
+        tid(static_cast<int>(threadIdx.x) - C::kConsumerThreads),
+        row_group(tid / C::kRowThreads),
+        chunk(tid % C::kRowThreads) {}
+
+  // Q (bf16, swizzled; heads past the last zeros), completing q_ready:
+  // cp.async straight from a 16-byte aligned bf16 q, else converted through
+  // registers.
+  __device__ __forceinline__ void LoadQ() {
+    const SparseMlaParams& p = blk.p;
+    const bool direct = p.q_format == FloatFormat::kBFloat16 &&
+                        reinterpret_cast<uintptr_t>(p.q) % 16 == 0 &&
+                        p.q_token_stride % 8 == 0 && p.q_head_stride % 8 == 0;
+    const uint32_t q = blk.QAddr();
+    constexpr int kChunks = kDim / 8;
+    for (int c = tid; c < C::kHeads * kChunks; c += C::kProducerThreads) {
+      const int hh = c / kChunks, part = c % kChunks;
+      const bool in = blk.h0 + hh < p.heads;
+      const int64_t at = blk.t * p.q_token_stride +
+                         static_cast<int64_t>(blk.h0 + hh) * p.q_head_stride +
+                         part * 8;
+      if (direct) {
+        CopyAsync16(q + ChunkOffset(hh, part),
+                    static_cast<const uint16_t*>(p.q) + (in ? at : 0), in);
+      } else {
+        uint32_t packed[4] = {0, 0, 0, 0};
+        if (in) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            packed[e] = ::dsa::gpu::PackBf16x2(
+                LoadFloat(p.q, p.q_format, at + 2 * e),
+                LoadFloat(p.q, p.q_format, at + 2 * e + 1));
+          }
+        }
+        *reinterpret_cast<uint4*>(blk.s.q + ChunkOffset(hh, part)) =
+            make_uint4(packed[0], packed[1], packed[2], packed[3]);
+      }
+    }
+    if (direct) {
+      CopyAsyncArriveOnMbar(blk.Addr(&blk.s.q_ready));
+    } else {
+      ::dsa::gpu::WarpgroupBf16Mma<64>::FenceStores();
+      MbarArrive(blk.Addr(&blk.s.q_ready));
+    }
+  }
+
+  // The cache offsets of this thread's rows of pair i's two tiles (-1: not
+  // a valid key).
+  __device__ __forceinline__ void Resolve(
+      int i, int64_t (&off)[2][C::kRowsPerThread]) {
+    const SparseMlaParams& p = blk.p;
+    int32_t idx[2][C::kRowsPerThread];
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+#pragma unroll
+      for (int r = 0; r < C::kRowsPerThread; ++r) {
+        const int pos = blk.range.begin + (2 * i + b) * C::kKeys +
+                        r * (C::kProducerThreads / C::kRowThreads) + row_group;
+        idx[b][r] = pos < blk.range.end ? __ldg(blk.row_idx + pos) : -1;
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+#pragma unroll
+      for (int r = 0; r < C::kRowsPerThread; ++r) {
+        off[b][r] = EntryOffset(p, blk.rr, idx[b][r]);
+      }
+    }
+  }
+
+  // Atoms [kA0, kA1) of this thread's rows into buffer b.
+  template <int kA0, int kA1>
+  __device__ __forceinline__ void CopyPart(
+      int b, const int64_t (&off)[C::kRowsPerThread], uint64_t policy) {
+    const uint32_t keys = blk.KeysAddr(b);
+#pragma unroll
+    for (int r = 0; r < C::kRowsPerThread; ++r) {
+      const int row = r * (C::kProducerThreads / C::kRowThreads) + row_group;
+      const bool valid = off[r] >= 0;
+      const uint8_t* src = blk.p.kv_cache + (valid ? off[r] : 0) + chunk * 16;
+      const uint32_t dst = keys + ChunkOffset(row, chunk);
+#pragma unroll
+      for (int a = kA0; a < kA1; ++a) {
+        CopyAsync16L2(dst + a * C::kAtomBytes, src + a * 128, valid, policy);
+      }
+    }
+  }
+
+  // Buffer b's flags (one thread per row group), then its arrival on the
+  // barrier of the buffer's first part.
+  __device__ __forceinline__ void PublishValid(
+      int b, const int64_t (&off)[C::kRowsPerThread]) {
+    if (chunk != 0) return;
+#pragma unroll
+    for (int r = 0; r < C::kRowsPerThread; ++r) {
+      blk.s.valid[b][r * (C::kProducerThreads / C::kRowThreads) + row_group] =
+          off[r] >= 0 ? 1 : 0;
+    }
+    MbarArrive(blk.KeysReady(b, Block::FirstPart(b)));
+  }
+
+  // Every pair: each part once its buffer is free, in the order the
+  // consumers need them (tile 2 i's first part, 2 i + 1's first part, then
+  // the second parts); the next pair's offsets resolved while the
+  // consumers work. `off`: pair 0's (Resolve before the tiles are counted).
+  __device__ __forceinline__ void Run(int pairs,
+                                      int64_t (&off)[2][C::kRowsPerThread]) {
+    constexpr int kSplit = C::kFirstPartAtoms;
+    const uint64_t policy = L2EvictLastPolicy();
+    for (int i = 0; i < pairs; ++i) {
+      const uint32_t parity = (i & 1) ^ 1;
+      MbarWait(blk.KeysFree(0, 0), parity);
+      CopyPart<0, kSplit>(0, off[0], policy);
+      CopyAsyncArriveOnMbar(blk.KeysReady(0, 0));
+      PublishValid(0, off[0]);
+
+      MbarWait(blk.KeysFree(1, 1), parity);
+      CopyPart<kSplit, C::kAtoms>(1, off[1], policy);
+      CopyAsyncArriveOnMbar(blk.KeysReady(1, 1));
+      PublishValid(1, off[1]);
+
+      MbarWait(blk.KeysFree(0, 1), parity);
+      CopyPart<kSplit, C::kAtoms>(0, off[0], policy);
+      CopyAsyncArriveOnMbar(blk.KeysReady(0, 1));
+
+      MbarWait(blk.KeysFree(1, 0), parity);
+      CopyPart<0, kSplit>(1, off[1], policy);
+      CopyAsyncArriveOnMbar(blk.KeysReady(1, 0));
+
+      if (i + 1 < pairs) Resolve(i + 1, off);
+    }
+  }
+};
+
+// A consumer warpgroup (kG: 0 or 1) and its share of the output.
+template <int kG>
+struct Consumer {
+  using WgS = ::dsa::gpu::WarpgroupBf16Mma<C::kKeys>;          // S: m64n64
+  using WgP = ::dsa::gpu::WarpgroupBf16MmaRegA<C::kHalfDims>;  // own P
+  using WgO = ::dsa::gpu::WarpgroupBf16Mma<C::kHalfDims>;      // other's P
+  static constexpr int kPSteps = C::kKeys / 16;
+
+  Block& blk;
+  const int lane;
+  const int row0;  // this thread's accumulator rows: row0 and row0 + 8
+  const float scale_log2;
+  float o[WgO::kAccPerThread];
+  float sc[WgS::kAccPerThread];  // S, then P in fp32
+  uint32_t pf[kPSteps][4];       // P in bf16: the A of the RS product
+  float row_max[2];              // the pair's maxima (log2 domain)
+  float row_sum[2];              // this consumer's share of the row sums
+
+  __device__ __forceinline__ explicit Consumer(Block& b)
+      : blk(b),
+        lane(threadIdx.x % 32),
+        row0(16 * ((threadIdx.x / 32) % 4) + (threadIdx.x % 32) / 4),
+        scale_log2(b.p.softmax_scale * kLog2e) {
+#pragma unroll
+    for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row_max[r] = C::kMaxInit;
+      row_sum[r] = 0.0f;
+    }
+  }
+
+  __device__ __forceinline__ void WaitKeys(int b, int part, int parity) {
+    MbarWait(blk.KeysReady(b, part), static_cast<uint32_t>(parity));
+    // The copies were the generic proxy's; the products read them through
+    // the async proxy.
+    WgS::FenceStores();
+  }
+
+  // sc (+)= Q K^T over atoms [kA0, kA1) of buffer b.
+  template <int kA0, int kA1>
+  __device__ __forceinline__ void IssueScores(int b, bool accumulate) {
+    using ::dsa::gpu::Bf16Sw128Descriptor;
+    const uint32_t q = blk.QAddr() + kA0 * C::kAtomBytes;
+    const uint32_t k = blk.KeysAddr(b) + kA0 * C::kAtomBytes;
+    WgS::template IssueWith<(kA1 - kA0) * 4>(
+        sc,
+        [&](int j) {
+          return Bf16Sw128Descriptor(q + (j / 4) * C::kAtomBytes +
+                                     (j % 4) * 32);
+        },
+        [&](int j) {
+          return Bf16Sw128Descriptor(k + (j / 4) * C::kAtomBytes +
+                                     (j % 4) * 32);
+        },
+        accumulate);
+  }
+
+  // The values of this consumer's half of buffer b (atoms 4 g .. 4 g + 3),
+  // MN-major: k-step j is keys 16 j .. 16 j + 15.
+  __device__ __forceinline__ uint64_t ValuesDesc(int b, int j) const {
+    return WgO::DescriptorSw128(
+        blk.KeysAddr(b) + 4 * kG * C::kAtomBytes + j * 16 * 128, C::kAtomBytes,
+        1024);
+  }
+  // o += P V over buffer b, P this consumer's (registers).
+  __device__ __forceinline__ void IssueOwnValues(int b) {
+    WgP::template IssueWith<::dsa::gpu::kBMnMajor>(
+        o, pf, [&](int j) { return ValuesDesc(b, j); }, true);
+  }
+  // o += P V over buffer b, P the other consumer's (shared memory).
+  __device__ __forceinline__ void IssueOtherValues(const uint8_t* other_p,
+                                                   int b) {
+    using ::dsa::gpu::Bf16Sw128Descriptor;
+    const uint32_t pa = blk.Addr(other_p);
+    WgO::template IssueWith<kPSteps, ::dsa::gpu::kBMnMajor>(
+        o, [&](int j) { return Bf16Sw128Descriptor(pa + j * 32); },
+        [&](int j) { return ValuesDesc(b, j); }, true);
+  }
+
+  // Keys of buffer b that are not valid score -inf.
+  __device__ __forceinline__ void MaskScores(int b) {
+    const uint8_t* valid = blk.s.valid[b];
+#pragma unroll
+    for (int c = 0; c < C::kKeys / 8; ++c) {
+      const uint16_t v2 =
+          *reinterpret_cast<const uint16_t*>(valid + 8 * c + 2 * (lane % 4));
+      if ((v2 & 0xffu) == 0) sc[4 * c] = sc[4 * c + 2] = kNegInf;
+      if ((v2 >> 8) == 0) sc[4 * c + 1] = sc[4 * c + 3] = kNegInf;
+    }
+  }
+
+  // The online softmax of the tile in sc against `prior` (the maxima so
+  // far: this consumer's own for consumer 0, consumer 0's for consumer
+  // 1): the new maxima into row_max and shared memory, o and the row sums
+  // rescaled, sc = P (fp32) and pf = P (bf16).
+  __device__ __forceinline__ void Softmax(const float (&prior)[2]) {
+    float cur[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int i = 0; i < WgS::kAccPerThread; ++i) {
+      cur[(i / 2) % 2] = fmaxf(cur[(i / 2) % 2], sc[i]);
+    }
+    float next[2], alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      // The maximum before the scale: softmax_scale > 0 (the heuristics).
+      next[r] = fmaxf(prior[r], QuadRowReduce::Max(cur[r]) * scale_log2);
+      alpha[r] = Exp2Ftz(row_max[r] - next[r]);
+      row_max[r] = next[r];
+    }
+    RescaleOutput(alpha);
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < WgS::kAccPerThread; ++i) {
+      const int r = (i / 2) % 2;
+      sc[i] = Exp2Ftz(fmaf(sc[i], scale_log2, -next[r]));
+      sum[r] += sc[i];
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * alpha[r] + sum[r];
+    WgP::template FromAccumulator<C::kKeys>(sc, pf);
+    // Every lane of the warp has read `prior` (consumer 1 reads it from
+    // the same words) before one lane of each quad overwrites them.
+    __syncwarp();
+    if (lane % 4 == 0) {
+      blk.s.row_max[row0] = next[0];
+      blk.s.row_max[row0 + 8] = next[1];
+    }
+  }
+
+  // o and the row sums *= alpha; most tiles leave every maximum as it was
+  // (alpha exactly 1) and skip it.
+  __device__ __forceinline__ void RescaleOutput(const float (&alpha)[2]) {
+    if (alpha[0] != 1.0f || alpha[1] != 1.0f) {
+#pragma unroll
+      for (int e = 0; e < WgO::kAccPerThread; ++e) o[e] *= alpha[(e / 2) % 2];
+    }
+  }
+
+  // pf into `dst` (64 rows x 64 keys, swizzled) for the other consumer.
+  __device__ __forceinline__ void StoreP(uint8_t* dst) const {
+#pragma unroll
+    for (int j = 0; j < kPSteps; ++j) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int row = row0 + 8 * (q % 2);
+        const int key = 16 * j + 8 * (q / 2) + 2 * (lane % 4);
+        *reinterpret_cast<uint32_t*>(dst + POffset(row, key)) = pf[j][q];
+      }
+    }
+  }
+
+  // Consumer 0, once consumer 1 published the pair's maxima: P (fp32 in
+  // sc, at this consumer's maxima) rescaled to them into P0 for consumer
+  // 1; the factors, to rescale o once the product over the own values is
+  // done.
+  __device__ __forceinline__ void RescaleAndStoreP0(float (&factor)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m = blk.s.row_max[row0 + 8 * r];
+      factor[r] = Exp2Ftz(row_max[r] - m);
+      row_max[r] = m;
+    }
+#pragma unroll
+    for (int i = 0; i < WgS::kAccPerThread; ++i) sc[i] *= factor[(i / 2) % 2];
+    WgP::template FromAccumulator<C::kKeys>(sc, pf);
+    StoreP(blk.P0());
+    WgS::FenceStores();
+  }
+
+  __device__ __forceinline__ void Run0(int pairs) {
+    constexpr int kSplit = C::kFirstPartAtoms;
+    if (pairs > 0) {
+      WaitKeys(0, 0, 0);
+      IssueScores<0, kSplit>(0, false);
+      WaitKeys(0, 1, 0);
+      IssueScores<kSplit, C::kAtoms>(0, true);
+      WgS::Wait(sc);
+    }
+    for (int i = 0; i < pairs; ++i) {
+      MaskScores(0);
+      const float prior[2] = {row_max[0], row_max[1]};
+      Softmax(prior);
+      NamedBarrierArrive<C::kConsumerThreads>(kScores0Done);
+      IssueOwnValues(0);
+      WgP::Wait(o, pf);
+      MbarArrive(blk.KeysFree(0, 0));
+      NamedBarrierSync<C::kConsumerThreads>(kScores1Done);
+      float factor[2];
+      RescaleAndStoreP0(factor);
+      NamedBarrierArrive<C::kConsumerThreads>(kP0Ready);
+      RescaleOutput(factor);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) row_sum[r] *= factor[r];
+      NamedBarrierSync<C::kConsumerThreads>(kP1Ready);
+      IssueOtherValues(blk.s.p1, 1);
+      if (i + 1 < pairs) {
+        const int parity = (i + 1) & 1;
+        WaitKeys(0, 0, parity);
+        IssueScores<0, kSplit>(0, false);
+        ::dsa::gpu::WarpgroupWait<1>();
+        WgO::FenceOperands(o);
+        MbarArrive(blk.KeysFree(1, 0));
+        WaitKeys(0, 1, parity);
+        IssueScores<kSplit, C::kAtoms>(0, true);
+        WgS::Wait(sc);
+      } else {
+        WgO::Wait(o);
+        MbarArrive(blk.KeysFree(1, 0));
+      }
+    }
+  }
+
+  __device__ __forceinline__ void Run1(int pairs) {
+    constexpr int kSplit = C::kFirstPartAtoms;
+    for (int i = 0; i < pairs; ++i) {
+      const int parity = i & 1;
+      WaitKeys(1, 1, parity);
+      IssueScores<kSplit, C::kAtoms>(1, false);
+      WaitKeys(1, 0, parity);
+      IssueScores<0, kSplit>(1, true);
+      WgS::Wait(sc);
+      MaskScores(1);
+      NamedBarrierSync<C::kConsumerThreads>(kScores0Done);
+      const float prior[2] = {blk.s.row_max[row0], blk.s.row_max[row0 + 8]};
+      Softmax(prior);
+      NamedBarrierArrive<C::kConsumerThreads>(kScores1Done);
+      IssueOwnValues(1);
+      StoreP(blk.s.p1);  // while the product runs (both only read pf)
+      NamedBarrierSync<C::kConsumerThreads>(kP0Ready);
+      IssueOtherValues(blk.P0(), 0);
+      WgS::FenceStores();
+      NamedBarrierArrive<C::kConsumerThreads>(kP1Ready);
+      ::dsa::gpu::WarpgroupWait<1>();
+      MbarArrive(blk.KeysFree(1, 1));
+      WgO::Wait(o);
+      MbarArrive(blk.KeysFree(0, 1));
+    }
+  }
+
+  // Normalises o by the row sums (a row without a valid key outputs zeros)
+  // and stores it: fp32 straight to the split's part (and consumer 0 the
+  // log2-sum-exp), or bf16 staged through Q's buffer as whole 16-byte
+  // chunks.
+  __device__ __forceinline__ void StoreOutput(int64_t token_begin,
+                                              const MmaOutput& out) {
+    SharedMemory& s = blk.s;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float l = QuadRowReduce::Sum(row_sum[r]);
+      if (lane % 4 == 0) s.row_sum[kG][row0 + 8 * r] = l;
+    }
+    NamedBarrierSync<C::kConsumerThreads>(kSumsReady);
+    float total[2], inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      total[r] = s.row_sum[0][row0 + 8 * r] + s.row_sum[1][row0 + 8 * r];
+      inv[r] = total[r] > 0.0f ? 1.0f / total[r] : 0.0f;
+    }
+    const SparseMlaParams& p = blk.p;
+    const int rows_here =
+        p.heads - blk.h0 < C::kHeads ? p.heads - blk.h0 : C::kHeads;
+    const int64_t out_row0 = BlockOutputRow(p, blk.t, token_begin, blk.h0);
+    if (out.part_o != nullptr) {  // a split of few rows: fp32, direct
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = row0 + 8 * r;
+        if (row >= rows_here) continue;
+        if (kG == 0 && lane % 4 == 0) {
+          out.part_lse[out_row0 + row] =
+              total[r] > 0.0f ? row_max[r] + __log2f(total[r]) : kNegInf;
+        }
+        float* dst = out.part_o + (out_row0 + row) * kLora + kG * C::kHalfDims;
+#pragma unroll
+        for (int e = 2 * r; e < WgO::kAccPerThread; e += 4) {
+          const int col = WgO::AccCol(lane, e);
+          *reinterpret_cast<float2*>(dst + col) =
+              make_float2(o[e] * inv[r], o[e + 1] * inv[r]);
+        }
+      }
+      return;
+    }
+    // Q is free: every product that read it is done (kSumsReady).
+    uint16_t* stage = reinterpret_cast<uint16_t*>(s.q);
+#pragma unroll
+    for (int e = 0; e < WgO::kAccPerThread; e += 2) {
+      const int r = (e / 2) % 2;
+      const int row = row0 + 8 * r;
+      const int col = kG * C::kHalfDims + WgO::AccCol(lane, e);
+      *reinterpret_cast<uint32_t*>(stage + row * C::kStageLd + col) =
+          ::dsa::gpu::PackBf16x2(o[e] * inv[r], o[e + 1] * inv[r]);
+    }
+    NamedBarrierSync<C::kConsumerThreads / 2>(kStaged0 + kG);
+    constexpr int kRowChunks = C::kHalfDims / 8;
+    const int tid = static_cast<int>(threadIdx.x) % 128;
+    for (int c = tid; c < rows_here * kRowChunks; c += 128) {
+      const int row = c / kRowChunks;
+      const int col = kG * C::kHalfDims + (c % kRowChunks) * 8;
+      *reinterpret_cast<uint4*>(out.latent + (out_row0 + row) * kLora + col) =
+          *reinterpret_cast<const uint4*>(stage + row * C::kStageLd + col);
+    }
+  }
+};
+
+}  // namespace seesaw
+#endif  // DSA_GPU_CUDA
+
+// Grid: (rows, ceil(heads / 64), splits), 384 threads. Chosen by the
+// heuristics only for sm_90a device code; elsewhere the kernel traps.
+template <bool kFp8, Fp8Format F>
+__global__ void __launch_bounds__(seesaw::Config::kThreads, 1)
+    SparseMlaSeesawKernel(SparseMlaParams p, int64_t token_begin,
+                          MmaOutput out) {
+  static_assert(!kFp8, "a bf16 cache");
+#if defined(DSA_GPU_CUDA)
+  if constexpr (!::dsa::gpu::kHasWarpgroupBf16Mma) {
+    __trap();
+  } else {
+    using C = seesaw::Config;
+    extern __shared__ __align__(1024) uint8_t smem[];
+    // Swizzle atoms must start 1024-byte aligned.
+    if ((SharedAddress(smem) & 1023u) != 0u) __trap();
+    seesaw::Block block(p, *reinterpret_cast<seesaw::SharedMemory*>(smem),
+                        token_begin, out.splits);
+    const int warp = static_cast<int>(threadIdx.x) / 32;
+    // Through a shuffle: a value the compiler knows is warp-uniform, so a
+    // branch on it around wgmma is not serialised.
+    const int role = __shfl_sync(0xffffffffu, warp / 4, 0);
+    if (threadIdx.x == 0) block.InitBarriers();
+    __syncthreads();
+    // Q's copies and pair 0's offsets first, while the consumers count the
+    // row's tiles.
+    int64_t off[2][C::kRowsPerThread];
+    if (role == 2) {
+      seesaw::Producer producer(block);
+      producer.LoadQ();
+      producer.Resolve(0, off);
+    }
+    const int pairs = (block.CountTiles() + 1) / 2;
+    if (role == 2) {
+      WarpgroupRegsDecrease<C::kProducerRegs>();
+      seesaw::Producer(block).Run(pairs, off);
+    } else {
+      WarpgroupRegsIncrease<C::kConsumerRegs>();
+      MbarWait(block.Addr(&block.s.q_ready), 0);
+      ::dsa::gpu::WarpgroupBf16Mma<64>::FenceStores();
+      if (role == 0) {
+        seesaw::Consumer<0> consumer(block);
+        consumer.Run0(pairs);
+        consumer.StoreOutput(token_begin, out);
+      } else {
+        seesaw::Consumer<1> consumer(block);
+        consumer.Run1(pairs);
+        consumer.StoreOutput(token_begin, out);
+      }
+    }
+  }
+#endif
+}
+
+template <bool kFp8, Fp8Format F>
+LaunchResult LaunchSeesawBody(const SparseMlaParams& p, int64_t begin,
+                              int64_t rows, const MmaOutput& out,
+                              hipStream_t stream) {
+  using C = seesaw::Config;
+  constexpr int kBytes = sizeof(seesaw::SharedMemory);
+  constexpr auto kernel = &SparseMlaSeesawKernel<kFp8, F>;
+  const LaunchResult r =
+      OptInSharedMemory<kernel, kBytes>("sparse_mla: shared memory opt-in");
+  if (!r.ok()) return r;
+  const dim3 grid(static_cast<unsigned>(rows),
+                  static_cast<unsigned>((p.heads + C::kHeads - 1) / C::kHeads),
+                  static_cast<unsigned>(out.splits));
+  hipLaunchKernelGGL(kernel, grid, dim3(C::kThreads), kBytes, stream, p, begin,
+                     out);
+  return CheckLaunch(kOp);
+}
+
+}  // namespace dsa::attention::gpu::sparse_mla
+
+#endif  // DSA_ATTENTION_GPU_SPARSE_MLA_SEESAW_BODY_H_
