@@ -47,6 +47,7 @@
 
 #include "attention/gpu/dense_mha/params.h"
 #include "attention/gpu/device/launch_result.h"
+#include "attention/gpu/device/small_cache.h"
 
 namespace dsa::attention::gpu {
 
@@ -93,6 +94,11 @@ const char* DenseMhaAttentionPath(const DenseMhaPrefillParams& params);
 // for the own one: "cublaslt", "rocblas" (the platform's vendor GEMM) or
 // "gemm_bf16". For reports.
 const char* DenseMhaDecompressionPath();
+
+// Hits and misses of the calling thread's table of the TMA body's tensor
+// maps (dense_mha/tma_maps.h; zeros where that body is not built). For
+// tests.
+SmallCacheStats DenseMhaTensorMapStats();
 
 }  // namespace dsa::attention::gpu
 

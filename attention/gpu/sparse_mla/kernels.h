@@ -37,14 +37,14 @@ struct MmaOutput {
 // Rows [begin, begin + rows) of the attention on a matrix body: the
 // warp-level one with HC heads per block (warp_body.h), or the sm_90a
 // warpgroup one (warpgroup_body.h). kFp8: an fp8_ds_mla cache of format F
-// (F is unused for a bf16 cache).
+// (F is unused for a bf16 cache). `device`: the current device.
 template <int HC, bool kFp8, Fp8Format F>
 LaunchResult LaunchWarpBody(const SparseMlaParams& p, int64_t begin,
-                            int64_t rows, const MmaOutput& out,
+                            int64_t rows, const MmaOutput& out, int device,
                             hipStream_t stream);
 template <bool kFp8, Fp8Format F>
 LaunchResult LaunchWarpgroupBody(const SparseMlaParams& p, int64_t begin,
-                                 int64_t rows, const MmaOutput& out,
+                                 int64_t rows, const MmaOutput& out, int device,
                                  hipStream_t stream);
 
 // out.latent[rows, heads, 512] = the splits of out merged
