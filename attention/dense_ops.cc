@@ -18,10 +18,11 @@ constexpr std::initializer_list<DType> kFloatTypes = {DType::kFloat32,
 Status CheckSameShape2(std::string_view op, std::string_view arg,
                        const TensorView& t, std::string_view ref_name,
                        const TensorView& ref) {
-  DSA_RETURN_IF_ERROR(
-      CheckDim(op, arg, t, 0, "rows", ref.dim(0), StrCat(ref_name, "'s rows")));
-  return CheckDim(op, arg, t, 1, "cols", ref.dim(1),
-                  StrCat(ref_name, "'s cols"));
+  DSA_RETURN_IF_ERROR(CheckDimWith(op, arg, t, 0, "rows", ref.dim(0), [&] {
+    return StrCat(ref_name, "'s rows");
+  }));
+  return CheckDimWith(op, arg, t, 1, "cols", ref.dim(1),
+                      [&] { return StrCat(ref_name, "'s cols"); });
 }
 
 Status CheckFinite(std::string_view op, std::string_view arg, float v) {

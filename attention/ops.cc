@@ -348,10 +348,10 @@ Status CheckKvBProj(std::string_view op, const TensorView& kv_b_proj,
                                   "[heads * (qk_nope_head_dim + v_head_dim), "
                                   "kv_lora_rank]",
                                   kFloatTypes));
-  DSA_RETURN_IF_ERROR(
-      CheckDim(op, "kv_b_proj", kv_b_proj, 0, "heads * (qk_nope + v)",
-               heads * (qk_nope + v),
-               StrCat(heads, " heads * (", qk_nope, " + ", v, ")")));
+  DSA_RETURN_IF_ERROR(CheckDimWith(
+      op, "kv_b_proj", kv_b_proj, 0, "heads * (qk_nope + v)",
+      heads * (qk_nope + v),
+      [&] { return StrCat(heads, " heads * (", qk_nope, " + ", v, ")"); }));
   return CheckDim(op, "kv_b_proj", kv_b_proj, 1, "kv_lora_rank", kv_lora_rank,
                   "cache_format.kv_lora_rank");
 }

@@ -92,6 +92,17 @@ Status CheckDim(std::string_view op, std::string_view arg, const TensorView& t,
                 int dim, std::string_view dim_name, int64_t expected,
                 std::string_view why);
 
+// CheckDim with a `why` that has to be formatted (why() returns a string):
+// the dim is compared first and why() runs only when it differs, so a call
+// that passes builds no string.
+template <class Why>
+Status CheckDimWith(std::string_view op, std::string_view arg,
+                    const TensorView& t, int dim, std::string_view dim_name,
+                    int64_t expected, const Why& why) {
+  if (dim >= 0 && dim < t.rank && t.shape[dim] == expected) return OkStatus();
+  return CheckDim(op, arg, t, dim, dim_name, expected, why());
+}
+
 // Checks that a view's elements are contiguous in row-major order (caches,
 // whose blocks are addressed by byte offset).
 Status CheckContiguous(std::string_view op, std::string_view arg,

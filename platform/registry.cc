@@ -19,9 +19,13 @@ namespace {
 
 constexpr size_t kErrorSize = 512;
 
+// The status of a platform callback; `what()` (the call, for the message)
+// is formatted only when the callback failed.
+template <typename What>
 absl::Status AbslCallbackStatus(DsaStatusCode code, const char* error,
-                                absl::string_view what) {
-  return ToAbsl(platform::CallbackStatus(code, error, std::string(what)));
+                                const What& what) {
+  if (code == DSA_STATUS_OK) return absl::OkStatus();
+  return ToAbsl(platform::CallbackStatus(code, error, what()));
 }
 
 // The descriptor's `call`, unless a test's FaultInjector makes this call at
@@ -177,9 +181,10 @@ absl::StatusOr<void*> DeviceRuntime::Allocate(size_t bytes) const {
       Fallible(
           FaultSite::kDeviceMalloc, error, sizeof(error),
           [&] { return d_->device_malloc(bytes, &ptr, error, sizeof(error)); }),
-      error,
-      absl::StrCat("platform '", platform_id_, "': allocating ", bytes,
-                   " bytes")));
+      error, [&] {
+        return absl::StrCat("platform '", platform_id_, "': allocating ", bytes,
+                            " bytes");
+      }));
   if (ptr == nullptr && bytes > 0) {
     return absl::InternalError(absl::StrCat("platform '", platform_id_,
                                             "' allocator returned NULL for ",
@@ -196,7 +201,7 @@ absl::Status DeviceRuntime::Free(void* ptr) const {
   char error[kErrorSize] = {0};
   return AbslCallbackStatus(
       d_->device_free(ptr, error, sizeof(error)), error,
-      absl::StrCat("platform '", platform_id_, "': free"));
+      [&] { return absl::StrCat("platform '", platform_id_, "': free"); });
 }
 
 absl::Status DeviceRuntime::Copy(void* dst, const void* src, size_t bytes,
@@ -218,9 +223,10 @@ absl::Status DeviceRuntime::Copy(void* dst, const void* src, size_t bytes,
                  return d_->device_memcpy(dst, src, bytes, kind, error,
                                           sizeof(error));
                }),
-      error,
-      absl::StrCat("platform '", platform_id_, "': memcpy of ", bytes,
-                   " bytes"));
+      error, [&] {
+        return absl::StrCat("platform '", platform_id_, "': memcpy of ", bytes,
+                            " bytes");
+      });
 }
 
 absl::Status DeviceRuntime::CopyHostToDevice(void* dst, const void* src,
@@ -245,7 +251,9 @@ absl::Status DeviceRuntime::Synchronize() const {
   return AbslCallbackStatus(
       Fallible(FaultSite::kDeviceSynchronize, error, sizeof(error),
                [&] { return d_->device_synchronize(error, sizeof(error)); }),
-      error, absl::StrCat("platform '", platform_id_, "': synchronize"));
+      error, [&] {
+        return absl::StrCat("platform '", platform_id_, "': synchronize");
+      });
 }
 
 absl::StatusOr<DeviceMemory> DeviceRuntime::MemoryInfo() const {
@@ -262,7 +270,9 @@ absl::StatusOr<DeviceMemory> DeviceRuntime::MemoryInfo() const {
                                                &memory.total_bytes, error,
                                                sizeof(error));
                }),
-      error, absl::StrCat("platform '", platform_id_, "': memory info")));
+      error, [&] {
+        return absl::StrCat("platform '", platform_id_, "': memory info");
+      }));
   return memory;
 }
 

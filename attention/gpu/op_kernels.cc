@@ -103,7 +103,11 @@ Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
   const int64_t tokens = a.q.dim(0);
   if (a.output.empty()) return OkStatus();
   const int64_t requests = a.block_table.dim(0);
-  std::vector<int32_t> seq_lens(requests), starts(requests + 1);
+  // The lengths as plain arrays, in buffers each thread keeps (no
+  // allocation once it has seen its largest batch).
+  thread_local std::vector<int32_t> seq_lens, starts;
+  seq_lens.resize(requests);
+  starts.resize(requests + 1);
   if (!a.seq_lens_host.absent()) {
     // The caller's host copies (Validate: both, shaped as the originals):
     // nothing waits for the stream.

@@ -32,6 +32,7 @@ binaries=(
   model_runner_test=//model/deepseek_v32:model_runner_test
   step_faults_gpu_test=//model/deepseek_v32:step_faults_gpu_test
   platform_conformance_test=//testing:platform_conformance_test
+  profile_run_scratch_gpu_test=//testing:profile_run_scratch_gpu_test
   indexer_bench=//attention/gpu/indexer:bench
   cache_bench=//attention/gpu/cache:bench
   sparse_mla_bench=//attention/gpu/sparse_mla:bench

@@ -75,76 +75,11 @@ LaunchResult LaunchWithSharedMemory(const AttentionLaunch& l, dim3 grid,
                    l.features.max_shared_bytes_per_block);
   }
   LaunchResult r = OptInSharedMemory<kKernel, static_cast<int>(kBytes)>(
-      "dense_mha_prefill: shared memory opt-in");
+      l.features.device, "dense_mha_prefill: shared memory opt-in");
   if (!r.ok()) return r;
   hipLaunchKernelGGL(kKernel, grid, dim3(threads), kBytes, l.stream, args...);
   return CheckLaunch("dense_mha_prefill attention");
 }
-
-#if defined(DSA_GPU_CUDA)
-// A bf16 tensor map with 128-byte swizzle: dims innermost first, strides
-// (bytes) of dims 1.., the box in elements.
-inline LaunchResult MakeTensorMap(CUtensorMap* map, const void* base, int rank,
-                                  const cuuint64_t* dims,
-                                  const cuuint64_t* strides,
-                                  const cuuint32_t* box, const char* what) {
-  const cuuint32_t unit[3] = {1, 1, 1};
-  const CUresult r = TensorMapEncoder()(
-      map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(base),
-      dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r == CUDA_SUCCESS) return LaunchResult{};
-  LaunchResult out;
-  out.code = LaunchCode::kRuntimeError;
-  std::snprintf(out.message, sizeof(out.message),
-                "dense_mha_prefill: cuTensorMapEncodeTiled (%s) failed: %d",
-                what, static_cast<int>(r));
-  return out;
-}
-
-// The TMA body's tensor maps over q and the scratch (attention_args.h),
-// boxes of 64 columns by kBlockM queries / tile_keys keys / v value dims.
-template <int kV>
-LaunchResult MakeTmaMaps(const AttentionArgs& a, int tile_keys, TmaMaps* maps) {
-  const int qk = a.nope + a.rope;
-  const int64_t kv_rows = a.vt_ld;
-  const cuuint32_t keys = static_cast<cuuint32_t>(tile_keys);
-  {
-    const cuuint64_t dims[3] = {static_cast<cuuint64_t>(qk),
-                                static_cast<cuuint64_t>(a.heads),
-                                static_cast<cuuint64_t>(a.tokens)};
-    const cuuint64_t strides[2] = {static_cast<cuuint64_t>(qk) * 2,
-                                   static_cast<cuuint64_t>(qk) * a.heads * 2};
-    const cuuint32_t box[3] = {64, 1, kBlockM};
-    LaunchResult r = MakeTensorMap(&maps->q, a.q, 3, dims, strides, box, "q");
-    if (!r.ok()) return r;
-  }
-  if (a.nope > 0) {
-    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(a.knope_ld),
-                                static_cast<cuuint64_t>(kv_rows)};
-    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(a.knope_ld) * 2};
-    const cuuint32_t box[2] = {64, keys};
-    LaunchResult r =
-        MakeTensorMap(&maps->knope, a.knope, 2, dims, strides, box, "K_nope");
-    if (!r.ok()) return r;
-  }
-  {
-    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(a.lat_ld),
-                                static_cast<cuuint64_t>(kv_rows)};
-    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(a.lat_ld) * 2};
-    const cuuint32_t box[2] = {64, keys};
-    LaunchResult r =
-        MakeTensorMap(&maps->kpe, a.lat, 2, dims, strides, box, "k_pe");
-    if (!r.ok()) return r;
-  }
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(kv_rows),
-                              static_cast<cuuint64_t>(a.heads) * a.v};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kv_rows) * 2};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(kV)};
-  return MakeTensorMap(&maps->vt, a.vt, 2, dims, strides, box, "V^T");
-}
-#endif  // DSA_GPU_CUDA
 
 template <int kQk, int kV>
 LaunchResult LaunchAttention(const AttentionLaunch& l) {
@@ -165,7 +100,7 @@ LaunchResult LaunchAttention(const AttentionLaunch& l) {
       constexpr int kN = TmaTileKeys(kQk, kV);
       if (l.choice.tma_tile_keys != kN) break;
       TmaMaps maps;
-      LaunchResult r = MakeTmaMaps<kV>(l.args, kN, &maps);
+      LaunchResult r = CachedTmaMaps(l.args, kN, kV, &maps);
       if (!r.ok()) return r;
       // Persistent: the schedule's CTAs (heuristics.h).
       return LaunchWithSharedMemory<&DenseAttentionTmaKernel<kQk, kV, kN>,

@@ -52,10 +52,10 @@ __global__ void __launch_bounds__(Bf16GemmTiles::kThreads)
 
 template <bool kWarpgroup>
 LaunchResult LaunchGemm(const Bf16GemmParams& p, int64_t grid_m, int64_t grid_n,
-                        hipStream_t stream) {
+                        int device, hipStream_t stream) {
   constexpr auto kKernel = &Bf16GemmKernel<kWarpgroup>;
   LaunchResult r = OptInSharedMemory<kKernel, static_cast<int>(kGemmSmemBytes)>(
-      "bf16_gemm: shared memory opt-in");
+      device, "bf16_gemm: shared memory opt-in");
   if (!r.ok()) return r;
   hipLaunchKernelGGL(
       kKernel,
@@ -125,8 +125,10 @@ LaunchResult Bf16GemmLaunch(const Bf16GemmParams& p, void* stream) {
   if (!r.ok()) return r;
   const hipStream_t s = static_cast<hipStream_t>(stream);
   return body == Bf16GemmBody::kSm90
-             ? dense_mha::LaunchGemm<true>(p, grid_m, grid_n, s)
-             : dense_mha::LaunchGemm<false>(p, grid_m, grid_n, s);
+             ? dense_mha::LaunchGemm<true>(p, grid_m, grid_n, features.device,
+                                           s)
+             : dense_mha::LaunchGemm<false>(p, grid_m, grid_n, features.device,
+                                            s);
 }
 
 }  // namespace dsa::attention::gpu

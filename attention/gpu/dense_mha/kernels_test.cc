@@ -50,6 +50,7 @@
 #include "attention/gpu/device/runtime.h"
 #include "attention/gpu/device/test_util.h"
 #include "gtest/gtest.h"
+#include "platform/fault_injection.h"
 
 namespace dsa::attention::gpu {
 namespace {
@@ -262,20 +263,9 @@ TEST_P(DenseMhaKernelTest, MatchesFloat64Reference) {
   if (c.body != DenseMhaBody::kAuto) {
     EXPECT_EQ(path.rfind(PathPrefix(c.body), 0), 0u) << path;
   }
-  ASSERT_LAUNCH(DenseMhaPrefillLaunch(p, nullptr));
-  ASSERT_LAUNCH(DeviceSynchronize());
-  std::vector<double> got(out_elems);
-  if (out_bf16) {
-    std::vector<uint16_t> raw;
-    ASSERT_LAUNCH(d_out.Download(&raw));
-    for (int64_t i = 0; i < out_elems; ++i) got[i] = Bf16ToFloat(raw[i]);
-  } else {
-    std::vector<float> raw;
-    ASSERT_LAUNCH(d_out.Download(&raw));
-    for (int64_t i = 0; i < out_elems; ++i) got[i] = raw[i];
-  }
-
-  double worst = 0;
+  // The reference of every output element, and the largest |v| its row
+  // attends to.
+  std::vector<double> ref(out_elems), row_vmax(out_elems);
   for (int32_t r = 0; r < requests; ++r) {
     const int64_t len = seq_lens[r];
     const int64_t n = starts[r + 1] - starts[r];
@@ -333,17 +323,62 @@ TEST_P(DenseMhaKernelTest, MatchesFloat64Reference) {
           }
         }
         for (int d = 0; d < v; ++d) {
-          const double ref = o[d] / sum;
-          const double g = got[(t * heads + h) * v + d];
-          double tol = 0x1p-8 * vmax;
-          if (out_bf16) tol += 0x1p-8 * std::fabs(ref);
-          ASSERT_LE(std::fabs(g - ref), tol)
-              << "token " << t << " (request " << r << ", row " << i
-              << ") head " << h << " dim " << d << ": got " << g
-              << ", expected " << ref << ", vmax " << vmax;
-          worst = std::max(worst, std::fabs(g - ref) / vmax);
+          ref[(t * heads + h) * v + d] = o[d] / sum;
+          row_vmax[(t * heads + h) * v + d] = vmax;
         }
       }
+    }
+  }
+
+  // Twice: the first call grows the stream's scratch arena as it needs; the
+  // second, into a poisoned output again, takes its scratch from the arena
+  // as it stands (no stream-ordered allocation) and, on the TMA body, its
+  // tensor maps from the thread's cache.
+  double worst = 0;
+  for (int call = 0; call < 2; ++call) {
+    if (call == 1) {
+      if (out_bf16) {
+        ASSERT_LAUNCH(d_out.Upload(std::vector<uint16_t>(out_elems, 0x7fc1)));
+      } else {
+        ASSERT_LAUNCH(d_out.Upload(std::vector<float>(
+            out_elems, std::numeric_limits<float>::quiet_NaN())));
+      }
+    }
+    const SmallCacheStats maps_before = DenseMhaTensorMapStats();
+    {
+      platform::FaultInjector counter;  // counts the calls, fails none
+      ASSERT_LAUNCH(DenseMhaPrefillLaunch(p, nullptr));
+      if (call == 1) {
+        EXPECT_EQ(counter.calls(platform::FaultSite::kStreamAlloc), 0)
+            << "the repeated call allocated scratch";
+      }
+    }
+    if (call == 1 && path.rfind("sm90-tma", 0) == 0) {
+      const SmallCacheStats maps = DenseMhaTensorMapStats();
+      EXPECT_EQ(maps.misses, maps_before.misses);
+      EXPECT_EQ(maps.hits, maps_before.hits + 1);
+    }
+    ASSERT_LAUNCH(DeviceSynchronize());
+    std::vector<double> got(out_elems);
+    if (out_bf16) {
+      std::vector<uint16_t> raw;
+      ASSERT_LAUNCH(d_out.Download(&raw));
+      for (int64_t i = 0; i < out_elems; ++i) got[i] = Bf16ToFloat(raw[i]);
+    } else {
+      std::vector<float> raw;
+      ASSERT_LAUNCH(d_out.Download(&raw));
+      for (int64_t i = 0; i < out_elems; ++i) got[i] = raw[i];
+    }
+    for (int64_t e = 0; e < out_elems; ++e) {
+      const double vmax = row_vmax[e];
+      double tol = 0x1p-8 * vmax;
+      if (out_bf16) tol += 0x1p-8 * std::fabs(ref[e]);
+      const int64_t t = e / (int64_t{heads} * v);
+      ASSERT_LE(std::fabs(got[e] - ref[e]), tol)
+          << "call " << call << ": token " << t << " head " << (e / v) % heads
+          << " dim " << e % v << ": got " << got[e] << ", expected " << ref[e]
+          << ", vmax " << vmax;
+      worst = std::max(worst, std::fabs(got[e] - ref[e]) / vmax);
     }
   }
   const DenseMhaFlops flops = DenseMhaPrefillFlops(p);

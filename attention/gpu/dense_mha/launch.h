@@ -5,7 +5,8 @@
 // A call runs four or five kernels on `stream`:
 //   1. gather: each request's latent entries [0, seq_len) (bf16, or fp8
 //      "fp8_ds_mla" dequantised, exactly) into contiguous bf16 rows
-//      kv_c | k_pe of a scratch buffer (device/stream_scratch.h),
+//      kv_c | k_pe of a scratch buffer (device/stream_scratch.h: the
+//      stream's scratch arena, held across calls),
 //      each request's rows starting at and padded to a multiple of 128;
 //   2-3. decompression, two bf16 GEMMs: K_nope = kv_c W_UK^T as
 //      [S, heads * nope] and V^T = W_UV kv_c^T as [heads * v, S], so that
@@ -47,14 +48,16 @@
 
 #include "attention/gpu/dense_mha/params.h"
 #include "attention/gpu/device/launch_result.h"
+#include "attention/gpu/device/small_cache.h"
 
 namespace dsa::attention::gpu {
 
 // Enqueues the kernels. Supported: nope, rope, v multiples of 8;
 // nope + rope <= 256 and v <= 256; kv_lora a multiple of 8; the
 // lengths in the host arrays consistent (checked: kInvalidArgument names
-// what is wrong). Returns after enqueueing (scratch memory goes back to the
-// stream's pool in stream order).
+// what is wrong). Returns after enqueueing; the scratch is the stream's
+// arena (device/scratch_arena.h), which grows only when a call needs more
+// than any before on that stream.
 LaunchResult DenseMhaPrefillLaunch(const DenseMhaPrefillParams& params,
                                    void* stream);
 
@@ -93,6 +96,11 @@ const char* DenseMhaAttentionPath(const DenseMhaPrefillParams& params);
 // for the own one: "cublaslt", "rocblas" (the platform's vendor GEMM) or
 // "gemm_bf16". For reports.
 const char* DenseMhaDecompressionPath();
+
+// Hits and misses of the calling thread's table of the TMA body's tensor
+// maps (dense_mha/tma_maps.h; zeros where that body is not built). For
+// tests.
+SmallCacheStats DenseMhaTensorMapStats();
 
 }  // namespace dsa::attention::gpu
 

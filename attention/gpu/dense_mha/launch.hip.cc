@@ -15,6 +15,7 @@
 #include "attention/gpu/dense_mha/heuristics.h"
 #include "attention/gpu/dense_mha/plan.h"
 #include "attention/gpu/dense_mha/prologue_kernels.h"
+#include "attention/gpu/dense_mha/tma_maps.h"
 #include "attention/gpu/dense_mha/vendor_gemm.h"
 #include "attention/gpu/device/features.h"
 #include "attention/gpu/device/hip_compat.h"
@@ -83,21 +84,12 @@ LaunchResult Gather(const DenseMhaPrefillParams& p, const Plan& plan,
 // instead of a batch of per-head ones).
 LaunchResult DecompressOnVendorGemm(const DenseMhaPrefillParams& p,
                                     const Plan& plan, const uint16_t* lat,
-                                    uint16_t* knope, uint16_t* vt,
-                                    StreamScratch& scratch,
-                                    hipStream_t stream) {
+                                    uint16_t* knope, uint16_t* vt, uint16_t* wk,
+                                    uint16_t* wv, hipStream_t stream) {
   const int64_t nope = p.qk_nope_head_dim, v = p.v_head_dim;
   const int64_t lora = p.kv_lora_rank, heads = p.heads;
   const int64_t w_rows = heads * (nope + v);
-  uint16_t* wk = nullptr;
-  uint16_t* wv = nullptr;
   LaunchResult r;
-  if (nope > 0) {
-    r = scratch.Get(&wk, plan.wk_bytes, "dense_mha_prefill W_UK scratch");
-    if (!r.ok()) return r;
-  }
-  r = scratch.Get(&wv, plan.wv_bytes, "dense_mha_prefill W_UV scratch");
-  if (!r.ok()) return r;
   const int64_t chunks = w_rows * (lora / 8);
   const unsigned blocks =
       static_cast<unsigned>(std::min<int64_t>((chunks + 255) / 256, 16384));
@@ -146,17 +138,14 @@ LaunchResult DecompressOnVendorGemm(const DenseMhaPrefillParams& p,
 // V^T = W_UV lat[:, :lora]^T.
 LaunchResult DecompressOnOwnGemm(const DenseMhaPrefillParams& p,
                                  const Plan& plan, const uint16_t* lat,
-                                 uint16_t* knope, uint16_t* vt,
-                                 StreamScratch& scratch, hipStream_t stream) {
+                                 uint16_t* knope, uint16_t* vt, uint16_t* wb,
+                                 hipStream_t stream) {
   const int64_t nope = p.qk_nope_head_dim, v = p.v_head_dim;
   const int64_t lora = p.kv_lora_rank;
   const int64_t w_elems = static_cast<int64_t>(p.heads) * (nope + v) * lora;
   const uint16_t* w = static_cast<const uint16_t*>(p.kv_b_proj);
   LaunchResult r;
   if (plan.convert_weights) {
-    uint16_t* wb = nullptr;
-    r = scratch.Get(&wb, plan.weight_bytes, "dense_mha_prefill weight scratch");
-    if (!r.ok()) return r;
     r = p.kv_b_proj_format == FloatFormat::kFloat32
             ? ConvertToBf16(static_cast<const float*>(p.kv_b_proj), wb, w_elems,
                             stream)
@@ -220,13 +209,38 @@ LaunchResult Prefill(const DenseMhaPrefillParams& p, hipStream_t stream) {
   r = ChooseAttention(p, launch.features, &launch.choice);
   if (!r.ok()) return r;
 
-  StreamScratch scratch(stream);
+  // Every scratch buffer of the call, from one block of the stream's arena:
+  // the metadata (when not inline), the latent rows with the attention's
+  // tile counter after them, K_nope, V^T, the weights as the decompression
+  // reads them, q in bf16 where needed.
+  const bool vendor_gemm =
+      !p.own_decompression_gemm && DenseMhaVendorGemmBackend() != nullptr;
   Meta& meta = plan.meta;
+  StreamScratch scratch(stream, launch.features.device);
+  uint8_t* meta_dev = nullptr;
+  if (!meta.is_inline) scratch.Add(&meta_dev, plan.meta_upload.size());
+  uint16_t* lat = nullptr;
+  uint16_t* knope = nullptr;
+  uint16_t* vt = nullptr;
+  const size_t counter_offset = (plan.latent_bytes + 255) / 256 * 256;
+  scratch.Add(&lat, counter_offset + sizeof(int32_t));
+  scratch.Add(&knope, plan.knope_bytes);
+  scratch.Add(&vt, plan.vt_bytes);
+  uint16_t* wk = nullptr;
+  uint16_t* wv = nullptr;
+  uint16_t* wb = nullptr;
+  if (vendor_gemm) {
+    if (p.qk_nope_head_dim > 0) scratch.Add(&wk, plan.wk_bytes);
+    scratch.Add(&wv, plan.wv_bytes);
+  } else if (plan.convert_weights) {
+    scratch.Add(&wb, plan.weight_bytes);
+  }
+  uint16_t* q_bf16 = nullptr;
+  if (plan.convert_queries) scratch.Add(&q_bf16, plan.query_bytes);
+  r = scratch.Allocate("dense_mha_prefill scratch");
+  if (!r.ok()) return r;
+
   if (!meta.is_inline) {
-    uint8_t* meta_dev = nullptr;
-    r = scratch.Get(&meta_dev, plan.meta_upload.size(),
-                    "dense_mha_prefill metadata");
-    if (!r.ok()) return r;
     // From pageable memory: the runtime stages it before returning.
     r = FallibleCall(platform::FaultSite::kStreamCopy,
                      "dense_mha_prefill metadata upload", [&] {
@@ -239,40 +253,26 @@ LaunchResult Prefill(const DenseMhaPrefillParams& p, hipStream_t stream) {
     meta.items = reinterpret_cast<const WorkItem*>(
         meta_dev + plan.requests.size() * sizeof(RequestInfo));
   }
-  uint16_t* lat = nullptr;
-  uint16_t* knope = nullptr;
-  uint16_t* vt = nullptr;
-  // The attention's tile counter rides after the latent rows.
-  const size_t counter_offset = (plan.latent_bytes + 255) / 256 * 256;
-  r = scratch.Get(&lat, counter_offset + sizeof(int32_t),
-                  "dense_mha_prefill latent scratch");
-  if (!r.ok()) return r;
   int32_t* tile_counter = reinterpret_cast<int32_t*>(
       reinterpret_cast<uint8_t*>(lat) + counter_offset);
-  r = scratch.Get(&knope, plan.knope_bytes, "dense_mha_prefill K scratch");
-  if (!r.ok()) return r;
-  r = scratch.Get(&vt, plan.vt_bytes, "dense_mha_prefill V scratch");
-  if (!r.ok()) return r;
 
   r = Gather(p, plan, meta, lat, tile_counter, stream);
   if (!r.ok()) return r;
-  r = !p.own_decompression_gemm && DenseMhaVendorGemmBackend() != nullptr
-          ? DecompressOnVendorGemm(p, plan, lat, knope, vt, scratch, stream)
-          : DecompressOnOwnGemm(p, plan, lat, knope, vt, scratch, stream);
+  r = vendor_gemm
+          ? DecompressOnVendorGemm(p, plan, lat, knope, vt, wk, wv, stream)
+          : DecompressOnOwnGemm(p, plan, lat, knope, vt, wb, stream);
   if (!r.ok()) return r;
 
   const uint16_t* qb = static_cast<const uint16_t*>(p.q);
   if (plan.convert_queries) {
-    uint16_t* conv = nullptr;
     const int64_t n =
         p.tokens * p.heads * (int64_t{p.qk_nope_head_dim} + p.rope_dim);
-    r = scratch.Get(&conv, plan.query_bytes, "dense_mha_prefill query scratch");
-    if (!r.ok()) return r;
     r = p.q_format == FloatFormat::kFloat32
-            ? ConvertToBf16(static_cast<const float*>(p.q), conv, n, stream)
-            : ConvertToBf16(static_cast<const uint16_t*>(p.q), conv, n, stream);
+            ? ConvertToBf16(static_cast<const float*>(p.q), q_bf16, n, stream)
+            : ConvertToBf16(static_cast<const uint16_t*>(p.q), q_bf16, n,
+                            stream);
     if (!r.ok()) return r;
-    qb = conv;
+    qb = q_bf16;
   }
   AttentionArgs& args = launch.args;
   args.q = qb;
@@ -328,6 +328,14 @@ const char* DenseMhaAttentionPath(const DenseMhaPrefillParams& p) {
 
 const char* DenseMhaDecompressionPath() {
   return dense_mha::DecompressionBackend();
+}
+
+SmallCacheStats DenseMhaTensorMapStats() {
+#if defined(DSA_GPU_CUDA)
+  return ThreadCache<dense_mha::TmaMapsCache>().stats();
+#else
+  return SmallCacheStats();
+#endif
 }
 
 }  // namespace dsa::attention::gpu

@@ -24,6 +24,7 @@
 #include "attention/gpu/dense_mha/attention_args.h"
 #include "attention/gpu/dense_mha/config.h"
 #include "attention/gpu/dense_mha/sm90_tile.h"
+#include "attention/gpu/dense_mha/tma_maps.h"
 #include "attention/gpu/device/hip_compat.h"
 #include "attention/gpu/device/mma.h"
 #include "attention/gpu/device/sm90_pipeline.h"
@@ -31,13 +32,6 @@
 #if defined(DSA_GPU_CUDA)
 
 namespace dsa::attention::gpu::dense_mha {
-
-struct TmaMaps {
-  CUtensorMap q;      // 3-D {qk, heads, tokens}, box {64, 1, 128}
-  CUtensorMap knope;  // 2-D {heads * nope, S}, box {64, kN}
-  CUtensorMap kpe;    // 2-D {lora + rope, S} (the latent rows), box {64, kN}
-  CUtensorMap vt;     // 2-D {S, heads * v}, box {64, v} (kN / 64 a tile)
-};
 
 template <int kQk, int kV, int kN>
 struct Sm90TmaBody {

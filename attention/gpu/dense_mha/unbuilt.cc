@@ -15,5 +15,6 @@ const char* DenseMhaAttentionPath(const DenseMhaPrefillParams&) {
   return "none";
 }
 const char* DenseMhaDecompressionPath() { return "none"; }
+SmallCacheStats DenseMhaTensorMapStats() { return SmallCacheStats(); }
 
 }  // namespace dsa::attention::gpu

@@ -1,16 +1,18 @@
 #include "attention/gpu/dense_ops/op_kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <utility>
 
 #include "attention/gpu/dense_ops/launch.h"
+#include "attention/gpu/dense_ops/plan_cache.h"
 #include "attention/gpu/device/launch_status.h"
 #include "attention/gpu/device/runtime.h"
 #include "attention/kernel_abi.h"
@@ -24,14 +26,24 @@ namespace {
 
 namespace lt = ::dsa::platform::cuda;
 
-bool OnCuda() { return std::strcmp(GpuBackend(), "cuda") == 0; }
-bool OnRocm() { return std::strcmp(GpuBackend(), "rocm") == 0; }
+bool OnCuda() {
+  static const bool on_cuda = std::strcmp(GpuBackend(), "cuda") == 0;
+  return on_cuda;
+}
+bool OnRocm() {
+  static const bool on_rocm = std::strcmp(GpuBackend(), "rocm") == 0;
+  return on_rocm;
+}
 
 // ---------------------------------------------------------------------------
 // cuBLASLt. Column-major: y^T [out, rows] = op(A) [out, in] * x^T [in, rows],
 // with A = w read as [in, out] (transposed) when w's in dim is contiguous,
 // else as [out, in]. Plans (descriptors + the heuristic's algorithm) are
-// cached per shape, strides and alignment; a workspace is kept per stream.
+// kept per shape, strides and alignment in a PlanCache (plan_cache.h: found
+// without a lock from the thread's own entries, at most kMaxPlans, the
+// least recently used dropped); a workspace is kept per stream, found from
+// the thread's last streams. The handle is made once, shared by every
+// thread (cublasLtMatmul takes the stream and workspace per call).
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLAS's Hopper advice
 
@@ -43,9 +55,37 @@ int Alignment(const void* p) {
   return align;
 }
 
-using PlanKey =
-    std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-               int64_t, int64_t, int64_t, bool, int, int, int, int>;
+// Everything a plan depends on.
+struct PlanKey {
+  int64_t batch = 0, rows = 0, in = 0, out = 0;
+  int64_t x_row_stride = 0, x_batch_stride = 0;
+  int64_t w_stride = 0, w_batch_stride = 0;
+  int64_t y_row_stride = 0, y_batch_stride = 0;
+  int32_t w_row_major = 0, y_type = 0, align_x = 0, align_w = 0, align_y = 0;
+  bool operator==(const PlanKey& o) const {
+    return batch == o.batch && rows == o.rows && in == o.in && out == o.out &&
+           x_row_stride == o.x_row_stride &&
+           x_batch_stride == o.x_batch_stride && w_stride == o.w_stride &&
+           w_batch_stride == o.w_batch_stride &&
+           y_row_stride == o.y_row_stride &&
+           y_batch_stride == o.y_batch_stride && w_row_major == o.w_row_major &&
+           y_type == o.y_type && align_x == o.align_x && align_w == o.align_w &&
+           align_y == o.align_y;
+  }
+};
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    uint64_t h = 1469598103934665603u;  // FNV-1a over the fields
+    for (int64_t v :
+         {k.batch, k.rows, k.in, k.out, k.x_row_stride, k.x_batch_stride,
+          k.w_stride, k.w_batch_stride, k.y_row_stride, k.y_batch_stride,
+          int64_t{k.w_row_major}, int64_t{k.y_type}, int64_t{k.align_x},
+          int64_t{k.align_w}, int64_t{k.align_y}}) {
+      h = (h ^ static_cast<uint64_t>(v)) * 1099511628211u;
+    }
+    return static_cast<size_t>(h);
+  }
+};
 
 struct Plan {
   bool ok = false;
@@ -56,18 +96,39 @@ struct Plan {
   lt::CublasLtHeuristicResult heuristic{};
 };
 
+void DestroyPlan(const lt::CublasLtApi& api, const Plan& plan) {
+  if (plan.desc) api.cublasLtMatmulDescDestroy(plan.desc);
+  for (void* l : {plan.a, plan.b, plan.d}) {
+    if (l) api.cublasLtMatrixLayoutDestroy(l);
+  }
+}
+
+// Plans of this many shapes at most (a step at one batch size uses about a
+// dozen).
+constexpr size_t kMaxPlans = 512;
+
 struct LtState {
-  std::mutex mu;
-  void* handle = nullptr;
-  bool handle_failed = false;
-  std::map<PlanKey, Plan> plans;
-  std::map<void*, void*> workspaces;  // stream -> device buffer
+  std::mutex mu;  // making the handle; a stream's first workspace
+  std::atomic<void*> handle{nullptr};
+  std::atomic<bool> handle_failed{false};
+  std::map<void*, void*> workspaces;  // stream -> device buffer (under mu)
+  PlanCache<PlanKey, Plan, PlanKeyHash> plans{kMaxPlans};
 };
 
 LtState& State() {
   static LtState* const state = new LtState();
   return *state;
 }
+
+// The calling thread's last streams' workspaces (never freed, so never
+// stale).
+struct CachedWorkspace {
+  void* stream = nullptr;
+  void* workspace = nullptr;
+};
+constexpr int kCachedWorkspaces = 4;
+thread_local CachedWorkspace t_workspaces[kCachedWorkspaces];
+thread_local int t_next_workspace = 0;
 
 // A call into the vendor library that a test's FaultInjector can make fail
 // (platform/fault_injection.h): `call()`'s status, or `injected`, the
@@ -90,10 +151,7 @@ int MakePlan(const lt::CublasLtApi& api, void* handle, const GemmParams& p,
   const int y_type =
       p.y_type == FloatFormat::kBFloat16 ? lt::kCudaR16BF : lt::kCudaR32F;
   auto fail = [&](int status) {
-    if (plan.desc) api.cublasLtMatmulDescDestroy(plan.desc);
-    for (void* l : {plan.a, plan.b, plan.d}) {
-      if (l) api.cublasLtMatrixLayoutDestroy(l);
-    }
+    DestroyPlan(api, plan);
     *out = Plan();
     return lt::CublasStatusIsUnsupported(status) ? lt::kCublasStatusSuccess
                                                  : status;
@@ -234,68 +292,90 @@ Status TryCublasLt(const GemmParams& p, bool w_row_major, void* stream,
   if (api == nullptr) return OkStatus();
   if (p.batch > 0x7fffffff) return OkStatus();
   LtState& s = State();
-  std::lock_guard<std::mutex> lock(s.mu);
-  if (s.handle == nullptr) {
-    if (s.handle_failed) return OkStatus();
-    const int st = Blas(lt::kCublasStatusAllocFailed,
-                        [&] { return api->cublasLtCreate(&s.handle); });
-    if (st != lt::kCublasStatusSuccess) {
-      s.handle = nullptr;
-      // No usable library here (no driver, an arch it does not know): the
-      // own kernel from now on. Anything else is this call's error.
-      if (st == lt::kCublasStatusNotInitialized ||
-          lt::CublasStatusIsUnsupported(st)) {
-        s.handle_failed = true;
-        return OkStatus();
+  void* handle = s.handle.load(std::memory_order_acquire);
+  if (handle == nullptr) {
+    if (s.handle_failed.load(std::memory_order_relaxed)) return OkStatus();
+    std::lock_guard<std::mutex> lock(s.mu);
+    handle = s.handle.load(std::memory_order_relaxed);
+    if (handle == nullptr) {
+      if (s.handle_failed.load(std::memory_order_relaxed)) return OkStatus();
+      const int st = Blas(lt::kCublasStatusAllocFailed,
+                          [&] { return api->cublasLtCreate(&handle); });
+      if (st != lt::kCublasStatusSuccess) {
+        // No usable library here (no driver, an arch it does not know): the
+        // own kernel from now on. Anything else is this call's error.
+        if (st == lt::kCublasStatusNotInitialized ||
+            lt::CublasStatusIsUnsupported(st)) {
+          s.handle_failed.store(true, std::memory_order_relaxed);
+          return OkStatus();
+        }
+        return CublasError("cublasLtCreate", st);
       }
-      return CublasError("cublasLtCreate", st);
+      s.handle.store(handle, std::memory_order_release);
     }
   }
-  void*& workspace = s.workspaces[stream];
-  if (workspace == nullptr) {
-    const LaunchResult r = DeviceMalloc(&workspace, kWorkspaceBytes);
-    if (!r.ok()) {
-      workspace = nullptr;
-      return Status(DSA_STATUS_RESOURCE_EXHAUSTED,
-                    StrCat("gemm: cuBLASLt's workspace of ", kWorkspaceBytes,
-                           " bytes: ", r.message));
+  void* workspace = nullptr;
+  for (const CachedWorkspace& c : t_workspaces) {
+    if (c.workspace != nullptr && c.stream == stream) {
+      workspace = c.workspace;
+      break;
     }
+  }
+  if (workspace == nullptr) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    void*& slot = s.workspaces[stream];
+    if (slot == nullptr) {
+      const LaunchResult r = DeviceMalloc(&slot, kWorkspaceBytes);
+      if (!r.ok()) {
+        slot = nullptr;
+        return Status(DSA_STATUS_RESOURCE_EXHAUSTED,
+                      StrCat("gemm: cuBLASLt's workspace of ", kWorkspaceBytes,
+                             " bytes: ", r.message));
+      }
+    }
+    workspace = slot;
+    t_workspaces[t_next_workspace] = {stream, workspace};
+    t_next_workspace = (t_next_workspace + 1) % kCachedWorkspaces;
   }
   const int align_x = Alignment(p.x), align_w = Alignment(p.w),
             align_y = Alignment(p.y);
-  const PlanKey key{p.batch,
-                    p.rows,
-                    p.in,
-                    p.out,
-                    p.x_row_stride,
-                    p.x_batch_stride,
-                    w_row_major ? p.w_out_stride : p.w_in_stride,
-                    p.w_batch_stride,
-                    p.y_row_stride,
-                    p.y_batch_stride,
-                    w_row_major,
-                    static_cast<int>(p.y_type),
-                    align_x,
-                    align_w,
-                    align_y};
-  auto it = s.plans.find(key);
-  if (it == s.plans.end()) {
-    Plan plan;
-    const int st = MakePlan(*api, s.handle, p, w_row_major, align_x, align_w,
-                            align_y, &plan);
-    if (st != lt::kCublasStatusSuccess) {
-      return CublasError("planning cublasLtMatmul", st);
-    }
-    it = s.plans.emplace(key, plan).first;
+  PlanKey key;
+  key.batch = p.batch;
+  key.rows = p.rows;
+  key.in = p.in;
+  key.out = p.out;
+  key.x_row_stride = p.x_row_stride;
+  key.x_batch_stride = p.x_batch_stride;
+  key.w_stride = w_row_major ? p.w_out_stride : p.w_in_stride;
+  key.w_batch_stride = p.w_batch_stride;
+  key.y_row_stride = p.y_row_stride;
+  key.y_batch_stride = p.y_batch_stride;
+  key.w_row_major = w_row_major;
+  key.y_type = static_cast<int32_t>(p.y_type);
+  key.align_x = align_x;
+  key.align_w = align_w;
+  key.align_y = align_y;
+  int plan_status = lt::kCublasStatusSuccess;
+  const Plan* found = s.plans.Find(key, [&]() -> std::shared_ptr<const Plan> {
+    Plan made;
+    plan_status = MakePlan(*api, handle, p, w_row_major, align_x, align_w,
+                           align_y, &made);
+    if (plan_status != lt::kCublasStatusSuccess) return nullptr;
+    return std::shared_ptr<const Plan>(new Plan(made), [api](const Plan* q) {
+      DestroyPlan(*api, *q);
+      delete q;
+    });
+  });
+  if (found == nullptr) {
+    return CublasError("planning cublasLtMatmul", plan_status);
   }
-  const Plan& plan = it->second;
+  const Plan& plan = *found;
   if (!plan.ok) return OkStatus();
   const float alpha = 1.0f, beta = 0.0f;
   const int st = Blas(lt::kCublasStatusExecutionFailed, [&] {
-    return api->cublasLtMatmul(s.handle, plan.desc, &alpha, p.w, plan.a, p.x,
-                               plan.b, &beta, p.y, plan.d, p.y, plan.d,
-                               plan.heuristic.algo, workspace, kWorkspaceBytes,
-                               stream);
+    return api->cublasLtMatmul(
+        handle, plan.desc, &alpha, p.w, plan.a, p.x, plan.b, &beta, p.y, plan.d,
+        p.y, plan.d, plan.heuristic.algo, workspace, kWorkspaceBytes, stream);
   });
   if (st == lt::kCublasStatusSuccess) {
     *done = true;
@@ -308,20 +388,30 @@ Status TryCublasLt(const GemmParams& p, bool w_row_major, void* stream,
 // ---------------------------------------------------------------------------
 // rocBLAS, the same column-major mapping: D [out, rows] = op(A) B with
 // A = w ([in, out] transposed when its in dim is contiguous), B = x.
-// One handle per process; its stream is set under the lock for each call.
+// A handle per thread (rocBLAS handles are not to be shared between
+// threads), set to a stream only when the thread's stream changes: no lock.
 
 namespace rb = ::dsa::platform::rocm;
-
-struct RocblasState {
-  std::mutex mu;
-  void* handle = nullptr;
-  bool handle_failed = false;
-};
 
 Status RocblasError(const char* call, int status) {
   return VendorError(status == rb::kRocblasStatusMemoryError, call,
                      rb::RocblasStatusName(status), status);
 }
+
+// The calling thread's handle, destroyed when the thread ends.
+struct RocblasThreadHandle {
+  const rb::RocblasApi* api = nullptr;
+  void* handle = nullptr;
+  void* stream = nullptr;  // the stream the handle is set to
+  bool stream_set = false;
+  ~RocblasThreadHandle() {
+    if (handle != nullptr) api->rocblas_destroy_handle(handle);
+  }
+};
+thread_local RocblasThreadHandle t_rocblas;
+// rocBLAS cannot run here (a handle could not be made for a reason that
+// does not pass): the own kernel from now on, on every thread.
+std::atomic<bool> g_rocblas_unusable{false};
 
 // As TryCublasLt, on rocBLAS.
 Status TryRocblas(const GemmParams& p, bool w_row_major, void* stream,
@@ -338,27 +428,33 @@ Status TryRocblas(const GemmParams& p, bool w_row_major, void* stream,
   for (int64_t v : {p.out, p.rows, p.in, p.batch, lda, ldb, ldd}) {
     if (v > kMaxInt) return OkStatus();  // rocblas_int is 32-bit
   }
-  static RocblasState* const state = new RocblasState();
-  std::lock_guard<std::mutex> lock(state->mu);
-  if (state->handle == nullptr) {
-    if (state->handle_failed) return OkStatus();
-    const int st = Blas(rb::kRocblasStatusMemoryError, [&] {
-      return api->rocblas_create_handle(&state->handle);
-    });
+  RocblasThreadHandle& h = t_rocblas;
+  if (h.handle == nullptr) {
+    if (g_rocblas_unusable.load(std::memory_order_relaxed)) return OkStatus();
+    void* handle = nullptr;
+    const int st = Blas(rb::kRocblasStatusMemoryError,
+                        [&] { return api->rocblas_create_handle(&handle); });
     if (st != rb::kRocblasStatusSuccess) {
-      state->handle = nullptr;
       if (rb::RocblasStatusIsUnsupported(st)) {
-        state->handle_failed = true;
+        g_rocblas_unusable.store(true, std::memory_order_relaxed);
         return OkStatus();
       }
       return RocblasError("rocblas_create_handle", st);
     }
+    h.api = api;
+    h.handle = handle;
+    h.stream_set = false;
   }
-  if (const int st =
-          Blas(rb::kRocblasStatusInternalError,
-               [&] { return api->rocblas_set_stream(state->handle, stream); });
-      st != rb::kRocblasStatusSuccess) {
-    return RocblasError("rocblas_set_stream", st);
+  if (!h.stream_set || h.stream != stream) {
+    if (const int st =
+            Blas(rb::kRocblasStatusInternalError,
+                 [&] { return api->rocblas_set_stream(h.handle, stream); });
+        st != rb::kRocblasStatusSuccess) {
+      h.stream_set = false;
+      return RocblasError("rocblas_set_stream", st);
+    }
+    h.stream = stream;
+    h.stream_set = true;
   }
   const int y_type = p.y_type == FloatFormat::kBFloat16
                          ? rb::kRocblasDatatypeBf16
@@ -366,7 +462,7 @@ Status TryRocblas(const GemmParams& p, bool w_row_major, void* stream,
   const float alpha = 1.0f, beta = 0.0f;
   const int st = Blas(rb::kRocblasStatusInternalError, [&] {
     return api->rocblas_gemm_strided_batched_ex(
-        state->handle,
+        h.handle,
         w_row_major ? rb::kRocblasOperationTranspose
                     : rb::kRocblasOperationNone,
         rb::kRocblasOperationNone, static_cast<int32_t>(p.out),

@@ -58,10 +58,15 @@ using hipDeviceProp_t = cudaDeviceProp;
 #define hipEventRecord cudaEventRecord
 #define hipEventSynchronize cudaEventSynchronize
 #define hipEventElapsedTime cudaEventElapsedTime
-// Stream-ordered allocation: scratch memory a kernel needs for one call is
-// taken and given back on the call's stream, from the runtime's pool.
+// Stream-ordered allocation: the scratch arenas (device/scratch_arena.h)
+// grow on a call's stream, from the runtime's pool, and give an outgrown
+// block back on it.
 #define hipMallocAsync cudaMallocAsync
 #define hipFreeAsync cudaFreeAsync
+#define hipStreamPerThread cudaStreamPerThread
+#define hipStreamCaptureStatus cudaStreamCaptureStatus
+#define hipStreamCaptureStatusNone cudaStreamCaptureStatusNone
+#define hipStreamIsCapturing cudaStreamIsCapturing
 // More than 48 KiB of dynamic shared memory must be asked for per kernel.
 #define hipFuncSetAttribute(fn, attr, value) \
   cudaFuncSetAttribute((fn), (attr), (value))

@@ -90,18 +90,15 @@ inline LaunchResult FallibleCall(platform::FaultSite site, const char* what,
 }
 
 // Lets `kKernel` use `kBytes` of dynamic shared memory (more than the
-// default 48 KiB) on the current device. The attribute belongs to the
-// function on one device, so it is set once per device and kernel; a failure
-// is reported and retried on the next call.
+// default 48 KiB) on `device`, the current device (DeviceFeatures::device,
+// which the launcher asked for once). The attribute belongs to the function
+// on one device, so it is set once per device and kernel; a failure is
+// reported and retried on the next call. The one place a launcher sets a
+// function attribute.
 template <auto kKernel, int kBytes>
-LaunchResult OptInSharedMemory(const char* what) {
+LaunchResult OptInSharedMemory(int device, const char* what) {
   constexpr int kMaxDevices = 64;
   static std::atomic<bool> opted_in[kMaxDevices];
-  int device = -1;
-  if (hipGetDevice(&device) != hipSuccess) {
-    (void)hipGetLastError();
-    device = -1;
-  }
   const bool cached = device >= 0 && device < kMaxDevices;
   if (cached && opted_in[device].load(std::memory_order_relaxed)) {
     return LaunchResult{};

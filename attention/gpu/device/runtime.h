@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "attention/gpu/device/launch_result.h"
+#include "attention/gpu/device/scratch_arena.h"
 
 namespace dsa::attention::gpu {
 
@@ -32,6 +33,24 @@ LaunchResult TimeQueuedMs(LaunchResult (*fn)(void*), void* arg, int warmup,
                           int iters, float* ms_per_call);
 // "cuda", "rocm" or "none".
 const char* GpuBackend();
+
+// The process's scratch arenas (scratch_arena.h) over the runtime's
+// stream-ordered allocator: `bytes` of scratch for one launcher call on
+// `stream` of `device` (the current device), held until `lease` ends. An
+// arena grows on its stream (hipMallocAsync; a fault site of kind
+// kStreamAlloc: a failure names `what` and the bytes and leaves the arena as
+// it was) and gives an outgrown block back there (hipFreeAsync); it refuses
+// to grow while the stream is captured into a graph (kInvalidArgument: run
+// the call once before capturing). Arenas are given back at process end or
+// plugin unload, after waiting for their device.
+LaunchResult AcquireStreamScratch(void* stream, int device, size_t bytes,
+                                  const char* what,
+                                  ScratchArenas::Lease* lease);
+// The arena of `stream` on the current device, as the calling thread's
+// launchers see it (for tests and benchmarks).
+LaunchResult StreamScratchStats(void* stream, ScratchArenaStats* stats);
+// Gives every arena's memory back now (waiting for their devices).
+void ReleaseStreamScratch();
 
 }  // namespace dsa::attention::gpu
 

@@ -1,9 +1,12 @@
-// Device side of runtime.h: device memory, copies and event timing. Every
-// call that can fail is a fault site (platform/fault_injection.h).
+// Device side of runtime.h: device memory, copies, event timing and the
+// scratch arenas' allocator. Every call that can fail is a fault site
+// (platform/fault_injection.h).
 #include "attention/gpu/device/runtime.h"
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -220,5 +223,101 @@ const char* GpuBackend() { return "cuda"; }
 #else
 const char* GpuBackend() { return "rocm"; }
 #endif
+
+// ---------------------------------------------------------------------------
+// The scratch arenas over the stream-ordered allocator.
+
+namespace {
+
+// Streams with an arena before the least recently used one is given back.
+constexpr int kMaxScratchArenas = 32;
+
+LaunchResult AllocateScratch(void*, const ScratchKey& key, size_t bytes,
+                             const char* what, void** ptr) {
+  const hipStream_t stream =
+      static_cast<hipStream_t>(const_cast<void*>(key.stream));
+  // A block allocated while the stream is captured would belong to the
+  // graph, not to the arena.
+  hipStreamCaptureStatus capture = hipStreamCaptureStatusNone;
+  if (hipStreamIsCapturing(stream, &capture) != hipSuccess) {
+    (void)hipGetLastError();  // the allocation reports any real error
+  } else if (capture != hipStreamCaptureStatusNone) {
+    return Invalid(what,
+                   "the stream's scratch arena must grow to %zu bytes while "
+                   "the stream is captured into a graph; run the call once "
+                   "before capturing",
+                   bytes);
+  }
+  LaunchResult r = FallibleCall(platform::FaultSite::kStreamAlloc, what, [&] {
+    return hipMallocAsync(ptr, bytes, stream);
+  });
+  if (!r.ok()) {
+    *ptr = nullptr;
+    const size_t n = std::strlen(r.message);
+    std::snprintf(r.message + n, sizeof(r.message) - n,
+                  " (growing the stream's scratch arena to %zu bytes)", bytes);
+  }
+  return r;
+}
+
+void ReleaseScratchInOrder(void*, const ScratchKey& key, void* ptr) {
+  (void)hipFreeAsync(ptr,
+                     static_cast<hipStream_t>(const_cast<void*>(key.stream)));
+  (void)hipGetLastError();
+}
+
+// The arena's stream may be gone: wait for its whole device, then free in
+// the legacy stream's order.
+void ReleaseScratchNow(void*, const ScratchKey& key, void* ptr) {
+  int current = -1;
+  const bool switch_device =
+      hipGetDevice(&current) == hipSuccess && current != key.device;
+  if (switch_device) (void)hipSetDevice(key.device);
+  (void)hipDeviceSynchronize();
+  (void)hipFreeAsync(ptr, nullptr);
+  if (switch_device) (void)hipSetDevice(current);
+  (void)hipGetLastError();
+}
+
+// Made on the first call that needs scratch, after the runtime's first
+// calls, so that it is destroyed (at exit or unload) before the runtime's
+// own teardown.
+ScratchArenas& Arenas() {
+  static ScratchArenas arenas(
+      ScratchAllocator{AllocateScratch, ReleaseScratchInOrder,
+                       ReleaseScratchNow, nullptr},
+      kMaxScratchArenas);
+  return arenas;
+}
+
+thread_local char t_thread_token;
+
+ScratchKey KeyOf(void* stream, int device) {
+  ScratchKey key;
+  key.device = device;
+  key.stream = stream;
+  if (static_cast<hipStream_t>(stream) == hipStreamPerThread) {
+    key.thread = &t_thread_token;
+  }
+  return key;
+}
+
+}  // namespace
+
+LaunchResult AcquireStreamScratch(void* stream, int device, size_t bytes,
+                                  const char* what,
+                                  ScratchArenas::Lease* lease) {
+  return Arenas().Acquire(KeyOf(stream, device), bytes, what, lease);
+}
+
+LaunchResult StreamScratchStats(void* stream, ScratchArenaStats* stats) {
+  int device = -1;
+  LaunchResult r = FromError(hipGetDevice(&device), "scratch stats");
+  if (!r.ok()) return r;
+  *stats = Arenas().Stats(KeyOf(stream, device));
+  return r;
+}
+
+void ReleaseStreamScratch() { Arenas().ReleaseAll(); }
 
 }  // namespace dsa::attention::gpu

@@ -1,11 +1,13 @@
 // The GPU kernels' runtime calls as fault sites (launch_util.h): each call of
 // runtime.h made to fail in turn returns the runtime's own error of that kind
 // (out of memory as kOutOfMemory), names the call, and leaves the next call
-// working. Needs a device (tag gpu); skipped without one.
+// working; the scratch arenas' growth is one such call. Needs a device (tag
+// gpu); skipped without one.
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "attention/gpu/device/features.h"
 #include "attention/gpu/device/runtime.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -123,6 +125,77 @@ TEST_F(RuntimeFaultsTest, EveryEventCallIsASite) {
     EXPECT_EQ(r.code, LaunchCode::kRuntimeError);
     EXPECT_THAT(r.message, HasSubstr("(injected event fault)"));
   }
+}
+
+// The scratch arenas on the device: a stream's arena grows to the largest
+// call and is reused; a growth that fails (the stream-ordered allocation,
+// a fault site) returns out of memory naming the call and leaves the arena
+// as it was; the memory is device memory the call can write.
+TEST_F(RuntimeFaultsTest, AScratchArenaGrowsOnceAndAFailedGrowthKeepsIt) {
+  ReleaseStreamScratch();  // from the stream's earlier users in this process
+  constexpr size_t kMiB = size_t{1} << 20;
+  int device = -1;
+  {
+    DeviceFeatures f;
+    ASSERT_TRUE(CurrentDeviceFeatures(&f).ok());
+    device = f.device;
+  }
+  ScratchArenas::Lease lease;
+  ASSERT_TRUE(
+      AcquireStreamScratch(nullptr, device, kMiB, "first call", &lease).ok());
+  uint8_t* const first = lease.base();
+  std::vector<unsigned char> pattern(kMiB, 0x3c), back(kMiB, 0);
+  ASSERT_TRUE(CopyToDevice(first, pattern.data(), kMiB).ok());
+  ASSERT_TRUE(CopyToHost(back.data(), first, kMiB).ok());
+  EXPECT_EQ(back, pattern);
+  lease.Reset();
+  ScratchArenaStats s;
+  ASSERT_TRUE(StreamScratchStats(nullptr, &s).ok());
+  EXPECT_EQ(s.capacity, ScratchArenas::kGranularity);
+  EXPECT_EQ(s.grows, 1);
+  {
+    FaultPlan plan;
+    plan.fail_at = 1;
+    plan.sites = platform::FaultSiteBit(FaultSite::kStreamAlloc);
+    FaultInjector injector(plan);
+    const LaunchResult r = AcquireStreamScratch(
+        nullptr, device, 64 * kMiB, "dense_mha_prefill scratch", &lease);
+    EXPECT_EQ(r.code, LaunchCode::kOutOfMemory) << r.message;
+    EXPECT_THAT(r.message, HasSubstr("dense_mha_prefill scratch"));
+    EXPECT_THAT(r.message,
+                HasSubstr("(injected stream-ordered allocation fault)"));
+    EXPECT_EQ(lease.base(), nullptr);
+  }
+  ASSERT_TRUE(StreamScratchStats(nullptr, &s).ok());
+  EXPECT_EQ(s.capacity, ScratchArenas::kGranularity);
+  EXPECT_EQ(s.grows, 1);
+  // The old block is still the arena's, and still holds what was written.
+  ASSERT_TRUE(
+      AcquireStreamScratch(nullptr, device, kMiB, "after", &lease).ok());
+  EXPECT_EQ(lease.base(), first);
+  ASSERT_TRUE(CopyToHost(back.data(), first, kMiB).ok());
+  EXPECT_EQ(back, pattern);
+  lease.Reset();
+  // Grown on the retry, then every call up to that size allocates nothing.
+  ASSERT_TRUE(
+      AcquireStreamScratch(nullptr, device, 64 * kMiB, "retry", &lease).ok());
+  lease.Reset();
+  {
+    FaultInjector counting;
+    for (size_t bytes : {kMiB, 64 * kMiB, 3 * kMiB}) {
+      ASSERT_TRUE(
+          AcquireStreamScratch(nullptr, device, bytes, "call", &lease).ok());
+      lease.Reset();
+    }
+    EXPECT_EQ(counting.calls(FaultSite::kStreamAlloc), 0);
+  }
+  ASSERT_TRUE(StreamScratchStats(nullptr, &s).ok());
+  EXPECT_EQ(s.capacity, 64 * kMiB);
+  EXPECT_EQ(s.grows, 2);
+  ASSERT_TRUE(DeviceSynchronize().ok());
+  ReleaseStreamScratch();
+  ASSERT_TRUE(StreamScratchStats(nullptr, &s).ok());
+  EXPECT_EQ(s.capacity, 0u);
 }
 
 }  // namespace

@@ -34,5 +34,15 @@ LaunchResult CurrentDeviceFeatures(DeviceFeatures*) {
   return NotBuiltResult("device features");
 }
 const char* GpuBackend() { return "none"; }
+LaunchResult AcquireStreamScratch(void*, int, size_t, const char* what,
+                                  ScratchArenas::Lease* lease) {
+  lease->Reset();
+  return NotBuiltResult(what);
+}
+LaunchResult StreamScratchStats(void*, ScratchArenaStats* stats) {
+  *stats = ScratchArenaStats();
+  return NotBuiltResult("scratch stats");
+}
+void ReleaseStreamScratch() {}
 
 }  // namespace dsa::attention::gpu

@@ -1,55 +1,79 @@
 // Scratch device memory for one launcher call (intermediate tensors a kernel
-// chain needs, such as decompressed keys and values), taken from the
-// runtime's stream-ordered pool on the call's stream and given back on the
-// same stream when the object goes out of scope. The memory stays valid for
-// every kernel enqueued on that stream before the release, so a launcher can
-// return without synchronising; the pool reuses the blocks on the next call,
-// so steady-state calls do not reach the driver's allocator.
+// chain needs, such as decompressed keys and values): the call names its
+// buffers (Add), then takes them all at once from its stream's scratch
+// arena (Allocate; device/scratch_arena.h, runtime.h), which holds the
+// memory across calls, so that a call that fits what its stream already
+// holds makes no allocation and no free. The buffers are the call's until
+// the object goes out of scope, which the launcher lets happen once its last
+// kernel is enqueued: they stay valid for every kernel enqueued on the
+// stream before the next call's, and the next call on another thread waits
+// for the scope to end.
 // Device-compiler sources only (gpu_kernel_library()).
 #ifndef DSA_ATTENTION_GPU_STREAM_SCRATCH_H_
 #define DSA_ATTENTION_GPU_STREAM_SCRATCH_H_
 
 #include <cstddef>
+#include <cstdint>
 
 #include "attention/gpu/device/hip_compat.h"
 #include "attention/gpu/device/launch_result.h"
-#include "attention/gpu/device/launch_util.h"
+#include "attention/gpu/device/runtime.h"
+#include "attention/gpu/device/scratch_arena.h"
 
 namespace dsa::attention::gpu {
 
 class StreamScratch {
  public:
-  explicit StreamScratch(hipStream_t stream) : stream_(stream) {}
-  ~StreamScratch() {
-    for (int i = 0; i < count_; ++i) (void)hipFreeAsync(ptrs_[i], stream_);
-  }
+  // `device`: the current device (DeviceFeatures::device).
+  StreamScratch(hipStream_t stream, int device)
+      : stream_(stream), device_(device) {}
   StreamScratch(const StreamScratch&) = delete;
   StreamScratch& operator=(const StreamScratch&) = delete;
 
-  // `bytes` (at least 1) of device memory at *ptr, 256-byte aligned.
-  // Errors name `what` (out of memory is kOutOfMemory). A fault site
-  // (platform/fault_injection.h).
+  // A buffer of `bytes` (0 is allowed), 256-byte aligned, at *ptr once
+  // Allocate succeeds.
   template <class T>
-  LaunchResult Get(T** ptr, size_t bytes, const char* what) {
+  void Add(T** ptr, size_t bytes) {
     if (count_ == kMaxBuffers) {
+      too_many_ = true;
+      return;
+    }
+    buffers_[count_++] = {ptr, layout_.Add(bytes), [](void* p, uint8_t* at) {
+                            *static_cast<T**>(p) = reinterpret_cast<T*>(at);
+                          }};
+  }
+
+  // Every buffer Add named, from one block of the stream's arena. Errors
+  // name `what` (out of memory is kOutOfMemory; the arena is then as it
+  // was). A fault site (platform/fault_injection.h) when the arena grows.
+  LaunchResult Allocate(const char* what) {
+    if (too_many_) {
       return Invalid(what, "more than %d scratch buffers in one call",
                      kMaxBuffers);
     }
-    void* p = nullptr;
-    LaunchResult r = FallibleCall(platform::FaultSite::kStreamAlloc, what, [&] {
-      return hipMallocAsync(&p, bytes == 0 ? 1 : bytes, stream_);
-    });
+    LaunchResult r =
+        AcquireStreamScratch(stream_, device_, layout_.bytes(), what, &lease_);
     if (!r.ok()) return r;
-    ptrs_[count_++] = p;
-    *ptr = static_cast<T*>(p);
+    for (int i = 0; i < count_; ++i) {
+      buffers_[i].assign(buffers_[i].ptr, lease_.base() + buffers_[i].offset);
+    }
     return r;
   }
 
  private:
   static constexpr int kMaxBuffers = 8;
+  struct Buffer {
+    void* ptr;  // a T**
+    size_t offset;
+    void (*assign)(void* ptr, uint8_t* at);
+  };
   hipStream_t stream_;
-  void* ptrs_[kMaxBuffers] = {};
+  int device_;
+  ScratchLayout layout_;
+  Buffer buffers_[kMaxBuffers] = {};
   int count_ = 0;
+  bool too_many_ = false;
+  ScratchArenas::Lease lease_;
 };
 
 }  // namespace dsa::attention::gpu

@@ -17,6 +17,7 @@
 #define DSA_ATTENTION_GPU_INDEXER_LAUNCH_H_
 
 #include "attention/gpu/device/launch_result.h"
+#include "attention/gpu/device/small_cache.h"
 #include "attention/gpu/indexer/params.h"
 
 namespace dsa::attention::gpu {
@@ -44,6 +45,11 @@ LaunchResult IndexerLogitsLaunch(const IndexerLogitsParams& params,
 // tests and reports).
 const char* IndexerLogitsPath(const IndexerLogitsParams& params,
                               const IndexerLogitsOptions& options = {});
+
+// Hits and misses of the calling thread's table of the persistent body's
+// tensor maps over the K caches (one entry per K cache it read; zeros
+// where that body is not built). For tests.
+SmallCacheStats IndexerLogitsKeyMapStats();
 
 // The topk largest logits of each row's window [row_key_start, row_key_end)
 // (ties to the lower index, NaN below -inf, -0 equal to +0), written as

@@ -34,7 +34,8 @@ template <int R, bool kWide, bool kTma>
 LaunchResult LaunchPersistent(const IndexerLogitsParams& p,
                               const LogitsPlan& plan,
                               const CUtensorMap& key_map,
-                              const CUtensorMap& scale_map, hipStream_t stream);
+                              const CUtensorMap& scale_map, int device,
+                              hipStream_t stream);
 #endif
 
 }  // namespace dsa::attention::gpu::indexer

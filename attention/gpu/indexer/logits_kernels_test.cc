@@ -561,5 +561,88 @@ TEST(IndexerLogitsLaunchTest, RefusesABodyThatCannotRunTheShape) {
   }
 }
 
+// A step reads one indexer K cache per layer: the persistent body's tensor
+// maps over each are encoded once (on the layer's first call) and found again
+// on every later call, for as many layers as the largest model has (79 with
+// the MTP layer), each layer's maps over its own cache: every key of layer l
+// is 1.0 with scale 2^-(l % 16), so its logits (32 heads x 128 dims of
+// 1.0 * 1.0, weights 1) are 4096 * 2^-(l % 16), and a map over another
+// layer's cache shows.
+TEST(IndexerLogitsLaunchTest, EveryLayersKeyCacheKeepsItsTensorMaps) {
+  if (!kBuilt) GTEST_SKIP() << "built without a GPU backend";
+  DeviceFeatures features;
+  if (!CurrentDeviceFeatures(&features).ok()) GTEST_SKIP() << "no device";
+  constexpr int kLayers = 79, kHeads = 32, kDim = 128, kBlockSize = 64;
+  constexpr int64_t kBlocks = 2, kPage = kBlockSize * (kDim + 4);
+  const IndexerLogitsOptions tma =
+      Force(IndexerLogitsBody::kPersistent, IndexerLogitsBlocks::kAuto,
+            IndexerLogitsKeys::kTma);
+  std::vector<uint8_t> caches(kLayers * kBlocks * kPage);
+  for (int l = 0; l < kLayers; ++l) {
+    for (int64_t b = 0; b < kBlocks; ++b) {
+      uint8_t* page = caches.data() + (l * kBlocks + b) * kPage;
+      std::memset(page, FloatToFp8(1.0f, kE4m3fnTraits), kBlockSize * kDim);
+      const float scale = std::ldexp(1.0f, -(l % 16));
+      for (int k = 0; k < kBlockSize; ++k) {
+        std::memcpy(page + kBlockSize * kDim + 4 * k, &scale, 4);
+      }
+    }
+  }
+  DeviceArray d_caches, d_q, d_w, d_table, d_req, d_start, d_end, d_logits;
+  ASSERT_LAUNCH(d_caches.Upload(caches));
+  ASSERT_LAUNCH(d_q.Upload(
+      std::vector<uint8_t>(kHeads * kDim, FloatToFp8(1.0f, kE4m3fnTraits))));
+  ASSERT_LAUNCH(d_w.Upload(std::vector<float>(kHeads, 1.0f)));
+  ASSERT_LAUNCH(d_table.Upload(std::vector<int32_t>{1, 0}));
+  ASSERT_LAUNCH(d_req.Upload(std::vector<int32_t>{0}));
+  ASSERT_LAUNCH(d_start.Upload(std::vector<int32_t>{0}));
+  ASSERT_LAUNCH(d_end.Upload(std::vector<int32_t>{kBlockSize}));
+  ASSERT_LAUNCH(d_logits.Allocate(kBlockSize * sizeof(float)));
+  IndexerLogitsParams p;
+  p.q_fp8 = d_q.get<uint8_t>();
+  p.head_weights = d_w.get<float>();
+  p.block_table = d_table.get<int32_t>();
+  p.row_request = d_req.get<int32_t>();
+  p.row_key_start = d_start.get<int32_t>();
+  p.row_key_end = d_end.get<int32_t>();
+  p.logits = d_logits.get<float>();
+  p.rows = 1;
+  p.heads = kHeads;
+  p.head_dim = kDim;
+  p.num_blocks = kBlocks;
+  p.block_size = kBlockSize;
+  p.num_requests = 1;
+  p.max_blocks_per_request = 2;
+  p.block_table_stride = 2;
+  p.width = kBlockSize;
+  p.logits_stride = kBlockSize;
+  p.encoding = Fp8Encoding::kE4m3fn;
+  p.k_cache = d_caches.get<uint8_t>();
+  indexer::LogitsPlan plan;
+  if (!indexer::PlanIndexerLogits(p, tma, features, &plan).ok()) {
+    GTEST_SKIP() << "no persistent TMA body on this device";
+  }
+  const SmallCacheStats before = IndexerLogitsKeyMapStats();
+  for (int step = 0; step < 2; ++step) {
+    for (int l = 0; l < kLayers; ++l) {
+      p.k_cache = d_caches.get<uint8_t>() + l * kBlocks * kPage;
+      ASSERT_LAUNCH(
+          DeviceMemset(d_logits.get<void>(), 0xff, kBlockSize * sizeof(float)));
+      ASSERT_LAUNCH(IndexerLogitsLaunch(p, nullptr, tma));
+      std::vector<float> logits;
+      ASSERT_LAUNCH(DeviceSynchronize());
+      ASSERT_LAUNCH(d_logits.Download(&logits));
+      const float want = 4096.0f * std::ldexp(1.0f, -(l % 16));
+      for (int j = 0; j < kBlockSize; ++j) {
+        ASSERT_EQ(logits[j], want)
+            << "step " << step << " layer " << l << " key " << j;
+      }
+    }
+    const SmallCacheStats after = IndexerLogitsKeyMapStats();
+    EXPECT_EQ(after.misses - before.misses, kLayers) << "step " << step;
+    EXPECT_EQ(after.hits - before.hits, step * kLayers) << "step " << step;
+  }
+}
+
 }  // namespace
 }  // namespace dsa::attention::gpu

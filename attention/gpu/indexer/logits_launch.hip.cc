@@ -13,6 +13,7 @@
 #include "attention/gpu/device/features.h"
 #include "attention/gpu/device/hip_compat.h"
 #include "attention/gpu/device/launch_util.h"
+#include "attention/gpu/device/small_cache.h"
 #include "attention/gpu/indexer/config.h"
 #include "attention/gpu/indexer/heuristics.h"
 #include "attention/gpu/indexer/launch.h"
@@ -94,27 +95,34 @@ bool EncodeKeyMaps(const IndexerLogitsParams& p, CUtensorMap* key_map,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// The maps of the cache last used by this thread are kept: encoding costs
-// host time between the launches (decode steps take ~30 us on the device).
+// The maps of the caches this thread used recently are kept, one entry per
+// indexer K cache (each layer has its own; 128 entries hold every layer of
+// the largest model, so that a step's calls all find theirs): encoding
+// costs host time between the launches (decode steps take ~30 us on the
+// device).
+struct KeyMapsKey {
+  const uint8_t* cache = nullptr;
+  int64_t num_blocks = 0;
+  int32_t block_size = 0;
+  bool operator==(const KeyMapsKey& o) const {
+    return cache == o.cache && num_blocks == o.num_blocks &&
+           block_size == o.block_size;
+  }
+};
+struct KeyMaps {
+  CUtensorMap key_map, scale_map;
+};
+using KeyMapsCache = SmallCache<KeyMapsKey, KeyMaps, 128>;
+
 bool MakeKeyMaps(const IndexerLogitsParams& p, CUtensorMap* key_map,
                  CUtensorMap* scale_map) {
-  struct Cached {
-    const uint8_t* cache = nullptr;
-    int64_t num_blocks = 0;
-    int32_t block_size = 0;
-    CUtensorMap key_map, scale_map;
-  };
-  thread_local Cached last;
-  if (last.cache != p.k_cache || last.num_blocks != p.num_blocks ||
-      last.block_size != p.block_size) {
-    last.cache = nullptr;
-    if (!EncodeKeyMaps(p, &last.key_map, &last.scale_map)) return false;
-    last.cache = p.k_cache;
-    last.num_blocks = p.num_blocks;
-    last.block_size = p.block_size;
-  }
-  *key_map = last.key_map;
-  *scale_map = last.scale_map;
+  const KeyMaps* maps = ThreadCache<KeyMapsCache>().Find(
+      KeyMapsKey{p.k_cache, p.num_blocks, p.block_size}, [&](KeyMaps* made) {
+        return EncodeKeyMaps(p, &made->key_map, &made->scale_map);
+      });
+  if (maps == nullptr) return false;
+  *key_map = maps->key_map;
+  *scale_map = maps->scale_map;
   return true;
 }
 
@@ -123,11 +131,11 @@ bool MakeKeyMaps(const IndexerLogitsParams& p, CUtensorMap* key_map,
 LaunchResult LaunchPersistentPlan(const IndexerLogitsParams& p,
                                   const LogitsPlan& plan,
                                   const CUtensorMap& key_map,
-                                  const CUtensorMap& scale_map,
+                                  const CUtensorMap& scale_map, int device,
                                   hipStream_t stream) {
-  using Launcher =
-      LaunchResult (*)(const IndexerLogitsParams&, const LogitsPlan&,
-                       const CUtensorMap&, const CUtensorMap&, hipStream_t);
+  using Launcher = LaunchResult (*)(const IndexerLogitsParams&,
+                                    const LogitsPlan&, const CUtensorMap&,
+                                    const CUtensorMap&, int, hipStream_t);
   // [wide][tma][log2(rows a block / rows at 128 heads)]
   static constexpr Launcher kLaunchers[2][2][3] = {
       {{LaunchPersistent<1, false, false>, LaunchPersistent<2, false, false>,
@@ -143,7 +151,7 @@ LaunchResult LaunchPersistentPlan(const IndexerLogitsParams& p,
                    : plan.rows_per_block == 2 * rows_at_128_heads ? 1
                                                                   : 2;
   return kLaunchers[plan.wide][plan.tma_keys][step](p, plan, key_map, scale_map,
-                                                    stream);
+                                                    device, stream);
 }
 #endif  // DSA_GPU_CUDA
 
@@ -164,6 +172,14 @@ LaunchResult LaunchPlan(const IndexerLogitsParams& p, const LogitsPlan& plan,
 
 }  // namespace
 }  // namespace indexer
+
+SmallCacheStats IndexerLogitsKeyMapStats() {
+#if defined(DSA_GPU_CUDA)
+  return ThreadCache<indexer::KeyMapsCache>().stats();
+#else
+  return SmallCacheStats();
+#endif
+}
 
 const char* IndexerLogitsPath(const IndexerLogitsParams& params,
                               const IndexerLogitsOptions& options) {
@@ -205,7 +221,8 @@ LaunchResult IndexerLogitsLaunch(const IndexerLogitsParams& p, void* stream,
       r = indexer::PlanIndexerLogits(p, cp_async, features, &plan);
       if (!r.ok()) return r;
     }
-    return indexer::LaunchPersistentPlan(p, plan, key_map, scale_map, s);
+    return indexer::LaunchPersistentPlan(p, plan, key_map, scale_map,
+                                         features.device, s);
 #else
     return Invalid(kOp, "the persistent body is NVIDIA's");
 #endif

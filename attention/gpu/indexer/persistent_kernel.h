@@ -92,14 +92,14 @@ template <int R, bool kWide, bool kTma>
 LaunchResult LaunchPersistent(const IndexerLogitsParams& p,
                               const LogitsPlan& plan,
                               const CUtensorMap& key_map,
-                              const CUtensorMap& scale_map,
+                              const CUtensorMap& scale_map, int device,
                               hipStream_t stream) {
   constexpr auto kernel =
       &IndexerLogitsPersistentKernel<::dsa::gpu::Fp8Format::kE4m3fn, R, kWide,
                                      kTma>;
   constexpr int kBytes = PersistentSmem<kWide>::kSmemBytes;
-  const LaunchResult r =
-      OptInSharedMemory<kernel, kBytes>("indexer_logits: shared memory opt-in");
+  const LaunchResult r = OptInSharedMemory<kernel, kBytes>(
+      device, "indexer_logits: shared memory opt-in");
   if (!r.ok()) return r;
   kernel<<<static_cast<unsigned>(plan.grid), Persistent::kThreads, kBytes,
            stream>>>(p, plan.splits, key_map, scale_map);

@@ -753,12 +753,13 @@ __global__ void __launch_bounds__(Shape::kThreads, kMinBlocks<Shape>)
 }
 
 template <typename Shape>
-LaunchResult LaunchShape(const IndexerTopKParams& p, hipStream_t stream) {
+LaunchResult LaunchShape(const IndexerTopKParams& p, int device,
+                         hipStream_t stream) {
   constexpr auto kKernel = IndexerTopKKernel<Shape>;
   constexpr int kBytes = static_cast<int>(sizeof(TopKShared<Shape>));
   if constexpr (kBytes > 48 * 1024) {
     LaunchResult r = OptInSharedMemory<kKernel, kBytes>(
-        "indexer_topk: shared memory opt-in");
+        device, "indexer_topk: shared memory opt-in");
     if (!r.ok()) return r;
   }
   hipLaunchKernelGGL(kKernel, dim3(static_cast<unsigned>(p.rows)),
@@ -817,11 +818,14 @@ LaunchResult IndexerTopKLaunch(const IndexerTopKParams& p, void* stream,
   auto s = static_cast<hipStream_t>(stream);
   switch (plan.path) {
     case IndexerTopKPath::kStaged512:
-      return indexer::LaunchShape<indexer::TopKStaged512>(p, s);
+      return indexer::LaunchShape<indexer::TopKStaged512>(p, features.device,
+                                                          s);
     case IndexerTopKPath::kStreamed1024:
-      return indexer::LaunchShape<indexer::TopKStreamed1024>(p, s);
+      return indexer::LaunchShape<indexer::TopKStreamed1024>(p, features.device,
+                                                             s);
     case IndexerTopKPath::kStreamed512:
-      return indexer::LaunchShape<indexer::TopKStreamed512>(p, s);
+      return indexer::LaunchShape<indexer::TopKStreamed512>(p, features.device,
+                                                            s);
     default:
       return Invalid(indexer::kOp, "path %s is not built",
                      indexer::TopKPathName(plan.path));

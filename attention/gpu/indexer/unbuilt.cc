@@ -12,6 +12,7 @@ const char* IndexerLogitsPath(const IndexerLogitsParams&,
                               const IndexerLogitsOptions&) {
   return "none";
 }
+SmallCacheStats IndexerLogitsKeyMapStats() { return SmallCacheStats(); }
 LaunchResult IndexerTopKLaunch(const IndexerTopKParams&, void*,
                                const IndexerTopKOptions&) {
   return NotBuiltResult("indexer_topk");

@@ -38,18 +38,18 @@ struct MmaOutput {
 // warp-level one with HC heads per block (warp_body.h), the sm_90a seesaw
 // one (seesaw_body.h: a bf16 cache) or the sm_90a warpgroup one
 // (warpgroup_body.h). kFp8: an fp8_ds_mla cache of format F
-// (F is unused for a bf16 cache).
+// (F is unused for a bf16 cache). `device`: the current device.
 template <int HC, bool kFp8, Fp8Format F>
 LaunchResult LaunchWarpBody(const SparseMlaParams& p, int64_t begin,
-                            int64_t rows, const MmaOutput& out,
+                            int64_t rows, const MmaOutput& out, int device,
                             hipStream_t stream);
 template <bool kFp8, Fp8Format F>
 LaunchResult LaunchSeesawBody(const SparseMlaParams& p, int64_t begin,
-                              int64_t rows, const MmaOutput& out,
+                              int64_t rows, const MmaOutput& out, int device,
                               hipStream_t stream);
 template <bool kFp8, Fp8Format F>
 LaunchResult LaunchWarpgroupBody(const SparseMlaParams& p, int64_t begin,
-                                 int64_t rows, const MmaOutput& out,
+                                 int64_t rows, const MmaOutput& out, int device,
                                  hipStream_t stream);
 
 // out.latent[rows, heads, 512] = the splits of out merged

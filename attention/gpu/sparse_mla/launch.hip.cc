@@ -104,11 +104,17 @@ struct WuvWeights {
   int64_t row_stride;
 };
 
-LaunchResult PrepareWuv(const SparseMlaParams& p, StreamScratch& scratch,
+// Whether W_UV is read from kv_b_proj in place (else from a bf16 copy).
+bool WuvInPlace(const SparseMlaParams& p) {
+  return p.kv_b_proj_format == FloatFormat::kBFloat16 &&
+         reinterpret_cast<uintptr_t>(p.kv_b_proj) % 16 == 0 &&
+         p.kv_b_proj_row_stride % 8 == 0;
+}
+
+// `converted`: the copy's scratch when not in place.
+LaunchResult PrepareWuv(const SparseMlaParams& p, uint16_t* converted,
                         hipStream_t stream, WuvWeights* w) {
-  if (p.kv_b_proj_format == FloatFormat::kBFloat16 &&
-      reinterpret_cast<uintptr_t>(p.kv_b_proj) % 16 == 0 &&
-      p.kv_b_proj_row_stride % 8 == 0) {
+  if (WuvInPlace(p)) {
     w->rows = static_cast<const uint16_t*>(p.kv_b_proj) +
               p.qk_nope_head_dim * p.kv_b_proj_row_stride;
     w->head_stride = static_cast<int64_t>(p.qk_nope_head_dim + p.v_head_dim) *
@@ -116,12 +122,7 @@ LaunchResult PrepareWuv(const SparseMlaParams& p, StreamScratch& scratch,
     w->row_stride = p.kv_b_proj_row_stride;
     return LaunchResult{};
   }
-  uint16_t* converted = nullptr;
-  LaunchResult r = scratch.Get(
-      &converted, static_cast<size_t>(p.heads) * p.v_head_dim * kLora * 2,
-      "sparse_mla: W_UV scratch");
-  if (!r.ok()) return r;
-  r = LaunchConvertWuv(p, converted, stream);
+  LaunchResult r = LaunchConvertWuv(p, converted, stream);
   if (!r.ok()) return r;
   w->rows = converted;
   w->head_stride = static_cast<int64_t>(p.v_head_dim) * kLora;
@@ -132,33 +133,40 @@ LaunchResult PrepareWuv(const SparseMlaParams& p, StreamScratch& scratch,
 // Rows [begin, begin + rows) of the attention on the plan's matrix body.
 LaunchResult LaunchAttention(const SparseMlaParams& p, const Plan& plan,
                              int64_t begin, int64_t rows, const MmaOutput& out,
-                             hipStream_t stream) {
+                             int device, hipStream_t stream) {
   constexpr Fp8Format kFn = Fp8Format::kE4m3fn, kFnuz = Fp8Format::kE4m3fnuz;
   if (plan.body == Body::kSeesaw) {
-    return LaunchSeesawBody<false, kFn>(p, begin, rows, out, stream);
+    return LaunchSeesawBody<false, kFn>(p, begin, rows, out, device, stream);
   }
   if (plan.body == Body::kWarpgroup) {  // the fp8 variant only
     switch (p.cache_type) {
       case LatentCacheType::kBFloat16:
         return Invalid(kOp, "no warpgroup body over a bf16 cache");
       case LatentCacheType::kFp8E4m3fn:
-        return LaunchWarpgroupBody<true, kFn>(p, begin, rows, out, stream);
+        return LaunchWarpgroupBody<true, kFn>(p, begin, rows, out, device,
+                                              stream);
       case LatentCacheType::kFp8E4m3fnuz:
-        return LaunchWarpgroupBody<true, kFnuz>(p, begin, rows, out, stream);
+        return LaunchWarpgroupBody<true, kFnuz>(p, begin, rows, out, device,
+                                                stream);
     }
   }
   const bool wide = plan.heads_per_block == 64;
   switch (p.cache_type) {
     case LatentCacheType::kBFloat16:
-      return wide ? LaunchWarpBody<64, false, kFn>(p, begin, rows, out, stream)
-                  : LaunchWarpBody<32, false, kFn>(p, begin, rows, out, stream);
+      return wide ? LaunchWarpBody<64, false, kFn>(p, begin, rows, out, device,
+                                                   stream)
+                  : LaunchWarpBody<32, false, kFn>(p, begin, rows, out, device,
+                                                   stream);
     case LatentCacheType::kFp8E4m3fn:
-      return wide ? LaunchWarpBody<64, true, kFn>(p, begin, rows, out, stream)
-                  : LaunchWarpBody<32, true, kFn>(p, begin, rows, out, stream);
+      return wide ? LaunchWarpBody<64, true, kFn>(p, begin, rows, out, device,
+                                                  stream)
+                  : LaunchWarpBody<32, true, kFn>(p, begin, rows, out, device,
+                                                  stream);
     case LatentCacheType::kFp8E4m3fnuz:
-      return wide
-                 ? LaunchWarpBody<64, true, kFnuz>(p, begin, rows, out, stream)
-                 : LaunchWarpBody<32, true, kFnuz>(p, begin, rows, out, stream);
+      return wide ? LaunchWarpBody<64, true, kFnuz>(p, begin, rows, out, device,
+                                                    stream)
+                  : LaunchWarpBody<32, true, kFnuz>(p, begin, rows, out, device,
+                                                    stream);
   }
   return Invalid(kOp, "unknown cache type %d", static_cast<int>(p.cache_type));
 }
@@ -187,30 +195,36 @@ LaunchResult LaunchWuvGemm(const SparseMlaParams& p, const WuvWeights& w,
   return SparseMlaWuvGemm(wuv, stream);
 }
 
-LaunchResult RunMatrix(const SparseMlaParams& p, const Plan& plan,
+// Scratch, from one block of the stream's arena: W_UV in bf16 (when not
+// read in place), the latent rows of a chunk, the splits' partial outputs
+// and log-sum-exps (when the top-k is split).
+LaunchResult RunMatrix(const SparseMlaParams& p, const Plan& plan, int device,
                        hipStream_t stream) {
-  StreamScratch scratch(stream);
-  WuvWeights w;
-  LaunchResult r = PrepareWuv(p, scratch, stream, &w);
-  if (!r.ok()) return r;
+  StreamScratch scratch(stream, device);
+  uint16_t* converted = nullptr;
+  if (!WuvInPlace(p)) {
+    scratch.Add(&converted,
+                static_cast<size_t>(p.heads) * p.v_head_dim * kLora * 2);
+  }
   const int64_t row_bytes = static_cast<int64_t>(p.heads) * kLora * 2;
   uint16_t* latent = nullptr;
-  r = scratch.Get(&latent, static_cast<size_t>(plan.chunk_rows * row_bytes),
-                  "sparse_mla: latent scratch");
-  if (!r.ok()) return r;
-  MmaOutput out{latent, nullptr, nullptr, plan.splits};
+  scratch.Add(&latent, static_cast<size_t>(plan.chunk_rows * row_bytes));
+  MmaOutput out{nullptr, nullptr, nullptr, plan.splits};
   if (plan.splits > 1) {
     const size_t rows_heads = static_cast<size_t>(p.tokens) * p.heads;
-    r = scratch.Get(&out.part_o, plan.splits * rows_heads * kLora * 4,
-                    "sparse_mla: split outputs");
-    if (!r.ok()) return r;
-    r = scratch.Get(&out.part_lse, plan.splits * rows_heads * 4,
-                    "sparse_mla: split log-sum-exps");
-    if (!r.ok()) return r;
+    scratch.Add(&out.part_o, plan.splits * rows_heads * kLora * 4);
+    scratch.Add(&out.part_lse, plan.splits * rows_heads * 4);
   }
+  LaunchResult r = scratch.Allocate("sparse_mla scratch");
+  if (!r.ok()) return r;
+  out.latent = latent;
+  WuvWeights w;
+  r = PrepareWuv(p, converted, stream, &w);
+  if (!r.ok()) return r;
   return ForEachChunk(
       p.tokens, plan.chunk_rows, [&](int64_t begin, int64_t rows) {
-        LaunchResult chunk = LaunchAttention(p, plan, begin, rows, out, stream);
+        LaunchResult chunk =
+            LaunchAttention(p, plan, begin, rows, out, device, stream);
         if (chunk.ok() && out.splits > 1) {
           chunk = LaunchCombineSplits(rows, p.heads, out, stream);
         }
@@ -219,14 +233,13 @@ LaunchResult RunMatrix(const SparseMlaParams& p, const Plan& plan,
       });
 }
 
-LaunchResult RunFma(const SparseMlaParams& p, const Plan& plan,
+LaunchResult RunFma(const SparseMlaParams& p, const Plan& plan, int device,
                     hipStream_t stream) {
-  StreamScratch scratch(stream);
+  StreamScratch scratch(stream, device);
   const int64_t row_bytes = static_cast<int64_t>(p.heads) * p.kv_lora_rank * 4;
   float* latent = nullptr;
-  const LaunchResult r =
-      scratch.Get(&latent, static_cast<size_t>(plan.chunk_rows * row_bytes),
-                  "sparse_mla: latent scratch");
+  scratch.Add(&latent, static_cast<size_t>(plan.chunk_rows * row_bytes));
+  const LaunchResult r = scratch.Allocate("sparse_mla scratch");
   if (!r.ok()) return r;
   return ForEachChunk(p.tokens, plan.chunk_rows,
                       [&](int64_t begin, int64_t rows) {
@@ -256,8 +269,8 @@ LaunchResult SparseMlaLaunch(const SparseMlaParams& p, void* stream) {
   const sparse_mla::Plan plan = sparse_mla::MakePlan(p, features);
   const auto s = static_cast<hipStream_t>(stream);
   return plan.body == sparse_mla::Body::kFma
-             ? sparse_mla::RunFma(p, plan, s)
-             : sparse_mla::RunMatrix(p, plan, s);
+             ? sparse_mla::RunFma(p, plan, features.device, s)
+             : sparse_mla::RunMatrix(p, plan, features.device, s);
 }
 
 }  // namespace dsa::attention::gpu

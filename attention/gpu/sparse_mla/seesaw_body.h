@@ -644,13 +644,13 @@ __global__ void __launch_bounds__(seesaw::Config::kThreads, 1)
 
 template <bool kFp8, Fp8Format F>
 LaunchResult LaunchSeesawBody(const SparseMlaParams& p, int64_t begin,
-                              int64_t rows, const MmaOutput& out,
+                              int64_t rows, const MmaOutput& out, int device,
                               hipStream_t stream) {
   using C = seesaw::Config;
   constexpr int kBytes = sizeof(seesaw::SharedMemory);
   constexpr auto kernel = &SparseMlaSeesawKernel<kFp8, F>;
-  const LaunchResult r =
-      OptInSharedMemory<kernel, kBytes>("sparse_mla: shared memory opt-in");
+  const LaunchResult r = OptInSharedMemory<kernel, kBytes>(
+      device, "sparse_mla: shared memory opt-in");
   if (!r.ok()) return r;
   const dim3 grid(static_cast<unsigned>(rows),
                   static_cast<unsigned>((p.heads + C::kHeads - 1) / C::kHeads),

@@ -355,12 +355,12 @@ __global__ void __launch_bounds__(warp::kThreads, 1)
 
 template <int HC, bool kFp8, Fp8Format F>
 LaunchResult LaunchWarpBody(const SparseMlaParams& p, int64_t begin,
-                            int64_t rows, const MmaOutput& out,
+                            int64_t rows, const MmaOutput& out, int device,
                             hipStream_t stream) {
   using L = warp::Layout<kDsaWarpSize, HC, kFp8>;
   constexpr auto kernel = &SparseMlaMmaKernel<HC, kFp8, F>;
-  const LaunchResult r =
-      OptInSharedMemory<kernel, L::kBytes>("sparse_mla: shared memory opt-in");
+  const LaunchResult r = OptInSharedMemory<kernel, L::kBytes>(
+      device, "sparse_mla: shared memory opt-in");
   if (!r.ok()) return r;
   const dim3 grid(static_cast<unsigned>(rows),
                   static_cast<unsigned>((p.heads + HC - 1) / HC),

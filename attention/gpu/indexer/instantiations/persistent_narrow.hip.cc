@@ -9,7 +9,7 @@ namespace dsa::attention::gpu::indexer {
 #define DSA_INDEXER_PERSISTENT(R, kTma)                                  \
   template LaunchResult LaunchPersistent<R, false, kTma>(                \
       const IndexerLogitsParams&, const LogitsPlan&, const CUtensorMap&, \
-      const CUtensorMap&, hipStream_t);
+      const CUtensorMap&, int, hipStream_t);
 DSA_INDEXER_PERSISTENT(1, false)
 DSA_INDEXER_PERSISTENT(1, true)
 DSA_INDEXER_PERSISTENT(2, false)

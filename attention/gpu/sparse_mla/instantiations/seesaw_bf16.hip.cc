@@ -5,6 +5,7 @@
 namespace dsa::attention::gpu::sparse_mla {
 
 template LaunchResult LaunchSeesawBody<false, Fp8Format::kE4m3fn>(
-    const SparseMlaParams&, int64_t, int64_t, const MmaOutput&, hipStream_t);
+    const SparseMlaParams&, int64_t, int64_t, const MmaOutput&, int,
+    hipStream_t);
 
 }  // namespace dsa::attention::gpu::sparse_mla

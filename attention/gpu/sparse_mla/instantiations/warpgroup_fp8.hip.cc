@@ -5,8 +5,10 @@
 namespace dsa::attention::gpu::sparse_mla {
 
 template LaunchResult LaunchWarpgroupBody<true, Fp8Format::kE4m3fn>(
-    const SparseMlaParams&, int64_t, int64_t, const MmaOutput&, hipStream_t);
+    const SparseMlaParams&, int64_t, int64_t, const MmaOutput&, int,
+    hipStream_t);
 template LaunchResult LaunchWarpgroupBody<true, Fp8Format::kE4m3fnuz>(
-    const SparseMlaParams&, int64_t, int64_t, const MmaOutput&, hipStream_t);
+    const SparseMlaParams&, int64_t, int64_t, const MmaOutput&, int,
+    hipStream_t);
 
 }  // namespace dsa::attention::gpu::sparse_mla

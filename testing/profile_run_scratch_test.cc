@@ -1,0 +1,145 @@
+// What a profile run reaches of the GPU kernels' scratch arenas
+// (attention/gpu/device/scratch_arena.h), so that the arenas' growth is known
+// to happen where it does. A profile run (DeepseekV32Model::ProfileRun)
+// reserves the indexer's workspace and top-k for the largest step on the
+// host side and makes no op call at all: no dense_mha_prefill or sparse_mla
+// runs, so no arena grows there. The arenas grow in the first step of each
+// larger size instead, and a step of a size seen before allocates nothing.
+// For a profile run to leave nothing to allocate, the runner would have to
+// run one dense and one sparse call of the largest step's shape on each
+// stream it uses.
+//
+// Here on "emulated-rocm" (ROCm's capabilities, the CPU kernels): the op
+// calls counted (platform/fault_injection.h's kOpCall site). The gpu-tagged
+// twin (DSA_PROFILE_TEST_ON_CUDA) counts the CUDA kernels' stream-ordered
+// allocations, the arenas' growth, too; it skips without a device.
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "model/deepseek_v32/attention_kernels.h"
+#include "model/deepseek_v32/layer_plan.h"
+#include "model/deepseek_v32/model_config.h"
+#include "model/deepseek_v32/model_runner.h"
+#include "model/deepseek_v32/paged_cache.h"
+#include "platform/fault_injection.h"
+#include "platform/registry.h"
+#include "testing/status_matchers.h"
+
+#ifdef DSA_PROFILE_TEST_ON_CUDA
+#define DSA_PROFILE_TEST_PLATFORM "cuda"
+#else
+#define DSA_PROFILE_TEST_PLATFORM "emulated-rocm"
+#endif
+
+namespace dsa::model::deepseek_v32 {
+namespace {
+
+using platform::FaultInjector;
+using platform::FaultSite;
+
+constexpr char kPlatform[] = DSA_PROFILE_TEST_PLATFORM;
+constexpr bool kEmulated = std::string_view(kPlatform) == "emulated-rocm";
+
+class ProfileRunScratchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    platform::Registry& registry = platform::Registry::Global();
+    const std::string exec_id = kEmulated ? "cpu" : kPlatform;
+    absl::StatusOr<platform::Platform> exec = registry.GetPlatform(exec_id);
+    if (!exec.ok()) GTEST_SKIP() << exec.status();
+    absl::StatusOr<platform::DeviceInfo> devices = exec->ProbeDevices();
+    if (!devices.ok() || devices->device_count == 0) {
+      GTEST_SKIP() << kPlatform << ": no device";
+    }
+    absl::StatusOr<AttentionKernels> kernels =
+        AttentionKernels::Load(registry, exec_id);
+    if (!kernels.ok()) GTEST_SKIP() << kernels.status();
+    absl::StatusOr<platform::PlatformCapabilities> caps;
+    if (kEmulated) {
+      absl::StatusOr<platform::Platform> rocm = registry.GetPlatform("rocm");
+      ASSERT_OK(rocm.status());
+      caps = rocm->CapabilitiesForArch("gfx950");
+    } else {
+      caps = exec->Capabilities();
+    }
+    ASSERT_OK(caps.status());
+    absl::StatusOr<ModelConfig> config = LoadModelConfig("tiny-glm-5.1");
+    ASSERT_OK(config.status());
+    hidden_size_ = config->proto().hidden_size();
+    absl::StatusOr<LayerPlanner> planner =
+        LayerPlanner::Create(*config, *caps, {});
+    ASSERT_OK(planner.status());
+    RuntimeOptions options;
+    options.block_size = 16;
+    options.num_blocks = 64;
+    options.max_model_len = 256;
+    options.max_num_batched_tokens = kMaxTokens;
+    options.num_threads = 1;
+    options.activation_dtype =
+        kEmulated ? attention::DType::kFloat32 : attention::DType::kBFloat16;
+    absl::StatusOr<std::unique_ptr<DeepseekV32Model>> model =
+        DeepseekV32Model::Create(std::move(*planner), *exec, *kernels, options,
+                                 /*seed=*/7);
+    ASSERT_OK(model.status());
+    model_ = std::move(*model);
+  }
+
+  std::vector<float> Hidden(const std::vector<StepRequest>& step) const {
+    int64_t tokens = 0;
+    for (const StepRequest& r : step) tokens += r.num_new_tokens;
+    std::mt19937 rng(11);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(tokens * hidden_size_));
+    for (float& v : x) v = dist(rng);
+    return x;
+  }
+
+  static constexpr int64_t kMaxTokens = 48;
+  int64_t hidden_size_ = 0;
+  std::unique_ptr<DeepseekV32Model> model_;
+};
+
+TEST_F(ProfileRunScratchTest, TheProfileRunCallsNoOpTheFirstLargestStepGrows) {
+  {
+    FaultInjector counting;  // counts, fails nothing
+    ASSERT_OK(model_->ProfileRun({}).status());
+    EXPECT_EQ(counting.calls(FaultSite::kOpCall), 0)
+        << "the profile run now runs ops: check whether it grows the "
+           "kernels' scratch arenas, and say so here";
+    EXPECT_EQ(counting.calls(FaultSite::kStreamAlloc), 0);
+  }
+  // The largest step: dense prefills (each below index_topk) of
+  // max_num_batched_tokens in all.
+  const std::vector<StepRequest> largest = {{1, 0, kMaxTokens / 2},
+                                            {2, 0, kMaxTokens / 2}};
+  int64_t first_allocations = 0;
+  {
+    FaultInjector counting;
+    ASSERT_OK(model_->Step({}, largest, Hidden(largest)).status());
+    EXPECT_GT(counting.calls(FaultSite::kOpCall), 0);
+    first_allocations = counting.calls(FaultSite::kStreamAlloc);
+  }
+  if (!kEmulated) {
+    // The arenas grow here (unless an earlier test in this process grew
+    // them), not in the profile run.
+    std::printf("first largest step: %lld stream-ordered allocations\n",
+                static_cast<long long>(first_allocations));
+  }
+  // Smaller and equal steps after it allocate nothing.
+  const std::vector<std::vector<StepRequest>> later = {
+      {{3, 0, kMaxTokens / 2}, {4, 0, kMaxTokens / 2}},
+      {{5, 0, 7}},
+      {{6, 0, kMaxTokens / 3}, {7, 0, kMaxTokens / 3}}};
+  for (const std::vector<StepRequest>& step : later) {
+    FaultInjector counting;
+    ASSERT_OK(model_->Step({}, step, Hidden(step)).status());
+    EXPECT_GT(counting.calls(FaultSite::kOpCall), 0);
+    EXPECT_EQ(counting.calls(FaultSite::kStreamAlloc), 0);
+  }
+}
+
+}  // namespace
+}  // namespace dsa::model::deepseek_v32
