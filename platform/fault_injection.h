@@ -5,7 +5,9 @@
 // Every fallible call passes through one of four narrow places, and each of
 // them asks FaultInjected() first:
 //   - DeviceRuntime (platform/registry.h): every device_malloc, device_memcpy,
-//     device_synchronize and device_memory_info of a platform descriptor;
+//     device_synchronize and device_memory_info of a platform descriptor,
+//     and its stream calls: stream_create, memcpy_async (a stream copy) and
+//     stream_synchronize;
 //   - attention::Kernel<Op> (attention/kernel_lookup.h): every op call
 //     through an entry point the registry handed out;
 //   - the GPU kernels' runtime calls (attention/gpu/device/launch_util.h):
@@ -19,8 +21,9 @@
 // kernel, the library's status for a BLAS call), so the caller runs its real
 // error path.
 //
-// Frees are no fault sites: their callers are destructors, which cannot act
-// on an error, and a free that did not free would only leak.
+// Frees and stream destroys are no fault sites: their callers are
+// destructors, which cannot act on an error, and a free that did not free
+// would only leak.
 //
 // Off by default: without a FaultInjector alive a site costs one relaxed
 // atomic load and a branch predicted not taken; nothing is counted, no lock,
@@ -68,7 +71,9 @@ namespace dsa::platform {
     "unspecified launch failure")                                             \
   X(kEvent, "event", DSA_STATUS_INTERNAL, 719, "unspecified launch failure")  \
   X(kVendorBlas, "vendor BLAS call", DSA_STATUS_INTERNAL, 999,                \
-    "the library's status")
+    "the library's status")                                                   \
+  X(kStreamCreate, "stream create", DSA_STATUS_RESOURCE_EXHAUSTED, 2,         \
+    "out of memory")
 
 enum class FaultSite : int {
 #define DSA_FAULT_SITE_ENUM(e, name, code, runtime_error, text) e,
