@@ -92,16 +92,26 @@ LaunchResult DecompressOnVendorGemm(const DenseMhaPrefillParams& p,
   uint16_t* wk = nullptr;
   uint16_t* wv = nullptr;
   LaunchResult r;
-  if (nope > 0) {
+  // Split once by the caller (params.h): no scratch, no split kernel.
+  const bool presplit = p.w_uv != nullptr;
+  if (presplit) {
+    wk = const_cast<uint16_t*>(p.w_uk);
+    wv = const_cast<uint16_t*>(p.w_uv);
+  }
+  if (!presplit && nope > 0) {
     r = scratch.Get(&wk, plan.wk_bytes, "dense_mha_prefill W_UK scratch");
     if (!r.ok()) return r;
   }
-  r = scratch.Get(&wv, plan.wv_bytes, "dense_mha_prefill W_UV scratch");
-  if (!r.ok()) return r;
+  if (!presplit) {
+    r = scratch.Get(&wv, plan.wv_bytes, "dense_mha_prefill W_UV scratch");
+    if (!r.ok()) return r;
+  }
   const int64_t chunks = w_rows * (lora / 8);
   const unsigned blocks =
       static_cast<unsigned>(std::min<int64_t>((chunks + 255) / 256, 16384));
-  if (p.kv_b_proj_format == FloatFormat::kFloat32) {
+  if (presplit) {
+    // W_UK and W_UV as given.
+  } else if (p.kv_b_proj_format == FloatFormat::kFloat32) {
     hipLaunchKernelGGL(SplitWeightsKernel<float>, dim3(blocks), dim3(256), 0,
                        stream, static_cast<const float*>(p.kv_b_proj), wk, wv,
                        w_rows, static_cast<int32_t>(nope),
@@ -112,8 +122,10 @@ LaunchResult DecompressOnVendorGemm(const DenseMhaPrefillParams& p,
                        wv, w_rows, static_cast<int32_t>(nope),
                        static_cast<int32_t>(v), static_cast<int32_t>(lora));
   }
-  r = CheckLaunch("dense_mha_prefill weight split");
-  if (!r.ok()) return r;
+  if (!presplit) {
+    r = CheckLaunch("dense_mha_prefill weight split");
+    if (!r.ok()) return r;
+  }
   if (nope > 0) {
     Bf16GemmParams g;
     g.a = lat;
