@@ -242,6 +242,30 @@ TEST(KernelAbiTest, AnOlderHostsIndexerKWriteRunsWithTheOldNumerics) {
   EXPECT_EQ(run(/*older=*/true), run(/*older=*/false));
 }
 
+TEST(KernelAbiTest, DenseMhaPrefillFromBeforeTheSplitWeightsReadsThemAbsent) {
+  std::vector<uint16_t> wk(2 * 3 * 8), wv(2 * 4 * 8);
+  std::vector<int32_t> seq_lens = {3, 5}, starts = {0, 2, 4};
+  DenseMhaPrefill::Args a;
+  a.seq_lens_host = MakeTensorView(seq_lens.data(), DType::kInt32, {2});
+  a.query_start_loc_host = MakeTensorView(starts.data(), DType::kInt32, {3});
+  a.w_uk = MakeTensorView(wk.data(), DType::kBFloat16, {2, 3, 8});
+  a.w_uv = MakeTensorView(wv.data(), DType::kBFloat16, {2, 4, 8});
+  DenseMhaPrefill::Args read;
+  ASSERT_THAT(
+      FromCArgs(Truncated(ToCArgs(a), sizeof(DsaDenseMhaPrefillArgs)).get(),
+                &read),
+      IsOk());
+  EXPECT_EQ(read.w_uk.data, wk.data());
+  EXPECT_EQ(read.w_uv.dim(1), 4);
+  // A host built before the split weights were appended: absent, and the
+  // host copies before them still read.
+  auto older = Truncated(ToCArgs(a), offsetof(DsaDenseMhaPrefillArgs, w_uk));
+  ASSERT_THAT(FromCArgs(older.get(), &read), IsOk());
+  EXPECT_EQ(read.seq_lens_host.data, seq_lens.data());
+  EXPECT_TRUE(read.w_uk.absent());
+  EXPECT_TRUE(read.w_uv.absent());
+}
+
 TEST(KernelAbiTest, NewerHostsLongerStructsAreReadUpToWhatTheKernelKnows) {
   TopKData data;
   struct Newer {

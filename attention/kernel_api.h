@@ -205,7 +205,11 @@ typedef struct DsaLatentCacheFormat {
   /* Appended: optional host-memory copies of seq_lens and            \
    * query_start_loc (ops.h). */                                      \
   TENSOR(seq_lens_host, IN)        /* [num_requests] int32 */         \
-  TENSOR(query_start_loc_host, IN) /* [num_requests + 1] int32 */
+  TENSOR(query_start_loc_host, IN) /* [num_requests + 1] int32 */     \
+  /* Appended: optional W_UK and W_UV, kv_b_proj's row blocks split   \
+   * out once by the caller (ops.h). */                               \
+  TENSOR(w_uk, IN) /* [heads, qk_nope, kv_lora] as kv_b_proj */       \
+  TENSOR(w_uv, IN) /* [heads, v, kv_lora] as kv_b_proj */
 
 /* Every op: X(CxxName, ARGS_LIST_MACRO, NAME_MACRO_PREFIX). */
 #define DSA_ATTENTION_OPS(X)                                         \

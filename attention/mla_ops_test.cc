@@ -966,6 +966,79 @@ TEST_P(DenseMhaTest, HostCopiesOfTheLengthsGiveTheSameOutput) {
                        HasSubstr("query_start_loc_host")));
 }
 
+// W_UK and W_UV split out of kv_b_proj once by the caller: the same output
+// to the bit. In bf16 kv_b_proj is then all NaN, so an output equal to the
+// split-free call's shows the kernel read the split copies only (a GPU
+// splits a float32 kv_b_proj per call as before, so there it stays real).
+// Both or neither, shaped and typed as kv_b_proj's blocks.
+TEST_P(DenseMhaTest, SplitWeightsGiveTheSameOutput) {
+  for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const int64_t heads = 3, nope = 192, v = 256;
+    DenseCase c = MakeCase(AllFormats()[0], heads, nope, v,
+                           {{0, 5}, {20, 7}, {3, 1}, {40, 0}, {13, 19}},
+                           /*block_size=*/16);
+    const int64_t lora = c.lora();
+    const DenseMhaPrefill::Args without = ToArgs(c, dtype);
+    ASSERT_THAT(Run<DenseMhaPrefill>(without), IsOk());
+    // c.kv_b_proj holds the values the kernel read (ToArgs rounded them).
+    std::vector<float> w_uk, w_uv;
+    for (int64_t h = 0; h < heads; ++h) {
+      const auto head = c.kv_b_proj.begin() + h * (nope + v) * lora;
+      w_uk.insert(w_uk.end(), head, head + nope * lora);
+      w_uv.insert(w_uv.end(), head + nope * lora, head + (nope + v) * lora);
+    }
+    DenseMhaPrefill::Args with = without;
+    with.output = PoisonedOutput(c.tokens(), heads, v, dtype);
+    with.w_uk = FloatsToDevice(w_uk, dtype, {heads, nope, lora});
+    with.w_uv = FloatsToDevice(w_uv, dtype, {heads, v, lora});
+    if (dtype == DType::kBFloat16) {
+      std::vector<float> nan(c.kv_b_proj.size(),
+                             std::numeric_limits<float>::quiet_NaN());
+      with.kv_b_proj = FloatsToDevice(nan, dtype, {heads * (nope + v), lora});
+    }
+    ASSERT_THAT(Run<DenseMhaPrefill>(with), IsOk());
+    if (dtype == DType::kBFloat16) {
+      EXPECT_EQ(ToHost<uint16_t>(with.output),
+                ToHost<uint16_t>(without.output));
+    } else {
+      EXPECT_EQ(ToHost<uint32_t>(with.output),
+                ToHost<uint32_t>(without.output));
+    }
+
+    DenseMhaPrefill::Args bad = with;
+    bad.w_uv = TensorView();
+    EXPECT_THAT(Run<DenseMhaPrefill>(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         "dense_mha_prefill: w_uk is given without w_uv; "
+                         "pass both split weights or neither"));
+    bad = with;
+    bad.w_uk = TensorView();
+    EXPECT_THAT(Run<DenseMhaPrefill>(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("w_uv is given without w_uk")));
+    bad = with;
+    bad.w_uk = MakeTensorView(with.w_uk.data, dtype, {heads, v, lora});
+    EXPECT_THAT(
+        Run<DenseMhaPrefill>(bad),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 HasSubstr("w_uk dim 1 (qk_nope) is 256, expected 192")));
+    bad = with;
+    bad.w_uv = MakeTensorView(with.w_uv.data, dtype, {heads - 1, v, lora});
+    EXPECT_THAT(Run<DenseMhaPrefill>(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("w_uv dim 0 (heads) is 2, expected 3")));
+    bad = with;
+    bad.w_uv = MakeTensorView(
+        with.w_uv.data,
+        dtype == DType::kFloat32 ? DType::kBFloat16 : DType::kFloat32,
+        {heads, v, lora});
+    EXPECT_THAT(Run<DenseMhaPrefill>(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("w_uv has dtype")));
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Dense MHA prefill == sparse MQA with full top-k, for every length up to
 // index_topk. This is what makes skipping the indexer's scoring safe: when

@@ -408,6 +408,46 @@ static Status ValidateSparseMlaShapes(const SparseMla::Args& a) {
                       a.output.dim(2), f.kv_lora_rank);
 }
 
+// The optional W_UK and W_UV split out of kv_b_proj: both or neither, in
+// kv_b_proj's dtype, [heads, qk_nope, kv_lora] and [heads, v, kv_lora].
+static Status CheckSplitKvBProj(std::string_view op,
+                                const DenseMhaPrefill::Args& a, int64_t heads,
+                                int64_t qk_nope) {
+  const bool w_uk = !a.w_uk.absent();
+  const bool w_uv = !a.w_uv.absent();
+  if (w_uk != w_uv) {
+    return InvalidArgumentError(
+        StrCat(op, ": ", w_uk ? "w_uk" : "w_uv", " is given without ",
+               w_uk ? "w_uv" : "w_uk", "; pass both split weights or neither"));
+  }
+  if (!w_uk) return OkStatus();
+  const int64_t lora = a.kv_b_proj.dim(1);
+  const struct {
+    const char* name;
+    const TensorView* t;
+    const char* layout;
+    const char* rows;
+    int64_t expected_rows;
+    const char* why;
+  } split[] = {
+      {"w_uk", &a.w_uk, "[heads, qk_nope_head_dim, kv_lora_rank]", "qk_nope",
+       qk_nope, "q's head dim - rope_dim"},
+      {"w_uv", &a.w_uv, "[heads, v_head_dim, kv_lora_rank]", "v_head_dim",
+       a.output.dim(2), "output's v_head_dim"},
+  };
+  for (const auto& w : split) {
+    DSA_RETURN_IF_ERROR(
+        CheckTensor(op, w.name, *w.t, 3, w.layout, {a.kv_b_proj.dtype}));
+    DSA_RETURN_IF_ERROR(
+        CheckDim(op, w.name, *w.t, 0, "heads", heads, "q's heads"));
+    DSA_RETURN_IF_ERROR(
+        CheckDim(op, w.name, *w.t, 1, w.rows, w.expected_rows, w.why));
+    DSA_RETURN_IF_ERROR(CheckDim(op, w.name, *w.t, 2, "kv_lora_rank", lora,
+                                 "kv_b_proj's kv_lora_rank"));
+  }
+  return OkStatus();
+}
+
 // Ranks, dtypes, shapes and strides.
 static Status ValidateDenseMhaPrefillShapes(const DenseMhaPrefill::Args& a) {
   constexpr std::string_view op = DenseMhaPrefill::kName;
@@ -437,6 +477,7 @@ static Status ValidateDenseMhaPrefillShapes(const DenseMhaPrefill::Args& a) {
   DSA_RETURN_IF_ERROR(CheckAttentionOutput(op, a.output, tokens, heads));
   DSA_RETURN_IF_ERROR(CheckKvBProj(op, a.kv_b_proj, heads, qk_nope,
                                    a.output.dim(2), f.kv_lora_rank));
+  DSA_RETURN_IF_ERROR(CheckSplitKvBProj(op, a, heads, qk_nope));
   // The optional host copies: both or neither, shaped as the originals.
   const bool seq_lens_host = !a.seq_lens_host.absent();
   const bool starts_host = !a.query_start_loc_host.absent();

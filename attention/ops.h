@@ -271,6 +271,14 @@ struct SparseMla {
 // stream (and cannot be captured in a graph). Give both or neither (the
 // default view is absent: TensorView::absent). The CPU kernel reads seq_lens
 // and query_start_loc, which are host memory there.
+//
+// w_uk and w_uv are optional copies of kv_b_proj's per-head row blocks,
+// W_UK [heads, qk_nope, kv_lora] and W_UV [heads, v, kv_lora], holding the
+// same values in kv_b_proj's dtype: a layer's kv_b_proj is constant, so a
+// caller splits it once (at load) rather than every call. Given them, the
+// kernels read W_UK and W_UV from there (the GPU kernel then launches no
+// split of its own before its vendor GEMMs); the result is the same to the
+// bit. Give both or neither.
 struct DenseMhaPrefill {
   // Args (DSA_DENSE_MHA_PREFILL_ARGS in kernel_api.h):
   //   q                     [tokens, heads, qk_nope + rope_dim] f32|bf16
@@ -283,6 +291,8 @@ struct DenseMhaPrefill {
   //   output                [tokens, heads, v_head_dim] f32|bf16
   //   seq_lens_host         optional: seq_lens in host memory
   //   query_start_loc_host  optional: query_start_loc in host memory
+  //   w_uk                  optional: [heads, qk_nope, kv_lora_rank]
+  //   w_uv                  optional: [heads, v_head_dim, kv_lora_rank]
   DSA_OP_MEMBERS(DenseMhaPrefill, DSA_DENSE_MHA_PREFILL_ARGS,
                  DSA_OP_DENSE_MHA_PREFILL);
 };

@@ -2,10 +2,12 @@
 // each of them fail in turn (SQLite's way with every allocation and I/O) and
 // check what the caller does then: the status it returns, what it rolls back.
 //
-// Every fallible call passes through one of five narrow places, and each of
+// Every fallible call passes through one of four narrow places, and each of
 // them asks FaultInjected() first:
 //   - DeviceRuntime (platform/registry.h): every device_malloc, device_memcpy,
-//     device_synchronize and device_memory_info of a platform descriptor;
+//     device_synchronize and device_memory_info of a platform descriptor,
+//     and its stream calls: stream_create, memcpy_async (a stream copy) and
+//     stream_synchronize;
 //   - attention::Kernel<Op> (attention/kernel_lookup.h): every op call
 //     through an entry point the registry handed out;
 //   - the GPU kernels' runtime calls (attention/gpu/device/launch_util.h):
@@ -22,8 +24,9 @@
 // kernel, the library's status for a BLAS call), so the caller runs its real
 // error path.
 //
-// Frees are no fault sites: their callers are destructors, which cannot act
-// on an error, and a free that did not free would only leak.
+// Frees and stream destroys are no fault sites: their callers are
+// destructors, which cannot act on an error, and a free that did not free
+// would only leak.
 //
 // Off by default: without a FaultInjector alive a site costs one relaxed
 // atomic load and a branch predicted not taken; nothing is counted, no lock,
@@ -72,6 +75,8 @@ namespace dsa::platform {
   X(kEvent, "event", DSA_STATUS_INTERNAL, 719, "unspecified launch failure")  \
   X(kVendorBlas, "vendor BLAS call", DSA_STATUS_INTERNAL, 999,                \
     "the library's status")                                                   \
+  X(kStreamCreate, "stream create", DSA_STATUS_RESOURCE_EXHAUSTED, 2,         \
+    "out of memory")                                                          \
   X(kCollective, "collective call", DSA_STATUS_INTERNAL, 999,                 \
     "unhandled cuda error")
 

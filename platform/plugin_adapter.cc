@@ -95,6 +95,16 @@ Status ValidatePlatformDescriptor(const DsaPlatformDescriptor& d) {
         StrCat("platform '", id,
                "': is_accelerator must be 0 for the CPU kind and 1 otherwise"));
   }
+  const int streams =
+      (d.stream_create != nullptr) + (d.stream_destroy != nullptr) +
+      (d.memcpy_async != nullptr) + (d.stream_synchronize != nullptr);
+  if (streams != 0 && streams != 4) {
+    return InvalidArgumentError(
+        StrCat("platform '", id,
+               "': stream_create, stream_destroy, memcpy_async and "
+               "stream_synchronize must be all set or all NULL; ",
+               streams, " of the 4 are set"));
+  }
   if (d.capabilities_for_arch == nullptr) {
     return InvalidArgumentError(
         StrCat("platform '", id, "': capabilities_for_arch is NULL"));

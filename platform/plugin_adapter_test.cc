@@ -233,6 +233,69 @@ TEST(PluginAdapterTest, DescriptorsAreValidatedWithBoundedReads) {
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("struct_size")));
 }
 
+DsaStatusCode FakeStreamCreate(void** stream, char*, size_t) {
+  static int token;
+  *stream = &token;
+  return DSA_STATUS_OK;
+}
+DsaStatusCode FakeStreamDestroy(void*, char*, size_t) { return DSA_STATUS_OK; }
+DsaStatusCode FakeMemcpyAsync(void*, const void*, size_t, int32_t, void*, char*,
+                              size_t) {
+  return DSA_STATUS_OK;
+}
+DsaStatusCode FakeStreamSynchronize(void*, char*, size_t) {
+  return DSA_STATUS_OK;
+}
+
+// Plugin API 1.2's streams: all four callbacks or none; a descriptor of 1.1
+// (struct_size up to device_memory_info) has none, whatever lies past it.
+TEST(PluginAdapterTest, StreamCallbacksAreAllOrNone) {
+  DsaPlatformDescriptor d;
+  std::memset(&d, 0, sizeof(d));
+  d.struct_size = sizeof(d);
+  d.platform_id = "p";
+  d.kind = DSA_PLATFORM_KIND_CUDA;
+  d.is_accelerator = 1;
+  d.default_arch = "old1";
+  d.known_archs = kArchs;
+  d.num_known_archs = 1;
+  d.capabilities_for_arch = &OldCapabilities;
+  DsaPlatformDescriptor out;
+  ASSERT_THAT(NormalizePlatformDescriptor(&d, &out), IsOk());
+  EXPECT_EQ(out.stream_create, nullptr);
+  d.stream_create = &FakeStreamCreate;
+  d.stream_destroy = &FakeStreamDestroy;
+  d.memcpy_async = &FakeMemcpyAsync;
+  d.stream_synchronize = &FakeStreamSynchronize;
+  ASSERT_THAT(NormalizePlatformDescriptor(&d, &out), IsOk());
+  EXPECT_EQ(out.stream_create, &FakeStreamCreate);
+  EXPECT_EQ(out.stream_synchronize, &FakeStreamSynchronize);
+
+  DsaPlatformDescriptor partial = d;
+  partial.memcpy_async = nullptr;
+  EXPECT_THAT(NormalizePlatformDescriptor(&partial, &out),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("all set or all NULL; 3 of the 4 are set")));
+
+  DsaPlatformDescriptor* v11 =
+      OlderStruct(d, offsetof(DsaPlatformDescriptor, device_memory_info) +
+                         sizeof(d.device_memory_info));
+  ASSERT_THAT(NormalizePlatformDescriptor(v11, &out), IsOk());
+  std::free(v11);
+  EXPECT_EQ(out.struct_size, sizeof(DsaPlatformDescriptor));
+  EXPECT_EQ(out.stream_create, nullptr);
+  EXPECT_EQ(out.stream_destroy, nullptr);
+  EXPECT_EQ(out.memcpy_async, nullptr);
+  EXPECT_EQ(out.stream_synchronize, nullptr);
+  // One that ends inside the stream callbacks keeps none of them.
+  DsaPlatformDescriptor* cut =
+      OlderStruct(d, offsetof(DsaPlatformDescriptor, memcpy_async));
+  EXPECT_THAT(NormalizePlatformDescriptor(cut, &out),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("2 of the 4 are set")));
+  std::free(cut);
+}
+
 TEST(PluginAdapterTest, CallbackCodesOutsideAbslRangeAreInternal) {
   EXPECT_THAT(CallbackStatus(static_cast<DsaStatusCode>(99), "odd", "probe"),
               StatusIs(absl::StatusCode::kInternal,

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define DSA_PLUGIN_API_MAJOR 1
-#define DSA_PLUGIN_API_MINOR 1
+#define DSA_PLUGIN_API_MINOR 2
 #define DSA_PLUGIN_GET_API_SYMBOL "DsaGetPluginApi"
 
 #if defined(__GNUC__)
@@ -143,6 +143,30 @@ typedef struct DsaPlatformDescriptor {
    * refuse work that does not fit before it starts. May be NULL. */
   DsaStatusCode (*device_memory_info)(uint64_t* free_bytes,
                                       uint64_t* total_bytes, char* error,
+                                      size_t error_size);
+
+  /* Minor version 2. Streams on device 0, so that a host orders its copies
+   * and kernels on a stream of its own rather than on the legacy default
+   * stream (with which it then never synchronises implicitly). A stream is
+   * the handle kernels take in DsaExecutionContext::stream (attention/
+   * kernel_api.h): a cudaStream_t / hipStream_t created non-blocking; on the
+   * CPU platform an opaque token, every call on it synchronous. All four are
+   * set, or all four NULL (a host then copies synchronously and waits with
+   * device_synchronize).
+   *  - stream_create: a new stream, never NULL on success.
+   *  - stream_destroy: returns at once; work queued on it still completes.
+   *  - memcpy_async: `bytes` ordered after the work queued on `stream`. A
+   *    host buffer may be reused once the call returns (pageable memory is
+   *    staged before it returns); device-to-host into pageable memory is
+   *    complete when it returns.
+   *  - stream_synchronize: waits until everything queued on `stream` is
+   *    done; an error of that work (a kernel's fault) is its status. */
+  DsaStatusCode (*stream_create)(void** stream, char* error, size_t error_size);
+  DsaStatusCode (*stream_destroy)(void* stream, char* error, size_t error_size);
+  DsaStatusCode (*memcpy_async)(void* dst, const void* src, size_t bytes,
+                                int32_t kind /* DsaMemcpyKind */, void* stream,
+                                char* error, size_t error_size);
+  DsaStatusCode (*stream_synchronize)(void* stream, char* error,
                                       size_t error_size);
 } DsaPlatformDescriptor;
 

@@ -56,6 +56,12 @@ struct PlatformCallbacks {
   decltype(DsaPlatformDescriptor::device_synchronize) device_synchronize;
   decltype(DsaPlatformDescriptor::device_memory_info) device_memory_info =
       nullptr;
+  // Plugin API 1.2: all four or none.
+  decltype(DsaPlatformDescriptor::stream_create) stream_create = nullptr;
+  decltype(DsaPlatformDescriptor::stream_destroy) stream_destroy = nullptr;
+  decltype(DsaPlatformDescriptor::memcpy_async) memcpy_async = nullptr;
+  decltype(DsaPlatformDescriptor::stream_synchronize) stream_synchronize =
+      nullptr;
 };
 
 template <size_t N>
@@ -78,6 +84,10 @@ DsaPlatformDescriptor MakePlatformDescriptor(
   d.device_memcpy = callbacks.device_memcpy;
   d.device_synchronize = callbacks.device_synchronize;
   d.device_memory_info = callbacks.device_memory_info;
+  d.stream_create = callbacks.stream_create;
+  d.stream_destroy = callbacks.stream_destroy;
+  d.memcpy_async = callbacks.memcpy_async;
+  d.stream_synchronize = callbacks.stream_synchronize;
   return d;
 }
 

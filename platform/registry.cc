@@ -276,6 +276,83 @@ absl::StatusOr<DeviceMemory> DeviceRuntime::MemoryInfo() const {
   return memory;
 }
 
+bool DeviceRuntime::has_streams() const {
+  // The adapter admits all four or none.
+  return d_->stream_create != nullptr;
+}
+
+absl::StatusOr<void*> DeviceRuntime::CreateStream() const {
+  if (!has_streams()) {
+    return absl::UnimplementedError(
+        absl::StrCat("platform '", platform_id_, "' has no streams"));
+  }
+  void* stream = nullptr;
+  char error[kErrorSize] = {0};
+  DSA_RETURN_IF_ERROR(AbslCallbackStatus(
+      Fallible(
+          FaultSite::kStreamCreate, error, sizeof(error),
+          [&] { return d_->stream_create(&stream, error, sizeof(error)); }),
+      error, absl::StrCat("platform '", platform_id_, "': creating a stream")));
+  if (stream == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("platform '", platform_id_, "' created a NULL stream"));
+  }
+  return stream;
+}
+
+absl::Status DeviceRuntime::DestroyStream(void* stream) const {
+  if (!has_streams()) {
+    return absl::UnimplementedError(
+        absl::StrCat("platform '", platform_id_, "' has no streams"));
+  }
+  char error[kErrorSize] = {0};
+  return AbslCallbackStatus(
+      d_->stream_destroy(stream, error, sizeof(error)), error,
+      absl::StrCat("platform '", platform_id_, "': destroying a stream"));
+}
+
+absl::Status DeviceRuntime::CopyAsync(void* dst, const void* src, size_t bytes,
+                                      DsaMemcpyKind kind, void* stream) const {
+  if (!has_streams()) {
+    return absl::UnimplementedError(
+        absl::StrCat("platform '", platform_id_, "' has no streams"));
+  }
+  if (bytes == 0) return absl::OkStatus();
+  if (dst == nullptr || src == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("platform '", platform_id_, "': memcpy of ", bytes,
+                     " bytes with a NULL pointer"));
+  }
+  // A copy and a synchronisation per step input: the message is built only
+  // when the call failed.
+  char error[kErrorSize] = {0};
+  const DsaStatusCode code =
+      Fallible(FaultSite::kStreamCopy, error, sizeof(error), [&] {
+        return d_->memcpy_async(dst, src, bytes, kind, stream, error,
+                                sizeof(error));
+      });
+  if (code == DSA_STATUS_OK) return absl::OkStatus();
+  return AbslCallbackStatus(
+      code, error,
+      absl::StrCat("platform '", platform_id_, "': memcpy of ", bytes,
+                   " bytes on a stream"));
+}
+
+absl::Status DeviceRuntime::SynchronizeStream(void* stream) const {
+  if (!has_streams()) {
+    return absl::UnimplementedError(
+        absl::StrCat("platform '", platform_id_, "' has no streams"));
+  }
+  char error[kErrorSize] = {0};
+  const DsaStatusCode code = Fallible(
+      FaultSite::kStreamSynchronize, error, sizeof(error),
+      [&] { return d_->stream_synchronize(stream, error, sizeof(error)); });
+  if (code == DSA_STATUS_OK) return absl::OkStatus();
+  return AbslCallbackStatus(
+      code, error,
+      absl::StrCat("platform '", platform_id_, "': stream synchronize"));
+}
+
 // ---------------------------------------------------------------------------
 // Registry
 

@@ -53,11 +53,13 @@ struct DeviceMemory {
   uint64_t total_bytes = 0;
 };
 
-// Memory and synchronisation on a platform's device 0. For the CPU platform
-// "device" memory is host memory.
+// Memory, streams and synchronisation on a platform's device 0. For the CPU
+// platform "device" memory is host memory and a stream an opaque token on
+// which every call is synchronous.
 //
-// Every call but Free is a fault site (platform/fault_injection.h): a test's
-// FaultInjector can make it fail as the platform's would.
+// Every call but Free and DestroyStream is a fault site
+// (platform/fault_injection.h): a test's FaultInjector can make it fail as
+// the platform's would.
 class DeviceRuntime {
  public:
   explicit DeviceRuntime(const DsaPlatformDescriptor* descriptor,
@@ -76,6 +78,19 @@ class DeviceRuntime {
   // Free and total bytes now. Unimplemented when the platform's plugin
   // predates device_memory_info (plugin API 1.0) or its runtime cannot say.
   absl::StatusOr<DeviceMemory> MemoryInfo() const;
+
+  // Streams (plugin API 1.2; platform/device_stream.h owns one). Without
+  // them (an older plugin) each is Unimplemented.
+  bool has_streams() const;
+  // A new non-blocking stream, the handle kernels take in
+  // ExecutionContext::stream.
+  absl::StatusOr<void*> CreateStream() const;
+  absl::Status DestroyStream(void* stream) const;
+  // `bytes` in stream order on `stream` (plugin_api.h says when the host
+  // side of the copy is done with).
+  absl::Status CopyAsync(void* dst, const void* src, size_t bytes,
+                         DsaMemcpyKind kind, void* stream) const;
+  absl::Status SynchronizeStream(void* stream) const;
 
  private:
   absl::Status Copy(void* dst, const void* src, size_t bytes,

@@ -266,16 +266,27 @@ Status DenseMhaPrefillCpu(const ExecutionContext& ctx,
     // One head at a time: decompress its keys and values, then attend. With
     // fewer heads than threads the work inside a head is split instead.
     const bool split_heads = heads >= threads;
+    // W_UK[h] and W_UV[h]: the caller's split copies when given, else
+    // kv_b_proj's row blocks (the same values).
+    const bool split = !a.w_uk.absent();
     auto run_head = [&](int64_t h, int inner_threads) {
       std::vector<float> w_uk(nope * lora), w_uv(v_dim * lora);
       const int64_t row0 = h * (nope + v_dim);
       for (int64_t o = 0; o < nope; ++o) {
-        LoadFloats(a.kv_b_proj, a.kv_b_proj.offset(row0 + o, 0), lora,
-                   w_uk.data() + o * lora);
+        if (split) {
+          LoadFloats(a.w_uk, a.w_uk.offset(h, o), lora, w_uk.data() + o * lora);
+        } else {
+          LoadFloats(a.kv_b_proj, a.kv_b_proj.offset(row0 + o, 0), lora,
+                     w_uk.data() + o * lora);
+        }
       }
       for (int64_t o = 0; o < v_dim; ++o) {
-        LoadFloats(a.kv_b_proj, a.kv_b_proj.offset(row0 + nope + o, 0), lora,
-                   w_uv.data() + o * lora);
+        if (split) {
+          LoadFloats(a.w_uv, a.w_uv.offset(h, o), lora, w_uv.data() + o * lora);
+        } else {
+          LoadFloats(a.kv_b_proj, a.kv_b_proj.offset(row0 + nope + o, 0), lora,
+                     w_uv.data() + o * lora);
+        }
       }
       std::vector<float> k_nope(seq_len * nope), value(seq_len * v_dim);
       ParallelFor(

@@ -100,6 +100,13 @@ Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
   DSA_RETURN_IF_ERROR(
       CheckUnitStride(op, "query_start_loc", a.query_start_loc, 0));
   DSA_RETURN_IF_ERROR(CheckUnitStride(op, "block_table", a.block_table, 1));
+  // The split weights as the vendor GEMM takes them: contiguous bf16 (a
+  // float32 kv_b_proj is split, and converted, per call as before).
+  const bool split = !a.w_uk.absent() && a.w_uk.dtype == DType::kBFloat16;
+  if (split) {
+    DSA_RETURN_IF_ERROR(CheckContiguous(op, "w_uk", a.w_uk));
+    DSA_RETURN_IF_ERROR(CheckContiguous(op, "w_uv", a.w_uv));
+  }
   const int64_t tokens = a.q.dim(0);
   if (a.output.empty()) return OkStatus();
   const int64_t requests = a.block_table.dim(0);
@@ -168,6 +175,10 @@ Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
   p.host_query_start_loc = starts.data();
   p.kv_b_proj = a.kv_b_proj.data;
   p.kv_b_proj_format = FloatFormatOf(a.kv_b_proj.dtype);
+  if (split) {
+    p.w_uk = a.w_uk.data_as<const uint16_t>();
+    p.w_uv = a.w_uv.data_as<const uint16_t>();
+  }
   p.output = a.output.data;
   p.output_format = FloatFormatOf(a.output.dtype);
   p.tokens = tokens;

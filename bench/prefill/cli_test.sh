@@ -188,7 +188,7 @@ indexer {
 EOF
 expect_usage_error "largest with 3 arms needs more than 2^63 bytes" \
   --platform=emulated-rocm --model="$tmp/largest.textproto"
-expect_usage_error "largest with 1 arm needs about 3.2 EiB of host memory" \
+expect_usage_error "largest with 1 arm needs about 4.3 EiB of host memory" \
   --platform=emulated-rocm --model="$tmp/largest.textproto" --arms=main \
   --workloads=1k_c1 --prompts=1 --max_num_batched_tokens=1
 

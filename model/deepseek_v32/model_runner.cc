@@ -16,6 +16,7 @@
 #include "attention/dtypes/fp8.h"
 #include "attention/tensor.h"
 #include "model/deepseek_v32/host_math.h"
+#include "platform/device_stream.h"
 #include "platform/status_macros.h"
 
 namespace dsa::model::deepseek_v32 {
@@ -26,6 +27,7 @@ using attention::MakeTensorView;
 using attention::TensorView;
 using platform::DeviceBuffer;
 using platform::DeviceRuntime;
+using platform::DeviceStream;
 
 // The indexer's k_norm LayerNorm: 1e-6 in every engine and in DeepSeek's
 // reference (the RMSNorms take the config's rms_norm_eps).
@@ -49,16 +51,17 @@ class Scratch {
   DeviceBuffer buffer_;
 };
 
-// Copies a host vector into a fresh device buffer.
+// Copies a host vector into a fresh device buffer, in order on `stream`.
 template <class T>
 absl::StatusOr<DeviceBuffer> Upload(const DeviceRuntime& runtime,
+                                    const DeviceStream& stream,
                                     const std::vector<T>& host) {
   DSA_ASSIGN_OR_RETURN(
       DeviceBuffer buffer,
       DeviceBuffer::Allocate(runtime,
                              std::max<size_t>(host.size() * sizeof(T), 1)));
-  DSA_RETURN_IF_ERROR(
-      buffer.CopyFromHost(host.data(), host.size() * sizeof(T)));
+  DSA_RETURN_IF_ERROR(stream.CopyHostToDevice(buffer.data(), host.data(),
+                                              host.size() * sizeof(T)));
   return buffer;
 }
 
@@ -113,9 +116,10 @@ absl::Status CheckFits(const DeviceRuntime& runtime, int64_t bytes,
 }
 
 // Copies a host vector into `buffer`, reserved at creation for the largest
-// step (ReserveStepInputs), so that a step allocates nothing for its inputs.
+// step (ReserveStepInputs), so that a step allocates nothing for its inputs;
+// in order on the step's stream.
 template <class T>
-absl::Status UploadInto(const DeviceRuntime& runtime, DeviceBuffer& buffer,
+absl::Status UploadInto(const DeviceStream& stream, DeviceBuffer& buffer,
                         const std::vector<T>& host, absl::string_view name) {
   const size_t bytes = host.size() * sizeof(T);
   if (buffer.bytes() < bytes) {
@@ -124,8 +128,10 @@ absl::Status UploadInto(const DeviceRuntime& runtime, DeviceBuffer& buffer,
                      " bytes exceeds the buffer reserved for it (",
                      buffer.bytes(), " bytes)"));
   }
-  return Annotate(buffer.CopyFromHost(host.data(), bytes),
-                  absl::StrCat("step: uploading ", name));
+  const absl::Status copied =
+      stream.CopyHostToDevice(buffer.data(), host.data(), bytes);
+  if (copied.ok()) return copied;
+  return Annotate(copied, absl::StrCat("step: uploading ", name));
 }
 
 // An op's error, with the op (and what it computed) in front unless the
@@ -143,12 +149,11 @@ absl::Status OpError(const absl::Status& status, const char* op,
 
 // Zero-fills device memory, so that a fresh cache holds defined bytes (a
 // cache dump, or two instances of one model, compare equal slot for slot).
-absl::Status ZeroFill(const DeviceRuntime& runtime,
-                      const DeviceBuffer& buffer) {
+absl::Status ZeroFill(const DeviceStream& stream, const DeviceBuffer& buffer) {
   constexpr size_t kChunk = size_t{1} << 20;
   const std::vector<uint8_t> zeros(std::min(kChunk, buffer.bytes()), 0);
   for (size_t offset = 0; offset < buffer.bytes(); offset += kChunk) {
-    DSA_RETURN_IF_ERROR(runtime.CopyHostToDevice(
+    DSA_RETURN_IF_ERROR(stream.CopyHostToDevice(
         static_cast<uint8_t*>(buffer.data()) + offset, zeros.data(),
         std::min(kChunk, buffer.bytes() - offset)));
   }
@@ -215,6 +220,30 @@ DType Fp8DType(platform::Fp8Format format) {
                                                   : DType::kFloat8E4m3fn;
 }
 
+// Projections that read the same input, fused as vLLM fuses them: the two
+// weights are concatenated at load ([first's rows + second's rows, cols],
+// the first's rows first), so that one gemm computes both outputs side by
+// side and their consumers take row-strided views of it. q_a_proj |
+// kv_a_proj_with_mqa is vLLM's fused_qkv_a_proj; the indexer's wk |
+// weights_proj its wk_weights_proj.
+struct FusedProjection {
+  const char* name;  // vLLM's
+  WeightId first, second;
+};
+constexpr FusedProjection kFusedQkvA = {"fused_qkv_a_proj", WeightId::kQAProj,
+                                        WeightId::kKvAProjWithMqa};
+constexpr FusedProjection kFusedIndexerKw = {
+    "wk_weights_proj", WeightId::kIndexerWk, WeightId::kIndexerWeightsProj};
+constexpr FusedProjection kFusedProjections[] = {kFusedQkvA, kFusedIndexerKw};
+
+// The fused projection `id` is the second weight of, if any.
+const FusedProjection* FusedSecond(WeightId id) {
+  for (const FusedProjection& f : kFusedProjections) {
+    if (f.second == id) return &f;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 // The top-k buffer, [tokens, index_topk] int32: one per model, and its one
@@ -234,6 +263,10 @@ struct DeepseekV32Model::Shared {
   platform::Platform platform;
   DeviceRuntime runtime;
   AttentionKernels kernels;
+  // The model's own stream (non-blocking where the platform has streams):
+  // every op, upload and device copy of a load and a step is ordered on it,
+  // and exec passes it to every kernel.
+  DeviceStream stream;
   attention::ExecutionContext exec;
   attention::LatentCacheFormat latent_format;
   DType indexer_cache_dtype = DType::kFloat8E4m3fn;
@@ -277,10 +310,10 @@ struct DeepseekV32Model::Shared {
     if (!time_ops) {
       status = kernel(exec, args);
     } else {
-      status = runtime.Synchronize();
+      status = stream.Synchronize();
       const auto begin = std::chrono::steady_clock::now();
       if (status.ok()) status = kernel(exec, args);
-      if (status.ok()) status = runtime.Synchronize();
+      if (status.ok()) status = stream.Synchronize();
       const double elapsed = std::chrono::duration<double, std::milli>(
                                  std::chrono::steady_clock::now() - begin)
                                  .count();
@@ -337,37 +370,88 @@ struct DeepseekV32Model::Layer {
   bool has_indexer = false;
   DeviceBuffer latent_cache;
   DeviceBuffer indexer_k_cache;  // empty without an indexer
-  // bf16, by WeightId; empty for tensors the layer does not have.
-  DeviceBuffer weights[kNumWeightIds];
+  // The weights' memory: a buffer per tensor, one for both of a fused
+  // projection's (kFusedProjections, held by its first).
+  DeviceBuffer storage[kNumWeightIds];
+  // bf16, by WeightId; null for tensors the layer does not have.
+  void* weights[kNumWeightIds] = {};
   int64_t rows[kNumWeightIds] = {};
   int64_t cols[kNumWeightIds] = {};
+  // kv_b_proj's per-head blocks, split once at load: W_UK [heads, nope,
+  // kv_lora] and W_UV [heads, v, kv_lora] bf16, which dense_mha_prefill
+  // reads instead of splitting kv_b_proj on every call.
+  DeviceBuffer w_uk, w_uv;
 
+  bool has(WeightId id) const {
+    return weights[static_cast<int>(id)] != nullptr;
+  }
   // [rows, cols] bf16 as the gemm op's [1, rows, cols] weight.
   TensorView Matrix(WeightId id) const {
     const int i = static_cast<int>(id);
-    return MakeTensorView(weights[i].data(), DType::kBFloat16,
-                          {1, rows[i], cols[i]});
+    return MakeTensorView(weights[i], DType::kBFloat16, {1, rows[i], cols[i]});
+  }
+  // A fused projection's two weights as one [1, rows + rows, cols].
+  TensorView Matrix(const FusedProjection& f) const {
+    const int a = static_cast<int>(f.first), b = static_cast<int>(f.second);
+    return MakeTensorView(weights[a], DType::kBFloat16,
+                          {1, rows[a] + rows[b], cols[a]});
   }
   TensorView Vector(WeightId id) const {
     const int i = static_cast<int>(id);
-    return MakeTensorView(weights[i].data(), DType::kBFloat16, {rows[i]});
+    return MakeTensorView(weights[i], DType::kBFloat16, {rows[i]});
+  }
+
+  // w_uk and w_uv from kv_b_proj [heads * (nope + v), kv_lora], once, after
+  // it was written: head h's rows are nope + v contiguous rows, so each
+  // block is a [heads, rows * kv_lora] strided view of it, copied by one
+  // cast (bf16 to bf16) in order on the model's stream.
+  absl::Status SplitKvBProj(Shared& s, const DeepseekV32Config& c) {
+    if (!has(WeightId::kKvBProj)) return absl::OkStatus();
+    const int64_t heads = c.num_attention_heads(), nope = c.qk_nope_head_dim();
+    const int64_t v = c.v_head_dim(), lora = c.kv_lora_rank();
+    void* kv_b_proj = weights[static_cast<int>(WeightId::kKvBProj)];
+    const struct {
+      DeviceBuffer* out;
+      int64_t rows, first_row;
+    } blocks[] = {{&w_uk, nope, 0}, {&w_uv, v, nope}};
+    for (const auto& b : blocks) {
+      const int64_t elements = b.rows * lora;
+      DSA_ASSIGN_OR_RETURN(
+          *b.out,
+          DeviceBuffer::Allocate(
+              s.runtime,
+              static_cast<size_t>(std::max<int64_t>(heads * elements, 1)) * 2));
+      if (elements == 0) continue;
+      attention::Cast::Args a;
+      a.x = View2(kv_b_proj, DType::kBFloat16, heads, elements,
+                  (nope + v) * lora, b.first_row * lora);
+      a.y = View2(b.out->data(), DType::kBFloat16, heads, elements, elements);
+      const absl::Status cast = s.kernels.dense.cast(s.exec, a);
+      if (!cast.ok()) {
+        return Annotate(cast,
+                        absl::StrCat("layer ", id, ": splitting kv_b_proj"));
+      }
+    }
+    return absl::OkStatus();
   }
 };
 
 // The step's activations, in device buffers reserved once for the largest
 // step (internal token order).
 struct DeepseekV32Model::Activations {
-  int64_t capacity = 0;       // tokens
-  DeviceBuffer residual;      // [T, hidden] f32: the residual stream
-  DeviceBuffer x;             // [T, hidden]: input_layernorm(residual)
-  DeviceBuffer q_c_raw;       // [T, q_lora] f32, before its norm
-  DeviceBuffer q_c;           // [T, q_lora]
-  DeviceBuffer q;             // [T, heads, qk_nope + rope]
-  DeviceBuffer kv;            // [T, kv_lora + rope] f32
-  DeviceBuffer kv_c;          // [T, kv_lora]
-  DeviceBuffer indexer_k;     // [T, index_dim]
+  int64_t capacity = 0;   // tokens
+  DeviceBuffer residual;  // [T, hidden] f32: the residual stream
+  DeviceBuffer x;         // [T, hidden]: input_layernorm(residual)
+  // [T, q_lora + kv_lora + rope] f32: fused_qkv_a_proj's output, q_c before
+  // its norm, then kv_c before its norm and k_pe (kFusedQkvA).
+  DeviceBuffer qkv_a;
+  DeviceBuffer q_c;   // [T, q_lora]
+  DeviceBuffer q;     // [T, heads, qk_nope + rope]
+  DeviceBuffer kv_c;  // [T, kv_lora]
+  // [T, index_dim + index_heads]: wk_weights_proj's output, the indexer's
+  // key, then its head weights (kFusedIndexerKw).
+  DeviceBuffer indexer_kw;
   DeviceBuffer indexer_q;     // [T, index_heads, index_dim]
-  DeviceBuffer indexer_w;     // [T, index_heads]
   DeviceBuffer q_fp8;         // [T, index_heads, index_dim] fp8
   DeviceBuffer head_weights;  // [T, index_heads] f32
   DeviceBuffer q_absorbed;    // [T, heads, kv_lora + rope]
@@ -513,6 +597,8 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   const ModelConfig& model_config = model->planner_.config();
   const DeepseekV32Config& mc = model_config.proto();
   auto shared = std::make_unique<Shared>(std::move(platform), kernels);
+  DSA_ASSIGN_OR_RETURN(shared->stream, DeviceStream::Create(shared->runtime));
+  shared->exec.stream = shared->stream.handle();
   shared->exec.num_threads = options.num_threads;
   const platform::Fp8Format fp8 =
       model->planner_.capabilities().kv_cache_fp8_format;
@@ -532,9 +618,9 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   shared->indexer_fp8_divisor =
       attention::VllmFp8ScaleDivisor(shared->indexer_cache_dtype);
   shared->indexer_hadamard = mc.indexer().hadamard_rotation();
-  DSA_ASSIGN_OR_RETURN(
-      shared->rope,
-      Upload(shared->runtime, RopeCosSinTable(mc, options.max_model_len)));
+  DSA_ASSIGN_OR_RETURN(shared->rope,
+                       Upload(shared->runtime, shared->stream,
+                              RopeCosSinTable(mc, options.max_model_len)));
 
   // Weights from a source move through one bounded host staging buffer.
   int64_t weight_bytes = 0, weight_bytes_done = 0;
@@ -561,43 +647,68 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
     DSA_ASSIGN_OR_RETURN(
         layer->latent_cache,
         DeviceBuffer::Allocate(shared->runtime, slots * latent_entry_bytes));
-    DSA_RETURN_IF_ERROR(ZeroFill(shared->runtime, layer->latent_cache));
+    DSA_RETURN_IF_ERROR(ZeroFill(shared->stream, layer->latent_cache));
     if (layer->has_indexer) {
       DSA_ASSIGN_OR_RETURN(
           layer->indexer_k_cache,
           DeviceBuffer::Allocate(shared->runtime, slots * indexer_entry_bytes));
-      DSA_RETURN_IF_ERROR(ZeroFill(shared->runtime, layer->indexer_k_cache));
+      DSA_RETURN_IF_ERROR(ZeroFill(shared->stream, layer->indexer_k_cache));
     }
-    for (const WeightSpec& spec : LayerWeightSpecs(model_config, l)) {
+    const std::vector<WeightSpec> specs = LayerWeightSpecs(model_config, l);
+    for (const WeightSpec& spec : specs) {
       const int i = static_cast<int>(spec.id);
       layer->rows[i] = spec.rows;
       layer->cols[i] = spec.cols;
+    }
+    // The weights' memory, a fused projection's two tensors in one buffer
+    // (the first's rows, then the second's).
+    for (const WeightSpec& spec : specs) {
+      const int i = static_cast<int>(spec.id);
+      if (const FusedProjection* f = FusedSecond(spec.id);
+          f != nullptr && layer->rows[static_cast<int>(f->first)] > 0) {
+        continue;  // in the first's buffer
+      }
+      int64_t elements = spec.size();
+      for (const FusedProjection& f : kFusedProjections) {
+        const int second = static_cast<int>(f.second);
+        if (f.first == spec.id && layer->rows[second] > 0) {
+          elements += layer->rows[second] * layer->cols[second];
+        }
+      }
+      DSA_ASSIGN_OR_RETURN(
+          layer->storage[i],
+          DeviceBuffer::Allocate(shared->runtime,
+                                 static_cast<size_t>(elements) * 2));
+      layer->weights[i] = layer->storage[i].data();
+      for (const FusedProjection& f : kFusedProjections) {
+        const int second = static_cast<int>(f.second);
+        if (f.first == spec.id && layer->rows[second] > 0) {
+          layer->weights[second] =
+              static_cast<uint16_t*>(layer->weights[i]) + spec.size();
+        }
+      }
+    }
+    for (const WeightSpec& spec : specs) {
+      uint16_t* dst =
+          static_cast<uint16_t*>(layer->weights[static_cast<int>(spec.id)]);
       if (source != nullptr) {
-        // The source's bf16, a staging buffer at a time.
-        DSA_ASSIGN_OR_RETURN(
-            layer->weights[i],
-            DeviceBuffer::Allocate(shared->runtime,
-                                   static_cast<size_t>(spec.size()) * 2));
+        // The source's bf16, a staging buffer at a time, in order on the
+        // stream (each chunk is staged before the copy returns, so the
+        // staging buffer is free for the next).
         const int64_t chunk = static_cast<int64_t>(staging.size());
         for (int64_t begin = 0; begin < spec.size(); begin += chunk) {
           const int64_t count = std::min(chunk, spec.size() - begin);
           DSA_RETURN_IF_ERROR(
               source->ReadBf16(l, spec, begin, count, staging.data()));
-          DSA_RETURN_IF_ERROR(shared->runtime.CopyHostToDevice(
-              static_cast<uint16_t*>(layer->weights[i].data()) + begin,
-              staging.data(), static_cast<size_t>(count) * 2));
+          DSA_RETURN_IF_ERROR(shared->stream.CopyHostToDevice(
+              dst + begin, staging.data(), static_cast<size_t>(count) * 2));
           weight_bytes_done += count * 2;
           if (progress) progress(weight_bytes_done, weight_bytes);
         }
       } else {
         // Drawn on the device: RandomFill gives LayerWeights::Random's bits.
-        DSA_ASSIGN_OR_RETURN(
-            layer->weights[i],
-            DeviceBuffer::Allocate(shared->runtime,
-                                   static_cast<size_t>(spec.size()) * 2));
         attention::RandomFill::Args a;
-        a.y = MakeTensorView(layer->weights[i].data(), DType::kBFloat16,
-                             {spec.size()});
+        a.y = MakeTensorView(dst, DType::kBFloat16, {spec.size()});
         a.seed = seed;
         a.stream = WeightStream(l, spec.id);
         a.scale = spec.scale;
@@ -605,13 +716,14 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
         DSA_RETURN_IF_ERROR(shared->kernels.dense.random_fill(shared->exec, a));
       }
     }
+    DSA_RETURN_IF_ERROR(layer->SplitKvBProj(*shared, mc));
     model->layers_.push_back(std::move(layer));
   }
   model->shared_ = std::move(shared);
   DSA_RETURN_IF_ERROR(
       model->ReserveActivations(options.max_num_batched_tokens));
   DSA_RETURN_IF_ERROR(model->ReserveStepInputs());
-  DSA_RETURN_IF_ERROR(model->shared_->runtime.Synchronize());
+  DSA_RETURN_IF_ERROR(model->shared_->stream.Synchronize());
   return model;
 }
 
@@ -635,14 +747,12 @@ void DeepseekV32Model::ForEachActivation(const ModelConfig& config,
   using A = Activations;
   f(buffer(&A::residual), hidden * 4);
   f(buffer(&A::x), hidden * act);
-  f(buffer(&A::q_c_raw), c.q_lora_rank() * 4);
+  f(buffer(&A::qkv_a), (c.q_lora_rank() + kv_lora + rope) * 4);
   f(buffer(&A::q_c), c.q_lora_rank() * act);
   f(buffer(&A::q), H * qk * act);
-  f(buffer(&A::kv), (kv_lora + rope) * 4);
   f(buffer(&A::kv_c), kv_lora * act);
-  f(buffer(&A::indexer_k), id * act);
+  f(buffer(&A::indexer_kw), (id + ih) * act);
   f(buffer(&A::indexer_q), ih * id * act);
-  f(buffer(&A::indexer_w), ih * act);
   f(buffer(&A::q_fp8), ih * id);
   f(buffer(&A::head_weights), ih * 4);
   f(buffer(&A::q_absorbed), H * (kv_lora + rope) * act);
@@ -673,6 +783,8 @@ CheckedSize DeepseekV32Model::DeviceBytes(const ModelConfig& config,
     }
     for (const WeightSpec& spec : LayerWeightSpecs(config, l)) {
       bytes += CheckedSize(spec.size()) * 2;  // bf16
+      // kv_b_proj's split copies, W_UK and W_UV: as many elements again.
+      if (spec.id == WeightId::kKvBProj) bytes += CheckedSize(spec.size()) * 2;
     }
   }
   ForEachActivation(config, options, nullptr,
@@ -817,14 +929,16 @@ absl::StatusOr<std::vector<float>> DeepseekV32Model::ReadWeight(
     return absl::InvalidArgumentError(absl::StrCat(
         "no layer ", layer, " or no weight ", static_cast<int>(id)));
   }
-  const DeviceBuffer& b = layers_[layer]->weights[static_cast<int>(id)];
-  if (b.data() == nullptr) {
+  const Layer& l = *layers_[layer];
+  const int i = static_cast<int>(id);
+  if (l.weights[i] == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("layer ", layer, " has no weight ", static_cast<int>(id)));
   }
-  std::vector<uint16_t> bits(b.bytes() / 2);
-  DSA_RETURN_IF_ERROR(shared_->runtime.Synchronize());
-  DSA_RETURN_IF_ERROR(b.CopyToHost(bits.data(), b.bytes()));
+  std::vector<uint16_t> bits(static_cast<size_t>(l.rows[i] * l.cols[i]));
+  DSA_RETURN_IF_ERROR(shared_->stream.Synchronize());
+  DSA_RETURN_IF_ERROR(shared_->runtime.CopyDeviceToHost(
+      bits.data(), l.weights[i], bits.size() * 2));
   std::vector<float> out(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) {
     out[i] = attention::Bf16ToFloat(bits[i]);
@@ -839,7 +953,7 @@ absl::StatusOr<std::vector<uint8_t>> DeepseekV32Model::ReadLatentCache(
   }
   const DeviceBuffer& b = layers_[layer]->latent_cache;
   std::vector<uint8_t> host(b.bytes());
-  DSA_RETURN_IF_ERROR(shared_->runtime.Synchronize());
+  DSA_RETURN_IF_ERROR(shared_->stream.Synchronize());
   DSA_RETURN_IF_ERROR(b.CopyToHost(host.data(), host.size()));
   return host;
 }
@@ -852,7 +966,7 @@ absl::StatusOr<std::vector<uint8_t>> DeepseekV32Model::ReadIndexerKCache(
   const DeviceBuffer& b = layers_[layer]->indexer_k_cache;
   std::vector<uint8_t> host(b.bytes());
   if (!host.empty()) {
-    DSA_RETURN_IF_ERROR(shared_->runtime.Synchronize());
+    DSA_RETURN_IF_ERROR(shared_->stream.Synchronize());
     DSA_RETURN_IF_ERROR(b.CopyToHost(host.data(), host.size()));
   }
   return host;
@@ -976,7 +1090,7 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
   // they were before it (the slots of its new tokens, which it may have
   // written in part, belong to no cached token again).
   absl::Status status = result.status();
-  if (absl::Status drained = shared_->runtime.Synchronize(); !drained.ok()) {
+  if (absl::Status drained = shared_->stream.Synchronize(); !drained.ok()) {
     status = absl::Status(
         status.code(),
         absl::StrCat(status.message(), " (then, waiting for the device: ",
@@ -1001,6 +1115,7 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
   // and the hidden states in internal order.
   Shared& s = *shared_;
   const DeviceRuntime& rt = s.runtime;
+  const DeviceStream& stream = s.stream;
   std::vector<int32_t> key_start(tokens, 0), key_end(tokens);
   for (int64_t t = 0; t < tokens; ++t) {
     key_end[t] = static_cast<int32_t>(layout.positions[t] + 1);
@@ -1013,26 +1128,28 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
   }
   s.host_seq_lens = layout.seq_lens;
   DSA_RETURN_IF_ERROR(
-      UploadInto(rt, s.positions, layout.positions, "positions"));
+      UploadInto(stream, s.positions, layout.positions, "positions"));
   DSA_RETURN_IF_ERROR(
-      UploadInto(rt, s.slot_mapping, layout.slot_mapping, "slot_mapping"));
+      UploadInto(stream, s.slot_mapping, layout.slot_mapping, "slot_mapping"));
   DSA_RETURN_IF_ERROR(
-      UploadInto(rt, s.block_table, layout.block_table, "block_table"));
-  DSA_RETURN_IF_ERROR(UploadInto(rt, s.seq_lens, s.host_seq_lens, "seq_lens"));
+      UploadInto(stream, s.block_table, layout.block_table, "block_table"));
   DSA_RETURN_IF_ERROR(
-      UploadInto(rt, s.token_request, layout.token_request, "token_request"));
-  DSA_RETURN_IF_ERROR(UploadInto(rt, s.prefill_query_start_loc, prefill_qsl,
+      UploadInto(stream, s.seq_lens, s.host_seq_lens, "seq_lens"));
+  DSA_RETURN_IF_ERROR(UploadInto(stream, s.token_request, layout.token_request,
+                                 "token_request"));
+  DSA_RETURN_IF_ERROR(UploadInto(stream, s.prefill_query_start_loc, prefill_qsl,
                                  "prefill_query_start_loc"));
   DSA_RETURN_IF_ERROR(
-      UploadInto(rt, s.row_key_start, key_start, "row_key_start"));
-  DSA_RETURN_IF_ERROR(UploadInto(rt, s.row_key_end, key_end, "row_key_end"));
+      UploadInto(stream, s.row_key_start, key_start, "row_key_start"));
+  DSA_RETURN_IF_ERROR(
+      UploadInto(stream, s.row_key_end, key_end, "row_key_end"));
   // Internal token t is the caller's row token_source[t]; requests keep
   // their rows together, so a run of consecutive rows moves in one copy (one
   // run for a batch already in internal order) and no host staging is needed.
   const std::vector<RowRun> runs = RowRuns(layout.token_source);
   for (const RowRun& run : runs) {
     DSA_RETURN_IF_ERROR(Annotate(
-        rt.CopyHostToDevice(
+        stream.CopyHostToDevice(
             Offset<float>(act_->residual.data(), run.internal * hidden_size),
             hidden.data() + run.caller * hidden_size,
             static_cast<size_t>(run.count * hidden_size) * sizeof(float)),
@@ -1059,13 +1176,14 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
         }
       }
       DSA_RETURN_IF_ERROR(Annotate(
-          rt.CopyHostToDevice(Offset<float>(act_->mtp_embeddings.data(),
-                                            k * tokens * hidden_size),
-                              staged.data(), staged.size() * sizeof(float)),
+          stream.CopyHostToDevice(Offset<float>(act_->mtp_embeddings.data(),
+                                                k * tokens * hidden_size),
+                                  staged.data(), staged.size() * sizeof(float)),
           "step: uploading the MTP layers' embeddings"));
     }
   }
-  // Device rows of `width` floats, read back in the caller's row order.
+  // Device rows of `width` floats, read back in the caller's row order,
+  // once the stream is done with them (after a wait for it).
   auto read_back = [&](const DeviceBuffer& buffer,
                        int64_t width) -> absl::StatusOr<std::vector<float>> {
     std::vector<float> out(static_cast<size_t>(tokens * width));
@@ -1088,33 +1206,40 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
   const Clock::time_point issue_begin = Clock::now();
   for (int l = 0; l < config.num_layers(); ++l) {
     // Every error of the layer names it (and the op, OpError).
-    const std::string where =
-        absl::StrCat("step: layer ", l, config.is_mtp_layer(l) ? " (MTP)" : "");
+    // (Built only when it is needed: an error, or a capture option.)
+    auto where = [&] {
+      return absl::StrCat("step: layer ", l,
+                          config.is_mtp_layer(l) ? " (MTP)" : "");
+    };
     if (config.is_mtp_layer(l)) {
-      DSA_RETURN_IF_ERROR(Annotate(
-          PrepareMtpInput(*layers_[l], l - config.num_main_layers(), layout),
-          where));
+      const absl::Status prepared =
+          PrepareMtpInput(*layers_[l], l - config.num_main_layers(), layout);
+      if (!prepared.ok()) return Annotate(prepared, where());
     }
-    DSA_RETURN_IF_ERROR(
-        Annotate(RunLayer(*layers_[l], plan.layers[l], layout), where));
+    if (absl::Status ran = RunLayer(*layers_[l], plan.layers[l], layout);
+        !ran.ok()) {
+      return Annotate(ran, where());
+    }
+    // The capture options wait for the stream after every layer (a debugging
+    // aid, as time_ops is a profile).
     if (step_options.capture_hidden_states) {
-      DSA_RETURN_IF_ERROR(Annotate(rt.Synchronize(), where));
+      DSA_RETURN_IF_ERROR(Annotate(stream.Synchronize(), where()));
       absl::StatusOr<std::vector<float>> h =
           read_back(act_->residual, hidden_size);
       if (!h.ok()) {
         return Annotate(
             h.status(),
-            absl::StrCat(where, ": reading back its hidden states"));
+            absl::StrCat(where(), ": reading back its hidden states"));
       }
       result.hidden_states.push_back(std::move(*h));
     }
     if (step_options.capture_layer_outputs) {
-      DSA_RETURN_IF_ERROR(Annotate(rt.Synchronize(), where));
+      DSA_RETURN_IF_ERROR(Annotate(stream.Synchronize(), where()));
       absl::StatusOr<std::vector<float>> out =
           read_back(act_->out, hidden_size);
       if (!out.ok()) {
         return Annotate(out.status(),
-                        absl::StrCat(where, ": reading back its output"));
+                        absl::StrCat(where(), ": reading back its output"));
       }
       result.layer_outputs.push_back(std::move(*out));
     }
@@ -1123,13 +1248,13 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
       // A topk buffer of exactly this step's rows: read through a view of
       // the owned buffer.
       std::vector<int32_t> internal(static_cast<size_t>(tokens * topk));
-      DSA_RETURN_IF_ERROR(Annotate(rt.Synchronize(), where));
+      DSA_RETURN_IF_ERROR(Annotate(stream.Synchronize(), where()));
       DSA_ASSIGN_OR_RETURN(void* topk_buffer,
                            s.topk.buffer.Get(rt, internal.size() * 4));
       DSA_RETURN_IF_ERROR(
           Annotate(rt.CopyDeviceToHost(internal.data(), topk_buffer,
                                        internal.size() * sizeof(int32_t)),
-                   absl::StrCat(where, ": reading back its top-k")));
+                   absl::StrCat(where(), ": reading back its top-k")));
       std::vector<int32_t> out(internal.size());
       for (int64_t t = 0; t < tokens; ++t) {
         std::copy_n(internal.begin() + t * topk, topk,
@@ -1139,19 +1264,21 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
     }
     if (l + 1 == config.num_main_layers() && config.num_mtp_layers() > 0 &&
         step_options.read_hidden) {
-      // Kept on the device (a copy ordered after the layer's work), read
-      // back with the MTP layers' output at the end.
-      DSA_RETURN_IF_ERROR(
-          Annotate(rt.CopyDeviceToDevice(act_->main_hidden.data(),
-                                         act_->residual.data(), hidden_bytes),
-                   absl::StrCat(where, ": keeping the main layers' output")));
+      // Kept on the device (a copy on the stream, after the layer's work),
+      // read back with the MTP layers' output at the end.
+      const absl::Status kept = stream.CopyDeviceToDevice(
+          act_->main_hidden.data(), act_->residual.data(), hidden_bytes);
+      if (!kept.ok()) {
+        return Annotate(
+            kept, absl::StrCat(where(), ": keeping the main layers' output"));
+      }
     }
   }
   // The step's device work is done before it returns (its buffers are
   // reused by the next step, and a kernel's error surfaces here).
   const Clock::time_point issued = Clock::now();
-  DSA_RETURN_IF_ERROR(
-      Annotate(rt.Synchronize(), "step: waiting for the step's device work"));
+  DSA_RETURN_IF_ERROR(Annotate(stream.Synchronize(),
+                               "step: waiting for the step's device work"));
   const Clock::time_point done = Clock::now();
   result.host_issue_ms =
       std::chrono::duration<double, std::milli>(issued - issue_begin).count();
@@ -1260,10 +1387,24 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
                                                {options_.max_model_len, rope});
   const TensorView x = View2(act.x.data(), adt, T, hidden, hidden);
   const TensorView q_c = View2(act.q_c.data(), adt, T, q_lora, q_lora);
+  const bool scores = plan.indexer.action == IndexerAction::kScore;
+  // wk and weights_proj read x: one gemm (kFusedIndexerKw) into [k | head
+  // weights] per token, or without fusion each into its columns, the head
+  // weights only when the plan scores.
+  const int64_t kw_width = id + ih;
+  const TensorView k = View2(act.indexer_kw.data(), adt, T, id, kw_width);
+  const TensorView iw = View2(act.indexer_kw.data(), adt, T, ih, kw_width, id);
+  if (options_.fuse_projections) {
+    DSA_RETURN_IF_ERROR(s.Gemm(
+        kFusedIndexerKw.name, Batch1(x), layer.Matrix(kFusedIndexerKw),
+        Batch1(View2(act.indexer_kw.data(), adt, T, kw_width, kw_width))));
+  }
   if (plan.k_cache_write) {
-    const TensorView k = View2(act.indexer_k.data(), adt, T, id, id);
-    DSA_RETURN_IF_ERROR(s.Gemm("indexer_wk", Batch1(x),
-                               layer.Matrix(WeightId::kIndexerWk), Batch1(k)));
+    if (!options_.fuse_projections) {
+      DSA_RETURN_IF_ERROR(s.Gemm("indexer_wk", Batch1(x),
+                                 layer.Matrix(WeightId::kIndexerWk),
+                                 Batch1(k)));
+    }
     attention::IndexerKWrite::Args a;
     a.k = k;
     a.ln_weight = layer.Vector(WeightId::kIndexerKNormWeight);
@@ -1285,16 +1426,17 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
         DSA_LAUNCH(s, indexer_k_write, nullptr, s.kernels.indexer_k_write, a));
     s.topk.written_by_layer = layer.id;  // cleared to -1
   }
-  if (plan.indexer.action == IndexerAction::kScore) {
+  if (scores) {
     s.scoring = true;  // until the top-k is written (OpTimes)
     const TensorView iq = View2(act.indexer_q.data(), adt, T, ih * id, ih * id);
-    const TensorView iw = View2(act.indexer_w.data(), adt, T, ih, ih);
     DSA_RETURN_IF_ERROR(s.Gemm("indexer_wq_b", Batch1(q_c),
                                layer.Matrix(WeightId::kIndexerWqB),
                                Batch1(iq)));
-    DSA_RETURN_IF_ERROR(s.Gemm("indexer_weights_proj", Batch1(x),
-                               layer.Matrix(WeightId::kIndexerWeightsProj),
-                               Batch1(iw)));
+    if (!options_.fuse_projections) {
+      DSA_RETURN_IF_ERROR(s.Gemm("indexer_weights_proj", Batch1(x),
+                                 layer.Matrix(WeightId::kIndexerWeightsProj),
+                                 Batch1(iw)));
+    }
     const TensorView q_fp8 =
         MakeTensorView(act.q_fp8.data(), s.indexer_cache_dtype, {T, ih, id});
     const TensorView head_weights =
@@ -1390,13 +1532,27 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   DSA_RETURN_IF_ERROR(s.RmsNorm("input_layernorm", residual,
                                 layer.Vector(WeightId::kInputLayerNorm), x));
 
-  // --- MLA projections, norms and rope.
+  // --- MLA projections, norms and rope. q_a_proj and kv_a_proj_with_mqa
+  // read x: one gemm (kFusedQkvA) into [q_c | kv_c | k_pe] per token, or
+  // without fusion each into its columns.
+  const int64_t kv_width = kv_lora + rope;
+  const int64_t qkv_width = q_lora + kv_width;
   const TensorView q_c_raw =
-      View2(act.q_c_raw.data(), DType::kFloat32, T, q_lora, q_lora);
+      View2(act.qkv_a.data(), DType::kFloat32, T, q_lora, qkv_width);
+  const TensorView kv =
+      View2(act.qkv_a.data(), DType::kFloat32, T, kv_width, qkv_width, q_lora);
   const TensorView q_c = View2(act.q_c.data(), adt, T, q_lora, q_lora);
   const TensorView q = View2(act.q.data(), adt, T, H * qk, H * qk);
-  DSA_RETURN_IF_ERROR(s.Gemm("q_a_proj", Batch1(x),
-                             layer.Matrix(WeightId::kQAProj), Batch1(q_c_raw)));
+  if (options_.fuse_projections) {
+    DSA_RETURN_IF_ERROR(s.Gemm(kFusedQkvA.name, Batch1(x),
+                               layer.Matrix(kFusedQkvA),
+                               Batch1(View2(act.qkv_a.data(), DType::kFloat32,
+                                            T, qkv_width, qkv_width))));
+  } else {
+    DSA_RETURN_IF_ERROR(s.Gemm("q_a_proj", Batch1(x),
+                               layer.Matrix(WeightId::kQAProj),
+                               Batch1(q_c_raw)));
+  }
   DSA_RETURN_IF_ERROR(s.RmsNorm("q_a_layernorm", q_c_raw,
                                 layer.Vector(WeightId::kQALayerNorm), q_c));
   DSA_RETURN_IF_ERROR(s.Gemm("q_b_proj", Batch1(q_c),
@@ -1410,22 +1566,21 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
     q_pe.strides[1] = qk;
     DSA_RETURN_IF_ERROR(s.Rope("q_pe", q_pe, T, max_position));
   }
-  const int64_t kv_width = kv_lora + rope;
-  const TensorView kv =
-      View2(act.kv.data(), DType::kFloat32, T, kv_width, kv_width);
   const TensorView kv_c = View2(act.kv_c.data(), adt, T, kv_lora, kv_lora);
-  DSA_RETURN_IF_ERROR(s.Gemm("kv_a_proj_with_mqa", Batch1(x),
-                             layer.Matrix(WeightId::kKvAProjWithMqa),
-                             Batch1(kv)));
-  DSA_RETURN_IF_ERROR(
-      s.RmsNorm("kv_a_layernorm",
-                View2(act.kv.data(), DType::kFloat32, T, kv_lora, kv_width),
-                layer.Vector(WeightId::kKvALayerNorm), kv_c));
-  const TensorView k_pe =
-      View2(act.kv.data(), DType::kFloat32, T, rope, kv_width, kv_lora);
+  if (!options_.fuse_projections) {
+    DSA_RETURN_IF_ERROR(s.Gemm("kv_a_proj_with_mqa", Batch1(x),
+                               layer.Matrix(WeightId::kKvAProjWithMqa),
+                               Batch1(kv)));
+  }
+  DSA_RETURN_IF_ERROR(s.RmsNorm(
+      "kv_a_layernorm",
+      View2(act.qkv_a.data(), DType::kFloat32, T, kv_lora, qkv_width, q_lora),
+      layer.Vector(WeightId::kKvALayerNorm), kv_c));
+  const TensorView k_pe = View2(act.qkv_a.data(), DType::kFloat32, T, rope,
+                                qkv_width, q_lora + kv_lora);
   {
     TensorView k_pe3 = MakeTensorView(k_pe.data, DType::kFloat32, {T, 1, rope});
-    k_pe3.strides[0] = kv_width;
+    k_pe3.strides[0] = qkv_width;
     DSA_RETURN_IF_ERROR(s.Rope("k_pe", k_pe3, T, max_position));
   }
 
@@ -1461,7 +1616,7 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
       MakeTensorView(s.block_table.data(), DType::kInt32,
                      {layout.num_requests, layout.max_blocks_per_request});
   const TensorView kv_b_proj =
-      MakeTensorView(layer.weights[static_cast<int>(WeightId::kKvBProj)].data(),
+      MakeTensorView(layer.weights[static_cast<int>(WeightId::kKvBProj)],
                      DType::kBFloat16, {H * (nope + vdim), kv_lora});
   if (sparse_rows > 0) {
     if (plan.indexer.action != IndexerAction::kScore &&
@@ -1547,6 +1702,11 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
     a.query_start_loc_host = MakeTensorView(
         s.host_prefill_query_start_loc.data(), DType::kInt32, {R + 1});
     a.kv_b_proj = kv_b_proj;
+    // Split once at load: no split on every call.
+    a.w_uk =
+        MakeTensorView(layer.w_uk.data(), DType::kBFloat16, {H, nope, kv_lora});
+    a.w_uv =
+        MakeTensorView(layer.w_uv.data(), DType::kBFloat16, {H, vdim, kv_lora});
     a.softmax_scale = softmax_scale;
     a.output = MakeTensorView(
         static_cast<char*>(act.attn.data()) + D * H * vdim * esize, adt,

@@ -6,11 +6,14 @@
 // Per layer and step, every op on the active platform (attention/ops.h and
 // the dense ops of attention/dense_ops.h), in this order:
 //   rms_norm x = input_layernorm(h)
-//   gemm     q_c = x W_qa; rms_norm; q = q_c W_qb; rope on q_pe
-//   gemm     kv = x W_kva; rms_norm kv_c; rope on k_pe
+//   gemm     [q_c | kv] = x [W_qa | W_kva] (vLLM's fused_qkv_a_proj)
+//   rms_norm q_c; gemm q = q_c W_qb; rope on q_pe
+//   rms_norm kv_c; rope on k_pe
 //   op       mla_cache_write(kv_c, k_pe)
-//   gemm+op  indexer_k_write(x W_k)                 layers owning an indexer
-//   gemm+op  indexer_q, indexer_logits, indexer_topk only when the plan scores
+//   gemm+op  [k | w] = x [W_k | W_weights_proj] (vLLM's wk_weights_proj),
+//            indexer_k_write(k)                     layers owning an indexer
+//   gemm+op  indexer_q(q_c W_qb_indexer, w), indexer_logits, indexer_topk
+//            only when the plan scores
 //   op       sparse_mla over top-k for MLA decodes, and for prefills on the
 //            sparse MQA branch (query absorbed by a batched gemm with W_UK);
 //            dense_mha_prefill for prefills on the dense one
@@ -29,12 +32,27 @@
 // after its LayerNorm and after rope, fp8 scales divided by vLLM's divisor
 // (224 on e4m3fnuz), the optional Hadamard rotation.
 //
+// The two fused projections are one gemm over weights concatenated at load
+// (RuntimeOptions::fuse_projections; each consumer takes a row-strided view
+// of the output). The dense prefill reads kv_b_proj's W_UK and W_UV split
+// once at load (a copy next to kv_b_proj), not split again on every call.
+//
 // The step stays on the device: its inputs (hidden states and index tensors)
 // are uploaded once, weights live there as bf16 (drawn there by random_fill
 // for a model created from a seed), activations stay in device buffers
 // reserved once for the largest step, and only what the caller asks for
-// (StepOptions) is read back. The residual stream is fp32; the activations
-// the projections read are RuntimeOptions::activation_dtype.
+// (StepOptions) is read back.
+//
+// A model orders all its device work on a stream of its own, created with
+// it (non-blocking on CUDA and ROCm: it never waits on, nor holds up, the
+// legacy default stream): every op gets it in its execution context, the
+// uploads of a step's inputs and the copy of the main layers' output for
+// the MTP layers are copies on it, and a step waits for it once, at its
+// end. Only the opt-in StepOptions wait more: time_ops around every op, the
+// capture options after every layer. A platform whose plugin has no
+// streams (plugin API 1.1) gets the default stream and synchronous copies. The
+// residual stream is fp32; the activations the projections read are
+// RuntimeOptions::activation_dtype.
 //
 // A profile (dummy) run has no attention metadata: indexer layers reserve the
 // indexer's workspace for the largest batch and nothing is written.
@@ -107,6 +125,13 @@ struct RuntimeOptions {
   // which the tests' float64 references want. The residual stream, the
   // norms' inputs and the rope'd key part are float32 either way.
   attention::DType activation_dtype = attention::DType::kFloat32;
+  // One gemm for each pair of projections that read the same input, where
+  // vLLM fuses them: q_a_proj with kv_a_proj_with_mqa, and the indexer's wk
+  // with weights_proj (whose head weights are then computed with the keys,
+  // also in a step that does not score). false runs each projection alone
+  // on the same weights: one more launch for each, for comparisons. The
+  // CPU platform's results are equal to the bit either way.
+  bool fuse_projections = true;
 };
 
 // The ops a step launches, by the name of their OpCallCounts/OpTimes field:
@@ -158,9 +183,10 @@ struct OpTimes {
   DSA_STEP_ATTENTION_OPS(DSA_STEP_OP_FIELD)
   DSA_STEP_DENSE_OPS(DSA_STEP_OP_FIELD)
 #undef DSA_STEP_OP_FIELD
-  // Everything the indexer's scoring launched (the projections of its
-  // queries and head weights, indexer_q, indexer_logits, indexer_topk): the
-  // work the short-prefill skip saves. Also counted in the fields above.
+  // Everything the indexer's scoring launched (the projection of its
+  // queries, of its head weights unless fused with the keys', indexer_q,
+  // indexer_logits, indexer_topk): the work the short-prefill skip saves.
+  // Also counted in the fields above.
   double indexer_scoring = 0;
   double total() const {
     double t = 0;
@@ -283,7 +309,8 @@ class DeepseekV32Model {
   const BlockTables& block_tables() const { return blocks_; }
 
   // Device memory a model of `config` with `options` holds once a profile
-  // run has reserved the indexer's workspace for its largest step: weights,
+  // run has reserved the indexer's workspace for its largest step: weights
+  // (kv_b_proj twice: itself and its W_UK / W_UV split),
   // caches, activations, the step's inputs (StepInputBytes), the rope table,
   // the workspace and the top-k. The platform's own scratch (its GEMM
   // workspace, the kernels' stream-ordered pool) is not counted. Overflowed

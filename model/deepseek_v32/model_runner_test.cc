@@ -654,10 +654,11 @@ TEST_P(ModelRunnerTest, DeviceDrawnWeightsEqualTheHostRandomWeights) {
 }
 
 // Every dense op of a step goes through the platform's kernels: per layer
-// three norms (input_layernorm, q_a, kv_a), two ropes, four projections
-// (q_a, q_b, kv_a, o) and the residual, one more projection per indexer key
-// write and two per scoring; per MTP layer its input: enorm, hnorm (and
-// model.norm before the first) and eh_proj.
+// three norms (input_layernorm, q_a, kv_a), two ropes, three projections
+// (fused_qkv_a_proj, q_b, o) and the residual, one more projection
+// (wk_weights_proj) per layer that writes indexer keys and one (wq_b) per
+// scoring; per MTP layer its input: enorm, hnorm (and model.norm before the
+// first) and eh_proj.
 TEST_P(ModelRunnerTest, DenseOpsOfAStepAreCounted) {
   RuntimeOptions options;
   options.block_size = 16;
@@ -675,8 +676,90 @@ TEST_P(ModelRunnerTest, DenseOpsOfAStepAreCounted) {
   EXPECT_EQ(out.op_calls.rope, 2 * layers);
   EXPECT_EQ(out.op_calls.residual_add, layers);
   EXPECT_EQ(out.op_calls.cast, 0);  // float32 activations: nothing to cast
-  EXPECT_EQ(out.op_calls.gemm, 4 * layers + mtp + out.op_calls.indexer_k_write +
-                                   2 * out.op_calls.indexer_logits);
+  EXPECT_EQ(out.op_calls.gemm, 3 * layers + mtp + out.op_calls.indexer_k_write +
+                                   out.op_calls.indexer_logits);
+}
+
+// The fused projections (RuntimeOptions::fuse_projections) against each
+// projection alone, in both arms and for a prefill on either branch: per
+// layer one gemm fewer for q_a | kv_a, and one fewer for wk | weights_proj
+// where the layer scores (a key write alone had one gemm either way); every
+// other op the same; on the CPU the same bits in the outputs and the caches.
+//
+// On a GPU the counts are the same; the outputs agree within 1e-4 of their
+// largest magnitude rather than to the bit (the vendor GEMM may split the
+// wider product's sums otherwise), and the caches are not compared.
+TEST_P(ModelRunnerTest, FusedProjectionsLaunchFewerGemmsForTheSameBits) {
+  const bool bits = GetParam() == "cpu";
+  auto close = [](const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size()) return false;
+    float scale = 0, worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      scale = std::max(scale, std::fabs(a[i]));
+      worst = std::max(worst, std::fabs(a[i] - b[i]));
+    }
+    return worst <= 1e-4f * scale;
+  };
+  for (const char* preset : {"tiny-glm-5.1", "tiny-glm-5.2", "tiny-v3.2"}) {
+    for (const bool skip : {false, true}) {
+      // Short prefills (the skip arm skips scoring on the main layers) and
+      // a long one (the sparse branch: every indexer layer scores).
+      for (const int64_t tokens : {20, 100}) {
+        SCOPED_TRACE(absl::StrCat(preset, skip ? " skip" : " main", ", ",
+                                  tokens, " tokens"));
+        RuntimeOptions options;
+        options.block_size = 16;
+        auto fused =
+            MakeModel(preset, skip ? skip_caps_ : no_skip_caps_, options);
+        options.fuse_projections = false;
+        auto alone =
+            MakeModel(preset, skip ? skip_caps_ : no_skip_caps_, options);
+        ASSERT_TRUE(fused && alone);
+        const ModelConfig& config = fused->planner().config();
+        const std::vector<float> x =
+            RandomHidden(tokens, config.proto().hidden_size(), 8);
+        ASSERT_OK_AND_ASSIGN(StepOutput f,
+                             fused->Step({}, {{1, 0, tokens}}, x));
+        ASSERT_OK_AND_ASSIGN(StepOutput a,
+                             alone->Step({}, {{1, 0, tokens}}, x));
+        int scoring = 0, writing = 0;
+        for (const LayerPlan& layer : f.plan.layers) {
+          scoring += layer.indexer.action == IndexerAction::kScore;
+          writing += layer.k_cache_write;
+        }
+        EXPECT_EQ(f.op_calls.indexer_logits, scoring);
+        EXPECT_EQ(f.op_calls.indexer_k_write, writing);
+        const int layers = config.num_layers();
+        const int mtp = config.num_mtp_layers();
+        // Per layer on the sparse branch, one more: q_nope x W_UK.
+        const int sparse = f.op_calls.sparse_mla;
+        EXPECT_EQ(sparse, tokens > config.index_topk() ? layers : 0);
+        // Alone: q_a, q_b, kv_a, o; wk per key write; wq_b and
+        // weights_proj per scoring; eh_proj per MTP layer.
+        EXPECT_EQ(a.op_calls.gemm,
+                  4 * layers + writing + 2 * scoring + mtp + sparse);
+        // Fused: fused_qkv_a_proj, q_b, o; wk_weights_proj per key write;
+        // wq_b per scoring.
+        EXPECT_EQ(f.op_calls.gemm,
+                  3 * layers + writing + scoring + mtp + sparse);
+        EXPECT_EQ(a.op_calls.total() - f.op_calls.total(), layers + scoring);
+        EXPECT_EQ(a.op_calls.attention_ops(), f.op_calls.attention_ops());
+        if (!bits) {
+          EXPECT_TRUE(close(a.hidden, f.hidden));
+          EXPECT_TRUE(close(a.mtp_hidden, f.mtp_hidden));
+          continue;
+        }
+        EXPECT_EQ(a.hidden, f.hidden);
+        EXPECT_EQ(a.mtp_hidden, f.mtp_hidden);
+        for (int l = 0; l < layers; ++l) {
+          EXPECT_EQ(*fused->ReadLatentCache(l), *alone->ReadLatentCache(l))
+              << "layer " << l;
+          EXPECT_EQ(*fused->ReadIndexerKCache(l), *alone->ReadIndexerKCache(l))
+              << "layer " << l;
+        }
+      }
+    }
+  }
 }
 
 // StepOptions::time_ops: every op that ran has a time, the kinds add up to
@@ -1029,11 +1112,13 @@ TEST(DeviceBytesTest, EveryDimensionAtItsMaximumIsCountedOrOverflowed) {
   smallest.max_num_batched_tokens = 1;
   const CheckedSize bytes = DeepseekV32Model::DeviceBytes(config, smallest);
   ASSERT_TRUE(bytes.ok());
-  // The weights dominate: 1088 layers of about 3 x 2^49 bf16 parameters.
+  // The weights dominate: 1088 layers of about 3 x 2^49 bf16 parameters,
+  // kv_b_proj counted twice (itself and its W_UK / W_UV split).
   long double weights = 0;
   for (int l = 0; l < config.num_layers(); ++l) {
     for (const WeightSpec& spec : LayerWeightSpecs(config, l)) {
-      weights += 2.0L * spec.rows * spec.cols;
+      weights += 2.0L * spec.rows * spec.cols *
+                 (spec.id == WeightId::kKvBProj ? 2 : 1);
     }
   }
   EXPECT_GT(static_cast<long double>(bytes.value()), weights);

@@ -14,10 +14,11 @@
 //   - retried without the fault, gives outputs and caches equal to the bit
 //     to those of a model that never failed.
 // No crash, no hang (the test's timeout), no leak (the ASan build's leak
-// check). Every N starts from the step's starting state: a fresh model for
-// the dense step and the profile run, the next step of a chain for the
-// sparse and decode steps (their requests' earlier tokens prefilled once per
-// chain).
+// check). Creating a model is swept the same way (every call of Create
+// failed in turn: an error naming it, nothing leaked). Every N starts from the
+// step's starting state: a fresh model for the dense step and the profile run,
+// the next step of a chain for the sparse and decode steps (their requests'
+// earlier tokens prefilled once per chain).
 //
 // The platform the step executes on: "emulated-rocm" (ROCm's capabilities on
 // the CPU kernels, as prefill_bench runs without a GPU; step_faults_test), or
@@ -551,6 +552,57 @@ TEST_P(StepFaultsTest, APersistentFaultStillRollsBack) {
     EXPECT_TRUE(Equal(retried.hidden, expected.hidden));
     EXPECT_TRUE(Equal(retried.mtp_hidden, expected.mtp_hidden));
   }
+}
+
+// Creating a model makes fallible calls too (its stream, every allocation,
+// weight fill or upload, the caches' zero fill, the final wait): each is
+// made to fail in turn, and Create returns an error naming it, with nothing
+// left behind (the ASan build's leak check: the stream, every buffer).
+TEST_P(StepFaultsTest, EveryFaultOfACreationIsReported) {
+  if (GetParam().kind != StepKind::kProfileRun || GetParam().skip_arm) {
+    GTEST_SKIP() << "one creation sweep is enough";
+  }
+  int64_t calls = 0;
+  {
+    FaultInjector counting;
+    ASSERT_NE(NewModel(), nullptr);
+    calls = counting.calls();
+    EXPECT_EQ(counting.calls(FaultSite::kStreamCreate), 1);
+  }
+  int sites_seen[platform::kNumFaultSites] = {};
+  for (int64_t n = 1; n <= calls; ++n) {
+    SCOPED_TRACE(::testing::Message() << "fault at call " << n);
+    absl::StatusOr<LayerPlanner> planner =
+        LayerPlanner::Create(*config_, caps_, {});
+    ASSERT_OK(planner.status());
+    FaultPlan plan;
+    plan.fail_at = n;
+    FaultInjector injector(plan);
+    absl::StatusOr<std::unique_ptr<DeepseekV32Model>> model =
+        DeepseekV32Model::Create(std::move(*planner), *exec_, kernels_,
+                                 options_, /*seed=*/7);
+    ASSERT_FALSE(model.ok()) << "the creation ignored its fault";
+    ASSERT_EQ(injector.faults(), 1);
+    const FaultSite site = injector.first_fault_site();
+    ++sites_seen[static_cast<int>(site)];
+    if (site != FaultSite::kVendorBlas) {  // that one says the library's
+      EXPECT_THAT(std::string(model.status().message()),
+                  ::testing::HasSubstr(FaultSiteName(site)));
+    }
+    if (HasFailure()) return;
+  }
+  std::string seen;
+  for (int i = 0; i < platform::kNumFaultSites; ++i) {
+    if (sites_seen[i] == 0) continue;
+    seen += std::string(seen.empty() ? "" : ", ") +
+            FaultSiteName(static_cast<FaultSite>(i)) + " " +
+            std::to_string(sites_seen[i]);
+  }
+  EXPECT_EQ(sites_seen[static_cast<int>(FaultSite::kStreamCreate)], 1);
+  std::printf(
+      "[ faults    ] Create on %s: %lld fallible calls, every one "
+      "reported: %s\n",
+      kPlatform, static_cast<long long>(calls), seen.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Steps, StepFaultsTest,

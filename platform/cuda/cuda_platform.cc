@@ -321,6 +321,104 @@ DsaStatusCode DeviceSynchronize(char* error, size_t error_size) {
   return DSA_STATUS_OK;
 }
 
+// CU_STREAM_NON_BLOCKING: no implicit synchronisation with the legacy
+// default stream.
+constexpr unsigned kStreamNonBlocking = 0x1;
+
+DsaStatusCode StreamCreate(void** stream, char* error, size_t error_size) {
+  if (stream == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: NULL output stream");
+  }
+  *stream = nullptr;
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
+    return c;
+  }
+  const int err = d.api.cuStreamCreate(stream, kStreamNonBlocking);
+  if (err != kCudaSuccess) {
+    *stream = nullptr;
+    return CudaFail(d.api, err, "cuStreamCreate", error, error_size);
+  }
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode StreamDestroy(void* stream, char* error, size_t error_size) {
+  if (stream == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: destroying a NULL stream");
+  }
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
+    return c;
+  }
+  const int err = d.api.cuStreamDestroy_v2(stream);
+  if (err != kCudaSuccess) {
+    return CudaFail(d.api, err, "cuStreamDestroy", error, error_size);
+  }
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode MemcpyAsync(void* dst, const void* src, size_t bytes,
+                          int32_t kind, void* stream, char* error,
+                          size_t error_size) {
+  if (kind < DSA_MEMCPY_HOST_TO_DEVICE || kind > DSA_MEMCPY_DEVICE_TO_DEVICE) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: unknown memcpy kind %d", kind);
+  }
+  if (stream == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: memcpy_async on a NULL stream");
+  }
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
+    return c;
+  }
+  const CudaApi& a = d.api;
+  const auto dst_ptr =
+      static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(dst));
+  const auto src_ptr =
+      static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(src));
+  int err = kCudaSuccess;
+  const char* what = "";
+  switch (kind) {
+    case DSA_MEMCPY_HOST_TO_DEVICE:
+      what = "cuMemcpyHtoDAsync";
+      err = a.cuMemcpyHtoDAsync_v2(dst_ptr, src, bytes, stream);
+      break;
+    case DSA_MEMCPY_DEVICE_TO_HOST:
+      what = "cuMemcpyDtoHAsync";
+      err = a.cuMemcpyDtoHAsync_v2(dst, src_ptr, bytes, stream);
+      break;
+    default:
+      what = "cuMemcpyDtoDAsync";
+      err = a.cuMemcpyDtoDAsync_v2(dst_ptr, src_ptr, bytes, stream);
+      break;
+  }
+  if (err != kCudaSuccess) return CudaFail(a, err, what, error, error_size);
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode StreamSynchronize(void* stream, char* error, size_t error_size) {
+  if (stream == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: synchronizing a NULL stream");
+  }
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
+    return c;
+  }
+  const int err = d.api.cuStreamSynchronize(stream);
+  if (err != kCudaSuccess) {
+    return CudaFail(d.api, err, "cuStreamSynchronize", error, error_size);
+  }
+  return DSA_STATUS_OK;
+}
+
 DsaStatusCode DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes,
                                char* error, size_t error_size) {
   if (free_bytes == nullptr || total_bytes == nullptr) {
@@ -352,7 +450,8 @@ DsaStatusCode Initialize(const DsaHostApi* host, char* error,
   static const DsaPlatformDescriptor descriptor = MakePlatformDescriptor(
       "cuda", DSA_PLATFORM_KIND_CUDA, kDefaultArch, kKnownArchs,
       {&CapabilitiesForArch, &ProbeDevices, &DeviceMalloc, &DeviceFree,
-       &DeviceMemcpy, &DeviceSynchronize, &DeviceMemoryInfo});
+       &DeviceMemcpy, &DeviceSynchronize, &DeviceMemoryInfo, &StreamCreate,
+       &StreamDestroy, &MemcpyAsync, &StreamSynchronize});
   return RegisterPlatformWithHost(host, descriptor, error, error_size);
 }
 

@@ -52,6 +52,8 @@ struct FakeDriverHooks {
   void (*make_foreign_context_current)() = nullptr;
   void* (*current_context)() = nullptr;
   void* (*primary_context)() = nullptr;
+  int (*live_streams)() = nullptr;
+  int (*last_stream_flags)() = nullptr;
 };
 
 const FakeDriverHooks& Hooks() {
@@ -77,6 +79,8 @@ const FakeDriverHooks& Hooks() {
     bind("FakeCudaMakeForeignContextCurrent", &h.make_foreign_context_current);
     bind("FakeCudaCurrentContext", &h.current_context);
     bind("FakeCudaPrimaryContext", &h.primary_context);
+    bind("FakeCudaLiveStreams", &h.live_streams);
+    bind("FakeCudaLastStreamFlags", &h.last_stream_flags);
     return h;
   }();
   return hooks;
@@ -122,6 +126,76 @@ TEST(CudaPlatformTest, MemoryRoundTrip) {
   EXPECT_EQ(in, out);
   EXPECT_EQ(p.device_free(a, error, sizeof(error)), DSA_STATUS_OK) << error;
   EXPECT_EQ(p.device_free(b, error, sizeof(error)), DSA_STATUS_OK) << error;
+}
+
+// Plugin API 1.2: a non-blocking stream, copies of every kind ordered on
+// it, a wait for it, and its destruction.
+TEST(CudaPlatformTest, StreamOrderedRoundTrip) {
+  const DsaPlatformDescriptor& p = Platform();
+  ASSERT_NE(p.stream_create, nullptr);
+  ASSERT_NE(p.stream_destroy, nullptr);
+  ASSERT_NE(p.memcpy_async, nullptr);
+  ASSERT_NE(p.stream_synchronize, nullptr);
+  const FakeDriverHooks& hooks = Hooks();
+  const int live = hooks.live_streams();
+  char error[256] = "";
+  void* stream = nullptr;
+  ASSERT_EQ(p.stream_create(&stream, error, sizeof(error)), DSA_STATUS_OK)
+      << error;
+  ASSERT_NE(stream, nullptr);
+  EXPECT_EQ(hooks.last_stream_flags(), 1) << "CU_STREAM_NON_BLOCKING";
+  EXPECT_EQ(hooks.live_streams(), live + 1);
+  void* a = nullptr;
+  void* b = nullptr;
+  ASSERT_EQ(p.device_malloc(96, &a, error, sizeof(error)), DSA_STATUS_OK);
+  ASSERT_EQ(p.device_malloc(96, &b, error, sizeof(error)), DSA_STATUS_OK);
+  std::vector<char> in(96), out(96, 0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<char>(i * 7 + 1);
+  ASSERT_EQ(p.memcpy_async(a, in.data(), in.size(), DSA_MEMCPY_HOST_TO_DEVICE,
+                           stream, error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  ASSERT_EQ(p.memcpy_async(b, a, in.size(), DSA_MEMCPY_DEVICE_TO_DEVICE, stream,
+                           error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  ASSERT_EQ(p.memcpy_async(out.data(), b, out.size(), DSA_MEMCPY_DEVICE_TO_HOST,
+                           stream, error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  ASSERT_EQ(p.stream_synchronize(stream, error, sizeof(error)), DSA_STATUS_OK)
+      << error;
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(p.device_free(a, error, sizeof(error)), DSA_STATUS_OK);
+  EXPECT_EQ(p.device_free(b, error, sizeof(error)), DSA_STATUS_OK);
+  ASSERT_EQ(p.stream_destroy(stream, error, sizeof(error)), DSA_STATUS_OK)
+      << error;
+  EXPECT_EQ(hooks.live_streams(), live);
+}
+
+TEST(CudaPlatformTest, StreamCallsRefuseBadArguments) {
+  const DsaPlatformDescriptor& p = Platform();
+  char error[256] = "";
+  EXPECT_EQ(p.stream_create(nullptr, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("NULL output stream"));
+  char a[4], b[4];
+  EXPECT_EQ(p.memcpy_async(a, b, sizeof(a), DSA_MEMCPY_HOST_TO_DEVICE, nullptr,
+                           error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("NULL stream"));
+  void* stream = nullptr;
+  ASSERT_EQ(p.stream_create(&stream, error, sizeof(error)), DSA_STATUS_OK);
+  EXPECT_EQ(p.memcpy_async(a, b, sizeof(a), 9, stream, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("unknown memcpy kind 9"));
+  ASSERT_EQ(p.stream_destroy(stream, error, sizeof(error)), DSA_STATUS_OK);
+  // A handle the driver does not know: its error, with the call named.
+  int not_a_stream = 0;
+  EXPECT_EQ(p.stream_synchronize(&not_a_stream, error, sizeof(error)),
+            DSA_STATUS_INTERNAL);
+  EXPECT_THAT(error, HasSubstr("cuStreamSynchronize failed: invalid resource "
+                               "handle (CUresult 400)"));
 }
 
 TEST(CudaPlatformTest, ContextIsSetOnlyWhenAnotherIsCurrent) {

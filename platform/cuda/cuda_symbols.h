@@ -45,6 +45,21 @@ DSA_CUDA_REQUIRED(cuMemcpyDtoH_v2, int,
 DSA_CUDA_REQUIRED(cuMemcpyDtoD_v2, int,
                   (unsigned long long dst, unsigned long long src, size_t size))
 
+// Streams (CUstream, an opaque pointer: the cudaStream_t of the runtime API
+// the kernels use) and copies ordered on them.
+DSA_CUDA_REQUIRED(cuStreamCreate, int, (void** stream, unsigned flags))
+DSA_CUDA_REQUIRED(cuStreamDestroy_v2, int, (void* stream))
+DSA_CUDA_REQUIRED(cuStreamSynchronize, int, (void* stream))
+DSA_CUDA_REQUIRED(cuMemcpyHtoDAsync_v2, int,
+                  (unsigned long long dst, const void* src, size_t size,
+                   void* stream))
+DSA_CUDA_REQUIRED(cuMemcpyDtoHAsync_v2, int,
+                  (void* dst, unsigned long long src, size_t size,
+                   void* stream))
+DSA_CUDA_REQUIRED(cuMemcpyDtoDAsync_v2, int,
+                  (unsigned long long dst, unsigned long long src, size_t size,
+                   void* stream))
+
 // Only for error messages; a numeric code is printed without it.
 DSA_CUDA_OPTIONAL(cuGetErrorString, int, (int error, const char** text))
 DSA_CUDA_OPTIONAL(cuMemGetInfo_v2, int, (size_t * free, size_t* total))

@@ -1,13 +1,14 @@
 // A stand-in for libcuda with the entry points of cuda_symbols.h, over host
 // memory: one sm_90 device whose allocations above kFakeDeviceBytes fail with
-// CUDA_ERROR_OUT_OF_MEMORY, a primary context, and a per-thread current
-// context as the driver keeps it. The CUDA plugin tests load it through
-// DSA_CUDA_DRIVER_LIBRARY to exercise the plugin's driver paths (load, probe,
-// context switching, memory, error codes) on machines without an NVIDIA GPU.
-// The FakeCuda* functions let a test count calls and make another context
-// current, as a second library on the same thread would.
-// Built with FAKE_CUDA_WITHOUT_CTX_GET_CURRENT it lacks cuCtxGetCurrent, a
-// required symbol.
+// CUDA_ERROR_OUT_OF_MEMORY, a primary context, a per-thread current context
+// as the driver keeps it, and streams (every copy on one done at once; a
+// handle that is not a live stream is CUDA_ERROR_INVALID_HANDLE). The CUDA
+// plugin tests load it through DSA_CUDA_DRIVER_LIBRARY to exercise the plugin's
+// driver paths (load, probe, context switching, memory, error codes) on
+// machines without an NVIDIA GPU. The FakeCuda* functions let a test count
+// calls and make another context current, as a second library on the same
+// thread would. Built with FAKE_CUDA_WITHOUT_CTX_GET_CURRENT it lacks
+// cuCtxGetCurrent, a required symbol.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +25,7 @@ constexpr int kErrorInvalidValue = 1;
 constexpr int kErrorOutOfMemory = 2;
 constexpr int kErrorNotInitialized = 3;
 constexpr int kErrorInvalidContext = 201;
+constexpr int kErrorInvalidHandle = 400;
 constexpr size_t kFakeDeviceBytes = size_t{1} << 30;
 
 int primary_context_object = 0;
@@ -36,6 +38,17 @@ std::atomic<int> retain_calls{0};
 std::atomic<int> set_current_calls{0};
 std::atomic<int> get_current_calls{0};
 thread_local void* current_context = nullptr;
+std::atomic<int> live_streams{0};
+std::atomic<int> stream_flags_seen{-1};
+
+struct FakeStream {
+  static constexpr uint32_t kMagic = 0x57524541;
+  uint32_t magic = kMagic;
+};
+bool IsStream(void* stream) {
+  return stream != nullptr &&
+         static_cast<FakeStream*>(stream)->magic == FakeStream::kMagic;
+}
 
 // Memory calls need the primary context current, as the real driver needs
 // some context.
@@ -175,6 +188,48 @@ FAKE_EXPORT int cuMemcpyDtoD_v2(unsigned long long dst, unsigned long long src,
   return kSuccess;
 }
 
+FAKE_EXPORT int cuStreamCreate(void** stream, unsigned flags) {
+  if (int err = CheckContext(); err != kSuccess) return err;
+  if (stream == nullptr || flags > 1) return kErrorInvalidValue;
+  *stream = new FakeStream();
+  stream_flags_seen = static_cast<int>(flags);
+  ++live_streams;
+  return kSuccess;
+}
+
+FAKE_EXPORT int cuStreamDestroy_v2(void* stream) {
+  if (int err = CheckContext(); err != kSuccess) return err;
+  if (!IsStream(stream)) return kErrorInvalidHandle;
+  static_cast<FakeStream*>(stream)->magic = 0;
+  delete static_cast<FakeStream*>(stream);
+  --live_streams;
+  return kSuccess;
+}
+
+FAKE_EXPORT int cuStreamSynchronize(void* stream) {
+  if (int err = CheckContext(); err != kSuccess) return err;
+  return IsStream(stream) ? kSuccess : kErrorInvalidHandle;
+}
+
+FAKE_EXPORT int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src,
+                                     size_t size, void* stream) {
+  if (!IsStream(stream)) return kErrorInvalidHandle;
+  return cuMemcpyHtoD_v2(dst, src, size);
+}
+
+FAKE_EXPORT int cuMemcpyDtoHAsync_v2(void* dst, unsigned long long src,
+                                     size_t size, void* stream) {
+  if (!IsStream(stream)) return kErrorInvalidHandle;
+  return cuMemcpyDtoH_v2(dst, src, size);
+}
+
+FAKE_EXPORT int cuMemcpyDtoDAsync_v2(unsigned long long dst,
+                                     unsigned long long src, size_t size,
+                                     void* stream) {
+  if (!IsStream(stream)) return kErrorInvalidHandle;
+  return cuMemcpyDtoD_v2(dst, src, size);
+}
+
 // Half of the device in use, as if another process held it.
 FAKE_EXPORT int cuMemGetInfo_v2(size_t* free, size_t* total) {
   if (int err = CheckContext(); err != kSuccess) return err;
@@ -199,6 +254,9 @@ FAKE_EXPORT int cuGetErrorString(int error, const char** text) {
     case kErrorInvalidContext:
       *text = "invalid device context";
       return kSuccess;
+    case kErrorInvalidHandle:
+      *text = "invalid resource handle";
+      return kSuccess;
     default:
       *text = nullptr;
       return kErrorInvalidValue;
@@ -214,5 +272,7 @@ FAKE_EXPORT void FakeCudaMakeForeignContextCurrent() {
 }
 FAKE_EXPORT void* FakeCudaCurrentContext() { return current_context; }
 FAKE_EXPORT void* FakeCudaPrimaryContext() { return kPrimaryContext; }
+FAKE_EXPORT int FakeCudaLiveStreams() { return live_streams; }
+FAKE_EXPORT int FakeCudaLastStreamFlags() { return stream_flags_seen; }
 
 }  // extern "C"

@@ -30,6 +30,14 @@ DSA_HIP_REQUIRED(hipMemcpy, int,
                  (void* dst, const void* src, size_t size, int kind))
 DSA_HIP_REQUIRED(hipDeviceSynchronize, int, ())
 
+// Streams (hipStream_t, an opaque pointer) and copies ordered on them.
+DSA_HIP_REQUIRED(hipStreamCreateWithFlags, int, (void** stream, unsigned flags))
+DSA_HIP_REQUIRED(hipStreamDestroy, int, (void* stream))
+DSA_HIP_REQUIRED(hipStreamSynchronize, int, (void* stream))
+DSA_HIP_REQUIRED(hipMemcpyAsync, int,
+                 (void* dst, const void* src, size_t size, int kind,
+                  void* stream))
+
 // Only for error messages; a numeric code is printed without it.
 DSA_HIP_OPTIONAL(hipGetErrorString, const char*, (int error))
 DSA_HIP_OPTIONAL(hipMemGetInfo, int, (size_t * free, size_t* total))

@@ -268,6 +268,74 @@ DsaStatusCode DeviceSynchronize(char* error, size_t error_size) {
   return DSA_STATUS_OK;
 }
 
+// hipStreamNonBlocking: no implicit synchronisation with the null stream.
+constexpr unsigned kStreamNonBlocking = 0x1;
+
+DsaStatusCode StreamCreate(void** stream, char* error, size_t error_size) {
+  if (stream == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "rocm: NULL output stream");
+  }
+  *stream = nullptr;
+  const HipRuntime& r = Runtime();
+  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
+  const int err = r.api.hipStreamCreateWithFlags(stream, kStreamNonBlocking);
+  if (err != kHipSuccess) {
+    *stream = nullptr;
+    return HipFail(r.api, err, "hipStreamCreateWithFlags", error, error_size);
+  }
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode StreamDestroy(void* stream, char* error, size_t error_size) {
+  if (stream == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "rocm: destroying a NULL stream");
+  }
+  const HipRuntime& r = Runtime();
+  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
+  const int err = r.api.hipStreamDestroy(stream);
+  if (err != kHipSuccess) {
+    return HipFail(r.api, err, "hipStreamDestroy", error, error_size);
+  }
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode MemcpyAsync(void* dst, const void* src, size_t bytes,
+                          int32_t kind, void* stream, char* error,
+                          size_t error_size) {
+  // hipMemcpyKind numbers the kinds as DsaMemcpyKind does.
+  if (kind < DSA_MEMCPY_HOST_TO_DEVICE || kind > DSA_MEMCPY_DEVICE_TO_DEVICE) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "rocm: unknown memcpy kind %d", kind);
+  }
+  if (stream == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "rocm: memcpy_async on a NULL stream");
+  }
+  const HipRuntime& r = Runtime();
+  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
+  const int err = r.api.hipMemcpyAsync(dst, src, bytes, kind, stream);
+  if (err != kHipSuccess) {
+    return HipFail(r.api, err, "hipMemcpyAsync", error, error_size);
+  }
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode StreamSynchronize(void* stream, char* error, size_t error_size) {
+  if (stream == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "rocm: synchronizing a NULL stream");
+  }
+  const HipRuntime& r = Runtime();
+  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
+  const int err = r.api.hipStreamSynchronize(stream);
+  if (err != kHipSuccess) {
+    return HipFail(r.api, err, "hipStreamSynchronize", error, error_size);
+  }
+  return DSA_STATUS_OK;
+}
+
 DsaStatusCode DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes,
                                char* error, size_t error_size) {
   if (free_bytes == nullptr || total_bytes == nullptr) {
@@ -295,7 +363,8 @@ DsaStatusCode Initialize(const DsaHostApi* host, char* error,
   static const DsaPlatformDescriptor descriptor = MakePlatformDescriptor(
       "rocm", DSA_PLATFORM_KIND_ROCM, kDefaultArch, kKnownArchs,
       {&CapabilitiesForArch, &ProbeDevices, &DeviceMalloc, &DeviceFree,
-       &DeviceMemcpy, &DeviceSynchronize, &DeviceMemoryInfo});
+       &DeviceMemcpy, &DeviceSynchronize, &DeviceMemoryInfo, &StreamCreate,
+       &StreamDestroy, &MemcpyAsync, &StreamSynchronize});
   return RegisterPlatformWithHost(host, descriptor, error, error_size);
 }
 

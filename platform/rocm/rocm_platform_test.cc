@@ -7,6 +7,8 @@
 // a process loads its runtime once.
 #include "platform/rocm/rocm_platform.h"
 
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +40,25 @@ const DsaPlatformDescriptor& Platform() {
   static const DsaPlatformDescriptor& platform =
       ::dsa::testing::RegisteredPlatform(RocmPlatformPluginApi());
   return platform;
+}
+
+// The stand-in's stream hooks, from the copy the plugin loaded (dlopen of an
+// open library returns its handle).
+int CallHook(const char* name) {
+  void* handle =
+      dlopen(RuntimePaths()["fake_runtime"].c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    std::fprintf(stderr, "%s\n", dlerror());
+    std::abort();
+  }
+  auto hook = reinterpret_cast<int (*)()>(dlsym(handle, name));
+  if (hook == nullptr) {
+    std::fprintf(stderr, "fake runtime lacks %s\n", name);
+    std::abort();
+  }
+  const int value = hook();
+  dlclose(handle);
+  return value;
 }
 
 TEST(RocmPlatformTest, ProbesTheRuntimesDevice) {
@@ -74,6 +95,75 @@ TEST(RocmPlatformTest, MemoryRoundTrip) {
   EXPECT_EQ(in, out);
   EXPECT_EQ(p.device_free(device, error, sizeof(error)), DSA_STATUS_OK)
       << error;
+}
+
+// Plugin API 1.2: a non-blocking stream, copies of every kind ordered on
+// it, a wait for it, and its destruction.
+TEST(RocmPlatformTest, StreamOrderedRoundTrip) {
+  const DsaPlatformDescriptor& p = Platform();
+  ASSERT_NE(p.stream_create, nullptr);
+  ASSERT_NE(p.stream_destroy, nullptr);
+  ASSERT_NE(p.memcpy_async, nullptr);
+  ASSERT_NE(p.stream_synchronize, nullptr);
+  const int live = CallHook("FakeHipLiveStreams");
+  char error[256] = "";
+  void* stream = nullptr;
+  ASSERT_EQ(p.stream_create(&stream, error, sizeof(error)), DSA_STATUS_OK)
+      << error;
+  ASSERT_NE(stream, nullptr);
+  EXPECT_EQ(CallHook("FakeHipLastStreamFlags"), 1) << "hipStreamNonBlocking";
+  EXPECT_EQ(CallHook("FakeHipLiveStreams"), live + 1);
+  void* a = nullptr;
+  void* b = nullptr;
+  ASSERT_EQ(p.device_malloc(96, &a, error, sizeof(error)), DSA_STATUS_OK);
+  ASSERT_EQ(p.device_malloc(96, &b, error, sizeof(error)), DSA_STATUS_OK);
+  std::vector<char> in(96), out(96, 0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<char>(i * 5 + 3);
+  ASSERT_EQ(p.memcpy_async(a, in.data(), in.size(), DSA_MEMCPY_HOST_TO_DEVICE,
+                           stream, error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  ASSERT_EQ(p.memcpy_async(b, a, in.size(), DSA_MEMCPY_DEVICE_TO_DEVICE, stream,
+                           error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  ASSERT_EQ(p.memcpy_async(out.data(), b, out.size(), DSA_MEMCPY_DEVICE_TO_HOST,
+                           stream, error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  ASSERT_EQ(p.stream_synchronize(stream, error, sizeof(error)), DSA_STATUS_OK)
+      << error;
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(p.device_free(a, error, sizeof(error)), DSA_STATUS_OK);
+  EXPECT_EQ(p.device_free(b, error, sizeof(error)), DSA_STATUS_OK);
+  ASSERT_EQ(p.stream_destroy(stream, error, sizeof(error)), DSA_STATUS_OK)
+      << error;
+  EXPECT_EQ(CallHook("FakeHipLiveStreams"), live);
+}
+
+TEST(RocmPlatformTest, StreamCallsRefuseBadArguments) {
+  const DsaPlatformDescriptor& p = Platform();
+  char error[256] = "";
+  EXPECT_EQ(p.stream_create(nullptr, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("NULL output stream"));
+  char a[4], b[4];
+  EXPECT_EQ(p.memcpy_async(a, b, sizeof(a), DSA_MEMCPY_HOST_TO_DEVICE, nullptr,
+                           error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("NULL stream"));
+  void* stream = nullptr;
+  ASSERT_EQ(p.stream_create(&stream, error, sizeof(error)), DSA_STATUS_OK);
+  EXPECT_EQ(p.memcpy_async(a, b, sizeof(a), 0, stream, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("unknown memcpy kind 0"));
+  ASSERT_EQ(p.stream_destroy(stream, error, sizeof(error)), DSA_STATUS_OK);
+  // A handle the runtime does not know: its error, with the call named.
+  int not_a_stream = 0;
+  EXPECT_EQ(p.stream_synchronize(&not_a_stream, error, sizeof(error)),
+            DSA_STATUS_INTERNAL);
+  EXPECT_THAT(error, HasSubstr("hipStreamSynchronize failed: invalid resource "
+                               "handle (hipError_t 400)"));
 }
 
 // The stand-in runtime reports half of its 1 GiB device free.

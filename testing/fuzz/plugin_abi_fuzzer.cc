@@ -16,8 +16,9 @@
 //
 // Whatever registered is then used as an engine would: platforms, their
 // capabilities per arch, the device probe and runtime (callbacks answering
-// with random records and status codes), kernel lookups and the active
-// platform. Nothing may crash or read outside what the plugin handed over.
+// with random records and status codes), a stream, kernel lookups and the
+// active platform. Nothing may crash or read outside what the plugin handed
+// over.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -49,9 +50,11 @@ struct PluginMemory {
   std::vector<std::unique_ptr<char[]>> strings;
   std::vector<std::unique_ptr<const char*[]>> arrays;
   std::set<void*> device_allocations;
+  std::set<void*> streams;
 
   ~PluginMemory() {
     for (void* p : device_allocations) std::free(p);
+    for (void* p : streams) std::free(p);
   }
 };
 PluginMemory* g_memory = nullptr;
@@ -221,6 +224,43 @@ DsaStatusCode FakeSynchronize(char* error, size_t error_size) {
   return code;
 }
 
+DsaStatusCode FakeStreamCreate(void** stream, char* error, size_t error_size) {
+  FuzzInput& in = *g_in;
+  const DsaStatusCode code = Code(in);
+  if (code != DSA_STATUS_OK) {
+    WriteError(in, error, error_size);
+    return code;
+  }
+  if (in.OneIn(4)) {
+    *stream = nullptr;  // claims success without a stream
+    return DSA_STATUS_OK;
+  }
+  void* s = std::malloc(8);
+  g_memory->streams.insert(s);
+  *stream = s;
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode FakeStreamDestroy(void* stream, char* error, size_t error_size) {
+  if (g_memory->streams.erase(stream) > 0) std::free(stream);
+  const DsaStatusCode code = Code(*g_in);
+  if (code != DSA_STATUS_OK) WriteError(*g_in, error, error_size);
+  return code;
+}
+
+DsaStatusCode FakeMemcpyAsync(void* dst, const void* src, size_t bytes,
+                              int32_t kind, void* stream, char* error,
+                              size_t error_size) {
+  if (g_memory->streams.count(stream) == 0) std::abort();  // host's bug
+  return FakeMemcpy(dst, src, bytes, kind, error, error_size);
+}
+
+DsaStatusCode FakeStreamSynchronize(void* stream, char* error,
+                                    size_t error_size) {
+  if (g_memory->streams.count(stream) == 0) std::abort();  // host's bug
+  return FakeSynchronize(error, error_size);
+}
+
 void FakeKernel() {}
 
 // --- Descriptors.
@@ -277,7 +317,15 @@ std::unique_ptr<uint8_t[]> PlatformDescriptor(FuzzInput& in) {
     d.device_free = &FakeFree;
     d.device_memcpy = &FakeMemcpy;
     d.device_synchronize = &FakeSynchronize;
-    if (in.OneIn(4)) d.device_free = nullptr;
+    d.stream_create = &FakeStreamCreate;
+    d.stream_destroy = &FakeStreamDestroy;
+    d.memcpy_async = &FakeMemcpyAsync;
+    d.stream_synchronize = &FakeStreamSynchronize;
+    // Also a partial set of the stream callbacks, which is refused.
+    if (in.OneIn(4)) {
+      d.device_free = nullptr;
+      d.memcpy_async = nullptr;
+    }
   }
   // Older layouts: up to capabilities_for_arch (the minimum), up to
   // probe_devices, up to device_free.
@@ -391,6 +439,16 @@ void Exercise(Registry& registry, FuzzInput& in) {
     }
     runtime.CopyHostToDevice(nullptr, host_buffer, 4).IgnoreError();
     runtime.Synchronize().IgnoreError();
+    // A stream, as a model uses one (a failed or NULL create is an error;
+    // every later call gets the handle the plugin made).
+    if (auto stream = runtime.CreateStream(); stream.ok()) {
+      runtime
+          .CopyAsync(host_buffer, host_buffer + 32, 8,
+                     DSA_MEMCPY_HOST_TO_DEVICE, *stream)
+          .IgnoreError();
+      runtime.SynchronizeStream(*stream).IgnoreError();
+      runtime.DestroyStream(*stream).IgnoreError();
+    }
     for (const std::string& op : registry.KernelOps(id)) {
       registry.FindKernel(op, in.Pick<uint32_t>({1, 0, 2}), id)
           .status()

@@ -11,7 +11,9 @@
 // each attention body by name (params.attention_body), so that every body
 // runs on sm_90a too (a body the device cannot run is skipped, saying so);
 // the *_persistent_* cases cap the TMA body's persistent grid at one to
-// three CTAs, so that each CTA runs many tiles in turn.
+// three CTAs, so that each CTA runs many tiles in turn; the *_presplit
+// cases pass W_UK and W_UV split (kv_b_proj poisoned) and check the output
+// equals the per-call split's to the bit.
 // The GEMM alone runs its default and its warp body.
 // Skips cleanly when built without a GPU backend or run without a device.
 //
@@ -82,6 +84,9 @@ struct DenseCase {
   bool f32_io = false;       // fp32 q, kv_b_proj and output
   bool bf16_output = false;  // else fp32 output (with bf16 q and weights)
   bool own_gemm = false;     // decompress on gemm_bf16.h, not the vendor's
+  // W_UK and W_UV given split (params.h) with kv_b_proj poisoned for the
+  // launch; then the same launch from kv_b_proj, equal to the bit.
+  bool presplit = false;
   DenseMhaBody body = DenseMhaBody::kAuto;  // the attention body asked for
   int ctas = 0;  // a cap on the persistent body's CTAs (0: its default)
 };
@@ -263,6 +268,27 @@ TEST_P(DenseMhaKernelTest, MatchesFloat64Reference) {
   if (c.body != DenseMhaBody::kAuto) {
     EXPECT_EQ(path.rfind(PathPrefix(c.body), 0), 0u) << path;
   }
+  DeviceArray d_wk, d_wv, d_poisoned;
+  if (c.presplit) {
+    // The caller's split: head h's first nope rows of kv_b_proj, then its
+    // v rows, each block contiguous; kv_b_proj itself all NaN.
+    std::vector<uint16_t> wk(int64_t{heads} * nope * lora);
+    std::vector<uint16_t> wv(int64_t{heads} * v * lora);
+    for (int h = 0; h < heads; ++h) {
+      const uint16_t* head = w_bf16.data() + int64_t{h} * (nope + v) * lora;
+      std::copy_n(head, int64_t{nope} * lora,
+                  wk.data() + int64_t{h} * nope * lora);
+      std::copy_n(head + int64_t{nope} * lora, int64_t{v} * lora,
+                  wv.data() + int64_t{h} * v * lora);
+    }
+    ASSERT_LAUNCH(d_wk.Upload(wk));
+    ASSERT_LAUNCH(d_wv.Upload(wv));
+    ASSERT_LAUNCH(
+        d_poisoned.Upload(std::vector<uint16_t>(w_bf16.size(), 0x7fc1)));
+    p.w_uk = d_wk.get<uint16_t>();
+    p.w_uv = d_wv.get<uint16_t>();
+    p.kv_b_proj = d_poisoned.get<void>();
+  }
   // The reference of every output element, and the largest |v| its row
   // attends to.
   std::vector<double> ref(out_elems), row_vmax(out_elems);
@@ -381,6 +407,25 @@ TEST_P(DenseMhaKernelTest, MatchesFloat64Reference) {
       worst = std::max(worst, std::fabs(got[e] - ref[e]) / vmax);
     }
   }
+  if (c.presplit) {
+    // The same call splitting kv_b_proj itself: the same bits as the
+    // last call with the split given.
+    const int64_t out_bytes = out_elems * (out_bf16 ? 2 : 4);
+    std::vector<uint8_t> split_out, own_out;
+    ASSERT_LAUNCH(d_out.Download(&split_out));
+    DenseMhaPrefillParams own = p;
+    own.w_uk = own.w_uv = nullptr;
+    own.kv_b_proj = d_w.get<void>();
+    DeviceArray d_own_out;
+    ASSERT_LAUNCH(d_own_out.Upload(std::vector<uint8_t>(out_bytes, 0xff)));
+    own.output = d_own_out.get<void>();
+    ASSERT_LAUNCH(DenseMhaPrefillLaunch(own, nullptr));
+    ASSERT_LAUNCH(DeviceSynchronize());
+    ASSERT_LAUNCH(d_own_out.Download(&own_out));
+    ASSERT_EQ(split_out.size(), static_cast<size_t>(out_bytes));
+    EXPECT_TRUE(split_out == own_out)
+        << "the output with W_UK / W_UV given differs from the split's";
+  }
   const DenseMhaFlops flops = DenseMhaPrefillFlops(p);
   std::printf(
       "%s (%s attention, %s decompression): worst |error| / vmax = %.3g "
@@ -422,6 +467,16 @@ std::vector<DenseCase> Cases() {
        {{0, 9}, {30, 5}, {2, 1}, {0, 130}}},
   };
   // clang-format on
+  // W_UK / W_UV split once by the caller, on the vendor GEMM path (the own
+  // GEMM reads kv_b_proj's row groups in place either way).
+  for (const char* base : {"glm_tile_edges_e4m3fn", "tiny_glm"}) {
+    for (DenseCase c : std::vector<DenseCase>(cases)) {
+      if (c.name != base) continue;
+      c.name += "_presplit";
+      c.presplit = true;
+      cases.push_back(c);
+    }
+  }
   // The persistent TMA body on a few CTAs, so that each runs many tiles of
   // different requests, lengths and heads back to back (its rings, Q
   // buffer, tile slot and ping-pong carried across tiles); one CTA runs

@@ -76,9 +76,10 @@ LaunchResult Gather(const DenseMhaPrefillParams& p, const Plan& plan,
   return CheckLaunch("dense_mha_prefill gather");
 }
 
-// The decompression on the vendor GEMM: W_UK and W_UV are first split
-// out of kv_b_proj into contiguous bf16 scratch (the vendor GEMM takes one
-// row stride per operand), then K_nope [S, heads * nope] = lat W_UK^T and
+// The decompression on the vendor GEMM: W_UK and W_UV, unless the caller
+// split them once (params.h), are first split out of kv_b_proj into
+// contiguous bf16 scratch (the vendor GEMM takes one row stride per
+// operand), then K_nope [S, heads * nope] = lat W_UK^T and
 // V^T [heads * v, S] = W_UV lat^T, each one plain GEMM (a weight copy of
 // 2 * heads * (nope + v) * lora bytes, ~10-30 us, buys one large product
 // instead of a batch of per-head ones).
@@ -90,10 +91,18 @@ LaunchResult DecompressOnVendorGemm(const DenseMhaPrefillParams& p,
   const int64_t lora = p.kv_lora_rank, heads = p.heads;
   const int64_t w_rows = heads * (nope + v);
   LaunchResult r;
+  // Split once by the caller (params.h): no scratch, no split kernel.
+  const bool presplit = p.w_uv != nullptr;
+  if (presplit) {
+    wk = const_cast<uint16_t*>(p.w_uk);
+    wv = const_cast<uint16_t*>(p.w_uv);
+  }
   const int64_t chunks = w_rows * (lora / 8);
   const unsigned blocks =
       static_cast<unsigned>(std::min<int64_t>((chunks + 255) / 256, 16384));
-  if (p.kv_b_proj_format == FloatFormat::kFloat32) {
+  if (presplit) {
+    // W_UK and W_UV as given.
+  } else if (p.kv_b_proj_format == FloatFormat::kFloat32) {
     hipLaunchKernelGGL(SplitWeightsKernel<float>, dim3(blocks), dim3(256), 0,
                        stream, static_cast<const float*>(p.kv_b_proj), wk, wv,
                        w_rows, static_cast<int32_t>(nope),
@@ -104,8 +113,10 @@ LaunchResult DecompressOnVendorGemm(const DenseMhaPrefillParams& p,
                        wv, w_rows, static_cast<int32_t>(nope),
                        static_cast<int32_t>(v), static_cast<int32_t>(lora));
   }
-  r = CheckLaunch("dense_mha_prefill weight split");
-  if (!r.ok()) return r;
+  if (!presplit) {
+    r = CheckLaunch("dense_mha_prefill weight split");
+    if (!r.ok()) return r;
+  }
   if (nope > 0) {
     Bf16GemmParams g;
     g.a = lat;
@@ -229,10 +240,10 @@ LaunchResult Prefill(const DenseMhaPrefillParams& p, hipStream_t stream) {
   uint16_t* wk = nullptr;
   uint16_t* wv = nullptr;
   uint16_t* wb = nullptr;
-  if (vendor_gemm) {
+  if (vendor_gemm && p.w_uv == nullptr) {  // not split by the caller
     if (p.qk_nope_head_dim > 0) scratch.Add(&wk, plan.wk_bytes);
     scratch.Add(&wv, plan.wv_bytes);
-  } else if (plan.convert_weights) {
+  } else if (!vendor_gemm && plan.convert_weights) {
     scratch.Add(&wb, plan.weight_bytes);
   }
   uint16_t* q_bf16 = nullptr;

@@ -40,6 +40,12 @@ struct DenseMhaPrefillParams {
   const int32_t* host_query_start_loc = nullptr;
   const void* kv_b_proj = nullptr;  // [heads * (nope + v), kv_lora]
   FloatFormat kv_b_proj_format = FloatFormat::kBFloat16;
+  // Optional: W_UK [heads * nope, kv_lora] and W_UV [heads * v, kv_lora],
+  // kv_b_proj's row blocks split out once by the caller, bf16 and
+  // contiguous; the vendor GEMM's decompression reads them instead of
+  // splitting kv_b_proj into scratch. Both or neither.
+  const uint16_t* w_uk = nullptr;
+  const uint16_t* w_uv = nullptr;
   void* output = nullptr;  // [tokens, heads, v], contiguous
   FloatFormat output_format = FloatFormat::kBFloat16;
   int64_t tokens = 0;
