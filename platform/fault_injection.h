@@ -2,7 +2,7 @@
 // each of them fail in turn (SQLite's way with every allocation and I/O) and
 // check what the caller does then: the status it returns, what it rolls back.
 //
-// Every fallible call passes through one of four narrow places, and each of
+// Every fallible call passes through one of five narrow places, and each of
 // them asks FaultInjected() first:
 //   - DeviceRuntime (platform/registry.h): every device_malloc, device_memcpy,
 //     device_synchronize and device_memory_info of a platform descriptor,
@@ -15,7 +15,10 @@
 //     synchronisation and event call of the HIP/CUDA runtime the CUDA and
 //     ROCm platforms share, and their plain allocations and copies;
 //   - the vendor BLAS (attention/gpu/dense_ops/op_kernels.cc): every
-//     cuBLASLt and rocBLAS call that can fail.
+//     cuBLASLt and rocBLAS call that can fail;
+//   - the collectives of tensor-parallel ranks (platform/gpu/nccl.cc and
+//     the host group of the CPU platform): every NCCL / RCCL call that can
+//     fail, and every host all-reduce and all-gather.
 // A call made to fail returns the error the real call returns when it fails
 // (out of memory for an allocation, the runtime's launch failure for a
 // kernel, the library's status for a BLAS call), so the caller runs its real
@@ -73,7 +76,9 @@ namespace dsa::platform {
   X(kVendorBlas, "vendor BLAS call", DSA_STATUS_INTERNAL, 999,                \
     "the library's status")                                                   \
   X(kStreamCreate, "stream create", DSA_STATUS_RESOURCE_EXHAUSTED, 2,         \
-    "out of memory")
+    "out of memory")                                                          \
+  X(kCollective, "collective call", DSA_STATUS_INTERNAL, 999,                 \
+    "unhandled cuda error")
 
 enum class FaultSite : int {
 #define DSA_FAULT_SITE_ENUM(e, name, code, runtime_error, text) e,

@@ -1,0 +1,152 @@
+#include "platform/gpu/nccl.h"
+
+#include <cstdlib>
+#include <vector>
+
+#include "platform/fault_injection.h"
+
+namespace dsa::platform::gpu {
+namespace {
+
+// nccl.h's values (RCCL's are the same).
+constexpr int kNcclSuccess = 0;
+constexpr int kNcclUnhandledCudaError = 1;
+constexpr int kNcclUint8 = 1;
+constexpr int kNcclFloat32 = 7;
+constexpr int kNcclBfloat16 = 9;
+constexpr int kNcclSum = 0;
+
+struct Loaded {
+  NcclApi api;
+  RuntimeLoadResult result;
+};
+
+const Loaded& Load(CollectiveLibrary library) {
+  static const Loaded* const nccl = [] {
+    auto* l = new Loaded();
+    std::vector<const char*> candidates;
+    if (const char* env = std::getenv("DSA_NCCL_LIBRARY");
+        env != nullptr && env[0] != '\0') {
+      candidates.push_back(env);
+    }
+    candidates.push_back("libnccl.so.2");
+    l->result =
+        LoadRuntimeLibrary(candidates.data(), candidates.size(), &l->api);
+    return l;
+  }();
+  static const Loaded* const rccl = [] {
+    auto* l = new Loaded();
+    std::vector<const char*> candidates;
+    if (const char* env = std::getenv("DSA_RCCL_LIBRARY");
+        env != nullptr && env[0] != '\0') {
+      candidates.push_back(env);
+    }
+    candidates.push_back("librccl.so.1");
+    candidates.push_back("librccl.so");
+    l->result =
+        LoadRuntimeLibrary(candidates.data(), candidates.size(), &l->api);
+    return l;
+  }();
+  return library == CollectiveLibrary::kNccl ? *nccl : *rccl;
+}
+
+}  // namespace
+
+const char* CollectiveLibraryName(CollectiveLibrary library) {
+  return library == CollectiveLibrary::kNccl ? "NCCL" : "RCCL";
+}
+
+const NcclApi* LoadedNccl(CollectiveLibrary library) {
+  const Loaded& l = Load(library);
+  return l.result.loaded() ? &l.api : nullptr;
+}
+
+const RuntimeLoadResult& NcclLoadResult(CollectiveLibrary library) {
+  return Load(library).result;
+}
+
+std::string NcclGroup::Fail(const char* call, int result, void* comm) const {
+  std::string text = std::string(CollectiveLibraryName(library_)) + " " + call +
+                     " failed: error " + std::to_string(result);
+  const char* what = api_.ncclGetErrorString != nullptr
+                         ? api_.ncclGetErrorString(result)
+                         : nullptr;
+  if (what != nullptr && what[0] != '\0')
+    text += std::string(" (") + what + ")";
+  const char* last = comm != nullptr && api_.ncclGetLastError != nullptr
+                         ? api_.ncclGetLastError(comm)
+                         : nullptr;
+  if (last != nullptr && last[0] != '\0') text += std::string(": ") + last;
+  return text;
+}
+
+std::string NcclGroup::Create(const NcclApi& api, CollectiveLibrary library,
+                              const std::vector<int>& devices,
+                              std::unique_ptr<NcclGroup>* out) {
+  if (devices.empty()) return "a collective group needs at least one rank";
+  std::unique_ptr<NcclGroup> group(new NcclGroup(api, library));
+  std::vector<void*> comms(devices.size(), nullptr);
+  const int result =
+      FaultInjected(FaultSite::kCollective)
+          ? kNcclUnhandledCudaError
+          : api.ncclCommInitAll(comms.data(), static_cast<int>(devices.size()),
+                                devices.data());
+  if (result != kNcclSuccess) {
+    return group->Fail("ncclCommInitAll", result, nullptr);
+  }
+  group->comms_ = std::move(comms);
+  *out = std::move(group);
+  return "";
+}
+
+NcclGroup::~NcclGroup() {
+  if (aborted_.load()) return;  // Abort released the communicators
+  for (void* comm : comms_) api_.ncclCommDestroy(comm);
+}
+
+std::string NcclGroup::AllReduceSum(int rank, void* buffer, size_t count,
+                                    CollectiveElement type, void* stream) {
+  if (rank < 0 || rank >= size()) {
+    return "rank " + std::to_string(rank) + " of a group of " +
+           std::to_string(size());
+  }
+  if (aborted_.load())
+    return std::string(CollectiveLibraryName(library_)) + " group aborted";
+  const int nccl_type =
+      type == CollectiveElement::kFloat32 ? kNcclFloat32 : kNcclBfloat16;
+  const int result = FaultInjected(FaultSite::kCollective)
+                         ? kNcclUnhandledCudaError
+                         : api_.ncclAllReduce(buffer, buffer, count, nccl_type,
+                                              kNcclSum, comms_[rank], stream);
+  return result == kNcclSuccess ? ""
+                                : Fail("ncclAllReduce", result, comms_[rank]);
+}
+
+std::string NcclGroup::AllGather(int rank, const void* send, void* recv,
+                                 size_t bytes, void* stream) {
+  if (rank < 0 || rank >= size()) {
+    return "rank " + std::to_string(rank) + " of a group of " +
+           std::to_string(size());
+  }
+  if (aborted_.load())
+    return std::string(CollectiveLibraryName(library_)) + " group aborted";
+  const int result = FaultInjected(FaultSite::kCollective)
+                         ? kNcclUnhandledCudaError
+                         : api_.ncclAllGather(send, recv, bytes, kNcclUint8,
+                                              comms_[rank], stream);
+  return result == kNcclSuccess ? ""
+                                : Fail("ncclAllGather", result, comms_[rank]);
+}
+
+void NcclGroup::Abort() {
+  if (aborted_.exchange(true)) return;
+  for (void* comm : comms_) {
+    if (api_.ncclCommAbort != nullptr) {
+      api_.ncclCommAbort(comm);
+    } else {
+      api_.ncclCommDestroy(comm);
+    }
+  }
+}
+
+}  // namespace dsa::platform::gpu
