@@ -3,14 +3,11 @@
 #include <cstdlib>
 #include <vector>
 
-#include "platform/fault_injection.h"
-
 namespace dsa::platform::gpu {
 namespace {
 
 // nccl.h's values (RCCL's are the same).
 constexpr int kNcclSuccess = 0;
-constexpr int kNcclUnhandledCudaError = 1;
 constexpr int kNcclUint8 = 1;
 constexpr int kNcclFloat32 = 7;
 constexpr int kNcclBfloat16 = 9;
@@ -86,11 +83,8 @@ std::string NcclGroup::Create(const NcclApi& api, CollectiveLibrary library,
   if (devices.empty()) return "a collective group needs at least one rank";
   std::unique_ptr<NcclGroup> group(new NcclGroup(api, library));
   std::vector<void*> comms(devices.size(), nullptr);
-  const int result =
-      FaultInjected(FaultSite::kCollective)
-          ? kNcclUnhandledCudaError
-          : api.ncclCommInitAll(comms.data(), static_cast<int>(devices.size()),
-                                devices.data());
+  const int result = api.ncclCommInitAll(
+      comms.data(), static_cast<int>(devices.size()), devices.data());
   if (result != kNcclSuccess) {
     return group->Fail("ncclCommInitAll", result, nullptr);
   }
@@ -114,10 +108,8 @@ std::string NcclGroup::AllReduceSum(int rank, void* buffer, size_t count,
     return std::string(CollectiveLibraryName(library_)) + " group aborted";
   const int nccl_type =
       type == CollectiveElement::kFloat32 ? kNcclFloat32 : kNcclBfloat16;
-  const int result = FaultInjected(FaultSite::kCollective)
-                         ? kNcclUnhandledCudaError
-                         : api_.ncclAllReduce(buffer, buffer, count, nccl_type,
-                                              kNcclSum, comms_[rank], stream);
+  const int result = api_.ncclAllReduce(buffer, buffer, count, nccl_type,
+                                        kNcclSum, comms_[rank], stream);
   return result == kNcclSuccess ? ""
                                 : Fail("ncclAllReduce", result, comms_[rank]);
 }
@@ -130,10 +122,8 @@ std::string NcclGroup::AllGather(int rank, const void* send, void* recv,
   }
   if (aborted_.load())
     return std::string(CollectiveLibraryName(library_)) + " group aborted";
-  const int result = FaultInjected(FaultSite::kCollective)
-                         ? kNcclUnhandledCudaError
-                         : api_.ncclAllGather(send, recv, bytes, kNcclUint8,
-                                              comms_[rank], stream);
+  const int result =
+      api_.ncclAllGather(send, recv, bytes, kNcclUint8, comms_[rank], stream);
   return result == kNcclSuccess ? ""
                                 : Fail("ncclAllGather", result, comms_[rank]);
 }

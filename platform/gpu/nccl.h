@@ -4,8 +4,8 @@
 // NcclGroup creates one communicator per rank with ncclCommInitAll and runs
 // each rank's all-reduce (sum) and all-gather on that rank's stream.
 //
-// Every call that can fail is a fault site (platform/fault_injection.h,
-// "collective call"), failing as the library does with ncclUnhandledCudaError.
+// The fault site of these calls is the platform's (DeviceRuntime's
+// "collective call", platform/registry.h), as for every platform call.
 //
 // Free of Abseil: it runs inside the platform plugins. Errors are strings
 // (empty on success) naming the call and the library's text.
