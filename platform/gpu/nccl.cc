@@ -22,11 +22,14 @@ const Loaded& Load(CollectiveLibrary library) {
   static const Loaded* const nccl = [] {
     auto* l = new Loaded();
     std::vector<const char*> candidates;
+    // An override is the one library tried: a wrong path is an error, not
+    // a silent fall back to another install.
     if (const char* env = std::getenv("DSA_NCCL_LIBRARY");
         env != nullptr && env[0] != '\0') {
       candidates.push_back(env);
+    } else {
+      candidates.push_back("libnccl.so.2");
     }
-    candidates.push_back("libnccl.so.2");
     l->result =
         LoadRuntimeLibrary(candidates.data(), candidates.size(), &l->api);
     return l;
@@ -34,12 +37,15 @@ const Loaded& Load(CollectiveLibrary library) {
   static const Loaded* const rccl = [] {
     auto* l = new Loaded();
     std::vector<const char*> candidates;
+    // An override is the one library tried: a wrong path is an error, not
+    // a silent fall back to another install.
     if (const char* env = std::getenv("DSA_RCCL_LIBRARY");
         env != nullptr && env[0] != '\0') {
       candidates.push_back(env);
+    } else {
+      candidates.push_back("librccl.so.1");
+      candidates.push_back("librccl.so");
     }
-    candidates.push_back("librccl.so.1");
-    candidates.push_back("librccl.so");
     l->result =
         LoadRuntimeLibrary(candidates.data(), candidates.size(), &l->api);
     return l;

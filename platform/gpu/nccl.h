@@ -36,8 +36,8 @@ struct NcclApi {
 };
 
 enum class CollectiveLibrary {
-  kNccl,  // CUDA: $DSA_NCCL_LIBRARY, else libnccl.so.2
-  kRccl,  // ROCm: $DSA_RCCL_LIBRARY, else librccl.so.1
+  kNccl,  // CUDA: $DSA_NCCL_LIBRARY (only it when set), else libnccl.so.2
+  kRccl,  // ROCm: $DSA_RCCL_LIBRARY (only it when set), else librccl.so.1
 };
 const char* CollectiveLibraryName(CollectiveLibrary library);
 
