@@ -64,8 +64,7 @@ void FillArm(const ArmResult& a, BenchResultJson::Arm* out) {
     BenchResultJson::OpMs* ms = times->mutable_ms();
 #define DSA_SET_OP_MS(op) \
   if (t.op > 0) DSA_SET_FIGURE(ms, op, t.op);
-    DSA_STEP_ATTENTION_OPS(DSA_SET_OP_MS)
-    DSA_STEP_DENSE_OPS(DSA_SET_OP_MS)
+    DSA_STEP_OPS(DSA_SET_OP_MS)
 #undef DSA_SET_OP_MS
   }
   if (a.outputs_equal) out->set_outputs_equal_to_main(*a.outputs_equal);
