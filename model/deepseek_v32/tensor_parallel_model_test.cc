@@ -4,6 +4,8 @@
 // to one TP=1 model's within what splitting o_proj's sum allows; the
 // row-sharded indexer gives the replicated one's top-k; the layer plan is the
 // same on every rank; a failed collective fails every rank, none hangs.
+#include "model/deepseek_v32/tensor_parallel_model.h"
+
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -314,6 +316,68 @@ TEST_F(TensorParallelModelTest, AFailedCollectiveFailsEveryRankWithoutAHang) {
     }
   }
   EXPECT_EQ(injected, 1);
+}
+
+// TensorParallelModel: the same ranks as one stack.
+TEST_F(TensorParallelModelTest, TheRanksAsOneStack) {
+  auto config = LoadModelConfig("tiny-glm-5.1");
+  ASSERT_OK(config.status());
+  RuntimeOptions options;
+  options.block_size = 16;
+  options.tensor_parallel.size = 2;
+  const std::vector<RankRun> expected = RunRanks(
+      "tiny-glm-5.1", 2, IndexerParallel::kReplicated, options, Steps());
+  ASSERT_OK(expected[0].status);
+  ASSERT_OK_AND_ASSIGN(LayerPlanner planner,
+                       LayerPlanner::Create(*config, caps_, {}));
+  for (RankSet set : {RankSet::kAllRanks, RankSet::kRankZeroAlone}) {
+    ASSERT_OK_AND_ASSIGN(
+        std::unique_ptr<TensorParallelModel> stack,
+        TensorParallelModel::Create(planner, *platform_, kernels_, options,
+                                    nullptr, 7, set));
+    EXPECT_EQ(stack->size(), 2);
+    EXPECT_EQ(stack->num_ranks_run(), set == RankSet::kAllRanks ? 2 : 1);
+    EXPECT_EQ(stack->all_ranks(), set == RankSet::kAllRanks);
+    EXPECT_EQ(stack->planner().config().proto().num_attention_heads(), 2);
+    ASSERT_OK(stack->ProfileRun({}).status());
+    const std::vector<Step> steps = Steps();
+    for (size_t s = 0; s < steps.size(); ++s) {
+      int64_t tokens = 0;
+      for (const StepRequest& q : steps[s].requests) tokens += q.num_new_tokens;
+      ASSERT_OK_AND_ASSIGN(
+          StepOutput out,
+          stack->Step({}, steps[s].requests,
+                      RandomHidden(tokens, config->proto().hidden_size(),
+                                   steps[s].seed)));
+      if (set == RankSet::kAllRanks) {
+        EXPECT_EQ(out.hidden, expected[0].outputs[s].hidden) << s;
+        EXPECT_EQ(out.op_calls.all_reduce,
+                  static_cast<int>(out.plan.layers.size()));
+      } else {
+        EXPECT_EQ(out.op_calls.all_reduce, 0);
+      }
+    }
+    EXPECT_TRUE(stack->ranks_agree());
+    EXPECT_EQ(stack->steps_compared(), set == RankSet::kAllRanks
+                                           ? static_cast<int64_t>(steps.size())
+                                           : 0);
+    EXPECT_OK(stack->Release(1));
+    EXPECT_OK(stack->Release(2));
+  }
+  // A fault in one rank's collective: the stack reports that rank's error,
+  // not the others' echo of the abort.
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<TensorParallelModel> stack,
+      TensorParallelModel::Create(planner, *platform_, kernels_, options,
+                                  nullptr, 7, RankSet::kAllRanks));
+  platform::FaultPlan plan;
+  plan.fail_at = 2;
+  plan.sites = platform::FaultSiteBit(platform::FaultSite::kCollective);
+  platform::FaultInjector injector(plan);
+  absl::StatusOr<StepOutput> failed = stack->Step(
+      {}, {{1, 0, 20}}, RandomHidden(20, config->proto().hidden_size(), 1));
+  EXPECT_THAT(failed.status().message(), HasSubstr("injected fault"));
+  EXPECT_THAT(failed.status().message(), HasSubstr("all_reduce (o_proj)"));
 }
 
 TEST_F(TensorParallelModelTest, RefusesTensorParallelOptionsThatCannotWork) {

@@ -111,7 +111,7 @@ std::string NcclGroup::AllReduceSum(int rank, void* buffer, size_t count,
            std::to_string(size());
   }
   if (aborted_.load())
-    return std::string(CollectiveLibraryName(library_)) + " group aborted";
+    return std::string(CollectiveLibraryName(library_)) + " group was aborted";
   const int nccl_type =
       type == CollectiveElement::kFloat32 ? kNcclFloat32 : kNcclBfloat16;
   const int result = api_.ncclAllReduce(buffer, buffer, count, nccl_type,
@@ -127,7 +127,7 @@ std::string NcclGroup::AllGather(int rank, const void* send, void* recv,
            std::to_string(size());
   }
   if (aborted_.load())
-    return std::string(CollectiveLibraryName(library_)) + " group aborted";
+    return std::string(CollectiveLibraryName(library_)) + " group was aborted";
   const int result =
       api_.ncclAllGather(send, recv, bytes, kNcclUint8, comms_[rank], stream);
   return result == kNcclSuccess ? ""

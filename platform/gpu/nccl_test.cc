@@ -129,7 +129,7 @@ TEST(NcclTest, AbortWakesARankWaitingForAPeer) {
   EXPECT_THAT(error, HasSubstr("communicator aborted"));
   float y = 0.0f;
   EXPECT_EQ(group->AllReduceSum(1, &y, 1, CollectiveElement::kFloat32, nullptr),
-            "NCCL group aborted");
+            "NCCL group was aborted");
   group.reset();  // the aborted communicators are not destroyed twice
 }
 
