@@ -6,8 +6,10 @@
 // them asks FaultInjected() first:
 //   - DeviceRuntime (platform/registry.h): every device_malloc, device_memcpy,
 //     device_synchronize and device_memory_info of a platform descriptor,
-//     and its stream calls: stream_create, memcpy_async (a stream copy) and
-//     stream_synchronize;
+//     its stream calls: stream_create, memcpy_async (a stream copy) and
+//     stream_synchronize, and its collectives of tensor-parallel ranks:
+//     all_reduce_sum and all_gather ("collective call": NCCL, RCCL, or the
+//     CPU platform's threads);
 //   - attention::Kernel<Op> (attention/kernel_lookup.h): every op call
 //     through an entry point the registry handed out;
 //   - the GPU kernels' runtime calls (attention/gpu/device/launch_util.h):
@@ -15,10 +17,7 @@
 //     synchronisation and event call of the HIP/CUDA runtime the CUDA and
 //     ROCm platforms share, and their plain allocations and copies;
 //   - the vendor BLAS (attention/gpu/dense_ops/op_kernels.cc): every
-//     cuBLASLt and rocBLAS call that can fail;
-//   - the collectives of tensor-parallel ranks (platform/gpu/nccl.cc and
-//     the host group of the CPU platform): every NCCL / RCCL call that can
-//     fail, and every host all-reduce and all-gather.
+//     cuBLASLt and rocBLAS call that can fail.
 // A call made to fail returns the error the real call returns when it fails
 // (out of memory for an allocation, the runtime's launch failure for a
 // kernel, the library's status for a BLAS call), so the caller runs its real

@@ -105,6 +105,17 @@ Status ValidatePlatformDescriptor(const DsaPlatformDescriptor& d) {
                "stream_synchronize must be all set or all NULL; ",
                streams, " of the 4 are set"));
   }
+  const int collectives =
+      (d.collective_create != nullptr) + (d.collective_abort != nullptr) +
+      (d.collective_destroy != nullptr) + (d.all_reduce_sum != nullptr) +
+      (d.all_gather != nullptr);
+  if (collectives != 0 && collectives != 5) {
+    return InvalidArgumentError(
+        StrCat("platform '", id,
+               "': collective_create, collective_abort, collective_destroy, "
+               "all_reduce_sum and all_gather must be all set or all NULL; ",
+               collectives, " of the 5 are set"));
+  }
   if (d.capabilities_for_arch == nullptr) {
     return InvalidArgumentError(
         StrCat("platform '", id, "': capabilities_for_arch is NULL"));

@@ -296,6 +296,69 @@ TEST(PluginAdapterTest, StreamCallbacksAreAllOrNone) {
   std::free(cut);
 }
 
+DsaStatusCode FakeCollectiveCreate(int32_t, const int32_t*, void**, char*,
+                                   size_t) {
+  return DSA_STATUS_OK;
+}
+DsaStatusCode FakeCollectiveGroupCall(void*, char*, size_t) {
+  return DSA_STATUS_OK;
+}
+DsaStatusCode FakeAllReduceSum(void*, int32_t, void*, size_t, int32_t, void*,
+                               char*, size_t) {
+  return DSA_STATUS_OK;
+}
+DsaStatusCode FakeAllGather(void*, int32_t, const void*, void*, size_t, void*,
+                            char*, size_t) {
+  return DSA_STATUS_OK;
+}
+
+TEST(PluginAdapterTest, CollectiveCallbacksAreAllOrNone) {
+  DsaPlatformDescriptor d;
+  std::memset(&d, 0, sizeof(d));
+  d.struct_size = sizeof(d);
+  d.platform_id = "p";
+  d.kind = DSA_PLATFORM_KIND_CUDA;
+  d.is_accelerator = 1;
+  d.default_arch = "old1";
+  d.known_archs = kArchs;
+  d.num_known_archs = 1;
+  d.capabilities_for_arch = &OldCapabilities;
+  DsaPlatformDescriptor out;
+  ASSERT_THAT(NormalizePlatformDescriptor(&d, &out), IsOk());
+  EXPECT_EQ(out.all_reduce_sum, nullptr);
+  d.collective_create = &FakeCollectiveCreate;
+  d.collective_abort = &FakeCollectiveGroupCall;
+  d.collective_destroy = &FakeCollectiveGroupCall;
+  d.all_reduce_sum = &FakeAllReduceSum;
+  d.all_gather = &FakeAllGather;
+  ASSERT_THAT(NormalizePlatformDescriptor(&d, &out), IsOk());
+  EXPECT_EQ(out.all_reduce_sum, &FakeAllReduceSum);
+  EXPECT_EQ(out.all_gather, &FakeAllGather);
+
+  DsaPlatformDescriptor partial = d;
+  partial.collective_abort = nullptr;
+  EXPECT_THAT(NormalizePlatformDescriptor(&partial, &out),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("all set or all NULL; 4 of the 5 are set")));
+
+  // A 1.2 plugin's descriptor ends before device_bind: none of them.
+  DsaPlatformDescriptor* v12 =
+      OlderStruct(d, offsetof(DsaPlatformDescriptor, stream_synchronize) +
+                         sizeof(d.stream_synchronize));
+  ASSERT_THAT(NormalizePlatformDescriptor(v12, &out), IsOk());
+  std::free(v12);
+  EXPECT_EQ(out.device_bind, nullptr);
+  EXPECT_EQ(out.collective_create, nullptr);
+  EXPECT_EQ(out.all_gather, nullptr);
+  // One that ends inside the collective callbacks keeps none of them.
+  DsaPlatformDescriptor* cut =
+      OlderStruct(d, offsetof(DsaPlatformDescriptor, collective_destroy));
+  EXPECT_THAT(NormalizePlatformDescriptor(cut, &out),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("2 of the 5 are set")));
+  std::free(cut);
+}
+
 TEST(PluginAdapterTest, CallbackCodesOutsideAbslRangeAreInternal) {
   EXPECT_THAT(CallbackStatus(static_cast<DsaStatusCode>(99), "odd", "probe"),
               StatusIs(absl::StatusCode::kInternal,

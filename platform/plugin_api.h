@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define DSA_PLUGIN_API_MAJOR 1
-#define DSA_PLUGIN_API_MINOR 2
+#define DSA_PLUGIN_API_MINOR 3
 #define DSA_PLUGIN_GET_API_SYMBOL "DsaGetPluginApi"
 
 #if defined(__GNUC__)
@@ -104,6 +104,12 @@ typedef struct DsaDeviceInfo {
   int32_t runtime_version;         /* driver/runtime version, or 0 */
 } DsaDeviceInfo;
 
+/* The elements of an all-reduce (plugin API 1.3). */
+typedef enum DsaCollectiveElement {
+  DSA_COLLECTIVE_FLOAT32 = 1,
+  DSA_COLLECTIVE_BFLOAT16 = 2,
+} DsaCollectiveElement;
+
 typedef enum DsaMemcpyKind {
   DSA_MEMCPY_HOST_TO_DEVICE = 1,
   DSA_MEMCPY_DEVICE_TO_HOST = 2,
@@ -168,6 +174,43 @@ typedef struct DsaPlatformDescriptor {
                                 char* error, size_t error_size);
   DsaStatusCode (*stream_synchronize)(void* stream, char* error,
                                       size_t error_size);
+
+  /* Minor version 3. Several devices of one process, and collectives among
+   * tensor-parallel ranks that are its threads, a device each.
+   *  - device_bind: every later call of this descriptor from the calling
+   *    thread, and the kernels that thread launches, go to device `ordinal`
+   *    (0..device_count-1); a thread never bound uses device 0. May be NULL
+   *    (device 0 only).
+   *  - collective_create: a group of `num_ranks` ranks, rank r on device
+   *    ordinals[r] (NCCL's ncclCommInitAll on CUDA, RCCL's on ROCm; on the
+   *    CPU platform the ranks are threads over host memory). Called once,
+   *    from any thread, before the ranks' threads use it.
+   *  - collective_abort: wakes the ranks waiting in a collective for a peer
+   *    (a rank whose step failed never arrives); every later collective of
+   *    the group fails. Callable from any thread at any time.
+   *  - collective_destroy: frees the group once no rank uses it (after an
+   *    abort too).
+   *  - all_reduce_sum: rank `rank`'s `count` elements of `element`
+   *    (DsaCollectiveElement) at `buffer` become, in place, the sum over the
+   *    ranks, ordered on `stream` (the rank's, of stream_create).
+   *  - all_gather: `recv` becomes the ranks' `bytes`-sized `send` blocks in
+   *    rank order; `send` may be the rank's own block of `recv`.
+   * The five collective entries are all set or all NULL. */
+  DsaStatusCode (*device_bind)(int32_t ordinal, char* error, size_t error_size);
+  DsaStatusCode (*collective_create)(int32_t num_ranks, const int32_t* ordinals,
+                                     void** group, char* error,
+                                     size_t error_size);
+  DsaStatusCode (*collective_abort)(void* group, char* error,
+                                    size_t error_size);
+  DsaStatusCode (*collective_destroy)(void* group, char* error,
+                                      size_t error_size);
+  DsaStatusCode (*all_reduce_sum)(void* group, int32_t rank, void* buffer,
+                                  size_t count,
+                                  int32_t element /* DsaCollectiveElement */,
+                                  void* stream, char* error, size_t error_size);
+  DsaStatusCode (*all_gather)(void* group, int32_t rank, const void* send,
+                              void* recv, size_t bytes, void* stream,
+                              char* error, size_t error_size);
 } DsaPlatformDescriptor;
 
 /* One kernel of one op for one platform. */

@@ -62,6 +62,16 @@ struct PlatformCallbacks {
   decltype(DsaPlatformDescriptor::memcpy_async) memcpy_async = nullptr;
   decltype(DsaPlatformDescriptor::stream_synchronize) stream_synchronize =
       nullptr;
+  // Plugin API 1.3: device_bind may be null; the five collectives all or
+  // none.
+  decltype(DsaPlatformDescriptor::device_bind) device_bind = nullptr;
+  decltype(DsaPlatformDescriptor::collective_create) collective_create =
+      nullptr;
+  decltype(DsaPlatformDescriptor::collective_abort) collective_abort = nullptr;
+  decltype(DsaPlatformDescriptor::collective_destroy) collective_destroy =
+      nullptr;
+  decltype(DsaPlatformDescriptor::all_reduce_sum) all_reduce_sum = nullptr;
+  decltype(DsaPlatformDescriptor::all_gather) all_gather = nullptr;
 };
 
 template <size_t N>
@@ -88,6 +98,12 @@ DsaPlatformDescriptor MakePlatformDescriptor(
   d.stream_destroy = callbacks.stream_destroy;
   d.memcpy_async = callbacks.memcpy_async;
   d.stream_synchronize = callbacks.stream_synchronize;
+  d.device_bind = callbacks.device_bind;
+  d.collective_create = callbacks.collective_create;
+  d.collective_abort = callbacks.collective_abort;
+  d.collective_destroy = callbacks.collective_destroy;
+  d.all_reduce_sum = callbacks.all_reduce_sum;
+  d.all_gather = callbacks.all_gather;
   return d;
 }
 

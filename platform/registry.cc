@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -19,13 +21,18 @@ namespace {
 
 constexpr size_t kErrorSize = 512;
 
-// The status of a platform callback; `what()` (the call, for the message)
-// is formatted only when the callback failed.
+// The status of a platform callback; `what` (the call, for the message) is
+// a string, or a callable that formats it, called only when the callback
+// failed (for the calls of every step).
 template <typename What>
 absl::Status AbslCallbackStatus(DsaStatusCode code, const char* error,
                                 const What& what) {
   if (code == DSA_STATUS_OK) return absl::OkStatus();
-  return ToAbsl(platform::CallbackStatus(code, error, what()));
+  if constexpr (std::is_invocable_v<const What&>) {
+    return ToAbsl(platform::CallbackStatus(code, error, what()));
+  } else {
+    return ToAbsl(platform::CallbackStatus(code, error, what));
+  }
 }
 
 // The descriptor's `call`, unless a test's FaultInjector makes this call at
@@ -351,6 +358,109 @@ absl::Status DeviceRuntime::SynchronizeStream(void* stream) const {
   return AbslCallbackStatus(
       code, error,
       absl::StrCat("platform '", platform_id_, "': stream synchronize"));
+}
+
+absl::Status DeviceRuntime::BindDevice(int ordinal) const {
+  if (d_->device_bind == nullptr) {
+    if (ordinal == 0) return absl::OkStatus();
+    return absl::UnimplementedError(
+        absl::StrCat("platform '", platform_id_, "' has one device (0); ",
+                     "cannot bind device ", ordinal));
+  }
+  char error[kErrorSize] = {0};
+  return AbslCallbackStatus(
+      d_->device_bind(ordinal, error, sizeof(error)), error,
+      absl::StrCat("platform '", platform_id_, "': binding device ", ordinal));
+}
+
+bool DeviceRuntime::has_collectives() const {
+  // The adapter admits all five or none.
+  return d_->collective_create != nullptr;
+}
+
+namespace {
+absl::Status NoCollectives(const std::string& platform_id) {
+  return absl::UnimplementedError(absl::StrCat(
+      "platform '", platform_id, "' has no collectives (plugin API 1.3)"));
+}
+}  // namespace
+
+absl::StatusOr<void*> DeviceRuntime::CreateCollectiveGroup(
+    absl::Span<const int32_t> ordinals) const {
+  if (!has_collectives()) return NoCollectives(platform_id_);
+  if (ordinals.empty() ||
+      ordinals.size() >
+          static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    return absl::InvalidArgumentError(absl::StrCat("platform '", platform_id_,
+                                                   "': a collective group of ",
+                                                   ordinals.size(), " ranks"));
+  }
+  void* group = nullptr;
+  char error[kErrorSize] = {0};
+  DSA_RETURN_IF_ERROR(AbslCallbackStatus(
+      d_->collective_create(static_cast<int32_t>(ordinals.size()),
+                            ordinals.data(), &group, error, sizeof(error)),
+      error,
+      absl::StrCat("platform '", platform_id_, "': creating a group of ",
+                   ordinals.size(), " ranks")));
+  if (group == nullptr) {
+    return absl::InternalError(absl::StrCat(
+        "platform '", platform_id_, "' created a NULL collective group"));
+  }
+  return group;
+}
+
+absl::Status DeviceRuntime::AbortCollectiveGroup(void* group) const {
+  if (!has_collectives()) return NoCollectives(platform_id_);
+  char error[kErrorSize] = {0};
+  return AbslCallbackStatus(d_->collective_abort(group, error, sizeof(error)),
+                            error,
+                            absl::StrCat("platform '", platform_id_,
+                                         "': aborting a collective group"));
+}
+
+absl::Status DeviceRuntime::DestroyCollectiveGroup(void* group) const {
+  if (!has_collectives()) return NoCollectives(platform_id_);
+  char error[kErrorSize] = {0};
+  return AbslCallbackStatus(d_->collective_destroy(group, error, sizeof(error)),
+                            error,
+                            absl::StrCat("platform '", platform_id_,
+                                         "': destroying a collective group"));
+}
+
+absl::Status DeviceRuntime::AllReduceSum(void* group, int rank, void* buffer,
+                                         size_t count,
+                                         DsaCollectiveElement element,
+                                         void* stream) const {
+  if (!has_collectives()) return NoCollectives(platform_id_);
+  char error[kErrorSize] = {0};
+  const DsaStatusCode code =
+      Fallible(FaultSite::kCollective, error, sizeof(error), [&] {
+        return d_->all_reduce_sum(group, rank, buffer, count, element, stream,
+                                  error, sizeof(error));
+      });
+  if (code == DSA_STATUS_OK) return absl::OkStatus();
+  return AbslCallbackStatus(
+      code, error,
+      absl::StrCat("platform '", platform_id_, "': all-reduce of ", count,
+                   " elements on rank ", rank));
+}
+
+absl::Status DeviceRuntime::AllGather(void* group, int rank, const void* send,
+                                      void* recv, size_t bytes,
+                                      void* stream) const {
+  if (!has_collectives()) return NoCollectives(platform_id_);
+  char error[kErrorSize] = {0};
+  const DsaStatusCode code =
+      Fallible(FaultSite::kCollective, error, sizeof(error), [&] {
+        return d_->all_gather(group, rank, send, recv, bytes, stream, error,
+                              sizeof(error));
+      });
+  if (code == DSA_STATUS_OK) return absl::OkStatus();
+  return AbslCallbackStatus(
+      code, error,
+      absl::StrCat("platform '", platform_id_, "': all-gather of ", bytes,
+                   " bytes a rank on rank ", rank));
 }
 
 // ---------------------------------------------------------------------------

@@ -39,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "platform/absl_status.h"
 #include "platform/capabilities.h"
 #include "platform/plugin_adapter.h"
@@ -91,6 +92,23 @@ class DeviceRuntime {
   absl::Status CopyAsync(void* dst, const void* src, size_t bytes,
                          DsaMemcpyKind kind, void* stream) const;
   absl::Status SynchronizeStream(void* stream) const;
+
+  // Devices and collectives (plugin API 1.3; plugin_api.h says what each
+  // does). BindDevice(0) is OK on a platform without device_bind (its one
+  // device); any other ordinal is then Unimplemented. Without collectives
+  // each collective call is Unimplemented. AllReduceSum and AllGather are
+  // fault sites ("collective call").
+  absl::Status BindDevice(int ordinal) const;
+  bool has_collectives() const;
+  // A group of ordinals.size() ranks, rank r on device ordinals[r].
+  absl::StatusOr<void*> CreateCollectiveGroup(
+      absl::Span<const int32_t> ordinals) const;
+  absl::Status AbortCollectiveGroup(void* group) const;
+  absl::Status DestroyCollectiveGroup(void* group) const;
+  absl::Status AllReduceSum(void* group, int rank, void* buffer, size_t count,
+                            DsaCollectiveElement element, void* stream) const;
+  absl::Status AllGather(void* group, int rank, const void* send, void* recv,
+                         size_t bytes, void* stream) const;
 
  private:
   absl::Status Copy(void* dst, const void* src, size_t bytes,

@@ -12,13 +12,16 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "platform/capabilities.h"
 #include "platform/registry.h"
+#include "platform/status_macros.h"
 #include "testing/status_matchers.h"
 
 namespace dsa::platform {
@@ -184,6 +187,114 @@ TEST_P(PlatformConformanceTest, StreamOrderedRoundTrip) {
     ASSERT_OK(rt.Free(b));
   }
   EXPECT_OK(rt.DestroyStream(stream));
+}
+
+// Plugin API 1.3: every platform here binds devices and has collectives.
+// The ranks of a group are threads; each binds its device, makes a stream
+// and takes part in an all-reduce (float32, bf16) and an all-gather of
+// device buffers. CPU: 3 ranks on the host; a GPU platform: one rank per
+// device, up to 2 (a single-GPU machine runs a group of one, which still
+// goes through the library). On CUDA and ROCm the library (NCCL, RCCL) may
+// be missing: then creating the group fails Unavailable, naming it.
+TEST_P(PlatformConformanceTest, CollectivesAmongRanksOfOneProcess) {
+  DeviceRuntime rt = platform().runtime();
+  EXPECT_TRUE(rt.has_collectives());
+  if (!HasDevice()) GTEST_SKIP() << GetParam() << ": no device";
+  ASSERT_OK_AND_ASSIGN(DeviceInfo info, platform().ProbeDevices());
+  EXPECT_THAT(
+      rt.BindDevice(info.device_count),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr(absl::StrCat("device ", info.device_count, " of "))));
+  std::vector<int32_t> ordinals;
+  if (platform().kind() == PlatformKind::kCpu) {
+    ordinals = {0, 0, 0};
+  } else {
+    for (int d = 0; d < std::min(info.device_count, 2); ++d) {
+      ordinals.push_back(d);
+    }
+  }
+  const int n = static_cast<int>(ordinals.size());
+  absl::StatusOr<void*> group = rt.CreateCollectiveGroup(ordinals);
+  if (!group.ok() && group.status().code() == absl::StatusCode::kUnavailable) {
+    GTEST_SKIP() << group.status();
+  }
+  ASSERT_OK(group.status());
+  constexpr size_t kCount = 1000;
+  std::vector<absl::Status> results(n);
+  std::vector<std::vector<float>> sums(n);
+  std::vector<std::vector<uint16_t>> sums16(n);
+  std::vector<std::vector<int32_t>> gathered(n);
+  auto rank_body = [&](int r) -> absl::Status {
+    DSA_RETURN_IF_ERROR(rt.BindDevice(ordinals[r]));
+    DSA_ASSIGN_OR_RETURN(void* stream, rt.CreateStream());
+    std::vector<float> mine(kCount);
+    std::vector<uint16_t> mine16(kCount);
+    for (size_t i = 0; i < kCount; ++i) {
+      mine[i] = 0.5f * r + i;
+      mine16[i] = static_cast<uint16_t>(0x3f80 + r);  // 1.0, 1.0078, ...
+    }
+    const std::vector<int32_t> block = {r, 10 * r, 100 * r};
+    DSA_ASSIGN_OR_RETURN(void* f32, rt.Allocate(kCount * 4));
+    DSA_ASSIGN_OR_RETURN(void* b16, rt.Allocate(kCount * 2));
+    DSA_ASSIGN_OR_RETURN(void* all, rt.Allocate(3 * 4 * n));
+    DSA_RETURN_IF_ERROR(rt.CopyAsync(f32, mine.data(), kCount * 4,
+                                     DSA_MEMCPY_HOST_TO_DEVICE, stream));
+    DSA_RETURN_IF_ERROR(rt.CopyAsync(b16, mine16.data(), kCount * 2,
+                                     DSA_MEMCPY_HOST_TO_DEVICE, stream));
+    DSA_RETURN_IF_ERROR(rt.CopyAsync(static_cast<char*>(all) + 12 * r,
+                                     block.data(), 12,
+                                     DSA_MEMCPY_HOST_TO_DEVICE, stream));
+    DSA_RETURN_IF_ERROR(rt.AllReduceSum(*group, r, f32, kCount,
+                                        DSA_COLLECTIVE_FLOAT32, stream));
+    DSA_RETURN_IF_ERROR(rt.AllReduceSum(*group, r, b16, kCount,
+                                        DSA_COLLECTIVE_BFLOAT16, stream));
+    DSA_RETURN_IF_ERROR(rt.AllGather(
+        *group, r, static_cast<char*>(all) + 12 * r, all, 12, stream));
+    sums[r].resize(kCount);
+    sums16[r].resize(kCount);
+    gathered[r].resize(3 * n);
+    DSA_RETURN_IF_ERROR(rt.CopyAsync(sums[r].data(), f32, kCount * 4,
+                                     DSA_MEMCPY_DEVICE_TO_HOST, stream));
+    DSA_RETURN_IF_ERROR(rt.CopyAsync(sums16[r].data(), b16, kCount * 2,
+                                     DSA_MEMCPY_DEVICE_TO_HOST, stream));
+    DSA_RETURN_IF_ERROR(rt.CopyAsync(gathered[r].data(), all, 12 * n,
+                                     DSA_MEMCPY_DEVICE_TO_HOST, stream));
+    DSA_RETURN_IF_ERROR(rt.SynchronizeStream(stream));
+    DSA_RETURN_IF_ERROR(rt.Free(f32));
+    DSA_RETURN_IF_ERROR(rt.Free(b16));
+    DSA_RETURN_IF_ERROR(rt.Free(all));
+    return rt.DestroyStream(stream);
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] { results[r] = rank_body(r); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    ASSERT_OK(results[r]) << "rank " << r;
+    for (size_t i = 0; i < kCount; ++i) {
+      float want = 0.0f, want16 = 0.0f;
+      for (int q = 0; q < n; ++q) {
+        want += 0.5f * q + i;
+        uint32_t bits = static_cast<uint32_t>(0x3f80 + q) << 16;
+        float v;
+        std::memcpy(&v, &bits, 4);
+        want16 += v;
+      }
+      ASSERT_EQ(sums[r][i], want) << "rank " << r << " element " << i;
+      // bf16 sums of n terms below 8: within one bf16 ulp of the exact sum.
+      uint32_t got_bits = static_cast<uint32_t>(sums16[r][i]) << 16;
+      float got16;
+      std::memcpy(&got16, &got_bits, 4);
+      ASSERT_NEAR(got16, want16, want16 * 0x1p-7f) << "rank " << r;
+    }
+    for (int q = 0; q < n; ++q) {
+      EXPECT_EQ(gathered[r][3 * q], q);
+      EXPECT_EQ(gathered[r][3 * q + 2], 100 * q);
+    }
+  }
+  EXPECT_OK(rt.DestroyCollectiveGroup(*group));
+  EXPECT_OK(rt.BindDevice(0));
 }
 
 std::vector<std::string> RegisteredPlatforms() {

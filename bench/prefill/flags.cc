@@ -168,6 +168,16 @@ absl::Status SetKvCacheDtype(absl::string_view flag, absl::string_view value,
   return absl::OkStatus();
 }
 
+absl::Status SetIndexerTp(absl::string_view flag, absl::string_view value,
+                          Flags& flags) {
+  if (value != "replicated" && value != "rows") {
+    return UsageError(absl::StrCat("--", flag, "=", Echo(value),
+                                   ": expected replicated or rows"));
+  }
+  flags.indexer_tp = std::string(value);
+  return absl::OkStatus();
+}
+
 absl::Status SetOpTimes(absl::string_view flag, absl::string_view value,
                         Flags& flags) {
   if (value != "true" && value != "false") {
@@ -232,6 +242,17 @@ std::vector<FlagSpec> MakeFlagTable() {
        "the fp8_ds_mla layout (vLLM's --kv-cache-dtype\n"
        "fp8, as the seed served)",
        SetKvCacheDtype},
+      {"tp", "N",
+       "tensor-parallel ranks, each num_attention_heads\n"
+       "/ N heads (default 1); with N GPUs a thread per\n"
+       "GPU and the all-reduce through NCCL / RCCL, with\n"
+       "fewer rank 0's share alone (no all-reduce)",
+       SetInt<&Flags::tp, 1, 64>},
+      {"indexer_tp", "MODE",
+       "the indexer under --tp: replicated (default,\n"
+       "vLLM's: every rank scores every row) or rows\n"
+       "(each rank its rows, the top-k all-gathered)",
+       SetIndexerTp},
       {"threads", "N", "host threads (default 0: all cores)",
        SetInt<&Flags::threads, 0, 1024>},
       {"seed", "N", "weights and inputs (default 1)",

@@ -39,6 +39,13 @@ struct Flags {
   // The MLA latent cache: "bfloat16", or "fp8" (the fp8_ds_mla layout the
   // seed serves with, vLLM's --kv-cache-dtype fp8).
   std::string kv_cache_dtype = "bfloat16";
+  // Tensor-parallel ranks (vLLM's split of a DeepseekV32 layer): each holds
+  // num_attention_heads / tp heads. With tp GPUs, a thread per GPU and the
+  // collectives through NCCL / RCCL; with fewer, rank 0's share alone.
+  int tp = 1;
+  // The indexer under tensor parallelism: "replicated" (every rank scores
+  // every row, vLLM) or "rows" (each rank its block, the top-k gathered).
+  std::string indexer_tp = "replicated";
   int threads = 0;  // 0: all cores
   uint64_t seed = 1;
   std::string json;    // write every figure here

@@ -118,6 +118,9 @@ TEST(ParseFlagsTest, BadFlagsNameWhatIsWrong) {
       {{"--op_times=yes"}, "--op_times=yes: expected true or false"},
       {{"--kv_cache_dtype=fp16"},
        "--kv_cache_dtype=fp16: expected bfloat16 or fp8"},
+      {{"--tp=0"}, "--tp=0: expected an integer in [1, 64]"},
+      {{"--tp=65"}, "--tp=65: expected an integer in [1, 64]"},
+      {{"--indexer_tp=cols"}, "--indexer_tp=cols: expected replicated or rows"},
       {{"--help=1"}, "unknown flag --help"},
   };
   for (const auto& [args, message] : cases) {

@@ -10,8 +10,7 @@ std::vector<std::pair<std::string, double>> OpsThatRan(
   std::vector<std::pair<std::string, double>> ops;
 #define DSA_OP_THAT_RAN(op) \
   if (times.op > 0) ops.emplace_back(#op, times.op);
-  DSA_STEP_ATTENTION_OPS(DSA_OP_THAT_RAN)
-  DSA_STEP_DENSE_OPS(DSA_OP_THAT_RAN)
+  DSA_STEP_OPS(DSA_OP_THAT_RAN)
 #undef DSA_OP_THAT_RAN
   return ops;
 }

@@ -55,6 +55,9 @@ struct ArmResult {
   std::optional<bool> outputs_equal;
   std::optional<bool> caches_equal;  // latent and indexer K caches
   bool deterministic = true;         // its own runs agree
+  // Tensor-parallel ranks that all ran: every rank's hidden states equal to
+  // rank 0's, to the bit, in every step so far.
+  std::optional<bool> ranks_agree;
 };
 
 // The ops of `times` that ran (a time above 0), in the runner's op order.
@@ -87,6 +90,10 @@ struct BenchResult {
   int64_t max_num_batched_tokens = 0;
   int block_size = 0, num_blocks = 0;
   std::string kv_cache_dtype;   // --kv_cache_dtype
+  int tp = 1;                   // --tp
+  std::string indexer_tp;       // --indexer_tp
+  int ranks_run = 1;            // tp, or 1 when rank 0 ran alone
+  std::string tp_note;          // how the ranks ran; empty at tp 1
   std::string gpu_timing_note;  // what host issue / device tail are, or why
                                 // there are none
   std::vector<WorkloadResult> workloads;

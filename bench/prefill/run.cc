@@ -24,8 +24,8 @@ namespace dsa::prefill_bench {
 namespace {
 
 using model::deepseek_v32::AttentionKernels;
-using model::deepseek_v32::DeepseekV32Model;
 using model::deepseek_v32::LayerPlanner;
+using model::deepseek_v32::TensorParallelModel;
 
 // Progress lines: each on its own line, or on a terminal one line rewritten
 // in place, where the steps within a round are counted too.
@@ -53,7 +53,7 @@ class Progress {
 
 struct ArmModel {
   const ArmSpec* spec;
-  std::unique_ptr<DeepseekV32Model> model;
+  std::unique_ptr<TensorParallelModel> model;
 };
 
 // One model per arm, the same weights, on the platform's kernels.
@@ -77,11 +77,11 @@ absl::StatusOr<std::vector<ArmModel>> BuildArms(
     progress.Line(absl::StrCat(
         "[setup] building the ", spec->name, " arm: ", config.name(), ", ",
         config.num_layers(), " layers on ", platform.info.name));
-    absl::StatusOr<std::unique_ptr<DeepseekV32Model>> model =
-        DeepseekV32Model::Create(
-            std::move(planner), *platform.exec, kernels,
-            ArmOptions(*spec, setup.options), setup.loaded->weight_source(),
-            flags.seed, model::deepseek_v32::TerminalLoadProgress(stderr));
+    absl::StatusOr<std::unique_ptr<TensorParallelModel>> model =
+        TensorParallelModel::Create(
+            planner, *platform.exec, kernels, ArmOptions(*spec, setup.options),
+            setup.loaded->weight_source(), flags.seed, setup.ranks,
+            model::deepseek_v32::TerminalLoadProgress(stderr));
     if (!model.ok()) {
       return absl::Status(
           model.status().code(),
@@ -218,7 +218,7 @@ class WorkloadRunner {
     std::vector<uint64_t> cache_hash(arms_.size(), kHashSeed);
     for (size_t a = 0; a < arms_.size(); ++a) {
       if (!runnable[a]) continue;
-      DSA_ASSIGN_OR_RETURN(cache_hash[a], CacheHash(*arms_[a].model));
+      DSA_ASSIGN_OR_RETURN(cache_hash[a], CacheHash(arms_[a].model->rank(0)));
     }
     // --op_times: the first step once more per arm, every op timed.
     if (flags_.op_times) {
@@ -232,6 +232,13 @@ class WorkloadRunner {
     }
     Summarise(runs, cache_hash, setup_.config.num_indexer_layers(),
               !setup_.platform.info.executes_on_cpu(), wr);
+    // Tensor-parallel ranks: every rank's outputs equal to rank 0's so far.
+    for (size_t a = 0; a < arms_.size(); ++a) {
+      const TensorParallelModel& m = *arms_[a].model;
+      if (wr.arms[a].ran && m.num_ranks_run() > 1) {
+        wr.arms[a].ranks_agree = m.ranks_agree();
+      }
+    }
     return wr;
   }
 
@@ -319,6 +326,11 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
   result.block_size = flags.block_size;
   result.num_blocks = setup.num_blocks;
   result.kv_cache_dtype = flags.kv_cache_dtype;
+  result.tp = flags.tp;
+  result.indexer_tp = flags.indexer_tp;
+  result.ranks_run =
+      setup.ranks == model::deepseek_v32::RankSet::kAllRanks ? flags.tp : 1;
+  result.tp_note = setup.tp_note;
   result.gpu_timing_note =
       setup.platform.info.executes_on_cpu()
           ? "n/a: the step executes on the CPU, where every op runs "

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "attention/cpu/registration.h"
 #include "bench/prefill/flags.h"
 #include "bench/prefill/report/json.h"
@@ -169,6 +170,44 @@ TEST_F(RunBenchTest, Fp8LatentCache) {
   EXPECT_THAT(FormatTable(r), HasSubstr("fp8 latent cache"));
   ASSERT_OK_AND_ASSIGN(BenchResultJson json, ToProto(r));
   EXPECT_EQ(json.kv_cache_dtype(), "fp8");
+}
+
+// --tp on the CPU: every rank a thread, the collectives over host memory.
+// The arms still equal to the bit, every rank's outputs equal to rank 0's,
+// replicated or row-sharded indexer alike.
+TEST_F(RunBenchTest, TensorParallelRanksOnTheHost) {
+  for (const char* indexer : {"replicated", "rows"}) {
+    SCOPED_TRACE(indexer);
+    ASSERT_OK_AND_ASSIGN(
+        BenchResult r, Run({"--platform=emulated-rocm", "--model=tiny-glm-5.1",
+                            "--workloads=1k_c1,8k_c1", "--prompts=1",
+                            "--runs=1", "--arms=main,skip", "--tp=2",
+                            absl::StrCat("--indexer_tp=", indexer)}));
+    EXPECT_EQ(r.tp, 2);
+    EXPECT_EQ(r.ranks_run, 2);
+    EXPECT_THAT(r.tp_note, HasSubstr("2 heads per rank"));
+    EXPECT_THAT(r.tp_note, HasSubstr("every rank a thread on the host"));
+    for (const WorkloadResult& w : r.workloads) {
+      SCOPED_TRACE(w.workload.name);
+      EXPECT_TRUE(w.outputs_equal.value_or(false));
+      for (const ArmResult& a : w.arms) {
+        EXPECT_TRUE(a.ranks_agree.value_or(false)) << a.spec->name;
+      }
+    }
+    EXPECT_THAT(FormatTable(r), HasSubstr("ranks equal"));
+    ASSERT_OK_AND_ASSIGN(BenchResultJson json, ToProto(r));
+    EXPECT_EQ(json.tensor_parallel().ranks(), 2);
+    EXPECT_EQ(json.tensor_parallel().indexer(), indexer);
+    EXPECT_EQ(json.tensor_parallel().ranks_run(), 2);
+    EXPECT_TRUE(json.workloads(0).arms().main().ranks_equal());
+  }
+  // 3 ranks do not divide tiny-glm-5.1's 4 heads.
+  EXPECT_THAT(Run({"--platform=emulated-rocm", "--model=tiny-glm-5.1",
+                   "--workloads=1k_c1", "--tp=3"})
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("4 attention heads, which 3 ranks do not "
+                                 "divide")));
 }
 
 TEST_F(RunBenchTest, ArmsInTheOrderGiven) {

@@ -12,11 +12,11 @@
 namespace dsa::prefill_bench {
 namespace {
 
-using model::deepseek_v32::DeepseekV32Model;
 using model::deepseek_v32::OpTimes;
 using model::deepseek_v32::StepOptions;
 using model::deepseek_v32::StepOutput;
 using model::deepseek_v32::StepRequest;
+using model::deepseek_v32::TensorParallelModel;
 
 // CPU time of every thread of this process: the host work a step costs,
 // whatever share of the cores the machine's other load leaves it.
@@ -37,7 +37,7 @@ std::vector<StepRequest> Requests(const ScheduledStep& step,
 
 }  // namespace
 
-ScheduleRun::ScheduleRun(DeepseekV32Model& model, const Schedule& schedule,
+ScheduleRun::ScheduleRun(TensorParallelModel& model, const Schedule& schedule,
                          const std::vector<float>& input,
                          int64_t request_id_base)
     : model_(model),
@@ -124,7 +124,7 @@ absl::Status ScheduleRun::ReleaseStarted() {
   return status;
 }
 
-absl::StatusOr<OpTimes> ProfileFirstStep(DeepseekV32Model& model,
+absl::StatusOr<OpTimes> ProfileFirstStep(TensorParallelModel& model,
                                          const Schedule& schedule,
                                          const std::vector<float>& input,
                                          int64_t request_id_base) {

@@ -20,6 +20,7 @@
 #include "bench/prefill/compare.h"
 #include "bench/prefill/workloads.h"
 #include "model/deepseek_v32/model_runner.h"
+#include "model/deepseek_v32/tensor_parallel_model.h"
 
 namespace dsa::prefill_bench {
 
@@ -40,7 +41,7 @@ class ScheduleRun {
  public:
   // Requests are numbered from `request_id_base`; `input` holds at least a
   // step's tokens of hidden states. All must outlive the run.
-  ScheduleRun(model::deepseek_v32::DeepseekV32Model& model,
+  ScheduleRun(model::deepseek_v32::TensorParallelModel& model,
               const Schedule& schedule, const std::vector<float>& input,
               int64_t request_id_base);
   // A failed or partial (warm-up) run leaves no prompt in the cache.
@@ -58,7 +59,7 @@ class ScheduleRun {
  private:
   absl::Status ReleaseStarted();
 
-  model::deepseek_v32::DeepseekV32Model& model_;
+  model::deepseek_v32::TensorParallelModel& model_;
   const Schedule& schedule_;
   const std::vector<float>& input_;
   const int64_t id_base_;
@@ -75,7 +76,7 @@ class ScheduleRun {
 // The schedule's first step on `model` with every op timed
 // (StepOptions::time_ops); its requests are released after it.
 absl::StatusOr<model::deepseek_v32::OpTimes> ProfileFirstStep(
-    model::deepseek_v32::DeepseekV32Model& model, const Schedule& schedule,
+    model::deepseek_v32::TensorParallelModel& model, const Schedule& schedule,
     const std::vector<float>& input, int64_t request_id_base);
 
 }  // namespace dsa::prefill_bench

@@ -16,6 +16,7 @@
 #include "model/deepseek_v32/layer_plan.h"
 #include "model/deepseek_v32/model_config.h"
 #include "model/deepseek_v32/model_runner.h"
+#include "model/deepseek_v32/tensor_parallel_model.h"
 #include "platform/registry.h"
 #include "testing/status_matchers.h"
 
@@ -24,11 +25,12 @@ namespace {
 
 using ::dsa::testing::StatusIs;
 using model::deepseek_v32::AttentionKernels;
-using model::deepseek_v32::DeepseekV32Model;
 using model::deepseek_v32::LayerPlanner;
 using model::deepseek_v32::ModelConfig;
 using model::deepseek_v32::OpTimes;
+using model::deepseek_v32::RankSet;
 using model::deepseek_v32::RuntimeOptions;
+using model::deepseek_v32::TensorParallelModel;
 
 class ScheduleRunTest : public ::testing::Test {
  protected:
@@ -52,9 +54,9 @@ class ScheduleRunTest : public ::testing::Test {
     options.max_model_len = 24;
     options.max_num_batched_tokens = 16;
     options.num_threads = 1;
-    ASSERT_OK_AND_ASSIGN(
-        model_, DeepseekV32Model::Create(std::move(planner), cpu, kernels,
-                                         options, /*seed=*/3));
+    ASSERT_OK_AND_ASSIGN(model_, TensorParallelModel::Create(
+                                     planner, cpu, kernels, options, nullptr,
+                                     /*seed=*/3, RankSet::kAllRanks));
     input_.resize(16 * config.proto().hidden_size());
     std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed());
     std::normal_distribution<float> dist;
@@ -73,7 +75,7 @@ class ScheduleRunTest : public ::testing::Test {
 
   Workload workload_;
   Schedule schedule_;
-  std::unique_ptr<DeepseekV32Model> model_;
+  std::unique_ptr<TensorParallelModel> model_;
   std::vector<float> input_;
   int indexer_layers_ = 0;
 };

@@ -21,6 +21,7 @@ namespace {
 
 using model::deepseek_v32::DeepseekV32Model;
 using model::deepseek_v32::ModelConfig;
+using model::deepseek_v32::RankSet;
 
 std::string Gib(int64_t bytes) { return BytesForMessage(bytes); }
 
@@ -35,6 +36,47 @@ int64_t AvailableHostBytes() {
   }
   std::fclose(f);
   return kb * 1024;
+}
+
+// --tp and --indexer_tp: the ranks' options, and which ranks run here.
+absl::Status SetUpTensorParallel(const Flags& flags, BenchSetup& s) {
+  using model::deepseek_v32::IndexerParallel;
+  model::deepseek_v32::TensorParallel& tp = s.options.tensor_parallel;
+  tp.size = flags.tp;
+  tp.indexer = flags.indexer_tp == "rows" ? IndexerParallel::kRows
+                                          : IndexerParallel::kReplicated;
+  DSA_RETURN_IF_ERROR(
+      model::deepseek_v32::ValidateTensorParallel(s.config, tp));
+  if (!tp.enabled()) return absl::OkStatus();
+  const std::string split = absl::StrCat(
+      "TP ", tp.size, ": ", s.config.proto().num_attention_heads() / tp.size,
+      " heads per rank, the indexer ",
+      model::deepseek_v32::IndexerParallelName(tp.indexer));
+  const platform::Platform& exec = *s.platform.exec;
+  if (!exec.runtime().has_collectives()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--tp=", tp.size, ": platform '", exec.id(),
+                     "' has no collectives (its plugin predates API 1.3)"));
+  }
+  if (s.platform.info.executes_on_cpu()) {
+    s.tp_note = absl::StrCat(split, "; every rank a thread on the host, the ",
+                             "collectives over host memory");
+    return absl::OkStatus();
+  }
+  DSA_ASSIGN_OR_RETURN(const platform::DeviceInfo devices, exec.ProbeDevices());
+  if (devices.device_count >= tp.size) {
+    s.tp_note = absl::StrCat(
+        split, "; rank r on GPU r, a thread each, the ", "collectives through ",
+        exec.kind() == platform::PlatformKind::kRocm ? "RCCL" : "NCCL");
+    return absl::OkStatus();
+  }
+  s.ranks = RankSet::kRankZeroAlone;
+  s.tp_note = absl::StrCat(
+      split, "; rank 0's share alone on GPU 0 (", devices.device_count, " GPU",
+      devices.device_count == 1 ? "" : "s", " here): the o_proj all-reduce",
+      tp.indexer == IndexerParallel::kRows ? " and the top-k all-gather" : "",
+      " are not in the figures, and the outputs are not the model's");
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -187,10 +229,16 @@ absl::StatusOr<BenchSetup> MakeSetup(const Flags& flags,
   // vendor GEMM (cuBLASLt takes bf16 x); every arm alike, so their outputs
   // still compare to the bit.
   if (!on_cpu) s.options.activation_dtype = attention::DType::kBFloat16;
-  DSA_RETURN_IF_ERROR(CheckMemory(
-      s.config.name(), s.platform.info, static_cast<int>(flags.arms.size()),
-      DeepseekV32Model::DeviceBytes(s.config, s.options),
-      ProbeMemory(s.platform)));
+  DSA_RETURN_IF_ERROR(SetUpTensorParallel(flags, s));
+  // Every GPU holds one rank of every arm; on the CPU every rank is in host
+  // memory.
+  const int ranks_in_memory =
+      on_cpu && s.ranks == RankSet::kAllRanks ? flags.tp : 1;
+  DSA_RETURN_IF_ERROR(
+      CheckMemory(s.config.name(), s.platform.info,
+                  static_cast<int>(flags.arms.size()) * ranks_in_memory,
+                  DeepseekV32Model::DeviceBytes(s.config, s.options),
+                  ProbeMemory(s.platform)));
   return s;
 }
 

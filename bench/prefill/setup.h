@@ -20,6 +20,7 @@
 #include "model/deepseek_v32/model_config.h"
 #include "model/deepseek_v32/model_loader.h"
 #include "model/deepseek_v32/model_runner.h"
+#include "model/deepseek_v32/tensor_parallel_model.h"
 #include "platform/checked_size.h"
 #include "platform/registry.h"
 
@@ -40,8 +41,14 @@ struct BenchSetup {
   int64_t step_tokens = 0;  // max_num_batched_tokens
   int num_blocks = 0;       // cache blocks per layer
   // Every arm's runner options before ArmOptions: bf16 activations on a GPU
-  // (the vendor GEMM takes them), float32 on the CPU, its reference.
+  // (the vendor GEMM takes them), float32 on the CPU, its reference; --tp's
+  // ranks in options.tensor_parallel.
   model::deepseek_v32::RuntimeOptions options;
+  // Which of --tp's ranks run: all (a GPU each, or threads on the CPU), or
+  // rank 0 alone when the machine has fewer GPUs; tp_note says which and
+  // what the figures then leave out.
+  model::deepseek_v32::RankSet ranks = model::deepseek_v32::RankSet::kAllRanks;
+  std::string tp_note;
 };
 
 // InvalidArgument / NotFound / FailedPrecondition / ResourceExhausted (the

@@ -137,8 +137,7 @@ absl::Status TimeModelStep(const platform::Platform& target,
                 t.total(), t.indexer_scoring);
 #define DSA_PRINT_OP(op) \
   if (t.op > 0) std::printf(" %s %.3f", #op, t.op);
-    DSA_STEP_ATTENTION_OPS(DSA_PRINT_OP)
-    DSA_STEP_DENSE_OPS(DSA_PRINT_OP)
+    DSA_STEP_OPS(DSA_PRINT_OP)
 #undef DSA_PRINT_OP
     std::printf(
         "\n  unprofiled step: prepare (plan, uploads) %.3f ms, host issue "

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -215,6 +216,19 @@ std::vector<RowRun> RowRuns(const std::vector<int64_t>& token_source) {
   return runs;
 }
 
+// The query rows one rank's indexer scores in a step of `rows`, and the rows
+// of its top-k buffer: all of them, or with the row-sharded indexer its
+// block and the all-gathered blocks of every rank (RowsOf).
+int64_t ScoredRows(const TensorParallel& tp, int64_t rows) {
+  return tp.enabled() && tp.indexer == IndexerParallel::kRows
+             ? RowsPerRank(rows, tp.size)
+             : rows;
+}
+int64_t TopKRows(const TensorParallel& tp, int64_t rows) {
+  return ScoredRows(tp, rows) *
+         (tp.enabled() && tp.indexer == IndexerParallel::kRows ? tp.size : 1);
+}
+
 DType Fp8DType(platform::Fp8Format format) {
   return format == platform::Fp8Format::kE4m3fnuz ? DType::kFloat8E4m3fnuz
                                                   : DType::kFloat8E4m3fn;
@@ -290,6 +304,7 @@ struct DeepseekV32Model::Shared {
   TopKBuffer topk;
   Scratch workspace;  // the indexer's logits
   OpCallCounts counts;
+  TensorParallel tp;  // RuntimeOptions::tensor_parallel
   // StepOptions::time_ops: each launch timed between two synchronisations.
   bool time_ops = false;
   bool scoring = false;  // inside the indexer's scoring (OpTimes)
@@ -305,14 +320,21 @@ struct DeepseekV32Model::Shared {
   absl::Status Launch(const char* op, const char* what,
                       int OpCallCounts::*count, double OpTimes::*ms,
                       const Kernel& kernel, const Args& args) {
+    return Counted(op, what, count, ms, [&] { return kernel(exec, args); });
+  }
+  // `call` counted as one op of its kind and, with time_ops, timed.
+  template <typename Call>
+  absl::Status Counted(const char* op, const char* what,
+                       int OpCallCounts::*count, double OpTimes::*ms,
+                       const Call& call) {
     ++(counts.*count);
     absl::Status status;
     if (!time_ops) {
-      status = kernel(exec, args);
+      status = call();
     } else {
       status = stream.Synchronize();
       const auto begin = std::chrono::steady_clock::now();
-      if (status.ok()) status = kernel(exec, args);
+      if (status.ok()) status = call();
       if (status.ok()) status = stream.Synchronize();
       const double elapsed = std::chrono::duration<double, std::milli>(
                                  std::chrono::steady_clock::now() - begin)
@@ -326,6 +348,30 @@ struct DeepseekV32Model::Shared {
 #define DSA_LAUNCH(shared, op, what, kernel, args)                        \
   (shared).Launch(#op, (what), &OpCallCounts::op, &OpTimes::op, (kernel), \
                   (args))
+
+  // The rank's collectives (RuntimeOptions::tensor_parallel), on the
+  // step's stream; none without a group (a rank running alone).
+  absl::Status AllReduce(const char* what, const TensorView& x) {
+    if (tp.group == nullptr) return absl::OkStatus();
+    return Counted("all_reduce", what, &OpCallCounts::all_reduce,
+                   &OpTimes::all_reduce, [&] {
+                     return runtime.AllReduceSum(
+                         tp.group, tp.rank, x.data,
+                         static_cast<size_t>(x.num_elements()),
+                         x.dtype == DType::kFloat32 ? DSA_COLLECTIVE_FLOAT32
+                                                    : DSA_COLLECTIVE_BFLOAT16,
+                         exec.stream);
+                   });
+  }
+  absl::Status AllGather(const char* what, void* send, void* recv,
+                         size_t bytes) {
+    if (tp.group == nullptr) return absl::OkStatus();
+    return Counted("all_gather", what, &OpCallCounts::all_gather,
+                   &OpTimes::all_gather, [&] {
+                     return runtime.AllGather(tp.group, tp.rank, send, recv,
+                                              bytes, exec.stream);
+                   });
+  }
 
   // The dense ops; `what` names the weight or the product.
   absl::Status Gemm(const char* what, const TensorView& x, const TensorView& w,
@@ -472,7 +518,12 @@ DeepseekV32Model::DeepseekV32Model(LayerPlanner planner, RuntimeOptions options,
       options_(options),
       blocks_(std::move(blocks)) {}
 
-DeepseekV32Model::~DeepseekV32Model() = default;
+DeepseekV32Model::~DeepseekV32Model() {
+  // The buffers are freed on the model's device; a failure to bind leaves
+  // the calling thread's device, on which the frees then fail harmlessly.
+  if (shared_ != nullptr)
+    shared_->runtime.BindDevice(options_.device).IgnoreError();
+}
 
 absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Create(
     LayerPlanner planner, platform::Platform platform, AttentionKernels kernels,
@@ -518,6 +569,24 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
     LayerPlanner planner, platform::Platform platform, AttentionKernels kernels,
     RuntimeOptions options, const WeightSource* source,
     const LoadProgress& progress, uint64_t seed) {
+  // The whole model's configuration; with tensor parallelism the model runs
+  // the rank's (RankConfig: its share of the heads), planned the same way.
+  const ModelConfig whole_config = planner.config();
+  const TensorParallel& tp = options.tensor_parallel;
+  if (tp.enabled()) {
+    DSA_ASSIGN_OR_RETURN(ModelConfig rank_config, RankConfig(whole_config, tp));
+    DSA_ASSIGN_OR_RETURN(planner, LayerPlanner::Create(std::move(rank_config),
+                                                       planner.capabilities(),
+                                                       planner.engine()));
+  } else {
+    DSA_RETURN_IF_ERROR(ValidateTensorParallel(whole_config, tp));
+  }
+  if (tp.group != nullptr && !platform.runtime().has_collectives()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("platform '", platform.id(),
+                     "' has no collectives for the tensor-parallel group"));
+  }
+  DSA_RETURN_IF_ERROR(platform.runtime().BindDevice(options.device));
   // Checked on the planner's configuration before it moves into the model.
   const ModelConfig& config = planner.config();
   if (options.max_model_len < 1 ||
@@ -562,7 +631,7 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   // A model past int64, or larger than the device has free, is refused with
   // its size before any allocation (the block tables' free list of
   // num_blocks entries included), rather than failing half built.
-  const CheckedSize device_bytes = DeviceBytes(config, options);
+  const CheckedSize device_bytes = DeviceBytes(whole_config, options);
   const std::string sizes = absl::StrCat(
       config.name(), " with ", options.num_blocks, " cache blocks of ",
       options.block_size, " tokens per layer, steps of ",
@@ -600,6 +669,7 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   DSA_ASSIGN_OR_RETURN(shared->stream, DeviceStream::Create(shared->runtime));
   shared->exec.stream = shared->stream.handle();
   shared->exec.num_threads = options.num_threads;
+  shared->tp = tp;
   const platform::Fp8Format fp8 =
       model->planner_.capabilities().kv_cache_fp8_format;
   shared->latent_format.dtype =
@@ -622,9 +692,18 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
                        Upload(shared->runtime, shared->stream,
                               RopeCosSinTable(mc, options.max_model_len)));
 
+  // A rank reads its windows of the whole model's tensors.
+  std::optional<ShardedWeightSource> sharded;
+  if (source != nullptr && tp.enabled()) {
+    sharded.emplace(*source, whole_config, tp);
+    source = &*sharded;
+  }
   // Weights from a source move through one bounded host staging buffer.
   int64_t weight_bytes = 0, weight_bytes_done = 0;
   std::vector<uint16_t> staging;
+  // Drawn weights of a rank: a split tensor is drawn whole here (the values
+  // of the whole model's, LayerWeights::Random) and its window cut out.
+  DeviceBuffer whole_tensor;
   if (source != nullptr) {
     int64_t largest = 0;
     for (int l = 0; l < model_config.num_layers(); ++l) {
@@ -707,13 +786,37 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
         }
       } else {
         // Drawn on the device: RandomFill gives LayerWeights::Random's bits.
+        const bool split =
+            tp.enabled() && ShardOf(spec.id) != WeightShard::kReplicated;
+        DSA_ASSIGN_OR_RETURN(const WeightSpec drawn,
+                             split ? WholeSpec(whole_config, l, spec.id)
+                                   : absl::StatusOr<WeightSpec>(spec));
+        if (split &&
+            whole_tensor.bytes() < static_cast<size_t>(drawn.size()) * 2) {
+          // The draws and cuts queued on the smaller buffer finish first.
+          DSA_RETURN_IF_ERROR(shared->stream.Synchronize());
+          whole_tensor = DeviceBuffer();
+          DSA_ASSIGN_OR_RETURN(
+              whole_tensor,
+              DeviceBuffer::Allocate(shared->runtime,
+                                     static_cast<size_t>(drawn.size()) * 2));
+        }
         attention::RandomFill::Args a;
-        a.y = MakeTensorView(dst, DType::kBFloat16, {spec.size()});
+        a.y = MakeTensorView(split ? whole_tensor.data() : dst,
+                             DType::kBFloat16, {drawn.size()});
         a.seed = seed;
         a.stream = WeightStream(l, spec.id);
-        a.scale = spec.scale;
-        a.offset = spec.offset;
+        a.scale = drawn.scale;
+        a.offset = drawn.offset;
         DSA_RETURN_IF_ERROR(shared->kernels.dense.random_fill(shared->exec, a));
+        if (split) {
+          const RankWindow w = RankWindowOf(spec, tp);
+          attention::Cast::Args cut;
+          cut.x = View2(whole_tensor.data(), DType::kBFloat16, w.rows, w.cols,
+                        w.row_stride, w.first);
+          cut.y = View2(dst, DType::kBFloat16, w.rows, w.cols, w.cols);
+          DSA_RETURN_IF_ERROR(shared->kernels.dense.cast(shared->exec, cut));
+        }
       }
     }
     DSA_RETURN_IF_ERROR(layer->SplitKvBProj(*shared, mc));
@@ -764,8 +867,15 @@ void DeepseekV32Model::ForEachActivation(const ModelConfig& config,
   f(buffer(&A::mtp_cat), mtp > 0 ? 2 * hidden * act : 0);
 }
 
-CheckedSize DeepseekV32Model::DeviceBytes(const ModelConfig& config,
+CheckedSize DeepseekV32Model::DeviceBytes(const ModelConfig& whole_config,
                                           const RuntimeOptions& options) {
+  // A rank holds its share of the heads; options that do not split the model
+  // are refused by Create and counted here as the whole model.
+  const TensorParallel& tp = options.tensor_parallel;
+  absl::StatusOr<ModelConfig> rank_config =
+      tp.enabled() ? RankConfig(whole_config, tp)
+                   : absl::StatusOr<ModelConfig>(whole_config);
+  const ModelConfig& config = rank_config.ok() ? *rank_config : whole_config;
   const DeepseekV32Config& c = config.proto();
   attention::LatentCacheFormat format;
   format.dtype =
@@ -796,8 +906,9 @@ CheckedSize DeepseekV32Model::DeviceBytes(const ModelConfig& config,
   bytes += CheckedSize(options.max_model_len) * c.qk_rope_head_dim() * 4;
   // The indexer's workspace and top-k as a profile run reserves them.
   bytes +=
-      attention::IndexerLogits::WorkspaceBytes(tokens, options.max_model_len) +
-      CheckedSize(tokens) * config.index_topk() * sizeof(int32_t);
+      attention::IndexerLogits::WorkspaceBytes(ScoredRows(tp, tokens),
+                                               options.max_model_len) +
+      CheckedSize(TopKRows(tp, tokens)) * config.index_topk() * sizeof(int32_t);
   return bytes;
 }
 
@@ -884,12 +995,15 @@ absl::Status DeepseekV32Model::ReserveIndexerWorkspace(int64_t rows,
                                                        bool scores) {
   Shared& s = *shared_;
   // Both sizes are terms of DeviceBytes, which Create found representable.
+  const TensorParallel& tp = options_.tensor_parallel;
   const int64_t workspace_bytes =
-      scores
-          ? attention::IndexerLogits::WorkspaceBytes(rows, max_seq_len).value()
-          : 0;
-  const int64_t topk_bytes =
-      rows * planner_.config().index_topk() * int64_t{sizeof(int32_t)};
+      scores ? attention::IndexerLogits::WorkspaceBytes(ScoredRows(tp, rows),
+                                                        max_seq_len)
+                   .value()
+             : 0;
+  const int64_t topk_bytes = TopKRows(tp, rows) *
+                             planner_.config().index_topk() *
+                             int64_t{sizeof(int32_t)};
   const int64_t workspace_more = std::max<int64_t>(
       0, workspace_bytes - static_cast<int64_t>(s.workspace.capacity()));
   const int64_t topk_more = std::max<int64_t>(
@@ -974,6 +1088,7 @@ absl::StatusOr<std::vector<uint8_t>> DeepseekV32Model::ReadIndexerKCache(
 
 absl::StatusOr<ForwardPlan> DeepseekV32Model::ProfileRun(
     const ForwardContext& forward) {
+  DSA_RETURN_IF_ERROR(shared_->runtime.BindDevice(options_.device));
   DSA_ASSIGN_OR_RETURN(ForwardPlan plan, planner_.PlanProfileRun(forward));
   // Without metadata the attention computes nothing; indexer layers still
   // call the indexer, which only reserves its workspace for the largest step
@@ -1003,8 +1118,31 @@ absl::StatusOr<StepOutput> DeepseekV32Model::Step(
     const ForwardContext& forward, absl::Span<const StepRequest> requests,
     absl::Span<const float> hidden, absl::Span<const float> mtp_embeddings,
     const StepOptions& step_options) {
+  absl::StatusOr<StepOutput> result =
+      StepOnce(forward, requests, hidden, mtp_embeddings, step_options);
+  void* group = options_.tensor_parallel.group;
+  if (result.ok() || group == nullptr) return result;
+  // The other ranks would wait for this one in their next collective
+  // forever: the group is aborted, so that their steps fail too. The ranks
+  // go on only in a new group (new models).
+  const absl::Status aborted = shared_->runtime.AbortCollectiveGroup(group);
+  return absl::Status(
+      result.status().code(),
+      absl::StrCat(result.status().message(), "; rank ",
+                   options_.tensor_parallel.rank,
+                   aborted.ok() ? " aborted its tensor-parallel group"
+                                : " could not abort its tensor-parallel "
+                                  "group: ",
+                   aborted.ok() ? "" : aborted.message()));
+}
+
+absl::StatusOr<StepOutput> DeepseekV32Model::StepOnce(
+    const ForwardContext& forward, absl::Span<const StepRequest> requests,
+    absl::Span<const float> hidden, absl::Span<const float> mtp_embeddings,
+    const StepOptions& step_options) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point step_begin = Clock::now();
+  DSA_RETURN_IF_ERROR(shared_->runtime.BindDevice(options_.device));
   const ModelConfig& config = planner_.config();
   const DeepseekV32Config& c = config.proto();
   const int64_t hidden_size = c.hidden_size();
@@ -1376,8 +1514,9 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
         "layer ", layer.id, " runs an indexer but does not own one"));
   }
 
-  DSA_ASSIGN_OR_RETURN(void* topk_dev,
-                       s.topk.buffer.Get(rt, T * topk * sizeof(int32_t)));
+  DSA_ASSIGN_OR_RETURN(
+      void* topk_dev,
+      s.topk.buffer.Get(rt, TopKRows(s.tp, T) * topk * sizeof(int32_t)));
   const TensorView topk_view =
       MakeTensorView(topk_dev, DType::kInt32, {T, topk});
   const TensorView indexer_cache =
@@ -1386,14 +1525,12 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
   const TensorView rope_table = MakeTensorView(s.rope.data(), DType::kFloat32,
                                                {options_.max_model_len, rope});
   const TensorView x = View2(act.x.data(), adt, T, hidden, hidden);
-  const TensorView q_c = View2(act.q_c.data(), adt, T, q_lora, q_lora);
   const bool scores = plan.indexer.action == IndexerAction::kScore;
   // wk and weights_proj read x: one gemm (kFusedIndexerKw) into [k | head
   // weights] per token, or without fusion each into its columns, the head
   // weights only when the plan scores.
   const int64_t kw_width = id + ih;
   const TensorView k = View2(act.indexer_kw.data(), adt, T, id, kw_width);
-  const TensorView iw = View2(act.indexer_kw.data(), adt, T, ih, kw_width, id);
   if (options_.fuse_projections) {
     DSA_RETURN_IF_ERROR(s.Gemm(
         kFusedIndexerKw.name, Batch1(x), layer.Matrix(kFusedIndexerKw),
@@ -1428,71 +1565,99 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
   }
   if (scores) {
     s.scoring = true;  // until the top-k is written (OpTimes)
-    const TensorView iq = View2(act.indexer_q.data(), adt, T, ih * id, ih * id);
-    DSA_RETURN_IF_ERROR(s.Gemm("indexer_wq_b", Batch1(q_c),
-                               layer.Matrix(WeightId::kIndexerWqB),
-                               Batch1(iq)));
-    if (!options_.fuse_projections) {
-      DSA_RETURN_IF_ERROR(s.Gemm("indexer_weights_proj", Batch1(x),
-                                 layer.Matrix(WeightId::kIndexerWeightsProj),
-                                 Batch1(iw)));
+    // The query rows this rank scores: all of them, or with the row-sharded
+    // indexer its block [b, b + R) of every per-row tensor, whose top-k
+    // rows the all-gather then hands to every rank.
+    const bool by_rows =
+        s.tp.enabled() && s.tp.indexer == IndexerParallel::kRows;
+    const RowRange mine = by_rows ? RowsOf(T, s.tp) : RowRange{0, T};
+    const int64_t b = mine.begin, R = mine.size();
+    if (R > 0) {
+      const TensorView iq =
+          View2(act.indexer_q.data(), adt, R, ih * id, ih * id, b * ih * id);
+      DSA_RETURN_IF_ERROR(s.Gemm(
+          "indexer_wq_b",
+          Batch1(View2(act.q_c.data(), adt, R, q_lora, q_lora, b * q_lora)),
+          layer.Matrix(WeightId::kIndexerWqB), Batch1(iq)));
+      // The head weights of rows [b, b + R): computed with the keys when
+      // fused, else here.
+      const TensorView iw_rows =
+          View2(act.indexer_kw.data(), adt, R, ih, kw_width, b * kw_width + id);
+      if (!options_.fuse_projections) {
+        DSA_RETURN_IF_ERROR(s.Gemm(
+            "indexer_weights_proj",
+            Batch1(View2(act.x.data(), adt, R, hidden, hidden, b * hidden)),
+            layer.Matrix(WeightId::kIndexerWeightsProj), Batch1(iw_rows)));
+      }
+      const TensorView q_fp8 =
+          MakeTensorView(Offset<uint8_t>(act.q_fp8.data(), b * ih * id),
+                         s.indexer_cache_dtype, {R, ih, id});
+      const TensorView head_weights =
+          MakeTensorView(Offset<float>(act.head_weights.data(), b * ih),
+                         DType::kFloat32, {R, ih});
+      {
+        attention::IndexerQ::Args a;
+        a.q = MakeTensorView(iq.data, adt, {R, ih, id});
+        a.weights = iw_rows;
+        a.positions = MakeTensorView(Offset<int64_t>(s.positions.data(), b),
+                                     DType::kInt64, {R});
+        a.cos_sin_cache = rope_table;
+        a.rope_style = s.indexer_rope;
+        a.q_fp8 = q_fp8;
+        a.head_weights = head_weights;
+        a.intermediate_dtype = DType::kBFloat16;
+        a.fp8_scale_divisor = s.indexer_fp8_divisor;
+        a.hadamard_rotation = s.indexer_hadamard ? 1 : 0;
+        DSA_RETURN_IF_ERROR(
+            DSA_LAUNCH(s, indexer_q, nullptr, s.kernels.indexer_q, a));
+      }
+      const int64_t width = layout.max_seq_len;
+      DSA_ASSIGN_OR_RETURN(
+          void* logits_dev,
+          s.workspace.Get(
+              rt, attention::IndexerLogits::WorkspaceBytes(R, width).value()));
+      const TensorView logits =
+          MakeTensorView(logits_dev, DType::kFloat32, {R, width});
+      const TensorView key_start = MakeTensorView(
+          Offset<int32_t>(s.row_key_start.data(), b), DType::kInt32, {R});
+      const TensorView key_end = MakeTensorView(
+          Offset<int32_t>(s.row_key_end.data(), b), DType::kInt32, {R});
+      {
+        attention::IndexerLogits::Args a;
+        a.q_fp8 = q_fp8;
+        a.head_weights = head_weights;
+        a.k_cache = indexer_cache;
+        a.block_table = MakeTensorView(
+            s.block_table.data(), DType::kInt32,
+            {layout.num_requests, layout.max_blocks_per_request});
+        a.seq_lens = MakeTensorView(s.seq_lens.data(), DType::kInt32,
+                                    {layout.num_requests});
+        a.row_request = MakeTensorView(
+            Offset<int32_t>(s.token_request.data(), b), DType::kInt32, {R});
+        a.row_key_start = key_start;
+        a.row_key_end = key_end;
+        a.logits = logits;
+        DSA_RETURN_IF_ERROR(DSA_LAUNCH(s, indexer_logits, nullptr,
+                                       s.kernels.indexer_logits, a));
+      }
+      {
+        attention::IndexerTopK::Args a;
+        a.logits = logits;
+        a.row_key_start = key_start;
+        a.row_key_end = key_end;
+        a.topk_indices = MakeTensorView(Offset<int32_t>(topk_dev, b * topk),
+                                        DType::kInt32, {R, topk});
+        DSA_RETURN_IF_ERROR(
+            DSA_LAUNCH(s, indexer_topk, nullptr, s.kernels.indexer_topk, a));
+      }
     }
-    const TensorView q_fp8 =
-        MakeTensorView(act.q_fp8.data(), s.indexer_cache_dtype, {T, ih, id});
-    const TensorView head_weights =
-        MakeTensorView(act.head_weights.data(), DType::kFloat32, {T, ih});
-    {
-      attention::IndexerQ::Args a;
-      a.q = MakeTensorView(iq.data, adt, {T, ih, id});
-      a.weights = iw;
-      a.positions = MakeTensorView(s.positions.data(), DType::kInt64, {T});
-      a.cos_sin_cache = rope_table;
-      a.rope_style = s.indexer_rope;
-      a.q_fp8 = q_fp8;
-      a.head_weights = head_weights;
-      a.intermediate_dtype = DType::kBFloat16;
-      a.fp8_scale_divisor = s.indexer_fp8_divisor;
-      a.hadamard_rotation = s.indexer_hadamard ? 1 : 0;
-      DSA_RETURN_IF_ERROR(
-          DSA_LAUNCH(s, indexer_q, nullptr, s.kernels.indexer_q, a));
-    }
-    const int64_t width = layout.max_seq_len;
-    DSA_ASSIGN_OR_RETURN(
-        void* logits_dev,
-        s.workspace.Get(
-            rt, attention::IndexerLogits::WorkspaceBytes(T, width).value()));
-    const TensorView logits =
-        MakeTensorView(logits_dev, DType::kFloat32, {T, width});
-    const TensorView key_start =
-        MakeTensorView(s.row_key_start.data(), DType::kInt32, {T});
-    const TensorView key_end =
-        MakeTensorView(s.row_key_end.data(), DType::kInt32, {T});
-    {
-      attention::IndexerLogits::Args a;
-      a.q_fp8 = q_fp8;
-      a.head_weights = head_weights;
-      a.k_cache = indexer_cache;
-      a.block_table =
-          MakeTensorView(s.block_table.data(), DType::kInt32,
-                         {layout.num_requests, layout.max_blocks_per_request});
-      a.seq_lens = MakeTensorView(s.seq_lens.data(), DType::kInt32,
-                                  {layout.num_requests});
-      a.row_request =
-          MakeTensorView(s.token_request.data(), DType::kInt32, {T});
-      a.row_key_start = key_start;
-      a.row_key_end = key_end;
-      a.logits = logits;
-      DSA_RETURN_IF_ERROR(
-          DSA_LAUNCH(s, indexer_logits, nullptr, s.kernels.indexer_logits, a));
-    }
-    {
-      attention::IndexerTopK::Args a;
-      a.logits = logits;
-      a.row_key_start = key_start;
-      a.row_key_end = key_end;
-      a.topk_indices = topk_view;
-      DSA_RETURN_IF_ERROR(
-          DSA_LAUNCH(s, indexer_topk, nullptr, s.kernels.indexer_topk, a));
+    if (by_rows) {
+      // Every rank's block of RowsPerRank rows, in rank order: the rows of
+      // the whole step's top-k (a short last block's tail is never read).
+      const int64_t per = RowsPerRank(T, s.tp.size);
+      DSA_RETURN_IF_ERROR(s.AllGather(
+          "indexer_topk", Offset<int32_t>(topk_dev, s.tp.rank * per * topk),
+          topk_dev, static_cast<size_t>(per * topk) * sizeof(int32_t)));
     }
     s.scoring = false;
     s.topk.written_by_layer = layer.id;
@@ -1715,12 +1880,16 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
                                    s.kernels.dense_mha_prefill, a));
   }
 
-  // --- Output projection and the residual.
+  // --- Output projection and the residual. A tensor-parallel rank's o_proj
+  // is its heads' partial sum, in the activations' type (vLLM's row-parallel
+  // o_proj), all-reduced over the ranks.
   const TensorView out =
-      View2(act.out.data(), DType::kFloat32, T, hidden, hidden);
+      View2(act.out.data(), s.tp.enabled() ? adt : DType::kFloat32, T, hidden,
+            hidden);
   DSA_RETURN_IF_ERROR(s.Gemm(
       "o_proj", Batch1(View2(act.attn.data(), adt, T, H * vdim, H * vdim)),
       layer.Matrix(WeightId::kOProj), Batch1(out)));
+  DSA_RETURN_IF_ERROR(s.AllReduce("o_proj", out));
   attention::ResidualAdd::Args a;
   a.residual = residual;
   a.x = out;

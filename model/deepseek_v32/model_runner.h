@@ -95,6 +95,7 @@
 #include "model/deepseek_v32/layer_plan.h"
 #include "model/deepseek_v32/layer_weights.h"
 #include "model/deepseek_v32/paged_cache.h"
+#include "model/deepseek_v32/tensor_parallel.h"
 #include "platform/checked_size.h"
 #include "platform/device_buffer.h"
 #include "platform/registry.h"
@@ -132,6 +133,19 @@ struct RuntimeOptions {
   // on the same weights: one more launch for each, for comparisons. The
   // CPU platform's results are equal to the bit either way.
   bool fuse_projections = true;
+  // Tensor parallelism (tensor_parallel.h): the model is rank `rank` of
+  // `size`, holding num_attention_heads / size heads and its windows of the
+  // whole model's weights (from a checkpoint of the whole model, or drawn
+  // from the seed as the whole model's and cut). With a collective group
+  // (`group`), o_proj's partial sums are all-reduced and, with
+  // IndexerParallel::kRows, the top-k rows are all-gathered; without one the
+  // rank runs alone: its steps do the rank's share of the work without the
+  // collectives (one rank's time on one device), and its outputs are not the
+  // model's.
+  TensorParallel tensor_parallel;
+  // The device the model lives on (DeviceRuntime::BindDevice): every call
+  // of the model binds it on the calling thread first.
+  int device = 0;
 };
 
 // The ops a step launches, by the name of their OpCallCounts/OpTimes field:
@@ -151,12 +165,21 @@ struct RuntimeOptions {
   X(rope)                     \
   X(residual_add)             \
   X(cast)
+// The collectives among tensor-parallel ranks (RuntimeOptions::
+// tensor_parallel): o_proj's all-reduce, the row-sharded top-k's all-gather.
+#define DSA_STEP_COLLECTIVES(X) \
+  X(all_reduce)                 \
+  X(all_gather)
+// Every op kind of a step: the three lists above.
+#define DSA_STEP_OPS(X)     \
+  DSA_STEP_ATTENTION_OPS(X) \
+  DSA_STEP_DENSE_OPS(X)     \
+  DSA_STEP_COLLECTIVES(X)
 
 // Counts of the ops one step launched, summed over layers.
 struct OpCallCounts {
 #define DSA_STEP_OP_FIELD(op) int op = 0;
-  DSA_STEP_ATTENTION_OPS(DSA_STEP_OP_FIELD)
-  DSA_STEP_DENSE_OPS(DSA_STEP_OP_FIELD)
+  DSA_STEP_OPS(DSA_STEP_OP_FIELD)
 #undef DSA_STEP_OP_FIELD
   int attention_ops() const {
     int n = 0;
@@ -169,6 +192,7 @@ struct OpCallCounts {
     int n = attention_ops();
 #define DSA_STEP_OP_ADD(op) n += op;
     DSA_STEP_DENSE_OPS(DSA_STEP_OP_ADD)
+    DSA_STEP_COLLECTIVES(DSA_STEP_OP_ADD)
 #undef DSA_STEP_OP_ADD
     return n;
   }
@@ -177,11 +201,11 @@ struct OpCallCounts {
 // Milliseconds of one step per op kind, summed over layers, measured with
 // StepOptions::time_ops: each op is timed on the host clock between a
 // synchronisation before its launch and one after it, so a figure is the op's
-// device time plus one launch's overhead (a few microseconds).
+// device time plus one launch's overhead (a few microseconds); a
+// collective's includes its wait for the other ranks.
 struct OpTimes {
 #define DSA_STEP_OP_FIELD(op) double op = 0;
-  DSA_STEP_ATTENTION_OPS(DSA_STEP_OP_FIELD)
-  DSA_STEP_DENSE_OPS(DSA_STEP_OP_FIELD)
+  DSA_STEP_OPS(DSA_STEP_OP_FIELD)
 #undef DSA_STEP_OP_FIELD
   // Everything the indexer's scoring launched (the projection of its
   // queries, of its head weights unless fused with the keys', indexer_q,
@@ -191,8 +215,7 @@ struct OpTimes {
   double total() const {
     double t = 0;
 #define DSA_STEP_OP_ADD(op) t += op;
-    DSA_STEP_ATTENTION_OPS(DSA_STEP_OP_ADD)
-    DSA_STEP_DENSE_OPS(DSA_STEP_OP_ADD)
+    DSA_STEP_OPS(DSA_STEP_OP_ADD)
 #undef DSA_STEP_OP_ADD
     return t;
   }
@@ -281,7 +304,10 @@ class DeepseekV32Model {
   // request after request (the main layers' input: the tokens'
   // embeddings). Allocates cache blocks for the new tokens. On error nothing
   // a later step reads has changed (the class comment): retry it, or
-  // Release its requests.
+  // Release its requests. A tensor-parallel rank with a collective group
+  // aborts the group when its step fails, so that no other rank waits for it
+  // forever; their steps then fail too, and the ranks need new models in a
+  // new group to go on.
   //
   // `mtp_embeddings` are the MTP layers' token input, embed(next token) in
   // the same row order: [tokens, hidden] for every MTP layer, or
@@ -308,8 +334,9 @@ class DeepseekV32Model {
   // The requests' cached lengths and the free blocks.
   const BlockTables& block_tables() const { return blocks_; }
 
-  // Device memory a model of `config` with `options` holds once a profile
-  // run has reserved the indexer's workspace for its largest step: weights
+  // Device memory a model of `config` (the whole model's) with `options`
+  // holds once a profile run has reserved the indexer's workspace for its
+  // largest step (with tensor parallelism, one rank's share): weights
   // (kv_b_proj twice: itself and its W_UK / W_UV split),
   // caches, activations, the step's inputs (StepInputBytes), the rope table,
   // the workspace and the top-k. The platform's own scratch (its GEMM
@@ -369,6 +396,12 @@ class DeepseekV32Model {
   // growth does not fit in the free memory the platform reports.
   absl::Status ReserveIndexerWorkspace(int64_t rows, int64_t max_seq_len,
                                        bool scores);
+  // Step without the abort of the tensor-parallel group on failure.
+  absl::StatusOr<StepOutput> StepOnce(const ForwardContext& forward,
+                                      absl::Span<const StepRequest> requests,
+                                      absl::Span<const float> hidden,
+                                      absl::Span<const float> mtp_embeddings,
+                                      const StepOptions& step_options);
   // Step's body after the block tables were prepared: uploads, the layers,
   // the read-backs. Step undoes the block tables when it fails.
   absl::StatusOr<StepOutput> RunStep(

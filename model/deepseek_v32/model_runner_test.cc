@@ -786,8 +786,7 @@ TEST_P(ModelRunnerTest, TimedOpsAddUpAndDoNotChangeTheStep) {
   EXPECT_EQ(t.op > 0, a.op_calls.op > 0) << #op; \
   EXPECT_GE(t.op, 0) << #op;                     \
   sum += t.op;
-  DSA_STEP_ATTENTION_OPS(DSA_CHECK_OP)
-  DSA_STEP_DENSE_OPS(DSA_CHECK_OP)
+  DSA_STEP_OPS(DSA_CHECK_OP)
 #undef DSA_CHECK_OP
   EXPECT_DOUBLE_EQ(sum, t.total());
   ASSERT_GT(a.op_calls.indexer_logits, 0);  // scoring on every indexer layer

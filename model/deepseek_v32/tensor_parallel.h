@@ -45,6 +45,10 @@ struct TensorParallel {
   int size = 1;  // N ranks
   int rank = 0;  // this rank, 0..size-1
   IndexerParallel indexer = IndexerParallel::kReplicated;
+  // The ranks' collective group (platform DeviceRuntime::
+  // CreateCollectiveGroup, one per process, shared by the ranks' models);
+  // null: this rank runs alone, without collectives.
+  void* group = nullptr;
 
   bool enabled() const { return size > 1; }
 };

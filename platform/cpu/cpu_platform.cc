@@ -9,6 +9,7 @@
 #include <new>
 #include <string>
 
+#include "platform/host_collectives.h"
 #include "platform/plugin_util.h"
 
 namespace dsa::platform {
@@ -228,13 +229,139 @@ DsaStatusCode DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes,
   return DSA_STATUS_OK;
 }
 
+// The host is the one device.
+DsaStatusCode DeviceBind(int32_t ordinal, char* error, size_t error_size) {
+  if (ordinal != 0) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cpu: device %d of 1 (the host)", ordinal);
+  }
+  return DSA_STATUS_OK;
+}
+
+// Tensor-parallel ranks on the CPU platform are threads of the process
+// over host memory (platform/host_collectives.h); every call is synchronous.
+struct CpuGroup {
+  static constexpr uint64_t kMagic = 0x6473615f67726f75;  // "dsa_grou"
+  explicit CpuGroup(int n) : group(n) {}
+  uint64_t magic = kMagic;
+  HostCollectiveGroup group;
+};
+
+CpuGroup* AsGroup(void* group) {
+  return group != nullptr &&
+                 static_cast<CpuGroup*>(group)->magic == CpuGroup::kMagic
+             ? static_cast<CpuGroup*>(group)
+             : nullptr;
+}
+
+DsaStatusCode CollectiveCreate(int32_t num_ranks, const int32_t* ordinals,
+                               void** group, char* error, size_t error_size) {
+  if (group == nullptr || ordinals == nullptr || num_ranks < 1) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cpu: a collective group of %d ranks", num_ranks);
+  }
+  for (int32_t r = 0; r < num_ranks; ++r) {
+    if (ordinals[r] != 0) {
+      return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                         "cpu: rank %d on device %d of 1 (the host)", r,
+                         ordinals[r]);
+    }
+  }
+  *group = new (std::nothrow) CpuGroup(num_ranks);
+  if (*group == nullptr) {
+    return PluginError(DSA_STATUS_RESOURCE_EXHAUSTED, error, error_size,
+                       "cpu: out of memory creating a collective group");
+  }
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode CollectiveAbort(void* group, char* error, size_t error_size) {
+  CpuGroup* g = AsGroup(group);
+  if (g == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cpu: not a collective group of this platform");
+  }
+  g->group.Abort("the group was aborted (a rank failed)");
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode CollectiveDestroy(void* group, char* error, size_t error_size) {
+  CpuGroup* g = AsGroup(group);
+  if (g == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cpu: not a collective group of this platform");
+  }
+  g->magic = 0;
+  delete g;
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode CollectiveResult(const std::string& why, char* error,
+                               size_t error_size) {
+  if (why.empty()) return DSA_STATUS_OK;
+  return PluginError(DSA_STATUS_ABORTED, error, error_size, "cpu: %s",
+                     why.c_str());
+}
+
+DsaStatusCode AllReduceSum(void* group, int32_t rank, void* buffer,
+                           size_t count, int32_t element, void* stream,
+                           char* error, size_t error_size) {
+  CpuGroup* g = AsGroup(group);
+  if (g == nullptr || (stream != nullptr && !IsStream(stream))) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cpu: all-reduce on something that is not a group "
+                       "and stream of this platform");
+  }
+  if (element != DSA_COLLECTIVE_FLOAT32 && element != DSA_COLLECTIVE_BFLOAT16) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cpu: all-reduce of unknown element type %d", element);
+  }
+  if (buffer == nullptr && count > 0) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cpu: all-reduce of a NULL buffer");
+  }
+  return CollectiveResult(
+      g->group.AllReduceSum(rank, buffer, count,
+                            element == DSA_COLLECTIVE_FLOAT32
+                                ? CollectiveElement::kFloat32
+                                : CollectiveElement::kBFloat16),
+      error, error_size);
+}
+
+DsaStatusCode AllGather(void* group, int32_t rank, const void* send, void* recv,
+                        size_t bytes, void* stream, char* error,
+                        size_t error_size) {
+  CpuGroup* g = AsGroup(group);
+  if (g == nullptr || (stream != nullptr && !IsStream(stream))) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cpu: all-gather on something that is not a group "
+                       "and stream of this platform");
+  }
+  if ((send == nullptr || recv == nullptr) && bytes > 0) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cpu: all-gather with a NULL buffer");
+  }
+  return CollectiveResult(g->group.AllGather(rank, send, recv, bytes), error,
+                          error_size);
+}
+
 DsaStatusCode Initialize(const DsaHostApi* host, char* error,
                          size_t error_size) {
-  static const DsaPlatformDescriptor descriptor = MakePlatformDescriptor(
-      "cpu", DSA_PLATFORM_KIND_CPU, kHostArch, kKnownArchs,
-      {&CapabilitiesForArch, &ProbeDevices, &DeviceMalloc, &DeviceFree,
-       &DeviceMemcpy, &DeviceSynchronize, &DeviceMemoryInfo, &StreamCreate,
-       &StreamDestroy, &MemcpyAsync, &StreamSynchronize});
+  static const DsaPlatformDescriptor descriptor = [] {
+    PlatformCallbacks c{
+        &CapabilitiesForArch, &ProbeDevices,     &DeviceMalloc,
+        &DeviceFree,          &DeviceMemcpy,     &DeviceSynchronize,
+        &DeviceMemoryInfo,    &StreamCreate,     &StreamDestroy,
+        &MemcpyAsync,         &StreamSynchronize};
+    c.device_bind = &DeviceBind;
+    c.collective_create = &CollectiveCreate;
+    c.collective_abort = &CollectiveAbort;
+    c.collective_destroy = &CollectiveDestroy;
+    c.all_reduce_sum = &AllReduceSum;
+    c.all_gather = &AllGather;
+    return MakePlatformDescriptor("cpu", DSA_PLATFORM_KIND_CPU, kHostArch,
+                                  kKnownArchs, c);
+  }();
   return RegisterPlatformWithHost(host, descriptor, error, error_size);
 }
 

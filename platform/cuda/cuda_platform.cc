@@ -4,8 +4,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
+#include "platform/gpu/nccl.h"
 #include "platform/plugin_util.h"
 #include "platform/runtime_library.h"
 
@@ -179,7 +183,7 @@ DsaStatusCode ProbeDevices(DsaDeviceInfo* out, char* error, size_t error_size) {
   return DSA_STATUS_OK;
 }
 
-// Device 0's primary context, retained once per process on first use (not
+// A device's primary context, retained once per process on first use (not
 // at probe time, since retaining creates the context on the GPU).
 struct PrimaryContext {
   void* context = nullptr;
@@ -187,24 +191,31 @@ struct PrimaryContext {
   const char* failed_call = "cuDeviceGet";
 };
 
-const PrimaryContext& RetainedPrimaryContext(const CudaApi& a) {
-  static const PrimaryContext primary = [&a] {
-    PrimaryContext p;
+// Devices a process can bind (plugin API 1.3's device_bind).
+constexpr int kMaxDevices = 64;
+
+const PrimaryContext& RetainedPrimaryContext(const CudaApi& a, int ordinal) {
+  static std::once_flag once[kMaxDevices];
+  static PrimaryContext primary[kMaxDevices];
+  std::call_once(once[ordinal], [&a, ordinal] {
+    PrimaryContext& p = primary[ordinal];
     int device = 0;
-    p.retain_result = a.cuDeviceGet(&device, 0);
+    p.retain_result = a.cuDeviceGet(&device, ordinal);
     if (p.retain_result == kCudaSuccess) {
       p.failed_call = "cuDevicePrimaryCtxRetain";
       p.retain_result = a.cuDevicePrimaryCtxRetain(&p.context, device);
     }
-    return p;
-  }();
-  return primary;
+  });
+  return primary[ordinal];
 }
 
-// Makes device 0's primary context current on the calling thread, which the
-// runtime API (used by kernels built with nvcc) shares. The context is set
-// only when another one (or none) is current: setting it on every call
-// would cost a driver call per allocation and copy.
+// The device of the calling thread's calls: 0 until device_bind.
+thread_local int t_device = 0;
+
+// Makes the bound device's primary context current on the calling thread,
+// which the runtime API (used by kernels built with nvcc) shares. The context
+// is set only when another one (or none) is current: setting it on every
+// call would cost a driver call per allocation and copy.
 DsaStatusCode EnterContext(const CudaDriver& d, char* error,
                            size_t error_size) {
   if (!d.usable) {
@@ -216,7 +227,7 @@ DsaStatusCode EnterContext(const CudaDriver& d, char* error,
     return CudaFail(d.api, d.init_result, "cuInit", error, error_size);
   }
   const CudaApi& a = d.api;
-  const PrimaryContext& primary = RetainedPrimaryContext(a);
+  const PrimaryContext& primary = RetainedPrimaryContext(a, t_device);
   if (primary.retain_result != kCudaSuccess) {
     return CudaFail(a, primary.retain_result, primary.failed_call, error,
                     error_size);
@@ -232,6 +243,25 @@ DsaStatusCode EnterContext(const CudaDriver& d, char* error,
     return CudaFail(a, err, "cuCtxSetCurrent", error, error_size);
   }
   return DSA_STATUS_OK;
+}
+
+DsaStatusCode DeviceBind(int32_t ordinal, char* error, size_t error_size) {
+  const CudaDriver& d = Driver();
+  if (!d.usable) return EnterContext(d, error, error_size);
+  int count = 0;
+  const int err = d.api.cuDeviceGetCount(&count);
+  if (err != kCudaSuccess) {
+    return CudaFail(d.api, err, "cuDeviceGetCount", error, error_size);
+  }
+  if (ordinal < 0 || ordinal >= count || ordinal >= kMaxDevices) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: device %d of %d", ordinal, count);
+  }
+  const int previous = t_device;
+  t_device = ordinal;
+  const DsaStatusCode c = EnterContext(d, error, error_size);
+  if (c != DSA_STATUS_OK) t_device = previous;
+  return c;
 }
 
 DsaStatusCode DeviceMalloc(size_t bytes, void** out, char* error,
@@ -445,13 +475,112 @@ DsaStatusCode DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes,
   return DSA_STATUS_OK;
 }
 
+// Collectives through NCCL (platform/gpu/nccl.h), loaded on the first group.
+DsaStatusCode CollectiveCreate(int32_t num_ranks, const int32_t* ordinals,
+                               void** group, char* error, size_t error_size) {
+  if (group == nullptr || ordinals == nullptr || num_ranks < 1) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: a collective group of %d ranks", num_ranks);
+  }
+  *group = nullptr;
+  const gpu::NcclApi* nccl = gpu::LoadedNccl(gpu::CollectiveLibrary::kNccl);
+  if (nccl == nullptr) {
+    return PluginError(
+        DSA_STATUS_UNAVAILABLE, error, error_size,
+        "cuda: NCCL is not available (%s); DSA_NCCL_LIBRARY names the "
+        "library to load",
+        gpu::NcclLoadResult(gpu::CollectiveLibrary::kNccl).detail.c_str());
+  }
+  std::unique_ptr<gpu::NcclGroup> g;
+  const std::string why = gpu::NcclGroup::Create(
+      *nccl, gpu::CollectiveLibrary::kNccl,
+      std::vector<int>(ordinals, ordinals + num_ranks), &g);
+  if (!why.empty()) {
+    return PluginError(DSA_STATUS_INTERNAL, error, error_size, "cuda: %s",
+                       why.c_str());
+  }
+  *group = g.release();
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode CollectiveAbort(void* group, char* error, size_t error_size) {
+  if (group == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: aborting a NULL collective group");
+  }
+  static_cast<gpu::NcclGroup*>(group)->Abort();
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode CollectiveDestroy(void* group, char* error, size_t error_size) {
+  if (group == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: destroying a NULL collective group");
+  }
+  delete static_cast<gpu::NcclGroup*>(group);
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode AllReduceSum(void* group, int32_t rank, void* buffer,
+                           size_t count, int32_t element, void* stream,
+                           char* error, size_t error_size) {
+  if (group == nullptr || (element != DSA_COLLECTIVE_FLOAT32 &&
+                           element != DSA_COLLECTIVE_BFLOAT16)) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: all-reduce on a NULL group or of element %d",
+                       element);
+  }
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
+    return c;
+  }
+  const std::string why = static_cast<gpu::NcclGroup*>(group)->AllReduceSum(
+      rank, buffer, count,
+      element == DSA_COLLECTIVE_FLOAT32 ? CollectiveElement::kFloat32
+                                        : CollectiveElement::kBFloat16,
+      stream);
+  if (why.empty()) return DSA_STATUS_OK;
+  return PluginError(DSA_STATUS_INTERNAL, error, error_size, "cuda: %s",
+                     why.c_str());
+}
+
+DsaStatusCode AllGather(void* group, int32_t rank, const void* send, void* recv,
+                        size_t bytes, void* stream, char* error,
+                        size_t error_size) {
+  if (group == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: all-gather on a NULL group");
+  }
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
+    return c;
+  }
+  const std::string why = static_cast<gpu::NcclGroup*>(group)->AllGather(
+      rank, send, recv, bytes, stream);
+  if (why.empty()) return DSA_STATUS_OK;
+  return PluginError(DSA_STATUS_INTERNAL, error, error_size, "cuda: %s",
+                     why.c_str());
+}
+
 DsaStatusCode Initialize(const DsaHostApi* host, char* error,
                          size_t error_size) {
-  static const DsaPlatformDescriptor descriptor = MakePlatformDescriptor(
-      "cuda", DSA_PLATFORM_KIND_CUDA, kDefaultArch, kKnownArchs,
-      {&CapabilitiesForArch, &ProbeDevices, &DeviceMalloc, &DeviceFree,
-       &DeviceMemcpy, &DeviceSynchronize, &DeviceMemoryInfo, &StreamCreate,
-       &StreamDestroy, &MemcpyAsync, &StreamSynchronize});
+  static const DsaPlatformDescriptor descriptor = [] {
+    PlatformCallbacks c{
+        &CapabilitiesForArch, &ProbeDevices,     &DeviceMalloc,
+        &DeviceFree,          &DeviceMemcpy,     &DeviceSynchronize,
+        &DeviceMemoryInfo,    &StreamCreate,     &StreamDestroy,
+        &MemcpyAsync,         &StreamSynchronize};
+    c.device_bind = &DeviceBind;
+    c.collective_create = &CollectiveCreate;
+    c.collective_abort = &CollectiveAbort;
+    c.collective_destroy = &CollectiveDestroy;
+    c.all_reduce_sum = &AllReduceSum;
+    c.all_gather = &AllGather;
+    return MakePlatformDescriptor("cuda", DSA_PLATFORM_KIND_CUDA, kDefaultArch,
+                                  kKnownArchs, c);
+  }();
   return RegisterPlatformWithHost(host, descriptor, error, error_size);
 }
 

@@ -198,6 +198,50 @@ TEST(CudaPlatformTest, StreamCallsRefuseBadArguments) {
                                "handle (CUresult 400)"));
 }
 
+TEST(CudaPlatformTest, BindsOnlyTheDevicesTheDriverHas) {
+  const DsaPlatformDescriptor& p = Platform();
+  char error[256] = "";
+  ASSERT_NE(p.device_bind, nullptr);
+  EXPECT_EQ(p.device_bind(0, error, sizeof(error)), DSA_STATUS_OK) << error;
+  EXPECT_EQ(p.device_bind(1, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("device 1 of 1"));
+  EXPECT_EQ(p.device_bind(-1, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  // A thread binds for itself: another one still uses device 0.
+  std::thread other([&] {
+    char e[256] = "";
+    void* ptr = nullptr;
+    EXPECT_EQ(p.device_malloc(16, &ptr, e, sizeof(e)), DSA_STATUS_OK) << e;
+    EXPECT_EQ(p.device_free(ptr, e, sizeof(e)), DSA_STATUS_OK);
+  });
+  other.join();
+}
+
+TEST(CudaPlatformTest, CollectivesWithoutNcclSayWhatIsMissing) {
+  const DsaPlatformDescriptor& p = Platform();
+  setenv("DSA_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
+  char error[512] = "";
+  const int32_t ordinals[] = {0};
+  void* group = nullptr;
+  const DsaStatusCode code =
+      p.collective_create(1, ordinals, &group, error, sizeof(error));
+  if (code == DSA_STATUS_OK) {
+    // This machine has an NCCL on the loader's path.
+    EXPECT_EQ(p.collective_destroy(group, error, sizeof(error)), DSA_STATUS_OK);
+    GTEST_SKIP() << "an NCCL library is installed";
+  }
+  EXPECT_EQ(code, DSA_STATUS_UNAVAILABLE);
+  EXPECT_THAT(error, HasSubstr("NCCL is not available"));
+  EXPECT_THAT(error, HasSubstr("DSA_NCCL_LIBRARY"));
+  EXPECT_EQ(group, nullptr);
+  EXPECT_EQ(p.collective_create(0, ordinals, &group, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(p.all_reduce_sum(nullptr, 0, nullptr, 0, DSA_COLLECTIVE_FLOAT32,
+                             nullptr, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+}
+
 TEST(CudaPlatformTest, ContextIsSetOnlyWhenAnotherIsCurrent) {
   const DsaPlatformDescriptor& p = Platform();
   const FakeDriverHooks& hooks = Hooks();

@@ -3,14 +3,11 @@
 #include <cstdlib>
 #include <vector>
 
-#include "platform/fault_injection.h"
-
 namespace dsa::platform::gpu {
 namespace {
 
 // nccl.h's values (RCCL's are the same).
 constexpr int kNcclSuccess = 0;
-constexpr int kNcclUnhandledCudaError = 1;
 constexpr int kNcclUint8 = 1;
 constexpr int kNcclFloat32 = 7;
 constexpr int kNcclBfloat16 = 9;
@@ -25,11 +22,14 @@ const Loaded& Load(CollectiveLibrary library) {
   static const Loaded* const nccl = [] {
     auto* l = new Loaded();
     std::vector<const char*> candidates;
+    // An override is the one library tried: a wrong path is an error, not
+    // a silent fall back to another install.
     if (const char* env = std::getenv("DSA_NCCL_LIBRARY");
         env != nullptr && env[0] != '\0') {
       candidates.push_back(env);
+    } else {
+      candidates.push_back("libnccl.so.2");
     }
-    candidates.push_back("libnccl.so.2");
     l->result =
         LoadRuntimeLibrary(candidates.data(), candidates.size(), &l->api);
     return l;
@@ -37,12 +37,15 @@ const Loaded& Load(CollectiveLibrary library) {
   static const Loaded* const rccl = [] {
     auto* l = new Loaded();
     std::vector<const char*> candidates;
+    // An override is the one library tried: a wrong path is an error, not
+    // a silent fall back to another install.
     if (const char* env = std::getenv("DSA_RCCL_LIBRARY");
         env != nullptr && env[0] != '\0') {
       candidates.push_back(env);
+    } else {
+      candidates.push_back("librccl.so.1");
+      candidates.push_back("librccl.so");
     }
-    candidates.push_back("librccl.so.1");
-    candidates.push_back("librccl.so");
     l->result =
         LoadRuntimeLibrary(candidates.data(), candidates.size(), &l->api);
     return l;
@@ -86,11 +89,8 @@ std::string NcclGroup::Create(const NcclApi& api, CollectiveLibrary library,
   if (devices.empty()) return "a collective group needs at least one rank";
   std::unique_ptr<NcclGroup> group(new NcclGroup(api, library));
   std::vector<void*> comms(devices.size(), nullptr);
-  const int result =
-      FaultInjected(FaultSite::kCollective)
-          ? kNcclUnhandledCudaError
-          : api.ncclCommInitAll(comms.data(), static_cast<int>(devices.size()),
-                                devices.data());
+  const int result = api.ncclCommInitAll(
+      comms.data(), static_cast<int>(devices.size()), devices.data());
   if (result != kNcclSuccess) {
     return group->Fail("ncclCommInitAll", result, nullptr);
   }
@@ -111,13 +111,11 @@ std::string NcclGroup::AllReduceSum(int rank, void* buffer, size_t count,
            std::to_string(size());
   }
   if (aborted_.load())
-    return std::string(CollectiveLibraryName(library_)) + " group aborted";
+    return std::string(CollectiveLibraryName(library_)) + " group was aborted";
   const int nccl_type =
       type == CollectiveElement::kFloat32 ? kNcclFloat32 : kNcclBfloat16;
-  const int result = FaultInjected(FaultSite::kCollective)
-                         ? kNcclUnhandledCudaError
-                         : api_.ncclAllReduce(buffer, buffer, count, nccl_type,
-                                              kNcclSum, comms_[rank], stream);
+  const int result = api_.ncclAllReduce(buffer, buffer, count, nccl_type,
+                                        kNcclSum, comms_[rank], stream);
   return result == kNcclSuccess ? ""
                                 : Fail("ncclAllReduce", result, comms_[rank]);
 }
@@ -129,11 +127,9 @@ std::string NcclGroup::AllGather(int rank, const void* send, void* recv,
            std::to_string(size());
   }
   if (aborted_.load())
-    return std::string(CollectiveLibraryName(library_)) + " group aborted";
-  const int result = FaultInjected(FaultSite::kCollective)
-                         ? kNcclUnhandledCudaError
-                         : api_.ncclAllGather(send, recv, bytes, kNcclUint8,
-                                              comms_[rank], stream);
+    return std::string(CollectiveLibraryName(library_)) + " group was aborted";
+  const int result =
+      api_.ncclAllGather(send, recv, bytes, kNcclUint8, comms_[rank], stream);
   return result == kNcclSuccess ? ""
                                 : Fail("ncclAllGather", result, comms_[rank]);
 }

@@ -4,8 +4,8 @@
 // NcclGroup creates one communicator per rank with ncclCommInitAll and runs
 // each rank's all-reduce (sum) and all-gather on that rank's stream.
 //
-// Every call that can fail is a fault site (platform/fault_injection.h,
-// "collective call"), failing as the library does with ncclUnhandledCudaError.
+// The fault site of these calls is the platform's (DeviceRuntime's
+// "collective call", platform/registry.h), as for every platform call.
 //
 // Free of Abseil: it runs inside the platform plugins. Errors are strings
 // (empty on success) naming the call and the library's text.
@@ -36,8 +36,8 @@ struct NcclApi {
 };
 
 enum class CollectiveLibrary {
-  kNccl,  // CUDA: $DSA_NCCL_LIBRARY, else libnccl.so.2
-  kRccl,  // ROCm: $DSA_RCCL_LIBRARY, else librccl.so.1
+  kNccl,  // CUDA: $DSA_NCCL_LIBRARY (only it when set), else libnccl.so.2
+  kRccl,  // ROCm: $DSA_RCCL_LIBRARY (only it when set), else librccl.so.1
 };
 const char* CollectiveLibraryName(CollectiveLibrary library);
 

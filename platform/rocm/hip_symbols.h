@@ -38,6 +38,10 @@ DSA_HIP_REQUIRED(hipMemcpyAsync, int,
                  (void* dst, const void* src, size_t size, int kind,
                   void* stream))
 
+// The calling thread's device (plugin API 1.3's device_bind); without it only
+// device 0 can be bound.
+DSA_HIP_OPTIONAL(hipSetDevice, int, (int device))
+
 // Only for error messages; a numeric code is printed without it.
 DSA_HIP_OPTIONAL(hipGetErrorString, const char*, (int error))
 DSA_HIP_OPTIONAL(hipMemGetInfo, int, (size_t * free, size_t* total))

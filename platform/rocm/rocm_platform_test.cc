@@ -167,6 +167,29 @@ TEST(RocmPlatformTest, StreamCallsRefuseBadArguments) {
 }
 
 // The stand-in runtime reports half of its 1 GiB device free.
+TEST(RocmPlatformTest, BindsOnlyTheDevicesTheRuntimeHas) {
+  const DsaPlatformDescriptor& p = Platform();
+  char error[256] = "";
+  ASSERT_NE(p.device_bind, nullptr);
+  EXPECT_EQ(p.device_bind(0, error, sizeof(error)), DSA_STATUS_OK) << error;
+  EXPECT_EQ(p.device_bind(1, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_THAT(error, HasSubstr("device 1 of 1"));
+}
+
+TEST(RocmPlatformTest, CollectivesWithoutRcclSayWhatIsMissing) {
+  const DsaPlatformDescriptor& p = Platform();
+  setenv("DSA_RCCL_LIBRARY", "/nonexistent/librccl.so.1", 1);
+  char error[512] = "";
+  const int32_t ordinals[] = {0};
+  void* group = nullptr;
+  EXPECT_EQ(p.collective_create(1, ordinals, &group, error, sizeof(error)),
+            DSA_STATUS_UNAVAILABLE);
+  EXPECT_THAT(error, HasSubstr("RCCL is not available"));
+  EXPECT_THAT(error, HasSubstr("DSA_RCCL_LIBRARY"));
+  EXPECT_EQ(group, nullptr);
+}
+
 TEST(RocmPlatformTest, MemoryInfoReportsFreeAndTotal) {
   const DsaPlatformDescriptor& p = Platform();
   ASSERT_NE(p.device_memory_info, nullptr);

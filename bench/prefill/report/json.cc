@@ -64,12 +64,12 @@ void FillArm(const ArmResult& a, BenchResultJson::Arm* out) {
     BenchResultJson::OpMs* ms = times->mutable_ms();
 #define DSA_SET_OP_MS(op) \
   if (t.op > 0) DSA_SET_FIGURE(ms, op, t.op);
-    DSA_STEP_ATTENTION_OPS(DSA_SET_OP_MS)
-    DSA_STEP_DENSE_OPS(DSA_SET_OP_MS)
+    DSA_STEP_OPS(DSA_SET_OP_MS)
 #undef DSA_SET_OP_MS
   }
   if (a.outputs_equal) out->set_outputs_equal_to_main(*a.outputs_equal);
   if (a.caches_equal) out->set_caches_equal_to_main(*a.caches_equal);
+  if (a.ranks_agree) out->set_ranks_equal(*a.ranks_agree);
   out->set_bound(a.spec->role == ArmRole::kBound);
   out->set_ran(a.ran);
   if (!a.not_run_reason.empty()) out->set_not_run_reason(a.not_run_reason);
@@ -115,6 +115,11 @@ absl::StatusOr<BenchResultJson> ToProto(const BenchResult& r) {
   out.set_block_size(r.block_size);
   out.set_num_blocks(r.num_blocks);
   out.set_kv_cache_dtype(r.kv_cache_dtype);
+  BenchResultJson::TensorParallel* tp = out.mutable_tensor_parallel();
+  tp->set_ranks(r.tp);
+  tp->set_indexer(r.indexer_tp.empty() ? "replicated" : r.indexer_tp);
+  tp->set_ranks_run(r.ranks_run);
+  tp->set_note(r.tp_note);
   out.set_gpu_timing_note(r.gpu_timing_note);
   for (const WorkloadResult& w : r.workloads) {
     BenchResultJson::Workload* wj = out.add_workloads();

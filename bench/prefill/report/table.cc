@@ -63,10 +63,14 @@ std::string ChangeText(const Change& c) {
 // The last column: how the arm's outputs and caches compare with the
 // reference's.
 std::string ToTheBit(const ArmResult& a) {
+  const std::string ranks =
+      !a.ranks_agree.has_value()
+          ? ""
+          : (*a.ranks_agree ? ", ranks equal" : ", ranks DIFFER");
   if (a.spec->role == ArmRole::kReference) {
-    return a.deterministic ? "reference" : "runs DIFFER";
+    return absl::StrCat(a.deterministic ? "reference" : "runs DIFFER", ranks);
   }
-  if (!a.outputs_equal.has_value()) return "";
+  if (!a.outputs_equal.has_value()) return ranks.empty() ? "" : ranks.substr(2);
   std::string text = *a.outputs_equal ? "outputs equal" : "outputs DIFFER";
   if (a.caches_equal.has_value()) {
     absl::StrAppend(&text,
@@ -74,7 +78,7 @@ std::string ToTheBit(const ArmResult& a) {
   } else if (a.spec->no_indexer) {
     absl::StrAppend(&text, ", no indexer keys");
   }
-  return text;
+  return absl::StrCat(text, ranks);
 }
 
 Row ArmRow(const WorkloadResult& w, const ArmResult& a) {
@@ -171,6 +175,7 @@ std::string FormatTable(const BenchResult& r) {
   if (!r.model_source.empty()) {
     absl::StrAppend(&out, "model: ", r.model_source, "\n");
   }
+  if (!r.tp_note.empty()) absl::StrAppend(&out, r.tp_note, "\n");
   absl::StrAppend(
       &out, "steps of at most ", r.max_num_batched_tokens, " tokens, ",
       r.kv_cache_dtype.empty() ? "bfloat16" : r.kv_cache_dtype,
