@@ -826,22 +826,23 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   DSA_RETURN_IF_ERROR(
       model->ReserveActivations(options.max_num_batched_tokens));
   DSA_RETURN_IF_ERROR(model->ReserveStepInputs());
-  // One projection of one row on the model's stream, so that a vendor
-  // GEMM's per-stream state (cuBLASLt's workspace) is made here and not in
-  // the first step, which then allocates nothing of its own.
+  // One bf16 projection of one row on the model's stream, so that the
+  // vendor GEMM's per-stream state (cuBLASLt's workspace, which the dense
+  // prefill's decompression takes whatever the activations' type) is made
+  // here and not in the first step, which then allocates nothing of its own.
   {
     Shared& s = *model->shared_;
     const int64_t hidden = mc.hidden_size(), q_lora = mc.q_lora_rank();
     const int64_t qkv_width =
         q_lora + mc.kv_lora_rank() + mc.qk_rope_head_dim();
     DSA_RETURN_IF_ERROR(ZeroFill(s.stream, model->act_->x));
-    DSA_RETURN_IF_ERROR(
-        s.Gemm("q_a_proj (creation)",
-               Batch1(View2(model->act_->x.data(), options.activation_dtype, 1,
-                            hidden, hidden)),
-               model->layers_.front()->Matrix(WeightId::kQAProj),
-               Batch1(View2(model->act_->qkv_a.data(), DType::kFloat32, 1,
-                            q_lora, qkv_width))));
+    DSA_RETURN_IF_ERROR(s.Gemm(
+        "q_a_proj (creation)",
+        Batch1(
+            View2(model->act_->x.data(), DType::kBFloat16, 1, hidden, hidden)),
+        model->layers_.front()->Matrix(WeightId::kQAProj),
+        Batch1(View2(model->act_->qkv_a.data(), DType::kFloat32, 1, q_lora,
+                     qkv_width))));
     s.counts = OpCallCounts{};
   }
   DSA_RETURN_IF_ERROR(model->shared_->stream.Synchronize());
@@ -1302,16 +1303,10 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
   // Internal token t is the caller's row token_source[t]; requests keep
   // their rows together, so a run of consecutive rows moves in one copy (one
   // run for a batch already in internal order) and no host staging is needed.
-  // The hidden states (and the MTP layers' embeddings below), tens of MB
-  // from pageable memory, move by the runtime's synchronous copy, which
-  // stages them several times faster than a copy ordered on the stream
-  // (measured on the H200: 21 against 4 ms for a 1K step's two uploads);
-  // the stream has nothing queued that touches these buffers (the last
-  // step waited for it), and they land before the first launch.
   const std::vector<RowRun> runs = RowRuns(layout.token_source);
   for (const RowRun& run : runs) {
     DSA_RETURN_IF_ERROR(Annotate(
-        rt.CopyHostToDevice(
+        stream.CopyHostToDevice(
             Offset<float>(act_->residual.data(), run.internal * hidden_size),
             hidden.data() + run.caller * hidden_size,
             static_cast<size_t>(run.count * hidden_size) * sizeof(float)),
@@ -1338,9 +1333,9 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
         }
       }
       DSA_RETURN_IF_ERROR(Annotate(
-          rt.CopyHostToDevice(Offset<float>(act_->mtp_embeddings.data(),
-                                            k * tokens * hidden_size),
-                              staged.data(), staged.size() * sizeof(float)),
+          stream.CopyHostToDevice(Offset<float>(act_->mtp_embeddings.data(),
+                                                k * tokens * hidden_size),
+                                  staged.data(), staged.size() * sizeof(float)),
           "step: uploading the MTP layers' embeddings"));
     }
   }
