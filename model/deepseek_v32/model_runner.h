@@ -62,8 +62,12 @@
 // It reserves its activations and the step's inputs for the largest step
 // then; a profile run reserves the indexer's workspace and top-k, so that a
 // later step within max_num_batched_tokens and max_model_len allocates
-// nothing of the model's (a GPU platform's kernels still take their per-call
-// scratch from the runtime's stream-ordered pool). A step that needs more
+// nothing of the model's. A GPU platform's kernels take their per-call
+// scratch from an arena per stream (attention/gpu/device/scratch_arena.h),
+// which a profile run does not grow: it grows in the first step of each new
+// largest size and then stays (a growth that does not fit fails that step
+// with ResourceExhausted, rolled back like any failure); the vendor GEMM's
+// workspace for the model's stream is made at creation. A step that needs more
 // (no profile run) checks the growth against the free memory and allocates
 // it before it starts.
 //
@@ -340,7 +344,7 @@ class DeepseekV32Model {
   // (kv_b_proj twice: itself and its W_UK / W_UV split),
   // caches, activations, the step's inputs (StepInputBytes), the rope table,
   // the workspace and the top-k. The platform's own scratch (its GEMM
-  // workspace, the kernels' stream-ordered pool) is not counted. Overflowed
+  // workspace, the kernels' per-stream arenas) is not counted. Overflowed
   // when the sum is past int64; Create refuses such options
   // (ResourceExhausted), so every buffer a model allocates has a
   // representable size.
