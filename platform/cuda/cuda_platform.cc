@@ -475,94 +475,13 @@ DsaStatusCode DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes,
   return DSA_STATUS_OK;
 }
 
-// Collectives through NCCL (platform/gpu/nccl.h), loaded on the first group.
-DsaStatusCode CollectiveCreate(int32_t num_ranks, const int32_t* ordinals,
-                               void** group, char* error, size_t error_size) {
-  if (group == nullptr || ordinals == nullptr || num_ranks < 1) {
-    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
-                       "cuda: a collective group of %d ranks", num_ranks);
-  }
-  *group = nullptr;
-  const gpu::NcclApi* nccl = gpu::LoadedNccl(gpu::CollectiveLibrary::kNccl);
-  if (nccl == nullptr) {
-    return PluginError(
-        DSA_STATUS_UNAVAILABLE, error, error_size,
-        "cuda: NCCL is not available (%s); DSA_NCCL_LIBRARY names the "
-        "library to load",
-        gpu::NcclLoadResult(gpu::CollectiveLibrary::kNccl).detail.c_str());
-  }
-  std::unique_ptr<gpu::NcclGroup> g;
-  const std::string why = gpu::NcclGroup::Create(
-      *nccl, gpu::CollectiveLibrary::kNccl,
-      std::vector<int>(ordinals, ordinals + num_ranks), &g);
-  if (!why.empty()) {
-    return PluginError(DSA_STATUS_INTERNAL, error, error_size, "cuda: %s",
-                       why.c_str());
-  }
-  *group = g.release();
-  return DSA_STATUS_OK;
+// Collectives through NCCL (platform/gpu/nccl.h), loaded on the first group,
+// each on the calling thread's bound device.
+DsaStatusCode EnterBoundDevice(char* error, size_t error_size) {
+  return EnterContext(Driver(), error, error_size);
 }
-
-DsaStatusCode CollectiveAbort(void* group, char* error, size_t error_size) {
-  if (group == nullptr) {
-    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
-                       "cuda: aborting a NULL collective group");
-  }
-  static_cast<gpu::NcclGroup*>(group)->Abort();
-  return DSA_STATUS_OK;
-}
-
-DsaStatusCode CollectiveDestroy(void* group, char* error, size_t error_size) {
-  if (group == nullptr) {
-    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
-                       "cuda: destroying a NULL collective group");
-  }
-  delete static_cast<gpu::NcclGroup*>(group);
-  return DSA_STATUS_OK;
-}
-
-DsaStatusCode AllReduceSum(void* group, int32_t rank, void* buffer,
-                           size_t count, int32_t element, void* stream,
-                           char* error, size_t error_size) {
-  if (group == nullptr || (element != DSA_COLLECTIVE_FLOAT32 &&
-                           element != DSA_COLLECTIVE_BFLOAT16)) {
-    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
-                       "cuda: all-reduce on a NULL group or of element %d",
-                       element);
-  }
-  const CudaDriver& d = Driver();
-  if (DsaStatusCode c = EnterContext(d, error, error_size);
-      c != DSA_STATUS_OK) {
-    return c;
-  }
-  const std::string why = static_cast<gpu::NcclGroup*>(group)->AllReduceSum(
-      rank, buffer, count,
-      element == DSA_COLLECTIVE_FLOAT32 ? CollectiveElement::kFloat32
-                                        : CollectiveElement::kBFloat16,
-      stream);
-  if (why.empty()) return DSA_STATUS_OK;
-  return PluginError(DSA_STATUS_INTERNAL, error, error_size, "cuda: %s",
-                     why.c_str());
-}
-
-DsaStatusCode AllGather(void* group, int32_t rank, const void* send, void* recv,
-                        size_t bytes, void* stream, char* error,
-                        size_t error_size) {
-  if (group == nullptr) {
-    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
-                       "cuda: all-gather on a NULL group");
-  }
-  const CudaDriver& d = Driver();
-  if (DsaStatusCode c = EnterContext(d, error, error_size);
-      c != DSA_STATUS_OK) {
-    return c;
-  }
-  const std::string why = static_cast<gpu::NcclGroup*>(group)->AllGather(
-      rank, send, recv, bytes, stream);
-  if (why.empty()) return DSA_STATUS_OK;
-  return PluginError(DSA_STATUS_INTERNAL, error, error_size, "cuda: %s",
-                     why.c_str());
-}
+using Collectives =
+    gpu::PluginCollectives<gpu::CollectiveLibrary::kNccl, &EnterBoundDevice>;
 
 DsaStatusCode Initialize(const DsaHostApi* host, char* error,
                          size_t error_size) {
@@ -573,11 +492,11 @@ DsaStatusCode Initialize(const DsaHostApi* host, char* error,
         &DeviceMemoryInfo,    &StreamCreate,     &StreamDestroy,
         &MemcpyAsync,         &StreamSynchronize};
     c.device_bind = &DeviceBind;
-    c.collective_create = &CollectiveCreate;
-    c.collective_abort = &CollectiveAbort;
-    c.collective_destroy = &CollectiveDestroy;
-    c.all_reduce_sum = &AllReduceSum;
-    c.all_gather = &AllGather;
+    c.collective_create = &Collectives::Create;
+    c.collective_abort = &Collectives::Abort;
+    c.collective_destroy = &Collectives::Destroy;
+    c.all_reduce_sum = &Collectives::AllReduceSum;
+    c.all_gather = &Collectives::AllGather;
     return MakePlatformDescriptor("cuda", DSA_PLATFORM_KIND_CUDA, kDefaultArch,
                                   kKnownArchs, c);
   }();

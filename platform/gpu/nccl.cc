@@ -1,7 +1,11 @@
 #include "platform/gpu/nccl.h"
 
 #include <cstdlib>
+#include <memory>
+#include <string>
 #include <vector>
+
+#include "platform/plugin_util.h"
 
 namespace dsa::platform::gpu {
 namespace {
@@ -144,5 +148,108 @@ void NcclGroup::Abort() {
     }
   }
 }
+
+namespace internal {
+namespace {
+
+// "cuda" or "rocm": the platform a library's entries serve, for messages.
+const char* PlatformOf(CollectiveLibrary library) {
+  return library == CollectiveLibrary::kNccl ? "cuda" : "rocm";
+}
+const char* OverrideOf(CollectiveLibrary library) {
+  return library == CollectiveLibrary::kNccl ? "DSA_NCCL_LIBRARY"
+                                             : "DSA_RCCL_LIBRARY";
+}
+DsaStatusCode Failed(CollectiveLibrary library, const std::string& why,
+                     char* error, size_t error_size) {
+  if (why.empty()) return DSA_STATUS_OK;
+  return PluginError(DSA_STATUS_INTERNAL, error, error_size, "%s: %s",
+                     PlatformOf(library), why.c_str());
+}
+
+}  // namespace
+
+DsaStatusCode Create(CollectiveLibrary library, int32_t num_ranks,
+                     const int32_t* ordinals, void** group, char* error,
+                     size_t error_size) {
+  const char* platform = PlatformOf(library);
+  if (group == nullptr || ordinals == nullptr || num_ranks < 1) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "%s: a collective group of %d ranks", platform,
+                       num_ranks);
+  }
+  *group = nullptr;
+  const NcclApi* api = LoadedNccl(library);
+  if (api == nullptr) {
+    return PluginError(DSA_STATUS_UNAVAILABLE, error, error_size,
+                       "%s: %s is not available (%s); %s names the library "
+                       "to load",
+                       platform, CollectiveLibraryName(library),
+                       NcclLoadResult(library).detail.c_str(),
+                       OverrideOf(library));
+  }
+  std::unique_ptr<NcclGroup> g;
+  const std::string why = NcclGroup::Create(
+      *api, library, std::vector<int>(ordinals, ordinals + num_ranks), &g);
+  if (!why.empty()) return Failed(library, why, error, error_size);
+  *group = g.release();
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode Abort(CollectiveLibrary library, void* group, char* error,
+                    size_t error_size) {
+  if (group == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "%s: aborting a NULL collective group",
+                       PlatformOf(library));
+  }
+  static_cast<NcclGroup*>(group)->Abort();
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode Destroy(CollectiveLibrary library, void* group, char* error,
+                      size_t error_size) {
+  if (group == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "%s: destroying a NULL collective group",
+                       PlatformOf(library));
+  }
+  delete static_cast<NcclGroup*>(group);
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode AllReduceSum(CollectiveLibrary library, void* group, int32_t rank,
+                           void* buffer, size_t count, int32_t element,
+                           void* stream, char* error, size_t error_size) {
+  if (group == nullptr || (element != DSA_COLLECTIVE_FLOAT32 &&
+                           element != DSA_COLLECTIVE_BFLOAT16)) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "%s: all-reduce on a NULL group or of element %d",
+                       PlatformOf(library), element);
+  }
+  return Failed(
+      library,
+      static_cast<NcclGroup*>(group)->AllReduceSum(
+          rank, buffer, count,
+          element == DSA_COLLECTIVE_FLOAT32 ? CollectiveElement::kFloat32
+                                            : CollectiveElement::kBFloat16,
+          stream),
+      error, error_size);
+}
+
+DsaStatusCode AllGather(CollectiveLibrary library, void* group, int32_t rank,
+                        const void* send, void* recv, size_t bytes,
+                        void* stream, char* error, size_t error_size) {
+  if (group == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "%s: all-gather on a NULL group", PlatformOf(library));
+  }
+  return Failed(library,
+                static_cast<NcclGroup*>(group)->AllGather(rank, send, recv,
+                                                          bytes, stream),
+                error, error_size);
+}
+
+}  // namespace internal
 
 }  // namespace dsa::platform::gpu

@@ -14,11 +14,13 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "platform/host_collectives.h"
+#include "platform/plugin_api.h"
 #include "platform/runtime_library.h"
 
 namespace dsa::platform::gpu {
@@ -80,6 +82,63 @@ class NcclGroup {
   CollectiveLibrary library_;
   std::vector<void*> comms_;
   std::atomic<bool> aborted_{false};
+};
+
+// The collective entries of the plugin ABI (plugin_api.h, minor version 3)
+// over NcclGroup, the same for the CUDA platform (NCCL) and the ROCm one
+// (RCCL): a group is a NcclGroup*; messages start with the platform's id.
+// `enter` (may be null) makes the calling thread's bound device current
+// before a collective (the CUDA driver's context).
+namespace internal {
+DsaStatusCode Create(CollectiveLibrary library, int32_t num_ranks,
+                     const int32_t* ordinals, void** group, char* error,
+                     size_t error_size);
+DsaStatusCode Abort(CollectiveLibrary library, void* group, char* error,
+                    size_t error_size);
+DsaStatusCode Destroy(CollectiveLibrary library, void* group, char* error,
+                      size_t error_size);
+DsaStatusCode AllReduceSum(CollectiveLibrary library, void* group, int32_t rank,
+                           void* buffer, size_t count, int32_t element,
+                           void* stream, char* error, size_t error_size);
+DsaStatusCode AllGather(CollectiveLibrary library, void* group, int32_t rank,
+                        const void* send, void* recv, size_t bytes,
+                        void* stream, char* error, size_t error_size);
+}  // namespace internal
+
+using EnterDevice = DsaStatusCode (*)(char* error, size_t error_size);
+
+template <CollectiveLibrary L, EnterDevice kEnter>
+struct PluginCollectives {
+  static DsaStatusCode Create(int32_t num_ranks, const int32_t* ordinals,
+                              void** group, char* error, size_t error_size) {
+    return internal::Create(L, num_ranks, ordinals, group, error, error_size);
+  }
+  static DsaStatusCode Abort(void* group, char* error, size_t error_size) {
+    return internal::Abort(L, group, error, error_size);
+  }
+  static DsaStatusCode Destroy(void* group, char* error, size_t error_size) {
+    return internal::Destroy(L, group, error, error_size);
+  }
+  static DsaStatusCode AllReduceSum(void* group, int32_t rank, void* buffer,
+                                    size_t count, int32_t element, void* stream,
+                                    char* error, size_t error_size) {
+    if (kEnter != nullptr) {
+      const DsaStatusCode c = kEnter(error, error_size);
+      if (c != DSA_STATUS_OK) return c;
+    }
+    return internal::AllReduceSum(L, group, rank, buffer, count, element,
+                                  stream, error, error_size);
+  }
+  static DsaStatusCode AllGather(void* group, int32_t rank, const void* send,
+                                 void* recv, size_t bytes, void* stream,
+                                 char* error, size_t error_size) {
+    if (kEnter != nullptr) {
+      const DsaStatusCode c = kEnter(error, error_size);
+      if (c != DSA_STATUS_OK) return c;
+    }
+    return internal::AllGather(L, group, rank, send, recv, bytes, stream, error,
+                               error_size);
+  }
 };
 
 }  // namespace dsa::platform::gpu

@@ -386,84 +386,10 @@ DsaStatusCode DeviceBind(int32_t ordinal, char* error, size_t error_size) {
   return DSA_STATUS_OK;
 }
 
-// Collectives through RCCL (platform/gpu/nccl.h), loaded on the first group.
-DsaStatusCode CollectiveCreate(int32_t num_ranks, const int32_t* ordinals,
-                               void** group, char* error, size_t error_size) {
-  if (group == nullptr || ordinals == nullptr || num_ranks < 1) {
-    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
-                       "rocm: a collective group of %d ranks", num_ranks);
-  }
-  *group = nullptr;
-  const gpu::NcclApi* rccl = gpu::LoadedNccl(gpu::CollectiveLibrary::kRccl);
-  if (rccl == nullptr) {
-    return PluginError(
-        DSA_STATUS_UNAVAILABLE, error, error_size,
-        "rocm: RCCL is not available (%s); DSA_RCCL_LIBRARY names the "
-        "library to load",
-        gpu::NcclLoadResult(gpu::CollectiveLibrary::kRccl).detail.c_str());
-  }
-  std::unique_ptr<gpu::NcclGroup> g;
-  const std::string why = gpu::NcclGroup::Create(
-      *rccl, gpu::CollectiveLibrary::kRccl,
-      std::vector<int>(ordinals, ordinals + num_ranks), &g);
-  if (!why.empty()) {
-    return PluginError(DSA_STATUS_INTERNAL, error, error_size, "rocm: %s",
-                       why.c_str());
-  }
-  *group = g.release();
-  return DSA_STATUS_OK;
-}
-
-DsaStatusCode CollectiveAbort(void* group, char* error, size_t error_size) {
-  if (group == nullptr) {
-    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
-                       "rocm: aborting a NULL collective group");
-  }
-  static_cast<gpu::NcclGroup*>(group)->Abort();
-  return DSA_STATUS_OK;
-}
-
-DsaStatusCode CollectiveDestroy(void* group, char* error, size_t error_size) {
-  if (group == nullptr) {
-    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
-                       "rocm: destroying a NULL collective group");
-  }
-  delete static_cast<gpu::NcclGroup*>(group);
-  return DSA_STATUS_OK;
-}
-
-DsaStatusCode AllReduceSum(void* group, int32_t rank, void* buffer,
-                           size_t count, int32_t element, void* stream,
-                           char* error, size_t error_size) {
-  if (group == nullptr || (element != DSA_COLLECTIVE_FLOAT32 &&
-                           element != DSA_COLLECTIVE_BFLOAT16)) {
-    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
-                       "rocm: all-reduce on a NULL group or of element %d",
-                       element);
-  }
-  const std::string why = static_cast<gpu::NcclGroup*>(group)->AllReduceSum(
-      rank, buffer, count,
-      element == DSA_COLLECTIVE_FLOAT32 ? CollectiveElement::kFloat32
-                                        : CollectiveElement::kBFloat16,
-      stream);
-  if (why.empty()) return DSA_STATUS_OK;
-  return PluginError(DSA_STATUS_INTERNAL, error, error_size, "rocm: %s",
-                     why.c_str());
-}
-
-DsaStatusCode AllGather(void* group, int32_t rank, const void* send, void* recv,
-                        size_t bytes, void* stream, char* error,
-                        size_t error_size) {
-  if (group == nullptr) {
-    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
-                       "rocm: all-gather on a NULL group");
-  }
-  const std::string why = static_cast<gpu::NcclGroup*>(group)->AllGather(
-      rank, send, recv, bytes, stream);
-  if (why.empty()) return DSA_STATUS_OK;
-  return PluginError(DSA_STATUS_INTERNAL, error, error_size, "rocm: %s",
-                     why.c_str());
-}
+// Collectives through RCCL (platform/gpu/nccl.h), loaded on the first group;
+// HIP's current device is the thread's already.
+using Collectives =
+    gpu::PluginCollectives<gpu::CollectiveLibrary::kRccl, nullptr>;
 
 DsaStatusCode Initialize(const DsaHostApi* host, char* error,
                          size_t error_size) {
@@ -474,11 +400,11 @@ DsaStatusCode Initialize(const DsaHostApi* host, char* error,
         &DeviceMemoryInfo,    &StreamCreate,     &StreamDestroy,
         &MemcpyAsync,         &StreamSynchronize};
     c.device_bind = &DeviceBind;
-    c.collective_create = &CollectiveCreate;
-    c.collective_abort = &CollectiveAbort;
-    c.collective_destroy = &CollectiveDestroy;
-    c.all_reduce_sum = &AllReduceSum;
-    c.all_gather = &AllGather;
+    c.collective_create = &Collectives::Create;
+    c.collective_abort = &Collectives::Abort;
+    c.collective_destroy = &Collectives::Destroy;
+    c.all_reduce_sum = &Collectives::AllReduceSum;
+    c.all_gather = &Collectives::AllGather;
     return MakePlatformDescriptor("rocm", DSA_PLATFORM_KIND_ROCM, kDefaultArch,
                                   kKnownArchs, c);
   }();
