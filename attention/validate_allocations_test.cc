@@ -1,38 +1,22 @@
 // The argument checks every op call runs (Validate) build no string and
 // allocate nothing when the arguments are good: a check compares first and
-// formats its message only on failure. Counted with a replaced global
+// formats its message only on failure. Counted by //testing:heap_allocations's
 // operator new, at GLM-5.1's shapes in a 64-token step (views over distinct
 // fake addresses: Validate reads only metadata). Each op's bad case still
 // gets its message.
-#include <atomic>
 #include <cstdint>
-#include <cstdlib>
-#include <new>
 #include <string>
 
 #include "attention/dense_ops.h"
 #include "attention/ops.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-
-namespace {
-std::atomic<int64_t> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t size) { return operator new(size); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#include "testing/heap_allocations.h"
 
 namespace dsa::attention {
 namespace {
 
+using ::dsa::testing::AllocationsOf;
 using ::testing::HasSubstr;
 
 constexpr int64_t kTokens = 64, kHidden = 6144, kHeads = 64, kNope = 192,
@@ -50,14 +34,6 @@ class Views {
  private:
   uint64_t next_ = 0;
 };
-
-// Allocations made by `f`.
-template <class F>
-int64_t AllocationsOf(F&& f) {
-  const int64_t before = g_allocations.load();
-  f();
-  return g_allocations.load() - before;
-}
 
 TEST(ValidateAllocationsTest, TheDenseOpsAllocateNothingOnGoodArguments) {
   Views v;

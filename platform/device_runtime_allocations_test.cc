@@ -1,38 +1,23 @@
 // DeviceRuntime (registry.h) formats the call it names in an error ("platform
 // '...': memcpy of 8 bytes") only when the platform's call failed: a copy, a
 // synchronisation, an allocation that succeed allocate nothing on the host.
-// Counted with a replaced global operator new over a platform descriptor
-// whose calls succeed or fail on demand.
-#include <atomic>
+// Counted by //testing:heap_allocations's operator new over a platform
+// descriptor whose calls succeed or fail on demand.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "platform/plugin_api.h"
 #include "platform/registry.h"
-
-namespace {
-std::atomic<int64_t> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t size) { return operator new(size); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#include "testing/heap_allocations.h"
 
 namespace dsa::platform {
 namespace {
 
+using ::dsa::testing::AllocationsOf;
 using ::testing::HasSubstr;
 
 bool g_fail = false;
@@ -63,13 +48,6 @@ DsaStatusCode MemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes,
   *free_bytes = 1 << 20;
   *total_bytes = 2 << 20;
   return Result(error, error_size);
-}
-
-template <class F>
-int64_t AllocationsOf(F&& f) {
-  const int64_t before = g_allocations.load();
-  f();
-  return g_allocations.load() - before;
 }
 
 TEST(DeviceRuntimeAllocationsTest, CallsThatSucceedBuildNoMessage) {
