@@ -16,6 +16,7 @@
 #include "attention/dtypes/fp8.h"
 #include "attention/tensor.h"
 #include "model/deepseek_v32/host_math.h"
+#include "model/deepseek_v32/projection_weight.h"
 #include "platform/status_macros.h"
 
 namespace dsa::model::deepseek_v32 {
@@ -179,6 +180,16 @@ TensorView Batch1(const TensorView& v) {
   return b;
 }
 
+// Device bytes of a layer's weight: bf16, or fp8 codes and their float32
+// block scales when the step multiplies it in fp8.
+int64_t WeightBytes(const WeightSpec& spec, const RuntimeOptions& options) {
+  if (options.weight_dtype == DType::kFloat8E4m3fn && spec.fp8_product) {
+    return spec.size() + attention::Fp8Blocks(spec.rows) *
+                             attention::Fp8Blocks(spec.cols) * 4;
+  }
+  return spec.size() * 2;
+}
+
 // Bytes of one token's entry in the MLA latent cache.
 int64_t LatentCacheEntryBytes(const attention::LatentCacheFormat& format) {
   return attention::LatentCacheEntryWidth(format) *
@@ -303,6 +314,20 @@ struct DeepseekV32Model::Shared {
     a.y = y;
     return DSA_LAUNCH(*this, gemm, what, kernels.dense.gemm, a);
   }
+  // A projection y = x W^T on its weight's precision: the gemm op for bf16,
+  // fp8_block_gemm for fp8 (counted and timed as gemm). x and y as the gemm
+  // op's [1, rows, cols] views.
+  absl::Status Project(const char* what, const TensorView& x,
+                       const ProjectionWeight& w, const TensorView& y) {
+    if (!w.fp8()) return Gemm(what, x, Batch1(w.weight), y);
+    attention::Fp8BlockGemm::Args a;
+    a.x = View2(x.data, x.dtype, x.dim(1), x.dim(2), x.stride(1));
+    a.w = w.weight;
+    a.w_scale_inv = w.scale_inv;
+    a.y = View2(y.data, y.dtype, y.dim(1), y.dim(2), y.stride(1));
+    return Launch("fp8_block_gemm", what, &OpCallCounts::gemm, &OpTimes::gemm,
+                  kernels.dense.fp8_block_gemm, a);
+  }
   absl::Status RmsNorm(const char* what, const TensorView& x,
                        const TensorView& weight, const TensorView& y) {
     attention::RmsNorm::Args a;
@@ -337,8 +362,11 @@ struct DeepseekV32Model::Layer {
   bool has_indexer = false;
   DeviceBuffer latent_cache;
   DeviceBuffer indexer_k_cache;  // empty without an indexer
-  // bf16, by WeightId; empty for tensors the layer does not have.
+  // By WeightId; empty for tensors the layer does not have: bf16, or for
+  // fp8 products with fp8 weights e4m3fn codes and their block scales.
   DeviceBuffer weights[kNumWeightIds];
+  DeviceBuffer scales[kNumWeightIds];
+  DType dtype[kNumWeightIds] = {};
   int64_t rows[kNumWeightIds] = {};
   int64_t cols[kNumWeightIds] = {};
 
@@ -347,6 +375,18 @@ struct DeepseekV32Model::Layer {
     const int i = static_cast<int>(id);
     return MakeTensorView(weights[i].data(), DType::kBFloat16,
                           {1, rows[i], cols[i]});
+  }
+  // A projection's weight in its precision.
+  ProjectionWeight Projection(WeightId id) const {
+    const int i = static_cast<int>(id);
+    ProjectionWeight w;
+    w.weight = MakeTensorView(weights[i].data(), dtype[i], {rows[i], cols[i]});
+    if (attention::IsFp8(dtype[i])) {
+      w.scale_inv = MakeTensorView(
+          scales[i].data(), DType::kFloat32,
+          {attention::Fp8Blocks(rows[i]), attention::Fp8Blocks(cols[i])});
+    }
+    return w;
   }
   TensorView Vector(WeightId id) const {
     const int i = static_cast<int>(id);
@@ -457,6 +497,13 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
                      attention::DTypeName(options.activation_dtype),
                      ", expected float32 or bfloat16"));
   }
+  if (options.weight_dtype != DType::kBFloat16 &&
+      options.weight_dtype != DType::kFloat8E4m3fn) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("runtime options: weight_dtype is ",
+                     attention::DTypeName(options.weight_dtype),
+                     ", expected bfloat16 or float8_e4m3fn"));
+  }
   // Every kernel the step calls, so that a platform without one fails here,
   // naming the op, and not in the middle of a step.
 #define DSA_CHECK_KERNEL(field, name)                                         \
@@ -470,6 +517,10 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   DSA_CHECK_KERNEL(dense.residual_add, attention::ResidualAdd::kName)
   DSA_CHECK_KERNEL(dense.cast, attention::Cast::kName)
   DSA_CHECK_KERNEL(dense.random_fill, attention::RandomFill::kName)
+  if (options.weight_dtype == DType::kFloat8E4m3fn) {
+    DSA_CHECK_KERNEL(dense.fp8_block_quant, attention::Fp8BlockQuant::kName)
+    DSA_CHECK_KERNEL(dense.fp8_block_gemm, attention::Fp8BlockGemm::kName)
+  }
 #undef DSA_CHECK_KERNEL
   DSA_RETURN_IF_ERROR(
       BlockTables::CheckSizes(options.block_size, options.num_blocks));
@@ -536,19 +587,41 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
       shared->rope,
       Upload(shared->runtime, RopeCosSinTable(mc, options.max_model_len)));
 
-  // Weights from a source move through one bounded host staging buffer.
+  // Weights from a source move through one bounded host staging buffer;
+  // with fp8 weights a bf16 matrix is quantised from one device staging
+  // buffer (the largest such matrix).
+  const bool fp8_weights = options.weight_dtype == DType::kFloat8E4m3fn;
+  auto runs_fp8 = [&](const WeightSpec& spec) {
+    return fp8_weights && spec.fp8_product;
+  };
   int64_t weight_bytes = 0, weight_bytes_done = 0;
   std::vector<uint16_t> staging;
   if (source != nullptr) {
     int64_t largest = 0;
     for (int l = 0; l < model_config.num_layers(); ++l) {
       for (const WeightSpec& spec : LayerWeightSpecs(model_config, l)) {
-        weight_bytes += spec.size() * 2;
+        weight_bytes += WeightBytes(spec, options);
         largest = std::max(largest, spec.size());
       }
     }
     staging.resize(static_cast<size_t>(
         std::max<int64_t>(1, std::min(largest, kWeightStagingBytes / 2))));
+  }
+  // bf16 of a matrix to quantise, sized once for the largest (so that no
+  // quantisation still in flight reads a buffer that was regrown).
+  Scratch quant_staging;
+  if (fp8_weights) {
+    int64_t largest = 0;
+    for (int l = 0; l < model_config.num_layers(); ++l) {
+      for (const WeightSpec& spec : LayerWeightSpecs(model_config, l)) {
+        if (runs_fp8(spec)) largest = std::max(largest, spec.size());
+      }
+    }
+    if (largest > 0) {
+      DSA_RETURN_IF_ERROR(
+          quant_staging.Get(shared->runtime, static_cast<size_t>(largest) * 2)
+              .status());
+    }
   }
   const int64_t latent_entry_bytes =
       LatentCacheEntryBytes(shared->latent_format);
@@ -572,37 +645,101 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
       const int i = static_cast<int>(spec.id);
       layer->rows[i] = spec.rows;
       layer->cols[i] = spec.cols;
-      if (source != nullptr) {
-        // The source's bf16, a staging buffer at a time.
+      const bool fp8 = runs_fp8(spec);
+      layer->dtype[i] = fp8 ? DType::kFloat8E4m3fn : DType::kBFloat16;
+      const std::string what =
+          absl::StrCat("loading layer ", l, "'s ", spec.name);
+      if (fp8 && source != nullptr && source->HoldsFp8Blocks(l, spec)) {
+        // An FP8 checkpoint's codes and scales, as stored.
+        DSA_ASSIGN_OR_RETURN(
+            layer->weights[i],
+            DeviceBuffer::Allocate(shared->runtime,
+                                   static_cast<size_t>(spec.size())));
+        uint8_t* bytes = reinterpret_cast<uint8_t*>(staging.data());
+        const int64_t chunk = static_cast<int64_t>(staging.size()) * 2;
+        for (int64_t begin = 0; begin < spec.size(); begin += chunk) {
+          const int64_t count = std::min(chunk, spec.size() - begin);
+          DSA_RETURN_IF_ERROR(
+              Annotate(source->ReadFp8(l, spec, begin, count, bytes), what));
+          DSA_RETURN_IF_ERROR(shared->runtime.CopyHostToDevice(
+              static_cast<uint8_t*>(layer->weights[i].data()) + begin, bytes,
+              static_cast<size_t>(count)));
+          weight_bytes_done += count;
+          if (progress) progress(weight_bytes_done, weight_bytes);
+        }
+        std::vector<float> scales(static_cast<size_t>(
+            attention::Fp8Blocks(spec.rows) * attention::Fp8Blocks(spec.cols)));
+        DSA_RETURN_IF_ERROR(
+            Annotate(source->ReadFp8Scales(l, spec, scales.data()), what));
+        DSA_ASSIGN_OR_RETURN(layer->scales[i], Upload(shared->runtime, scales));
+        weight_bytes_done += static_cast<int64_t>(scales.size()) * 4;
+        if (progress) progress(weight_bytes_done, weight_bytes);
+        continue;
+      }
+      // bf16 bits: into the layer's buffer, or the staging buffer of a
+      // matrix to quantise.
+      uint16_t* bf16 = nullptr;
+      if (fp8) {
+        DSA_ASSIGN_OR_RETURN(
+            void* p, quant_staging.Get(shared->runtime,
+                                       static_cast<size_t>(spec.size()) * 2));
+        bf16 = static_cast<uint16_t*>(p);
+      } else {
         DSA_ASSIGN_OR_RETURN(
             layer->weights[i],
             DeviceBuffer::Allocate(shared->runtime,
                                    static_cast<size_t>(spec.size()) * 2));
+        bf16 = static_cast<uint16_t*>(layer->weights[i].data());
+      }
+      if (source != nullptr) {
+        // The source's bf16, a staging buffer at a time.
         const int64_t chunk = static_cast<int64_t>(staging.size());
         for (int64_t begin = 0; begin < spec.size(); begin += chunk) {
           const int64_t count = std::min(chunk, spec.size() - begin);
           DSA_RETURN_IF_ERROR(
               source->ReadBf16(l, spec, begin, count, staging.data()));
           DSA_RETURN_IF_ERROR(shared->runtime.CopyHostToDevice(
-              static_cast<uint16_t*>(layer->weights[i].data()) + begin,
-              staging.data(), static_cast<size_t>(count) * 2));
-          weight_bytes_done += count * 2;
+              bf16 + begin, staging.data(), static_cast<size_t>(count) * 2));
+          weight_bytes_done += fp8 ? count : count * 2;
           if (progress) progress(weight_bytes_done, weight_bytes);
         }
       } else {
         // Drawn on the device: RandomFill gives LayerWeights::Random's bits.
-        DSA_ASSIGN_OR_RETURN(
-            layer->weights[i],
-            DeviceBuffer::Allocate(shared->runtime,
-                                   static_cast<size_t>(spec.size()) * 2));
         attention::RandomFill::Args a;
-        a.y = MakeTensorView(layer->weights[i].data(), DType::kBFloat16,
-                             {spec.size()});
+        a.y = MakeTensorView(bf16, DType::kBFloat16, {spec.size()});
         a.seed = seed;
         a.stream = WeightStream(l, spec.id);
         a.scale = spec.scale;
         a.offset = spec.offset;
         DSA_RETURN_IF_ERROR(shared->kernels.dense.random_fill(shared->exec, a));
+      }
+      if (fp8) {
+        // Quantised per 128 x 128 block, as an FP8 checkpoint holds it.
+        DSA_ASSIGN_OR_RETURN(
+            layer->weights[i],
+            DeviceBuffer::Allocate(shared->runtime,
+                                   static_cast<size_t>(spec.size())));
+        const int64_t row_blocks = attention::Fp8Blocks(spec.rows);
+        const int64_t col_blocks = attention::Fp8Blocks(spec.cols);
+        DSA_ASSIGN_OR_RETURN(
+            layer->scales[i],
+            DeviceBuffer::Allocate(
+                shared->runtime,
+                static_cast<size_t>(row_blocks * col_blocks) * sizeof(float)));
+        attention::Fp8BlockQuant::Args q;
+        q.x = MakeTensorView(bf16, DType::kBFloat16, {spec.rows, spec.cols});
+        q.block_rows = attention::kFp8BlockSize;
+        q.q = MakeTensorView(layer->weights[i].data(), DType::kFloat8E4m3fn,
+                             {spec.rows, spec.cols});
+        q.scale_inv = MakeTensorView(layer->scales[i].data(), DType::kFloat32,
+                                     {row_blocks, col_blocks});
+        DSA_RETURN_IF_ERROR(Annotate(
+            shared->kernels.dense.fp8_block_quant(shared->exec, q), what));
+        if (source != nullptr) {
+          weight_bytes_done += row_blocks * col_blocks * 4;
+          if (progress) progress(weight_bytes_done, weight_bytes);
+        }
+        // The next matrix reuses the staging buffer in stream order.
       }
     }
     model->layers_.push_back(std::move(layer));
@@ -666,15 +803,22 @@ CheckedSize DeepseekV32Model::DeviceBytes(const ModelConfig& config,
       CheckedSize(options.num_blocks) * options.block_size;
   const int64_t tokens = options.max_num_batched_tokens;
   CheckedSize bytes = 0;
+  int64_t largest_fp8 = 0;
   for (int l = 0; l < config.num_layers(); ++l) {
     bytes += slots * LatentCacheEntryBytes(format);
     if (config.owns_indexer(l)) {
       bytes += slots * IndexerEntryBytes(c);
     }
     for (const WeightSpec& spec : LayerWeightSpecs(config, l)) {
-      bytes += CheckedSize(spec.size()) * 2;  // bf16
+      bytes += CheckedSize(WeightBytes(spec, options));
+      if (options.weight_dtype == DType::kFloat8E4m3fn && spec.fp8_product) {
+        largest_fp8 = std::max(largest_fp8, spec.size());
+      }
     }
   }
+  // With fp8 weights, the bf16 staging of the largest matrix quantised at
+  // load.
+  bytes += CheckedSize(largest_fp8) * 2;
   ForEachActivation(config, options, nullptr,
                     [&](DeviceBuffer*, int64_t bytes_per_token) {
                       bytes += CheckedSize(bytes_per_token) * tokens;
@@ -822,8 +966,30 @@ absl::StatusOr<std::vector<float>> DeepseekV32Model::ReadWeight(
     return absl::NotFoundError(
         absl::StrCat("layer ", layer, " has no weight ", static_cast<int>(id)));
   }
-  std::vector<uint16_t> bits(b.bytes() / 2);
   DSA_RETURN_IF_ERROR(shared_->runtime.Synchronize());
+  const Layer& l = *layers_[layer];
+  const int i = static_cast<int>(id);
+  if (attention::IsFp8(l.dtype[i])) {
+    // Codes times their blocks' scales.
+    std::vector<uint8_t> codes(b.bytes());
+    DSA_RETURN_IF_ERROR(b.CopyToHost(codes.data(), codes.size()));
+    const int64_t col_blocks = attention::Fp8Blocks(l.cols[i]);
+    std::vector<float> scales(l.scales[i].bytes() / sizeof(float));
+    DSA_RETURN_IF_ERROR(
+        l.scales[i].CopyToHost(scales.data(), l.scales[i].bytes()));
+    const attention::Fp8Traits traits = attention::Fp8TraitsOf(l.dtype[i]);
+    std::vector<float> out(codes.size());
+    for (int64_t r = 0; r < l.rows[i]; ++r) {
+      for (int64_t c = 0; c < l.cols[i]; ++c) {
+        const int64_t e = r * l.cols[i] + c;
+        out[e] = attention::Fp8ToFloat(codes[e], traits) *
+                 scales[(r / attention::kFp8BlockSize) * col_blocks +
+                        c / attention::kFp8BlockSize];
+      }
+    }
+    return out;
+  }
+  std::vector<uint16_t> bits(b.bytes() / 2);
   DSA_RETURN_IF_ERROR(b.CopyToHost(bits.data(), b.bytes()));
   std::vector<float> out(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) {
@@ -1214,8 +1380,8 @@ absl::Status DeepseekV32Model::PrepareMtpInput(Layer& layer, int mtp_index,
   DSA_RETURN_IF_ERROR(
       s.RmsNorm("hnorm", h, layer.Vector(WeightId::kHnorm),
                 View2(cat.data, adt, T, hidden, 2 * hidden, hidden)));
-  return s.Gemm("eh_proj", Batch1(cat), layer.Matrix(WeightId::kEhProj),
-                Batch1(residual));
+  return s.Project("eh_proj", Batch1(cat), layer.Projection(WeightId::kEhProj),
+                   Batch1(residual));
 }
 
 absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
@@ -1262,8 +1428,9 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
   const TensorView q_c = View2(act.q_c.data(), adt, T, q_lora, q_lora);
   if (plan.k_cache_write) {
     const TensorView k = View2(act.indexer_k.data(), adt, T, id, id);
-    DSA_RETURN_IF_ERROR(s.Gemm("indexer_wk", Batch1(x),
-                               layer.Matrix(WeightId::kIndexerWk), Batch1(k)));
+    DSA_RETURN_IF_ERROR(s.Project("indexer_wk", Batch1(x),
+                                  layer.Projection(WeightId::kIndexerWk),
+                                  Batch1(k)));
     attention::IndexerKWrite::Args a;
     a.k = k;
     a.ln_weight = layer.Vector(WeightId::kIndexerKNormWeight);
@@ -1289,12 +1456,12 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
     s.scoring = true;  // until the top-k is written (OpTimes)
     const TensorView iq = View2(act.indexer_q.data(), adt, T, ih * id, ih * id);
     const TensorView iw = View2(act.indexer_w.data(), adt, T, ih, ih);
-    DSA_RETURN_IF_ERROR(s.Gemm("indexer_wq_b", Batch1(q_c),
-                               layer.Matrix(WeightId::kIndexerWqB),
-                               Batch1(iq)));
-    DSA_RETURN_IF_ERROR(s.Gemm("indexer_weights_proj", Batch1(x),
-                               layer.Matrix(WeightId::kIndexerWeightsProj),
-                               Batch1(iw)));
+    DSA_RETURN_IF_ERROR(s.Project("indexer_wq_b", Batch1(q_c),
+                                  layer.Projection(WeightId::kIndexerWqB),
+                                  Batch1(iq)));
+    DSA_RETURN_IF_ERROR(
+        s.Project("indexer_weights_proj", Batch1(x),
+                  layer.Projection(WeightId::kIndexerWeightsProj), Batch1(iw)));
     const TensorView q_fp8 =
         MakeTensorView(act.q_fp8.data(), s.indexer_cache_dtype, {T, ih, id});
     const TensorView head_weights =
@@ -1395,12 +1562,13 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
       View2(act.q_c_raw.data(), DType::kFloat32, T, q_lora, q_lora);
   const TensorView q_c = View2(act.q_c.data(), adt, T, q_lora, q_lora);
   const TensorView q = View2(act.q.data(), adt, T, H * qk, H * qk);
-  DSA_RETURN_IF_ERROR(s.Gemm("q_a_proj", Batch1(x),
-                             layer.Matrix(WeightId::kQAProj), Batch1(q_c_raw)));
+  DSA_RETURN_IF_ERROR(s.Project("q_a_proj", Batch1(x),
+                                layer.Projection(WeightId::kQAProj),
+                                Batch1(q_c_raw)));
   DSA_RETURN_IF_ERROR(s.RmsNorm("q_a_layernorm", q_c_raw,
                                 layer.Vector(WeightId::kQALayerNorm), q_c));
-  DSA_RETURN_IF_ERROR(s.Gemm("q_b_proj", Batch1(q_c),
-                             layer.Matrix(WeightId::kQBProj), Batch1(q)));
+  DSA_RETURN_IF_ERROR(s.Project(
+      "q_b_proj", Batch1(q_c), layer.Projection(WeightId::kQBProj), Batch1(q)));
   {
     // q_pe: [T, H, rope] at offset nope of every head.
     TensorView q_pe = MakeTensorView(nullptr, adt, {T, H, rope});
@@ -1414,9 +1582,9 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   const TensorView kv =
       View2(act.kv.data(), DType::kFloat32, T, kv_width, kv_width);
   const TensorView kv_c = View2(act.kv_c.data(), adt, T, kv_lora, kv_lora);
-  DSA_RETURN_IF_ERROR(s.Gemm("kv_a_proj_with_mqa", Batch1(x),
-                             layer.Matrix(WeightId::kKvAProjWithMqa),
-                             Batch1(kv)));
+  DSA_RETURN_IF_ERROR(s.Project("kv_a_proj_with_mqa", Batch1(x),
+                                layer.Projection(WeightId::kKvAProjWithMqa),
+                                Batch1(kv)));
   DSA_RETURN_IF_ERROR(
       s.RmsNorm("kv_a_layernorm",
                 View2(act.kv.data(), DType::kFloat32, T, kv_lora, kv_width),
@@ -1558,9 +1726,9 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   // --- Output projection and the residual.
   const TensorView out =
       View2(act.out.data(), DType::kFloat32, T, hidden, hidden);
-  DSA_RETURN_IF_ERROR(s.Gemm(
+  DSA_RETURN_IF_ERROR(s.Project(
       "o_proj", Batch1(View2(act.attn.data(), adt, T, H * vdim, H * vdim)),
-      layer.Matrix(WeightId::kOProj), Batch1(out)));
+      layer.Projection(WeightId::kOProj), Batch1(out)));
   attention::ResidualAdd::Args a;
   a.residual = residual;
   a.x = out;
