@@ -39,6 +39,10 @@ struct Flags {
   // The MLA latent cache: "bfloat16", or "fp8" (the fp8_ds_mla layout the
   // seed serves with, vLLM's --kv-cache-dtype fp8).
   std::string kv_cache_dtype = "bfloat16";
+  // The projections' weights: "bfloat16", "fp8" (W8A8 with 128 x 128 weight
+  // block scales, RuntimeOptions::weight_dtype), or empty: fp8 for a
+  // checkpoint that stores fp8 matrices, else bfloat16.
+  std::string weights;
   int threads = 0;  // 0: all cores
   uint64_t seed = 1;
   std::string json;    // write every figure here

@@ -87,6 +87,7 @@ struct BenchResult {
   int64_t max_num_batched_tokens = 0;
   int block_size = 0, num_blocks = 0;
   std::string kv_cache_dtype;   // --kv_cache_dtype
+  std::string weights;          // --weights as resolved
   std::string gpu_timing_note;  // what host issue / device tail are, or why
                                 // there are none
   std::vector<WorkloadResult> workloads;

@@ -122,6 +122,7 @@ struct Written {
   // their block scales (the checkpoint's, or the bf16 weights' quantised per
   // 128 x 128 block), the rest as `weights`.
   std::vector<LayerWeights> fp8_weights;
+  bool fp8 = false;  // the checkpoint stores fp8 matrices
   std::vector<float> embed, mtp_embed;
   std::map<std::string, std::string> file_of;  // tensor -> shard
 };
@@ -184,6 +185,7 @@ Written WriteCheckpoint(const std::string& dir, const Json& config_json,
   const int64_t hidden = config.proto().hidden_size();
   const int64_t vocab = config.proto().vocab_size();
   Written out;
+  out.fp8 = fp8;
   std::vector<TensorToWrite> tensors;
   for (int l = 0; l < config.num_layers(); ++l) {
     LayerWeights w = LayerWeights::Random(config, l, seed);
@@ -340,6 +342,8 @@ class CheckpointModelTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(LoadedModel loaded, LoadModel(dir));
     EXPECT_EQ(loaded.kind(), ModelSourceKind::kCheckpoint);
     EXPECT_TRUE(loaded.has_checkpoint_weights());
+    // What prefill_bench's --weights defaults to.
+    EXPECT_EQ(loaded.holds_fp8_weights(), written.fp8);
     std::printf("[ loaded ] %s\n", loaded.description().c_str());
     const ModelConfig& config = loaded.config();
     const int64_t hidden = config.proto().hidden_size();

@@ -115,6 +115,7 @@ absl::StatusOr<BenchResultJson> ToProto(const BenchResult& r) {
   out.set_block_size(r.block_size);
   out.set_num_blocks(r.num_blocks);
   out.set_kv_cache_dtype(r.kv_cache_dtype);
+  out.set_weights(r.weights.empty() ? "bfloat16" : r.weights);
   out.set_gpu_timing_note(r.gpu_timing_note);
   for (const WorkloadResult& w : r.workloads) {
     BenchResultJson::Workload* wj = out.add_workloads();
