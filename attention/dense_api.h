@@ -1,8 +1,9 @@
 /*
  * The C ABI of the dense ops: the layer work around the attention ops (the
- * projections as bf16 matrix products with fp32 accumulation, RMSNorm, the
- * MLA's rope, the residual add, casts, and the generation of random weights
- * on the device). They cross a plugin boundary exactly as the attention ops
+ * projections as bf16 matrix products with fp32 accumulation, or as W8A8
+ * fp8 products with block scales, RMSNorm, the MLA's rope, the residual add,
+ * casts, the generation of random weights on the device and their fp8 block
+ * quantisation). They cross a plugin boundary exactly as the attention ops
  * of kernel_api.h do: the same tensor views, execution context, status codes
  * and versioning rules (read kernel_api.h first), each op an X-macro argument
  * list, a name and an ABI version, so CKernel, Kernel<Op>, GetKernel<Op> and
@@ -65,15 +66,40 @@ extern "C" {
   SCALAR(float, scale, 1.0f)                               \
   SCALAR(float, offset, 0.0f)
 
+/* FP8 block quantisation (dense_ops.h, Fp8BlockQuant): per block of
+ * block_rows x 128 elements one float32 multiplier, q = fp8(x / scale). A
+ * weight's blocks are 128 x 128 (block_rows 128, the checkpoints'
+ * weight_scale_inv), an activation's 1 x 128 (block_rows 1, per token). */
+#define DSA_OP_FP8_BLOCK_QUANT_NAME "fp8_block_quant"
+#define DSA_OP_FP8_BLOCK_QUANT_ABI_VERSION 1
+#define DSA_FP8_BLOCK_QUANT_ARGS(TENSOR, SCALAR, ENUM, FORMAT)           \
+  TENSOR(x, IN) /* [rows, cols] f32|bf16, last dim contiguous */         \
+  SCALAR(int32_t, block_rows, 1) /* 1 or 128 */                          \
+  TENSOR(q, OUT) /* [rows, cols] e4m3fn|e4m3fnuz, last dim contiguous */ \
+  TENSOR(scale_inv, OUT) /* [ceil(rows / block_rows), ceil(cols / 128)] f32 */
+
+/* The W8A8 product of an fp8 weight with 128 x 128 block scales
+ * (dense_ops.h, Fp8BlockGemm): x quantised per token and 128 columns, then
+ * y = x~ w~^T with fp32 accumulation. */
+#define DSA_OP_FP8_BLOCK_GEMM_NAME "fp8_block_gemm"
+#define DSA_OP_FP8_BLOCK_GEMM_ABI_VERSION 1
+#define DSA_FP8_BLOCK_GEMM_ARGS(TENSOR, SCALAR, ENUM, FORMAT)                  \
+  TENSOR(x, IN)           /* [rows, in] f32|bf16, last dim contiguous */       \
+  TENSOR(w, IN)           /* [out, in] e4m3fn|e4m3fnuz, last dim contiguous */ \
+  TENSOR(w_scale_inv, IN) /* [ceil(out / 128), ceil(in / 128)] f32 */          \
+  TENSOR(y, OUT)          /* [rows, out] f32|bf16, last dim contiguous */
+
 /* Every dense op: X(CxxName, ARGS_LIST_MACRO, NAME_MACRO_PREFIX), as
  * DSA_ATTENTION_OPS. */
-#define DSA_DENSE_OPS(X)                                     \
-  X(Gemm, DSA_GEMM_ARGS, DSA_OP_GEMM)                        \
-  X(RmsNorm, DSA_RMS_NORM_ARGS, DSA_OP_RMS_NORM)             \
-  X(Rope, DSA_ROPE_ARGS, DSA_OP_ROPE)                        \
-  X(ResidualAdd, DSA_RESIDUAL_ADD_ARGS, DSA_OP_RESIDUAL_ADD) \
-  X(Cast, DSA_CAST_ARGS, DSA_OP_CAST)                        \
-  X(RandomFill, DSA_RANDOM_FILL_ARGS, DSA_OP_RANDOM_FILL)
+#define DSA_DENSE_OPS(X)                                             \
+  X(Gemm, DSA_GEMM_ARGS, DSA_OP_GEMM)                                \
+  X(RmsNorm, DSA_RMS_NORM_ARGS, DSA_OP_RMS_NORM)                     \
+  X(Rope, DSA_ROPE_ARGS, DSA_OP_ROPE)                                \
+  X(ResidualAdd, DSA_RESIDUAL_ADD_ARGS, DSA_OP_RESIDUAL_ADD)         \
+  X(Cast, DSA_CAST_ARGS, DSA_OP_CAST)                                \
+  X(RandomFill, DSA_RANDOM_FILL_ARGS, DSA_OP_RANDOM_FILL)            \
+  X(Fp8BlockQuant, DSA_FP8_BLOCK_QUANT_ARGS, DSA_OP_FP8_BLOCK_QUANT) \
+  X(Fp8BlockGemm, DSA_FP8_BLOCK_GEMM_ARGS, DSA_OP_FP8_BLOCK_GEMM)
 
 typedef struct DsaGemmArgs {
   DSA_C_ARGS_FIELDS(DSA_GEMM_ARGS)
@@ -94,6 +120,13 @@ typedef struct DsaRandomFillArgs {
   DSA_C_ARGS_FIELDS(DSA_RANDOM_FILL_ARGS)
 } DsaRandomFillArgs;
 
+typedef struct DsaFp8BlockQuantArgs {
+  DSA_C_ARGS_FIELDS(DSA_FP8_BLOCK_QUANT_ARGS)
+} DsaFp8BlockQuantArgs;
+typedef struct DsaFp8BlockGemmArgs {
+  DSA_C_ARGS_FIELDS(DSA_FP8_BLOCK_GEMM_ARGS)
+} DsaFp8BlockGemmArgs;
+
 typedef DsaStatusCode (*DsaGemmFn)(const DsaExecutionContext*,
                                    const DsaGemmArgs*, char*, size_t);
 typedef DsaStatusCode (*DsaRmsNormFn)(const DsaExecutionContext*,
@@ -108,6 +141,12 @@ typedef DsaStatusCode (*DsaCastFn)(const DsaExecutionContext*,
 typedef DsaStatusCode (*DsaRandomFillFn)(const DsaExecutionContext*,
                                          const DsaRandomFillArgs*, char*,
                                          size_t);
+typedef DsaStatusCode (*DsaFp8BlockQuantFn)(const DsaExecutionContext*,
+                                            const DsaFp8BlockQuantArgs*, char*,
+                                            size_t);
+typedef DsaStatusCode (*DsaFp8BlockGemmFn)(const DsaExecutionContext*,
+                                           const DsaFp8BlockGemmArgs*, char*,
+                                           size_t);
 
 #ifdef __cplusplus
 } /* extern "C" */

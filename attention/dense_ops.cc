@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "attention/args_conversion.h"
+#include "attention/dtypes/fp8.h"
 #include "attention/kernel_abi.h"
 
 namespace dsa::attention {
@@ -136,6 +137,60 @@ static Status ValidateRandomFillShapes(const RandomFill::Args& a) {
   DSA_RETURN_IF_ERROR(CheckContiguous(op, "y", a.y));
   DSA_RETURN_IF_ERROR(CheckFinite(op, "scale", a.scale));
   return CheckFinite(op, "offset", a.offset);
+}
+
+constexpr std::initializer_list<DType> kFp8Types = {DType::kFloat8E4m3fn,
+                                                    DType::kFloat8E4m3fnuz};
+
+// A block-scale tensor's dims: [ceil(rows / block_rows), ceil(cols / 128)]
+// of `of` (rows, cols named after its layout).
+static Status CheckBlockScales(std::string_view op, std::string_view arg,
+                               const TensorView& scales, std::string_view of,
+                               std::string_view rows_name, int64_t rows,
+                               int64_t block_rows, std::string_view cols_name,
+                               int64_t cols) {
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, arg, scales, 2,
+                  StrCat("[ceil(", rows_name, " / ", block_rows, "), ceil(",
+                         cols_name, " / ", kFp8BlockSize, ")]"),
+                  {DType::kFloat32}));
+  DSA_RETURN_IF_ERROR(CheckDim(op, arg, scales, 0, StrCat(rows_name, " blocks"),
+                               (rows + block_rows - 1) / block_rows,
+                               StrCat("ceil(", of, "'s ", rows_name, " ", rows,
+                                      " / ", block_rows, ")")));
+  return CheckDim(op, arg, scales, 1, StrCat(cols_name, " blocks"),
+                  Fp8Blocks(cols),
+                  StrCat("ceil(", of, "'s ", cols_name, " ", cols, " / ",
+                         kFp8BlockSize, ")"));
+}
+
+static Status ValidateFp8BlockQuantShapes(const Fp8BlockQuant::Args& a) {
+  constexpr std::string_view op = Fp8BlockQuant::kName;
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, "x", a.x, 2, "[rows, cols]", kFloatTypes));
+  if (a.block_rows != 1 && a.block_rows != kFp8BlockSize) {
+    return InvalidArgumentError(StrCat(
+        op, ": block_rows is ", a.block_rows, ", expected 1 (per token) ",
+        "or ", kFp8BlockSize, " (a weight's 128 x 128 blocks)"));
+  }
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "q", a.q, 2, "[rows, cols]", kFp8Types));
+  DSA_RETURN_IF_ERROR(CheckSameShape2(op, "q", a.q, "x", a.x));
+  return CheckBlockScales(op, "scale_inv", a.scale_inv, "x", "rows", a.x.dim(0),
+                          a.block_rows, "cols", a.x.dim(1));
+}
+
+static Status ValidateFp8BlockGemmShapes(const Fp8BlockGemm::Args& a) {
+  constexpr std::string_view op = Fp8BlockGemm::kName;
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "x", a.x, 2, "[rows, in]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "w", a.w, 2, "[out, in]", kFp8Types));
+  DSA_RETURN_IF_ERROR(CheckDim(op, "w", a.w, 1, "in", a.x.dim(1), "x's in"));
+  DSA_RETURN_IF_ERROR(CheckBlockScales(op, "w_scale_inv", a.w_scale_inv, "w",
+                                       "out", a.w.dim(0), kFp8BlockSize, "in",
+                                       a.w.dim(1)));
+  DSA_RETURN_IF_ERROR(CheckTensor(op, "y", a.y, 2, "[rows, out]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(
+      CheckDim(op, "y", a.y, 0, "rows", a.x.dim(0), "x's rows"));
+  return CheckDim(op, "y", a.y, 1, "out", a.w.dim(0), "w's out");
 }
 
 // Validate = the shape checks, then the aliasing check over every tensor of

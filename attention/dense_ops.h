@@ -24,6 +24,32 @@
 //    and sum each rounded to fp32 (no fused multiply-add) and a bf16 output
 //    then rounded to nearest even: the same bits on every platform, so
 //    weights generated on a device equal the host's LayerWeights.
+//  - Fp8BlockQuant: fp8 block quantisation as DeepSeek's reference
+//    (inference/kernel.py act_quant) and vLLM (per_token_group_quant_fp8,
+//    w8a8 block fp8) compute it. Per block of block_rows x 128 elements of x
+//    (the last row and column blocks may be shorter):
+//      amax = max |x| over the block, s = max(amax, 1e-10) / D,
+//      q = fp8(x / s) rounded to nearest even (the division in fp32),
+//      scale_inv[block] = s,
+//    D = 448 for e4m3fn and vLLM's 224 for e4m3fnuz (attention/dtypes/fp8.h,
+//    Fp8BlockScale), so |x / s| <= D never saturates. Dequantised,
+//    x~ = q * s. An all-zero block gets s = 1e-10 / D and zero codes.
+//    block_rows 128 quantises a weight as a checkpoint stores it
+//    (weight_scale_inv), block_rows 1 an activation per token. The same bits
+//    on every platform.
+//  - Fp8BlockGemm: y[t, o] = sum_g sx[t, g] sw[o / 128, g]
+//                            sum_{k in group g} qx[t, k] qw[o, k],
+//    where (qx, sx) is x quantised as Fp8BlockQuant with block_rows 1 and
+//    w = qw * sw (the checkpoint's F8_E4M3 weight and weight_scale_inv), in
+//    w's fp8 encoding; fp32 accumulation (a platform may scale each group's
+//    partial sum or the dequantised operands: the same in exact arithmetic).
+//    Against the bf16-style product of the dequantised weight,
+//    sum_k x[t, k] w~[o, k], the difference is the activation's fp8 rounding:
+//    per element |x~ - x| <= 2^-4 |x| + 2^-10 s (e4m3fn; 2^-11 s for
+//    e4m3fnuz, whose subnormal step is half as large), so
+//      |y - sum_k x w~| <= sum_k |w~[o, k]| (2^-4 |x[t, k]| + 2^-10 s(t, k))
+//    plus the fp32 accumulation's rounding; the conformance tests check both
+//    that bound and the much tighter one against the quantised activations.
 // Free of Abseil, like ops.h: this runs inside plugin shared objects.
 #ifndef DSA_ATTENTION_DENSE_OPS_H_
 #define DSA_ATTENTION_DENSE_OPS_H_
@@ -65,6 +91,15 @@ struct Cast {
 
 struct RandomFill {
   DSA_OP_MEMBERS(RandomFill, DSA_RANDOM_FILL_ARGS, DSA_OP_RANDOM_FILL);
+};
+
+struct Fp8BlockQuant {
+  DSA_OP_MEMBERS(Fp8BlockQuant, DSA_FP8_BLOCK_QUANT_ARGS,
+                 DSA_OP_FP8_BLOCK_QUANT);
+};
+
+struct Fp8BlockGemm {
+  DSA_OP_MEMBERS(Fp8BlockGemm, DSA_FP8_BLOCK_GEMM_ARGS, DSA_OP_FP8_BLOCK_GEMM);
 };
 
 // Per op: the C <-> C++ argument conversions (as kernel_abi.h declares them

@@ -358,6 +358,387 @@ TEST_P(DenseOpTest, RandomFillEqualsTheHostValuesBitForBit) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// FP8 block quantisation and the W8A8 product (dense_ops.h).
+
+constexpr int64_t kBlock = 128;
+
+// Fp8BlockQuant's rule, written from its definition: s = max(amax, 1e-10) /
+// D in float32, codes the reference's nearest fp8 code to the float32
+// quotient x / s. `x` [rows, cols], blocks of block_rows x 128.
+struct QuantizedRef {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;  // [ceil(rows / block_rows), ceil(cols / 128)]
+};
+QuantizedRef QuantizeRef(const std::vector<float>& x, int64_t rows,
+                         int64_t cols, int64_t block_rows, DType fp8) {
+  const reference::Fp8Kind kind = testing::KindOf(fp8);
+  const float divisor = fp8 == DType::kFloat8E4m3fnuz ? 224.0f : 448.0f;
+  const int64_t rb_count = (rows + block_rows - 1) / block_rows;
+  const int64_t cb_count = (cols + kBlock - 1) / kBlock;
+  QuantizedRef q;
+  q.codes.resize(rows * cols);
+  q.scales.resize(rb_count * cb_count);
+  for (int64_t rb = 0; rb < rb_count; ++rb) {
+    for (int64_t cb = 0; cb < cb_count; ++cb) {
+      double amax = 0.0;
+      for (int64_t r = rb * block_rows;
+           r < std::min(rows, (rb + 1) * block_rows); ++r) {
+        for (int64_t c = cb * kBlock; c < std::min(cols, (cb + 1) * kBlock);
+             ++c) {
+          amax = std::max(amax, std::abs(double{x[r * cols + c]}));
+        }
+      }
+      const float s =
+          std::max(static_cast<float>(amax), 1e-10f) / divisor;  // float32
+      q.scales[rb * cb_count + cb] = s;
+      for (int64_t r = rb * block_rows;
+           r < std::min(rows, (rb + 1) * block_rows); ++r) {
+        for (int64_t c = cb * kBlock; c < std::min(cols, (cb + 1) * kBlock);
+             ++c) {
+          const float v = x[r * cols + c] / s;  // float32 division
+          q.codes[r * cols + c] = reference::Fp8Nearest(v, kind);
+        }
+      }
+    }
+  }
+  return q;
+}
+
+// Values of x that exercise the edges: row 0 all zero (amax 0), and in the
+// other rows, when there is a second column block, one block of zeros.
+void ZeroEdges(std::vector<float>& x, int64_t rows, int64_t cols) {
+  for (int64_t c = 0; c < cols; ++c) x[c] = 0.0f;
+  if (rows > 2 && cols > kBlock) {
+    for (int64_t c = kBlock; c < std::min(cols, 2 * kBlock); ++c) {
+      x[2 * cols + c] = 0.0f;
+    }
+  }
+}
+
+// Half the subnormal step of an encoding: the largest rounding error below
+// its smallest normal value, in units of the scale.
+double HalfSubnormalStep(DType fp8) {
+  return fp8 == DType::kFloat8E4m3fnuz ? 0x1p-11 : 0x1p-10;
+}
+
+TEST_P(DenseOpTest, Fp8BlockQuantFollowsTheRuleBitForBit) {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (const Shape& sh : {Shape{1, 128}, Shape{1, 1}, Shape{5, 127},
+                          Shape{3, 300}, Shape{130, 129}, Shape{257, 256}}) {
+    for (int64_t block_rows : {int64_t{1}, kBlock}) {
+      for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
+        for (DType x_type : {DType::kFloat32, DType::kBFloat16}) {
+          SCOPED_TRACE(absl::StrCat(sh.rows, " x ", sh.cols, " block_rows ",
+                                    block_rows, " ", DTypeName(fp8), " x ",
+                                    DTypeName(x_type)));
+          std::vector<float> x = RandomFloats(sh.rows * sh.cols, 3.0);
+          ZeroEdges(x, sh.rows, sh.cols);
+          Fp8BlockQuant::Args a;
+          a.x = FloatsToDevice(x, x_type, {sh.rows, sh.cols});
+          a.block_rows = static_cast<int32_t>(block_rows);
+          a.q = Poisoned(fp8, {sh.rows, sh.cols});
+          const int64_t rb = (sh.rows + block_rows - 1) / block_rows;
+          const int64_t cb = (sh.cols + kBlock - 1) / kBlock;
+          a.scale_inv = Poisoned(DType::kFloat32, {rb, cb});
+          ASSERT_THAT(Run<Fp8BlockQuant>(a), IsOk());
+          const QuantizedRef ref =
+              QuantizeRef(x, sh.rows, sh.cols, block_rows, fp8);
+          const std::vector<uint8_t> codes = ToHost<uint8_t>(a.q);
+          const std::vector<float> scales = ToHost<float>(a.scale_inv);
+          ASSERT_EQ(
+              std::memcmp(scales.data(), ref.scales.data(), scales.size() * 4),
+              0);
+          int bad = 0;
+          for (int64_t i = 0; i < sh.rows * sh.cols; ++i) {
+            if (codes[i] != ref.codes[i] && ++bad <= 5) {
+              ADD_FAILURE()
+                  << "q[" << i << "] = " << int{codes[i]} << ", expected "
+                  << int{ref.codes[i]} << " for " << x[i];
+            }
+            // Dequantised, within the encoding's rounding of x.
+            const int64_t r = i / sh.cols, c = i % sh.cols;
+            const double s = scales[(r / block_rows) * cb + c / kBlock];
+            const double back =
+                reference::Fp8Value(codes[i], testing::KindOf(fp8)) * s;
+            ASSERT_LE(
+                std::abs(back - x[i]),
+                0x1p-4 * std::abs(x[i]) + HalfSubnormalStep(fp8) * s + 1e-12)
+                << i;
+          }
+          EXPECT_EQ(bad, 0);
+          // Row 0 is zero: its scale is the floor's and its codes are zero.
+          if (block_rows == 1) {
+            EXPECT_EQ(
+                scales[0],
+                1e-10f / (fp8 == DType::kFloat8E4m3fnuz ? 224.0f : 448.0f));
+            for (int64_t c = 0; c < sh.cols; ++c) {
+              ASSERT_EQ(reference::Fp8Value(codes[c], testing::KindOf(fp8)),
+                        0.0);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The W8A8 product against two float64 references: the product of the
+// quantised activations with the dequantised weight (within fp32
+// accumulation, GemmTolerance), and the product of the activations
+// themselves with the dequantised weight (within fp8's bound, dense_ops.h).
+TEST_P(DenseOpTest, Fp8BlockGemmMatchesFloat64ReferencesWithinFp8Error) {
+  for (const GemmShape& sh :
+       {GemmShape{1, 128, 128}, GemmShape{1, 200, 136}, GemmShape{7, 384, 257},
+        GemmShape{130, 300, 72}, GemmShape{33, 64, 512}, GemmShape{5, 129, 129},
+        GemmShape{64, 1024, 576}}) {
+    for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
+      for (DType x_type : {DType::kFloat32, DType::kBFloat16}) {
+        for (DType y_type : {DType::kFloat32, DType::kBFloat16}) {
+          SCOPED_TRACE(absl::StrCat("rows ", sh.rows, " in ", sh.in, " out ",
+                                    sh.out, " ", DTypeName(fp8), " x ",
+                                    DTypeName(x_type), " y ",
+                                    DTypeName(y_type)));
+          std::vector<float> x = RandomFloats(sh.rows * sh.in, 2.0);
+          ZeroEdges(x, sh.rows, sh.in);
+          // A weight as a checkpoint holds it: 128 x 128 blocks.
+          const std::vector<float> w_full = RandomFloats(sh.out * sh.in, 0.05);
+          const QuantizedRef w =
+              QuantizeRef(w_full, sh.out, sh.in, kBlock, fp8);
+          Fp8BlockGemm::Args a;
+          a.x = FloatsToDevice(x, x_type, {sh.rows, sh.in});
+          a.w = ToDevice(w.codes, fp8, {sh.out, sh.in});
+          a.w_scale_inv = ToDevice(
+              w.scales, DType::kFloat32,
+              {(sh.out + kBlock - 1) / kBlock, (sh.in + kBlock - 1) / kBlock});
+          a.y = Poisoned(y_type, {sh.rows, sh.out});
+          ASSERT_THAT(Run<Fp8BlockGemm>(a), IsOk());
+          const std::vector<double> y = Read(a.y);
+          const QuantizedRef xq = QuantizeRef(x, sh.rows, sh.in, 1, fp8);
+          const reference::Fp8Kind kind = testing::KindOf(fp8);
+          const int64_t groups = (sh.in + kBlock - 1) / kBlock;
+          // Dequantised operands, and each x element's rounding allowance.
+          std::vector<double> wd(sh.out * sh.in), xd(sh.rows * sh.in),
+              allowance(sh.rows * sh.in);
+          for (int64_t o = 0; o < sh.out; ++o) {
+            for (int64_t i = 0; i < sh.in; ++i) {
+              wd[o * sh.in + i] =
+                  reference::Fp8Value(w.codes[o * sh.in + i], kind) *
+                  w.scales[(o / kBlock) * groups + i / kBlock];
+            }
+          }
+          for (int64_t r = 0; r < sh.rows; ++r) {
+            for (int64_t i = 0; i < sh.in; ++i) {
+              const double sx = xq.scales[r * groups + i / kBlock];
+              xd[r * sh.in + i] =
+                  reference::Fp8Value(xq.codes[r * sh.in + i], kind) * sx;
+              allowance[r * sh.in + i] =
+                  (0x1p-4 + 0x1p-22) * std::abs(x[r * sh.in + i]) +
+                  HalfSubnormalStep(fp8) * sx;
+            }
+          }
+          int bad = 0;
+          double worst_fp8 = 0.0;
+          for (int64_t r = 0; r < sh.rows; ++r) {
+            for (int64_t o = 0; o < sh.out; ++o) {
+              double ref_q = 0.0, mag_q = 0.0, ref = 0.0, bound = 0.0;
+              const double* wr = wd.data() + o * sh.in;
+              const double* xr = xd.data() + r * sh.in;
+              const double* ar = allowance.data() + r * sh.in;
+              const float* x0 = x.data() + r * sh.in;
+              for (int64_t i = 0; i < sh.in; ++i) {
+                ref_q += xr[i] * wr[i];
+                mag_q += std::abs(xr[i] * wr[i]);
+                ref += double{x0[i]} * wr[i];
+                bound += std::abs(wr[i]) * ar[i];
+              }
+              const double got = y[r * sh.out + o];
+              const double tight = GemmTolerance(mag_q, sh.in, y_type, ref_q);
+              if (!(std::abs(got - ref_q) <= tight) && ++bad <= 5) {
+                ADD_FAILURE() << "y[" << r << ", " << o << "] = " << got
+                              << ", expected " << ref_q << " (quantised x)";
+              }
+              const double fp8_bound = bound + tight;
+              if (!(std::abs(got - ref) <= fp8_bound) && ++bad <= 5) {
+                ADD_FAILURE()
+                    << "y[" << r << ", " << o << "] = " << got << ", more than "
+                    << fp8_bound << " from " << ref << " (fp8's bound)";
+              }
+              if (fp8_bound > 0) {
+                worst_fp8 =
+                    std::max(worst_fp8, std::abs(got - ref) / fp8_bound);
+              }
+              // The zero row gives exact zeros.
+              if (r == 0) {
+                ASSERT_EQ(got, 0.0) << "column " << o;
+              }
+            }
+          }
+          EXPECT_EQ(bad, 0);
+          RecordProperty(
+              absl::StrCat("fp8_bound_use_", sh.rows, "x", sh.in, "x", sh.out),
+              std::to_string(worst_fp8));
+        }
+      }
+    }
+  }
+}
+
+// A weight's rows addressed through a view into a larger (concatenated)
+// weight: a row stride, and block scales whose rows start at the view's
+// first block (a fused projection whose first part has a multiple of 128
+// rows).
+TEST_P(DenseOpTest, Fp8BlockGemmOnARowSliceOfAConcatenatedWeight) {
+  const int64_t rows = 9, in = 256, first = 256, second = 200;
+  const int64_t total = first + second;
+  std::vector<float> x = RandomFloats(rows * in);
+  const std::vector<float> w_full = RandomFloats(total * in, 0.05);
+  const QuantizedRef w =
+      QuantizeRef(w_full, total, in, kBlock, DType::kFloat8E4m3fn);
+  const TensorView whole_w =
+      ToDevice(w.codes, DType::kFloat8E4m3fn, {total, in});
+  const TensorView whole_s =
+      ToDevice(w.scales, DType::kFloat32, {(total + kBlock - 1) / kBlock, 2});
+  Fp8BlockGemm::Args a;
+  a.x = FloatsToDevice(x, DType::kFloat32, {rows, in});
+  a.w = MakeTensorView(static_cast<uint8_t*>(whole_w.data) + first * in,
+                       DType::kFloat8E4m3fn, {second, in});
+  a.w_scale_inv =
+      MakeTensorView(static_cast<float*>(whole_s.data) + (first / kBlock) * 2,
+                     DType::kFloat32, {(second + kBlock - 1) / kBlock, 2});
+  a.y = Poisoned(DType::kFloat32, {rows, second});
+  ASSERT_THAT(Run<Fp8BlockGemm>(a), IsOk());
+  const std::vector<double> y = Read(a.y);
+  const QuantizedRef xq = QuantizeRef(x, rows, in, 1, DType::kFloat8E4m3fn);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < second; ++o) {
+      double ref = 0.0, mag = 0.0;
+      for (int64_t i = 0; i < in; ++i) {
+        const double wd = reference::Fp8Value(w.codes[(first + o) * in + i],
+                                              reference::Fp8Kind::kE4m3fn) *
+                          w.scales[((first + o) / kBlock) * 2 + i / kBlock];
+        const double xd = reference::Fp8Value(xq.codes[r * in + i],
+                                              reference::Fp8Kind::kE4m3fn) *
+                          xq.scales[r * 2 + i / kBlock];
+        ref += xd * wd;
+        mag += std::abs(xd * wd);
+      }
+      ASSERT_LE(std::abs(y[r * second + o] - ref),
+                GemmTolerance(mag, in, DType::kFloat32, ref))
+          << "y[" << r << ", " << o << "]";
+    }
+  }
+}
+
+// Quantising a weight with the op (block_rows 128) and multiplying with the
+// result is the same product as with the reference's quantisation.
+TEST_P(DenseOpTest, Fp8BlockQuantOfAWeightFeedsTheProduct) {
+  const int64_t rows = 17, in = 320, out = 200;
+  std::vector<float> w_full = RandomFloats(out * in, 0.05);
+  Fp8BlockQuant::Args qa;
+  qa.x = FloatsToDevice(w_full, DType::kBFloat16, {out, in});
+  qa.block_rows = kBlock;
+  qa.q = Poisoned(DType::kFloat8E4m3fn, {out, in});
+  qa.scale_inv = Poisoned(DType::kFloat32, {2, 3});
+  ASSERT_THAT(Run<Fp8BlockQuant>(qa), IsOk());
+  std::vector<float> x = RandomFloats(rows * in);
+  Fp8BlockGemm::Args a;
+  a.x = FloatsToDevice(x, DType::kBFloat16, {rows, in});
+  a.w = qa.q;
+  a.w_scale_inv = qa.scale_inv;
+  a.y = Poisoned(DType::kFloat32, {rows, out});
+  ASSERT_THAT(Run<Fp8BlockGemm>(a), IsOk());
+  const std::vector<double> y = Read(a.y);
+  // w_full holds the bf16-rounded values the op read.
+  const QuantizedRef w =
+      QuantizeRef(w_full, out, in, kBlock, DType::kFloat8E4m3fn);
+  const QuantizedRef xq = QuantizeRef(x, rows, in, 1, DType::kFloat8E4m3fn);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double ref = 0.0, mag = 0.0;
+      for (int64_t i = 0; i < in; ++i) {
+        const double p = reference::Fp8Value(xq.codes[r * in + i],
+                                             reference::Fp8Kind::kE4m3fn) *
+                         xq.scales[r * 3 + i / kBlock] *
+                         reference::Fp8Value(w.codes[o * in + i],
+                                             reference::Fp8Kind::kE4m3fn) *
+                         w.scales[(o / kBlock) * 3 + i / kBlock];
+        ref += p;
+        mag += std::abs(p);
+      }
+      ASSERT_LE(std::abs(y[r * out + o] - ref),
+                GemmTolerance(mag, in, DType::kFloat32, ref))
+          << "y[" << r << ", " << o << "]";
+    }
+  }
+}
+
+TEST_P(DenseOpTest, Fp8BadArgumentsAreClearErrors) {
+  std::vector<float> x = RandomFloats(4 * 200);
+  std::vector<uint8_t> codes(136 * 200, 0x38);
+  std::vector<float> scales(2 * 2, 0.01f);
+  Fp8BlockGemm::Args a;
+  a.x = FloatsToDevice(x, DType::kFloat32, {4, 200});
+  a.w = ToDevice(codes, DType::kFloat8E4m3fn, {136, 200});
+  a.w_scale_inv = ToDevice(scales, DType::kFloat32, {2, 2});
+  a.y = Poisoned(DType::kFloat32, {4, 136});
+  ASSERT_THAT(Run<Fp8BlockGemm>(a), IsOk());
+  // Scales of the wrong shape.
+  std::vector<float> wrong(3 * 2, 0.01f);
+  a.w_scale_inv = ToDevice(wrong, DType::kFloat32, {3, 2});
+  EXPECT_THAT(Run<Fp8BlockGemm>(a),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("fp8_block_gemm: w_scale_inv dim 0 (out "
+                                 "blocks) is 3, expected 2 (ceil(w's out 136 "
+                                 "/ 128))")));
+  a.w_scale_inv = ToDevice(scales, DType::kFloat32, {2, 2});
+  std::vector<float> narrow(2 * 1, 0.01f);
+  a.w_scale_inv = ToDevice(narrow, DType::kFloat32, {2, 1});
+  EXPECT_THAT(Run<Fp8BlockGemm>(a),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("w_scale_inv dim 1 (in blocks) is 1, "
+                                 "expected 2")));
+  a.w_scale_inv = ToDevice(scales, DType::kFloat32, {2, 2});
+  // Scales in bf16, a bf16 weight, an fp8 x.
+  std::vector<uint16_t> bf(4, 0x3c00);
+  a.w_scale_inv = ToDevice(bf, DType::kBFloat16, {2, 2});
+  EXPECT_THAT(Run<Fp8BlockGemm>(a),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("fp8_block_gemm: w_scale_inv")));
+  a.w_scale_inv = ToDevice(scales, DType::kFloat32, {2, 2});
+  std::vector<uint16_t> wb(136 * 200, 0x3c00);
+  const TensorView fp8_w = a.w;
+  a.w = ToDevice(wb, DType::kBFloat16, {136, 200});
+  EXPECT_THAT(Run<Fp8BlockGemm>(a), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             HasSubstr("fp8_block_gemm: w")));
+  a.w = fp8_w;
+  a.x = ToDevice(codes, DType::kFloat8E4m3fn, {136, 200});
+  a.y = Poisoned(DType::kFloat32, {136, 136});
+  EXPECT_THAT(Run<Fp8BlockGemm>(a), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             HasSubstr("fp8_block_gemm: x")));
+  // The quantiser: block_rows other than 1 and 128, scales of the wrong
+  // shape for the block rows.
+  Fp8BlockQuant::Args q;
+  q.x = FloatsToDevice(x, DType::kFloat32, {4, 200});
+  q.block_rows = 64;
+  q.q = Poisoned(DType::kFloat8E4m3fn, {4, 200});
+  q.scale_inv = Poisoned(DType::kFloat32, {4, 2});
+  EXPECT_THAT(Run<Fp8BlockQuant>(q),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("fp8_block_quant: block_rows is 64")));
+  q.block_rows = kBlock;
+  EXPECT_THAT(Run<Fp8BlockQuant>(q),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("fp8_block_quant: scale_inv dim 0 (rows "
+                                 "blocks) is 4, expected 1")));
+  q.q = Poisoned(DType::kFloat32, {4, 200});
+  EXPECT_THAT(Run<Fp8BlockQuant>(q),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("fp8_block_quant: q")));
+}
+
 TEST_P(DenseOpTest, BadArgumentsAreClearErrors) {
   std::vector<float> x = RandomFloats(4 * 8);
   std::vector<uint16_t> w = RandomBf16(5 * 9);

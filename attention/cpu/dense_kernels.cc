@@ -8,6 +8,7 @@
 #include "attention/cpu/kernel_util.h"
 #include "attention/cpu/parallel.h"
 #include "attention/dtypes/bf16.h"
+#include "attention/dtypes/fp8.h"
 #include "attention/dtypes/random_fill.h"
 
 namespace dsa::attention::cpu {
@@ -45,6 +46,70 @@ inline void Dot2(const float* x0, const float* x1, const float* w, int64_t n,
   *out1 = s1;
 }
 
+// y[r, o] = sum_i x[r, i] w[o, i] for one batch entry: x as `rows` fp32
+// rows of `in` (converted once: every block of outputs reads all of it),
+// weight rows converted to fp32 by load_w(o0, n, out) a block of 32 at a time
+// (every weight is converted once per call, whatever the number of rows),
+// results stored by store(r, o0, n, values). Work items are blocks of
+// outputs, so a decode (one row) spreads over the threads as well as a
+// prefill does.
+template <class LoadWeightRows, class StoreRow>
+void DenseProduct(int threads, const std::vector<float>& x, int64_t rows,
+                  int64_t in, int64_t out, const LoadWeightRows& load_w,
+                  const StoreRow& store) {
+  constexpr int64_t kOutBlock = 32;
+  const int64_t out_blocks = (out + kOutBlock - 1) / kOutBlock;
+  ParallelFor(out_blocks, threads, 1, [&](int, int64_t begin, int64_t end) {
+    std::vector<float> w(static_cast<size_t>(kOutBlock * in));
+    std::vector<float> y0(kOutBlock), y1(kOutBlock);
+    for (int64_t block = begin; block < end; ++block) {
+      const int64_t o0 = block * kOutBlock;
+      const int64_t n = std::min(kOutBlock, out - o0);
+      load_w(o0, n, w.data());
+      for (int64_t r0 = 0; r0 < rows; r0 += 2) {
+        // An odd last row is paired with itself; the copy is dropped.
+        const int64_t r1 = std::min(r0 + 1, rows - 1);
+        for (int64_t o = 0; o < n; ++o) {
+          Dot2(x.data() + r0 * in, x.data() + r1 * in, w.data() + o * in, in,
+               &y0[o], &y1[o]);
+        }
+        store(r0, o0, n, y0.data());
+        if (r1 != r0) store(r1, o0, n, y1.data());
+      }
+    }
+  });
+}
+
+// Fp8BlockQuant's rule (dense_ops.h) on the `n` values of one block row
+// segment: the codes of v[i] / scale.
+void QuantizeSegment(const float* v, int64_t n, float scale,
+                     const Fp8Traits& traits, uint8_t* codes) {
+  for (int64_t i = 0; i < n; ++i) codes[i] = FloatToFp8(v[i] / scale, traits);
+}
+
+// The 256 values of an fp8 encoding.
+struct Fp8Values {
+  float value[256];
+};
+const Fp8Values& Fp8ValuesOf(DType dtype) {
+  static const auto make = [](DType d) {
+    auto* t = new Fp8Values();
+    for (int c = 0; c < 256; ++c) {
+      t->value[c] = Fp8ToFloat(static_cast<uint8_t>(c), Fp8TraitsOf(d));
+    }
+    return t;
+  };
+  static const Fp8Values* const fn = make(DType::kFloat8E4m3fn);
+  static const Fp8Values* const fnuz = make(DType::kFloat8E4m3fnuz);
+  return dtype == DType::kFloat8E4m3fnuz ? *fnuz : *fn;
+}
+
+float AbsMax(const float* v, int64_t n) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(v[i]));
+  return amax;
+}
+
 }  // namespace
 
 Status GemmCpu(const ExecutionContext& ctx, const Gemm::Args& a) {
@@ -55,47 +120,119 @@ Status GemmCpu(const ExecutionContext& ctx, const Gemm::Args& a) {
   const int threads = ResolveNumThreads(ctx.num_threads);
   std::vector<float> x(static_cast<size_t>(rows * in));
   for (int64_t b = 0; b < batch; ++b) {
-    // x as fp32 rows, once: every block of outputs reads all of it.
     for (int64_t r = 0; r < rows; ++r) {
       LoadRow(a.x, b * a.x.stride(0) + r * a.x.stride(1), in,
               x.data() + r * in);
     }
-    // Work items are blocks of outputs: each converts its block of weight
-    // rows to fp32 once (every weight is converted once per call, whatever
-    // the number of rows) and multiplies every row pair with it, so a decode
-    // (one row) spreads over the threads as well as a prefill does.
-    constexpr int64_t kOutBlock = 32;
-    const int64_t out_blocks = (out + kOutBlock - 1) / kOutBlock;
     const uint16_t* wp = a.w.data_as<const uint16_t>() + b * a.w.stride(0);
-    ParallelFor(out_blocks, threads, 1, [&](int, int64_t begin, int64_t end) {
-      std::vector<float> w(static_cast<size_t>(kOutBlock * in));
-      std::vector<float> y0(kOutBlock), y1(kOutBlock);
-      for (int64_t block = begin; block < end; ++block) {
-        const int64_t o0 = block * kOutBlock;
-        const int64_t n = std::min(kOutBlock, out - o0);
-        for (int64_t o = 0; o < n; ++o) {
-          const uint16_t* row = wp + (o0 + o) * a.w.stride(1);
-          for (int64_t i = 0; i < in; ++i) {
-            w[o * in + i] = Bf16ToFloat(row[i * a.w.stride(2)]);
+    DenseProduct(
+        threads, x, rows, in, out,
+        [&](int64_t o0, int64_t n, float* w) {
+          for (int64_t o = 0; o < n; ++o) {
+            const uint16_t* row = wp + (o0 + o) * a.w.stride(1);
+            for (int64_t i = 0; i < in; ++i) {
+              w[o * in + i] = Bf16ToFloat(row[i * a.w.stride(2)]);
+            }
+          }
+        },
+        [&](int64_t r, int64_t o0, int64_t n, const float* y) {
+          StoreFloats(a.y, b * a.y.stride(0) + r * a.y.stride(1) + o0, n, y);
+        });
+  }
+  return OkStatus();
+}
+
+Status Fp8BlockQuantCpu(const ExecutionContext& ctx,
+                        const Fp8BlockQuant::Args& a) {
+  DSA_RETURN_IF_ERROR(Fp8BlockQuant::Validate(a));
+  const int64_t rows = a.x.dim(0), cols = a.x.dim(1);
+  if (rows == 0 || cols == 0) return OkStatus();
+  const int64_t br = a.block_rows;
+  const int64_t row_blocks = (rows + br - 1) / br;
+  const int64_t col_blocks = Fp8Blocks(cols);
+  const Fp8Traits traits = Fp8TraitsOf(a.q.dtype);
+  const float divisor = VllmFp8ScaleDivisor(a.q.dtype);
+  ParallelFor(
+      row_blocks, ResolveNumThreads(ctx.num_threads), 1,
+      [&](int, int64_t begin, int64_t end) {
+        std::vector<float> v(static_cast<size_t>(br * cols));
+        std::vector<float> amax(static_cast<size_t>(col_blocks));
+        for (int64_t rb = begin; rb < end; ++rb) {
+          const int64_t r0 = rb * br;
+          const int64_t n = std::min(br, rows - r0);
+          std::fill(amax.begin(), amax.end(), 0.0f);
+          for (int64_t r = 0; r < n; ++r) {
+            float* row = v.data() + r * cols;
+            LoadRow(a.x, (r0 + r) * a.x.stride(0), cols, row);
+            for (int64_t cb = 0; cb < col_blocks; ++cb) {
+              const int64_t c0 = cb * kFp8BlockSize;
+              amax[cb] = std::max(
+                  amax[cb], AbsMax(row + c0, std::min<int64_t>(kFp8BlockSize,
+                                                               cols - c0)));
+            }
+          }
+          for (int64_t cb = 0; cb < col_blocks; ++cb) {
+            const float scale = Fp8BlockScale(amax[cb], divisor);
+            a.scale_inv.data_as<float>()[rb * a.scale_inv.stride(0) + cb] =
+                scale;
+            const int64_t c0 = cb * kFp8BlockSize;
+            const int64_t m = std::min<int64_t>(kFp8BlockSize, cols - c0);
+            for (int64_t r = 0; r < n; ++r) {
+              QuantizeSegment(
+                  v.data() + r * cols + c0, m, scale, traits,
+                  a.q.data_as<uint8_t>() + (r0 + r) * a.q.stride(0) + c0);
+            }
           }
         }
-        for (int64_t r0 = 0; r0 < rows; r0 += 2) {
-          // An odd last row is paired with itself; the copy is dropped.
-          const int64_t r1 = std::min(r0 + 1, rows - 1);
-          for (int64_t o = 0; o < n; ++o) {
-            Dot2(x.data() + r0 * in, x.data() + r1 * in, w.data() + o * in, in,
-                 &y0[o], &y1[o]);
-          }
-          StoreFloats(a.y, b * a.y.stride(0) + r0 * a.y.stride(1) + o0, n,
-                      y0.data());
-          if (r1 != r0) {
-            StoreFloats(a.y, b * a.y.stride(0) + r1 * a.y.stride(1) + o0, n,
-                        y1.data());
-          }
+      });
+  return OkStatus();
+}
+
+Status Fp8BlockGemmCpu(const ExecutionContext& ctx,
+                       const Fp8BlockGemm::Args& a) {
+  DSA_RETURN_IF_ERROR(Fp8BlockGemm::Validate(a));
+  const int64_t rows = a.x.dim(0), in = a.x.dim(1), out = a.w.dim(0);
+  if (rows == 0 || out == 0) return OkStatus();
+  const int threads = ResolveNumThreads(ctx.num_threads);
+  const Fp8Traits traits = Fp8TraitsOf(a.w.dtype);
+  const float divisor = VllmFp8ScaleDivisor(a.w.dtype);
+  const Fp8Values& table = Fp8ValuesOf(a.w.dtype);
+  const int64_t groups = Fp8Blocks(in);
+  // x quantised per token and 128 columns, then dequantised: x~ = q * s.
+  std::vector<float> x(static_cast<size_t>(rows * in));
+  ParallelFor(rows, threads, 16, [&](int, int64_t begin, int64_t end) {
+    std::vector<uint8_t> codes(kFp8BlockSize);
+    for (int64_t r = begin; r < end; ++r) {
+      float* row = x.data() + r * in;
+      LoadRow(a.x, r * a.x.stride(0), in, row);
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t c0 = g * kFp8BlockSize;
+        const int64_t m = std::min<int64_t>(kFp8BlockSize, in - c0);
+        const float scale = Fp8BlockScale(AbsMax(row + c0, m), divisor);
+        QuantizeSegment(row + c0, m, scale, traits, codes.data());
+        for (int64_t i = 0; i < m; ++i) {
+          row[c0 + i] = table.value[codes[i]] * scale;
         }
       }
-    });
-  }
+    }
+  });
+  const uint8_t* wp = a.w.data_as<const uint8_t>();
+  const float* sp = a.w_scale_inv.data_as<const float>();
+  DenseProduct(
+      threads, x, rows, in, out,
+      [&](int64_t o0, int64_t n, float* w) {
+        for (int64_t o = 0; o < n; ++o) {
+          const uint8_t* row = wp + (o0 + o) * a.w.stride(0);
+          const float* scales =
+              sp + ((o0 + o) / kFp8BlockSize) * a.w_scale_inv.stride(0);
+          for (int64_t i = 0; i < in; ++i) {
+            w[o * in + i] = table.value[row[i]] * scales[i / kFp8BlockSize];
+          }
+        }
+      },
+      [&](int64_t r, int64_t o0, int64_t n, const float* y) {
+        StoreFloats(a.y, r * a.y.stride(0) + o0, n, y);
+      });
   return OkStatus();
 }
 

@@ -38,10 +38,11 @@ TEST(CpuAttentionPluginTest, RegistersEveryOpThroughTheHostApi) {
   ASSERT_THAT(platform::RegisterCpuPlatform(registry), IsOk());
   ASSERT_THAT(registry.LoadPlugin(PluginPath()), IsOk());
   EXPECT_THAT(registry.KernelOps("cpu"),
-              ElementsAre("cast", "dense_mha_prefill", "gemm",
-                          "indexer_k_write", "indexer_logits", "indexer_q",
-                          "indexer_topk", "mla_cache_write", "random_fill",
-                          "residual_add", "rms_norm", "rope", "sparse_mla"));
+              ElementsAre("cast", "dense_mha_prefill", "fp8_block_gemm",
+                          "fp8_block_quant", "gemm", "indexer_k_write",
+                          "indexer_logits", "indexer_q", "indexer_topk",
+                          "mla_cache_write", "random_fill", "residual_add",
+                          "rms_norm", "rope", "sparse_mla"));
   EXPECT_THAT(GetKernel<IndexerKWrite>(registry, "cpu"), IsOk());
   EXPECT_THAT(GetKernel<IndexerQ>(registry, "cpu"), IsOk());
   EXPECT_THAT(GetKernel<IndexerLogits>(registry, "cpu"), IsOk());

@@ -25,12 +25,15 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-// The seven attention ops and the six dense ops, sorted.
-const std::vector<std::string> kAllOps = {
-    "cast",           "dense_mha_prefill", "gemm",         "indexer_k_write",
-    "indexer_logits", "indexer_q",         "indexer_topk", "mla_cache_write",
-    "random_fill",    "residual_add",      "rms_norm",     "rope",
-    "sparse_mla"};
+// The seven attention ops and the eight dense ops, sorted.
+const std::vector<std::string> kAllOps = {"cast",           "dense_mha_prefill",
+                                          "fp8_block_gemm", "fp8_block_quant",
+                                          "gemm",           "indexer_k_write",
+                                          "indexer_logits", "indexer_q",
+                                          "indexer_topk",   "mla_cache_write",
+                                          "random_fill",    "residual_add",
+                                          "rms_norm",       "rope",
+                                          "sparse_mla"};
 constexpr size_t kNumAttentionOps = 7;
 
 TEST(CpuAttentionRegistrationTest, StaticRegistrarFillsTheGlobalRegistry) {

@@ -129,6 +129,27 @@ DSA_HOST_DEVICE constexpr float VllmFp8ScaleDivisor(DType dtype) {
                                          : Fp8Max(dtype);
 }
 
+// Block-scaled fp8 weights and activations (W8A8; attention/dense_ops.h,
+// Fp8BlockQuant and Fp8BlockGemm): 128 columns per block, a weight's blocks
+// 128 rows high, an activation's one row (a token).
+inline constexpr int kFp8BlockSize = 128;
+// vLLM's per_token_group_quant_fp8 eps: an all-zero block keeps a finite,
+// non-zero scale (and zero codes).
+inline constexpr float kFp8BlockMinAmax = 1e-10f;
+
+// The multiplier of a block with absolute maximum `amax`: max(amax, 1e-10) /
+// divisor (VllmFp8ScaleDivisor: 448 e4m3fn, 224 e4m3fnuz), in float32, not
+// rounded to a power of two.
+DSA_HOST_DEVICE inline float Fp8BlockScale(float amax, float divisor) {
+  // A NaN amax compares false and takes the floor.
+  return (amax >= kFp8BlockMinAmax ? amax : kFp8BlockMinAmax) / divisor;
+}
+
+// Blocks of `n` elements: ceil(n / 128).
+DSA_HOST_DEVICE constexpr int64_t Fp8Blocks(int64_t n) {
+  return (n + kFp8BlockSize - 1) / kFp8BlockSize;
+}
+
 }  // namespace dsa::attention
 
 #endif  // DSA_ATTENTION_DTYPES_FP8_H_

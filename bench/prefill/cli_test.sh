@@ -70,7 +70,7 @@ expect_usage_error "name the same file" --platform=emulated-rocm \
 # Long arguments are echoed capped: one short line, whatever the flag.
 long="$(head -c 100000 /dev/zero | tr '\0' q)"
 for arg in --arch="$long" --"$long"=1 "$long" --op_times="$long" \
-    --kv_cache_dtype="$long" \
+    --kv_cache_dtype="$long" --weights="$long" \
     --workloads="$long" --arms="$long" --runs="$long" --platform="$long" \
     --model="$long" --json="/tmp/$long" --plot="/tmp/$long"; do
   "$bench" "$arg" >/dev/null 2>"$tmp/stderr"

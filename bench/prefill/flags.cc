@@ -178,6 +178,16 @@ absl::Status SetIndexerTp(absl::string_view flag, absl::string_view value,
   return absl::OkStatus();
 }
 
+absl::Status SetWeights(absl::string_view flag, absl::string_view value,
+                        Flags& flags) {
+  if (value != "bfloat16" && value != "fp8") {
+    return UsageError(absl::StrCat("--", flag, "=", Echo(value),
+                                   ": expected bfloat16 or fp8"));
+  }
+  flags.weights = std::string(value);
+  return absl::OkStatus();
+}
+
 absl::Status SetOpTimes(absl::string_view flag, absl::string_view value,
                         Flags& flags) {
   if (value != "true" && value != "false") {
@@ -253,6 +263,14 @@ std::vector<FlagSpec> MakeFlagTable() {
        "vLLM's: every rank scores every row) or rows\n"
        "(each rank its rows, the top-k all-gathered)",
        SetIndexerTp},
+      {"weights", "W",
+       "the projections' weights: bfloat16 or fp8 (W8A8\n"
+       "with 128x128 weight block scales and per-token\n"
+       "1x128 activation scales, as the seed's FP8\n"
+       "checkpoint; a bf16 model is quantised at load).\n"
+       "Default: fp8 for a checkpoint stored in fp8,\n"
+       "else bfloat16",
+       SetWeights},
       {"threads", "N", "host threads (default 0: all cores)",
        SetInt<&Flags::threads, 0, 1024>},
       {"seed", "N", "weights and inputs (default 1)",

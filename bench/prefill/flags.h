@@ -46,6 +46,10 @@ struct Flags {
   // The indexer under tensor parallelism: "replicated" (every rank scores
   // every row, vLLM) or "rows" (each rank its block, the top-k gathered).
   std::string indexer_tp = "replicated";
+  // The projections' weights: "bfloat16", "fp8" (W8A8 with 128 x 128 weight
+  // block scales, RuntimeOptions::weight_dtype), or empty: fp8 for a
+  // checkpoint that stores fp8 matrices, else bfloat16.
+  std::string weights;
   int threads = 0;  // 0: all cores
   uint64_t seed = 1;
   std::string json;    // write every figure here

@@ -69,7 +69,7 @@ TEST(ParseFlagsTest, EveryOtherFlagReadsItsValue) {
       Flags f,
       Parse({"--spec_tokens=3", "--block_size=16", "--num_blocks=99",
              "--threads=4", "--seed=18446744", "--plot=p.svg", "--commit=abc",
-             "--op_times=true", "--kv_cache_dtype=fp8"}));
+             "--op_times=true", "--kv_cache_dtype=fp8", "--weights=fp8"}));
   EXPECT_EQ(f.spec_tokens, 3);
   EXPECT_EQ(f.block_size, 16);
   EXPECT_EQ(f.num_blocks, 99);
@@ -79,6 +79,7 @@ TEST(ParseFlagsTest, EveryOtherFlagReadsItsValue) {
   EXPECT_EQ(f.commit, "abc");
   EXPECT_TRUE(f.op_times);
   EXPECT_EQ(f.kv_cache_dtype, "fp8");
+  EXPECT_EQ(f.weights, "fp8");
   ASSERT_OK_AND_ASSIGN(Flags g, Parse({"--op_times=false", "--seed=0"}));
   EXPECT_FALSE(g.op_times);
   EXPECT_EQ(g.seed, 0u);
@@ -121,6 +122,7 @@ TEST(ParseFlagsTest, BadFlagsNameWhatIsWrong) {
       {{"--tp=0"}, "--tp=0: expected an integer in [1, 64]"},
       {{"--tp=65"}, "--tp=65: expected an integer in [1, 64]"},
       {{"--indexer_tp=cols"}, "--indexer_tp=cols: expected replicated or rows"},
+      {{"--weights=int4"}, "--weights=int4: expected bfloat16 or fp8"},
       {{"--help=1"}, "unknown flag --help"},
   };
   for (const auto& [args, message] : cases) {

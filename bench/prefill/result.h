@@ -94,6 +94,7 @@ struct BenchResult {
   std::string indexer_tp;       // --indexer_tp
   int ranks_run = 1;            // tp, or 1 when rank 0 ran alone
   std::string tp_note;          // how the ranks ran; empty at tp 1
+  std::string weights;          // --weights as resolved
   std::string gpu_timing_note;  // what host issue / device tail are, or why
                                 // there are none
   std::vector<WorkloadResult> workloads;

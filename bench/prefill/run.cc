@@ -88,8 +88,8 @@ absl::StatusOr<std::vector<ArmModel>> BuildArms(
           absl::StrCat("building ", config.name(), " for the ", spec->name,
                        " arm on ", platform.info.name, " (", setup.num_blocks,
                        " cache blocks of ", flags.block_size, " tokens, ",
-                       flags.kv_cache_dtype,
-                       " latent, per layer): ", model.status().message()));
+                       flags.kv_cache_dtype, " latent, per layer, ",
+                       setup.weights, " weights): ", model.status().message()));
     }
     arms.push_back({spec, std::move(*model)});
   }
@@ -331,6 +331,7 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
   result.ranks_run =
       setup.ranks == model::deepseek_v32::RankSet::kAllRanks ? flags.tp : 1;
   result.tp_note = setup.tp_note;
+  result.weights = setup.weights;
   result.gpu_timing_note =
       setup.platform.info.executes_on_cpu()
           ? "n/a: the step executes on the CPU, where every op runs "

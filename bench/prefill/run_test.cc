@@ -210,6 +210,30 @@ TEST_F(RunBenchTest, TensorParallelRanksOnTheHost) {
                                  "divide")));
 }
 
+// The seed's FP8 weights: the random bf16 weights quantised per 128 x 128
+// block at load, every projection a W8A8 product; the arms still compare to
+// the bit, and the table and the JSON say which weights ran.
+TEST_F(RunBenchTest, Fp8Weights) {
+  ASSERT_OK_AND_ASSIGN(
+      BenchResult r,
+      Run({"--platform=emulated-rocm", "--model=tiny-glm-5.1",
+           "--workloads=1k_c1", "--prompts=1", "--runs=1", "--arms=main,skip",
+           "--weights=fp8", "--kv_cache_dtype=fp8"}));
+  EXPECT_EQ(r.weights, "fp8");
+  ASSERT_EQ(r.workloads.size(), 1u);
+  EXPECT_TRUE(r.workloads[0].outputs_equal.value_or(false));
+  EXPECT_TRUE(r.workloads[0].arms[1].caches_equal.value_or(false));
+  EXPECT_THAT(FormatTable(r),
+              HasSubstr("fp8 latent cache, fp8 weights; 1 run per arm"));
+  ASSERT_OK_AND_ASSIGN(BenchResultJson json, ToProto(r));
+  EXPECT_EQ(json.weights(), "fp8");
+  // A preset runs bf16 weights unless told.
+  ASSERT_OK_AND_ASSIGN(BenchResult b,
+                       Run({"--platform=emulated-rocm", "--workloads=1k_c1",
+                            "--prompts=1", "--runs=1", "--arms=main"}));
+  EXPECT_EQ(b.weights, "bfloat16");
+}
+
 TEST_F(RunBenchTest, ArmsInTheOrderGiven) {
   ASSERT_OK_AND_ASSIGN(BenchResult r,
                        Run({"--platform=emulated-rocm", "--workloads=1k_c1",

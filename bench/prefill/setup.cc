@@ -225,6 +225,11 @@ absl::StatusOr<BenchSetup> MakeSetup(const Flags& flags,
   s.options.max_num_batched_tokens = s.step_tokens;
   s.options.num_threads = flags.threads;
   s.options.fp8_latent_cache = flags.kv_cache_dtype == "fp8";
+  s.weights = !flags.weights.empty()          ? flags.weights
+              : s.loaded->holds_fp8_weights() ? "fp8"
+                                              : "bfloat16";
+  s.options.weight_dtype = s.weights == "fp8" ? attention::DType::kFloat8E4m3fn
+                                              : attention::DType::kBFloat16;
   // On a GPU the projections read bf16 activations, so that they run on the
   // vendor GEMM (cuBLASLt takes bf16 x); every arm alike, so their outputs
   // still compare to the bit.

@@ -40,6 +40,8 @@ struct BenchSetup {
   std::vector<std::vector<std::string>> not_run;
   int64_t step_tokens = 0;  // max_num_batched_tokens
   int num_blocks = 0;       // cache blocks per layer
+  // --weights as it resolved: "bfloat16" or "fp8".
+  std::string weights;
   // Every arm's runner options before ArmOptions: bf16 activations on a GPU
   // (the vendor GEMM takes them), float32 on the CPU, its reference; --tp's
   // ranks in options.tensor_parallel.

@@ -53,6 +53,8 @@ TEST(SetupTest, TheDefaultsScaleWithThePreset) {
   EXPECT_FALSE(s.options.no_indexer);  // the arms set it
   EXPECT_EQ(s.options.activation_dtype, attention::DType::kFloat32);
   EXPECT_FALSE(s.options.fp8_latent_cache);
+  EXPECT_EQ(s.weights, "bfloat16");  // a preset's default
+  EXPECT_EQ(s.options.weight_dtype, attention::DType::kBFloat16);
 }
 
 TEST(SetupTest, FlagsOverrideTheDefaults) {
@@ -60,8 +62,10 @@ TEST(SetupTest, FlagsOverrideTheDefaults) {
       BenchSetup s, SetupFrom({"--platform=emulated-rocm", "--workloads=1k_c1",
                                "--max_num_batched_tokens=16", "--block_size=8",
                                "--num_blocks=50", "--threads=1", "--prompts=3",
-                               "--kv_cache_dtype=fp8"}));
+                               "--kv_cache_dtype=fp8", "--weights=fp8"}));
   ASSERT_EQ(s.workloads.size(), 1u);
+  EXPECT_EQ(s.weights, "fp8");
+  EXPECT_EQ(s.options.weight_dtype, attention::DType::kFloat8E4m3fn);
   EXPECT_EQ(s.workloads[0].prompts, 3);
   EXPECT_EQ(s.step_tokens, 16);
   EXPECT_EQ(s.num_blocks, 50);

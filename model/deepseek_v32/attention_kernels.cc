@@ -44,6 +44,10 @@ absl::StatusOr<DenseKernels> DenseKernels::Load(
                        GetKernel<attention::Cast>(registry, platform_id));
   DSA_ASSIGN_OR_RETURN(k.random_fill,
                        GetKernel<attention::RandomFill>(registry, platform_id));
+  DSA_ASSIGN_OR_RETURN(k.fp8_block_quant, GetKernel<attention::Fp8BlockQuant>(
+                                              registry, platform_id));
+  DSA_ASSIGN_OR_RETURN(k.fp8_block_gemm, GetKernel<attention::Fp8BlockGemm>(
+                                             registry, platform_id));
   return k;
 }
 

@@ -15,7 +15,8 @@
 
 namespace dsa::model::deepseek_v32 {
 
-// The dense ops: projections, norms, rope, casts, residual, random weights.
+// The dense ops: projections (bf16, and W8A8 fp8 with the weights' fp8
+// block quantisation), norms, rope, casts, residual, random weights.
 struct DenseKernels {
   attention::Kernel<attention::Gemm> gemm;
   attention::Kernel<attention::RmsNorm> rms_norm;
@@ -23,8 +24,10 @@ struct DenseKernels {
   attention::Kernel<attention::ResidualAdd> residual_add;
   attention::Kernel<attention::Cast> cast;
   attention::Kernel<attention::RandomFill> random_fill;
+  attention::Kernel<attention::Fp8BlockQuant> fp8_block_quant;
+  attention::Kernel<attention::Fp8BlockGemm> fp8_block_gemm;
 
-  // All six dense kernels of `platform_id`; NotFound naming the first
+  // All eight dense kernels of `platform_id`; NotFound naming the first
   // missing op.
   static absl::StatusOr<DenseKernels> Load(const platform::Registry& registry,
                                            absl::string_view platform_id);

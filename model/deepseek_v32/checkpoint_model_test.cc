@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "model/deepseek_v32/model_loader.h"
 #include "model/deepseek_v32/model_runner.h"
 #include "model/deepseek_v32/reference_stack.h"
+#include "model/deepseek_v32/tensor_parallel.h"
 #include "nlohmann/json.hpp"
 #include "platform/registry.h"
 #include "testing/status_matchers.h"
@@ -118,6 +120,11 @@ Json TinyDeepseekConfig() {
 
 struct Written {
   std::vector<LayerWeights> weights;  // what the loader must hand the model
+  // What a model with fp8 weights must hold: the fp8 products' codes times
+  // their block scales (the checkpoint's, or the bf16 weights' quantised per
+  // 128 x 128 block), the rest as `weights`.
+  std::vector<LayerWeights> fp8_weights;
+  bool fp8 = false;  // the checkpoint stores fp8 matrices
   std::vector<float> embed, mtp_embed;
   std::map<std::string, std::string> file_of;  // tensor -> shard
 };
@@ -128,10 +135,11 @@ float Bf16(float v) {
 
 // A matrix as F8_E4M3 codes and F32 block scales (amax / 448 per 128x128
 // block, the way DeepSeek's checkpoints store them); `dequantised` receives
-// what the loader must compute: bf16(code * scale) in float32.
+// what the loader must compute for bf16 weights, bf16(code * scale) in
+// float32, and `exact` code * scale in float32 (what fp8 weights hold).
 void QuantizeFp8(const std::vector<float>& w, int64_t rows, int64_t cols,
                  std::vector<uint8_t>* codes, std::vector<float>* scales,
-                 std::vector<float>* dequantised) {
+                 std::vector<float>* dequantised, std::vector<float>* exact) {
   const int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
   scales->assign(br * bc, 0.0f);
   for (int64_t r = 0; r < rows; ++r) {
@@ -143,6 +151,7 @@ void QuantizeFp8(const std::vector<float>& w, int64_t rows, int64_t cols,
   for (float& s : *scales) s = std::max(s, 1e-6f) / 448.0f;
   codes->resize(w.size());
   dequantised->resize(w.size());
+  exact->resize(w.size());
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
       const float s = (*scales)[(r / 128) * bc + c / 128];
@@ -152,6 +161,7 @@ void QuantizeFp8(const std::vector<float>& w, int64_t rows, int64_t cols,
       const float v =
           static_cast<float>(ref::Fp8Value(code, ref::Fp8Kind::kE4m3fn)) * s;
       (*dequantised)[r * cols + c] = Bf16(v);
+      (*exact)[r * cols + c] = v;
     }
   }
 }
@@ -163,7 +173,8 @@ std::string HfName(int layer, const WeightSpec& spec) {
 }
 
 // Writes config.json and the weights in `shards` files (with an index when
-// more than one). fp8: every projection but weights_proj as F8_E4M3; else
+// more than one). fp8: the projections an FP8 checkpoint quantises
+// (WeightSpec::quantized: not weights_proj, not eh_proj) as F8_E4M3; else
 // projections BF16 and norms F32.
 Written WriteCheckpoint(const std::string& dir, const Json& config_json,
                         bool fp8, int shards, uint64_t seed) {
@@ -176,19 +187,21 @@ Written WriteCheckpoint(const std::string& dir, const Json& config_json,
   const int64_t hidden = config.proto().hidden_size();
   const int64_t vocab = config.proto().vocab_size();
   Written out;
+  out.fp8 = fp8;
   std::vector<TensorToWrite> tensors;
   for (int l = 0; l < config.num_layers(); ++l) {
     LayerWeights w = LayerWeights::Random(config, l, seed);
+    LayerWeights fp8_w = w;
     for (const WeightSpec& spec : LayerWeightSpecs(config, l)) {
       std::vector<float>& v = w.tensor(spec.id);
       const std::string name = HfName(l, spec);
       const std::vector<int64_t> shape =
           spec.is_vector ? std::vector<int64_t>{spec.rows}
                          : std::vector<int64_t>{spec.rows, spec.cols};
-      if (fp8 && !spec.is_vector && spec.id != WeightId::kIndexerWeightsProj) {
-        std::vector<uint8_t> codes;
-        std::vector<float> scales, dq;
-        QuantizeFp8(v, spec.rows, spec.cols, &codes, &scales, &dq);
+      std::vector<uint8_t> codes;
+      std::vector<float> scales, dq, exact;
+      if (fp8 && spec.quantized) {
+        QuantizeFp8(v, spec.rows, spec.cols, &codes, &scales, &dq, &exact);
         tensors.push_back({name, "F8_E4M3", shape, checkpoint::U8Bytes(codes)});
         std::string scale_name = name.substr(0, name.size() - 7);
         tensors.push_back({scale_name + ".weight_scale_inv",
@@ -196,15 +209,22 @@ Written WriteCheckpoint(const std::string& dir, const Json& config_json,
                            {(spec.rows + 127) / 128, (spec.cols + 127) / 128},
                            checkpoint::F32Bytes(scales)});
         v = dq;
+        fp8_w.tensor(spec.id) = spec.fp8_product ? exact : dq;
       } else if (spec.is_vector || spec.id == WeightId::kIndexerWeightsProj) {
         // Norms and weights_proj as F32 (transformers keeps weights_proj in
         // fp32); the model rounds them to bf16, which they already are.
         tensors.push_back({name, "F32", shape, checkpoint::F32Bytes(v)});
       } else {
         tensors.push_back({name, "BF16", shape, checkpoint::Bf16Bytes(v)});
+        if (spec.fp8_product) {
+          // A bf16 matrix that fp8 weights quantise at load.
+          QuantizeFp8(v, spec.rows, spec.cols, &codes, &scales, &dq, &exact);
+          fp8_w.tensor(spec.id) = exact;
+        }
       }
     }
     out.weights.push_back(std::move(w));
+    out.fp8_weights.push_back(std::move(fp8_w));
     // What an attention-only stack never reads: the MLP, and (GLM-5.2) the
     // indexer of a layer that shares another's top-k, shipped with a shape
     // that would be refused if it were read.
@@ -311,12 +331,21 @@ class CheckpointModelTest : public ::testing::Test {
   }
 
   // Loads `dir`, runs `ids` (one request) and compares every layer's hidden
-  // states with the reference on `written`'s weights.
-  void RunAndCompare(const std::string& dir, const Written& written,
-                     int64_t tokens) {
+  // states with the reference on `written`'s weights. With fp8 weights the
+  // fp8 products hold the checkpoint's codes and scales (or the bf16
+  // weights' quantised at load) and the step is within the activations' fp8
+  // rounding of the reference (model_runner_test's kFp8WeightsTolerance).
+  void RunAndCompare(
+      const std::string& dir, const Written& written, int64_t tokens,
+      attention::DType weight_dtype = attention::DType::kBFloat16) {
+    const bool fp8_weights = weight_dtype == attention::DType::kFloat8E4m3fn;
+    const std::vector<LayerWeights>& expected =
+        fp8_weights ? written.fp8_weights : written.weights;
     ASSERT_OK_AND_ASSIGN(LoadedModel loaded, LoadModel(dir));
     EXPECT_EQ(loaded.kind(), ModelSourceKind::kCheckpoint);
     EXPECT_TRUE(loaded.has_checkpoint_weights());
+    // What prefill_bench's --weights defaults to.
+    EXPECT_EQ(loaded.holds_fp8_weights(), written.fp8);
     std::printf("[ loaded ] %s\n", loaded.description().c_str());
     const ModelConfig& config = loaded.config();
     const int64_t hidden = config.proto().hidden_size();
@@ -343,6 +372,7 @@ class CheckpointModelTest : public ::testing::Test {
     options.num_blocks = 32;
     options.max_model_len = 512;
     options.max_num_batched_tokens = 256;
+    options.weight_dtype = weight_dtype;
     int64_t last_done = 0, total = 0;
     ASSERT_OK_AND_ASSIGN(
         auto model,
@@ -354,13 +384,19 @@ class CheckpointModelTest : public ::testing::Test {
                                    total = all;
                                  }));
     EXPECT_EQ(last_done, total);
-    EXPECT_EQ(total, loaded.checkpoint_weights()->model_bytes());
-    // The device holds exactly the values the test dequantised.
+    if (fp8_weights) {
+      // A byte per element of the fp8 products and their block scales.
+      EXPECT_LT(total, loaded.checkpoint_weights()->model_bytes());
+    } else {
+      EXPECT_EQ(total, loaded.checkpoint_weights()->model_bytes());
+    }
+    // The device holds exactly the values the test dequantised (or kept as
+    // codes and scales).
     for (int l : {0, config.num_layers() - 1}) {
       for (const WeightSpec& spec : LayerWeightSpecs(config, l)) {
         ASSERT_OK_AND_ASSIGN(std::vector<float> got,
                              model->ReadWeight(l, spec.id));
-        ASSERT_EQ(got, written.weights[l].tensor(spec.id))
+        ASSERT_EQ(got, expected[l].tensor(spec.id))
             << "layer " << l << " " << spec.name;
       }
     }
@@ -369,15 +405,15 @@ class CheckpointModelTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(StepOutput out,
                          model->Step({}, {{1, 0, tokens}}, x, e, capture));
     const ReferenceOutput reference = ReferenceForward(
-        config, written.weights, x, tokens, attention::DType::kBFloat16, e);
+        config, expected, x, tokens, attention::DType::kBFloat16, e);
     ASSERT_EQ(out.hidden_states.size(), reference.layer_hidden.size());
     for (size_t l = 0; l < reference.layer_hidden.size(); ++l) {
       const double err =
           RelativeError(out.hidden_states[l], reference.layer_hidden[l]);
       std::printf("[ reference ] %s layer %zu: relative error %.3g\n",
                   config.name().c_str(), l, err);
-      EXPECT_LT(err, 2e-3) << "layer " << l;
-      EXPECT_GT(err, 0.0);
+      EXPECT_LT(err, fp8_weights ? 0.1 : 2e-3) << "layer " << l;
+      EXPECT_GT(err, fp8_weights ? 1e-3 : 0.0);
     }
     EXPECT_EQ(out.hidden, out.hidden_states[config.num_main_layers() - 1]);
     EXPECT_EQ(out.mtp_hidden, out.hidden_states.back());
@@ -393,6 +429,118 @@ TEST_F(CheckpointModelTest, ShardedFp8Glm52MatchesTheReference) {
   const Written w = WriteCheckpoint(dir, TinyGlm52Config(), /*fp8=*/true,
                                     /*shards=*/3, /*seed=*/5);
   RunAndCompare(dir, w, 48);
+}
+
+// The same FP8 checkpoint with fp8 weights: its codes and weight_scale_inv
+// go to the device as stored and the projections run as W8A8 products.
+TEST_F(CheckpointModelTest, Fp8CheckpointKeepsItsCodesAndScalesAsFp8Weights) {
+  const std::string dir = FreshDir("glm52_fp8_weights");
+  const Written w = WriteCheckpoint(dir, TinyGlm52Config(), /*fp8=*/true,
+                                    /*shards=*/2, /*seed=*/9);
+  RunAndCompare(dir, w, 48, attention::DType::kFloat8E4m3fn);
+}
+
+// A bf16 checkpoint with fp8 weights: its projections are quantised per
+// 128 x 128 block at load, as an FP8 checkpoint would hold them.
+TEST_F(CheckpointModelTest, Bf16CheckpointIsQuantisedAtLoadForFp8Weights) {
+  const std::string dir = FreshDir("dsv32_bf16_fp8_weights");
+  const Written w = WriteCheckpoint(dir, TinyDeepseekConfig(), /*fp8=*/false,
+                                    /*shards=*/1, /*seed=*/4);
+  RunAndCompare(dir, w, 40, attention::DType::kFloat8E4m3fn);
+}
+
+// An FP8 checkpoint read by tensor-parallel ranks with fp8 weights: where a
+// rank's window of q_b_proj / o_proj is whole 128x128 blocks (2 ranks of
+// the tiny model: 128 rows / columns each) the rank holds the checkpoint's
+// codes and scales as stored, i.e. exactly the window of what one rank
+// holds; where it is not (4 ranks: 64) the window is read as bf16 and
+// quantised as the rank's own blocks, within e4m3's rounding of the
+// dequantised checkpoint. The replicated projections are the whole model's.
+// A weight source that forwards to another and notes which tensors were
+// read as fp8 codes and which as bf16.
+class ReadNotingSource : public WeightSource {
+ public:
+  explicit ReadNotingSource(const WeightSource& inner) : inner_(inner) {}
+  absl::Status ReadBf16(int layer, const WeightSpec& spec, int64_t begin,
+                        int64_t count, uint16_t* out) const override {
+    bf16_.insert(spec.id);
+    return inner_.ReadBf16(layer, spec, begin, count, out);
+  }
+  bool HoldsFp8Blocks(int layer, const WeightSpec& spec) const override {
+    return inner_.HoldsFp8Blocks(layer, spec);
+  }
+  absl::Status ReadFp8(int layer, const WeightSpec& spec, int64_t begin,
+                       int64_t count, uint8_t* out) const override {
+    fp8_.insert(spec.id);
+    return inner_.ReadFp8(layer, spec, begin, count, out);
+  }
+  absl::Status ReadFp8Scales(int layer, const WeightSpec& spec,
+                             float* out) const override {
+    return inner_.ReadFp8Scales(layer, spec, out);
+  }
+  bool ReadAsFp8(WeightId id) const { return fp8_.count(id) > 0; }
+  bool ReadAsBf16(WeightId id) const { return bf16_.count(id) > 0; }
+
+ private:
+  const WeightSource& inner_;
+  mutable std::set<WeightId> fp8_, bf16_;
+};
+
+TEST_F(CheckpointModelTest, Fp8CheckpointOnTensorParallelRanks) {
+  const std::string dir = FreshDir("glm52_fp8_tp");
+  const Written w = WriteCheckpoint(dir, TinyGlm52Config(), /*fp8=*/true,
+                                    /*shards=*/2, /*seed=*/3);
+  ASSERT_OK_AND_ASSIGN(LoadedModel loaded, LoadModel(dir));
+  const ModelConfig& config = loaded.config();
+  RuntimeOptions options;
+  options.block_size = 16;
+  options.num_blocks = 8;
+  options.max_model_len = 128;
+  options.max_num_batched_tokens = 64;
+  options.weight_dtype = attention::DType::kFloat8E4m3fn;
+  const int l = 0;
+  for (int n : {2, 4}) {
+    for (int r = 0; r < n; ++r) {
+      SCOPED_TRACE(absl::StrCat(n, " ranks, rank ", r));
+      auto planner = LayerPlanner::Create(config, caps_, {});
+      ASSERT_TRUE(planner.ok()) << planner.status();
+      RuntimeOptions o = options;
+      o.tensor_parallel = {n, r};
+      const ReadNotingSource source(*loaded.weight_source());
+      ASSERT_OK_AND_ASSIGN(auto model, DeepseekV32Model::Create(
+                                           std::move(*planner), *platform_,
+                                           kernels_, o, &source, /*seed=*/0));
+      ASSERT_OK_AND_ASSIGN(ModelConfig rank_config,
+                           RankConfig(config, o.tensor_parallel));
+      for (const WeightSpec& spec : LayerWeightSpecs(rank_config, l)) {
+        if (!spec.fp8_product) continue;
+        SCOPED_TRACE(spec.name);
+        ASSERT_OK_AND_ASSIGN(std::vector<float> got,
+                             model->ReadWeight(l, spec.id));
+        const std::vector<float>& whole = w.fp8_weights[l].tensor(spec.id);
+        const RankWindow win = RankWindowOf(spec, o.tensor_parallel);
+        const bool as_stored =
+            ShardOf(spec.id) == WeightShard::kReplicated || n == 2;
+        EXPECT_EQ(source.ReadAsFp8(spec.id), as_stored);
+        EXPECT_EQ(source.ReadAsBf16(spec.id), !as_stored);
+        double amax = 0;
+        for (float v : whole) amax = std::max(amax, std::abs(double{v}));
+        for (int64_t i = 0; i < win.rows; ++i) {
+          for (int64_t j = 0; j < win.cols; ++j) {
+            const float want = whole[win.first + i * win.row_stride + j];
+            const float have = got[i * win.cols + j];
+            if (as_stored) {
+              ASSERT_EQ(have, want) << i << ", " << j;
+            } else {
+              ASSERT_LE(std::abs(have - want),
+                        0x1p-3 * std::abs(want) + 0x1p-9 * amax / 448)
+                  << i << ", " << j;
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_F(CheckpointModelTest, OneFileDeepseekWithYarnMatchesTheReference) {
@@ -507,12 +655,12 @@ TEST_F(CheckpointModelTest, BrokenCheckpointsAreRefusedNamingTensorAndFile) {
        true},
       {"scales of the wrong shape",
        [](std::vector<TensorToWrite>& ts) {
-         TensorToWrite& t =
-             FindTensor(ts, "model.layers.8.eh_proj.weight_scale_inv");
-         t.shape = {2, 2};
-         t.bytes = t.bytes.substr(0, 16);
+         // q_b_proj [256, 128]: [2, 1] blocks, given as [1, 2].
+         TensorToWrite& t = FindTensor(
+             ts, "model.layers.8.self_attn.q_b_proj.weight_scale_inv");
+         t.shape = {1, 2};
        },
-       "model.layers.8.eh_proj.weight_scale_inv in ", true},
+       "model.layers.8.self_attn.q_b_proj.weight_scale_inv in ", true},
       {"embedding",
        [](std::vector<TensorToWrite>& ts) {
          FindTensor(ts, "model.embed_tokens.weight").name =

@@ -251,6 +251,49 @@ absl::Status CheckpointWeights::ReadBf16(int layer, const WeightSpec& spec,
   return absl::OkStatus();
 }
 
+bool CheckpointWeights::HoldsFp8Blocks(int layer,
+                                       const WeightSpec& spec) const {
+  if (layer < 0 || layer >= static_cast<int>(layers_.size())) return false;
+  const Tensor& t = layers_[layer][static_cast<int>(spec.id)];
+  return t.data.file != nullptr && t.scale.file != nullptr &&
+         t.data.info->dtype == TensorDType::kF8E4M3 &&
+         quantization_.block_rows == attention::kFp8BlockSize &&
+         quantization_.block_cols == attention::kFp8BlockSize;
+}
+
+absl::Status CheckpointWeights::ReadFp8(int layer, const WeightSpec& spec,
+                                        int64_t begin, int64_t count,
+                                        uint8_t* out) const {
+  if (!HoldsFp8Blocks(layer, spec)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "layer ", layer, " ", spec.name,
+        ": not an fp8 matrix of 128x128 blocks in the checkpoint"));
+  }
+  const Tensor& t = layers_[layer][static_cast<int>(spec.id)];
+  if (begin < 0 || count < 0 || begin + count > t.rows * t.cols) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer ", layer, " ", spec.name, ": codes [", begin, ", ",
+                     begin + count, ") are not in the checkpoint"));
+  }
+  std::memcpy(out, t.data.data() + begin, static_cast<size_t>(count));
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointWeights::ReadFp8Scales(int layer, const WeightSpec& spec,
+                                              float* out) const {
+  if (!HoldsFp8Blocks(layer, spec)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "layer ", layer, " ", spec.name,
+        ": not an fp8 matrix of 128x128 blocks in the checkpoint"));
+  }
+  const Tensor& t = layers_[layer][static_cast<int>(spec.id)];
+  const int64_t n = t.scale.info->num_elements;
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = LoadScalar(t.scale.data(), t.scale.info->dtype, i);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckpointWeights::EmbeddingRow(bool mtp, int64_t token,
                                              float* out) const {
   const Tensor& t = mtp && has_mtp_embed_ ? mtp_embed_ : embed_;

@@ -11,10 +11,11 @@
 // another layer's top-k (GLM-5.2).
 //
 // Element types: BF16, F16 and F32 are rounded to bf16; F8_E4M3 (OCP e4m3fn)
-// is dequantised once, w = code * weight_scale_inv[row / block_rows,
-// col / block_cols] in float32, then rounded to bf16 (DeepSeek's
-// weight_dequant; vLLM does the same for the indexer's wk), until the
-// project has fp8 matrix products.
+// is either handed over as stored (codes and weight_scale_inv, for a model
+// with fp8 weights: HoldsFp8Blocks, ReadFp8, ReadFp8Scales) or dequantised,
+// w = code * weight_scale_inv[row / block_rows, col / block_cols] in
+// float32, then rounded to bf16 (DeepSeek's weight_dequant; what a model
+// with bf16 weights reads, and kv_b_proj always).
 #ifndef DSA_MODEL_DEEPSEEK_V32_CHECKPOINT_WEIGHTS_H_
 #define DSA_MODEL_DEEPSEEK_V32_CHECKPOINT_WEIGHTS_H_
 
@@ -42,6 +43,14 @@ class CheckpointWeights : public WeightSource {
 
   absl::Status ReadBf16(int layer, const WeightSpec& spec, int64_t begin,
                         int64_t count, uint16_t* out) const override;
+  // An F8_E4M3 matrix with 128 x 128 blocks (weight_block_size [128, 128]),
+  // handed over as stored: its codes and its weight_scale_inv (F32, or BF16
+  // widened). Other block sizes are only dequantised (ReadBf16).
+  bool HoldsFp8Blocks(int layer, const WeightSpec& spec) const override;
+  absl::Status ReadFp8(int layer, const WeightSpec& spec, int64_t begin,
+                       int64_t count, uint8_t* out) const override;
+  absl::Status ReadFp8Scales(int layer, const WeightSpec& spec,
+                             float* out) const override;
 
   // Row `token` of the embedding table, as floats: the MTP layers' own
   // (model.layers.<N>.embed_tokens.weight, which DeepSeek's checkpoints
@@ -51,7 +60,10 @@ class CheckpointWeights : public WeightSource {
   const checkpoint::Checkpoint& checkpoint() const { return *checkpoint_; }
   // Bytes of bf16 weights the model reads from it.
   int64_t model_bytes() const { return model_bytes_; }
+  // Whether it holds fp8 matrices (dequantised for bf16 weights, kept as
+  // they are for fp8 weights where HoldsFp8Blocks).
   bool dequantises_fp8() const { return fp8_tensors_ > 0; }
+  bool holds_fp8() const { return fp8_tensors_ > 0; }
   const WeightQuantization& quantization() const { return quantization_; }
 
  private:

@@ -25,8 +25,12 @@ std::vector<WeightSpec> LayerWeightSpecs(const ModelConfig& config, int layer) {
   const int64_t q_lora = c.q_lora_rank(), kv_lora = c.kv_lora_rank();
   auto projection = [](WeightId id, const char* name, const char* hf_name,
                        int64_t out, int64_t in) {
-    return WeightSpec{id,   name, hf_name, out, in, ProjectionScale(in),
-                      0.0f, false};
+    WeightSpec spec{id,   name, hf_name, out, in, ProjectionScale(in),
+                    0.0f, false};
+    spec.quantized =
+        id != WeightId::kIndexerWeightsProj && id != WeightId::kEhProj;
+    spec.fp8_product = spec.quantized && id != WeightId::kKvBProj;
+    return spec;
   };
   auto vector = [](WeightId id, const char* name, const char* hf_name,
                    int64_t n, float offset) {
@@ -80,6 +84,18 @@ std::vector<WeightSpec> LayerWeightSpecs(const ModelConfig& config, int layer) {
     }
   }
   return specs;
+}
+
+absl::Status WeightSource::ReadFp8(int, const WeightSpec& spec, int64_t,
+                                   int64_t, uint8_t*) const {
+  return absl::FailedPreconditionError(
+      absl::StrCat(spec.name, ": this weight source holds no fp8 codes"));
+}
+
+absl::Status WeightSource::ReadFp8Scales(int, const WeightSpec& spec,
+                                         float*) const {
+  return absl::FailedPreconditionError(
+      absl::StrCat(spec.name, ": this weight source holds no fp8 scales"));
 }
 
 uint64_t WeightStream(int layer, WeightId id) {

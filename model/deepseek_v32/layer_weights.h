@@ -63,6 +63,17 @@ struct WeightSpec {
   int64_t rows = 0, cols = 1;
   float scale = 0.0f, offset = 0.0f;
   bool is_vector = false;  // a norm's weight or bias: shape [rows]
+  // An FP8 checkpoint holds it as F8_E4M3 with a weight_scale_inv of
+  // 128 x 128 blocks: the attention projections (DeepSeek-V3.2's and
+  // GLM-5.x-FP8's Linear layers), not the norms, the indexer's weights_proj
+  // (kept in bf16/f32, as vLLM's unquantised ReplicatedLinear), the MTP
+  // layer's eh_proj (vLLM's plain nn.Linear), the embeddings or lm_head.
+  bool quantized = false;
+  // With fp8 weights (RuntimeOptions::weight_dtype) the step multiplies it
+  // with fp8_block_gemm: every quantized projection but kv_b_proj, which the
+  // attention ops read in bf16 (dequantised at load, as vLLM does for its
+  // absorbed W_UK / W_UV).
+  bool fp8_product = false;
   int64_t size() const { return rows * cols; }
 };
 
@@ -86,6 +97,11 @@ float RandomEmbeddingValue(uint64_t seed, int64_t token, int64_t hidden_index,
 // checkpoint, host floats): each tensor as bf16 bits, a range of its
 // row-major elements at a time, so that a loader can move it to the device
 // through a bounded staging buffer.
+//
+// A source that holds a matrix as fp8 (an FP8 checkpoint) also hands it over
+// as it is: e4m3fn codes and the float32 multipliers of its 128 x 128 blocks
+// (w = code * scale_inv[row / 128, col / 128]), which a model with fp8
+// weights uploads unchanged; ReadBf16 dequantises it.
 class WeightSource {
  public:
   virtual ~WeightSource() = default;
@@ -93,6 +109,17 @@ class WeightSource {
   virtual absl::Status ReadBf16(int layer, const WeightSpec& spec,
                                 int64_t begin, int64_t count,
                                 uint16_t* out) const = 0;
+  // Whether ReadFp8 and ReadFp8Scales give `layer`'s `spec`.
+  virtual bool HoldsFp8Blocks(int layer, const WeightSpec& spec) const {
+    return false;
+  }
+  // Codes [begin, begin + count) (row-major) of an fp8 matrix.
+  virtual absl::Status ReadFp8(int layer, const WeightSpec& spec, int64_t begin,
+                               int64_t count, uint8_t* out) const;
+  // All [ceil(rows / 128), ceil(cols / 128)] scales of an fp8 matrix,
+  // row-major.
+  virtual absl::Status ReadFp8Scales(int layer, const WeightSpec& spec,
+                                     float* out) const;
 };
 
 // Progress of a load: bytes of device weights written so far and in all.

@@ -135,10 +135,12 @@ absl::StatusOr<LoadedModel> LoadModel(absl::string_view spec_view,
                    "): ", c.num_tensors(), " tensors in ", c.files().size(),
                    c.files().size() == 1 ? " file" : " files", ", ",
                    Gib(m.weights_->model_bytes()), " of bf16 attention weights",
-                   m.weights_->dequantises_fp8()
-                       ? absl::StrCat(" (fp8 e4m3 ", hf.quantization.block_rows,
-                                      "x", hf.quantization.block_cols,
-                                      " blocks dequantised at load)")
+                   m.weights_->holds_fp8()
+                       ? absl::StrCat(" (stored as fp8 e4m3 with ",
+                                      hf.quantization.block_rows, "x",
+                                      hf.quantization.block_cols,
+                                      " block scales: kept for fp8 weights, "
+                                      "dequantised for bf16)")
                        : "");
   return m;
 }

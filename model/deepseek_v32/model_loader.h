@@ -45,9 +45,14 @@ class LoadedModel {
   const ModelConfig& config() const { return config_; }
   ModelSourceKind kind() const { return kind_; }
   // One line saying what was loaded, e.g. "checkpoint /m/GLM-5.1-FP8: 1809
-  // tensors in 142 files, 27.4 GiB of bf16 weights (fp8 e4m3 128x128
-  // dequantised at load)" or "preset glm-5.1 (random weights)".
+  // tensors in 142 files, 27.4 GiB of bf16 attention weights (stored as fp8
+  // e4m3 with 128x128 block scales: kept for fp8 weights, dequantised for
+  // bf16)" or "preset glm-5.1 (random weights)".
   const std::string& description() const { return description_; }
+  // Whether the checkpoint stores fp8 matrices (what --weights defaults to).
+  bool holds_fp8_weights() const {
+    return weights_ != nullptr && weights_->holds_fp8();
+  }
   bool has_checkpoint_weights() const { return weights_ != nullptr; }
   const CheckpointWeights* checkpoint_weights() const { return weights_.get(); }
 

@@ -17,6 +17,7 @@
 #include "attention/dtypes/fp8.h"
 #include "attention/tensor.h"
 #include "model/deepseek_v32/host_math.h"
+#include "model/deepseek_v32/projection_weight.h"
 #include "platform/device_stream.h"
 #include "platform/status_macros.h"
 
@@ -185,6 +186,23 @@ TensorView Batch1(const TensorView& v) {
   return b;
 }
 
+// Device bytes of a layer's weight: bf16, or fp8 codes and their float32
+// block scales when the step multiplies it in fp8.
+int64_t WeightBytes(const WeightSpec& spec, const RuntimeOptions& options) {
+  if (options.weight_dtype == DType::kFloat8E4m3fn && spec.fp8_product) {
+    return spec.size() + attention::Fp8Blocks(spec.rows) *
+                             attention::Fp8Blocks(spec.cols) * 4;
+  }
+  return spec.size() * 2;
+}
+
+// Whether the projections that read the same input run as one gemm
+// (kFusedProjections): asked for, and bf16 weights (an fp8 pair's block
+// scales are not concatenated; the indexer's weights_proj stays bf16).
+bool FusesProjections(const RuntimeOptions& options) {
+  return options.fuse_projections && options.weight_dtype == DType::kBFloat16;
+}
+
 // Bytes of one token's entry in the MLA latent cache.
 int64_t LatentCacheEntryBytes(const attention::LatentCacheFormat& format) {
   return attention::LatentCacheEntryWidth(format) *
@@ -305,6 +323,8 @@ struct DeepseekV32Model::Shared {
   Scratch workspace;  // the indexer's logits
   OpCallCounts counts;
   TensorParallel tp;  // RuntimeOptions::tensor_parallel
+  // FusesProjections(options): kFusedProjections run as one gemm each.
+  bool fuse_projections = false;
   // StepOptions::time_ops: each launch timed between two synchronisations.
   bool time_ops = false;
   bool scoring = false;  // inside the indexer's scoring (OpTimes)
@@ -382,6 +402,20 @@ struct DeepseekV32Model::Shared {
     a.y = y;
     return DSA_LAUNCH(*this, gemm, what, kernels.dense.gemm, a);
   }
+  // A projection y = x W^T on its weight's precision: the gemm op for bf16,
+  // fp8_block_gemm for fp8 (counted and timed as gemm). x and y as the gemm
+  // op's [1, rows, cols] views.
+  absl::Status Project(const char* what, const TensorView& x,
+                       const ProjectionWeight& w, const TensorView& y) {
+    if (!w.fp8()) return Gemm(what, x, Batch1(w.weight), y);
+    attention::Fp8BlockGemm::Args a;
+    a.x = View2(x.data, x.dtype, x.dim(1), x.dim(2), x.stride(1));
+    a.w = w.weight;
+    a.w_scale_inv = w.scale_inv;
+    a.y = View2(y.data, y.dtype, y.dim(1), y.dim(2), y.stride(1));
+    return Launch("fp8_block_gemm", what, &OpCallCounts::gemm, &OpTimes::gemm,
+                  kernels.dense.fp8_block_gemm, a);
+  }
   absl::Status RmsNorm(const char* what, const TensorView& x,
                        const TensorView& weight, const TensorView& y) {
     attention::RmsNorm::Args a;
@@ -417,10 +451,13 @@ struct DeepseekV32Model::Layer {
   DeviceBuffer latent_cache;
   DeviceBuffer indexer_k_cache;  // empty without an indexer
   // The weights' memory: a buffer per tensor, one for both of a fused
-  // projection's (kFusedProjections, held by its first).
+  // projection's (kFusedProjections, held by its first; bf16 weights only).
   DeviceBuffer storage[kNumWeightIds];
-  // bf16, by WeightId; null for tensors the layer does not have.
+  // By WeightId; null for tensors the layer does not have: bf16, or for
+  // fp8 products with fp8 weights e4m3fn codes with their block scales.
   void* weights[kNumWeightIds] = {};
+  DeviceBuffer scales[kNumWeightIds];
+  DType dtype[kNumWeightIds] = {};
   int64_t rows[kNumWeightIds] = {};
   int64_t cols[kNumWeightIds] = {};
   // kv_b_proj's per-head blocks, split once at load: W_UK [heads, nope,
@@ -436,11 +473,25 @@ struct DeepseekV32Model::Layer {
     const int i = static_cast<int>(id);
     return MakeTensorView(weights[i], DType::kBFloat16, {1, rows[i], cols[i]});
   }
-  // A fused projection's two weights as one [1, rows + rows, cols].
-  TensorView Matrix(const FusedProjection& f) const {
+  // A fused projection's two bf16 weights as one [rows + rows, cols].
+  ProjectionWeight Projection(const FusedProjection& f) const {
     const int a = static_cast<int>(f.first), b = static_cast<int>(f.second);
-    return MakeTensorView(weights[a], DType::kBFloat16,
-                          {1, rows[a] + rows[b], cols[a]});
+    ProjectionWeight w;
+    w.weight = MakeTensorView(weights[a], DType::kBFloat16,
+                              {rows[a] + rows[b], cols[a]});
+    return w;
+  }
+  // A projection's weight in its precision.
+  ProjectionWeight Projection(WeightId id) const {
+    const int i = static_cast<int>(id);
+    ProjectionWeight w;
+    w.weight = MakeTensorView(weights[i], dtype[i], {rows[i], cols[i]});
+    if (attention::IsFp8(dtype[i])) {
+      w.scale_inv = MakeTensorView(
+          scales[i].data(), DType::kFloat32,
+          {attention::Fp8Blocks(rows[i]), attention::Fp8Blocks(cols[i])});
+    }
+    return w;
   }
   TensorView Vector(WeightId id) const {
     const int i = static_cast<int>(id);
@@ -610,6 +661,13 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
                      attention::DTypeName(options.activation_dtype),
                      ", expected float32 or bfloat16"));
   }
+  if (options.weight_dtype != DType::kBFloat16 &&
+      options.weight_dtype != DType::kFloat8E4m3fn) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("runtime options: weight_dtype is ",
+                     attention::DTypeName(options.weight_dtype),
+                     ", expected bfloat16 or float8_e4m3fn"));
+  }
   // Every kernel the step calls, so that a platform without one fails here,
   // naming the op, and not in the middle of a step.
 #define DSA_CHECK_KERNEL(field, name)                                         \
@@ -623,6 +681,10 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   DSA_CHECK_KERNEL(dense.residual_add, attention::ResidualAdd::kName)
   DSA_CHECK_KERNEL(dense.cast, attention::Cast::kName)
   DSA_CHECK_KERNEL(dense.random_fill, attention::RandomFill::kName)
+  if (options.weight_dtype == DType::kFloat8E4m3fn) {
+    DSA_CHECK_KERNEL(dense.fp8_block_quant, attention::Fp8BlockQuant::kName)
+    DSA_CHECK_KERNEL(dense.fp8_block_gemm, attention::Fp8BlockGemm::kName)
+  }
 #undef DSA_CHECK_KERNEL
   DSA_RETURN_IF_ERROR(
       BlockTables::CheckSizes(options.block_size, options.num_blocks));
@@ -670,6 +732,7 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   shared->exec.stream = shared->stream.handle();
   shared->exec.num_threads = options.num_threads;
   shared->tp = tp;
+  shared->fuse_projections = FusesProjections(options);
   const platform::Fp8Format fp8 =
       model->planner_.capabilities().kv_cache_fp8_format;
   shared->latent_format.dtype =
@@ -698,7 +761,14 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
     sharded.emplace(*source, whole_config, tp);
     source = &*sharded;
   }
-  // Weights from a source move through one bounded host staging buffer.
+  // Weights from a source move through one bounded host staging buffer;
+  // with fp8 weights a bf16 matrix is quantised from one device staging
+  // buffer (the largest such matrix).
+  const bool fp8_weights = options.weight_dtype == DType::kFloat8E4m3fn;
+  auto runs_fp8 = [&](const WeightSpec& spec) {
+    return fp8_weights && spec.fp8_product;
+  };
+  const bool fuse = shared->fuse_projections;
   int64_t weight_bytes = 0, weight_bytes_done = 0;
   std::vector<uint16_t> staging;
   // Drawn weights of a rank: a split tensor is drawn whole here (the values
@@ -708,12 +778,28 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
     int64_t largest = 0;
     for (int l = 0; l < model_config.num_layers(); ++l) {
       for (const WeightSpec& spec : LayerWeightSpecs(model_config, l)) {
-        weight_bytes += spec.size() * 2;
+        weight_bytes += WeightBytes(spec, options);
         largest = std::max(largest, spec.size());
       }
     }
     staging.resize(static_cast<size_t>(
         std::max<int64_t>(1, std::min(largest, kWeightStagingBytes / 2))));
+  }
+  // bf16 of a matrix to quantise, sized once for the largest (so that no
+  // quantisation still in flight reads a buffer that was regrown).
+  Scratch quant_staging;
+  if (fp8_weights) {
+    int64_t largest = 0;
+    for (int l = 0; l < model_config.num_layers(); ++l) {
+      for (const WeightSpec& spec : LayerWeightSpecs(model_config, l)) {
+        if (runs_fp8(spec)) largest = std::max(largest, spec.size());
+      }
+    }
+    if (largest > 0) {
+      DSA_RETURN_IF_ERROR(
+          quant_staging.Get(shared->runtime, static_cast<size_t>(largest) * 2)
+              .status());
+    }
   }
   const int64_t latent_entry_bytes =
       LatentCacheEntryBytes(shared->latent_format);
@@ -738,19 +824,29 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
       const int i = static_cast<int>(spec.id);
       layer->rows[i] = spec.rows;
       layer->cols[i] = spec.cols;
+      layer->dtype[i] =
+          runs_fp8(spec) ? DType::kFloat8E4m3fn : DType::kBFloat16;
     }
-    // The weights' memory, a fused projection's two tensors in one buffer
-    // (the first's rows, then the second's).
+    // The weights' memory: fp8 codes, or bf16 with a fused projection's two
+    // tensors in one buffer (the first's rows, then the second's).
     for (const WeightSpec& spec : specs) {
       const int i = static_cast<int>(spec.id);
+      if (attention::IsFp8(layer->dtype[i])) {
+        DSA_ASSIGN_OR_RETURN(
+            layer->storage[i],
+            DeviceBuffer::Allocate(shared->runtime,
+                                   static_cast<size_t>(spec.size())));
+        layer->weights[i] = layer->storage[i].data();
+        continue;
+      }
       if (const FusedProjection* f = FusedSecond(spec.id);
-          f != nullptr && layer->rows[static_cast<int>(f->first)] > 0) {
+          fuse && f != nullptr && layer->rows[static_cast<int>(f->first)] > 0) {
         continue;  // in the first's buffer
       }
       int64_t elements = spec.size();
       for (const FusedProjection& f : kFusedProjections) {
         const int second = static_cast<int>(f.second);
-        if (f.first == spec.id && layer->rows[second] > 0) {
+        if (fuse && f.first == spec.id && layer->rows[second] > 0) {
           elements += layer->rows[second] * layer->cols[second];
         }
       }
@@ -761,15 +857,53 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
       layer->weights[i] = layer->storage[i].data();
       for (const FusedProjection& f : kFusedProjections) {
         const int second = static_cast<int>(f.second);
-        if (f.first == spec.id && layer->rows[second] > 0) {
+        if (fuse && f.first == spec.id && layer->rows[second] > 0) {
           layer->weights[second] =
               static_cast<uint16_t*>(layer->weights[i]) + spec.size();
         }
       }
     }
     for (const WeightSpec& spec : specs) {
-      uint16_t* dst =
-          static_cast<uint16_t*>(layer->weights[static_cast<int>(spec.id)]);
+      const int i = static_cast<int>(spec.id);
+      const bool fp8 = attention::IsFp8(layer->dtype[i]);
+      const std::string what =
+          absl::StrCat("loading layer ", l, "'s ", spec.name);
+      if (fp8 && source != nullptr && source->HoldsFp8Blocks(l, spec)) {
+        // An FP8 checkpoint's codes and scales, as stored, a staging buffer
+        // at a time in order on the stream.
+        uint8_t* bytes = reinterpret_cast<uint8_t*>(staging.data());
+        const int64_t chunk = static_cast<int64_t>(staging.size()) * 2;
+        for (int64_t begin = 0; begin < spec.size(); begin += chunk) {
+          const int64_t count = std::min(chunk, spec.size() - begin);
+          DSA_RETURN_IF_ERROR(
+              Annotate(source->ReadFp8(l, spec, begin, count, bytes), what));
+          DSA_RETURN_IF_ERROR(shared->stream.CopyHostToDevice(
+              static_cast<uint8_t*>(layer->weights[i]) + begin, bytes,
+              static_cast<size_t>(count)));
+          weight_bytes_done += count;
+          if (progress) progress(weight_bytes_done, weight_bytes);
+        }
+        std::vector<float> scales(static_cast<size_t>(
+            attention::Fp8Blocks(spec.rows) * attention::Fp8Blocks(spec.cols)));
+        DSA_RETURN_IF_ERROR(
+            Annotate(source->ReadFp8Scales(l, spec, scales.data()), what));
+        DSA_ASSIGN_OR_RETURN(layer->scales[i],
+                             Upload(shared->runtime, shared->stream, scales));
+        weight_bytes_done += static_cast<int64_t>(scales.size()) * 4;
+        if (progress) progress(weight_bytes_done, weight_bytes);
+        continue;
+      }
+      // bf16 bits: into the layer's buffer, or the staging buffer of a
+      // matrix to quantise.
+      uint16_t* bf16 = nullptr;
+      if (fp8) {
+        DSA_ASSIGN_OR_RETURN(
+            void* p, quant_staging.Get(shared->runtime,
+                                       static_cast<size_t>(spec.size()) * 2));
+        bf16 = static_cast<uint16_t*>(p);
+      } else {
+        bf16 = static_cast<uint16_t*>(layer->weights[i]);
+      }
       if (source != nullptr) {
         // The source's bf16, a staging buffer at a time, in order on the
         // stream (each chunk is staged before the copy returns, so the
@@ -780,8 +914,8 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
           DSA_RETURN_IF_ERROR(
               source->ReadBf16(l, spec, begin, count, staging.data()));
           DSA_RETURN_IF_ERROR(shared->stream.CopyHostToDevice(
-              dst + begin, staging.data(), static_cast<size_t>(count) * 2));
-          weight_bytes_done += count * 2;
+              bf16 + begin, staging.data(), static_cast<size_t>(count) * 2));
+          weight_bytes_done += fp8 ? count : count * 2;
           if (progress) progress(weight_bytes_done, weight_bytes);
         }
       } else {
@@ -802,7 +936,7 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
                                      static_cast<size_t>(drawn.size()) * 2));
         }
         attention::RandomFill::Args a;
-        a.y = MakeTensorView(split ? whole_tensor.data() : dst,
+        a.y = MakeTensorView(split ? whole_tensor.data() : bf16,
                              DType::kBFloat16, {drawn.size()});
         a.seed = seed;
         a.stream = WeightStream(l, spec.id);
@@ -814,9 +948,33 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
           attention::Cast::Args cut;
           cut.x = View2(whole_tensor.data(), DType::kBFloat16, w.rows, w.cols,
                         w.row_stride, w.first);
-          cut.y = View2(dst, DType::kBFloat16, w.rows, w.cols, w.cols);
+          cut.y = View2(bf16, DType::kBFloat16, w.rows, w.cols, w.cols);
           DSA_RETURN_IF_ERROR(shared->kernels.dense.cast(shared->exec, cut));
         }
+      }
+      if (fp8) {
+        // Quantised per 128 x 128 block, as an FP8 checkpoint holds it.
+        const int64_t row_blocks = attention::Fp8Blocks(spec.rows);
+        const int64_t col_blocks = attention::Fp8Blocks(spec.cols);
+        DSA_ASSIGN_OR_RETURN(
+            layer->scales[i],
+            DeviceBuffer::Allocate(
+                shared->runtime,
+                static_cast<size_t>(row_blocks * col_blocks) * sizeof(float)));
+        attention::Fp8BlockQuant::Args q;
+        q.x = MakeTensorView(bf16, DType::kBFloat16, {spec.rows, spec.cols});
+        q.block_rows = attention::kFp8BlockSize;
+        q.q = MakeTensorView(layer->weights[i], DType::kFloat8E4m3fn,
+                             {spec.rows, spec.cols});
+        q.scale_inv = MakeTensorView(layer->scales[i].data(), DType::kFloat32,
+                                     {row_blocks, col_blocks});
+        DSA_RETURN_IF_ERROR(Annotate(
+            shared->kernels.dense.fp8_block_quant(shared->exec, q), what));
+        if (source != nullptr) {
+          weight_bytes_done += row_blocks * col_blocks * 4;
+          if (progress) progress(weight_bytes_done, weight_bytes);
+        }
+        // The next matrix reuses the staging buffer in stream order.
       }
     }
     DSA_RETURN_IF_ERROR(layer->SplitKvBProj(*shared, mc));
@@ -826,22 +984,31 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   DSA_RETURN_IF_ERROR(
       model->ReserveActivations(options.max_num_batched_tokens));
   DSA_RETURN_IF_ERROR(model->ReserveStepInputs());
-  // One bf16 projection of one row on the model's stream, so that the
-  // vendor GEMM's per-stream state (cuBLASLt's workspace, which the dense
-  // prefill's decompression takes whatever the activations' type) is made
-  // here and not in the first step, which then allocates nothing of its own.
+  // One bf16 product of one row on the model's stream, so that the vendor
+  // GEMM's per-stream state (cuBLASLt's workspace, which the dense prefill's
+  // decompression takes whatever the activations' type) is made here and
+  // not in the first step, which then allocates nothing of its own. It
+  // multiplies by a corner of layer 0's kv_b_proj, which is bf16 whatever
+  // the projections' weights are.
   {
     Shared& s = *model->shared_;
+    const Layer& first = *model->layers_.front();
+    const int kv_b = static_cast<int>(WeightId::kKvBProj);
     const int64_t hidden = mc.hidden_size(), q_lora = mc.q_lora_rank();
     const int64_t qkv_width =
         q_lora + mc.kv_lora_rank() + mc.qk_rope_head_dim();
+    const int64_t in = std::min(first.cols[kv_b], hidden);
+    const int64_t out = std::min(first.rows[kv_b], q_lora);
+    TensorView w =
+        MakeTensorView(first.weights[kv_b], DType::kBFloat16, {1, out, in});
+    w.strides[0] = out * first.cols[kv_b];
+    w.strides[1] = first.cols[kv_b];
     DSA_RETURN_IF_ERROR(ZeroFill(s.stream, model->act_->x));
     DSA_RETURN_IF_ERROR(s.Gemm(
-        "q_a_proj (creation)",
-        Batch1(
-            View2(model->act_->x.data(), DType::kBFloat16, 1, hidden, hidden)),
-        model->layers_.front()->Matrix(WeightId::kQAProj),
-        Batch1(View2(model->act_->qkv_a.data(), DType::kFloat32, 1, q_lora,
+        "kv_b_proj (creation)",
+        Batch1(View2(model->act_->x.data(), DType::kBFloat16, 1, in, hidden)),
+        w,
+        Batch1(View2(model->act_->qkv_a.data(), DType::kFloat32, 1, out,
                      qkv_width))));
     s.counts = OpCallCounts{};
   }
@@ -905,17 +1072,24 @@ CheckedSize DeepseekV32Model::DeviceBytes(const ModelConfig& whole_config,
       CheckedSize(options.num_blocks) * options.block_size;
   const int64_t tokens = options.max_num_batched_tokens;
   CheckedSize bytes = 0;
+  int64_t largest_fp8 = 0;
   for (int l = 0; l < config.num_layers(); ++l) {
     bytes += slots * LatentCacheEntryBytes(format);
     if (config.owns_indexer(l)) {
       bytes += slots * IndexerEntryBytes(c);
     }
     for (const WeightSpec& spec : LayerWeightSpecs(config, l)) {
-      bytes += CheckedSize(spec.size()) * 2;  // bf16
-      // kv_b_proj's split copies, W_UK and W_UV: as many elements again.
+      bytes += CheckedSize(WeightBytes(spec, options));
+      // kv_b_proj's split copies, W_UK and W_UV: as many bf16 elements again.
       if (spec.id == WeightId::kKvBProj) bytes += CheckedSize(spec.size()) * 2;
+      if (options.weight_dtype == DType::kFloat8E4m3fn && spec.fp8_product) {
+        largest_fp8 = std::max(largest_fp8, spec.size());
+      }
     }
   }
+  // With fp8 weights, the bf16 staging of the largest matrix quantised at
+  // load.
+  bytes += CheckedSize(largest_fp8) * 2;
   ForEachActivation(config, options, nullptr,
                     [&](DeviceBuffer*, int64_t bytes_per_token) {
                       bytes += CheckedSize(bytes_per_token) * tokens;
@@ -1068,8 +1242,30 @@ absl::StatusOr<std::vector<float>> DeepseekV32Model::ReadWeight(
     return absl::NotFoundError(
         absl::StrCat("layer ", layer, " has no weight ", static_cast<int>(id)));
   }
-  std::vector<uint16_t> bits(static_cast<size_t>(l.rows[i] * l.cols[i]));
   DSA_RETURN_IF_ERROR(shared_->stream.Synchronize());
+  const int64_t elements = l.rows[i] * l.cols[i];
+  if (attention::IsFp8(l.dtype[i])) {
+    // Codes times their blocks' scales.
+    std::vector<uint8_t> codes(static_cast<size_t>(elements));
+    DSA_RETURN_IF_ERROR(shared_->runtime.CopyDeviceToHost(
+        codes.data(), l.weights[i], codes.size()));
+    const int64_t col_blocks = attention::Fp8Blocks(l.cols[i]);
+    std::vector<float> scales(l.scales[i].bytes() / sizeof(float));
+    DSA_RETURN_IF_ERROR(
+        l.scales[i].CopyToHost(scales.data(), l.scales[i].bytes()));
+    const attention::Fp8Traits traits = attention::Fp8TraitsOf(l.dtype[i]);
+    std::vector<float> out(codes.size());
+    for (int64_t r = 0; r < l.rows[i]; ++r) {
+      for (int64_t c = 0; c < l.cols[i]; ++c) {
+        const int64_t e = r * l.cols[i] + c;
+        out[e] = attention::Fp8ToFloat(codes[e], traits) *
+                 scales[(r / attention::kFp8BlockSize) * col_blocks +
+                        c / attention::kFp8BlockSize];
+      }
+    }
+    return out;
+  }
+  std::vector<uint16_t> bits(static_cast<size_t>(elements));
   DSA_RETURN_IF_ERROR(shared_->runtime.CopyDeviceToHost(
       bits.data(), l.weights[i], bits.size() * 2));
   std::vector<float> out(bits.size());
@@ -1498,8 +1694,8 @@ absl::Status DeepseekV32Model::PrepareMtpInput(Layer& layer, int mtp_index,
   DSA_RETURN_IF_ERROR(
       s.RmsNorm("hnorm", h, layer.Vector(WeightId::kHnorm),
                 View2(cat.data, adt, T, hidden, 2 * hidden, hidden)));
-  return s.Gemm("eh_proj", Batch1(cat), layer.Matrix(WeightId::kEhProj),
-                Batch1(residual));
+  return s.Project("eh_proj", Batch1(cat), layer.Projection(WeightId::kEhProj),
+                   Batch1(residual));
 }
 
 absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
@@ -1550,16 +1746,16 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
   // weights only when the plan scores.
   const int64_t kw_width = id + ih;
   const TensorView k = View2(act.indexer_kw.data(), adt, T, id, kw_width);
-  if (options_.fuse_projections) {
-    DSA_RETURN_IF_ERROR(s.Gemm(
-        kFusedIndexerKw.name, Batch1(x), layer.Matrix(kFusedIndexerKw),
+  if (s.fuse_projections) {
+    DSA_RETURN_IF_ERROR(s.Project(
+        kFusedIndexerKw.name, Batch1(x), layer.Projection(kFusedIndexerKw),
         Batch1(View2(act.indexer_kw.data(), adt, T, kw_width, kw_width))));
   }
   if (plan.k_cache_write) {
-    if (!options_.fuse_projections) {
-      DSA_RETURN_IF_ERROR(s.Gemm("indexer_wk", Batch1(x),
-                                 layer.Matrix(WeightId::kIndexerWk),
-                                 Batch1(k)));
+    if (!s.fuse_projections) {
+      DSA_RETURN_IF_ERROR(s.Project("indexer_wk", Batch1(x),
+                                    layer.Projection(WeightId::kIndexerWk),
+                                    Batch1(k)));
     }
     attention::IndexerKWrite::Args a;
     a.k = k;
@@ -1594,19 +1790,19 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
     if (R > 0) {
       const TensorView iq =
           View2(act.indexer_q.data(), adt, R, ih * id, ih * id, b * ih * id);
-      DSA_RETURN_IF_ERROR(s.Gemm(
+      DSA_RETURN_IF_ERROR(s.Project(
           "indexer_wq_b",
           Batch1(View2(act.q_c.data(), adt, R, q_lora, q_lora, b * q_lora)),
-          layer.Matrix(WeightId::kIndexerWqB), Batch1(iq)));
+          layer.Projection(WeightId::kIndexerWqB), Batch1(iq)));
       // The head weights of rows [b, b + R): computed with the keys when
       // fused, else here.
       const TensorView iw_rows =
           View2(act.indexer_kw.data(), adt, R, ih, kw_width, b * kw_width + id);
-      if (!options_.fuse_projections) {
-        DSA_RETURN_IF_ERROR(s.Gemm(
+      if (!s.fuse_projections) {
+        DSA_RETURN_IF_ERROR(s.Project(
             "indexer_weights_proj",
             Batch1(View2(act.x.data(), adt, R, hidden, hidden, b * hidden)),
-            layer.Matrix(WeightId::kIndexerWeightsProj), Batch1(iw_rows)));
+            layer.Projection(WeightId::kIndexerWeightsProj), Batch1(iw_rows)));
       }
       const TensorView q_fp8 =
           MakeTensorView(Offset<uint8_t>(act.q_fp8.data(), b * ih * id),
@@ -1727,20 +1923,20 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
       View2(act.qkv_a.data(), DType::kFloat32, T, kv_width, qkv_width, q_lora);
   const TensorView q_c = View2(act.q_c.data(), adt, T, q_lora, q_lora);
   const TensorView q = View2(act.q.data(), adt, T, H * qk, H * qk);
-  if (options_.fuse_projections) {
-    DSA_RETURN_IF_ERROR(s.Gemm(kFusedQkvA.name, Batch1(x),
-                               layer.Matrix(kFusedQkvA),
-                               Batch1(View2(act.qkv_a.data(), DType::kFloat32,
-                                            T, qkv_width, qkv_width))));
+  if (s.fuse_projections) {
+    DSA_RETURN_IF_ERROR(
+        s.Project(kFusedQkvA.name, Batch1(x), layer.Projection(kFusedQkvA),
+                  Batch1(View2(act.qkv_a.data(), DType::kFloat32, T, qkv_width,
+                               qkv_width))));
   } else {
-    DSA_RETURN_IF_ERROR(s.Gemm("q_a_proj", Batch1(x),
-                               layer.Matrix(WeightId::kQAProj),
-                               Batch1(q_c_raw)));
+    DSA_RETURN_IF_ERROR(s.Project("q_a_proj", Batch1(x),
+                                  layer.Projection(WeightId::kQAProj),
+                                  Batch1(q_c_raw)));
   }
   DSA_RETURN_IF_ERROR(s.RmsNorm("q_a_layernorm", q_c_raw,
                                 layer.Vector(WeightId::kQALayerNorm), q_c));
-  DSA_RETURN_IF_ERROR(s.Gemm("q_b_proj", Batch1(q_c),
-                             layer.Matrix(WeightId::kQBProj), Batch1(q)));
+  DSA_RETURN_IF_ERROR(s.Project(
+      "q_b_proj", Batch1(q_c), layer.Projection(WeightId::kQBProj), Batch1(q)));
   {
     // q_pe: [T, H, rope] at offset nope of every head.
     TensorView q_pe = MakeTensorView(nullptr, adt, {T, H, rope});
@@ -1751,10 +1947,10 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
     DSA_RETURN_IF_ERROR(s.Rope("q_pe", q_pe, T, max_position));
   }
   const TensorView kv_c = View2(act.kv_c.data(), adt, T, kv_lora, kv_lora);
-  if (!options_.fuse_projections) {
-    DSA_RETURN_IF_ERROR(s.Gemm("kv_a_proj_with_mqa", Batch1(x),
-                               layer.Matrix(WeightId::kKvAProjWithMqa),
-                               Batch1(kv)));
+  if (!s.fuse_projections) {
+    DSA_RETURN_IF_ERROR(s.Project("kv_a_proj_with_mqa", Batch1(x),
+                                  layer.Projection(WeightId::kKvAProjWithMqa),
+                                  Batch1(kv)));
   }
   DSA_RETURN_IF_ERROR(s.RmsNorm(
       "kv_a_layernorm",
@@ -1905,9 +2101,9 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   const TensorView out =
       View2(act.out.data(), s.tp.enabled() ? adt : DType::kFloat32, T, hidden,
             hidden);
-  DSA_RETURN_IF_ERROR(s.Gemm(
+  DSA_RETURN_IF_ERROR(s.Project(
       "o_proj", Batch1(View2(act.attn.data(), adt, T, H * vdim, H * vdim)),
-      layer.Matrix(WeightId::kOProj), Batch1(out)));
+      layer.Projection(WeightId::kOProj), Batch1(out)));
   DSA_RETURN_IF_ERROR(s.AllReduce("o_proj", out));
   attention::ResidualAdd::Args a;
   a.residual = residual;

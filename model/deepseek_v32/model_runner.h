@@ -25,6 +25,9 @@
 //   rms_norm g = hnorm(h), h = model.norm(main output) for the first MTP
 //            layer, the previous MTP layer's output after it
 //   gemm     h_mtp = [e | g] W_eh, then the layer as above.
+// With fp8 weights (RuntimeOptions::weight_dtype) each quantised projection
+// is an fp8_block_gemm instead of a gemm; OpCallCounts and OpTimes count
+// both under `gemm` (the projections).
 //
 // The numerics are the model's, from its config (vLLM's): rope theta and
 // YaRN frequencies, the mscale^2 softmax scale, RMSNorm eps, the MLA's and
@@ -38,8 +41,9 @@
 // once at load (a copy next to kv_b_proj), not split again on every call.
 //
 // The step stays on the device: its inputs (hidden states and index tensors)
-// are uploaded once, weights live there as bf16 (drawn there by random_fill
-// for a model created from a seed), activations stay in device buffers
+// are uploaded once, weights live there as bf16 or fp8 (drawn there by
+// random_fill for a model created from a seed, and quantised there for fp8
+// weights), activations stay in device buffers
 // reserved once for the largest step, and only what the caller asks for
 // (StepOptions) is read back.
 //
@@ -135,7 +139,8 @@ struct RuntimeOptions {
   // with weights_proj (whose head weights are then computed with the keys,
   // also in a step that does not score). false runs each projection alone
   // on the same weights: one more launch for each, for comparisons. The
-  // CPU platform's results are equal to the bit either way.
+  // CPU platform's results are equal to the bit either way. Only bf16
+  // weights are fused: with fp8 weights each W8A8 product runs alone.
   bool fuse_projections = true;
   // Tensor parallelism (tensor_parallel.h): the model is rank `rank` of
   // `size`, holding num_attention_heads / size heads and its windows of the
@@ -150,6 +155,15 @@ struct RuntimeOptions {
   // The device the model lives on (DeviceRuntime::BindDevice): every call
   // of the model binds it on the calling thread first.
   int device = 0;
+  // The projections' weights: bfloat16 (the gemm op), or float8_e4m3fn: the
+  // projections an FP8 checkpoint quantises (WeightSpec::fp8_product) as
+  // W8A8 products with 128 x 128 weight block scales and per-token 1 x 128
+  // activation scales (fp8_block_gemm). An FP8 checkpoint's matrices are
+  // uploaded as stored; bf16 ones (a preset's random weights, a bf16
+  // checkpoint) are quantised per 128 x 128 block at load (fp8_block_quant),
+  // as an FP8 checkpoint would hold them. kv_b_proj, the norms and the
+  // unquantised projections stay bf16 either way.
+  attention::DType weight_dtype = attention::DType::kBFloat16;
 };
 
 // The ops a step launches, by the name of their OpCallCounts/OpTimes field:
@@ -357,8 +371,9 @@ class DeepseekV32Model {
   // Bytes of indexer workspace reserved so far (by profile runs and steps).
   int64_t reserved_workspace_bytes() const;
 
-  // Host copy of a layer's weight as the device holds it (bf16 values as
-  // floats); for tests. NotFound for a tensor the layer does not have.
+  // Host copy of a layer's weight as the device holds it (bf16 values, or
+  // fp8 codes times their block scales, as floats); for tests. NotFound for
+  // a tensor the layer does not have.
   absl::StatusOr<std::vector<float>> ReadWeight(int layer, WeightId id) const;
 
   // Host copies of a layer's caches, for tests and debugging. The indexer K

@@ -873,6 +873,97 @@ TEST_P(ModelRunnerTest, Bf16ActivationsStayCloseToTheFloat64Reference) {
   }
 }
 
+// Fp8 weights: the quantised projections hold their weights as e4m3fn codes
+// with 128 x 128 block scales (quantised at load from the random bf16
+// weights, as an FP8 checkpoint holds them) and run as W8A8 products; the
+// rest stays bf16, bit for bit. The step then differs from the float64
+// reference over the dequantised weights by the activations' per-token fp8
+// rounding (2^-4 relative per element at most) in every projection's input,
+// which the residual stream accumulates over the layers: measured on the
+// CPU 2.0e-2 after tiny-glm-5.2's first layer growing to 4.8e-2 after its
+// eighth (4.1e-2 after the MTP layer), about 12 times the bf16-activation
+// model's 3.8e-3 (e4m3 keeps 3 mantissa bits to bf16's 7), and far below a
+// wrong scale's or a wrong row's (order 1). The skip changes nothing.
+constexpr double kFp8WeightsTolerance = 0.1;
+
+TEST_P(ModelRunnerTest, Fp8WeightsRunW8A8ProjectionsNearTheFloat64Reference) {
+  RuntimeOptions options;
+  options.block_size = 16;
+  options.weight_dtype = attention::DType::kFloat8E4m3fn;
+  auto model = MakeModel("tiny-glm-5.2", skip_caps_, options);
+  ASSERT_TRUE(model);
+  const ModelConfig& config = model->planner().config();
+  std::vector<LayerWeights> dequantised;
+  for (int l = 0; l < config.num_layers(); ++l) {
+    const LayerWeights host = LayerWeights::Random(config, l, 7);
+    LayerWeights w = host;
+    for (const WeightSpec& spec : LayerWeightSpecs(config, l)) {
+      ASSERT_OK_AND_ASSIGN(std::vector<float> device,
+                           model->ReadWeight(l, spec.id));
+      const std::vector<float>& bf16 = host.tensor(spec.id);
+      ASSERT_EQ(device.size(), bf16.size());
+      if (!spec.fp8_product) {
+        EXPECT_EQ(device, bf16) << "layer " << l << " " << spec.name;
+        continue;
+      }
+      // Within e4m3's rounding of each block's values, and not bf16's.
+      const int64_t col_blocks = (spec.cols + 127) / 128;
+      std::vector<double> amax(((spec.rows + 127) / 128) * col_blocks, 0.0);
+      for (size_t i = 0; i < bf16.size(); ++i) {
+        double& m =
+            amax[(static_cast<int64_t>(i) / spec.cols / 128) * col_blocks +
+                 static_cast<int64_t>(i) % spec.cols / 128];
+        m = std::max(m, std::abs(double{bf16[i]}));
+      }
+      int rounded = 0;
+      for (size_t i = 0; i < bf16.size(); ++i) {
+        const int64_t r = static_cast<int64_t>(i) / spec.cols;
+        const int64_t c = static_cast<int64_t>(i) % spec.cols;
+        const double block_amax = amax[(r / 128) * col_blocks + c / 128];
+        ASSERT_LE(
+            std::abs(device[i] - bf16[i]),
+            0x1p-4 * std::abs(bf16[i]) + 0x1p-10 * block_amax / 448 + 1e-12)
+            << "layer " << l << " " << spec.name << " [" << r << ", " << c
+            << "]";
+        rounded += device[i] != bf16[i];
+      }
+      EXPECT_GT(rounded, 0) << spec.name;
+      w.tensor(spec.id) = device;
+    }
+    dequantised.push_back(std::move(w));
+  }
+  const int hidden = config.proto().hidden_size();
+  const int64_t n = 37;
+  const std::vector<float> x = RandomHidden(n, hidden, 43);
+  ASSERT_OK_AND_ASSIGN(StepOutput out, model->Step({}, {{5, 0, n}}, x));
+  const ReferenceOutput ref =
+      ReferenceForward(config, dequantised, x, n, attention::DType::kBFloat16);
+  const double err = RelativeError(out.hidden, ref.hidden);
+  RecordProperty("fp8_weights_rel_error", std::to_string(err));
+  ExpectWithinReference(GetParam() + " fp8 weights", err, kFp8WeightsTolerance);
+  ExpectWithinReference(GetParam() + " fp8 weights mtp",
+                        RelativeError(out.mtp_hidden, ref.mtp_hidden),
+                        kFp8WeightsTolerance);
+  // The activations really were quantised: well past a bf16 model's error.
+  EXPECT_GT(err, 1e-2);
+  // The same projections as with bf16 weights run one at a time (fp8 weights
+  // are not fused), and the skip's outputs equal the scoring arm's.
+  RuntimeOptions bf16_options = options;
+  bf16_options.weight_dtype = attention::DType::kBFloat16;
+  bf16_options.fuse_projections = false;
+  auto bf16_model = MakeModel("tiny-glm-5.2", skip_caps_, bf16_options);
+  ASSERT_TRUE(bf16_model);
+  ASSERT_OK_AND_ASSIGN(StepOutput bf16_out,
+                       bf16_model->Step({}, {{5, 0, n}}, x));
+  EXPECT_EQ(out.op_calls.gemm, bf16_out.op_calls.gemm);
+  auto scoring = MakeModel("tiny-glm-5.2", no_skip_caps_, options);
+  ASSERT_TRUE(scoring);
+  ASSERT_OK_AND_ASSIGN(StepOutput scored, scoring->Step({}, {{5, 0, n}}, x));
+  EXPECT_EQ(scored.hidden, out.hidden);
+  EXPECT_EQ(scored.mtp_hidden, out.mtp_hidden);
+  EXPECT_GT(scored.op_calls.indexer_logits, out.op_calls.indexer_logits);
+}
+
 // A platform that lacks a dense op is refused at creation, naming the op.
 TEST_P(ModelRunnerTest, AMissingDenseKernelIsNotFoundAtCreation) {
   auto config = LoadModelConfig("tiny-glm-5.2");
@@ -1065,6 +1156,23 @@ TEST(DeviceBytesTest, FollowsTheCachesActivationsAndWeights) {
   // GLM-5.1's 79 layers of bf16 weights alone are about 25 GiB.
   EXPECT_GT(base, int64_t{24} << 30);
   EXPECT_LT(base, int64_t{40} << 30);
+  // Fp8 weights: a byte per element of each fp8 product's weight and a float
+  // per 128 x 128 block instead of two bytes per element, plus the bf16
+  // staging of the largest one, quantised at load.
+  RuntimeOptions fp8 = options;
+  fp8.weight_dtype = attention::DType::kFloat8E4m3fn;
+  int64_t saved = 0, largest = 0;
+  for (int l = 0; l < config->num_layers(); ++l) {
+    for (const WeightSpec& spec : LayerWeightSpecs(*config, l)) {
+      if (!spec.fp8_product) continue;
+      saved += spec.size() -
+               ((spec.rows + 127) / 128) * ((spec.cols + 127) / 128) * 4;
+      largest = std::max(largest, spec.size());
+    }
+  }
+  EXPECT_EQ(base - DeepseekV32Model::DeviceBytes(*config, fp8).value(),
+            saved - 2 * largest);
+  EXPECT_GT(saved, int64_t{10} << 30);
 }
 
 // A model with every dimension at its validation limit: its own sizes (every

@@ -89,7 +89,11 @@ absl::StatusOr<WeightSpec> WholeSpec(const ModelConfig& whole, int layer,
 
 // A rank's weights read from a source of the whole model's (a checkpoint):
 // each request for elements of a rank tensor becomes reads of the whole
-// tensor's rows that hold them.
+// tensor's rows that hold them. An FP8 checkpoint's codes and block scales
+// are read as stored where the rank's window is whole 128x128 blocks of the
+// whole matrix (q_b_proj and o_proj of every model, at any N that divides
+// the heads into multiples of 128 rows or columns); elsewhere
+// HoldsFp8Blocks is false and the loader reads the window as bf16.
 class ShardedWeightSource : public WeightSource {
  public:
   // `whole_config` is the model `whole` holds (not RankConfig's).
@@ -98,8 +102,27 @@ class ShardedWeightSource : public WeightSource {
       : whole_(whole), whole_config_(whole_config), tp_(tp) {}
   absl::Status ReadBf16(int layer, const WeightSpec& rank_spec, int64_t begin,
                         int64_t count, uint16_t* out) const override;
+  bool HoldsFp8Blocks(int layer, const WeightSpec& rank_spec) const override;
+  absl::Status ReadFp8(int layer, const WeightSpec& rank_spec, int64_t begin,
+                       int64_t count, uint8_t* out) const override;
+  absl::Status ReadFp8Scales(int layer, const WeightSpec& rank_spec,
+                             float* out) const override;
 
  private:
+  // The whole tensor of a rank tensor and the rank's window of it; an error
+  // when the rank's shape is not the whole's share.
+  struct Window {
+    WeightSpec whole;
+    RankWindow window;
+  };
+  absl::StatusOr<Window> Locate(int layer, const WeightSpec& rank_spec) const;
+  // Elements [begin, begin + count) of the rank's tensor through
+  // read(first, n, out) of the whole's, a row of the window at a time.
+  template <class Element, class Read>
+  absl::Status ReadWindow(const WeightSpec& rank_spec, const Window& window,
+                          int64_t begin, int64_t count, Element* out,
+                          Read read) const;
+
   const WeightSource& whole_;
   const ModelConfig& whole_config_;
   TensorParallel tp_;

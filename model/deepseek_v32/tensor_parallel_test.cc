@@ -1,10 +1,13 @@
 #include "model/deepseek_v32/tensor_parallel.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "attention/dtypes/bf16.h"
+#include "attention/dtypes/fp8.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -157,6 +160,111 @@ TEST(TensorParallelTest, ShardedSourceRefusesAWrongShapeOrRange) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(WholeSpec(whole, 0, WeightId::kEhProj).status(),
               StatusIs(absl::StatusCode::kNotFound));
+}
+
+// A whole model's FP8 checkpoint stand-in: every fp8 product's code of
+// element i and scale of block b are functions of them.
+class Fp8BlocksSource : public WeightSource {
+ public:
+  static uint8_t Code(int layer, WeightId id, int64_t i) {
+    return static_cast<uint8_t>((static_cast<uint64_t>(i) * 2654435761u +
+                                 layer * 97 + static_cast<int>(id)) >>
+                                7);
+  }
+  static float Scale(int layer, WeightId id, int64_t block) {
+    return 1.0f + block + 1000.0f * layer + 0.5f * static_cast<int>(id);
+  }
+  absl::Status ReadBf16(int, const WeightSpec&, int64_t, int64_t count,
+                        uint16_t* out) const override {
+    std::fill_n(out, count, uint16_t{0x3f80});
+    return absl::OkStatus();
+  }
+  bool HoldsFp8Blocks(int, const WeightSpec& spec) const override {
+    return spec.fp8_product;
+  }
+  absl::Status ReadFp8(int layer, const WeightSpec& spec, int64_t begin,
+                       int64_t count, uint8_t* out) const override {
+    if (begin < 0 || count < 0 || begin + count > spec.size()) {
+      return absl::OutOfRangeError("codes out of the whole matrix");
+    }
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = Code(layer, spec.id, begin + i);
+    return absl::OkStatus();
+  }
+  absl::Status ReadFp8Scales(int layer, const WeightSpec& spec,
+                             float* out) const override {
+    const int64_t n =
+        attention::Fp8Blocks(spec.rows) * attention::Fp8Blocks(spec.cols);
+    for (int64_t b = 0; b < n; ++b) out[b] = Scale(layer, spec.id, b);
+    return absl::OkStatus();
+  }
+};
+
+// An FP8 checkpoint's codes and block scales reach a rank as stored where
+// its window is whole 128x128 blocks (tiny-glm-5.1 at 2 ranks: q_b_proj's
+// 128 rows and o_proj's 128 columns per rank), and are refused where it is
+// not (4 ranks: 64), so that the loader reads those as bf16; replicated
+// matrices always are.
+TEST(TensorParallelTest, ShardedSourceForwardsFp8BlocksOnBlockWindows) {
+  ASSERT_OK_AND_ASSIGN(ModelConfig whole, LoadPreset("tiny-glm-5.1"));
+  const Fp8BlocksSource source;
+  for (int n : {2, 4}) {
+    for (int r = 0; r < n; ++r) {
+      SCOPED_TRACE(absl::StrCat(n, " ranks, rank ", r));
+      const TensorParallel tp{n, r};
+      ASSERT_OK_AND_ASSIGN(ModelConfig rank_config, RankConfig(whole, tp));
+      const ShardedWeightSource sharded(source, whole, tp);
+      for (const WeightSpec& spec : LayerWeightSpecs(rank_config, 1)) {
+        SCOPED_TRACE(spec.name);
+        if (!spec.fp8_product) {
+          EXPECT_FALSE(sharded.HoldsFp8Blocks(1, spec));
+          continue;
+        }
+        const bool split = ShardOf(spec.id) != WeightShard::kReplicated;
+        const bool blocks = !split || n == 2;
+        ASSERT_EQ(sharded.HoldsFp8Blocks(1, spec), blocks);
+        std::vector<uint8_t> codes(static_cast<size_t>(spec.size()));
+        std::vector<float> scales(static_cast<size_t>(
+            attention::Fp8Blocks(spec.rows) * attention::Fp8Blocks(spec.cols)));
+        if (!blocks) {
+          EXPECT_THAT(sharded.ReadFp8(1, spec, 0, 1, codes.data()),
+                      StatusIs(absl::StatusCode::kFailedPrecondition,
+                               HasSubstr("not fp8 128x128 blocks")));
+          EXPECT_THAT(sharded.ReadFp8Scales(1, spec, scales.data()),
+                      StatusIs(absl::StatusCode::kFailedPrecondition));
+          continue;
+        }
+        // In two ragged reads, the second across a row of the window.
+        const int64_t half = spec.size() / 2 + 3;
+        ASSERT_OK(sharded.ReadFp8(1, spec, 0, half, codes.data()));
+        ASSERT_OK(sharded.ReadFp8(1, spec, half, spec.size() - half,
+                                  codes.data() + half));
+        ASSERT_OK(sharded.ReadFp8Scales(1, spec, scales.data()));
+        ASSERT_OK_AND_ASSIGN(WeightSpec w, WholeSpec(whole, 1, spec.id));
+        const RankWindow win = RankWindowOf(spec, tp);
+        const int64_t row0 = win.first / win.row_stride;
+        const int64_t col0 = win.first % win.row_stride;
+        for (int64_t i = 0; i < spec.rows; ++i) {
+          for (int64_t j = 0; j < spec.cols; ++j) {
+            ASSERT_EQ(codes[i * spec.cols + j],
+                      Fp8BlocksSource::Code(1, spec.id,
+                                            (row0 + i) * w.cols + col0 + j))
+                << i << ", " << j;
+          }
+        }
+        const int64_t cb = attention::Fp8Blocks(spec.cols);
+        const int64_t whole_cb = attention::Fp8Blocks(w.cols);
+        for (int64_t i = 0; i < attention::Fp8Blocks(spec.rows); ++i) {
+          for (int64_t j = 0; j < cb; ++j) {
+            EXPECT_EQ(
+                scales[i * cb + j],
+                Fp8BlocksSource::Scale(
+                    1, spec.id, (row0 / 128 + i) * whole_cb + col0 / 128 + j));
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(TensorParallelTest, IndexerRowsSplitIntoEqualBlocks) {

@@ -1,7 +1,8 @@
 // cuBLASLt, loaded at run time with dlopen (as the CUDA driver is), for the
 // CUDA platform's bf16 matrix products (the gemm dense op,
-// attention/dense_ops.h). Nothing links cuBLASLt at build time: a machine
-// without it builds, and the GEMM falls back to the project's own kernel.
+// attention/dense_ops.h) and block-scaled fp8 ones (fp8_block_gemm). Nothing
+// links cuBLASLt at build time: a machine without it builds, and the GEMM falls
+// back to the project's own kernel.
 //
 // The few cuBLASLt constants used are spelled out here (values from
 // cublasLt.h / library_types.h, stable across CUDA 11-13), since the header
@@ -49,6 +50,16 @@ inline constexpr int kMatmulDescTransA = 3;
 inline constexpr int kMatmulDescTransB = 4;
 inline constexpr int kLayoutBatchCount = 5;
 inline constexpr int kLayoutStridedBatchOffset = 6;
+// Block-scaled fp8 (cuBLAS 12.9 and later, Hopper): e4m3 operands, a
+// float32 scale per 128 elements of the inner dim (VEC128) or per 128 x 128
+// block (BLK128x128), set per matrix with its scale mode and pointer.
+inline constexpr int kCudaR8FE4M3 = 28;
+inline constexpr int kMatmulDescAScalePointer = 17;
+inline constexpr int kMatmulDescBScalePointer = 18;
+inline constexpr int kMatmulDescAScaleMode = 31;
+inline constexpr int kMatmulDescBScaleMode = 32;
+inline constexpr int kMatmulMatrixScaleVec128F32 = 4;
+inline constexpr int kMatmulMatrixScaleBlk128x128F32 = 5;
 inline constexpr int kPrefMaxWorkspaceBytes = 1;
 inline constexpr int kPrefMinAlignmentABytes = 5;  // B, C, D: 6, 7, 8
 // sizeof(cublasLtMatmulHeuristicResult_t): a 64-byte algo, size_t workspace

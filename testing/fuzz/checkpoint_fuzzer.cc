@@ -33,6 +33,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "attention/dtypes/bf16.h"
+#include "attention/dtypes/fp8.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "model/checkpoint/checkpoint.h"
 #include "model/checkpoint/safetensors.h"
@@ -291,6 +293,38 @@ void RunDirectory(const std::string& rest) {
       // Past the tensor's end is an error, not a read.
       Check(!weights->ReadBf16(l, spec, spec.size(), 1, out.data()).ok(),
             absl::StrCat("layer ", l, " ", spec.name, ": read past its end"));
+      // An fp8 matrix of 128 x 128 blocks also as stored: its codes, and
+      // scales that dequantise to what ReadBf16 gave.
+      if (weights->HoldsFp8Blocks(l, spec)) {
+        std::vector<uint8_t> codes(static_cast<size_t>(spec.size()));
+        const int64_t col_blocks = (spec.cols + 127) / 128;
+        std::vector<float> scales(
+            static_cast<size_t>((spec.rows + 127) / 128 * col_blocks));
+        const absl::Status c =
+            weights->ReadFp8(l, spec, 0, spec.size(), codes.data());
+        const absl::Status sc = weights->ReadFp8Scales(l, spec, scales.data());
+        Check(c.ok() && sc.ok(),
+              absl::StrCat("layer ", l, " ", spec.name,
+                           ": fp8 read: ", c.ToString(), " ", sc.ToString()));
+        Check(!weights->ReadFp8(l, spec, spec.size(), 1, codes.data()).ok(),
+              absl::StrCat("layer ", l, " ", spec.name,
+                           ": fp8 read past its end"));
+        for (int64_t i = 0; i < spec.size(); ++i) {
+          const float v =
+              attention::Fp8ToFloat(codes[i], attention::kE4m3fnTraits) *
+              scales[(i / spec.cols / 128) * col_blocks + i % spec.cols / 128];
+          // The same float32 product, rounded the same way (NaNs too).
+          Check(attention::FloatToBf16(v) == out[i],
+                absl::StrCat("layer ", l, " ", spec.name,
+                             ": fp8 codes and scales disagree with the "
+                             "dequantised weight at ",
+                             i));
+        }
+      } else {
+        Check(!weights->ReadFp8(l, spec, 0, 1, nullptr).ok(),
+              absl::StrCat("layer ", l, " ", spec.name,
+                           ": fp8 codes of a matrix that holds none"));
+      }
     }
   }
   Check(bytes == weights->model_bytes(), "model_bytes disagrees");

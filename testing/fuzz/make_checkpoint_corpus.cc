@@ -10,8 +10,9 @@
 // published checkpoint has), the lying headers and broken files
 // model/checkpoint/checkpoint_test.cc refuses, the real config.json files and
 // the checkpoint tests' tiny ones, and tiny whole checkpoint directories
-// (one file, sharded with an index, fp8 with scales, a config.json alone,
-// one tensor missing) that load as models.
+// (one file, sharded with an index, fp8 with scales of 2 x 2 and of
+// 128 x 128 blocks, a config.json alone, one tensor missing) that load as
+// models.
 #include <cstdio>
 #include <map>
 #include <string>
@@ -64,9 +65,10 @@ struct Entry {
   }
 };
 
-// The tensors of `layers` of a model as its checkpoint stores them: fp8
-// matrices with their block scales when the config says so, norms and the
-// indexer's weights_proj in F32 (as transformers keeps them), the rest BF16;
+// The tensors of `layers` of a model as its checkpoint stores them: the
+// quantised projections (WeightSpec::quantized) as fp8 matrices with their
+// block scales when the config says so, norms and the indexer's weights_proj
+// in F32 (as transformers keeps them), the rest BF16 (eh_proj among them);
 // then the embeddings and the final norm.
 std::vector<Entry> CheckpointEntries(const ds::HfModelConfig& hf,
                                      const std::vector<int>& layers) {
@@ -80,7 +82,7 @@ std::vector<Entry> CheckpointEntries(const ds::HfModelConfig& hf,
                          : std::vector<int64_t>{spec.rows, spec.cols};
       const bool f32 =
           spec.is_vector || spec.id == ds::WeightId::kIndexerWeightsProj;
-      if (hf.quantization.fp8 && !f32) {
+      if (hf.quantization.fp8 && spec.quantized) {
         out.push_back({name, "F8_E4M3", shape});
         const int64_t br = hf.quantization.block_rows;
         const int64_t bc = hf.quantization.block_cols;
@@ -248,7 +250,7 @@ void Files() {
 
 // A model small enough to ship whole in a seed: one main layer and the MTP
 // layer (kv_lora_rank 128 is validation's least).
-Json TinyConfig(bool fp8, bool shared_indexer) {
+Json TinyConfig(bool fp8, bool shared_indexer, int block = 2) {
   Json c = {
       {"architectures", {"GlmMoeDsaForCausalLM"}},
       {"model_type", "glm_moe_dsa"},
@@ -274,7 +276,7 @@ Json TinyConfig(bool fp8, bool shared_indexer) {
   if (fp8) {
     c["quantization_config"] = {{"quant_method", "fp8"},
                                 {"fmt", "e4m3"},
-                                {"weight_block_size", {2, 2}}};
+                                {"weight_block_size", {block, block}}};
   }
   return c;
 }
@@ -360,6 +362,11 @@ void Directories() {
          JoinFiles({config.dump(2), model::checkpoint::IndexJson(map),
                     FileOf(first), FileOf(second)}));
   }
+  // 128 x 128 blocks, which a model with fp8 weights keeps as stored
+  // (CheckpointWeights::HoldsFp8Blocks): one block per matrix.
+  const Json blocks = TinyConfig(true, false, 128);
+  Seed("dir_one_file_fp8_128x128_blocks", kDirectory,
+       JoinFiles({blocks.dump(2), FileOf(AllEntries(blocks))}));
   const Json config = TinyConfig(false, false);
   std::vector<Entry> entries = AllEntries(config);
   Seed("dir_config_alone", kDirectory, config.dump(2));

@@ -1,7 +1,8 @@
 // Times the GPU gemm op (op_kernels.h) at a GLM-5.1 layer's projection
 // shapes, on the backend the op takes (cuBLASLt / rocBLAS) or, with
-// --backend=own, on the project's tiled kernel; and the memory-bound dense
-// ops at the
+// --backend=own, on the project's tiled kernel; the same products as W8A8
+// (fp8_block_gemm, with its activation quantiser, on its backend and on the
+// own kernel, and the quantiser alone); and the memory-bound dense ops at the
 // same widths. One line per shape: median ms over event-timed calls, TFLOP/s
 // (2 * rows * in * out per gemm) or GB/s. The torch equivalents run in the
 // same device call (torch_baseline.py).
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "attention/dense_ops.h"
+#include "attention/dtypes/fp8.h"
 #include "attention/gpu/dense_ops/op_kernels.h"
 #include "attention/gpu/device/runtime.h"
 
@@ -27,6 +29,36 @@ struct GemmCall {
 LaunchResult RunGemm(void* arg) {
   const GemmCall* call = static_cast<GemmCall*>(arg);
   const Status s = GemmGpuOn(ExecutionContext(), call->args, call->backend);
+  LaunchResult r;
+  if (!s.ok()) {
+    r.code = LaunchCode::kRuntimeError;
+    std::snprintf(r.message, sizeof(r.message), "%s", s.message().c_str());
+  }
+  return r;
+}
+
+struct Fp8Call {
+  Fp8BlockGemm::Args args;
+  GemmBackend backend = GemmBackend::kAuto;
+};
+LaunchResult RunFp8(void* arg) {
+  const Fp8Call* call = static_cast<Fp8Call*>(arg);
+  const Status s =
+      Fp8BlockGemmGpuOn(ExecutionContext(), call->args, call->backend);
+  LaunchResult r;
+  if (!s.ok()) {
+    r.code = LaunchCode::kRuntimeError;
+    std::snprintf(r.message, sizeof(r.message), "%s", s.message().c_str());
+  }
+  return r;
+}
+
+struct QuantCall {
+  Fp8BlockQuant::Args args;
+};
+LaunchResult RunQuant(void* arg) {
+  const Status s =
+      Fp8BlockQuantGpu(ExecutionContext(), static_cast<QuantCall*>(arg)->args);
   LaunchResult r;
   if (!s.ok()) {
     r.code = LaunchCode::kRuntimeError;
@@ -99,7 +131,7 @@ int Main(int argc, char** argv) {
       {"o_proj", 64 * 256, 6144},
   };
   for (int64_t rows : rows_list) {
-    double total_ms = 0.0;
+    double total_ms = 0.0, fp8_total_ms = 0.0;
     for (const Shape& s : shapes) {
       GemmCall call;
       call.backend = backend;
@@ -123,12 +155,58 @@ int Main(int argc, char** argv) {
           static_cast<long long>(rows), s.name, static_cast<long long>(rows),
           static_cast<long long>(s.in), static_cast<long long>(s.out), ms,
           flops / ms * 1e-9);
+      // The same product as W8A8 (fp8_block_gemm: the activations' quantiser
+      // and the block-scaled product), on the op's backend and on the own
+      // kernel, and the quantiser alone.
+      Fp8Call fp8;
+      fp8.args.x =
+          MakeTensorView(call.args.x.data, DType::kBFloat16, {rows, s.in});
+      fp8.args.w = MakeTensorView(Alloc(s.out * s.in), DType::kFloat8E4m3fn,
+                                  {s.out, s.in});
+      const int64_t out_blocks = Fp8Blocks(s.out), groups = Fp8Blocks(s.in);
+      fp8.args.w_scale_inv =
+          MakeTensorView(Alloc(out_blocks * groups * 4), DType::kFloat32,
+                         {out_blocks, groups});
+      fp8.args.y =
+          MakeTensorView(call.args.y.data, DType::kBFloat16, {rows, s.out});
+      float fp8_ms = 0.0f, own_ms = 0.0f, quant_ms = 0.0f;
+      r = TimeMedianMs(&RunFp8, &fp8, 5, 30, &fp8_ms);
+      if (r.ok()) {
+        fp8.backend = GemmBackend::kOwnKernel;
+        r = TimeMedianMs(&RunFp8, &fp8, 3, 10, &own_ms);
+      }
+      QuantCall quant;
+      quant.args.x = fp8.args.x;
+      quant.args.q = MakeTensorView(Alloc(rows * s.in), DType::kFloat8E4m3fn,
+                                    {rows, s.in});
+      quant.args.scale_inv = MakeTensorView(Alloc(rows * groups * 4),
+                                            DType::kFloat32, {rows, groups});
+      if (r.ok()) r = TimeMedianMs(&RunQuant, &quant, 5, 30, &quant_ms);
+      if (!r.ok()) {
+        std::printf("fp8 %s: %s\n", s.name, r.message);
+        return 1;
+      }
+      fp8_total_ms += fp8_ms;
+      std::printf(
+          "fp8  T=%-5lld %-22s W8A8 %8.4f ms  %7.1f TFLOP/s  (%.2fx bf16)  "
+          "own kernel %8.4f ms  %7.1f TFLOP/s  activation quantiser %7.4f "
+          "ms\n",
+          static_cast<long long>(rows), s.name, fp8_ms, flops / fp8_ms * 1e-9,
+          ms / fp8_ms, own_ms, flops / own_ms * 1e-9, quant_ms);
+      DeviceFree(fp8.args.w.data);
+      DeviceFree(fp8.args.w_scale_inv.data);
+      DeviceFree(quant.args.q.data);
+      DeviceFree(quant.args.scale_inv.data);
       DeviceFree(call.args.x.data);
       DeviceFree(call.args.w.data);
       DeviceFree(call.args.y.data);
     }
     std::printf("gemm T=%-5lld sum of the layer's projections: %.4f ms\n",
                 static_cast<long long>(rows), total_ms);
+    std::printf(
+        "fp8  T=%-5lld sum of the layer's projections: %.4f ms (%.2fx bf16)\n",
+        static_cast<long long>(rows), fp8_total_ms, total_ms / fp8_total_ms);
+    std::printf("fp8 backend: %s\n", GpuFp8GemmBackend().c_str());
     NormCall norm;
     norm.args.x =
         MakeTensorView(Alloc(rows * 2048 * 4), DType::kFloat32, {rows, 2048});

@@ -10,7 +10,9 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
+#include "attention/dtypes/fp8.h"
 #include "attention/gpu/dense_ops/launch.h"
 #include "attention/gpu/dense_ops/plan_cache.h"
 #include "attention/gpu/device/launch_status.h"
@@ -279,6 +281,64 @@ Status CublasError(const char* call, int status) {
                      lt::CublasStatusName(status), status);
 }
 
+// The process's cuBLASLt handle and `stream`'s workspace, created on first
+// use (a hit takes no lock: the handle is an atomic, the workspace found in
+// the calling thread's cache): *handle null when no usable library is here
+// (no driver, an arch it does not know), the own kernel from then on; an
+// error for a failure of this call.
+Status Acquire(const lt::CublasLtApi& api, LtState& s, void* stream,
+               void** handle, void** workspace) {
+  *handle = nullptr;
+  void* h = s.handle.load(std::memory_order_acquire);
+  if (h == nullptr) {
+    if (s.handle_failed.load(std::memory_order_relaxed)) return OkStatus();
+    std::lock_guard<std::mutex> lock(s.mu);
+    h = s.handle.load(std::memory_order_relaxed);
+    if (h == nullptr) {
+      if (s.handle_failed.load(std::memory_order_relaxed)) return OkStatus();
+      const int st = Blas(lt::kCublasStatusAllocFailed,
+                          [&] { return api.cublasLtCreate(&h); });
+      if (st != lt::kCublasStatusSuccess) {
+        // No usable library here (no driver, an arch it does not know): the
+        // own kernel from now on. Anything else is this call's error.
+        if (st == lt::kCublasStatusNotInitialized ||
+            lt::CublasStatusIsUnsupported(st)) {
+          s.handle_failed.store(true, std::memory_order_relaxed);
+          return OkStatus();
+        }
+        return CublasError("cublasLtCreate", st);
+      }
+      s.handle.store(h, std::memory_order_release);
+    }
+  }
+  void* ws = nullptr;
+  for (const CachedWorkspace& c : t_workspaces) {
+    if (c.workspace != nullptr && c.stream == stream) {
+      ws = c.workspace;
+      break;
+    }
+  }
+  if (ws == nullptr) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    void*& slot = s.workspaces[stream];
+    if (slot == nullptr) {
+      const LaunchResult r = DeviceMalloc(&slot, kWorkspaceBytes);
+      if (!r.ok()) {
+        slot = nullptr;
+        return Status(DSA_STATUS_RESOURCE_EXHAUSTED,
+                      StrCat("gemm: cuBLASLt's workspace of ", kWorkspaceBytes,
+                             " bytes: ", r.message));
+      }
+    }
+    ws = slot;
+    t_workspaces[t_next_workspace] = {stream, ws};
+    t_next_workspace = (t_next_workspace + 1) % kCachedWorkspaces;
+  }
+  *handle = h;
+  *workspace = ws;
+  return OkStatus();
+}
+
 // Runs p on cuBLASLt: OK with *done when it ran, OK without when cuBLASLt
 // cannot take this product (not loaded, not bf16, no algorithm: the caller
 // falls back to its own kernel, the same way every time), an error when a
@@ -292,51 +352,10 @@ Status TryCublasLt(const GemmParams& p, bool w_row_major, void* stream,
   if (api == nullptr) return OkStatus();
   if (p.batch > 0x7fffffff) return OkStatus();
   LtState& s = State();
-  void* handle = s.handle.load(std::memory_order_acquire);
-  if (handle == nullptr) {
-    if (s.handle_failed.load(std::memory_order_relaxed)) return OkStatus();
-    std::lock_guard<std::mutex> lock(s.mu);
-    handle = s.handle.load(std::memory_order_relaxed);
-    if (handle == nullptr) {
-      if (s.handle_failed.load(std::memory_order_relaxed)) return OkStatus();
-      const int st = Blas(lt::kCublasStatusAllocFailed,
-                          [&] { return api->cublasLtCreate(&handle); });
-      if (st != lt::kCublasStatusSuccess) {
-        // No usable library here (no driver, an arch it does not know): the
-        // own kernel from now on. Anything else is this call's error.
-        if (st == lt::kCublasStatusNotInitialized ||
-            lt::CublasStatusIsUnsupported(st)) {
-          s.handle_failed.store(true, std::memory_order_relaxed);
-          return OkStatus();
-        }
-        return CublasError("cublasLtCreate", st);
-      }
-      s.handle.store(handle, std::memory_order_release);
-    }
-  }
+  void* handle = nullptr;
   void* workspace = nullptr;
-  for (const CachedWorkspace& c : t_workspaces) {
-    if (c.workspace != nullptr && c.stream == stream) {
-      workspace = c.workspace;
-      break;
-    }
-  }
-  if (workspace == nullptr) {
-    std::lock_guard<std::mutex> lock(s.mu);
-    void*& slot = s.workspaces[stream];
-    if (slot == nullptr) {
-      const LaunchResult r = DeviceMalloc(&slot, kWorkspaceBytes);
-      if (!r.ok()) {
-        slot = nullptr;
-        return Status(DSA_STATUS_RESOURCE_EXHAUSTED,
-                      StrCat("gemm: cuBLASLt's workspace of ", kWorkspaceBytes,
-                             " bytes: ", r.message));
-      }
-    }
-    workspace = slot;
-    t_workspaces[t_next_workspace] = {stream, workspace};
-    t_next_workspace = (t_next_workspace + 1) % kCachedWorkspaces;
-  }
+  DSA_RETURN_IF_ERROR(Acquire(*api, s, stream, &handle, &workspace));
+  if (handle == nullptr) return OkStatus();
   const int align_x = Alignment(p.x), align_w = Alignment(p.w),
             align_y = Alignment(p.y);
   PlanKey key;
@@ -383,6 +402,257 @@ Status TryCublasLt(const GemmParams& p, bool w_row_major, void* stream,
   }
   if (lt::CublasStatusIsUnsupported(st)) return OkStatus();
   return CublasError("cublasLtMatmul", st);
+}
+
+// ---------------------------------------------------------------------------
+// cuBLASLt's block-scaled fp8 product (cuBLAS 12.9+, Hopper), the same
+// column-major mapping as the bf16 one: D [out, rows] = A^T B with
+// A = w read as [in, out] (its rows are the columns of A), scaled per
+// 128 x 128 block (BLK128x128_32F), and B = the quantised activations
+// [in, rows], scaled per 128 of their in dim (VEC128_32F). cuBLASLt reads
+// the BLK128x128 scales of A K-block-major, [ceil(out / 128)] rows of
+// round_up(ceil(in / 128), 4) (PyTorch's _scaled_mm layout for these
+// recipes): a checkpoint's row-major weight_scale_inv when its row stride is
+// that, which every projection of the models has (in a multiple of 512).
+// The VEC128 scales of B are token-major, [ceil(in / 128)][rows]: what the
+// quantiser writes for every backend.
+
+struct Fp8PlanKey {
+  int64_t rows = 0, in = 0, out = 0, w_ld = 0, x_ld = 0, y_ld = 0;
+  int32_t y_type = 0, align_w = 0, align_y = 0;
+  bool operator==(const Fp8PlanKey& o) const {
+    return rows == o.rows && in == o.in && out == o.out && w_ld == o.w_ld &&
+           x_ld == o.x_ld && y_ld == o.y_ld && y_type == o.y_type &&
+           align_w == o.align_w && align_y == o.align_y;
+  }
+};
+struct Fp8PlanKeyHash {
+  size_t operator()(const Fp8PlanKey& k) const {
+    uint64_t h = 1469598103934665603u;  // FNV-1a over the fields
+    for (int64_t v :
+         {k.rows, k.in, k.out, k.w_ld, k.x_ld, k.y_ld, int64_t{k.y_type},
+          int64_t{k.align_w}, int64_t{k.align_y}}) {
+      h = (h ^ static_cast<uint64_t>(v)) * 1099511628211u;
+    }
+    return static_cast<size_t>(h);
+  }
+};
+
+// The block-scaled plans (bounded as the bf16 ones), whose descriptors carry
+// the scale pointers of the call: `launch` is held from setting them through
+// the matmul's launch, so that two threads never run one descriptor with
+// each other's scales.
+struct Fp8LtState {
+  PlanCache<Fp8PlanKey, Plan, Fp8PlanKeyHash> plans{kMaxPlans};
+  std::mutex launch;
+  std::atomic<int64_t> shapes_taken{0}, shapes_declined{0};
+};
+Fp8LtState& Fp8State() {
+  static Fp8LtState* const state = new Fp8LtState();
+  return *state;
+}
+
+int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+// Whether cuBLASLt's block-scaled recipe can take p's layout at all (before
+// asking it for an algorithm); otherwise the own kernel runs it.
+bool Fp8LayoutFitsCublasLt(const Fp8GemmParams& p) {
+  const int64_t k_blocks = (p.in + 127) / 128;
+  const int y_bytes = p.y_type == FloatFormat::kBFloat16 ? 2 : 4;
+  return !p.fnuz && p.in > 0 && p.in % 128 == 0 && p.out % 16 == 0 &&
+         p.w_row_stride % 16 == 0 && p.x_q_row_stride % 16 == 0 &&
+         (p.y_row_stride * y_bytes) % 16 == 0 &&
+         p.w_scale_row_stride == RoundUp(k_blocks, 4) && p.rows <= 0x7fffffff;
+}
+
+int MakeFp8Plan(const lt::CublasLtApi& api, void* handle,
+                const Fp8GemmParams& p, int align_w, int align_y, Plan* out) {
+  Plan plan;
+  const int y_type =
+      p.y_type == FloatFormat::kBFloat16 ? lt::kCudaR16BF : lt::kCudaR32F;
+  auto fail = [&](int status) {
+    if (plan.desc) api.cublasLtMatmulDescDestroy(plan.desc);
+    for (void* l : {plan.a, plan.b, plan.d}) {
+      if (l) api.cublasLtMatrixLayoutDestroy(l);
+    }
+    *out = Plan();
+    return lt::CublasStatusIsUnsupported(status) ? lt::kCublasStatusSuccess
+                                                 : status;
+  };
+  constexpr int kAllocFailed = lt::kCublasStatusAllocFailed;
+  constexpr int kInternal = lt::kCublasStatusInternalError;
+  if (int st = Blas(kAllocFailed,
+                    [&] {
+                      return api.cublasLtMatmulDescCreate(
+                          &plan.desc, lt::kCublasCompute32F, lt::kCudaR32F);
+                    });
+      st != lt::kCublasStatusSuccess) {
+    return fail(st);
+  }
+  const int32_t trans_a = lt::kCublasOpT, trans_b = lt::kCublasOpN;
+  const int32_t a_mode = lt::kMatmulMatrixScaleBlk128x128F32;
+  const int32_t b_mode = lt::kMatmulMatrixScaleVec128F32;
+  for (const auto& [attribute, value] :
+       {std::pair<int, const int32_t*>{lt::kMatmulDescTransA, &trans_a},
+        std::pair<int, const int32_t*>{lt::kMatmulDescTransB, &trans_b},
+        std::pair<int, const int32_t*>{lt::kMatmulDescAScaleMode, &a_mode},
+        std::pair<int, const int32_t*>{lt::kMatmulDescBScaleMode, &b_mode}}) {
+    if (int st = Blas(kInternal,
+                      [&, attribute = attribute, value = value] {
+                        return api.cublasLtMatmulDescSetAttribute(
+                            plan.desc, attribute, value, sizeof(*value));
+                      });
+        st != lt::kCublasStatusSuccess) {
+      return fail(st);
+    }
+  }
+  // The scale pointers of this call, so that the heuristic sees a complete
+  // description; every call sets its own before it runs.
+  const void* a_scale = p.w_scales;
+  const void* b_scale = p.x_scales;
+  for (const auto& [attribute, value] :
+       {std::pair<int, const void* const*>{lt::kMatmulDescAScalePointer,
+                                           &a_scale},
+        std::pair<int, const void* const*>{lt::kMatmulDescBScalePointer,
+                                           &b_scale}}) {
+    if (int st = Blas(kInternal,
+                      [&, attribute = attribute, value = value] {
+                        return api.cublasLtMatmulDescSetAttribute(
+                            plan.desc, attribute, value, sizeof(*value));
+                      });
+        st != lt::kCublasStatusSuccess) {
+      return fail(st);
+    }
+  }
+  const struct {
+    void** layout;
+    int type;
+    uint64_t rows, cols;
+    int64_t ld;
+  } layouts[] = {{&plan.a, lt::kCudaR8FE4M3, static_cast<uint64_t>(p.in),
+                  static_cast<uint64_t>(p.out), p.w_row_stride},
+                 {&plan.b, lt::kCudaR8FE4M3, static_cast<uint64_t>(p.in),
+                  static_cast<uint64_t>(p.rows), p.x_q_row_stride},
+                 {&plan.d, y_type, static_cast<uint64_t>(p.out),
+                  static_cast<uint64_t>(p.rows), p.y_row_stride}};
+  for (const auto& l : layouts) {
+    if (int st = Blas(kAllocFailed,
+                      [&] {
+                        return api.cublasLtMatrixLayoutCreate(
+                            l.layout, l.type, l.rows, l.cols, l.ld);
+                      });
+        st != lt::kCublasStatusSuccess) {
+      return fail(st);
+    }
+  }
+  void* pref = nullptr;
+  if (int st = Blas(kAllocFailed,
+                    [&] { return api.cublasLtMatmulPreferenceCreate(&pref); });
+      st != lt::kCublasStatusSuccess) {
+    return fail(st);
+  }
+  const uint64_t workspace = kWorkspaceBytes;
+  int status = Blas(kInternal, [&] {
+    return api.cublasLtMatmulPreferenceSetAttribute(
+        pref, lt::kPrefMaxWorkspaceBytes, &workspace, sizeof(workspace));
+  });
+  // A: the weight, B: the activations (256-byte aligned scratch), C and D.
+  const uint32_t aligns[4] = {static_cast<uint32_t>(align_w), 256u,
+                              static_cast<uint32_t>(align_y),
+                              static_cast<uint32_t>(align_y)};
+  for (int i = 0; i < 4 && status == lt::kCublasStatusSuccess; ++i) {
+    status = Blas(kInternal, [&] {
+      return api.cublasLtMatmulPreferenceSetAttribute(
+          pref, lt::kPrefMinAlignmentABytes + i, &aligns[i], sizeof(aligns[i]));
+    });
+  }
+  int returned = 0;
+  if (status == lt::kCublasStatusSuccess) {
+    status = Blas(kInternal, [&] {
+      return api.cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a,
+                                                plan.b, plan.d, plan.d, pref, 1,
+                                                &plan.heuristic, &returned);
+    });
+  }
+  api.cublasLtMatmulPreferenceDestroy(pref);
+  if (status != lt::kCublasStatusSuccess) return fail(status);
+  if (returned < 1) return fail(lt::kCublasStatusNotSupported);
+  plan.ok = true;
+  *out = plan;
+  return lt::kCublasStatusSuccess;
+}
+
+// As TryCublasLt, for the block-scaled fp8 product of already quantised
+// activations.
+Status TryCublasLtFp8(const Fp8GemmParams& p, void* stream, bool* done) {
+  *done = false;
+  if (!OnCuda() || !Fp8LayoutFitsCublasLt(p)) return OkStatus();
+  const lt::CublasLtApi* api = lt::LoadedCublasLt();
+  if (api == nullptr) return OkStatus();
+  void* handle = nullptr;
+  void* workspace = nullptr;
+  DSA_RETURN_IF_ERROR(Acquire(*api, State(), stream, &handle, &workspace));
+  if (handle == nullptr) return OkStatus();
+  const int align_w = Alignment(p.w), align_y = Alignment(p.y);
+  Fp8PlanKey key;
+  key.rows = p.rows;
+  key.in = p.in;
+  key.out = p.out;
+  key.w_ld = p.w_row_stride;
+  key.x_ld = p.x_q_row_stride;
+  key.y_ld = p.y_row_stride;
+  key.y_type = static_cast<int32_t>(p.y_type);
+  key.align_w = align_w;
+  key.align_y = align_y;
+  Fp8LtState& f = Fp8State();
+  int plan_status = lt::kCublasStatusSuccess;
+  const Plan* found = f.plans.Find(key, [&]() -> std::shared_ptr<const Plan> {
+    Plan made;
+    plan_status = MakeFp8Plan(*api, handle, p, align_w, align_y, &made);
+    if (plan_status != lt::kCublasStatusSuccess) return nullptr;
+    (made.ok ? f.shapes_taken : f.shapes_declined)
+        .fetch_add(1, std::memory_order_relaxed);
+    return std::shared_ptr<const Plan>(new Plan(made), [api](const Plan* q) {
+      DestroyPlan(*api, *q);
+      delete q;
+    });
+  });
+  if (found == nullptr) {
+    return CublasError("planning the block-scaled fp8 cublasLtMatmul",
+                       plan_status);
+  }
+  const Plan& plan = *found;
+  if (!plan.ok) return OkStatus();
+  std::lock_guard<std::mutex> lock(f.launch);
+  const void* a_scale = p.w_scales;
+  const void* b_scale = p.x_scales;
+  for (const auto& [attribute, value] :
+       {std::pair<int, const void* const*>{lt::kMatmulDescAScalePointer,
+                                           &a_scale},
+        std::pair<int, const void* const*>{lt::kMatmulDescBScalePointer,
+                                           &b_scale}}) {
+    if (int st = Blas(lt::kCublasStatusInternalError,
+                      [&, attribute = attribute, value = value] {
+                        return api->cublasLtMatmulDescSetAttribute(
+                            plan.desc, attribute, value, sizeof(*value));
+                      });
+        st != lt::kCublasStatusSuccess) {
+      return CublasError("setting the fp8 scales", st);
+    }
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  const int st = Blas(lt::kCublasStatusExecutionFailed, [&] {
+    return api->cublasLtMatmul(handle, plan.desc, &alpha, p.w, plan.a, p.x_q,
+                               plan.b, &beta, p.y, plan.d, p.y, plan.d,
+                               plan.heuristic.algo, workspace, kWorkspaceBytes,
+                               stream);
+  });
+  if (st == lt::kCublasStatusSuccess) {
+    *done = true;
+    return OkStatus();
+  }
+  if (lt::CublasStatusIsUnsupported(st)) return OkStatus();
+  return CublasError("block-scaled fp8 cublasLtMatmul", st);
 }
 
 // ---------------------------------------------------------------------------
@@ -598,6 +868,151 @@ Status RandomFillGpu(const ExecutionContext& ctx, const RandomFill::Args& a) {
   p.scale = a.scale;
   p.offset = a.offset;
   return StatusFromLaunch(RandomFillLaunch(p, ctx.stream));
+}
+
+Status Fp8BlockQuantGpu(const ExecutionContext& ctx,
+                        const Fp8BlockQuant::Args& a) {
+  DSA_RETURN_IF_ERROR(Fp8BlockQuant::Validate(a));
+  Fp8QuantParams p;
+  p.x = a.x.data;
+  p.x_type = FloatFormatOf(a.x.dtype);
+  p.x_row_stride = a.x.stride(0);
+  p.q = a.q.data_as<uint8_t>();
+  p.q_row_stride = a.q.stride(0);
+  p.scales = a.scale_inv.data_as<float>();
+  p.scale_row_stride = a.scale_inv.stride(0);
+  p.scale_col_stride = 1;
+  p.rows = a.x.dim(0);
+  p.cols = a.x.dim(1);
+  p.block_rows = a.block_rows;
+  p.traits = Fp8TraitsOf(a.q.dtype);
+  p.divisor = VllmFp8ScaleDivisor(a.q.dtype);
+  return StatusFromLaunch(Fp8QuantLaunch(p, ctx.stream));
+}
+
+Status Fp8BlockGemmGpu(const ExecutionContext& ctx,
+                       const Fp8BlockGemm::Args& a) {
+  return Fp8BlockGemmGpuOn(ctx, a, GemmBackend::kAuto);
+}
+
+namespace {
+
+// Device memory from the stream-ordered pool for one call, given back on
+// the call's stream when the object goes (device/stream_scratch.h's, for
+// host code).
+class HostStreamScratch {
+ public:
+  explicit HostStreamScratch(void* stream) : stream_(stream) {}
+  ~HostStreamScratch() {
+    for (void* p : ptrs_) {
+      if (p != nullptr) (void)DeviceFreeAsync(p, stream_);
+    }
+  }
+  HostStreamScratch(const HostStreamScratch&) = delete;
+  HostStreamScratch& operator=(const HostStreamScratch&) = delete;
+  template <class T>
+  LaunchResult Get(T** ptr, size_t bytes) {
+    void* p = nullptr;
+    LaunchResult r = DeviceMallocAsync(&p, bytes, stream_);
+    if (!r.ok()) return r;
+    ptrs_.push_back(p);
+    *ptr = static_cast<T*>(p);
+    return r;
+  }
+
+ private:
+  void* stream_;
+  std::vector<void*> ptrs_;
+};
+
+}  // namespace
+
+Status Fp8BlockGemmGpuOn(const ExecutionContext& ctx,
+                         const Fp8BlockGemm::Args& a, GemmBackend backend) {
+  DSA_RETURN_IF_ERROR(Fp8BlockGemm::Validate(a));
+  const int64_t rows = a.x.dim(0), in = a.x.dim(1), out = a.w.dim(0);
+  if (rows == 0 || out == 0) return OkStatus();
+  const bool fnuz = a.w.dtype == DType::kFloat8E4m3fnuz;
+  // The activations quantised per token and 128 columns into scratch: codes
+  // in rows of a multiple of 16 bytes (vendor fp8 layouts want 16-byte
+  // leading dims), scales token-major (cuBLASLt's VEC128 layout).
+  const int64_t groups = Fp8Blocks(in);
+  const int64_t x_ld = std::max<int64_t>(16, RoundUp(in, 16));
+  HostStreamScratch scratch(ctx.stream);
+  uint8_t* x_q = nullptr;
+  float* x_scales = nullptr;
+  for (const LaunchResult& r :
+       {scratch.Get(&x_q, static_cast<size_t>(rows * x_ld)),
+        scratch.Get(&x_scales,
+                    static_cast<size_t>(std::max<int64_t>(groups, 1) * rows) *
+                        sizeof(float))}) {
+    if (!r.ok()) {
+      return Status(DSA_STATUS_RESOURCE_EXHAUSTED,
+                    StrCat("fp8_block_gemm: scratch for the quantised "
+                           "activations: ",
+                           r.message));
+    }
+  }
+  Fp8QuantParams q;
+  q.x = a.x.data;
+  q.x_type = FloatFormatOf(a.x.dtype);
+  q.x_row_stride = a.x.stride(0);
+  q.q = x_q;
+  q.q_row_stride = x_ld;
+  q.scales = x_scales;
+  q.scale_row_stride = 1;
+  q.scale_col_stride = rows;
+  q.rows = rows;
+  q.cols = in;
+  q.block_rows = 1;
+  q.traits = Fp8TraitsOf(a.w.dtype);
+  q.divisor = VllmFp8ScaleDivisor(a.w.dtype);
+  DSA_RETURN_IF_ERROR(StatusFromLaunch(Fp8QuantLaunch(q, ctx.stream)));
+  Fp8GemmParams p;
+  p.x_q = x_q;
+  p.x_q_row_stride = x_ld;
+  p.x_scales = x_scales;
+  p.w = a.w.data_as<const uint8_t>();
+  p.w_row_stride = a.w.stride(0);
+  p.w_scales = a.w_scale_inv.data_as<const float>();
+  p.w_scale_row_stride = a.w_scale_inv.stride(0);
+  p.y = a.y.data;
+  p.y_type = FloatFormatOf(a.y.dtype);
+  p.y_row_stride = a.y.stride(0);
+  p.rows = rows;
+  p.in = in;
+  p.out = out;
+  p.fnuz = fnuz;
+  if (backend == GemmBackend::kAuto) {
+    bool done = false;
+    DSA_RETURN_IF_ERROR(TryCublasLtFp8(p, ctx.stream, &done));
+    if (done) return OkStatus();
+  }
+  return StatusFromLaunch(Fp8GemmTiledLaunch(p, ctx.stream));
+}
+
+std::string GpuFp8GemmBackend() {
+  const std::string own =
+      "own kernel (Fp8WarpMma tiles; block scales applied per 128-column "
+      "group)";
+  if (OnRocm()) {
+    return own +
+           "; hipBLASLt: its VEC128_32F and BLK128x128_32F scale modes are "
+           "documented as not supported yet";
+  }
+  if (!OnCuda()) return "none (built without a GPU backend)";
+  const platform::RuntimeLoadResult& r = lt::CublasLtLoadResult();
+  if (!r.loaded()) return own + " (cuBLASLt: " + r.detail + ")";
+  const int64_t taken = Fp8State().shapes_taken.load(std::memory_order_relaxed);
+  const int64_t declined =
+      Fp8State().shapes_declined.load(std::memory_order_relaxed);
+  return "cublaslt block-scaled (BLK128x128_32F weights x VEC128_32F "
+         "activations, " +
+         r.library + "): " + std::to_string(taken) + " shapes planned, " +
+         std::to_string(declined) +
+         " without an algorithm; layouts it cannot take (in % 128, out % 16, "
+         "e4m3fnuz) and those: " +
+         own;
 }
 
 void AppendGpuDenseKernelDescriptors(const char* platform_id,

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "attention/dtypes/fp8.h"
 #include "attention/gpu/device/formats.h"
 
 namespace dsa::attention::gpu {
@@ -67,6 +68,45 @@ struct RandomFillParams {
   int64_t n = 0;
   uint64_t seed = 0, stream = 0;
   float scale = 1.0f, offset = 0.0f;
+};
+
+// fp8_block_quant: codes and one scale per block of block_rows x 128
+// elements of x (dense_ops.h); scale of block (rb, cb) at
+// scales[rb * scale_row_stride + cb * scale_col_stride].
+struct Fp8QuantParams {
+  const void* x = nullptr;
+  FloatFormat x_type = FloatFormat::kFloat32;
+  int64_t x_row_stride = 0;  // x's cols: stride 1
+  uint8_t* q = nullptr;
+  int64_t q_row_stride = 0;
+  float* scales = nullptr;
+  int64_t scale_row_stride = 0, scale_col_stride = 1;
+  int64_t rows = 0, cols = 0;
+  int block_rows = 1;  // 1 or 128
+  // The codes' encoding (Fp8TraitsOf, attention/dtypes/fp8.h: host globals
+  // reach the device by value) and its scale divisor, VllmFp8ScaleDivisor
+  // (448, or 224 for e4m3fnuz).
+  Fp8Traits traits = {};
+  float divisor = 448.0f;
+};
+
+// The W8A8 product (dense_ops.h, Fp8BlockGemm) of activations already
+// quantised per token and 128 columns (Fp8QuantParams with block_rows 1):
+// y[t, o] = sum_g x_scales[g * rows + t] * w_scales[(o / 128) *
+// w_scale_row_stride + g] * sum_{k in g} x_q[t, k] w[o, k].
+struct Fp8GemmParams {
+  const uint8_t* x_q = nullptr;  // [rows][x_q_row_stride] codes
+  int64_t x_q_row_stride = 0;
+  const float* x_scales = nullptr;  // [ceil(in / 128)][rows]: token-major
+  const uint8_t* w = nullptr;       // [out][w_row_stride] codes
+  int64_t w_row_stride = 0;
+  const float* w_scales = nullptr;  // [ceil(out / 128)][w_scale_row_stride]
+  int64_t w_scale_row_stride = 0;
+  void* y = nullptr;
+  FloatFormat y_type = FloatFormat::kFloat32;
+  int64_t y_row_stride = 0;  // y's out dim: stride 1
+  int64_t rows = 0, in = 0, out = 0;
+  bool fnuz = false;  // both operands' encoding
 };
 
 }  // namespace dsa::attention::gpu

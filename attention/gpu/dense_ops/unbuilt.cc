@@ -18,5 +18,11 @@ LaunchResult ElementwiseLaunch(const ElementwiseParams& p, void*) {
 LaunchResult RandomFillLaunch(const RandomFillParams&, void*) {
   return NotBuiltResult("random_fill");
 }
+LaunchResult Fp8QuantLaunch(const Fp8QuantParams&, void*) {
+  return NotBuiltResult("fp8_block_quant");
+}
+LaunchResult Fp8GemmTiledLaunch(const Fp8GemmParams&, void*) {
+  return NotBuiltResult("fp8_block_gemm");
+}
 
 }  // namespace dsa::attention::gpu

@@ -18,6 +18,12 @@ LaunchResult CopyToDevice(void* dst, const void* src, size_t bytes);
 LaunchResult CopyToHost(void* dst, const void* src, size_t bytes);
 LaunchResult DeviceMemset(void* dst, int byte, size_t bytes);
 LaunchResult DeviceSynchronize();
+// `bytes` (at least 1) of device memory from the runtime's stream-ordered
+// pool, usable by work enqueued on `stream` until DeviceFreeAsync gives it
+// back on the same stream (host code's StreamScratch, device/
+// stream_scratch.h). A fault site (kStreamAlloc).
+LaunchResult DeviceMallocAsync(void** ptr, size_t bytes, void* stream);
+LaunchResult DeviceFreeAsync(void* ptr, void* stream);
 // `bytes` from device `src` to host `dst` in stream order, then waits for
 // the stream.
 LaunchResult CopyToHostOnStream(void* dst, const void* src, size_t bytes,

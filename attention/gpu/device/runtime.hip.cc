@@ -34,6 +34,16 @@ LaunchResult DeviceMalloc(void** ptr, size_t bytes) {
 LaunchResult DeviceFree(void* ptr) {
   return FromError(hipFree(ptr), "hipFree");
 }
+LaunchResult DeviceMallocAsync(void** ptr, size_t bytes, void* stream) {
+  return FallibleCall(platform::FaultSite::kStreamAlloc, "hipMallocAsync", [&] {
+    return hipMallocAsync(ptr, bytes == 0 ? 1 : bytes,
+                          static_cast<hipStream_t>(stream));
+  });
+}
+LaunchResult DeviceFreeAsync(void* ptr, void* stream) {
+  return FromError(hipFreeAsync(ptr, static_cast<hipStream_t>(stream)),
+                   "hipFreeAsync");
+}
 LaunchResult CopyToDevice(void* dst, const void* src, size_t bytes) {
   return FallibleCall(
       platform::FaultSite::kDeviceMemcpy, "hipMemcpy to device",

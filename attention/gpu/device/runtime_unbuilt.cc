@@ -11,6 +11,13 @@ LaunchResult DeviceMalloc(void** ptr, size_t) {
   return NotBuiltResult("DeviceMalloc");
 }
 LaunchResult DeviceFree(void*) { return NotBuiltResult("DeviceFree"); }
+LaunchResult DeviceMallocAsync(void** ptr, size_t, void*) {
+  *ptr = nullptr;
+  return NotBuiltResult("DeviceMallocAsync");
+}
+LaunchResult DeviceFreeAsync(void*, void*) {
+  return NotBuiltResult("DeviceFreeAsync");
+}
 LaunchResult CopyToDevice(void*, const void*, size_t) {
   return NotBuiltResult("CopyToDevice");
 }

@@ -53,6 +53,7 @@ BenchResult SampleResult(bool gpu) {
   r.block_size = 64;
   r.num_blocks = 40;
   r.kv_cache_dtype = "bfloat16";
+  r.weights = "bfloat16";
   r.gpu_timing_note =
       gpu ? "per step, the median" : "n/a: the step executes on the CPU";
 

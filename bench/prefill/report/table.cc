@@ -179,7 +179,8 @@ std::string FormatTable(const BenchResult& r) {
   absl::StrAppend(
       &out, "steps of at most ", r.max_num_batched_tokens, " tokens, ",
       r.kv_cache_dtype.empty() ? "bfloat16" : r.kv_cache_dtype,
-      " latent cache; ", r.runs, r.runs == 1 ? " run" : " runs",
+      " latent cache, ", r.weights.empty() ? "bfloat16" : r.weights,
+      " weights; ", r.runs, r.runs == 1 ? " run" : " runs",
       " per arm after a warm-up, the arms' steps interleaved in "
       "ABBA order; a run's TTFT is the median over its prompts (the "
       "read-back of every hidden state for the arms' comparison left out)"
