@@ -311,6 +311,8 @@ struct DeepseekV32Model::Shared {
   bool indexer_hadamard = false;
 
   DeviceBuffer rope;  // [max_model_len, rope_dim] f32
+  // [hidden] f32 zeros: the MTP input's rows at position 0 (MTP layers only).
+  DeviceBuffer zero_row;
 
   // This step's index tensors (internal order, see StepLayout).
   DeviceBuffer positions, slot_mapping, block_table, seq_lens, token_request,
@@ -754,6 +756,13 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   DSA_ASSIGN_OR_RETURN(shared->rope,
                        Upload(shared->runtime, shared->stream,
                               RopeCosSinTable(mc, options.max_model_len)));
+  if (model_config.num_mtp_layers() > 0) {
+    DSA_ASSIGN_OR_RETURN(
+        shared->zero_row,
+        Upload(
+            shared->runtime, shared->stream,
+            std::vector<float>(static_cast<size_t>(mc.hidden_size()), 0.0f)));
+  }
 
   // A rank reads its windows of the whole model's tensors.
   std::optional<ShardedWeightSource> sharded;
@@ -1095,8 +1104,9 @@ CheckedSize DeepseekV32Model::DeviceBytes(const ModelConfig& whole_config,
                       bytes += CheckedSize(bytes_per_token) * tokens;
                     });
   bytes += StepInputBytes(options);
-  // The rope table.
+  // The rope table, and the MTP input's zero row.
   bytes += CheckedSize(options.max_model_len) * c.qk_rope_head_dim() * 4;
+  if (config.num_mtp_layers() > 0) bytes += CheckedSize(c.hidden_size()) * 4;
   // The indexer's workspace and top-k as a profile run reserves them.
   bytes +=
       attention::IndexerLogits::WorkspaceBytes(ScoredRows(tp, tokens),
@@ -1508,31 +1518,43 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
             static_cast<size_t>(run.count * hidden_size) * sizeof(float)),
         "step: uploading the hidden states"));
   }
-  // The MTP layers' token input in internal order, zero at position 0.
+  // The MTP layers' token input in internal order, zero at position 0: the
+  // caller's rows moved as the hidden states are (a copy per run, no host
+  // staging), or without MTP embeddings the hidden states just uploaded,
+  // copied on the device; then the rows at position 0 are copied from a
+  // zero row kept on the device.
   if (num_mtp > 0) {
-    std::vector<float> staged(static_cast<size_t>(tokens * hidden_size));
+    const size_t row_bytes = static_cast<size_t>(hidden_size) * sizeof(float);
     for (int64_t k = 0; k < num_mtp; ++k) {
-      absl::Span<const float> from = hidden;
-      if (mtp_values == num_mtp * tokens * hidden_size) {
-        from = mtp_embeddings.subspan(k * tokens * hidden_size,
-                                      tokens * hidden_size);
-      } else if (mtp_values != 0) {
-        from = mtp_embeddings;
-      }
-      for (int64_t t = 0; t < tokens; ++t) {
-        float* row = staged.data() + t * hidden_size;
-        if (layout.positions[t] == 0) {
-          std::fill(row, row + hidden_size, 0.0f);
-        } else {
-          std::copy_n(from.data() + layout.token_source[t] * hidden_size,
-                      hidden_size, row);
+      float* slice =
+          Offset<float>(act_->mtp_embeddings.data(), k * tokens * hidden_size);
+      if (mtp_values == 0) {
+        DSA_RETURN_IF_ERROR(Annotate(
+            stream.CopyDeviceToDevice(slice, act_->residual.data(),
+                                      static_cast<size_t>(tokens) * row_bytes),
+            "step: copying the MTP layers' embeddings"));
+      } else {
+        absl::Span<const float> from = mtp_embeddings;
+        if (mtp_values == num_mtp * tokens * hidden_size) {
+          from = mtp_embeddings.subspan(k * tokens * hidden_size,
+                                        tokens * hidden_size);
+        }
+        for (const RowRun& run : runs) {
+          DSA_RETURN_IF_ERROR(
+              Annotate(stream.CopyHostToDevice(
+                           slice + run.internal * hidden_size,
+                           from.data() + run.caller * hidden_size,
+                           static_cast<size_t>(run.count) * row_bytes),
+                       "step: uploading the MTP layers' embeddings"));
         }
       }
-      DSA_RETURN_IF_ERROR(Annotate(
-          stream.CopyHostToDevice(Offset<float>(act_->mtp_embeddings.data(),
-                                                k * tokens * hidden_size),
-                                  staged.data(), staged.size() * sizeof(float)),
-          "step: uploading the MTP layers' embeddings"));
+      for (int64_t t = 0; t < tokens; ++t) {
+        if (layout.positions[t] != 0) continue;
+        DSA_RETURN_IF_ERROR(
+            Annotate(stream.CopyDeviceToDevice(slice + t * hidden_size,
+                                               s.zero_row.data(), row_bytes),
+                     "step: copying the MTP layers' embeddings"));
+      }
     }
   }
   // Device rows of `width` floats, read back in the caller's row order,
