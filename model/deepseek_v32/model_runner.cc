@@ -151,15 +151,22 @@ absl::Status OpError(const absl::Status& status, const char* op,
 
 // Zero-fills device memory, so that a fresh cache holds defined bytes (a
 // cache dump, or two instances of one model, compare equal slot for slot).
-absl::Status ZeroFill(const DeviceStream& stream, const DeviceBuffer& buffer) {
+// `bytes` bytes of `value` at `dst`, in order on `stream`, a chunk of a
+// host buffer at a time.
+absl::Status FillBytes(const DeviceStream& stream, void* dst, size_t bytes,
+                       uint8_t value) {
   constexpr size_t kChunk = size_t{1} << 20;
-  const std::vector<uint8_t> zeros(std::min(kChunk, buffer.bytes()), 0);
-  for (size_t offset = 0; offset < buffer.bytes(); offset += kChunk) {
+  const std::vector<uint8_t> chunk(std::min(kChunk, bytes), value);
+  for (size_t offset = 0; offset < bytes; offset += kChunk) {
     DSA_RETURN_IF_ERROR(stream.CopyHostToDevice(
-        static_cast<uint8_t*>(buffer.data()) + offset, zeros.data(),
-        std::min(kChunk, buffer.bytes() - offset)));
+        static_cast<uint8_t*>(dst) + offset, chunk.data(),
+        std::min(kChunk, bytes - offset)));
   }
   return absl::OkStatus();
+}
+
+absl::Status ZeroFill(const DeviceStream& stream, const DeviceBuffer& buffer) {
+  return FillBytes(stream, buffer.data(), buffer.bytes(), 0);
 }
 
 template <class T>
@@ -1330,7 +1337,121 @@ absl::StatusOr<ForwardPlan> DeepseekV32Model::ProfileRun(
                                 options_.max_model_len, /*scores=*/true),
         "profile run"));
   }
+  DSA_RETURN_IF_ERROR(Annotate(ProfileAttention(reserves), "profile run"));
   return plan;
+}
+
+absl::Status DeepseekV32Model::ProfileAttention(bool sparse) {
+  Shared& s = *shared_;
+  Activations& act = *act_;
+  const Layer& layer = *layers_.front();
+  const ModelConfig& config = planner_.config();
+  const DeepseekV32Config& c = config.proto();
+  const DType adt = options_.activation_dtype;
+  const int64_t H = c.num_attention_heads();
+  const int64_t nope = c.qk_nope_head_dim(), rope = c.qk_rope_head_dim();
+  const int64_t vdim = c.v_head_dim(), kv_lora = c.kv_lora_rank();
+  const int64_t tokens = std::min<int64_t>(options_.max_num_batched_tokens,
+                                           options_.max_model_len);
+  const int64_t topk = config.index_topk();
+  const int64_t max_blocks = MaxBlocksPerRequest(options_);
+  const TensorView latent_cache =
+      MakeTensorView(layer.latent_cache.data(),
+                     attention::IsFp8(s.latent_format.dtype) ? DType::kUint8
+                                                             : DType::kBFloat16,
+                     {options_.num_blocks, options_.block_size,
+                      attention::LatentCacheEntryWidth(s.latent_format)});
+  const TensorView kv_b_proj =
+      MakeTensorView(layer.weights[static_cast<int>(WeightId::kKvBProj)],
+                     DType::kBFloat16, {H * (nope + vdim), kv_lora});
+  // Every request reads block 0 (its contents do not matter: the outputs
+  // go to the activations, which every step writes before it reads them).
+  std::vector<int32_t> zeros(static_cast<size_t>(tokens * max_blocks), 0);
+  DSA_RETURN_IF_ERROR(
+      UploadInto(s.stream, s.block_table, zeros, "block_table"));
+
+  if (planner_.capabilities().sparse_mla_dense_mha_prefill) {
+    // Dense prefill: a batch of max_num_batched_tokens new tokens in
+    // prompts of the longest the dense branch takes (index_topk), the keys
+    // as many.
+    const int64_t length = std::min(tokens, topk);
+    const int64_t requests = (tokens + length - 1) / length;
+    std::vector<int32_t>& seq_lens = s.host_seq_lens;
+    std::vector<int32_t>& qsl = s.host_prefill_query_start_loc;
+    seq_lens.assign(static_cast<size_t>(requests), 0);
+    qsl.assign(static_cast<size_t>(requests + 1), 0);
+    for (int64_t r = 0; r < requests; ++r) {
+      seq_lens[r] = static_cast<int32_t>(std::min(length, tokens - r * length));
+      qsl[r + 1] = qsl[r] + seq_lens[r];
+    }
+    DSA_RETURN_IF_ERROR(UploadInto(s.stream, s.seq_lens, seq_lens, "seq_lens"));
+    DSA_RETURN_IF_ERROR(UploadInto(s.stream, s.prefill_query_start_loc, qsl,
+                                   "prefill_query_start_loc"));
+    attention::DenseMhaPrefill::Args a;
+    a.q = MakeTensorView(act.q.data(), adt, {tokens, H, nope + rope});
+    a.kv_cache = latent_cache;
+    a.cache_format = s.latent_format;
+    a.block_table = MakeTensorView(s.block_table.data(), DType::kInt32,
+                                   {requests, max_blocks});
+    a.seq_lens = MakeTensorView(s.seq_lens.data(), DType::kInt32, {requests});
+    a.query_start_loc = MakeTensorView(s.prefill_query_start_loc.data(),
+                                       DType::kInt32, {requests + 1});
+    a.seq_lens_host =
+        MakeTensorView(seq_lens.data(), DType::kInt32, {requests});
+    a.query_start_loc_host =
+        MakeTensorView(qsl.data(), DType::kInt32, {requests + 1});
+    a.kv_b_proj = kv_b_proj;
+    a.w_uk =
+        MakeTensorView(layer.w_uk.data(), DType::kBFloat16, {H, nope, kv_lora});
+    a.w_uv =
+        MakeTensorView(layer.w_uv.data(), DType::kBFloat16, {H, vdim, kv_lora});
+    a.softmax_scale = s.softmax_scale;
+    a.output = MakeTensorView(act.attn.data(), adt, {tokens, H, vdim});
+    DSA_RETURN_IF_ERROR(Annotate(DSA_LAUNCH(s, dense_mha_prefill, nullptr,
+                                            s.kernels.dense_mha_prefill, a),
+                                 "dense_mha_prefill at the largest step"));
+  }
+  if (sparse) {
+    // Sparse MLA: the largest step's rows, then decode batches of 1 to 128
+    // rows (fewer rows split each row's top-k into partial outputs, whose
+    // scratch is largest somewhere there), over a top-k of -1 (no key).
+    std::vector<int32_t> one{1};
+    DSA_RETURN_IF_ERROR(UploadInto(s.stream, s.seq_lens, one, "seq_lens"));
+    std::vector<int32_t> token_request(static_cast<size_t>(tokens), 0);
+    DSA_RETURN_IF_ERROR(
+        UploadInto(s.stream, s.token_request, token_request, "token_request"));
+    const size_t topk_bytes = static_cast<size_t>(tokens * topk * 4);
+    DSA_ASSIGN_OR_RETURN(void* topk_dev,
+                         s.topk.buffer.Get(s.runtime, topk_bytes));
+    DSA_RETURN_IF_ERROR(FillBytes(s.stream, topk_dev, topk_bytes, 0xff));
+    s.topk.written_by_layer = -1;
+    std::vector<int64_t> rows_list{tokens};
+    for (int64_t rows = 1; rows <= 128 && rows < tokens; rows *= 2) {
+      rows_list.push_back(rows);
+    }
+    for (int64_t rows : rows_list) {
+      attention::SparseMla::Args a;
+      a.q =
+          MakeTensorView(act.q_absorbed.data(), adt, {rows, H, kv_lora + rope});
+      a.kv_cache = latent_cache;
+      a.cache_format = s.latent_format;
+      a.block_table =
+          MakeTensorView(s.block_table.data(), DType::kInt32, {1, max_blocks});
+      a.seq_lens = MakeTensorView(s.seq_lens.data(), DType::kInt32, {1});
+      a.token_request =
+          MakeTensorView(s.token_request.data(), DType::kInt32, {rows});
+      a.topk_indices = MakeTensorView(topk_dev, DType::kInt32, {rows, topk});
+      a.kv_b_proj = kv_b_proj;
+      a.qk_nope_head_dim = static_cast<int32_t>(nope);
+      a.softmax_scale = s.softmax_scale;
+      a.output = MakeTensorView(act.attn.data(), adt, {rows, H, vdim});
+      DSA_RETURN_IF_ERROR(
+          Annotate(DSA_LAUNCH(s, sparse_mla, nullptr, s.kernels.sparse_mla, a),
+                   absl::StrCat("sparse_mla over ", rows, " rows")));
+    }
+  }
+  s.counts = OpCallCounts{};
+  return s.stream.Synchronize();
 }
 
 absl::StatusOr<StepOutput> DeepseekV32Model::Step(

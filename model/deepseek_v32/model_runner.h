@@ -413,6 +413,12 @@ class DeepseekV32Model {
   // reserves for the largest step, and what a step grows them to before it
   // starts when it needs more. ResourceExhausted with the sizes when the
   // growth does not fit in the free memory the platform reports.
+  // The profile run's calls of the attention ops at the largest step's
+  // shapes, which grow the platform's per-stream scratch to what later steps
+  // take: dense_mha_prefill over max_num_batched_tokens new tokens (when the
+  // platform runs the dense branch) and, with `sparse`, sparse_mla over as
+  // many rows and over decode batches of 1 to 128 rows.
+  absl::Status ProfileAttention(bool sparse);
   absl::Status ReserveIndexerWorkspace(int64_t rows, int64_t max_seq_len,
                                        bool scores);
   // Step without the abort of the tensor-parallel group on failure.
