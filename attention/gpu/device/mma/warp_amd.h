@@ -262,12 +262,23 @@ struct Bf16WarpMma {
   // values (after the softmax), rounded to bf16 here.
   static constexpr int kCSlotsPerBStep = 4;
   __device__ __forceinline__ static void CSlotsAsB(B& b, const float* four) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      b.r[j] = static_cast<short>(FloatToBf16(four[j]));
+    SetLaneValues(b.r, four);
+  }
+  // An A fragment from this lane's own four values (row lane % 32 at
+  // k = (lane / 32) * 4 .. + 3), rounded to bf16: operands that come from
+  // registers or global memory rather than a shared-memory tile.
+  __device__ __forceinline__ static void SetA(A& a, const float* four) {
+    SetLaneValues(a.r, four);
   }
 
  private:
+  __device__ __forceinline__ static void SetLaneValues(Operand& r,
+                                                       const float* four) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      r[j] = static_cast<short>(FloatToBf16(four[j]));
+    }
+  }
   // The 8 k values of row/column `idx` of an operand (lanes idx, idx + 32).
   __device__ __forceinline__ static void LoadColumn(const Operand& r, int idx,
                                                     float* out) {
