@@ -40,10 +40,15 @@ namespace warp {
 template <int HC, bool kFp8, Fp8Format F>
 __device__ __forceinline__ void Body(const SparseMlaParams& p,
                                      int64_t token_begin, const MmaOutput& out,
-                                     uint8_t* smem) {
+                                     uint8_t* amd_lds) {
   using L = Layout<kDsaWarpSize, HC, kFp8>;
   constexpr int kQRegisterSteps = C::kQRegisterSteps;
   constexpr int kQkChains = C::kQkChains;
+#if defined(DSA_GPU_ROCM)
+  uint8_t* smem = amd_lds;  // the kernel's static LDS
+#else
+  extern __shared__ __align__(16) uint8_t smem[];
+#endif
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem + L::kQOff);
   uint8_t* key_base = smem + L::kKeyOff;
   uint8_t* raw_base = smem + L::kRawLandingOff;
@@ -366,8 +371,8 @@ __device__ __forceinline__ void Body(const SparseMlaParams& p,
   constexpr int kStageLd = C::kStageLd;
   uint16_t* stage = reinterpret_cast<uint16_t*>(key_base);
   constexpr int kRowChunks = kLora / 8;
-  const int rows_here = p.heads - h0 < HC ? p.heads - h0 : HC;
   if constexpr (L::kStageRows < HC) {
+    const int rows_here = p.heads - h0 < HC ? p.heads - h0 : HC;
     // AMD: one M tile of heads at a time (over the key, score and
     // probability buffers).
     static_assert(L::kStageRows == Mma::kM, "a round per M tile");
@@ -413,6 +418,7 @@ __device__ __forceinline__ void Body(const SparseMlaParams& p,
     }
   }
   __syncthreads();
+  const int rows_here = p.heads - h0 < HC ? p.heads - h0 : HC;
   for (int c = tid; c < rows_here * kRowChunks; c += kThreads) {
     const int row = c / kRowChunks, part = c % kRowChunks;
     *reinterpret_cast<uint4*>(out.latent + (out_row0 + row) * kLora +
@@ -434,8 +440,7 @@ __global__ void __launch_bounds__(warp::kThreads, 1)
       uint8_t lds[warp::Layout<kDsaWarpSize, HC, kFp8>::kBytes];
   warp::Body<HC, kFp8, F>(p, token_begin, out, lds);
 #else
-  extern __shared__ __align__(16) uint8_t smem[];
-  warp::Body<HC, kFp8, F>(p, token_begin, out, smem);
+  warp::Body<HC, kFp8, F>(p, token_begin, out, nullptr);  // dynamic
 #endif
 }
 
