@@ -49,7 +49,7 @@ MATRIX_KERNELS = [
     "IndexerLogitsMmaKernel",  # the logits Q K^T, fp8 MFMA
     "IndexerLogitsFmaKernel",  # its plain-FMA kernel
     "SparseMlaMmaKernel",  # Q K^T and P V, bf16 MFMA
-    "SparseMlaFmaKernel",  # the plain-FMA kernel (MFMA one's LDS too big)
+    "SparseMlaFmaKernel",  # the plain-FMA kernel (shapes the MFMA one lacks)
     "WuvFmaKernel",  # W_UV of the FMA path
     "DenseAttentionKernel",  # Q K^T and P V, bf16 MFMA
     "Bf16GemmKernel",  # the K/V decompression GEMM, bf16 MFMA

@@ -1,8 +1,9 @@
 // The attention kernels (the __global__ wrappers of the bodies) and their
 // launch for one (qk, v) width pair, LaunchAttention<kQk, kV>:
 //   DenseAttentionKernel<kQk, kV, kBody>   kBody: DenseMhaBody::kWarp
-//     (warp_body.h) or kSm90Pipelined (sm90_pipelined_body.h), kThreads
-//     threads, shared memory as their layouts say;
+//     (warp_body.h; on AMD its MFMA form, mfma_body.h, in static LDS) or
+//     kSm90Pipelined (sm90_pipelined_body.h), kThreads threads, shared
+//     memory as their layouts say;
 //   DenseAttentionTmaKernel<kQk, kV, kN>   sm90_tma_body.h, kN keys a tile
 //     (TmaTileKeys), its three warpgroups, the tensor maps as parameters.
 // The cp.async bodies run a block per (work item, head); the TMA body is
@@ -17,6 +18,7 @@
 #include "attention/gpu/dense_mha/attention_args.h"
 #include "attention/gpu/dense_mha/attention_launch.h"
 #include "attention/gpu/dense_mha/config.h"
+#include "attention/gpu/dense_mha/mfma_body.h"
 #include "attention/gpu/dense_mha/warp_body.h"
 #include "attention/gpu/device/hip_compat.h"
 #include "attention/gpu/device/launch_util.h"
@@ -33,9 +35,28 @@ constexpr int kWarpBody = static_cast<int>(DenseMhaBody::kWarp);
 constexpr int kSm90PipelinedBody =
     static_cast<int>(DenseMhaBody::kSm90Pipelined);
 
+// The warp body's shared memory: dynamic on NVIDIA (WarpSmem, opted in at
+// launch); static on AMD (MfmaSmem, in the code object's metadata).
+#if defined(DSA_GPU_ROCM)
+template <int kQk, int kV>
+constexpr size_t kWarpBodyDynamicBytes = 0;
+template <int kQk, int kV>
+constexpr size_t kWarpBodyBytes = MfmaSmem<kQk, kV>::kBytes;
+#else
+template <int kQk, int kV>
+constexpr size_t kWarpBodyDynamicBytes = WarpSmem<kQk, kV>::kBytes;
+template <int kQk, int kV>
+constexpr size_t kWarpBodyBytes = WarpSmem<kQk, kV>::kBytes;
+#endif
+
 template <int kQk, int kV, int kBody>
 __global__ void __launch_bounds__(kThreads, 1)
     DenseAttentionKernel(const AttentionArgs a) {
+#if defined(DSA_GPU_ROCM)
+  static_assert(kBody == kWarpBody, "AMD runs the warp body only");
+  __shared__ __align__(16) uint16_t lds[MfmaSmem<kQk, kV>::kElems];
+  MfmaBody<kQk, kV>(a, lds);
+#else
   extern __shared__ __align__(128) uint16_t smem[];
   if constexpr (kBody == kWarpBody) {
     WarpBody<kQk, kV>(a, smem);
@@ -47,6 +68,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 #endif
   }
+#endif
 }
 
 #if defined(DSA_GPU_CUDA)
@@ -61,9 +83,10 @@ __global__ void __launch_bounds__(Sm90TmaRoles::kThreads, 1)
 }
 #endif
 
-// Launches `kKernel` with kBytes of dynamic shared memory, once the device
-// allows that much.
-template <auto kKernel, size_t kBytes, typename... Args>
+// Launches `kKernel`, whose block needs kBytes of shared memory, kDynamic
+// of them dynamic (the rest static), once the device allows that much.
+template <auto kKernel, size_t kBytes, size_t kDynamic = kBytes,
+          typename... Args>
 LaunchResult LaunchWithSharedMemory(const AttentionLaunch& l, dim3 grid,
                                     int threads, const char* body,
                                     Args... args) {
@@ -74,10 +97,12 @@ LaunchResult LaunchWithSharedMemory(const AttentionLaunch& l, dim3 grid,
                    body, l.choice.qk_width, l.choice.v_width, kBytes,
                    l.features.max_shared_bytes_per_block);
   }
-  LaunchResult r = OptInSharedMemory<kKernel, static_cast<int>(kBytes)>(
-      l.features.device, "dense_mha_prefill: shared memory opt-in");
-  if (!r.ok()) return r;
-  hipLaunchKernelGGL(kKernel, grid, dim3(threads), kBytes, l.stream, args...);
+  if constexpr (kDynamic > 0) {
+    LaunchResult r = OptInSharedMemory<kKernel, static_cast<int>(kDynamic)>(
+        l.features.device, "dense_mha_prefill: shared memory opt-in");
+    if (!r.ok()) return r;
+  }
+  hipLaunchKernelGGL(kKernel, grid, dim3(threads), kDynamic, l.stream, args...);
   return CheckLaunch("dense_mha_prefill attention");
 }
 
@@ -88,7 +113,8 @@ LaunchResult LaunchAttention(const AttentionLaunch& l) {
   switch (l.choice.body) {
     case DenseMhaBody::kWarp:
       return LaunchWithSharedMemory<&DenseAttentionKernel<kQk, kV, kWarpBody>,
-                                    WarpSmem<kQk, kV>::kBytes>(
+                                    kWarpBodyBytes<kQk, kV>,
+                                    kWarpBodyDynamicBytes<kQk, kV>>(
           l, blocks, kThreads, "warp", l.args);
 #if defined(DSA_GPU_CUDA)
     case DenseMhaBody::kSm90Pipelined:

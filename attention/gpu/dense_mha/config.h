@@ -96,6 +96,32 @@ struct WarpBodySmem {
   static constexpr size_t kBytes = sizeof(unsigned short) * kElems;
 };
 
+// The warp body's AMD form (mfma_body.h): S^T = K Q^T and O^T += V^T P^T,
+// so that Q (as the B operand) and P (the accumulator's slots, which are
+// the next product's B fragments on MFMA) stay in registers, and LDS holds
+// one K tile (kBlockN x kQk) and one V^T tile (kV x kBlockN), padded
+// row-major; Q passes through the same bytes once, before the first tile.
+// Offsets in elements. AMD's 64 KiB of LDS per workgroup: 37,376 bytes at
+// GLM's widest (qk 256, v 256), where WarpBodySmem needs 76,288.
+inline constexpr int kAmdLdsBytesPerWorkgroup = 64 * 1024;
+template <class Tiles, int kQk, int kV>
+struct MfmaBodySmem {
+  static constexpr int kLdQ = kQk + kRowPad;  // Q and K rows
+  static constexpr int kLdVt = Tiles::kBlockN + kRowPad;
+  static constexpr int kK = 0;
+  static constexpr int kVt = kK + Tiles::kBlockN * kLdQ;
+  static constexpr int kTileElems = kVt + kV * kLdVt;
+  static constexpr int kQStage = 0;  // before the first tile only
+  static constexpr int kQStageElems = Tiles::kBlockM * kLdQ;
+  static constexpr int kElems =
+      kTileElems > kQStageElems ? kTileElems : kQStageElems;
+  static constexpr size_t kBytes = sizeof(unsigned short) * kElems;
+  static_assert(kBytes <= kAmdLdsBytesPerWorkgroup, "fits a workgroup's LDS");
+};
+static_assert(MfmaBodySmem<BlockTiles<64>, 256, 256>::kBytes == 37376 &&
+                  WarpBodySmem<BlockTiles<64>, 32, 256, 256>::kBytes == 76288,
+              "GLM's widths on AMD: the MFMA form's LDS, the row-major form's");
+
 // --- sm_90a. Both warpgroup bodies: 128 query rows, two math warpgroups of
 // 64 rows each.
 inline constexpr int kSm90BlockM = 128;

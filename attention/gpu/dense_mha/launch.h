@@ -27,9 +27,11 @@
 //      in turn from a counter, heads in sections that share their K/V in
 //      L2; otherwise a block per tile, query tiles of one head in
 //      consecutive blocks; other head dims on sm_90a, a cp.async body on wgmma
-//      (sm90_pipelined_body.h); elsewhere Bf16WarpMma (mma.sync on NVIDIA,
-//      MFMA on AMD; warp_body.h) with key tiles of 64 (32 in AMD's 64 KiB of
-//      LDS). The params may ask for one body (attention_body), for tests.
+//      (sm90_pipelined_body.h); elsewhere Bf16WarpMma: mma.sync on NVIDIA
+//      (warp_body.h, key tiles of 64), MFMA on AMD with both products
+//      transposed so that Q and P stay in registers (mfma_body.h, key tiles
+//      of 32 within AMD's 64 KiB of LDS at every width). The params may ask
+//      for one body (attention_body), for tests.
 // Queries, keys, values and softmax probabilities enter the matrix products
 // as bf16 (fp32 inputs are rounded once), products accumulate in fp32: the
 // output is within 2^-8 of the largest |value| a row attends to of the exact

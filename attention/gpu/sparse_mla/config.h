@@ -30,7 +30,8 @@ inline constexpr int kFp8EntryBytes = kLora + 4 * kFp8Tiles + 2 * kRope;
 static_assert(kFp8EntryBytes == 656 && kFp8EntryBytes % 16 == 0,
               "fp8 entries in 16-byte copies");
 
-// Top-k indices the warp body checks and compacts at a time.
+// Top-k indices the warp body checks and compacts at a time (at most: AMD's
+// layout takes half, warp::Layout::kChunk).
 inline constexpr int kIndexChunk = 1024;
 
 // The latent output between the attention and W_UV lives in stream scratch
@@ -42,6 +43,9 @@ inline constexpr int64_t kMaxRowsPerLaunch = 65535;
 // The opt-in shared memory of an H100 / H200 block, which both matrix
 // bodies are sized for on NVIDIA.
 inline constexpr int kSm90SharedBytesPerBlock = 232448;
+// The LDS of an AMD CDNA workgroup (gfx90a, gfx942), which the warp body is
+// sized for on AMD.
+inline constexpr int kAmdLdsBytesPerWorkgroup = 64 * 1024;
 
 // The largest divisor of n that is at most `most`.
 constexpr int LargestDivisorAtMost(int n, int most) {
@@ -85,48 +89,77 @@ struct Config {
   static constexpr int kQRegisterSteps = 8;
   // Independent accumulator sets of a warp's Q K^T, so that the products of
   // a score fragment are not one dependent chain (1, 2 and 4 measured the
-  // same on the H200).
+  // same on the H200). AMD: 1, the 16 registers a second set takes are what
+  // 64 heads' Q fragments and output leave (2 spills there).
   static constexpr int kQkChains = 2;
   static constexpr int kSLd = kTileKeys + 1;  // fp32 scores, + 1: banks
   static constexpr int kPLd = kTileKeys + 8;  // bf16 probabilities: rows 16
                                               // bytes off the bank period
-  static constexpr int kIndicesPerThread = kIndexChunk / kThreads;
   // The latent output staged in bf16 rows for coalesced stores.
   static constexpr int kStageLd = kLora + 8;
 
-  static_assert(kIndexChunk % kThreads == 0, "index chunk per thread");
   static_assert(kLora % (kWarps * Mma::kN) == 0, "value dims per warp");
   static_assert(kDim % Mma::kK == 0 && kTileKeys % Mma::kK == 0, "k steps");
   static_assert(kTileKeys % Mma::kN == 0, "whole N tiles per key tile");
 };
 
-// Heads per block: 32 for up to 32 heads, else 64.
-constexpr int HeadsPerBlock(int heads) { return heads <= 32 ? 32 : 64; }
+// Heads per block on a backend of `warp_size`-wide warps: 32 for up to 32
+// heads, else 64; always 32 on AMD (64), where 64 heads' Q fragments and
+// output (72 + 128 registers a lane) leave too few for the rest: the
+// 64-head instance spilled 6 VGPRs on gfx90a and gfx942.
+constexpr int HeadsPerBlock(int warp_size, int heads) {
+  return warp_size == 64 || heads <= 32 ? 32 : 64;
+}
 
 // One instance's work split and shared memory: HC heads per block, a bf16
 // (kFp8 false) or fp8_ds_mla cache.
+//
+// NVIDIA (kWarpSize 32): Q in shared memory (its last kQRegisterSteps
+// k-steps also in registers), the next tile gathered (cp.async) while this
+// one computes, into a second key buffer (bf16) or raw buffer (fp8).
+// AMD (64, kLdsForm): within a workgroup's 64 KiB of LDS. Q lives in
+// registers only, its 576 dims split over the kQkDimSplits warps of a head
+// group (each sums its share of S into its own fp32 score buffer, and the
+// softmax adds the shares); one key buffer, filled at the start of each
+// tile (AMD's 16-byte copies are plain loads and stores, so a second buffer
+// would overlap nothing); an fp8 tile's raw entries land on the score and
+// probability buffers, dead until its dequantisation is done; half the
+// index chunk; the output staged one M tile of heads at a time.
 template <int kWarpSize, int HC, bool kFp8>
 struct Layout {
   using C = Config<kWarpSize>;
   using Mma = typename C::Mma;
+  static constexpr bool kLdsForm = kWarpSize == 64;
   static constexpr int kMTiles = HC / Mma::kM;
-  // Q K^T: kQkGroups head groups (one M tile each) x kQkSplits key slices.
+  // Q K^T: kQkGroups head groups (one M tile each) x kQkSplits key slices
+  // (x kQkDimSplits slices of the 576 dims on AMD).
   static constexpr int kQkGroups = kMTiles;
   static constexpr int kQkSplits =
       LargestDivisorAtMost(C::kTileKeys / Mma::kN, C::kWarps / kQkGroups);
   static constexpr int kQkKeys = C::kTileKeys / kQkSplits;
   static constexpr int kQkNTiles = kQkKeys / Mma::kN;
+  static constexpr int kQkDimSplits =
+      kLdsForm ? C::kWarps / (kQkGroups * kQkSplits) : 1;
+  static constexpr int kQkDims = kDim / kQkDimSplits;  // per warp
   // P V: every warp owns all HC heads x kPvDims value dims.
   static constexpr int kPvDims = kLora / C::kWarps;
   static constexpr int kPvNTiles = kPvDims / Mma::kN;
   // Softmax: kRowThreads threads per head row.
   static constexpr int kRowThreads = C::kThreads / HC;
   static constexpr int kRowKeys = C::kTileKeys / kRowThreads;
+  // Top-k indices checked and compacted at a time.
+  static constexpr int kChunk = kLdsForm ? kIndexChunk / 2 : kIndexChunk;
+  static constexpr int kIndicesPerThread = kChunk / C::kThreads;
+  // Tile t + 1 is gathered while tile t computes (NVIDIA).
+  static constexpr bool kPrefetch = !kLdsForm;
   // bf16: tiles land in the key buffers (t computing, t + 1 arriving).
   // fp8: raw tiles land in two raw buffers and are dequantised into one key
-  // buffer.
-  static constexpr int kKeyBuffers = kFp8 ? 1 : 2;
-  static constexpr int kRawBuffers = kFp8 ? 2 : 0;
+  // buffer. AMD: one key buffer, raw tiles on the score buffers.
+  static constexpr int kKeyBuffers = kFp8 || kLdsForm ? 1 : 2;
+  static constexpr int kRawBuffers = kFp8 && !kLdsForm ? 2 : 0;
+  static constexpr int kRawLandings = kLdsForm ? 1 : 2;  // raw tiles in turn
+  // Rows of the latent output staged (bf16) at a time.
+  static constexpr int kStageRows = kLdsForm ? Mma::kM : HC;
 
   static_assert(HC == 32 || HC == 64, "heads per block (HeadsPerBlock)");
   static_assert(HC % Mma::kM == 0, "heads per block: whole M tiles");
@@ -135,35 +168,57 @@ struct Layout {
   static_assert(C::kThreads % HC == 0 && kRowThreads <= kWarpSize &&
                     C::kTileKeys % kRowThreads == 0 && kRowKeys % 2 == 0,
                 "softmax rows: whole bf16 pairs per thread");
+  static_assert(kQkDimSplits * kQkGroups * kQkSplits <= C::kWarps &&
+                    kDim % (kQkDimSplits * Mma::kK) == 0,
+                "Q K^T dim slices: whole k-steps, one warp each");
+  static_assert(kChunk % C::kThreads == 0 && kChunk <= kIndexChunk,
+                "index chunk per thread");
+  static_assert(HC % kStageRows == 0, "whole staging rounds");
 
   // Shared memory, in bytes (every offset a multiple of 16): Q, the key
-  // tiles, the raw fp8 tiles, scores, probabilities, the rescale factors,
-  // the compacted cache offsets of a chunk, the compaction's scan.
-  static constexpr int kQBytes = HC * C::kLd * 2;
+  // tiles, the raw fp8 tiles, scores (kQkDimSplits buffers), probabilities,
+  // the rescale factors, the compacted cache offsets of a chunk, the
+  // compaction's scan.
+  static constexpr int kQBytes = kLdsForm ? 0 : HC * C::kLd * 2;
   static constexpr int kKeyBytes = C::kTileKeys * C::kLd * 2;
   static constexpr int kRawBytes = C::kTileKeys * kFp8EntryBytes;
-  static constexpr int kSBytes = (HC * C::kSLd * 4 + 15) / 16 * 16;
   static constexpr int kPBytes = HC * C::kPLd * 2;
+  static constexpr int kScoreBytes =
+      (kQkDimSplits * HC * C::kSLd * 4 + 15) / 16 * 16;
+  // AMD, fp8: the scores' buffers grown where a raw tile needs more than
+  // they and P hold.
+  static constexpr int kSBytes =
+      kLdsForm && kFp8 && kScoreBytes + kPBytes < kRawBytes
+          ? (kRawBytes - kPBytes + 15) / 16 * 16
+          : kScoreBytes;
   static constexpr int kQOff = 0;
   static constexpr int kKeyOff = kQOff + kQBytes;
   static constexpr int kRawOff = kKeyOff + kKeyBuffers * kKeyBytes;
   static constexpr int kSOff = kRawOff + kRawBuffers * kRawBytes;
+  // Where raw fp8 tiles land: their buffers, or (AMD) the scores'.
+  static constexpr int kRawLandingOff = kLdsForm ? kSOff : kRawOff;
   static constexpr int kPOff = kSOff + kSBytes;
   static constexpr int kAlphaOff = kPOff + kPBytes;
   static constexpr int kSlotOff = kAlphaOff + HC * 4;
-  static constexpr int kScanOff = kSlotOff + kIndexChunk * 8;
+  static constexpr int kScanOff = kSlotOff + kChunk * 8;
   static constexpr int kBytes = kScanOff + (C::kWarps + 1) * 4;
 
-  static_assert(HC * C::kStageLd * 2 <= kSOff - kKeyOff,
-                "output staging fits the key buffers");
+  static_assert(kStageRows * C::kStageLd * 2 <=
+                    (kLdsForm ? kAlphaOff : kSOff) - kKeyOff,
+                "output staging fits the key buffers (AMD: and the scores "
+                "and probabilities)");
+  static_assert(!kLdsForm || !kFp8 || kRawBytes <= kAlphaOff - kSOff,
+                "AMD: a raw fp8 tile fits the score and probability buffers");
   static_assert(kWarpSize != 32 || kBytes <= kSm90SharedBytesPerBlock,
                 "fits an H100 / H200 block");
+  static_assert(!kLdsForm || kBytes <= kAmdLdsBytesPerWorkgroup,
+                "fits an AMD workgroup's 64 KiB of LDS");
 };
 
 // The shared memory of the instance that runs `heads` heads over a bf16 or
 // fp8 cache on a backend of `warp_size`-wide warps (64: AMD, else NVIDIA).
 constexpr int SharedBytes(int warp_size, int heads, bool fp8) {
-  const bool wide = HeadsPerBlock(heads) == 64;
+  const bool wide = HeadsPerBlock(warp_size, heads) == 64;
   if (warp_size == 64) {
     return wide ? (fp8 ? Layout<64, 64, true>::kBytes
                        : Layout<64, 64, false>::kBytes)

@@ -76,7 +76,7 @@ Plan MakePlan(const SparseMlaParams& p, const DeviceFeatures& f) {
   plan.heads_per_block = plan.body == Body::kSeesaw ? seesaw::Config::kHeads
                          : plan.body == Body::kWarpgroup
                              ? warpgroup::Config::kHeads
-                             : warp::HeadsPerBlock(p.heads);
+                             : warp::HeadsPerBlock(f.warp_size, p.heads);
   plan.chunk_rows = ChunkRows(int64_t{p.heads} * kLora * 2, p.tokens);
   // Few rows (decode): split each row's top-k list so that the grid covers
   // every multiprocessor, at least 256 indices per split; whole waves:

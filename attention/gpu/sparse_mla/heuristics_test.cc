@@ -146,13 +146,22 @@ TEST(SparseMlaHeuristicsTest, WarpBodySizesFollowTheBackend) {
   EXPECT_EQ(warp::Config<64>::kTileKeys, 32);
   EXPECT_EQ(warp::SharedBytes(32, 64, false), 215076);
   EXPECT_LT(warp::SharedBytes(64, 32, false), warp::SharedBytes(32, 32, false));
-  // 64 KiB of LDS (MI300X) takes no matrix body.
-  for (int heads : {1, 32, 64, 128}) {
-    EXPECT_EQ(ChooseBody(Params(heads, kBf16), Amd(65536)), Body::kFma);
+  // AMD: 32 heads a block, within a workgroup's 64 KiB of LDS (MI300X) for
+  // every cache, so the matrix body runs at every head count; one byte less
+  // takes the FMA kernels.
+  for (LatentCacheType cache : {kBf16, kFp8, kFnuz}) {
+    const int bytes = warp::SharedBytes(64, 128, cache != kBf16);
+    EXPECT_LE(bytes, kAmdLdsBytesPerWorkgroup);
+    EXPECT_EQ(bytes, warp::SharedBytes(64, 1, cache != kBf16));
+    for (int heads : {1, 32, 64, 128}) {
+      EXPECT_EQ(ChooseBody(Params(heads, cache), Amd(65536)), Body::kWarp)
+          << heads << " heads";
+      EXPECT_EQ(ChooseBody(Params(heads, cache), Amd(bytes - 1)), Body::kFma)
+          << heads << " heads";
+    }
   }
-  // 160 KiB (MI355X's LDS) would take the 32-head instance only.
-  EXPECT_EQ(ChooseBody(Params(32, kBf16), Amd(163840)), Body::kWarp);
-  EXPECT_EQ(ChooseBody(Params(64, kBf16), Amd(163840)), Body::kFma);
+  EXPECT_EQ(warp::SharedBytes(64, 64, false), 61076);
+  EXPECT_EQ(warp::SharedBytes(64, 64, true), 62612);
   // Never an sm_90a body without sm_90a code.
   EXPECT_EQ(ChooseBody(Params(64, kBf16), Amd(1 << 20)), Body::kWarp);
 }
@@ -204,6 +213,10 @@ TEST(SparseMlaHeuristicsTest, HeadsPerBlock) {
   EXPECT_EQ(MakePlan(Params(33, kBf16), f).heads_per_block, 64);
   EXPECT_EQ(MakePlan(Params(64, kBf16), f).heads_per_block, 64);
   EXPECT_EQ(MakePlan(Params(128, kFp8), f).heads_per_block, 64);
+  // AMD: always 32 (config.h's HeadsPerBlock).
+  for (int heads : {1, 32, 33, 64, 128}) {
+    EXPECT_EQ(MakePlan(Params(heads, kBf16), Amd(65536)).heads_per_block, 32);
+  }
 }
 
 TEST(SparseMlaHeuristicsTest, ChunksBoundTheLatentScratch) {

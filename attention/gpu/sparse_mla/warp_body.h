@@ -12,9 +12,12 @@
 //   3. O += P V: V is the first 512 dims of the same staged tile; every warp
 //      owns all HC heads times 512 / warps value dims.
 // An fp8_ds_mla tile is gathered raw and dequantised into the bf16 tile
-// (exact: fp8 times a power-of-two scale is a bf16). The loads are in
-// warp_loads.h; shapes and shared memory in config.h (warp::Config,
-// warp::Layout). Device-compiler sources only.
+// (exact: fp8 times a power-of-two scale is a bf16). On AMD (Layout's
+// kLdsForm, within 64 KiB of LDS) Q stays in registers, split over the
+// warps of a head group by dims, each writing its share of S, which the
+// softmax adds; one key buffer, filled at the start of its tile; the LDS is
+// static. The loads are in warp_loads.h; shapes and shared memory in
+// config.h (warp::Config, warp::Layout). Device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_WARP_BODY_H_
 #define DSA_ATTENTION_GPU_SPARSE_MLA_WARP_BODY_H_
 
@@ -36,15 +39,19 @@ namespace warp {
 // heads [blockIdx.y * HC, ...), blockIdx.z: top-k split).
 template <int HC, bool kFp8, Fp8Format F>
 __device__ __forceinline__ void Body(const SparseMlaParams& p,
-                                     int64_t token_begin,
-                                     const MmaOutput& out) {
+                                     int64_t token_begin, const MmaOutput& out,
+                                     uint8_t* amd_lds) {
   using L = Layout<kDsaWarpSize, HC, kFp8>;
   constexpr int kQRegisterSteps = C::kQRegisterSteps;
   constexpr int kQkChains = C::kQkChains;
+#if defined(DSA_GPU_ROCM)
+  uint8_t* smem = amd_lds;  // the kernel's static LDS
+#else
   extern __shared__ __align__(16) uint8_t smem[];
+#endif
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem + L::kQOff);
   uint8_t* key_base = smem + L::kKeyOff;
-  uint8_t* raw_base = smem + L::kRawOff;
+  uint8_t* raw_base = smem + L::kRawLandingOff;
   float* s_s = reinterpret_cast<float*>(smem + L::kSOff);
   uint16_t* p_s = reinterpret_cast<uint16_t*>(smem + L::kPOff);
   float* alpha_s = reinterpret_cast<float*>(smem + L::kAlphaOff);
@@ -57,14 +64,16 @@ __device__ __forceinline__ void Body(const SparseMlaParams& p,
   const int lane = tid % kDsaWarpSize, warp = tid / kDsaWarpSize;
 
   // Q, rounded to bf16 once; heads past the last are zeros.
-  for (int i = tid; i < HC * kDim; i += kThreads) {
-    const int hh = i / kDim, d = i % kDim;
-    float v = 0.0f;
-    if (h0 + hh < p.heads) {
-      v = LoadFloat(p.q, p.q_format,
-                    t * p.q_token_stride + (h0 + hh) * p.q_head_stride + d);
+  if constexpr (!L::kLdsForm) {
+    for (int i = tid; i < HC * kDim; i += kThreads) {
+      const int hh = i / kDim, d = i % kDim;
+      float v = 0.0f;
+      if (h0 + hh < p.heads) {
+        v = LoadFloat(p.q, p.q_format,
+                      t * p.q_token_stride + (h0 + hh) * p.q_head_stride + d);
+      }
+      q_s[hh * kLd + d] = FloatToBf16(v);
     }
-    q_s[hh * kLd + d] = FloatToBf16(v);
   }
   const RowRequest rr = LoadRowRequest(p, t);
   const float scale_log2 = p.softmax_scale * kLog2e;
@@ -82,11 +91,22 @@ __device__ __forceinline__ void Body(const SparseMlaParams& p,
 #pragma unroll
     for (int nt = 0; nt < L::kPvNTiles; ++nt) Mma::Zero(o[mt][nt]);
   }
-  constexpr int kQSteps = kDim / Mma::kK;
-  constexpr int kQRegs = kQRegisterSteps < kQSteps ? kQRegisterSteps : kQSteps;
-  constexpr int kQSmemDim = kDim - kQRegs * Mma::kK;
+  // Q K^T k-steps of a warp (its slice of the dims), those whose Q
+  // fragments it keeps in registers (all of them on AMD), and the dims it
+  // reads Q from shared memory for (before those).
+  constexpr int kQSteps = L::kQkDims / Mma::kK;
+  constexpr int kQRegs = L::kLdsForm                 ? kQSteps
+                         : kQRegisterSteps < kQSteps ? kQRegisterSteps
+                                                     : kQSteps;
+  constexpr int kQSmemDim = L::kQkDims - kQRegs * Mma::kK;
+  // The warp's Q K^T share: head group, key slice, dim slice.
+  const int qk_group = warp % L::kQkGroups;
+  const int qk_keys = warp / L::kQkGroups % L::kQkSplits;
+  const int qk_dims = warp / (L::kQkGroups * L::kQkSplits);
   Mma::A q_reg[kQRegs > 0 ? kQRegs : 1];
-  if constexpr (kQRegs > 0) {
+  if constexpr (L::kLdsForm) {
+    LoadQFragments<Mma, L>(p, t, h0, qk_group, qk_dims, lane, q_reg);
+  } else if constexpr (kQRegs > 0) {
     __syncthreads();  // q_s written
     const uint16_t* qa = q_s + (warp % L::kQkGroups) * Mma::kM * kLd;
 #pragma unroll
@@ -102,10 +122,14 @@ __device__ __forceinline__ void Body(const SparseMlaParams& p,
   // 1. S = Q K^T over `keys`, scaled into the log2 domain; keys past
   // `valid` -inf.
   auto qk = [&](const uint16_t* keys, int valid) {
-    if (warp >= L::kQkGroups * L::kQkSplits) return;
-    const int hg = warp % L::kQkGroups, ks = warp / L::kQkGroups;
+    if (warp >= L::kQkGroups * L::kQkSplits * L::kQkDimSplits) return;
+    const int hg = warp % L::kQkGroups;
+    const int ks = L::kLdsForm ? qk_keys : warp / L::kQkGroups;
     const uint16_t* qa = q_s + hg * Mma::kM * kLd;
-    const uint16_t* kb = keys + ks * L::kQkKeys * kLd;
+    // AMD: this warp's dim slice of the keys, and its own score buffer.
+    const uint16_t* kb =
+        keys + ks * L::kQkKeys * kLd + (L::kLdsForm ? qk_dims * L::kQkDims : 0);
+    float* s_out = s_s + (L::kLdsForm ? qk_dims * HC * kSLd : 0);
     static_assert(kQSmemDim % (kQkChains * Mma::kK) == 0,
                   "Q K^T k-steps in whole rounds of the accumulator sets");
     Mma::C sc[kQkChains][L::kQkNTiles];
@@ -157,7 +181,8 @@ __device__ __forceinline__ void Body(const SparseMlaParams& p,
       for (int i = 0; i < Mma::kCPerLane; ++i) {
         const int row = hg * Mma::kM + Mma::CRow(lane, i);
         const int col = ks * L::kQkKeys + nt * Mma::kN + Mma::CCol(lane, i);
-        s_s[row * kSLd + col] = col < valid ? s[nt].v[i] * scale_log2 : kNegInf;
+        s_out[row * kSLd + col] =
+            col < valid ? s[nt].v[i] * scale_log2 : kNegInf;
       }
     }
   };
@@ -170,6 +195,10 @@ __device__ __forceinline__ void Body(const SparseMlaParams& p,
 #pragma unroll
     for (int j = 0; j < L::kRowKeys; ++j) {
       sv[j] = s_s[sm_row * kSLd + sm_part * L::kRowKeys + j];
+#pragma unroll
+      for (int sp = 1; sp < L::kQkDimSplits; ++sp) {  // AMD: the dim slices
+        sv[j] += s_s[(sp * HC + sm_row) * kSLd + sm_part * L::kRowKeys + j];
+      }
       mx = fmaxf(mx, sv[j]);
     }
 #pragma unroll
@@ -250,7 +279,7 @@ __device__ __forceinline__ void Body(const SparseMlaParams& p,
                                        (tile % L::kKeyBuffers) * L::kKeyBytes);
   };
   auto raw_buffer = [&](int tile) {
-    return raw_base + (tile % 2) * L::kRawBytes;
+    return raw_base + (tile % L::kRawLandings) * L::kRawBytes;
   };
   // Where tile `tile`'s gather lands.
   auto landing = [&](int tile) {
@@ -258,10 +287,32 @@ __device__ __forceinline__ void Body(const SparseMlaParams& p,
                 : reinterpret_cast<uint8_t*>(key_buffer(tile));
   };
 
-  for (int chunk = range_begin; chunk < range_end; chunk += kIndexChunk) {
-    const int count = CompactChunk(p, t, rr, chunk, range_end, slots, scan);
+  for (int chunk = range_begin; chunk < range_end; chunk += L::kChunk) {
+    const int count = CompactChunk<L::kIndicesPerThread>(
+        p, t, rr, chunk, range_end, slots, scan);
     const int tiles = (count + kTileKeys - 1) / kTileKeys;
     if (tiles == 0) continue;
+    if constexpr (!L::kPrefetch) {
+      // AMD: each tile gathered at its start into the one key buffer (an
+      // fp8 tile onto the score and probability buffers).
+      for (int tile = 0; tile < tiles; ++tile) {
+        __syncthreads();  // the last tile's P V is done with keys and P
+        GatherTile<kFp8>(p, slots, tile * kTileKeys, count, landing(tile));
+        CopyAsyncWaitAll();
+        __syncthreads();  // tile `tile` is in
+        uint16_t* keys = key_buffer(tile);
+        if constexpr (kFp8) {
+          DequantTile<F>(raw_buffer(tile), keys);
+          __syncthreads();  // and the raw entries are dead
+        }
+        qk(keys, count - tile * kTileKeys);
+        __syncthreads();
+        softmax(p_s, alpha_s);
+        __syncthreads();
+        pv(keys, p_s, alpha_s);
+      }
+      continue;
+    }
     GatherTile<kFp8>(p, slots, 0, count, landing(0));
     for (int tile = 0; tile < tiles; ++tile) {
       CopyAsyncWaitAll();
@@ -319,6 +370,39 @@ __device__ __forceinline__ void Body(const SparseMlaParams& p,
   // 16-byte chunks per thread: coalesced rows instead of 2-byte scatter.
   constexpr int kStageLd = C::kStageLd;
   uint16_t* stage = reinterpret_cast<uint16_t*>(key_base);
+  constexpr int kRowChunks = kLora / 8;
+  if constexpr (L::kStageRows < HC) {
+    const int rows_here = p.heads - h0 < HC ? p.heads - h0 : HC;
+    // AMD: one M tile of heads at a time (over the key, score and
+    // probability buffers).
+    static_assert(L::kStageRows == Mma::kM, "a round per M tile");
+#pragma unroll
+    for (int mt = 0; mt < L::kMTiles; ++mt) {
+      if (mt > 0) __syncthreads();  // the last round's rows are stored
+#pragma unroll
+      for (int i = 0; i < Mma::kCPerLane; ++i) {
+        const int row = Mma::CRow(lane, i);
+        const float inv = alpha_s[mt * Mma::kM + row];
+        uint16_t* dst = stage + row * kStageLd + warp * L::kPvDims;
+#pragma unroll
+        for (int nt = 0; nt < L::kPvNTiles; ++nt) {
+          dst[nt * Mma::kN + Mma::CCol(lane, i)] =
+              FloatToBf16(o[mt][nt].v[i] * inv);
+        }
+      }
+      __syncthreads();
+      const int round_rows = rows_here - mt * Mma::kM;
+      if (round_rows <= 0) continue;
+      const int n = round_rows < Mma::kM ? round_rows : Mma::kM;
+      for (int c = tid; c < n * kRowChunks; c += kThreads) {
+        const int row = c / kRowChunks, part = c % kRowChunks;
+        *reinterpret_cast<uint4*>(
+            out.latent + (out_row0 + mt * Mma::kM + row) * kLora + part * 8) =
+            *reinterpret_cast<const uint4*>(stage + row * kStageLd + part * 8);
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int mt = 0; mt < L::kMTiles; ++mt) {
 #pragma unroll
@@ -334,7 +418,6 @@ __device__ __forceinline__ void Body(const SparseMlaParams& p,
     }
   }
   __syncthreads();
-  constexpr int kRowChunks = kLora / 8;
   const int rows_here = p.heads - h0 < HC ? p.heads - h0 : HC;
   for (int c = tid; c < rows_here * kRowChunks; c += kThreads) {
     const int row = c / kRowChunks, part = c % kRowChunks;
@@ -350,24 +433,49 @@ __device__ __forceinline__ void Body(const SparseMlaParams& p,
 template <int HC, bool kFp8, Fp8Format F>
 __global__ void __launch_bounds__(warp::kThreads, 1)
     SparseMlaMmaKernel(SparseMlaParams p, int64_t token_begin, MmaOutput out) {
-  warp::Body<HC, kFp8, F>(p, token_begin, out);
+#if defined(DSA_GPU_ROCM)
+  // Static LDS: its size is in the code object's metadata, and the compiler
+  // holds it to the target's 64 KiB.
+  __shared__ __align__(16)
+      uint8_t lds[warp::Layout<kDsaWarpSize, HC, kFp8>::kBytes];
+  warp::Body<HC, kFp8, F>(p, token_begin, out, lds);
+#else
+  warp::Body<HC, kFp8, F>(p, token_begin, out, nullptr);  // dynamic
+#endif
+}
+
+template <int HC, bool kFp8, Fp8Format F>
+LaunchResult LaunchWarpBodyInstance(const SparseMlaParams& p, int64_t begin,
+                                    int64_t rows, const MmaOutput& out,
+                                    int device, hipStream_t stream) {
+  using L = warp::Layout<kDsaWarpSize, HC, kFp8>;
+  constexpr auto kernel = &SparseMlaMmaKernel<HC, kFp8, F>;
+  // Dynamic shared memory on NVIDIA (opted in); AMD's is static.
+  constexpr int kDynamicBytes = L::kLdsForm ? 0 : L::kBytes;
+  if constexpr (kDynamicBytes > 0) {
+    const LaunchResult r = OptInSharedMemory<kernel, kDynamicBytes>(
+        device, "sparse_mla: shared memory opt-in");
+    if (!r.ok()) return r;
+  }
+  const dim3 grid(static_cast<unsigned>(rows),
+                  static_cast<unsigned>((p.heads + HC - 1) / HC),
+                  static_cast<unsigned>(out.splits));
+  hipLaunchKernelGGL(kernel, grid, dim3(warp::kThreads), kDynamicBytes, stream,
+                     p, begin, out);
+  return CheckLaunch(kOp);
 }
 
 template <int HC, bool kFp8, Fp8Format F>
 LaunchResult LaunchWarpBody(const SparseMlaParams& p, int64_t begin,
                             int64_t rows, const MmaOutput& out, int device,
                             hipStream_t stream) {
-  using L = warp::Layout<kDsaWarpSize, HC, kFp8>;
-  constexpr auto kernel = &SparseMlaMmaKernel<HC, kFp8, F>;
-  const LaunchResult r = OptInSharedMemory<kernel, L::kBytes>(
-      device, "sparse_mla: shared memory opt-in");
-  if (!r.ok()) return r;
-  const dim3 grid(static_cast<unsigned>(rows),
-                  static_cast<unsigned>((p.heads + HC - 1) / HC),
-                  static_cast<unsigned>(out.splits));
-  hipLaunchKernelGGL(kernel, grid, dim3(warp::kThreads), L::kBytes, stream, p,
-                     begin, out);
-  return CheckLaunch(kOp);
+  if constexpr (HC != warp::HeadsPerBlock(kDsaWarpSize, HC)) {
+    // AMD builds no 64-head instance (config.h's HeadsPerBlock).
+    return Invalid(kOp, "no %d-head warp body on this backend", HC);
+  } else {
+    return LaunchWarpBodyInstance<HC, kFp8, F>(p, begin, rows, out, device,
+                                               stream);
+  }
 }
 
 }  // namespace dsa::attention::gpu::sparse_mla

@@ -29,21 +29,22 @@ inline constexpr int kTileKeys = C::kTileKeys;
 inline constexpr int kSLd = C::kSLd;
 inline constexpr int kPLd = C::kPLd;
 
-// Compacts top-k indices [begin, min(begin + kIndexChunk, end)) of row t
-// into slots[] (cache-entry byte offsets, in index order) and returns
-// their number. Starts and ends with a barrier.
+// Compacts top-k indices [begin, min(begin + kThreads * kIndicesPerThread,
+// end)) of row t into slots[] (cache-entry byte offsets, in index order)
+// and returns their number. Starts and ends with a barrier.
+template <int kIndicesPerThread>
 __device__ __forceinline__ int CompactChunk(const SparseMlaParams& p, int64_t t,
                                             const RowRequest& rr, int begin,
                                             int end, int64_t* slots,
                                             int* scan) {
   const int tid = threadIdx.x;
   const int lane = tid % kDsaWarpSize, warp = tid / kDsaWarpSize;
-  int64_t off[C::kIndicesPerThread];
+  int64_t off[kIndicesPerThread];
   int n = 0;
   const int32_t* row = p.topk_indices + t * p.topk_stride;
 #pragma unroll
-  for (int j = 0; j < C::kIndicesPerThread; ++j) {
-    const int i = begin + tid * C::kIndicesPerThread + j;
+  for (int j = 0; j < kIndicesPerThread; ++j) {
+    const int i = begin + tid * kIndicesPerThread + j;
     if (i < end && rr.request >= 0) {
       const int64_t o = EntryOffset(p, rr, row[i]);
       if (o >= 0) off[n++] = o;
@@ -67,7 +68,7 @@ __device__ __forceinline__ int CompactChunk(const SparseMlaParams& p, int64_t t,
   }
   base += inclusive - n;
 #pragma unroll
-  for (int j = 0; j < C::kIndicesPerThread; ++j) {
+  for (int j = 0; j < kIndicesPerThread; ++j) {
     if (j < n) slots[base + j] = off[j];
   }
   __syncthreads();
@@ -128,6 +129,37 @@ __device__ __forceinline__ void DequantTile(const uint8_t* raw,
     *reinterpret_cast<uint4*>(keys + key * kLd + kLora + r * 8) =
         *reinterpret_cast<const uint4*>(raw + key * kFp8EntryBytes + kLora +
                                         4 * kFp8Tiles + r * 16);
+  }
+}
+
+// AMD's layout (Layout::kLdsForm): a warp's Q fragments for its head
+// group and dim slice, straight from global memory (no Q in LDS), rounded
+// to bf16; heads past the last are zeros. The A layout of the 32x32x8 MFMA:
+// lane l holds head row l % 32 at dims (l / 32) * 4 .. + 3 of each k-step.
+template <class M, class L, int kSteps>
+__device__ __forceinline__ void LoadQFragments(const SparseMlaParams& p,
+                                               int64_t t, int h0, int group,
+                                               int dim_slice, int lane,
+                                               typename M::A (&q)[kSteps]) {
+  static_assert(M::kM == 32 && M::kK == 8, "the 32x32x8 layout");
+  static_assert(kSteps * M::kK == L::kQkDims, "the warp's whole dim slice");
+  const int head = h0 + group * M::kM + lane % 32;
+  const int d0 = dim_slice * L::kQkDims + (lane / 32) * 4;
+  const int64_t row = t * p.q_token_stride + head * p.q_head_stride + d0;
+  // One branch on the format, not one per element.
+  const bool bf16 = p.q_format == FloatFormat::kBFloat16;
+  const bool here = head < p.heads;
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    float v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t at = row + i * M::kK + j;
+      v[j] = !here  ? 0.0f
+             : bf16 ? Bf16ToFloat(static_cast<const uint16_t*>(p.q)[at])
+                    : static_cast<const float*>(p.q)[at];
+    }
+    M::SetA(q[i], v);
   }
 }
 

@@ -242,7 +242,43 @@ struct Bf16WarpMma {
     return v;
   }
 
+  // A lane's 16 slots all lie in one column of C (lane % 32); the other half
+  // of that column is lane ^ 32's. Sum / max over a column of C: the lane's
+  // own slots first, then these two lanes.
+  __device__ __forceinline__ static float ColumnSum(float v) {
+    return v + DSA_SHFL_XOR(v, 32, kDsaWarpSize);
+  }
+  __device__ __forceinline__ static float ColumnMax(float v) {
+    return fmaxf(v, DSA_SHFL_XOR(v, 32, kDsaWarpSize));
+  }
+
+  // The accumulator as the next product's B operand, without shared memory:
+  // slots 4 j .. 4 j + 3 of a lane hold C's rows 8 j + 4 (lane / 32) + 0..3
+  // of column lane % 32, which is what a B fragment of k-step j holds of
+  // the transposed matrix (row lane % 32 at k = (lane / 32) * 4 .. + 3).
+  // So C^T is the B of a product over C's rows: with C = K Q^T (keys x
+  // queries), the probabilities made from slots 4 j .. 4 j + 3 are the B
+  // fragment of keys 8 j .. 8 j + 7 in O^T += V^T P^T. `four`: those slots'
+  // values (after the softmax), rounded to bf16 here.
+  static constexpr int kCSlotsPerBStep = 4;
+  __device__ __forceinline__ static void CSlotsAsB(B& b, const float* four) {
+    SetLaneValues(b.r, four);
+  }
+  // An A fragment from this lane's own four values (row lane % 32 at
+  // k = (lane / 32) * 4 .. + 3), rounded to bf16: operands that come from
+  // registers or global memory rather than a shared-memory tile.
+  __device__ __forceinline__ static void SetA(A& a, const float* four) {
+    SetLaneValues(a.r, four);
+  }
+
  private:
+  __device__ __forceinline__ static void SetLaneValues(Operand& r,
+                                                       const float* four) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      r[j] = static_cast<short>(FloatToBf16(four[j]));
+    }
+  }
   // The 8 k values of row/column `idx` of an operand (lanes idx, idx + 32).
   __device__ __forceinline__ static void LoadColumn(const Operand& r, int idx,
                                                     float* out) {
