@@ -68,6 +68,9 @@ enum class Values {
   kClustered,    // 1 + U * 2^-16: every key's top 15 bits the same
   kBand,         // a threshold bin of `band` keys (distinct)
   kBandTies,     // the same with 16 distinct values in the bin
+  kStrided,      // every 4th float of the buffer in [16, 32), the rest below:
+                 // a sample of every 8th or 16th key sees only the high ones
+  kStridedLow,   // every 4th float below the rest: the sample sees the low
 };
 
 struct TopKCase {
@@ -79,9 +82,10 @@ struct TopKCase {
   int band = 0;  // kBand / kBandTies: keys in the threshold bin
 };
 
-// Fills one row: poison outside the window, the distribution inside.
-void FillRow(const TopKCase& c, int32_t start, int32_t end, std::mt19937& rng,
-             float* row) {
+// Fills one row (`offset` floats from the buffer's 16-byte aligned start):
+// poison outside the window, the distribution inside.
+void FillRow(const TopKCase& c, int64_t offset, int32_t start, int32_t end,
+             std::mt19937& rng, float* row) {
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::uniform_real_distribution<float> flat(-1.0f, 1.0f);
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
@@ -140,6 +144,14 @@ void FillRow(const TopKCase& c, int32_t start, int32_t end, std::mt19937& rng,
       case Values::kClustered:
         v = 1.0f + std::ldexp(unit(rng), -16);
         break;
+      case Values::kStrided:
+        v = (offset + j) % 4 == 0 ? 16.0f + 16.0f * unit(rng)
+                                  : -8.0f + 12.0f * unit(rng);
+        break;
+      case Values::kStridedLow:
+        v = (offset + j) % 4 == 0 ? -8.0f + 12.0f * unit(rng)
+                                  : 16.0f + 16.0f * unit(rng);
+        break;
       default:
         break;
     }
@@ -168,7 +180,7 @@ TEST_P(IndexerTopKTest, MatchesReference) {
   for (int64_t i = 0; i < rows; ++i) {
     starts[i] = c.windows[i].first;
     ends[i] = c.windows[i].second;
-    FillRow(c, starts[i], ends[i], rng, logits.data() + i * stride);
+    FillRow(c, i * stride, starts[i], ends[i], rng, logits.data() + i * stride);
   }
   const int64_t topk_stride = c.topk + 2;
   DeviceArray d_logits, d_start, d_end, d_topk;
@@ -189,8 +201,9 @@ TEST_P(IndexerTopKTest, MatchesReference) {
   p.topk = c.topk;
   p.topk_stride = topk_stride;
   const LaunchResult launched = IndexerTopKLaunch(p, nullptr, options);
-  if (options.path == IndexerTopKPath::kStaged512 &&
-      c.width > indexer::kTopKStageKeys) {
+  const bool staged = options.path == IndexerTopKPath::kStaged512 ||
+                      options.path == IndexerTopKPath::kStaged512Direct;
+  if (staged && c.width > indexer::kTopKStageKeys) {
     // The staged path refuses rows wider than its stage, saying so.
     EXPECT_EQ(launched.code, LaunchCode::kInvalidArgument);
     EXPECT_NE(std::string(launched.message).find("staged"), std::string::npos)
@@ -266,6 +279,8 @@ std::vector<TopKCase> TopKCases() {
       {"band6000", Values::kBand, 6000},
       {"band_ties100", Values::kBandTies, 100},
       {"band_ties2000", Values::kBandTies, 2000},
+      {"strided", Values::kStrided, 0},
+      {"strided_low", Values::kStridedLow, 0},
   };
   for (const Dist& d : dists) {
     cases.push_back({std::string(d.name) + "_8k", k, short_width, d.values,
