@@ -229,15 +229,6 @@ LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
     case Path::kStreamed512:
       take(TopKStreamed512{});
       break;
-    case Path::kStaged512Direct:
-      take(TopKStaged512Direct{});
-      break;
-    case Path::kStreamed1024S8:
-      take(TopKStreamed1024S8{});
-      break;
-    case Path::kStreamed512S8:
-      take(TopKStreamed512S8{});
-      break;
     default:
       return TopKUnavailable("unknown path %d", static_cast<int>(path));
   }
@@ -247,8 +238,7 @@ LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
         "%d",
         TopKPathName(path), shared_bytes, features.max_shared_bytes_per_block);
   }
-  if ((path == Path::kStaged512 || path == Path::kStaged512Direct) &&
-      p.width > kTopKStageKeys) {
+  if (path == Path::kStaged512 && p.width > kTopKStageKeys) {
     return TopKUnavailable(
         "the staged path takes rows of at most %d keys (here width %lld)",
         kTopKStageKeys, static_cast<long long>(p.width));

@@ -23,10 +23,20 @@
 //      ones join the bitmap. A bin too large to gather is resolved by the
 //      radix rounds over the row.
 //   5. The output, in ascending order with no sort: the bitmap's positions
-//      by one block-wide prefix sum of its words' counts; or, without a
-//      bitmap, an ordered compaction over the row (the keys above the
-//      threshold key T and the first of those equal to it), a block-wide
-//      prefix sum a chunk.
+//      by one block-wide prefix sum of its words' counts, written to shared
+//      memory first and copied out whole (scattered global writes cost more
+//      than the walks); or, without a bitmap, an ordered compaction over the
+//      row (the keys above the threshold key T and the first of those equal
+//      to it), a block-wide prefix sum a chunk.
+//
+// The streamed instances guess the threshold first (kSampleShift): steps 1
+// and 2 over every 8th key give a window of bins that holds the topk-th key
+// unless the sample misled (3 standard deviations of its count either
+// side); step 3 marks the keys above the window and gathers those in it,
+// and where the window did hold the topk-th key (fewer than topk above it,
+// at least topk with it) and its keys fit, step 4 resolves among them.
+// Otherwise the row starts over with every key counted. A decode row then
+// reads a sample and the row once, instead of the row twice.
 //
 // Keys are read a quad (four keys, 16 bytes) at a time from the 16-byte
 // aligned quad holding the window's first key; the partial quads at either
@@ -776,18 +786,15 @@ __device__ void EmitBitmap(const TopKRow& r, uint32_t topk, int32_t* out,
   // The columns go to shared memory first where they fit (the stage, or the
   // candidates, both free by now), and out to global memory whole, a warp's
   // consecutive columns at a time: the scattered writes stay on chip.
+  constexpr uint32_t kStageInts = 4 * Shape::kStageQuads;
+  constexpr uint32_t kCandidateInts = 2 * Shape::kCandidates;
+  constexpr bool kInStage = kStageInts >= kCandidateInts;
+  const bool staged_out =
+      topk <= (kInStage ? kStageInts : kCandidateInts);  // block-uniform
   int32_t* buffer = out;
-  bool staged_out = false;
-  if constexpr (!Shape::kDirectOut) {
-    constexpr uint32_t kStageInts = 4 * Shape::kStageQuads;
-    constexpr uint32_t kCandidateInts = 2 * Shape::kCandidates;
-    if (kStageInts >= kCandidateInts ? topk <= kStageInts
-                                     : topk <= kCandidateInts) {
-      staged_out = true;
-      buffer = kStageInts >= kCandidateInts
-                   ? reinterpret_cast<int32_t*>(sh.stage)
-                   : reinterpret_cast<int32_t*>(sh.candidates);
-    }
+  if (staged_out) {
+    buffer = kInStage ? reinterpret_cast<int32_t*>(sh.stage)
+                      : reinterpret_cast<int32_t*>(sh.candidates);
   }
   int32_t* dst = buffer + before[0];
   // Column of bit b of word w: start + 32 w + b - lead.
@@ -799,7 +806,7 @@ __device__ void EmitBitmap(const TopKRow& r, uint32_t topk, int32_t* out,
       bits &= bits - 1;
     }
   }
-  if (staged_out) {  // block-uniform
+  if (staged_out) {
     __syncthreads();
     for (uint32_t i = threadIdx.x; i < topk; i += Shape::kThreads) {
       out[i] = buffer[i];
@@ -1042,15 +1049,6 @@ LaunchResult IndexerTopKLaunch(const IndexerTopKParams& p, void* stream,
     case IndexerTopKPath::kStreamed512:
       return indexer::LaunchShape<indexer::TopKStreamed512>(p, features.device,
                                                             s);
-    case IndexerTopKPath::kStaged512Direct:
-      return indexer::LaunchShape<indexer::TopKStaged512Direct>(
-          p, features.device, s);
-    case IndexerTopKPath::kStreamed1024S8:
-      return indexer::LaunchShape<indexer::TopKStreamed1024S8>(
-          p, features.device, s);
-    case IndexerTopKPath::kStreamed512S8:
-      return indexer::LaunchShape<indexer::TopKStreamed512S8>(
-          p, features.device, s);
     default:
       return Invalid(indexer::kOp, "path %s is not built",
                      indexer::TopKPathName(plan.path));
