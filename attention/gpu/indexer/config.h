@@ -145,11 +145,15 @@ inline constexpr int kTopKStageKeys = 8192;
 // A threshold bin of at most this many keys is resolved by ranking its keys
 // against each other (count^2 comparisons); a larger one by radix rounds.
 inline constexpr int kTopKRankMax = 256;
+// A sampled row's window spans this many standard deviations of the
+// sample's count above the threshold, either side (topk.hip.cc).
+inline constexpr float kTopKSampleSpread = 3.0f;
 // The widest rows a launch takes (row-local positions stay in 32 bits).
 inline constexpr int64_t kTopKMaxWidth = int64_t{1} << 30;
 
 template <int kThreadsV, int kSlotsV, int kLoadSlotsV, bool kStagedV,
-          int kCandidatesV, int kBitmapKeysV, int kMinBlocksV>
+          int kCandidatesV, int kBitmapKeysV, int kMinBlocksV,
+          int kSampleShiftV>
 struct TopKShape {
   static constexpr int kThreads = kThreadsV;
   // Quads a thread a chunk of the ordered walks (the compaction, the
@@ -175,6 +179,11 @@ struct TopKShape {
       kBitmapKeysV > 0 ? kBitmapKeysV / 32 + 2 : 0;
   // Blocks a multiprocessor should hold (caps the registers a thread).
   static constexpr int kMinBlocks = kMinBlocksV;
+  // Rows with a bitmap first guess their threshold from a sample: the key
+  // at every 2^kSampleShift-th position (from the window's first quad).
+  // 0: never.
+  static constexpr int kSampleShift = kSampleShiftV;
+  static constexpr int kSampleStride = 1 << kSampleShiftV;
   static_assert(kThreads % 64 == 0 && kThreads <= 1024 &&
                     (kTopKBins / 2) % kThreads == 0,
                 "whole wavefronts; every thread owns whole radix bins");
@@ -184,6 +193,8 @@ struct TopKShape {
   static_assert(kCandidates > kTopKRankMax, "ranking takes the small bins");
   static_assert(kBitmapKeys % 64 == 0 || kBitmapKeys == kStageQuads * 4,
                 "whole words");
+  static_assert(kSampleShift == 0 || (kSampleShift >= 2 && kBitmapKeys > 0),
+                "a sample of whole quads' first keys, for rows with a bitmap");
 };
 
 // The kernel's shared memory (dynamic; its size is the launch's).
@@ -199,7 +210,11 @@ struct TopKShared {
   // 32-wide warps, the narrower).
   uint32_t scan[Shape::kSlots * (Shape::kThreads / 32) + 1];
   uint32_t candidate_count;
-  // SelectBin's answer.
+  // Keys above the sampled window, a warp's count each (sized for 32-wide
+  // warps).
+  uint32_t warp_above[Shape::kThreads / 32];
+  // SelectBin's answer (and SelectWindow's: bins bin_lo..bin).
+  uint32_t bin_lo;
   uint32_t bin;
   uint32_t bin_above;
   uint32_t bin_count;
@@ -209,10 +224,12 @@ struct TopKShared {
 };
 
 // The instances (params.h's DSA_INDEXER_TOPK_PATHS). Bitmaps: every staged
-// window; decode rows of up to 256K keys (1024 threads) or 128K (512).
-using TopKStaged512 = TopKShape<512, 4, 4, true, 512, 8200, 4>;
-using TopKStreamed1024 = TopKShape<1024, 2, 4, false, 2048, 262144, 1>;
-using TopKStreamed512 = TopKShape<512, 2, 2, false, 2048, 131072, 4>;
+// window; decode rows of up to 256K keys (1024 threads) or 128K (512). The
+// streamed ones guess their threshold from every 8th key; the staged one
+// counts every key (a sample measured slower there: RESULTS.md).
+using TopKStaged512 = TopKShape<512, 4, 4, true, 512, 8200, 4, 0>;
+using TopKStreamed1024 = TopKShape<1024, 2, 4, false, 2048, 262144, 1, 3>;
+using TopKStreamed512 = TopKShape<512, 2, 2, false, 2048, 131072, 4, 3>;
 
 }  // namespace dsa::attention::gpu::indexer
 

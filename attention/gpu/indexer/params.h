@@ -91,10 +91,11 @@ struct IndexerLogitsOptions {
 //                  <= kTopKStageKeys (config.h), each window staged in shared
 //                  memory (prefill rows);
 //   streamed_1024  1024 threads, any width, each row read from global memory
-//                  at every walk (a few long decode rows: more loads in
-//                  flight a row);
+//                  at every walk, its threshold first guessed from a sample
+//                  of the row (a few long decode rows: more loads in flight
+//                  a row);
 //   streamed_512   512 threads of half the loads each, 4 blocks a
-//                  multiprocessor (many long rows).
+//                  multiprocessor, sampled too (many long rows).
 #define DSA_INDEXER_TOPK_PATHS(X)   \
   X(kStaged512, "staged_512")       \
   X(kStreamed1024, "streamed_1024") \

@@ -23,10 +23,20 @@
 //      ones join the bitmap. A bin too large to gather is resolved by the
 //      radix rounds over the row.
 //   5. The output, in ascending order with no sort: the bitmap's positions
-//      by one block-wide prefix sum of its words' counts; or, without a
-//      bitmap, an ordered compaction over the row (the keys above the
-//      threshold key T and the first of those equal to it), a block-wide
-//      prefix sum a chunk.
+//      by one block-wide prefix sum of its words' counts, written to shared
+//      memory first and copied out whole (scattered global writes cost more
+//      than the walks); or, without a bitmap, an ordered compaction over the
+//      row (the keys above the threshold key T and the first of those equal
+//      to it), a block-wide prefix sum a chunk.
+//
+// The streamed instances guess the threshold first (kSampleShift): steps 1
+// and 2 over every 8th key give a window of bins that holds the topk-th key
+// unless the sample misled (3 standard deviations of its count either
+// side); step 3 marks the keys above the window and gathers those in it,
+// and where the window did hold the topk-th key (fewer than topk above it,
+// at least topk with it) and its keys fit, step 4 resolves among them.
+// Otherwise the row starts over with every key counted. A decode row then
+// reads a sample and the row once, instead of the row twice.
 //
 // Keys are read a quad (four keys, 16 bytes) at a time from the 16-byte
 // aligned quad holding the window's first key; the partial quads at either
@@ -100,6 +110,17 @@ __device__ __forceinline__ uint32_t CoarseBin(uint32_t key) {
   m = m < 0 ? 0 : (m > 1023 ? 1023 : m);
   return positive ? 1024u + static_cast<uint32_t>(m)
                   : 1023u - static_cast<uint32_t>(m);
+}
+
+// The lowest key of coarse bin b (b in 0..2047): a key's bin is b or higher
+// exactly when the key is this or higher (CoarseBin is monotone), so that
+// the walks after the histogram compare keys rather than compute bins.
+__device__ __forceinline__ uint32_t CoarseLowestKey(uint32_t b) {
+  if (b == 0) return 0;
+  // Negative: bin b holds the magnitudes whose m is 1023 - b.
+  if (b < 1024) return 0x80000000u - ((1024u - b + kCoarseBase) << 18);
+  if (b == 1024) return 0x80000000u;
+  return 0x80000000u | ((b - 1024u + kCoarseBase) << 18);
 }
 
 // A gathered key: ordered as the selection orders keys (larger key first,
@@ -306,6 +327,117 @@ __device__ void CoarseHistogram(const TopKRow& r, TopKShared<Shape>& sh) {
   }
 }
 
+// Step 1 of a sampled row: the coarse histogram of the keys at every
+// kSampleStride-th position from the window's first quad (each quad's first
+// key), staging every key on the way when kStaged.
+template <typename Shape, bool kStaged>
+__device__ void SampleHistogram(const TopKRow& r, TopKShared<Shape>& sh) {
+  constexpr int kThreads = Shape::kThreads;
+  constexpr int kStride = Shape::kSampleStride;
+  if constexpr (kStaged) {
+    constexpr int kSlots = Shape::kLoadSlots;
+    constexpr int kSampleQuads = kStride / 4;
+    for (int32_t q0 = 0; q0 < r.num_quads; q0 += kThreads * kSlots) {
+      uint32_t k[kSlots][4];
+      LoadChunk<Shape, false, kSlots>(r, nullptr, q0, k);
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s) {
+        const int32_t q = q0 + s * kThreads + threadIdx.x;
+        if (q >= r.num_quads) continue;
+        reinterpret_cast<uint4*>(sh.stage)[q] =
+            make_uint4(k[s][0], k[s][1], k[s][2], k[s][3]);
+        if (q % kSampleQuads == 0 && r.Valid(4 * q)) {
+          atomicAdd(&sh.hist[CoarseBin(k[s][0])], 1u);
+        }
+      }
+    }
+  } else {
+    // Only the sampled keys are read, all of a chunk's loads in flight.
+    constexpr int kUnroll = 2 * Shape::kLoadSlots;
+    const int32_t samples = (4 * r.num_quads + kStride - 1) / kStride;
+    for (int32_t i0 = 0; i0 < samples; i0 += kThreads * kUnroll) {
+      uint32_t key[kUnroll];
+      bool valid[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int32_t v = (i0 + u * kThreads + threadIdx.x) * kStride;
+        valid[u] = r.Valid(v);
+        key[u] = valid[u] ? OrderKey(r.quads[v]) : 0u;
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (valid[u]) atomicAdd(&sh.hist[CoarseBin(key[u])], 1u);
+      }
+    }
+  }
+}
+
+// The keys a sampled row's histogram counted.
+template <typename Shape>
+__device__ __forceinline__ uint32_t SampleCount(const TopKRow& r) {
+  constexpr int kStride = Shape::kSampleStride;
+  return static_cast<uint32_t>((r.lead + r.n + kStride - 1) / kStride -
+                               (r.lead + kStride - 1) / kStride);
+}
+
+// The window of a sampled row: bins lo..hi (sh.bin_lo, sh.bin) that should
+// hold the row's topk-th largest key. Of `samples` keys, a number with mean
+// m = samples * topk / n lie above that key; the window spans the sample's
+// ranks m -+ (kTopKSampleSpread standard deviations + 2). Every thread must
+// call it; they may read the answer on return.
+template <typename Shape>
+__device__ void SelectWindow(const uint32_t* hist, uint32_t samples, uint32_t n,
+                             uint32_t topk, TopKShared<Shape>& sh) {
+  const float p = static_cast<float>(topk) / static_cast<float>(n);
+  const float mean = p * static_cast<float>(samples);
+  const float spread = kTopKSampleSpread * sqrtf(mean * (1.0f - p)) + 2.0f;
+  // Ranks 1.. from the top; 0: no such rank (the window reaches the top
+  // bin, or the bottom one).
+  const float hi_rank = floorf(mean - spread);
+  const float lo_rank = ceilf(mean + spread);
+  const uint32_t t_hi = hi_rank >= 1.0f ? static_cast<uint32_t>(hi_rank) : 0u;
+  const uint32_t t_lo = lo_rank <= static_cast<float>(samples)
+                            ? static_cast<uint32_t>(lo_rank)
+                            : 0u;
+  const int per = kTopKBins / Shape::kThreads;
+  const int top = kTopKBins - 1 - static_cast<int>(threadIdx.x) * per;
+  uint32_t mine[1] = {0};
+  for (int i = 0; i < per; ++i) mine[0] += hist[top - i];
+  if (threadIdx.x == 0) {
+    sh.bin = kTopKBins - 1;
+    sh.bin_lo = 0;
+  }
+  uint32_t above[1];
+  SlotScan<Shape::kThreads, 1>(mine, above, sh.scan);
+  if (mine[0] > 0) {
+    uint32_t a = above[0];
+    for (int i = 0; i < per; ++i) {
+      const uint32_t count = hist[top - i];
+      if (a < t_hi && a + count >= t_hi)
+        sh.bin = static_cast<uint32_t>(top - i);
+      if (a < t_lo && a + count >= t_lo) {
+        sh.bin_lo = static_cast<uint32_t>(top - i);
+      }
+      a += count;
+    }
+  }
+  __syncthreads();
+}
+
+// Step 1 again over the staged keys, every one (a sampled row whose window
+// missed).
+template <typename Shape>
+__device__ void StagedHistogram(const TopKRow& r, TopKShared<Shape>& sh) {
+  for (int32_t q = threadIdx.x; q < r.num_quads; q += Shape::kThreads) {
+    const uint4 u = reinterpret_cast<const uint4*>(sh.stage)[q];
+    const uint32_t k[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (r.Valid(4 * q + e)) atomicAdd(&sh.hist[CoarseBin(k[e])], 1u);
+    }
+  }
+}
+
 // Calls f(key) for every key of the row in coarse bin `bin`.
 template <typename Shape, bool kStaged, typename F>
 __device__ __forceinline__ void ForEachInBin(const TopKRow& r, uint32_t bin,
@@ -389,14 +521,19 @@ __device__ __forceinline__ void AppendCandidates(LaneMask mask, bool take,
     base = atomicAdd(&sh.candidate_count, MaskCount(mask));
   }
   base = WarpBroadcast(base, leader);
-  if (take) sh.candidates[base + MaskCount(mask & LanesBelow())] = entry;
+  // (A sampled window may hold more keys than fit: counted, not stored.)
+  const uint32_t slot = base + MaskCount(mask & LanesBelow());
+  if (take && slot < static_cast<uint32_t>(Shape::kCandidates)) {
+    sh.candidates[slot] = entry;
+  }
 }
 
 // Step 3 with a bitmap: warp-wide steps over the row's positions, a key a
-// lane; each step's vote on "above the threshold bin" is its bitmap words
-// (every word of the row is written), and the keys in the bin are gathered.
+// lane; each step's vote on "above bin hi" is its bitmap words (every word
+// of the row is written), and the keys in bins lo..hi are gathered. Each
+// warp's count of the keys above goes to sh.warp_above.
 template <typename Shape, bool kStaged>
-__device__ void MarkAboveAndGather(const TopKRow& r, uint32_t bin,
+__device__ void MarkAboveAndGather(const TopKRow& r, uint32_t lo, uint32_t hi,
                                    TopKShared<Shape>& sh) {
   constexpr int kWarps = Shape::kThreads / kDsaWarpSize;
   // Loads in flight a lane: more from global memory (L2 latency); half as
@@ -405,6 +542,12 @@ __device__ void MarkAboveAndGather(const TopKRow& r, uint32_t bin,
       (kStaged ? 4 : 2 * Shape::kLoadSlots) * 32 / kDsaWarpSize;
   const int lane = threadIdx.x % kDsaWarpSize;
   const int warp = threadIdx.x / kDsaWarpSize;
+  // Keys above bin hi are those above its last key; bins lo..hi hold the
+  // keys from lo's lowest to that one.
+  const uint32_t last_key =
+      hi + 1 < kTopKBins ? CoarseLowestKey(hi + 1) - 1 : 0xffffffffu;
+  const uint32_t first_key = CoarseLowestKey(lo);
+  uint32_t above_count = 0;  // lane 0's
   for (int32_t first = warp; first < r.steps; first += kWarps * kUnroll) {
     uint32_t key[kUnroll];
     bool valid[kUnroll];
@@ -419,11 +562,11 @@ __device__ void MarkAboveAndGather(const TopKRow& r, uint32_t bin,
     for (int u = 0; u < kUnroll; ++u) {
       const int32_t step = first + u * kWarps;
       if (step >= r.steps) break;  // the whole warp's
-      const uint32_t c = CoarseBin(key[u]);
-      const LaneMask above = WarpBallot(valid[u] && c > bin);
-      const bool take = valid[u] && c == bin;
+      const LaneMask above = WarpBallot(valid[u] && key[u] > last_key);
+      const bool take = valid[u] && key[u] >= first_key && key[u] <= last_key;
       const LaneMask in_bin = WarpBallot(take);
       if (lane == 0) {
+        above_count += MaskCount(above);
 #pragma unroll
         for (int w = 0; w < kWordsAStep; ++w) {
           sh.selected[step * kWordsAStep + w] =
@@ -434,6 +577,7 @@ __device__ void MarkAboveAndGather(const TopKRow& r, uint32_t bin,
       AppendCandidates<Shape>(in_bin, take, Candidate(key[u], v - r.lead), sh);
     }
   }
+  if (lane == 0) sh.warp_above[warp] = above_count;
 }
 
 // Sets the bitmap bit of the key at row index j.
@@ -629,7 +773,7 @@ __device__ void Compact(const TopKRow& r, uint32_t threshold,
 // Step 5 with a bitmap: each thread's run of words counted, one block-wide
 // prefix sum, and each set bit's column written in order.
 template <typename Shape>
-__device__ void EmitBitmap(const TopKRow& r, int32_t* out,
+__device__ void EmitBitmap(const TopKRow& r, uint32_t topk, int32_t* out,
                            TopKShared<Shape>& sh) {
   const int32_t words = r.steps * kWordsAStep;
   const int32_t per = (words + Shape::kThreads - 1) / Shape::kThreads;
@@ -639,7 +783,20 @@ __device__ void EmitBitmap(const TopKRow& r, int32_t* out,
   for (int32_t w = w0; w < w1; ++w) count[0] += __popc(sh.selected[w]);
   uint32_t before[1];
   SlotScan<Shape::kThreads, 1>(count, before, sh.scan);
-  int32_t* dst = out + before[0];
+  // The columns go to shared memory first where they fit (the stage, or the
+  // candidates, both free by now), and out to global memory whole, a warp's
+  // consecutive columns at a time: the scattered writes stay on chip.
+  constexpr uint32_t kStageInts = 4 * Shape::kStageQuads;
+  constexpr uint32_t kCandidateInts = 2 * Shape::kCandidates;
+  constexpr bool kInStage = kStageInts >= kCandidateInts;
+  const bool staged_out =
+      topk <= (kInStage ? kStageInts : kCandidateInts);  // block-uniform
+  int32_t* buffer = out;
+  if (staged_out) {
+    buffer = kInStage ? reinterpret_cast<int32_t*>(sh.stage)
+                      : reinterpret_cast<int32_t*>(sh.candidates);
+  }
+  int32_t* dst = buffer + before[0];
   // Column of bit b of word w: start + 32 w + b - lead.
   int32_t column = r.start - r.lead + 32 * w0;
   for (int32_t w = w0; w < w1; ++w, column += 32) {
@@ -649,6 +806,50 @@ __device__ void EmitBitmap(const TopKRow& r, int32_t* out,
       bits &= bits - 1;
     }
   }
+  if (staged_out) {
+    __syncthreads();
+    for (uint32_t i = threadIdx.x; i < topk; i += Shape::kThreads) {
+      out[i] = buffer[i];
+    }
+  }
+}
+
+// Steps 1 to 5 for a row with a bitmap, its threshold guessed from a
+// sample: the window of bins that should hold the topk-th key (steps 1 and
+// 2 over the sample), its keys gathered and those above it marked (step 3),
+// and, where the window holds the topk-th key (fewer than topk keys above
+// it, at least topk with it) and its keys fit, resolved among them (step 4)
+// and written (step 5). False where the window missed: nothing is written
+// yet and the stage holds the row (kStaged).
+template <typename Shape, bool kStaged>
+__device__ bool SampledSelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
+                                 TopKShared<Shape>& sh) {
+  SampleHistogram<Shape, kStaged>(r, sh);
+  __syncthreads();
+  SelectWindow<Shape>(sh.hist, SampleCount<Shape>(r),
+                      static_cast<uint32_t>(r.n), topk, sh);
+  MarkAboveAndGather<Shape, kStaged>(r, sh.bin_lo, sh.bin, sh);
+  __syncthreads();
+  uint32_t above = 0;
+  for (int w = 0; w < Shape::kThreads / kDsaWarpSize; ++w) {
+    above += sh.warp_above[w];
+  }
+  const uint32_t count = sh.candidate_count;
+  if (above >= topk || above + count < topk ||
+      count > static_cast<uint32_t>(Shape::kCandidates)) {
+    return false;
+  }
+  const uint32_t remaining = topk - above;
+  if (count <= static_cast<uint32_t>(kTopKRankMax)) {
+    uint32_t unused_threshold, unused_take;
+    RankResolve<Shape>(r, count, remaining, true, sh, &unused_threshold,
+                       &unused_take);
+  } else {
+    RadixResolveAndMark<Shape>(r, count, remaining, sh);
+  }
+  __syncthreads();
+  EmitBitmap<Shape>(r, topk, out, sh);
+  return true;
 }
 
 template <typename Shape, bool kStaged>
@@ -657,7 +858,29 @@ __device__ void SelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
   for (int b = threadIdx.x; b < kTopKBins; b += Shape::kThreads) sh.hist[b] = 0;
   if (threadIdx.x == 0) sh.candidate_count = 0;
   __syncthreads();
-  CoarseHistogram<Shape, kStaged>(r, sh);
+  bool restaged = false;
+  if constexpr (Shape::kSampleShift > 0) {
+    if (r.steps * kWordsAStep <= Shape::kBitmapWords) {
+      if (SampledSelectRow<Shape, kStaged>(r, topk, out, sh)) return;
+      // The window missed: every key counted, from the stage when staged.
+      __syncthreads();  // the counts read
+      for (int b = threadIdx.x; b < kTopKBins; b += Shape::kThreads) {
+        sh.hist[b] = 0;
+      }
+      if (threadIdx.x == 0) sh.candidate_count = 0;
+      __syncthreads();
+      restaged = kStaged;
+    }
+  }
+  if constexpr (kStaged && Shape::kSampleShift > 0) {
+    if (restaged) {
+      StagedHistogram<Shape>(r, sh);
+    } else {
+      CoarseHistogram<Shape, kStaged>(r, sh);
+    }
+  } else {
+    CoarseHistogram<Shape, kStaged>(r, sh);
+  }
   __syncthreads();
   SelectBin<Shape>(sh.hist, kTopKBins, topk, sh);
   const uint32_t bin = sh.bin;
@@ -667,7 +890,7 @@ __device__ void SelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
   const bool bitmap = gathered && r.steps * kWordsAStep <= Shape::kBitmapWords;
   if constexpr (Shape::kBitmapWords > 0) {
     if (bitmap) {
-      MarkAboveAndGather<Shape, kStaged>(r, bin, sh);
+      MarkAboveAndGather<Shape, kStaged>(r, bin, bin, sh);
       __syncthreads();
       if (count <= static_cast<uint32_t>(kTopKRankMax)) {
         uint32_t unused_threshold, unused_take;
@@ -677,7 +900,7 @@ __device__ void SelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
         RadixResolveAndMark<Shape>(r, count, remaining, sh);
       }
       __syncthreads();
-      EmitBitmap<Shape>(r, out, sh);
+      EmitBitmap<Shape>(r, topk, out, sh);
       return;
     }
   }

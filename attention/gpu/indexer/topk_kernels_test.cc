@@ -4,7 +4,9 @@
 // topk and topk + 1 keys, empty and short ones, windows starting mid-quad,
 // rows of 8K, 64K and 128K keys; flat and normal logits, heavy ties, all
 // keys equal (+0 and -0 mixed), NaN and infinities, clustered logits whose
-// keys share their top bits, and threshold bins of chosen sizes (the few
+// keys share their top bits, rows whose every 4th key is high (or low) so
+// that the sampled paths' sample misleads them and they start over, and
+// threshold bins of chosen sizes (the few
 // keys ranked against each other, more by radix rounds over the gathered
 // keys, too many to gather by radix rounds over the row). Values outside
 // the windows are poison that must never be selected. Skips cleanly when
@@ -68,6 +70,9 @@ enum class Values {
   kClustered,    // 1 + U * 2^-16: every key's top 15 bits the same
   kBand,         // a threshold bin of `band` keys (distinct)
   kBandTies,     // the same with 16 distinct values in the bin
+  kStrided,      // every 4th float of the buffer in [16, 32), the rest below:
+                 // a sample of every 8th or 16th key sees only the high ones
+  kStridedLow,   // every 4th float below the rest: the sample sees the low
 };
 
 struct TopKCase {
@@ -79,9 +84,10 @@ struct TopKCase {
   int band = 0;  // kBand / kBandTies: keys in the threshold bin
 };
 
-// Fills one row: poison outside the window, the distribution inside.
-void FillRow(const TopKCase& c, int32_t start, int32_t end, std::mt19937& rng,
-             float* row) {
+// Fills one row (`offset` floats from the buffer's 16-byte aligned start):
+// poison outside the window, the distribution inside.
+void FillRow(const TopKCase& c, int64_t offset, int32_t start, int32_t end,
+             std::mt19937& rng, float* row) {
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::uniform_real_distribution<float> flat(-1.0f, 1.0f);
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
@@ -140,6 +146,14 @@ void FillRow(const TopKCase& c, int32_t start, int32_t end, std::mt19937& rng,
       case Values::kClustered:
         v = 1.0f + std::ldexp(unit(rng), -16);
         break;
+      case Values::kStrided:
+        v = (offset + j) % 4 == 0 ? 16.0f + 16.0f * unit(rng)
+                                  : -8.0f + 12.0f * unit(rng);
+        break;
+      case Values::kStridedLow:
+        v = (offset + j) % 4 == 0 ? -8.0f + 12.0f * unit(rng)
+                                  : 16.0f + 16.0f * unit(rng);
+        break;
       default:
         break;
     }
@@ -168,7 +182,7 @@ TEST_P(IndexerTopKTest, MatchesReference) {
   for (int64_t i = 0; i < rows; ++i) {
     starts[i] = c.windows[i].first;
     ends[i] = c.windows[i].second;
-    FillRow(c, starts[i], ends[i], rng, logits.data() + i * stride);
+    FillRow(c, i * stride, starts[i], ends[i], rng, logits.data() + i * stride);
   }
   const int64_t topk_stride = c.topk + 2;
   DeviceArray d_logits, d_start, d_end, d_topk;
@@ -266,6 +280,8 @@ std::vector<TopKCase> TopKCases() {
       {"band6000", Values::kBand, 6000},
       {"band_ties100", Values::kBandTies, 100},
       {"band_ties2000", Values::kBandTies, 2000},
+      {"strided", Values::kStrided, 0},
+      {"strided_low", Values::kStridedLow, 0},
   };
   for (const Dist& d : dists) {
     cases.push_back({std::string(d.name) + "_8k", k, short_width, d.values,
