@@ -1,13 +1,11 @@
 // What a profile run reaches of the GPU kernels' scratch arenas
-// (attention/gpu/device/scratch_arena.h), so that the arenas' growth is known
-// to happen where it does. A profile run (DeepseekV32Model::ProfileRun)
-// reserves the indexer's workspace and top-k for the largest step on the
-// host side and makes no op call at all: no dense_mha_prefill or sparse_mla
-// runs, so no arena grows there. The arenas grow in the first step of each
-// larger size instead, and a step of a size seen before allocates nothing.
-// For a profile run to leave nothing to allocate, the runner would have to
-// run one dense and one sparse call of the largest step's shape on each
-// stream it uses.
+// (attention/gpu/device/scratch_arena.h): a profile run
+// (DeepseekV32Model::ProfileRun) reserves the indexer's workspace and top-k
+// for the largest step and runs the attention ops once at the largest step's
+// shapes (DeepseekV32Model::ProfileAttention), so the arenas grow there, and
+// no later step up to max_num_batched_tokens allocates: not the largest
+// dense prefill, not a smaller one, not a sparse chunk after cached context,
+// not a decode.
 //
 // Here on "emulated-rocm" (ROCm's capabilities, the CPU kernels): the op
 // calls counted (platform/fault_injection.h's kOpCall site). The gpu-tagged
@@ -102,40 +100,34 @@ class ProfileRunScratchTest : public ::testing::Test {
   std::unique_ptr<DeepseekV32Model> model_;
 };
 
-TEST_F(ProfileRunScratchTest, TheProfileRunCallsNoOpTheFirstLargestStepGrows) {
+TEST_F(ProfileRunScratchTest,
+       TheProfileRunGrowsTheScratchStepsAllocateNothing) {
   {
     FaultInjector counting;  // counts, fails nothing
     ASSERT_OK(model_->ProfileRun({}).status());
-    EXPECT_EQ(counting.calls(FaultSite::kOpCall), 0)
-        << "the profile run now runs ops: check whether it grows the "
-           "kernels' scratch arenas, and say so here";
-    EXPECT_EQ(counting.calls(FaultSite::kStreamAlloc), 0);
+    // One dense prefill, sparse MLA over 48 rows and 1, 2, ..., 32.
+    EXPECT_EQ(counting.calls(FaultSite::kOpCall), 8);
+    if (!kEmulated) {
+      std::printf(
+          "profile run: %lld stream-ordered allocations\n",
+          static_cast<long long>(counting.calls(FaultSite::kStreamAlloc)));
+    }
   }
-  // The largest step: dense prefills (each below index_topk) of
-  // max_num_batched_tokens in all.
-  const std::vector<StepRequest> largest = {{1, 0, kMaxTokens / 2},
-                                            {2, 0, kMaxTokens / 2}};
-  int64_t first_allocations = 0;
-  {
-    FaultInjector counting;
-    ASSERT_OK(model_->Step({}, largest, Hidden(largest)).status());
-    EXPECT_GT(counting.calls(FaultSite::kOpCall), 0);
-    first_allocations = counting.calls(FaultSite::kStreamAlloc);
-  }
-  if (!kEmulated) {
-    // The arenas grow here (unless an earlier test in this process grew
-    // them), not in the profile run.
-    std::printf("first largest step: %lld stream-ordered allocations\n",
-                static_cast<long long>(first_allocations));
-  }
-  // Smaller and equal steps after it allocate nothing.
-  const std::vector<std::vector<StepRequest>> later = {
+  // The largest step (dense prefills, each below index_topk, of
+  // max_num_batched_tokens in all), smaller and equal ones, a sparse chunk
+  // after cached context (40 + 30 keys > index_topk 64) and decodes.
+  const std::vector<std::vector<StepRequest>> steps = {
+      {{1, 0, kMaxTokens / 2}, {2, 0, kMaxTokens / 2}},
       {{3, 0, kMaxTokens / 2}, {4, 0, kMaxTokens / 2}},
       {{5, 0, 7}},
-      {{6, 0, kMaxTokens / 3}, {7, 0, kMaxTokens / 3}}};
-  for (const std::vector<StepRequest>& step : later) {
+      {{6, 0, 40}},
+      {{6, 40, 30}},
+      {{6, 70, 1}, {5, 7, 1}, {3, 24, 1}},
+      {{7, 0, kMaxTokens / 3}, {8, 0, kMaxTokens / 3}}};
+  for (size_t i = 0; i < steps.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "step " << i);
     FaultInjector counting;
-    ASSERT_OK(model_->Step({}, step, Hidden(step)).status());
+    ASSERT_OK(model_->Step({}, steps[i], Hidden(steps[i])).status());
     EXPECT_GT(counting.calls(FaultSite::kOpCall), 0);
     EXPECT_EQ(counting.calls(FaultSite::kStreamAlloc), 0);
   }
