@@ -94,6 +94,10 @@ struct Block {
   __device__ __forceinline__ uint32_t KeysFree(int b, int part) const {
     return Addr(&s.keys_free[b][part]);
   }
+  // Consumer g's maxima are in s.row_max (phase i: tile pair i).
+  __device__ __forceinline__ uint32_t MaximaReady(int g) const {
+    return Addr(&s.maxima_ready[g]);
+  }
   // The part of buffer b its consumer waits for first (and whose barrier
   // also covers the buffer's `valid` flags).
   __device__ __forceinline__ static int FirstPart(int b) { return b; }
@@ -112,6 +116,7 @@ struct Block {
                                        : 0));
         MbarInit(KeysFree(b, part), C::kConsumerThreads / 2);
       }
+      MbarInit(MaximaReady(b), C::kConsumerThreads / 2);
     }
     s.last_valid = -1;
     MbarFenceInit();
@@ -376,8 +381,9 @@ struct Consumer {
 
   // The online softmax of the tile in sc against `prior` (the maxima so
   // far: this consumer's own for consumer 0, consumer 0's for consumer
-  // 1): the new maxima into row_max and shared memory, o and the row sums
-  // rescaled, sc = P (fp32) and pf = P (bf16).
+  // 1): the new maxima into row_max and shared memory (published on
+  // maxima_ready[kG]), o and the row sums rescaled, sc = P (fp32) and pf =
+  // P (bf16).
   __device__ __forceinline__ void Softmax(const float (&prior)[2]) {
     float cur[2] = {kNegInf, kNegInf};
 #pragma unroll
@@ -410,6 +416,7 @@ struct Consumer {
       blk.s.row_max[row0] = next[0];
       blk.s.row_max[row0 + 8] = next[1];
     }
+    MbarArrive(blk.MaximaReady(kG));
   }
 
   // o and the row sums *= alpha; most tiles leave every maximum as it was
@@ -434,11 +441,11 @@ struct Consumer {
     }
   }
 
-  // Consumer 0, once consumer 1 published the pair's maxima: P (fp32 in
-  // sc, at this consumer's maxima) rescaled to them into P0 for consumer
-  // 1; the factors, to rescale o once the product over the own values is
-  // done.
-  __device__ __forceinline__ void RescaleAndStoreP0(float (&factor)[2]) {
+  // Consumer 0, once consumer 1 published the pair's maxima (pair i): P (fp32
+  // in sc, at this consumer's maxima) rescaled to them into P0 for consumer 1;
+  // the factors, to rescale o once the product over the own values is done.
+  __device__ __forceinline__ void RescaleAndStoreP0(int i, float (&factor)[2]) {
+    MbarWait(blk.MaximaReady(1), static_cast<uint32_t>(i & 1));
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float m = blk.s.row_max[row0 + 8 * r];
@@ -465,13 +472,11 @@ struct Consumer {
       MaskScores(0);
       const float prior[2] = {row_max[0], row_max[1]};
       Softmax(prior);
-      NamedBarrierArrive<C::kConsumerThreads>(kScores0Done);
       IssueOwnValues(0);
       WgP::Wait(o, pf);
       MbarArrive(blk.KeysFree(0, 0));
-      NamedBarrierSync<C::kConsumerThreads>(kScores1Done);
       float factor[2];
-      RescaleAndStoreP0(factor);
+      RescaleAndStoreP0(i, factor);
       NamedBarrierArrive<C::kConsumerThreads>(kP0Ready);
       RescaleOutput(factor);
 #pragma unroll
@@ -505,10 +510,9 @@ struct Consumer {
       IssueScores<0, kSplit>(1, true);
       WgS::Wait(sc);
       MaskScores(1);
-      NamedBarrierSync<C::kConsumerThreads>(kScores0Done);
+      MbarWait(blk.MaximaReady(0), static_cast<uint32_t>(parity));
       const float prior[2] = {blk.s.row_max[row0], blk.s.row_max[row0 + 8]};
       Softmax(prior);
-      NamedBarrierArrive<C::kConsumerThreads>(kScores1Done);
       IssueOwnValues(1);
       StoreP(blk.s.p1);  // while the product runs (both only read pf)
       NamedBarrierSync<C::kConsumerThreads>(kP0Ready);
