@@ -319,11 +319,14 @@ struct Consumer {
     }
   }
 
+  // The copies land before the barrier's phase completes, and no thread of
+  // the block wrote the part with ordinary stores since the products last
+  // read it, so the products read it with no proxy fence (FlashMLA's
+  // consumers have none there either; the fence after each wait, a
+  // MEMBAR.ALL.CTA and FENCE.VIEW.ASYNC.S four times a tile pair, measured
+  // slower).
   __device__ __forceinline__ void WaitKeys(int b, int part, int parity) {
     MbarWait(blk.KeysReady(b, part), static_cast<uint32_t>(parity));
-    // The copies were the generic proxy's; the products read them through
-    // the async proxy.
-    WgS::FenceStores();
   }
 
   // sc (+)= Q K^T over atoms [kA0, kA1) of buffer b.
