@@ -322,9 +322,7 @@ struct Consumer {
   // The copies land before the barrier's phase completes, and no thread of
   // the block wrote the part with ordinary stores since the products last
   // read it, so the products read it with no proxy fence (FlashMLA's
-  // consumers have none there either; the fence after each wait, a
-  // MEMBAR.ALL.CTA and FENCE.VIEW.ASYNC.S four times a tile pair, measured
-  // slower).
+  // consumers have none there either).
   __device__ __forceinline__ void WaitKeys(int b, int part, int parity) {
     MbarWait(blk.KeysReady(b, part), static_cast<uint32_t>(parity));
   }
@@ -431,16 +429,18 @@ struct Consumer {
     }
   }
 
-  // pf into `dst` (64 rows x 64 keys, swizzled) for the other consumer.
+  // pf into `dst` (64 rows x 64 keys, swizzled) for the other consumer: one
+  // stmatrix.x4 per 16 keys, pf[j][q] being the 8 x 8 matrix of rows
+  // 8 (q % 2) and keys 16 j + 8 (q / 2) of the warp's 16 rows; lane l
+  // addresses row l % 8 of matrix l / 8.
   __device__ __forceinline__ void StoreP(uint8_t* dst) const {
+    const int m = lane / 8;
+    const int row = row0 - lane / 4 + 8 * (m % 2) + lane % 8;
+    const uint32_t base = blk.Addr(dst);
 #pragma unroll
     for (int j = 0; j < kPSteps; ++j) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int row = row0 + 8 * (q % 2);
-        const int key = 16 * j + 8 * (q / 2) + 2 * (lane % 4);
-        *reinterpret_cast<uint32_t*>(dst + POffset(row, key)) = pf[j][q];
-      }
+      ::dsa::gpu::StoreMatrixX4(base + POffset(row, 16 * j + 8 * (m / 2)),
+                                pf[j]);
     }
   }
 
