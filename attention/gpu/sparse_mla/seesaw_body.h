@@ -517,11 +517,13 @@ struct Consumer {
       const float prior[2] = {blk.s.row_max[row0], blk.s.row_max[row0 + 8]};
       Softmax(prior);
       IssueOwnValues(1);
-      StoreP(blk.s.p1);  // while the product runs (both only read pf)
-      NamedBarrierSync<C::kConsumerThreads>(kP0Ready);
-      IssueOtherValues(blk.P0(), 0);
+      // While the product runs (both only read pf); published before this
+      // consumer waits for consumer 0's P.
+      StoreP(blk.s.p1);
       WgS::FenceStores();
       NamedBarrierArrive<C::kConsumerThreads>(kP1Ready);
+      NamedBarrierSync<C::kConsumerThreads>(kP0Ready);
+      IssueOtherValues(blk.P0(), 0);
       ::dsa::gpu::WarpgroupWait<1>();
       MbarArrive(blk.KeysFree(1, 1));
       WgO::Wait(o);
