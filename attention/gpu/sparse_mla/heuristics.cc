@@ -78,22 +78,12 @@ Plan MakePlan(const SparseMlaParams& p, const DeviceFeatures& f) {
                              ? warpgroup::Config::kHeads
                              : warp::HeadsPerBlock(p.heads);
   plan.chunk_rows = ChunkRows(int64_t{p.heads} * kLora * 2, p.tokens);
-  const int64_t head_groups =
-      (p.heads + plan.heads_per_block - 1) / plan.heads_per_block;
-  const int sms = f.multiprocessors;  // 0 (unknown): no split
-  // The seesaw body runs one block a multiprocessor: a chunk of whole waves
-  // (a multiple of sms / head_groups rows) ends without a partly idle wave
-  // before the next chunk's launch; only the last chunk has one.
-  if (plan.body == Body::kSeesaw && sms > 0 && p.tokens > plan.chunk_rows) {
-    const int64_t wave_rows = sms / head_groups;
-    if (wave_rows > 0 && plan.chunk_rows >= wave_rows) {
-      plan.chunk_rows -= plan.chunk_rows % wave_rows;
-    }
-  }
   // Few rows (decode): split each row's top-k list so that the grid covers
   // every multiprocessor, at least 256 indices per split; whole waves:
   // floor, not ceil (132 multiprocessors, 32 blocks: 4 splits, not 5).
-  const int64_t blocks = p.tokens * head_groups;
+  const int64_t blocks =
+      p.tokens * ((p.heads + plan.heads_per_block - 1) / plan.heads_per_block);
+  const int sms = f.multiprocessors;  // 0 (unknown): no split
   if (p.tokens == plan.chunk_rows && 2 * blocks <= sms) {
     int64_t splits = sms / blocks;
     const int64_t most = p.topk / 256;

@@ -1,8 +1,7 @@
 // The sparse MLA's decision table (heuristics.h) without a device: every
 // body reached, the shape and shared-memory boundaries, sm_90a on and off,
 // the fp8 variant, the seesaw body's softmax scale, both backends' warp
-// bodies, the launch plan's chunks (the seesaw body's in whole waves) and
-// splits.
+// bodies, the launch plan's chunks and splits.
 #include "attention/gpu/sparse_mla/heuristics.h"
 
 #include <cstdint>
@@ -209,10 +208,8 @@ TEST(SparseMlaHeuristicsTest, HeadsPerBlock) {
 
 TEST(SparseMlaHeuristicsTest, ChunksBoundTheLatentScratch) {
   const DeviceFeatures f = H200();
-  // bf16 latent: heads * 512 * 2 bytes a row (the warp body over an fp8
-  // cache: no rounding to whole waves).
-  Plan plan = MakePlan(Params(128, kFp8, 100000), f);
-  EXPECT_EQ(plan.body, Body::kWarp);
+  // bf16 latent: heads * 512 * 2 bytes a row.
+  Plan plan = MakePlan(Params(128, kBf16, 100000), f);
   EXPECT_EQ(plan.chunk_rows, kLatentScratchBytes / (128 * 512 * 2));
   plan = MakePlan(Params(128, kBf16, 1000), f);
   EXPECT_EQ(plan.chunk_rows, 1000);
@@ -227,29 +224,6 @@ TEST(SparseMlaHeuristicsTest, ChunksBoundTheLatentScratch) {
   EXPECT_EQ(plan.body, Body::kFma);
   EXPECT_EQ(plan.chunk_rows, kLatentScratchBytes / (16 * 128 * 4));
   EXPECT_EQ(plan.splits, 1);
-}
-
-TEST(SparseMlaHeuristicsTest, SeesawChunksAreWholeWaves) {
-  const DeviceFeatures f = H200();
-  // 64 heads: 4096 rows fit the scratch; 31 waves of 132 blocks.
-  Plan plan = MakePlan(Params(64, kBf16, 8192), f);
-  EXPECT_EQ(plan.body, Body::kSeesaw);
-  EXPECT_EQ(kLatentScratchBytes / (64 * 512 * 2), 4096);
-  EXPECT_EQ(plan.chunk_rows, 31 * 132);
-  // 128 heads, two blocks a row: 2048 rows fit; 31 waves of 66 rows.
-  plan = MakePlan(Params(128, kBf16, 8192), f);
-  EXPECT_EQ(plan.chunk_rows, 31 * 66);
-  // 192 heads, three blocks a row: 44 rows a wave.
-  plan = MakePlan(Params(192, kBf16, 8192), f);
-  EXPECT_EQ(plan.chunk_rows % 44, 0);
-  EXPECT_GT(plan.chunk_rows, kLatentScratchBytes / (192 * 512 * 2) - 44);
-  // One chunk holds every row: as many rows as there are.
-  EXPECT_EQ(MakePlan(Params(128, kBf16, 2048), f).chunk_rows, 2048);
-  EXPECT_EQ(MakePlan(Params(64, kBf16, 4000), f).chunk_rows, 4000);
-  // An unknown multiprocessor count: the scratch's bound alone.
-  DeviceFeatures unknown = f;
-  unknown.multiprocessors = 0;
-  EXPECT_EQ(MakePlan(Params(64, kBf16, 8192), unknown).chunk_rows, 4096);
 }
 
 TEST(SparseMlaHeuristicsTest, FewRowsSplitTheTopkList) {

@@ -380,44 +380,22 @@ struct Consumer {
     }
   }
 
-  // The online softmax of the tile in sc, in three steps so that the other
-  // consumer, which waits for the maxima, does not wait for the
-  // exponentials: TileMax, then PublishMax (against `prior`, the maxima so
-  // far: this consumer's own for consumer 0, consumer 0's for consumer 1),
-  // then Exponentials (o and the row sums rescaled, sc = P in fp32, pf = P
-  // in bf16).
-  __device__ __forceinline__ void TileMax(float (&cur)[2]) const {
-    cur[0] = cur[1] = kNegInf;
+  // The online softmax of the tile in sc against `prior` (the maxima so
+  // far: this consumer's own for consumer 0, consumer 0's for consumer
+  // 1): the new maxima into row_max and shared memory (published on
+  // maxima_ready[kG]), o and the row sums rescaled, sc = P (fp32) and pf =
+  // P (bf16).
+  __device__ __forceinline__ void Softmax(const float (&prior)[2]) {
+    float cur[2] = {kNegInf, kNegInf};
 #pragma unroll
     for (int i = 0; i < WgS::kAccPerThread; ++i) {
       cur[(i / 2) % 2] = fmaxf(cur[(i / 2) % 2], sc[i]);
     }
+    float next[2], alpha[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       // The maximum before the scale: softmax_scale > 0 (the heuristics).
-      cur[r] = QuadRowReduce::Max(cur[r]) * scale_log2;
-    }
-  }
-  // next = max(prior, cur), into s.row_max, published on maxima_ready[kG].
-  __device__ __forceinline__ void PublishMax(const float (&prior)[2],
-                                             const float (&cur)[2],
-                                             float (&next)[2]) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) next[r] = fmaxf(prior[r], cur[r]);
-    // Every lane of the warp has read the words (consumer 1's `prior`,
-    // consumer 0's maxima of the last pair) before one lane of each quad
-    // overwrites them.
-    __syncwarp();
-    if (lane % 4 == 0) {
-      blk.s.row_max[row0] = next[0];
-      blk.s.row_max[row0 + 8] = next[1];
-    }
-    MbarArrive(blk.MaximaReady(kG));
-  }
-  __device__ __forceinline__ void Exponentials(const float (&next)[2]) {
-    float alpha[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
+      next[r] = fmaxf(prior[r], QuadRowReduce::Max(cur[r]) * scale_log2);
       alpha[r] = Exp2Ftz(row_max[r] - next[r]);
       row_max[r] = next[r];
     }
@@ -432,6 +410,14 @@ struct Consumer {
 #pragma unroll
     for (int r = 0; r < 2; ++r) row_sum[r] = row_sum[r] * alpha[r] + sum[r];
     WgP::template FromAccumulator<C::kKeys>(sc, pf);
+    // Every lane of the warp has read `prior` (consumer 1 reads it from
+    // the same words) before one lane of each quad overwrites them.
+    __syncwarp();
+    if (lane % 4 == 0) {
+      blk.s.row_max[row0] = next[0];
+      blk.s.row_max[row0 + 8] = next[1];
+    }
+    MbarArrive(blk.MaximaReady(kG));
   }
 
   // o and the row sums *= alpha; most tiles leave every maximum as it was
@@ -443,30 +429,25 @@ struct Consumer {
     }
   }
 
-  // The 8 x 8 matrices of P (64 rows x 64 keys, swizzled, at shared
-  // address `base`) go out one stmatrix.x4 per 16 keys: matrix q of k-step
-  // j holds rows 8 (q % 2) and keys 16 j + 8 (q / 2) of the warp's 16 rows;
-  // lane l addresses row l % 8 of matrix l / 8.
-  __device__ __forceinline__ uint32_t PMatrixAddr(uint32_t base, int j) const {
+  // pf into `dst` (64 rows x 64 keys, swizzled) for the other consumer: one
+  // stmatrix.x4 per 16 keys, pf[j][q] being the 8 x 8 matrix of rows
+  // 8 (q % 2) and keys 16 j + 8 (q / 2) of the warp's 16 rows; lane l
+  // addresses row l % 8 of matrix l / 8.
+  __device__ __forceinline__ void StoreP(uint8_t* dst) const {
     const int m = lane / 8;
     const int row = row0 - lane / 4 + 8 * (m % 2) + lane % 8;
-    return base + POffset(row, 16 * j + 8 * (m / 2));
-  }
-  // pf into `dst` for the other consumer.
-  __device__ __forceinline__ void StoreP(uint8_t* dst) const {
     const uint32_t base = blk.Addr(dst);
 #pragma unroll
     for (int j = 0; j < kPSteps; ++j) {
-      ::dsa::gpu::StoreMatrixX4(PMatrixAddr(base, j), pf[j]);
+      ::dsa::gpu::StoreMatrixX4(base + POffset(row, 16 * j + 8 * (m / 2)),
+                                pf[j]);
     }
   }
 
-  // Consumer 0, once consumer 1 published the pair's maxima (pair i): P
-  // (fp32 in sc, at this consumer's maxima) rescaled to them into P0 for
-  // consumer 1, straight from sc (pf is the operand of the product over
-  // the own values, still running); the factors, to rescale o once that
-  // product is done.
-  __device__ __forceinline__ void StoreRescaledP0(int i, float (&factor)[2]) {
+  // Consumer 0, once consumer 1 published the pair's maxima (pair i): P (fp32
+  // in sc, at this consumer's maxima) rescaled to them into P0 for consumer 1;
+  // the factors, to rescale o once the product over the own values is done.
+  __device__ __forceinline__ void RescaleAndStoreP0(int i, float (&factor)[2]) {
     MbarWait(blk.MaximaReady(1), static_cast<uint32_t>(i & 1));
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -474,18 +455,10 @@ struct Consumer {
       factor[r] = Exp2Ftz(row_max[r] - m);
       row_max[r] = m;
     }
-    const uint32_t base = blk.Addr(blk.P0());
 #pragma unroll
-    for (int j = 0; j < kPSteps; ++j) {
-      uint32_t a[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float f = factor[q % 2];
-        a[q] = ::dsa::gpu::PackBf16x2(sc[8 * j + 2 * q] * f,
-                                      sc[8 * j + 2 * q + 1] * f);
-      }
-      ::dsa::gpu::StoreMatrixX4(PMatrixAddr(base, j), a);
-    }
+    for (int i = 0; i < WgS::kAccPerThread; ++i) sc[i] *= factor[(i / 2) % 2];
+    WgP::template FromAccumulator<C::kKeys>(sc, pf);
+    StoreP(blk.P0());
     WgS::FenceStores();
   }
 
@@ -500,16 +473,14 @@ struct Consumer {
     }
     for (int i = 0; i < pairs; ++i) {
       MaskScores(0);
-      float cur[2], next[2];
-      TileMax(cur);
-      PublishMax(row_max, cur, next);
-      Exponentials(next);
+      const float prior[2] = {row_max[0], row_max[1]};
+      Softmax(prior);
       IssueOwnValues(0);
-      float factor[2];
-      StoreRescaledP0(i, factor);
-      NamedBarrierArrive<C::kConsumerThreads>(kP0Ready);
       WgP::Wait(o, pf);
       MbarArrive(blk.KeysFree(0, 0));
+      float factor[2];
+      RescaleAndStoreP0(i, factor);
+      NamedBarrierArrive<C::kConsumerThreads>(kP0Ready);
       RescaleOutput(factor);
 #pragma unroll
       for (int r = 0; r < 2; ++r) row_sum[r] *= factor[r];
@@ -542,20 +513,15 @@ struct Consumer {
       IssueScores<0, kSplit>(1, true);
       WgS::Wait(sc);
       MaskScores(1);
-      float cur[2], next[2];
-      TileMax(cur);
       MbarWait(blk.MaximaReady(0), static_cast<uint32_t>(parity));
       const float prior[2] = {blk.s.row_max[row0], blk.s.row_max[row0 + 8]};
-      PublishMax(prior, cur, next);
-      Exponentials(next);
+      Softmax(prior);
       IssueOwnValues(1);
-      // While the product runs (both only read pf); published before this
-      // consumer waits for consumer 0's P.
-      StoreP(blk.s.p1);
-      WgS::FenceStores();
-      NamedBarrierArrive<C::kConsumerThreads>(kP1Ready);
+      StoreP(blk.s.p1);  // while the product runs (both only read pf)
       NamedBarrierSync<C::kConsumerThreads>(kP0Ready);
       IssueOtherValues(blk.P0(), 0);
+      WgS::FenceStores();
+      NamedBarrierArrive<C::kConsumerThreads>(kP1Ready);
       ::dsa::gpu::WarpgroupWait<1>();
       MbarArrive(blk.KeysFree(1, 1));
       WgO::Wait(o);
