@@ -11,7 +11,8 @@
 // `valid`. Consumer g (216 registers) owns O[:, 256 g, 256 g + 256); per
 // pair it computes S = Q K^T of buffer g's tile, starting on the part it
 // waits for first, runs the online softmax with the running maxima handed
-// from consumer to consumer through shared memory, multiplies its own P
+// from consumer to consumer through shared memory (announced on an
+// mbarrier a consumer), multiplies its own P
 // (registers, wgmma RS) by its half of its tile's values, and the other
 // consumer's P (shared memory, rescaled to the pair's maxima) by its half
 // of the other tile's values: the "seesaw".
