@@ -320,10 +320,13 @@ struct Consumer {
     }
   }
 
-  // The copies land before the barrier's phase completes, and no thread of
-  // the block wrote the part with ordinary stores since the products last
-  // read it, so the products read it with no proxy fence (FlashMLA's
-  // consumers have none there either).
+  // The products read the part with no proxy fence after the wait: its
+  // copies have landed once the phase completes, which FlashMLA's consumers
+  // rely on too. (PTX's memory model orders cp.async's writes, made in the
+  // generic proxy, before wgmma's reads, in the async proxy, only through
+  // fence.proxy.async. Every H200 run of the suites passed without it;
+  // dropping it measured within the run-to-run spread, and the fastest
+  // build measured has none: RESULTS.md.)
   __device__ __forceinline__ void WaitKeys(int b, int part, int parity) {
     MbarWait(blk.KeysReady(b, part), static_cast<uint32_t>(parity));
   }
