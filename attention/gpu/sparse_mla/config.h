@@ -328,14 +328,16 @@ struct Config {
                 "the register file of one block a multiprocessor");
 };
 
-// Named barriers of the consumers (0 is __syncthreads).
+// Named barriers of the consumers (0 is __syncthreads). The row maxima go
+// from consumer to consumer through mbarriers instead (maxima_ready): the
+// writer's arrival releases its stores and the reader's wait acquires them,
+// an ordering compute-sanitizer's racecheck follows, which it does not for
+// a bar.arrive / bar.sync pair.
 enum NamedBarriers : int {
-  kScores0Done = 1,  // consumer 0 published its row maxima (256 threads)
-  kScores1Done = 2,  // consumer 1 published the tile pair's maxima
-  kP0Ready = 3,      // consumer 0's P (rescaled) is in shared memory
-  kP1Ready = 4,      // consumer 1's P is in shared memory
-  kSumsReady = 5,    // both consumers' row sums published
-  kStaged0 = 6,      // consumer g's output staged (128 threads): 6 + g
+  kP0Ready = 1,    // consumer 0's P (rescaled) is in shared memory
+  kP1Ready = 2,    // consumer 1's P is in shared memory
+  kSumsReady = 3,  // both consumers' row sums published
+  kStaged0 = 4,    // consumer g's output staged (128 threads): 4 + g
 };
 
 // The block's shared memory (sizeof is the budget). Tile pair i: tile 2 i
@@ -352,6 +354,9 @@ struct SharedMemory {
   uint64_t q_ready;                  // mbarriers
   uint64_t keys_ready[2][2];         // [buffer][part]
   uint64_t keys_free[2][2];
+  // Consumer g published the maxima in row_max (every thread of it
+  // arrives, once a tile pair).
+  uint64_t maxima_ready[2];
   int last_valid;  // the row's last valid top-k position (the prologue)
 };
 static_assert(offsetof(SharedMemory, keys) % 1024 == 0 &&

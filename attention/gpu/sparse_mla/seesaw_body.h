@@ -11,7 +11,8 @@
 // `valid`. Consumer g (216 registers) owns O[:, 256 g, 256 g + 256); per
 // pair it computes S = Q K^T of buffer g's tile, starting on the part it
 // waits for first, runs the online softmax with the running maxima handed
-// from consumer to consumer through shared memory, multiplies its own P
+// from consumer to consumer through shared memory (announced on an
+// mbarrier a consumer), multiplies its own P
 // (registers, wgmma RS) by its half of its tile's values, and the other
 // consumer's P (shared memory, rescaled to the pair's maxima) by its half
 // of the other tile's values: the "seesaw".
@@ -94,6 +95,10 @@ struct Block {
   __device__ __forceinline__ uint32_t KeysFree(int b, int part) const {
     return Addr(&s.keys_free[b][part]);
   }
+  // Consumer g's maxima are in s.row_max (phase i: tile pair i).
+  __device__ __forceinline__ uint32_t MaximaReady(int g) const {
+    return Addr(&s.maxima_ready[g]);
+  }
   // The part of buffer b its consumer waits for first (and whose barrier
   // also covers the buffer's `valid` flags).
   __device__ __forceinline__ static int FirstPart(int b) { return b; }
@@ -112,6 +117,7 @@ struct Block {
                                        : 0));
         MbarInit(KeysFree(b, part), C::kConsumerThreads / 2);
       }
+      MbarInit(MaximaReady(b), C::kConsumerThreads / 2);
     }
     s.last_valid = -1;
     MbarFenceInit();
@@ -314,11 +320,15 @@ struct Consumer {
     }
   }
 
+  // The products read the part with no proxy fence after the wait: its
+  // copies have landed once the phase completes, which FlashMLA's consumers
+  // rely on too. (PTX's memory model orders cp.async's writes, made in the
+  // generic proxy, before wgmma's reads, in the async proxy, only through
+  // fence.proxy.async. Every H200 run of the suites passed without it;
+  // dropping it measured within the run-to-run spread, and the fastest
+  // build measured has none: RESULTS.md.)
   __device__ __forceinline__ void WaitKeys(int b, int part, int parity) {
     MbarWait(blk.KeysReady(b, part), static_cast<uint32_t>(parity));
-    // The copies were the generic proxy's; the products read them through
-    // the async proxy.
-    WgS::FenceStores();
   }
 
   // sc (+)= Q K^T over atoms [kA0, kA1) of buffer b.
@@ -376,8 +386,9 @@ struct Consumer {
 
   // The online softmax of the tile in sc against `prior` (the maxima so
   // far: this consumer's own for consumer 0, consumer 0's for consumer
-  // 1): the new maxima into row_max and shared memory, o and the row sums
-  // rescaled, sc = P (fp32) and pf = P (bf16).
+  // 1): the new maxima into row_max and shared memory (published on
+  // maxima_ready[kG]), o and the row sums rescaled, sc = P (fp32) and pf =
+  // P (bf16).
   __device__ __forceinline__ void Softmax(const float (&prior)[2]) {
     float cur[2] = {kNegInf, kNegInf};
 #pragma unroll
@@ -410,6 +421,7 @@ struct Consumer {
       blk.s.row_max[row0] = next[0];
       blk.s.row_max[row0 + 8] = next[1];
     }
+    MbarArrive(blk.MaximaReady(kG));
   }
 
   // o and the row sums *= alpha; most tiles leave every maximum as it was
@@ -421,24 +433,26 @@ struct Consumer {
     }
   }
 
-  // pf into `dst` (64 rows x 64 keys, swizzled) for the other consumer.
+  // pf into `dst` (64 rows x 64 keys, swizzled) for the other consumer: one
+  // stmatrix.x4 per 16 keys, pf[j][q] being the 8 x 8 matrix of rows
+  // 8 (q % 2) and keys 16 j + 8 (q / 2) of the warp's 16 rows; lane l
+  // addresses row l % 8 of matrix l / 8.
   __device__ __forceinline__ void StoreP(uint8_t* dst) const {
+    const int m = lane / 8;
+    const int row = row0 - lane / 4 + 8 * (m % 2) + lane % 8;
+    const uint32_t base = blk.Addr(dst);
 #pragma unroll
     for (int j = 0; j < kPSteps; ++j) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int row = row0 + 8 * (q % 2);
-        const int key = 16 * j + 8 * (q / 2) + 2 * (lane % 4);
-        *reinterpret_cast<uint32_t*>(dst + POffset(row, key)) = pf[j][q];
-      }
+      ::dsa::gpu::StoreMatrixX4(base + POffset(row, 16 * j + 8 * (m / 2)),
+                                pf[j]);
     }
   }
 
-  // Consumer 0, once consumer 1 published the pair's maxima: P (fp32 in
-  // sc, at this consumer's maxima) rescaled to them into P0 for consumer
-  // 1; the factors, to rescale o once the product over the own values is
-  // done.
-  __device__ __forceinline__ void RescaleAndStoreP0(float (&factor)[2]) {
+  // Consumer 0, once consumer 1 published the pair's maxima (pair i): P (fp32
+  // in sc, at this consumer's maxima) rescaled to them into P0 for consumer 1;
+  // the factors, to rescale o once the product over the own values is done.
+  __device__ __forceinline__ void RescaleAndStoreP0(int i, float (&factor)[2]) {
+    MbarWait(blk.MaximaReady(1), static_cast<uint32_t>(i & 1));
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float m = blk.s.row_max[row0 + 8 * r];
@@ -465,13 +479,11 @@ struct Consumer {
       MaskScores(0);
       const float prior[2] = {row_max[0], row_max[1]};
       Softmax(prior);
-      NamedBarrierArrive<C::kConsumerThreads>(kScores0Done);
       IssueOwnValues(0);
       WgP::Wait(o, pf);
       MbarArrive(blk.KeysFree(0, 0));
-      NamedBarrierSync<C::kConsumerThreads>(kScores1Done);
       float factor[2];
-      RescaleAndStoreP0(factor);
+      RescaleAndStoreP0(i, factor);
       NamedBarrierArrive<C::kConsumerThreads>(kP0Ready);
       RescaleOutput(factor);
 #pragma unroll
@@ -505,10 +517,9 @@ struct Consumer {
       IssueScores<0, kSplit>(1, true);
       WgS::Wait(sc);
       MaskScores(1);
-      NamedBarrierSync<C::kConsumerThreads>(kScores0Done);
+      MbarWait(blk.MaximaReady(0), static_cast<uint32_t>(parity));
       const float prior[2] = {blk.s.row_max[row0], blk.s.row_max[row0 + 8]};
       Softmax(prior);
-      NamedBarrierArrive<C::kConsumerThreads>(kScores1Done);
       IssueOwnValues(1);
       StoreP(blk.s.p1);  // while the product runs (both only read pf)
       NamedBarrierSync<C::kConsumerThreads>(kP0Ready);

@@ -48,6 +48,25 @@ __device__ __forceinline__ void WarpgroupWait() {
 #endif
 }
 
+// Four 8 x 8 bf16 matrices from a warp's registers into shared memory
+// (stmatrix.x4, sm_90a kernels): register r of lane l holds row l / 4,
+// columns 2 (l % 4) and 2 (l % 4) + 1 of matrix r (the layout of an
+// accumulator's and a register A operand's fragments); lane l gives the
+// shared address of row l % 8 of matrix l / 8 (16 bytes).
+__device__ __forceinline__ void StoreMatrixX4(uint32_t addr,
+                                              const uint32_t (&r)[4]) {
+#if defined(DSA_MMA_HAS_WGMMA_BF16)
+  asm volatile(
+      "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::
+          "r"(addr),
+      "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+      : "memory");
+#else
+  (void)addr;
+  (void)r;
+#endif
+}
+
 template <int kN>
 struct WarpgroupBf16Mma {
   static_assert(kN == 32 || kN == 64 || kN == 128 || kN == 256,
