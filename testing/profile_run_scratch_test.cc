@@ -4,8 +4,8 @@
 // for the largest step and runs the attention ops once at the largest step's
 // shapes (DeepseekV32Model::ProfileAttention), so the arenas grow there, and
 // no later step up to max_num_batched_tokens allocates: not the largest
-// dense prefill, not a smaller one, not a sparse chunk after cached context,
-// not a decode.
+// dense prefill, not a smaller one, not a dense or a sparse chunk after
+// cached context, not a decode.
 //
 // Here on "emulated-rocm" (ROCm's capabilities, the CPU kernels): the op
 // calls counted (platform/fault_injection.h's kOpCall site). The gpu-tagged
@@ -114,12 +114,16 @@ TEST_F(ProfileRunScratchTest,
     }
   }
   // The largest step (dense prefills, each below index_topk, of
-  // max_num_batched_tokens in all), smaller and equal ones, a sparse chunk
-  // after cached context (40 + 30 keys > index_topk 64) and decodes.
+  // max_num_batched_tokens in all), smaller and equal ones, a dense chunk
+  // after cached context (30 + 30 keys: more keys than the step's tokens,
+  // within index_topk 64), a sparse chunk after cached context (40 + 30 keys
+  // > index_topk) and decodes.
   const std::vector<std::vector<StepRequest>> steps = {
       {{1, 0, kMaxTokens / 2}, {2, 0, kMaxTokens / 2}},
       {{3, 0, kMaxTokens / 2}, {4, 0, kMaxTokens / 2}},
       {{5, 0, 7}},
+      {{9, 0, 30}},
+      {{9, 30, 30}},
       {{6, 0, 40}},
       {{6, 40, 30}},
       {{6, 70, 1}, {5, 7, 1}, {3, 24, 1}},

@@ -1372,17 +1372,22 @@ absl::Status DeepseekV32Model::ProfileAttention(bool sparse) {
 
   if (planner_.capabilities().sparse_mla_dense_mha_prefill) {
     // Dense prefill: a batch of max_num_batched_tokens new tokens in
-    // prompts of the longest the dense branch takes (index_topk), the keys
-    // as many.
-    const int64_t length = std::min(tokens, topk);
+    // prompts of the longest the dense branch takes (index_topk keys, or as
+    // many as a request's blocks hold), the keys as many; with fewer tokens
+    // than that, one request of them after a cached context up to that
+    // length (a chunk of a prompt that is prefilled in steps).
+    const int64_t longest = std::min(
+        {topk, options_.max_model_len, max_blocks * options_.block_size});
+    const int64_t length = std::max<int64_t>(1, std::min(tokens, longest));
     const int64_t requests = (tokens + length - 1) / length;
     std::vector<int32_t>& seq_lens = s.host_seq_lens;
     std::vector<int32_t>& qsl = s.host_prefill_query_start_loc;
     seq_lens.assign(static_cast<size_t>(requests), 0);
     qsl.assign(static_cast<size_t>(requests + 1), 0);
     for (int64_t r = 0; r < requests; ++r) {
-      seq_lens[r] = static_cast<int32_t>(std::min(length, tokens - r * length));
-      qsl[r + 1] = qsl[r] + seq_lens[r];
+      const int64_t n = std::min(length, tokens - r * length);
+      qsl[r + 1] = qsl[r] + static_cast<int32_t>(n);
+      seq_lens[r] = static_cast<int32_t>(requests == 1 ? longest : n);
     }
     DSA_RETURN_IF_ERROR(UploadInto(s.stream, s.seq_lens, seq_lens, "seq_lens"));
     DSA_RETURN_IF_ERROR(UploadInto(s.stream, s.prefill_query_start_loc, qsl,
