@@ -2,7 +2,7 @@
 // (attention/gpu/device/scratch_arena.h): a profile run
 // (DeepseekV32Model::ProfileRun) reserves the indexer's workspace and top-k
 // for the largest step and runs the attention ops once at the largest step's
-// shapes (DeepseekV32Model::ProfileAttention), so the arenas grow there, and
+// shapes (DeepseekV32Model::ProfileScratch), so the arenas grow there, and
 // no later step up to max_num_batched_tokens allocates: not the largest
 // dense prefill, not a smaller one, not a dense or a sparse chunk after
 // cached context, not a decode.

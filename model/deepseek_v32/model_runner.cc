@@ -1337,11 +1337,11 @@ absl::StatusOr<ForwardPlan> DeepseekV32Model::ProfileRun(
                                 options_.max_model_len, /*scores=*/true),
         "profile run"));
   }
-  DSA_RETURN_IF_ERROR(Annotate(ProfileAttention(reserves), "profile run"));
+  DSA_RETURN_IF_ERROR(Annotate(ProfileScratch(reserves), "profile run"));
   return plan;
 }
 
-absl::Status DeepseekV32Model::ProfileAttention(bool sparse) {
+absl::Status DeepseekV32Model::ProfileScratch(bool sparse) {
   Shared& s = *shared_;
   Activations& act = *act_;
   const Layer& layer = *layers_.front();
@@ -1454,6 +1454,28 @@ absl::Status DeepseekV32Model::ProfileAttention(bool sparse) {
           Annotate(DSA_LAUNCH(s, sparse_mla, nullptr, s.kernels.sparse_mla, a),
                    absl::StrCat("sparse_mla over ", rows, " rows")));
     }
+  }
+  // W8A8 projections quantise their activations into the same scratch: the
+  // widest inputs at the largest step (x for q_a_proj, the attention output
+  // for o_proj).
+  if (attention::IsFp8(layer.dtype[static_cast<int>(WeightId::kQAProj)])) {
+    const int64_t hidden = c.hidden_size(), q_lora = c.q_lora_rank();
+    const int64_t qkv_width = q_lora + kv_lora + rope;
+    DSA_RETURN_IF_ERROR(
+        s.Project("q_a_proj at the largest step",
+                  Batch1(View2(act.x.data(), adt, tokens, hidden, hidden)),
+                  layer.Projection(WeightId::kQAProj),
+                  Batch1(View2(act.qkv_a.data(), DType::kFloat32, tokens,
+                               q_lora, qkv_width))));
+  }
+  if (attention::IsFp8(layer.dtype[static_cast<int>(WeightId::kOProj)])) {
+    const int64_t hidden = c.hidden_size();
+    DSA_RETURN_IF_ERROR(s.Project(
+        "o_proj at the largest step",
+        Batch1(View2(act.attn.data(), adt, tokens, H * vdim, H * vdim)),
+        layer.Projection(WeightId::kOProj),
+        Batch1(View2(act.out.data(), s.tp.enabled() ? adt : DType::kFloat32,
+                     tokens, hidden, hidden))));
   }
   s.counts = OpCallCounts{};
   return s.stream.Synchronize();

@@ -413,17 +413,18 @@ class DeepseekV32Model {
   // reserves for the largest step, and what a step grows them to before it
   // starts when it needs more. ResourceExhausted with the sizes when the
   // growth does not fit in the free memory the platform reports.
-  // The profile run's calls of the attention ops at the largest step's
-  // shapes, which grow the platform's per-stream scratch to what later steps
-  // take: dense_mha_prefill over max_num_batched_tokens new tokens in
-  // prompts of index_topk (or, with fewer tokens than index_topk, one chunk
-  // of them after a cached context of index_topk keys in all) when the
-  // platform runs the dense branch and, with `sparse`, sparse_mla over as
-  // many rows and over decode batches of 1 to 128 rows. A dense step whose
-  // requests hold more cached keys in all than that (several chunks of
-  // prompts continued in one step) may still grow the scratch: a failure
-  // there is RESOURCE_EXHAUSTED and the step is rolled back.
-  absl::Status ProfileAttention(bool sparse);
+  // The profile run's calls of the ops that take scratch from the
+  // platform's per-stream arena, at the largest step's shapes, which grow it
+  // to what later steps take (with fp8 weights also one W8A8 product of the
+  // widest activations, x and the attention output): dense_mha_prefill over
+  // max_num_batched_tokens new tokens in prompts of index_topk (or, with fewer
+  // tokens than index_topk, one chunk of them after a cached context of
+  // index_topk keys in all) when the platform runs the dense branch and, with
+  // `sparse`, sparse_mla over as many rows and over decode batches of 1 to 128
+  // rows. A dense step whose requests hold more cached keys in all than that
+  // (several chunks of prompts continued in one step) may still grow the
+  // scratch: a failure there is RESOURCE_EXHAUSTED and the step is rolled back.
+  absl::Status ProfileScratch(bool sparse);
   absl::Status ReserveIndexerWorkspace(int64_t rows, int64_t max_seq_len,
                                        bool scores);
   // Step without the abort of the tensor-parallel group on failure.

@@ -993,31 +993,41 @@ TEST_P(ModelRunnerTest, AfterAProfileRunStepsAllocateNothing) {
   options.num_blocks = 24;
   options.max_model_len = 256;
   options.max_num_batched_tokens = 128;
-  for (const auto* caps : {&skip_caps_, &no_skip_caps_}) {
-    auto model = MakeModel("tiny-glm-5.1", *caps, options);
-    ASSERT_TRUE(model);
-    const int hidden = model->planner().config().proto().hidden_size();
-    ASSERT_OK(model->ProfileRun({}).status());
-    platform::FaultPlan plan;
-    plan.fail_at = 1;
-    plan.persistent = true;
-    plan.sites = platform::FaultSiteBit(platform::FaultSite::kDeviceMalloc) |
-                 platform::FaultSiteBit(platform::FaultSite::kDeviceMemoryInfo);
-    platform::FaultInjector no_allocation(plan);
-    const std::vector<std::vector<StepRequest>> steps = {
-        {{1, 0, 30}, {2, 0, 20}},    // dense: the skip arm skips scoring
-        {{3, 0, 128}},               // sparse: a whole step of one prefill
-        {{1, 30, 1}, {3, 128, 98}},  // a decode and a chunk to max_model_len
-        {{1, 31, 1}, {2, 20, 1}},    // decodes
-    };
-    uint32_t seed = 20;
-    for (const std::vector<StepRequest>& step : steps) {
-      EXPECT_OK(
-          model->Step({}, step, RandomHidden(Tokens(step), hidden, seed++))
-              .status());
+  for (const attention::DType weights :
+       {attention::DType::kBFloat16, attention::DType::kFloat8E4m3fn}) {
+    options.weight_dtype = weights;
+    for (const auto* caps : {&skip_caps_, &no_skip_caps_}) {
+      SCOPED_TRACE(attention::DTypeName(weights));
+      auto model = MakeModel("tiny-glm-5.1", *caps, options);
+      ASSERT_TRUE(model);
+      const int hidden = model->planner().config().proto().hidden_size();
+      ASSERT_OK(model->ProfileRun({}).status());
+      // No device allocation, memory query or stream-ordered allocation (the
+      // kernels' scratch arenas growing, or a W8A8 product's quantised
+      // activations) in any step after it.
+      platform::FaultPlan plan;
+      plan.fail_at = 1;
+      plan.persistent = true;
+      plan.sites =
+          platform::FaultSiteBit(platform::FaultSite::kDeviceMalloc) |
+          platform::FaultSiteBit(platform::FaultSite::kDeviceMemoryInfo) |
+          platform::FaultSiteBit(platform::FaultSite::kStreamAlloc);
+      platform::FaultInjector no_allocation(plan);
+      const std::vector<std::vector<StepRequest>> steps = {
+          {{1, 0, 30}, {2, 0, 20}},    // dense: the skip arm skips scoring
+          {{3, 0, 128}},               // sparse: a whole step of one prefill
+          {{1, 30, 1}, {3, 128, 98}},  // a decode and a chunk to max_model_len
+          {{1, 31, 1}, {2, 20, 1}},    // decodes
+      };
+      uint32_t seed = 20;
+      for (const std::vector<StepRequest>& step : steps) {
+        EXPECT_OK(
+            model->Step({}, step, RandomHidden(Tokens(step), hidden, seed++))
+                .status());
+      }
+      EXPECT_EQ(no_allocation.calls(), 0);
+      EXPECT_EQ(no_allocation.faults(), 0);
     }
-    EXPECT_EQ(no_allocation.calls(), 0);
-    EXPECT_EQ(no_allocation.faults(), 0);
   }
 }
 

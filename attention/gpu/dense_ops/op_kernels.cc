@@ -15,6 +15,7 @@
 #include "attention/dtypes/fp8.h"
 #include "attention/gpu/dense_ops/launch.h"
 #include "attention/gpu/dense_ops/plan_cache.h"
+#include "attention/gpu/device/features.h"
 #include "attention/gpu/device/launch_status.h"
 #include "attention/gpu/device/runtime.h"
 #include "attention/kernel_abi.h"
@@ -895,38 +896,6 @@ Status Fp8BlockGemmGpu(const ExecutionContext& ctx,
   return Fp8BlockGemmGpuOn(ctx, a, GemmBackend::kAuto);
 }
 
-namespace {
-
-// Device memory from the stream-ordered pool for one call, given back on
-// the call's stream when the object goes (device/stream_scratch.h's, for
-// host code).
-class HostStreamScratch {
- public:
-  explicit HostStreamScratch(void* stream) : stream_(stream) {}
-  ~HostStreamScratch() {
-    for (void* p : ptrs_) {
-      if (p != nullptr) (void)DeviceFreeAsync(p, stream_);
-    }
-  }
-  HostStreamScratch(const HostStreamScratch&) = delete;
-  HostStreamScratch& operator=(const HostStreamScratch&) = delete;
-  template <class T>
-  LaunchResult Get(T** ptr, size_t bytes) {
-    void* p = nullptr;
-    LaunchResult r = DeviceMallocAsync(&p, bytes, stream_);
-    if (!r.ok()) return r;
-    ptrs_.push_back(p);
-    *ptr = static_cast<T*>(p);
-    return r;
-  }
-
- private:
-  void* stream_;
-  std::vector<void*> ptrs_;
-};
-
-}  // namespace
-
 Status Fp8BlockGemmGpuOn(const ExecutionContext& ctx,
                          const Fp8BlockGemm::Args& a, GemmBackend backend) {
   DSA_RETURN_IF_ERROR(Fp8BlockGemm::Validate(a));
@@ -935,24 +904,24 @@ Status Fp8BlockGemmGpuOn(const ExecutionContext& ctx,
   const bool fnuz = a.w.dtype == DType::kFloat8E4m3fnuz;
   // The activations quantised per token and 128 columns into scratch: codes
   // in rows of a multiple of 16 bytes (vendor fp8 layouts want 16-byte
-  // leading dims), scales token-major (cuBLASLt's VEC128 layout).
+  // leading dims), scales token-major (cuBLASLt's VEC128 layout). The
+  // scratch is the stream's arena (device/scratch_arena.h), held until the
+  // product is enqueued: a call that fits what the stream holds (after a
+  // profile run at the largest step) allocates nothing.
   const int64_t groups = Fp8Blocks(in);
   const int64_t x_ld = std::max<int64_t>(16, RoundUp(in, 16));
-  HostStreamScratch scratch(ctx.stream);
-  uint8_t* x_q = nullptr;
-  float* x_scales = nullptr;
-  for (const LaunchResult& r :
-       {scratch.Get(&x_q, static_cast<size_t>(rows * x_ld)),
-        scratch.Get(&x_scales,
-                    static_cast<size_t>(std::max<int64_t>(groups, 1) * rows) *
-                        sizeof(float))}) {
-    if (!r.ok()) {
-      return Status(DSA_STATUS_RESOURCE_EXHAUSTED,
-                    StrCat("fp8_block_gemm: scratch for the quantised "
-                           "activations: ",
-                           r.message));
-    }
-  }
+  DeviceFeatures features;
+  DSA_RETURN_IF_ERROR(StatusFromLaunch(CurrentDeviceFeatures(&features)));
+  ScratchLayout layout;
+  const size_t q_at = layout.Add(static_cast<size_t>(rows * x_ld));
+  const size_t scales_at = layout.Add(
+      static_cast<size_t>(std::max<int64_t>(groups, 1) * rows) * sizeof(float));
+  ScratchArenas::Lease lease;
+  DSA_RETURN_IF_ERROR(StatusFromLaunch(AcquireStreamScratch(
+      ctx.stream, features.device, layout.bytes(),
+      "fp8_block_gemm scratch for the quantised activations", &lease)));
+  uint8_t* x_q = lease.base() + q_at;
+  float* x_scales = reinterpret_cast<float*>(lease.base() + scales_at);
   Fp8QuantParams q;
   q.x = a.x.data;
   q.x_type = FloatFormatOf(a.x.dtype);
