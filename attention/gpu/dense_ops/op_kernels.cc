@@ -143,6 +143,44 @@ int Blas(int injected, Call&& call) {
                                                                    : call();
 }
 
+// cuBLASLt's first algorithm for plan's description and layouts within the
+// workspace and the operands' alignments (A, B, C, D bytes) into
+// plan->heuristic: kCublasStatusSuccess, kCublasStatusNotSupported when it
+// has none, or the failed call's status.
+int FindAlgorithm(const lt::CublasLtApi& api, void* handle,
+                  const uint32_t aligns[4], Plan* plan) {
+  constexpr int kAllocFailed = lt::kCublasStatusAllocFailed;
+  constexpr int kInternal = lt::kCublasStatusInternalError;
+  void* pref = nullptr;
+  if (int st = Blas(kAllocFailed,
+                    [&] { return api.cublasLtMatmulPreferenceCreate(&pref); });
+      st != lt::kCublasStatusSuccess) {
+    return st;
+  }
+  const uint64_t workspace = kWorkspaceBytes;
+  int status = Blas(kInternal, [&] {
+    return api.cublasLtMatmulPreferenceSetAttribute(
+        pref, lt::kPrefMaxWorkspaceBytes, &workspace, sizeof(workspace));
+  });
+  for (int i = 0; i < 4 && status == lt::kCublasStatusSuccess; ++i) {
+    status = Blas(kInternal, [&] {
+      return api.cublasLtMatmulPreferenceSetAttribute(
+          pref, lt::kPrefMinAlignmentABytes + i, &aligns[i], sizeof(aligns[i]));
+    });
+  }
+  int returned = 0;
+  if (status == lt::kCublasStatusSuccess) {
+    status = Blas(kInternal, [&] {
+      return api.cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a,
+                                                plan->b, plan->d, plan->d, pref,
+                                                1, &plan->heuristic, &returned);
+    });
+  }
+  api.cublasLtMatmulPreferenceDestroy(pref);
+  if (status != lt::kCublasStatusSuccess) return status;
+  return returned < 1 ? lt::kCublasStatusNotSupported : status;
+}
+
 // Builds a plan into *out: kCublasStatusSuccess with out->ok when cuBLASLt
 // has an algorithm, with out->ok false when it has none for this layout (a
 // fact of the shape, cached); another status when a call failed (nothing is
@@ -233,37 +271,13 @@ int MakePlan(const lt::CublasLtApi& api, void* handle, const GemmParams& p,
       if (st != lt::kCublasStatusSuccess) return fail(st);
     }
   }
-  void* pref = nullptr;
-  if (int st = Blas(kAllocFailed,
-                    [&] { return api.cublasLtMatmulPreferenceCreate(&pref); });
-      st != lt::kCublasStatusSuccess) {
-    return fail(st);
-  }
-  const uint64_t workspace = kWorkspaceBytes;
-  int status = Blas(kInternal, [&] {
-    return api.cublasLtMatmulPreferenceSetAttribute(
-        pref, lt::kPrefMaxWorkspaceBytes, &workspace, sizeof(workspace));
-  });
   const uint32_t aligns[4] = {
       static_cast<uint32_t>(align_w), static_cast<uint32_t>(align_x),
       static_cast<uint32_t>(align_y), static_cast<uint32_t>(align_y)};
-  for (int i = 0; i < 4 && status == lt::kCublasStatusSuccess; ++i) {
-    status = Blas(kInternal, [&] {
-      return api.cublasLtMatmulPreferenceSetAttribute(
-          pref, lt::kPrefMinAlignmentABytes + i, &aligns[i], sizeof(aligns[i]));
-    });
+  if (int st = FindAlgorithm(api, handle, aligns, &plan);
+      st != lt::kCublasStatusSuccess) {
+    return fail(st);
   }
-  int returned = 0;
-  if (status == lt::kCublasStatusSuccess) {
-    status = Blas(kInternal, [&] {
-      return api.cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a,
-                                                plan.b, plan.d, plan.d, pref, 1,
-                                                &plan.heuristic, &returned);
-    });
-  }
-  api.cublasLtMatmulPreferenceDestroy(pref);
-  if (status != lt::kCublasStatusSuccess) return fail(status);
-  if (returned < 1) return fail(lt::kCublasStatusNotSupported);
   plan.ok = true;
   *out = plan;
   return lt::kCublasStatusSuccess;
@@ -546,38 +560,14 @@ int MakeFp8Plan(const lt::CublasLtApi& api, void* handle,
       return fail(st);
     }
   }
-  void* pref = nullptr;
-  if (int st = Blas(kAllocFailed,
-                    [&] { return api.cublasLtMatmulPreferenceCreate(&pref); });
-      st != lt::kCublasStatusSuccess) {
-    return fail(st);
-  }
-  const uint64_t workspace = kWorkspaceBytes;
-  int status = Blas(kInternal, [&] {
-    return api.cublasLtMatmulPreferenceSetAttribute(
-        pref, lt::kPrefMaxWorkspaceBytes, &workspace, sizeof(workspace));
-  });
   // A: the weight, B: the activations (256-byte aligned scratch), C and D.
   const uint32_t aligns[4] = {static_cast<uint32_t>(align_w), 256u,
                               static_cast<uint32_t>(align_y),
                               static_cast<uint32_t>(align_y)};
-  for (int i = 0; i < 4 && status == lt::kCublasStatusSuccess; ++i) {
-    status = Blas(kInternal, [&] {
-      return api.cublasLtMatmulPreferenceSetAttribute(
-          pref, lt::kPrefMinAlignmentABytes + i, &aligns[i], sizeof(aligns[i]));
-    });
+  if (int st = FindAlgorithm(api, handle, aligns, &plan);
+      st != lt::kCublasStatusSuccess) {
+    return fail(st);
   }
-  int returned = 0;
-  if (status == lt::kCublasStatusSuccess) {
-    status = Blas(kInternal, [&] {
-      return api.cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a,
-                                                plan.b, plan.d, plan.d, pref, 1,
-                                                &plan.heuristic, &returned);
-    });
-  }
-  api.cublasLtMatmulPreferenceDestroy(pref);
-  if (status != lt::kCublasStatusSuccess) return fail(status);
-  if (returned < 1) return fail(lt::kCublasStatusNotSupported);
   plan.ok = true;
   *out = plan;
   return lt::kCublasStatusSuccess;
