@@ -209,7 +209,10 @@ typedef struct DsaLatentCacheFormat {
   /* Appended: optional W_UK and W_UV, kv_b_proj's row blocks split   \
    * out once by the caller (ops.h). */                               \
   TENSOR(w_uk, IN) /* [heads, qk_nope, kv_lora] as kv_b_proj */       \
-  TENSOR(w_uv, IN) /* [heads, v, kv_lora] as kv_b_proj */
+  TENSOR(w_uv, IN) /* [heads, v, kv_lora] as kv_b_proj */             \
+  /* Appended: 1 to check the arguments and make ready what a call of \
+   * these shapes needs, computing nothing (ops.h). */                \
+  SCALAR(int32_t, reserve_only, 0)
 
 /* Every op: X(CxxName, ARGS_LIST_MACRO, NAME_MACRO_PREFIX). */
 #define DSA_ATTENTION_OPS(X)                                         \

@@ -966,6 +966,52 @@ TEST_P(DenseMhaTest, HostCopiesOfTheLengthsGiveTheSameOutput) {
                        HasSubstr("query_start_loc_host")));
 }
 
+// reserve_only: the call checks its arguments and computes nothing (the
+// poisoned output stays as it was), on every platform; the same call after
+// it computes the output as before. It needs the host copies of the
+// lengths, and 0 or 1; a bad argument is the same error as without it.
+TEST_P(DenseMhaTest, AReservationWritesNothingAndChecksItsArguments) {
+  DenseCase c = MakeCase(AllFormats()[0], /*heads=*/3, 128, 128,
+                         {{0, 5}, {20, 7}, {3, 1}, {13, 19}},
+                         /*block_size=*/16);
+  const int64_t requests = static_cast<int64_t>(c.layout.seq_lens.size());
+  DenseMhaPrefill::Args computed = ToArgs(c, DType::kBFloat16);
+  computed.seq_lens_host =
+      MakeTensorView(c.layout.seq_lens.data(), DType::kInt32, {requests});
+  computed.query_start_loc_host =
+      MakeTensorView(c.query_start_loc.data(), DType::kInt32, {requests + 1});
+  ASSERT_THAT(Run<DenseMhaPrefill>(computed), IsOk());
+
+  DenseMhaPrefill::Args reserve = computed;
+  reserve.output = PoisonedOutput(c.tokens(), c.heads, c.v, DType::kBFloat16);
+  reserve.reserve_only = 1;
+  const std::vector<uint16_t> poison = ToHost<uint16_t>(reserve.output);
+  ASSERT_THAT(Run<DenseMhaPrefill>(reserve), IsOk());
+  EXPECT_EQ(ToHost<uint16_t>(reserve.output), poison);
+  DenseMhaPrefill::Args after = reserve;
+  after.reserve_only = 0;
+  ASSERT_THAT(Run<DenseMhaPrefill>(after), IsOk());
+  EXPECT_EQ(ToHost<uint16_t>(after.output), ToHost<uint16_t>(computed.output));
+
+  DenseMhaPrefill::Args bad = reserve;
+  bad.reserve_only = 2;
+  EXPECT_THAT(Run<DenseMhaPrefill>(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "dense_mha_prefill: reserve_only is 2, expected 0 or "
+                       "1"));
+  bad = reserve;
+  bad.seq_lens_host = TensorView();
+  bad.query_start_loc_host = TensorView();
+  EXPECT_THAT(Run<DenseMhaPrefill>(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("reserve_only needs seq_lens_host")));
+  bad = reserve;
+  bad.softmax_scale = 0.0f;
+  EXPECT_THAT(
+      Run<DenseMhaPrefill>(bad),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("softmax_scale")));
+}
+
 // W_UK and W_UV split out of kv_b_proj once by the caller: the same output
 // to the bit. In bf16 kv_b_proj is then all NaN, so an output equal to the
 // split-free call's shows the kernel read the split copies only (a GPU

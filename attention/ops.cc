@@ -452,6 +452,17 @@ static Status CheckSplitKvBProj(std::string_view op,
 static Status ValidateDenseMhaPrefillShapes(const DenseMhaPrefill::Args& a) {
   constexpr std::string_view op = DenseMhaPrefill::kName;
   const LatentCacheFormat& f = a.cache_format;
+  if (a.reserve_only != 0 && a.reserve_only != 1) {
+    return InvalidArgumentError(
+        StrCat(op, ": reserve_only is ", a.reserve_only, ", expected 0 or 1"));
+  }
+  if (a.reserve_only == 1 && a.seq_lens_host.absent()) {
+    return InvalidArgumentError(
+        StrCat(op,
+               ": reserve_only needs seq_lens_host and "
+               "query_start_loc_host (a reservation reads no device "
+               "tensor)"));
+  }
   DSA_RETURN_IF_ERROR(CheckLatentCache(op, a.kv_cache, f));
   DSA_RETURN_IF_ERROR(
       CheckTensor(op, "q", a.q, 3,

@@ -279,6 +279,16 @@ struct SparseMla {
 // kernels read W_UK and W_UV from there (the GPU kernel then launches no
 // split of its own before its vendor GEMMs); the result is the same to the
 // bit. Give both or neither.
+//
+// reserve_only 1 makes the call check its arguments and make ready what a
+// call of the same shapes needs, computing nothing and writing no output
+// (the device tensors' values are not read): a GPU kernel plans the launch
+// from the host copies of the lengths (which reserve_only requires) and
+// grows its stream's
+// scratch arena (attention/gpu/device/scratch_arena.h) to the call's size,
+// so that a caller (a model's step) learns before it writes anything
+// whether the call fits in memory (RESOURCE_EXHAUSTED when it does not),
+// and the real call after it allocates nothing. On the CPU it only checks.
 struct DenseMhaPrefill {
   // Args (DSA_DENSE_MHA_PREFILL_ARGS in kernel_api.h):
   //   q                     [tokens, heads, qk_nope + rope_dim] f32|bf16
@@ -293,6 +303,7 @@ struct DenseMhaPrefill {
   //   query_start_loc_host  optional: query_start_loc in host memory
   //   w_uk                  optional: [heads, qk_nope, kv_lora_rank]
   //   w_uv                  optional: [heads, v_head_dim, kv_lora_rank]
+  //   reserve_only          int32, 0 (default) or 1
   DSA_OP_MEMBERS(DenseMhaPrefill, DSA_DENSE_MHA_PREFILL_ARGS,
                  DSA_OP_DENSE_MHA_PREFILL);
 };

@@ -137,5 +137,53 @@ TEST_F(ProfileRunScratchTest,
   }
 }
 
+// A dense step past the profile run's shapes (two prompts continued in one
+// step: 2 x (24 + 24) keys, more than the profile's 64) grows the dense
+// prefill's scratch in the reservation before its first layer: with every
+// stream-ordered allocation failing, the step fails there, naming it, and
+// writes nothing; without the fault the same step runs, and again it
+// allocates nothing.
+TEST_F(ProfileRunScratchTest, ADenseStepPastTheProfileGrowsBeforeItWrites) {
+  ASSERT_OK(model_->ProfileRun({}).status());
+  const std::vector<StepRequest> first = {{1, 0, 24}, {2, 0, 24}};
+  ASSERT_OK(model_->Step({}, first, Hidden(first)).status());
+  const std::vector<StepRequest> continued = {{1, 24, 24}, {2, 24, 24}};
+  absl::StatusOr<std::vector<uint8_t>> latent = model_->ReadLatentCache(0);
+  ASSERT_OK(latent.status());
+  int64_t grew = 0;
+  {
+    platform::FaultPlan plan;
+    plan.fail_at = 1;
+    plan.persistent = true;
+    plan.sites = platform::FaultSiteBit(FaultSite::kStreamAlloc);
+    FaultInjector no_growth(plan);
+    absl::StatusOr<StepOutput> failed =
+        model_->Step({}, continued, Hidden(continued));
+    grew = no_growth.calls();
+    if (grew > 0) {
+      EXPECT_THAT(
+          failed.status().message(),
+          ::testing::HasSubstr("step: reserving the dense prefill's scratch"));
+      absl::StatusOr<std::vector<uint8_t>> after = model_->ReadLatentCache(0);
+      ASSERT_OK(after.status());
+      EXPECT_EQ(*after, *latent);
+      EXPECT_EQ(model_->block_tables().cached_tokens(1), 24);
+    } else {
+      // Nothing to grow (the emulated platform's CPU kernels have no arena).
+      ASSERT_OK(failed.status());
+    }
+  }
+  if (grew > 0) {
+    ASSERT_OK(model_->Step({}, continued, Hidden(continued)).status());
+  }
+  FaultInjector counting;
+  const std::vector<StepRequest> again = {{3, 0, 24}, {4, 0, 24}};
+  ASSERT_OK(model_->Step({}, again, Hidden(again)).status());
+  const std::vector<StepRequest> again_continued = {{3, 24, 24}, {4, 24, 24}};
+  ASSERT_OK(
+      model_->Step({}, again_continued, Hidden(again_continued)).status());
+  EXPECT_EQ(counting.calls(FaultSite::kStreamAlloc), 0);
+}
+
 }  // namespace
 }  // namespace dsa::model::deepseek_v32

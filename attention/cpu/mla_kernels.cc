@@ -241,6 +241,7 @@ Status DenseMhaPrefillCpu(const ExecutionContext& ctx,
                                             a.kv_cache.dim(0), block_size));
   DSA_RETURN_IF_ERROR(
       CheckQueryStartLoc(op, a.query_start_loc, a.seq_lens, tokens));
+  if (a.reserve_only) return OkStatus();  // nothing to make ready here
 
   const LatentCacheRef cache(a.kv_cache, f);
   const Fp8DecodeTable* table = TableFor(f);

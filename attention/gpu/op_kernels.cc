@@ -173,6 +173,7 @@ Status DenseMhaPrefillGpu(const ExecutionContext& ctx,
   p.block_table_stride = a.block_table.stride(0);
   p.host_seq_lens = seq_lens.data();
   p.host_query_start_loc = starts.data();
+  p.reserve_only = a.reserve_only != 0;
   p.kv_b_proj = a.kv_b_proj.data;
   p.kv_b_proj_format = FloatFormatOf(a.kv_b_proj.dtype);
   if (split) {

@@ -1705,6 +1705,21 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
       }
     }
   }
+  // The dense prefill's scratch for this step's shapes, made ready before a
+  // layer writes anything (the kernels' arenas grow here if the step needs
+  // more than the profile run made ready): a step that does not fit in
+  // memory fails here, with nothing written.
+  if (layout.num_tokens > layout.num_decode_tokens &&
+      std::any_of(plan.layers.begin(), plan.layers.end(),
+                  [](const LayerPlan& l) {
+                    return l.prefill_branch == PrefillBranch::kDenseMha;
+                  })) {
+    attention::DenseMhaPrefill::Args a = DenseArgs(*layers_.front(), layout);
+    a.reserve_only = 1;
+    DSA_RETURN_IF_ERROR(
+        Annotate(s.kernels.dense_mha_prefill(s.exec, a),
+                 "step: reserving the dense prefill's scratch"));
+  }
   // Device rows of `width` floats, read back in the caller's row order,
   // once the stream is done with them (after a wait for it).
   auto read_back = [&](const DeviceBuffer& buffer,
@@ -2050,6 +2065,59 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
   return absl::OkStatus();
 }
 
+attention::DenseMhaPrefill::Args DeepseekV32Model::DenseArgs(
+    const Layer& layer, const StepLayout& layout) const {
+  const Shared& s = *shared_;
+  const Activations& act = *act_;
+  const DeepseekV32Config& c = planner_.config().proto();
+  const DType adt = options_.activation_dtype;
+  const int64_t H = c.num_attention_heads();
+  const int64_t nope = c.qk_nope_head_dim(), rope = c.qk_rope_head_dim();
+  const int64_t qk = nope + rope, vdim = c.v_head_dim();
+  const int64_t kv_lora = c.kv_lora_rank();
+  const int64_t D = layout.num_decode_tokens;
+  const int64_t P = layout.num_tokens - D;
+  const int64_t R = layout.num_requests - layout.num_decode_requests;
+  const size_t esize = attention::DTypeSize(adt);
+  attention::DenseMhaPrefill::Args a;
+  a.q = MakeTensorView(static_cast<char*>(act.q.data()) + D * H * qk * esize,
+                       adt, {P, H, qk});
+  a.kv_cache =
+      MakeTensorView(layer.latent_cache.data(),
+                     attention::IsFp8(s.latent_format.dtype) ? DType::kUint8
+                                                             : DType::kBFloat16,
+                     {options_.num_blocks, options_.block_size,
+                      attention::LatentCacheEntryWidth(s.latent_format)});
+  a.cache_format = s.latent_format;
+  a.block_table =
+      MakeTensorView(Offset<int32_t>(s.block_table.data(),
+                                     int64_t{layout.num_decode_requests} *
+                                         layout.max_blocks_per_request),
+                     DType::kInt32, {R, layout.max_blocks_per_request});
+  a.seq_lens = MakeTensorView(
+      Offset<int32_t>(s.seq_lens.data(), layout.num_decode_requests),
+      DType::kInt32, {R});
+  a.query_start_loc =
+      MakeTensorView(s.prefill_query_start_loc.data(), DType::kInt32, {R + 1});
+  a.seq_lens_host = MakeTensorView(
+      s.host_seq_lens.data() + layout.num_decode_requests, DType::kInt32, {R});
+  a.query_start_loc_host = MakeTensorView(s.host_prefill_query_start_loc.data(),
+                                          DType::kInt32, {R + 1});
+  a.kv_b_proj =
+      MakeTensorView(layer.weights[static_cast<int>(WeightId::kKvBProj)],
+                     DType::kBFloat16, {H * (nope + vdim), kv_lora});
+  // Split once at load: no split on every call.
+  a.w_uk =
+      MakeTensorView(layer.w_uk.data(), DType::kBFloat16, {H, nope, kv_lora});
+  a.w_uv =
+      MakeTensorView(layer.w_uv.data(), DType::kBFloat16, {H, vdim, kv_lora});
+  a.softmax_scale = s.softmax_scale;
+  a.output =
+      MakeTensorView(static_cast<char*>(act.attn.data()) + D * H * vdim * esize,
+                     adt, {P, H, vdim});
+  return a;
+}
+
 absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
                                         const StepLayout& layout) {
   Shared& s = *shared_;
@@ -2228,39 +2296,7 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
         DSA_LAUNCH(s, sparse_mla, nullptr, s.kernels.sparse_mla, a));
   }
   if (dense_prefill && T > D) {
-    const int64_t P = T - D;
-    const int64_t R = layout.num_requests - layout.num_decode_requests;
-    const size_t esize = attention::DTypeSize(adt);
-    attention::DenseMhaPrefill::Args a;
-    a.q = MakeTensorView(static_cast<char*>(act.q.data()) + D * H * qk * esize,
-                         adt, {P, H, qk});
-    a.kv_cache = latent_cache;
-    a.cache_format = s.latent_format;
-    a.block_table =
-        MakeTensorView(Offset<int32_t>(s.block_table.data(),
-                                       int64_t{layout.num_decode_requests} *
-                                           layout.max_blocks_per_request),
-                       DType::kInt32, {R, layout.max_blocks_per_request});
-    a.seq_lens = MakeTensorView(
-        Offset<int32_t>(s.seq_lens.data(), layout.num_decode_requests),
-        DType::kInt32, {R});
-    a.query_start_loc = MakeTensorView(s.prefill_query_start_loc.data(),
-                                       DType::kInt32, {R + 1});
-    a.seq_lens_host =
-        MakeTensorView(s.host_seq_lens.data() + layout.num_decode_requests,
-                       DType::kInt32, {R});
-    a.query_start_loc_host = MakeTensorView(
-        s.host_prefill_query_start_loc.data(), DType::kInt32, {R + 1});
-    a.kv_b_proj = kv_b_proj;
-    // Split once at load: no split on every call.
-    a.w_uk =
-        MakeTensorView(layer.w_uk.data(), DType::kBFloat16, {H, nope, kv_lora});
-    a.w_uv =
-        MakeTensorView(layer.w_uv.data(), DType::kBFloat16, {H, vdim, kv_lora});
-    a.softmax_scale = softmax_scale;
-    a.output = MakeTensorView(
-        static_cast<char*>(act.attn.data()) + D * H * vdim * esize, adt,
-        {P, H, vdim});
+    const attention::DenseMhaPrefill::Args a = DenseArgs(layer, layout);
     DSA_RETURN_IF_ERROR(DSA_LAUNCH(s, dense_mha_prefill, nullptr,
                                    s.kernels.dense_mha_prefill, a));
   }

@@ -425,6 +425,10 @@ class DeepseekV32Model {
   // (several chunks of prompts continued in one step) may still grow the
   // scratch: a failure there is RESOURCE_EXHAUSTED and the step is rolled back.
   absl::Status ProfileScratch(bool sparse);
+  // A layer's dense_mha_prefill of the step's prefills (layout: the
+  // prefill requests after the decodes), on the step's uploaded inputs.
+  attention::DenseMhaPrefill::Args DenseArgs(const Layer& layer,
+                                             const StepLayout& layout) const;
   absl::Status ReserveIndexerWorkspace(int64_t rows, int64_t max_seq_len,
                                        bool scores);
   // Step without the abort of the tensor-parallel group on failure.

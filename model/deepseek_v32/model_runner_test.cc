@@ -250,10 +250,11 @@ TEST_P(SkipEquivalenceTest, PureShortPrefillSkipsScoringWithEqualOutputs) {
   EXPECT_EQ(no_skip_calls.indexer_logits, config.num_indexer_layers());
   EXPECT_EQ(no_skip_calls.indexer_topk, config.num_indexer_layers());
   // Keys are written on every indexer layer in both arms; every layer runs
-  // the dense prefill.
+  // the dense prefill, after one reservation of its scratch for the step.
   EXPECT_EQ(skip_calls.indexer_k_write, config.num_indexer_layers());
   EXPECT_EQ(no_skip_calls.indexer_k_write, config.num_indexer_layers());
-  EXPECT_EQ(skip_calls.dense_mha_prefill, config.num_layers());
+  EXPECT_EQ(skip_calls.dense_mha_prefill, config.num_layers() + 1);
+  EXPECT_EQ(skip_calls.dense_mha_prefill, a.op_calls.dense_mha_prefill + 1);
   EXPECT_EQ(skip_calls.sparse_mla, 0);
   EXPECT_EQ(a.op_calls.indexer_logits, skip_calls.indexer_logits);
 
@@ -433,9 +434,10 @@ TEST_P(ModelRunnerTest, MixedLongMtpFullGraphAndCaptureStillScore) {
       model->Step({}, {{1, 10, 1}, {2, 0, 30}}, RandomHidden(31, hidden, 2)));
   EXPECT_EQ(mixed.plan.counts.skipped, 0);
   EXPECT_EQ(CallCounter::calls.indexer_logits, config.num_indexer_layers());
-  // Decodes go sparse, the prefill dense.
+  // Decodes go sparse, the prefill dense (and one reservation of its
+  // scratch for the step).
   EXPECT_EQ(CallCounter::calls.sparse_mla, config.num_layers());
-  EXPECT_EQ(CallCounter::calls.dense_mha_prefill, config.num_layers());
+  EXPECT_EQ(CallCounter::calls.dense_mha_prefill, config.num_layers() + 1);
 
   CallCounter::calls = {};
   ASSERT_OK_AND_ASSIGN(
@@ -573,7 +575,7 @@ TEST_P(ModelRunnerTest, NoIndexerBoundRunsNoIndexerWork) {
                 calls.indexer_topk,
             0);
   EXPECT_EQ(b.op_calls.indexer_k_write, 0);
-  EXPECT_EQ(calls.dense_mha_prefill, config.num_layers());
+  EXPECT_EQ(calls.dense_mha_prefill, config.num_layers() + 1);
   EXPECT_EQ(std::memcmp(a.hidden.data(), b.hidden.data(), x.size() * 4), 0);
   EXPECT_EQ(std::memcmp(a.mtp_hidden.data(), b.mtp_hidden.data(), x.size() * 4),
             0);

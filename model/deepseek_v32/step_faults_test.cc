@@ -342,6 +342,7 @@ const std::regex& WherePattern() {
       "mla_cache_write|sparse_mla|dense_mha_prefill|gemm|rms_norm|rope|"
       "residual_add|cast)( \\([^)]+\\))?|keeping [^:]+|reading back [^:]+): "
       "|uploading [a-z_' A-Z]+: |copying [a-z_' A-Z]+: |"
+      "reserving the dense prefill's scratch: |"
       "waiting for the step's device work: |reading back [a-z_' A-Z]+: |"
       "(reserving )?the indexer's workspace )|profile run: )");
   return *pattern;

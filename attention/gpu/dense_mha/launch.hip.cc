@@ -249,7 +249,7 @@ LaunchResult Prefill(const DenseMhaPrefillParams& p, hipStream_t stream) {
   uint16_t* q_bf16 = nullptr;
   if (plan.convert_queries) scratch.Add(&q_bf16, plan.query_bytes);
   r = scratch.Allocate("dense_mha_prefill scratch");
-  if (!r.ok()) return r;
+  if (!r.ok() || p.reserve_only) return r;
 
   if (!meta.is_inline) {
     // From pageable memory: the runtime stages it before returning.

@@ -53,6 +53,9 @@ struct DenseMhaPrefillParams {
   int32_t qk_nope_head_dim = 0;
   int32_t v_head_dim = 0;
   float softmax_scale = 0.0f;
+  // Plan the call and take its scratch from the stream's arena (growing
+  // it), then return without launching (DenseMhaPrefill's reserve_only).
+  bool reserve_only = false;
   // Decompress on gemm_bf16.h even where a vendor GEMM is loaded (tests
   // compare both).
   bool own_decompression_gemm = false;
