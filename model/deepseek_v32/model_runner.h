@@ -421,9 +421,10 @@ class DeepseekV32Model {
   // tokens than index_topk, one chunk of them after a cached context of
   // index_topk keys in all) when the platform runs the dense branch and, with
   // `sparse`, sparse_mla over as many rows and over decode batches of 1 to 128
-  // rows. A dense step whose requests hold more cached keys in all than that
-  // (several chunks of prompts continued in one step) may still grow the
-  // scratch: a failure there is RESOURCE_EXHAUSTED and the step is rolled back.
+  // rows. A dense step past that (several prompts continued in one step)
+  // grows the scratch in its reservation before the first layer (RunStep:
+  // dense_mha_prefill with reserve_only), so it is refused there, with
+  // nothing written, when the growth does not fit.
   absl::Status ProfileScratch(bool sparse);
   // A layer's dense_mha_prefill of the step's prefills (layout: the
   // prefill requests after the decodes), on the step's uploaded inputs.
