@@ -27,6 +27,7 @@
 #include "model/deepseek_v32/model_runner.h"
 #include "model/deepseek_v32/reference_stack.h"
 #include "model/deepseek_v32/tensor_parallel.h"
+#include "model/deepseek_v32/tiny_hf_configs.h"
 #include "nlohmann/json.hpp"
 #include "platform/registry.h"
 #include "testing/status_matchers.h"
@@ -87,36 +88,7 @@ Json TinyGlm52Config() {
 }
 
 // A tiny DeepSeek-V3.2 with YaRN (softmax mscale^2), bf16 and f32 weights.
-Json TinyDeepseekConfig() {
-  return Json{
-      {"architectures", {"DeepseekV32ForCausalLM"}},
-      {"model_type", "deepseek_v32"},
-      {"num_hidden_layers", 3},
-      {"hidden_size", 256},
-      {"num_attention_heads", 4},
-      {"q_lora_rank", 128},
-      {"kv_lora_rank", 128},
-      {"qk_nope_head_dim", 64},
-      {"qk_rope_head_dim", 32},
-      {"v_head_dim", 64},
-      {"max_position_embeddings", 163840},
-      {"vocab_size", 500},
-      {"index_n_heads", 4},
-      {"index_head_dim", 64},
-      {"index_topk", 64},
-      {"num_nextn_predict_layers", 1},
-      {"rms_norm_eps", 1e-6},
-      {"rope_theta", 10000},
-      {"rope_scaling",
-       {{"type", "yarn"},
-        {"factor", 40},
-        {"original_max_position_embeddings", 4096},
-        {"beta_fast", 32},
-        {"beta_slow", 1},
-        {"mscale", 1.0},
-        {"mscale_all_dim", 1.0}}},
-  };
-}
+Json TinyDeepseekConfig() { return TinyDeepseekV32YarnHfConfig<Json>(); }
 
 struct Written {
   std::vector<LayerWeights> weights;  // what the loader must hand the model

@@ -23,6 +23,7 @@
 #include "model/checkpoint/safetensors_writer.h"
 #include "model/deepseek_v32/hf_config.h"
 #include "model/deepseek_v32/layer_weights.h"
+#include "model/deepseek_v32/tiny_hf_configs.h"
 #include "nlohmann/json.hpp"
 #include "platform/plugin_file.h"
 #include "testing/fuzz/checkpoint_input.h"
@@ -282,36 +283,7 @@ Json TinyConfig(bool fp8, bool shared_indexer, int block = 2) {
 }
 
 // checkpoint_model_test.cc's tiny DeepSeek-V3.2 with YaRN.
-Json YarnConfig() {
-  return {
-      {"architectures", {"DeepseekV32ForCausalLM"}},
-      {"model_type", "deepseek_v32"},
-      {"num_hidden_layers", 3},
-      {"hidden_size", 256},
-      {"num_attention_heads", 4},
-      {"q_lora_rank", 128},
-      {"kv_lora_rank", 128},
-      {"qk_nope_head_dim", 64},
-      {"qk_rope_head_dim", 32},
-      {"v_head_dim", 64},
-      {"max_position_embeddings", 163840},
-      {"vocab_size", 500},
-      {"index_n_heads", 4},
-      {"index_head_dim", 64},
-      {"index_topk", 64},
-      {"num_nextn_predict_layers", 1},
-      {"rms_norm_eps", 1e-6},
-      {"rope_theta", 10000},
-      {"rope_scaling",
-       {{"type", "yarn"},
-        {"factor", 40},
-        {"original_max_position_embeddings", 4096},
-        {"beta_fast", 32},
-        {"beta_slow", 1},
-        {"mscale", 1.0},
-        {"mscale_all_dim", 1.0}}},
-  };
-}
+Json YarnConfig() { return ds::TinyDeepseekV32YarnHfConfig<Json>(); }
 
 std::vector<Entry> AllEntries(const Json& config) {
   const auto hf = ds::ParseHfConfig(config.dump(), "tiny", "config.json");
