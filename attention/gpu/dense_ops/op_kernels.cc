@@ -486,10 +486,7 @@ int MakeFp8Plan(const lt::CublasLtApi& api, void* handle,
   const int y_type =
       p.y_type == FloatFormat::kBFloat16 ? lt::kCudaR16BF : lt::kCudaR32F;
   auto fail = [&](int status) {
-    if (plan.desc) api.cublasLtMatmulDescDestroy(plan.desc);
-    for (void* l : {plan.a, plan.b, plan.d}) {
-      if (l) api.cublasLtMatrixLayoutDestroy(l);
-    }
+    DestroyPlan(api, plan);
     *out = Plan();
     return lt::CublasStatusIsUnsupported(status) ? lt::kCublasStatusSuccess
                                                  : status;
