@@ -245,6 +245,22 @@ DsaStatusCode EnterContext(const CudaDriver& d, char* error,
   return DSA_STATUS_OK;
 }
 
+// Enters the driver's context for the calling thread's device, then runs
+// call(api) -> a CUDA error: OK, the context's failure, or `what`'s failure
+// as the entry's status.
+template <class Call>
+DsaStatusCode InContext(const char* what, char* error, size_t error_size,
+                        Call call) {
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
+    return c;
+  }
+  const int err = call(d.api);
+  if (err != kCudaSuccess) return CudaFail(d.api, err, what, error, error_size);
+  return DSA_STATUS_OK;
+}
+
 DsaStatusCode DeviceBind(int32_t ordinal, char* error, size_t error_size) {
   const CudaDriver& d = Driver();
   if (!d.usable) return EnterContext(d, error, error_size);
@@ -289,17 +305,10 @@ DsaStatusCode DeviceMalloc(size_t bytes, void** out, char* error,
 
 DsaStatusCode DeviceFree(void* ptr, char* error, size_t error_size) {
   if (ptr == nullptr) return DSA_STATUS_OK;  // as free(NULL)
-  const CudaDriver& d = Driver();
-  if (DsaStatusCode c = EnterContext(d, error, error_size);
-      c != DSA_STATUS_OK) {
-    return c;
-  }
-  const int err = d.api.cuMemFree_v2(
-      static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(ptr)));
-  if (err != kCudaSuccess) {
-    return CudaFail(d.api, err, "cuMemFree", error, error_size);
-  }
-  return DSA_STATUS_OK;
+  return InContext("cuMemFree", error, error_size, [&](const CudaApi& a) {
+    return a.cuMemFree_v2(
+        static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(ptr)));
+  });
 }
 
 DsaStatusCode DeviceMemcpy(void* dst, const void* src, size_t bytes,
@@ -339,16 +348,8 @@ DsaStatusCode DeviceMemcpy(void* dst, const void* src, size_t bytes,
 }
 
 DsaStatusCode DeviceSynchronize(char* error, size_t error_size) {
-  const CudaDriver& d = Driver();
-  if (DsaStatusCode c = EnterContext(d, error, error_size);
-      c != DSA_STATUS_OK) {
-    return c;
-  }
-  const int err = d.api.cuCtxSynchronize();
-  if (err != kCudaSuccess) {
-    return CudaFail(d.api, err, "cuCtxSynchronize", error, error_size);
-  }
-  return DSA_STATUS_OK;
+  return InContext("cuCtxSynchronize", error, error_size,
+                   [](const CudaApi& a) { return a.cuCtxSynchronize(); });
 }
 
 // CU_STREAM_NON_BLOCKING: no implicit synchronisation with the legacy
@@ -379,16 +380,9 @@ DsaStatusCode StreamDestroy(void* stream, char* error, size_t error_size) {
     return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
                        "cuda: destroying a NULL stream");
   }
-  const CudaDriver& d = Driver();
-  if (DsaStatusCode c = EnterContext(d, error, error_size);
-      c != DSA_STATUS_OK) {
-    return c;
-  }
-  const int err = d.api.cuStreamDestroy_v2(stream);
-  if (err != kCudaSuccess) {
-    return CudaFail(d.api, err, "cuStreamDestroy", error, error_size);
-  }
-  return DSA_STATUS_OK;
+  return InContext("cuStreamDestroy", error, error_size, [&](const CudaApi& a) {
+    return a.cuStreamDestroy_v2(stream);
+  });
 }
 
 DsaStatusCode MemcpyAsync(void* dst, const void* src, size_t bytes,
@@ -437,16 +431,9 @@ DsaStatusCode StreamSynchronize(void* stream, char* error, size_t error_size) {
     return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
                        "cuda: synchronizing a NULL stream");
   }
-  const CudaDriver& d = Driver();
-  if (DsaStatusCode c = EnterContext(d, error, error_size);
-      c != DSA_STATUS_OK) {
-    return c;
-  }
-  const int err = d.api.cuStreamSynchronize(stream);
-  if (err != kCudaSuccess) {
-    return CudaFail(d.api, err, "cuStreamSynchronize", error, error_size);
-  }
-  return DSA_STATUS_OK;
+  return InContext(
+      "cuStreamSynchronize", error, error_size,
+      [&](const CudaApi& a) { return a.cuStreamSynchronize(stream); });
 }
 
 DsaStatusCode DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes,

@@ -212,6 +212,18 @@ DsaStatusCode ProbeDevices(DsaDeviceInfo* out, char* error, size_t error_size) {
   return DSA_STATUS_OK;
 }
 
+// Runs call(api) -> a HIP error through the runtime loaded once: OK, the
+// runtime's absence, or `what`'s failure as the entry's status.
+template <class Call>
+DsaStatusCode HipCall(const char* what, char* error, size_t error_size,
+                      Call call) {
+  const HipRuntime& r = Runtime();
+  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
+  const int err = call(r.api);
+  if (err != kHipSuccess) return HipFail(r.api, err, what, error, error_size);
+  return DSA_STATUS_OK;
+}
+
 // Device memory on the current device (device 0 unless the host selected
 // another), through the runtime loaded once.
 DsaStatusCode DeviceMalloc(size_t bytes, void** out, char* error,
@@ -236,12 +248,8 @@ DsaStatusCode DeviceMalloc(size_t bytes, void** out, char* error,
 
 DsaStatusCode DeviceFree(void* ptr, char* error, size_t error_size) {
   if (ptr == nullptr) return DSA_STATUS_OK;  // as free(NULL)
-  const HipRuntime& r = Runtime();
-  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
-  const int err = r.api.hipFree(ptr);
-  if (err != kHipSuccess)
-    return HipFail(r.api, err, "hipFree", error, error_size);
-  return DSA_STATUS_OK;
+  return HipCall("hipFree", error, error_size,
+                 [&](const HipApi& a) { return a.hipFree(ptr); });
 }
 
 DsaStatusCode DeviceMemcpy(void* dst, const void* src, size_t bytes,
@@ -252,23 +260,14 @@ DsaStatusCode DeviceMemcpy(void* dst, const void* src, size_t bytes,
     return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
                        "rocm: unknown memcpy kind %d", kind);
   }
-  const HipRuntime& r = Runtime();
-  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
-  const int err = r.api.hipMemcpy(dst, src, bytes, kind);
-  if (err != kHipSuccess) {
-    return HipFail(r.api, err, "hipMemcpy", error, error_size);
-  }
-  return DSA_STATUS_OK;
+  return HipCall("hipMemcpy", error, error_size, [&](const HipApi& a) {
+    return a.hipMemcpy(dst, src, bytes, kind);
+  });
 }
 
 DsaStatusCode DeviceSynchronize(char* error, size_t error_size) {
-  const HipRuntime& r = Runtime();
-  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
-  const int err = r.api.hipDeviceSynchronize();
-  if (err != kHipSuccess) {
-    return HipFail(r.api, err, "hipDeviceSynchronize", error, error_size);
-  }
-  return DSA_STATUS_OK;
+  return HipCall("hipDeviceSynchronize", error, error_size,
+                 [](const HipApi& a) { return a.hipDeviceSynchronize(); });
 }
 
 // hipStreamNonBlocking: no implicit synchronisation with the null stream.
@@ -295,13 +294,8 @@ DsaStatusCode StreamDestroy(void* stream, char* error, size_t error_size) {
     return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
                        "rocm: destroying a NULL stream");
   }
-  const HipRuntime& r = Runtime();
-  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
-  const int err = r.api.hipStreamDestroy(stream);
-  if (err != kHipSuccess) {
-    return HipFail(r.api, err, "hipStreamDestroy", error, error_size);
-  }
-  return DSA_STATUS_OK;
+  return HipCall("hipStreamDestroy", error, error_size,
+                 [&](const HipApi& a) { return a.hipStreamDestroy(stream); });
 }
 
 DsaStatusCode MemcpyAsync(void* dst, const void* src, size_t bytes,
@@ -316,13 +310,9 @@ DsaStatusCode MemcpyAsync(void* dst, const void* src, size_t bytes,
     return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
                        "rocm: memcpy_async on a NULL stream");
   }
-  const HipRuntime& r = Runtime();
-  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
-  const int err = r.api.hipMemcpyAsync(dst, src, bytes, kind, stream);
-  if (err != kHipSuccess) {
-    return HipFail(r.api, err, "hipMemcpyAsync", error, error_size);
-  }
-  return DSA_STATUS_OK;
+  return HipCall("hipMemcpyAsync", error, error_size, [&](const HipApi& a) {
+    return a.hipMemcpyAsync(dst, src, bytes, kind, stream);
+  });
 }
 
 DsaStatusCode StreamSynchronize(void* stream, char* error, size_t error_size) {
@@ -330,13 +320,9 @@ DsaStatusCode StreamSynchronize(void* stream, char* error, size_t error_size) {
     return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
                        "rocm: synchronizing a NULL stream");
   }
-  const HipRuntime& r = Runtime();
-  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
-  const int err = r.api.hipStreamSynchronize(stream);
-  if (err != kHipSuccess) {
-    return HipFail(r.api, err, "hipStreamSynchronize", error, error_size);
-  }
-  return DSA_STATUS_OK;
+  return HipCall(
+      "hipStreamSynchronize", error, error_size,
+      [&](const HipApi& a) { return a.hipStreamSynchronize(stream); });
 }
 
 DsaStatusCode DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes,
