@@ -31,11 +31,15 @@ extern "C" {
 
 #define DSA_OP_RMS_NORM_NAME "rms_norm"
 #define DSA_OP_RMS_NORM_ABI_VERSION 1
-#define DSA_RMS_NORM_ARGS(TENSOR, SCALAR, ENUM, FORMAT) \
-  TENSOR(x, IN)      /* [rows, dim] f32|bf16 */         \
-  TENSOR(weight, IN) /* [dim] f32|bf16 */               \
-  SCALAR(float, eps, 1e-6f)                             \
-  TENSOR(y, OUT) /* [rows, dim] f32|bf16 */
+#define DSA_RMS_NORM_ARGS(TENSOR, SCALAR, ENUM, FORMAT)                     \
+  TENSOR(x, IN)      /* [rows, dim] f32|bf16 */                             \
+  TENSOR(weight, IN) /* [dim] f32|bf16 */                                   \
+  SCALAR(float, eps, 1e-6f)                                                 \
+  TENSOR(y, OUT) /* [rows, dim] f32|bf16 */                                 \
+  /* Appended: optional, y also quantised per token and 128 columns for the \
+   * W8A8 products that read it (dense_ops.h). */                           \
+  TENSOR(y_q, OUT) /* [rows, dim] e4m3fn|e4m3fnuz, last dim contiguous */   \
+  TENSOR(y_scale_inv, OUT) /* [rows, ceil(dim / 128)] f32, any strides */
 
 #define DSA_OP_ROPE_NAME "rope"
 #define DSA_OP_ROPE_ABI_VERSION 1
@@ -76,18 +80,26 @@ extern "C" {
   TENSOR(x, IN) /* [rows, cols] f32|bf16, last dim contiguous */         \
   SCALAR(int32_t, block_rows, 1) /* 1 or 128 */                          \
   TENSOR(q, OUT) /* [rows, cols] e4m3fn|e4m3fnuz, last dim contiguous */ \
-  TENSOR(scale_inv, OUT) /* [ceil(rows / block_rows), ceil(cols / 128)] f32 */
+  TENSOR(                                                                \
+      scale_inv,                                                         \
+      OUT) /* [ceil(rows / block_rows), ceil(cols / 128)] f32, any strides */
 
 /* The W8A8 product of an fp8 weight with 128 x 128 block scales
  * (dense_ops.h, Fp8BlockGemm): x quantised per token and 128 columns, then
- * y = x~ w~^T with fp32 accumulation. */
+ * y = x~ w~^T with fp32 accumulation. The activations come either as x, which
+ * the op quantises, or (appended) already quantised as x_q and x_scale_inv
+ * (by rms_norm's y_q or fp8_block_quant with block_rows 1), x then absent:
+ * one quantisation for every product that reads them. */
 #define DSA_OP_FP8_BLOCK_GEMM_NAME "fp8_block_gemm"
 #define DSA_OP_FP8_BLOCK_GEMM_ABI_VERSION 1
 #define DSA_FP8_BLOCK_GEMM_ARGS(TENSOR, SCALAR, ENUM, FORMAT)                  \
   TENSOR(x, IN)           /* [rows, in] f32|bf16, last dim contiguous */       \
   TENSOR(w, IN)           /* [out, in] e4m3fn|e4m3fnuz, last dim contiguous */ \
   TENSOR(w_scale_inv, IN) /* [ceil(out / 128), ceil(in / 128)] f32 */          \
-  TENSOR(y, OUT)          /* [rows, out] f32|bf16, last dim contiguous */
+  TENSOR(y, OUT)          /* [rows, out] f32|bf16, last dim contiguous */      \
+  /* Appended: optional, the quantised activations in place of x. */           \
+  TENSOR(x_q, IN)         /* [rows, in] w's fp8 type, last dim contiguous */   \
+  TENSOR(x_scale_inv, IN) /* [rows, ceil(in / 128)] f32, any strides */
 
 /* Every dense op: X(CxxName, ARGS_LIST_MACRO, NAME_MACRO_PREFIX), as
  * DSA_ATTENTION_OPS. */

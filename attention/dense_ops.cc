@@ -65,6 +65,41 @@ static Status ValidateGemmShapes(const Gemm::Args& a) {
   return OkStatus();
 }
 
+constexpr std::initializer_list<DType> kFp8Types = {DType::kFloat8E4m3fn,
+                                                    DType::kFloat8E4m3fnuz};
+
+// A block-scale tensor's dims (any strides): [ceil(rows / block_rows),
+// ceil(cols / 128)] of `of` (rows, cols named after its layout).
+static Status CheckBlockScales(std::string_view op, std::string_view arg,
+                               const TensorView& scales, std::string_view of,
+                               std::string_view rows_name, int64_t rows,
+                               int64_t block_rows, std::string_view cols_name,
+                               int64_t cols) {
+  DSA_RETURN_IF_ERROR(
+      CheckTensor(op, arg, scales, 2,
+                  StrCat("[ceil(", rows_name, " / ", block_rows, "), ceil(",
+                         cols_name, " / ", kFp8BlockSize, ")]"),
+                  {DType::kFloat32}, /*contiguous_last_dim=*/false));
+  DSA_RETURN_IF_ERROR(CheckDim(op, arg, scales, 0, StrCat(rows_name, " blocks"),
+                               (rows + block_rows - 1) / block_rows,
+                               StrCat("ceil(", of, "'s ", rows_name, " ", rows,
+                                      " / ", block_rows, ")")));
+  return CheckDim(op, arg, scales, 1, StrCat(cols_name, " blocks"),
+                  Fp8Blocks(cols),
+                  StrCat("ceil(", of, "'s ", cols_name, " ", cols, " / ",
+                         kFp8BlockSize, ")"));
+}
+
+// Optional tensors that are given together or not at all.
+static Status CheckTogether(std::string_view op, std::string_view a_name,
+                            const TensorView& a, std::string_view b_name,
+                            const TensorView& b) {
+  if (a.absent() == b.absent()) return OkStatus();
+  return InvalidArgumentError(
+      StrCat(op, ": ", a.absent() ? b_name : a_name, " is given without ",
+             a.absent() ? a_name : b_name, ", expected both or neither"));
+}
+
 static Status ValidateRmsNormShapes(const RmsNorm::Args& a) {
   constexpr std::string_view op = RmsNorm::kName;
   DSA_RETURN_IF_ERROR(CheckTensor(op, "x", a.x, 2, "[rows, dim]", kFloatTypes));
@@ -74,6 +109,16 @@ static Status ValidateRmsNormShapes(const RmsNorm::Args& a) {
       CheckDim(op, "weight", a.weight, 0, "dim", a.x.dim(1), "x's dim"));
   DSA_RETURN_IF_ERROR(CheckTensor(op, "y", a.y, 2, "[rows, dim]", kFloatTypes));
   DSA_RETURN_IF_ERROR(CheckSameShape2(op, "y", a.y, "x", a.x));
+  DSA_RETURN_IF_ERROR(
+      CheckTogether(op, "y_q", a.y_q, "y_scale_inv", a.y_scale_inv));
+  if (!a.y_q.absent()) {
+    DSA_RETURN_IF_ERROR(
+        CheckTensor(op, "y_q", a.y_q, 2, "[rows, dim]", kFp8Types));
+    DSA_RETURN_IF_ERROR(CheckSameShape2(op, "y_q", a.y_q, "x", a.x));
+    DSA_RETURN_IF_ERROR(CheckBlockScales(op, "y_scale_inv", a.y_scale_inv, "x",
+                                         "rows", a.x.dim(0), 1, "dim",
+                                         a.x.dim(1)));
+  }
   if (!(a.eps >= 0.0f) || !std::isfinite(a.eps)) {
     return InvalidArgumentError(
         StrCat(op, ": eps is ", a.eps, ", expected a finite value >= 0"));
@@ -139,31 +184,6 @@ static Status ValidateRandomFillShapes(const RandomFill::Args& a) {
   return CheckFinite(op, "offset", a.offset);
 }
 
-constexpr std::initializer_list<DType> kFp8Types = {DType::kFloat8E4m3fn,
-                                                    DType::kFloat8E4m3fnuz};
-
-// A block-scale tensor's dims: [ceil(rows / block_rows), ceil(cols / 128)]
-// of `of` (rows, cols named after its layout).
-static Status CheckBlockScales(std::string_view op, std::string_view arg,
-                               const TensorView& scales, std::string_view of,
-                               std::string_view rows_name, int64_t rows,
-                               int64_t block_rows, std::string_view cols_name,
-                               int64_t cols) {
-  DSA_RETURN_IF_ERROR(
-      CheckTensor(op, arg, scales, 2,
-                  StrCat("[ceil(", rows_name, " / ", block_rows, "), ceil(",
-                         cols_name, " / ", kFp8BlockSize, ")]"),
-                  {DType::kFloat32}));
-  DSA_RETURN_IF_ERROR(CheckDim(op, arg, scales, 0, StrCat(rows_name, " blocks"),
-                               (rows + block_rows - 1) / block_rows,
-                               StrCat("ceil(", of, "'s ", rows_name, " ", rows,
-                                      " / ", block_rows, ")")));
-  return CheckDim(op, arg, scales, 1, StrCat(cols_name, " blocks"),
-                  Fp8Blocks(cols),
-                  StrCat("ceil(", of, "'s ", cols_name, " ", cols, " / ",
-                         kFp8BlockSize, ")"));
-}
-
 static Status ValidateFp8BlockQuantShapes(const Fp8BlockQuant::Args& a) {
   constexpr std::string_view op = Fp8BlockQuant::kName;
   DSA_RETURN_IF_ERROR(
@@ -181,15 +201,45 @@ static Status ValidateFp8BlockQuantShapes(const Fp8BlockQuant::Args& a) {
 
 static Status ValidateFp8BlockGemmShapes(const Fp8BlockGemm::Args& a) {
   constexpr std::string_view op = Fp8BlockGemm::kName;
-  DSA_RETURN_IF_ERROR(CheckTensor(op, "x", a.x, 2, "[rows, in]", kFloatTypes));
+  DSA_RETURN_IF_ERROR(
+      CheckTogether(op, "x_q", a.x_q, "x_scale_inv", a.x_scale_inv));
+  const bool quantised = !a.x_q.absent();
+  if (quantised && !a.x.absent()) {
+    return InvalidArgumentError(StrCat(
+        op,
+        ": x and x_q are both given, expected the activations once: x to "
+        "be quantised by the op, or x_q and x_scale_inv"));
+  }
+  // The activations' view and name: x, or x_q.
+  const TensorView& act = quantised ? a.x_q : a.x;
+  const std::string_view act_name = quantised ? "x_q" : "x";
+  if (quantised) {
+    DSA_RETURN_IF_ERROR(
+        CheckTensor(op, "x_q", a.x_q, 2, "[rows, in]", kFp8Types));
+  } else {
+    DSA_RETURN_IF_ERROR(
+        CheckTensor(op, "x", a.x, 2, "[rows, in]", kFloatTypes));
+  }
   DSA_RETURN_IF_ERROR(CheckTensor(op, "w", a.w, 2, "[out, in]", kFp8Types));
-  DSA_RETURN_IF_ERROR(CheckDim(op, "w", a.w, 1, "in", a.x.dim(1), "x's in"));
+  DSA_RETURN_IF_ERROR(CheckDimWith(op, "w", a.w, 1, "in", act.dim(1),
+                                   [&] { return StrCat(act_name, "'s in"); }));
+  if (quantised) {
+    if (a.x_q.dtype != a.w.dtype) {
+      return InvalidArgumentError(StrCat(
+          op, ": x_q has dtype ", DTypeName(a.x_q.dtype), ", expected w's ",
+          DTypeName(a.w.dtype), " (one fp8 encoding for both operands)"));
+    }
+    DSA_RETURN_IF_ERROR(CheckBlockScales(op, "x_scale_inv", a.x_scale_inv,
+                                         "x_q", "rows", a.x_q.dim(0), 1, "in",
+                                         a.x_q.dim(1)));
+  }
   DSA_RETURN_IF_ERROR(CheckBlockScales(op, "w_scale_inv", a.w_scale_inv, "w",
                                        "out", a.w.dim(0), kFp8BlockSize, "in",
                                        a.w.dim(1)));
   DSA_RETURN_IF_ERROR(CheckTensor(op, "y", a.y, 2, "[rows, out]", kFloatTypes));
-  DSA_RETURN_IF_ERROR(
-      CheckDim(op, "y", a.y, 0, "rows", a.x.dim(0), "x's rows"));
+  DSA_RETURN_IF_ERROR(CheckDimWith(op, "y", a.y, 0, "rows", act.dim(0), [&] {
+    return StrCat(act_name, "'s rows");
+  }));
   return CheckDim(op, "y", a.y, 1, "out", a.w.dim(0), "w's out");
 }
 

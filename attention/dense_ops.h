@@ -13,7 +13,11 @@
 //    platform's (a cuBLASLt kernel splits it differently from the CPU's), so
 //    results agree within fp32 rounding of sum |x w|, not bit for bit across
 //    platforms; on one platform a call is deterministic.
-//  - RmsNorm: y = x / sqrt(mean(x^2) + eps) * weight, per row.
+//  - RmsNorm: y = x / sqrt(mean(x^2) + eps) * weight, per row. With y_q and
+//    y_scale_inv given, y (its values as stored, after a bf16 y's rounding)
+//    is also quantised as Fp8BlockQuant with block_rows 1 quantises it: the
+//    same codes and scales as that op on y, bit for bit, without a second
+//    pass over the activations.
 //  - Rope: the rotation of ops.h on each [tokens, heads, rope_dim] vector
 //    (the whole last dim of the view; pass a view of the rope slice), at
 //    positions[t]; in place.
@@ -50,6 +54,9 @@
 //      |y - sum_k x w~| <= sum_k |w~[o, k]| (2^-4 |x[t, k]| + 2^-10 s(t, k))
 //    plus the fp32 accumulation's rounding; the conformance tests check both
 //    that bound and the much tighter one against the quantised activations.
+//    Given x_q and x_scale_inv (x absent), (qx, sx) are those: a product of
+//    x's quantisation (Fp8BlockQuant with block_rows 1, or RmsNorm's y_q)
+//    equals the product of x to the bit. x_q is in w's encoding.
 // Free of Abseil, like ops.h: this runs inside plugin shared objects.
 #ifndef DSA_ATTENTION_DENSE_OPS_H_
 #define DSA_ATTENTION_DENSE_OPS_H_

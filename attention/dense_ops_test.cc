@@ -77,6 +77,15 @@ class DenseOpTest : public testing::OpTest {
     return AsDoubles(ToHost<uint8_t>(v, v.num_elements() * DTypeSize(v.dtype)),
                      v.dtype);
   }
+  // Poisoned float32 scales [rows, groups] laid out group-major, strides
+  // (1, rows): the layout the W8A8 products' quantised activations take.
+  TensorView PoisonedGroupMajor(int64_t rows, int64_t groups) {
+    TensorView v = MakeTensorView(nullptr, DType::kFloat32, {rows, groups});
+    v.strides[0] = 1;
+    v.strides[1] = rows;
+    std::vector<uint8_t> poison(rows * groups * 4, 0xA5);
+    return ToDeviceStrided(poison, v);
+  }
 };
 
 struct GemmShape {
@@ -673,6 +682,224 @@ TEST_P(DenseOpTest, Fp8BlockQuantOfAWeightFeedsTheProduct) {
           << "y[" << r << ", " << o << "]";
     }
   }
+}
+
+// RMSNorm with y_q writes y unchanged and, beside it, y's quantisation per
+// token and 128 columns: the reference's codes and scales of y's values as
+// stored (after a bf16 y's rounding), bit for bit, into group-major scales.
+TEST_P(DenseOpTest, RmsNormAlsoWritesTheQuantisationOfItsOutputBitForBit) {
+  struct Shape {
+    int64_t rows, dim, stride;
+  };
+  for (const Shape& sh :
+       {Shape{37, 300, 320}, Shape{5, 128, 128}, Shape{64, 1024, 1024},
+        Shape{3, 1, 4}, Shape{9, 257, 257}}) {
+    for (DType type : {DType::kFloat32, DType::kBFloat16}) {
+      for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
+        SCOPED_TRACE(absl::StrCat(sh.rows, " x ", sh.dim, " ", DTypeName(type),
+                                  " -> ", DTypeName(fp8)));
+        std::vector<float> x = RandomFloats(sh.rows * sh.stride, 3.0);
+        for (int64_t c = 0; c < sh.stride; ++c) x[c] = 0.0f;  // row 0: zeros
+        std::vector<float> w = RandomFloats(sh.dim);
+        RmsNorm::Args a;
+        a.x = FloatsToDevice(x, type, {sh.rows, sh.stride});
+        a.x.shape[1] = sh.dim;
+        a.weight = FloatsToDevice(w, type, {sh.dim});
+        a.eps = 1e-6f;
+        a.y = Poisoned(type, {sh.rows, sh.dim});
+        // Without the quantisation first: the same y.
+        ASSERT_THAT(Run<RmsNorm>(a), IsOk());
+        const std::vector<uint8_t> plain_y =
+            ToHost<uint8_t>(a.y, sh.rows * sh.dim * DTypeSize(type));
+        const int64_t groups = (sh.dim + kBlock - 1) / kBlock;
+        a.y = Poisoned(type, {sh.rows, sh.dim});
+        a.y_q = Poisoned(fp8, {sh.rows, sh.dim});
+        a.y_scale_inv = PoisonedGroupMajor(sh.rows, groups);
+        ASSERT_THAT(Run<RmsNorm>(a), IsOk());
+        ASSERT_EQ(ToHost<uint8_t>(a.y, sh.rows * sh.dim * DTypeSize(type)),
+                  plain_y);
+        const std::vector<double> y_values = Read(a.y);
+        const std::vector<float> y(y_values.begin(), y_values.end());
+        const QuantizedRef ref = QuantizeRef(y, sh.rows, sh.dim, 1, fp8);
+        const std::vector<uint8_t> codes = ToHost<uint8_t>(a.y_q);
+        const std::vector<float> scales =
+            ToHost<float>(a.y_scale_inv, sh.rows * groups);
+        int bad = 0;
+        for (int64_t r = 0; r < sh.rows; ++r) {
+          for (int64_t g = 0; g < groups; ++g) {
+            const float got = scales[g * sh.rows + r];
+            const float want = ref.scales[r * groups + g];
+            if (std::memcmp(&got, &want, 4) != 0 && ++bad <= 5) {
+              ADD_FAILURE() << "scale of row " << r << " group " << g << " is "
+                            << got << ", expected " << want;
+            }
+          }
+          for (int64_t c = 0; c < sh.dim; ++c) {
+            const int64_t i = r * sh.dim + c;
+            if (codes[i] != ref.codes[i] && ++bad <= 5) {
+              ADD_FAILURE()
+                  << "y_q[" << r << ", " << c << "] = " << int{codes[i]}
+                  << ", expected " << int{ref.codes[i]} << " for " << y[i];
+            }
+          }
+        }
+        EXPECT_EQ(bad, 0);
+        // Row 0 (zeros) takes the floor's scale.
+        EXPECT_EQ(scales[0],
+                  1e-10f / (fp8 == DType::kFloat8E4m3fnuz ? 224.0f : 448.0f));
+      }
+    }
+  }
+}
+
+// The product of activations quantised beforehand (x_q, x_scale_inv; x
+// absent) equals the product of x, which quantises the same way inside: to
+// the bit with group-major scales (the layout the vendor path takes), and
+// within the accumulation's rounding of the reference with token-major ones.
+TEST_P(DenseOpTest, Fp8BlockGemmOfQuantisedActivationsIsTheProductOfX) {
+  for (const GemmShape& sh :
+       {GemmShape{64, 1024, 576}, GemmShape{7, 384, 257},
+        GemmShape{130, 300, 72}, GemmShape{1, 128, 128}}) {
+    for (DType fp8 : {DType::kFloat8E4m3fn, DType::kFloat8E4m3fnuz}) {
+      for (DType y_type : {DType::kFloat32, DType::kBFloat16}) {
+        SCOPED_TRACE(absl::StrCat("rows ", sh.rows, " in ", sh.in, " out ",
+                                  sh.out, " ", DTypeName(fp8), " y ",
+                                  DTypeName(y_type)));
+        std::vector<float> x = RandomFloats(sh.rows * sh.in, 2.0);
+        ZeroEdges(x, sh.rows, sh.in);
+        const QuantizedRef w = QuantizeRef(RandomFloats(sh.out * sh.in, 0.05),
+                                           sh.out, sh.in, kBlock, fp8);
+        const int64_t groups = (sh.in + kBlock - 1) / kBlock;
+        Fp8BlockGemm::Args a;
+        a.x = FloatsToDevice(x, DType::kBFloat16, {sh.rows, sh.in});
+        a.w = ToDevice(w.codes, fp8, {sh.out, sh.in});
+        a.w_scale_inv = ToDevice(w.scales, DType::kFloat32,
+                                 {(sh.out + kBlock - 1) / kBlock, groups});
+        a.y = Poisoned(y_type, {sh.rows, sh.out});
+        ASSERT_THAT(Run<Fp8BlockGemm>(a), IsOk());
+        const std::vector<uint8_t> of_x =
+            ToHost<uint8_t>(a.y, sh.rows * sh.out * DTypeSize(y_type));
+
+        Fp8BlockQuant::Args q;
+        q.x = a.x;
+        q.block_rows = 1;
+        q.q = Poisoned(fp8, {sh.rows, sh.in});
+        q.scale_inv = PoisonedGroupMajor(sh.rows, groups);
+        ASSERT_THAT(Run<Fp8BlockQuant>(q), IsOk());
+        Fp8BlockGemm::Args b = a;
+        b.x = TensorView();
+        b.x_q = q.q;
+        b.x_scale_inv = q.scale_inv;
+        b.y = Poisoned(y_type, {sh.rows, sh.out});
+        ASSERT_THAT(Run<Fp8BlockGemm>(b), IsOk());
+        EXPECT_EQ(ToHost<uint8_t>(b.y, sh.rows * sh.out * DTypeSize(y_type)),
+                  of_x);
+
+        // Token-major scales: the same quantisation, another layout.
+        q.scale_inv = Poisoned(DType::kFloat32, {sh.rows, groups});
+        ASSERT_THAT(Run<Fp8BlockQuant>(q), IsOk());
+        b.x_scale_inv = q.scale_inv;
+        b.y = Poisoned(y_type, {sh.rows, sh.out});
+        ASSERT_THAT(Run<Fp8BlockGemm>(b), IsOk());
+        const std::vector<double> y = Read(b.y);
+        const QuantizedRef xq = QuantizeRef(x, sh.rows, sh.in, 1, fp8);
+        const reference::Fp8Kind kind = testing::KindOf(fp8);
+        int bad = 0;
+        for (int64_t r = 0; r < sh.rows; ++r) {
+          for (int64_t o = 0; o < sh.out; ++o) {
+            double ref = 0.0, mag = 0.0;
+            for (int64_t i = 0; i < sh.in; ++i) {
+              const double p =
+                  reference::Fp8Value(xq.codes[r * sh.in + i], kind) *
+                  xq.scales[r * groups + i / kBlock] *
+                  reference::Fp8Value(w.codes[o * sh.in + i], kind) *
+                  w.scales[(o / kBlock) * groups + i / kBlock];
+              ref += p;
+              mag += std::abs(p);
+            }
+            const double got = y[r * sh.out + o];
+            if (!(std::abs(got - ref) <=
+                  GemmTolerance(mag, sh.in, y_type, ref)) &&
+                ++bad <= 5) {
+              ADD_FAILURE() << "y[" << r << ", " << o << "] = " << got
+                            << ", expected " << ref;
+            }
+          }
+        }
+        EXPECT_EQ(bad, 0);
+      }
+    }
+  }
+}
+
+// The quantised activations' and RMSNorm's fp8 output's argument errors.
+TEST_P(DenseOpTest, QuantisedActivationsBadArgumentsAreClearErrors) {
+  const int64_t rows = 4, in = 200, out = 136;
+  std::vector<float> x = RandomFloats(rows * in);
+  std::vector<uint8_t> codes(out * in, 0x38), x_codes(rows * in, 0x38);
+  std::vector<float> scales(2 * 2, 0.01f), x_scales(rows * 2, 0.01f);
+  Fp8BlockGemm::Args a;
+  a.w = ToDevice(codes, DType::kFloat8E4m3fn, {out, in});
+  a.w_scale_inv = ToDevice(scales, DType::kFloat32, {2, 2});
+  a.y = Poisoned(DType::kFloat32, {rows, out});
+  a.x_q = ToDevice(x_codes, DType::kFloat8E4m3fn, {rows, in});
+  a.x_scale_inv = ToDevice(x_scales, DType::kFloat32, {rows, 2});
+  ASSERT_THAT(Run<Fp8BlockGemm>(a), IsOk());
+  const TensorView x_q = a.x_q, x_scale_inv = a.x_scale_inv;
+  a.x_scale_inv = TensorView();
+  EXPECT_THAT(Run<Fp8BlockGemm>(a),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("fp8_block_gemm: x_q is given without "
+                                 "x_scale_inv, expected both or neither")));
+  a.x_scale_inv = x_scale_inv;
+  a.x = FloatsToDevice(x, DType::kFloat32, {rows, in});
+  EXPECT_THAT(Run<Fp8BlockGemm>(a),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("fp8_block_gemm: x and x_q are both given")));
+  a.x = TensorView();
+  a.x_q = ToDevice(x_codes, DType::kFloat8E4m3fnuz, {rows, in});
+  EXPECT_THAT(Run<Fp8BlockGemm>(a),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("fp8_block_gemm: x_q has dtype "
+                                 "float8_e4m3fnuz, expected w's "
+                                 "float8_e4m3fn")));
+  a.x_q = x_q;
+  std::vector<float> narrow(rows, 0.01f);
+  a.x_scale_inv = ToDevice(narrow, DType::kFloat32, {rows, 1});
+  EXPECT_THAT(Run<Fp8BlockGemm>(a),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("fp8_block_gemm: x_scale_inv dim 1 (in "
+                                 "blocks) is 1, expected 2")));
+  a.x_scale_inv = x_scale_inv;
+  std::vector<uint8_t> short_codes(rows * 72, 0x38);
+  a.x_q = ToDevice(short_codes, DType::kFloat8E4m3fn, {rows, 72});
+  EXPECT_THAT(Run<Fp8BlockGemm>(a),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("fp8_block_gemm: w dim 1 (in) is 200, "
+                                 "expected 72 (x_q's in)")));
+
+  RmsNorm::Args n;
+  std::vector<float> weight = RandomFloats(in);
+  n.x = FloatsToDevice(x, DType::kFloat32, {rows, in});
+  n.weight = FloatsToDevice(weight, DType::kFloat32, {in});
+  n.y = Poisoned(DType::kFloat32, {rows, in});
+  n.y_q = Poisoned(DType::kFloat8E4m3fn, {rows, in});
+  EXPECT_THAT(Run<RmsNorm>(n),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("rms_norm: y_q is given without "
+                                 "y_scale_inv")));
+  n.y_scale_inv = PoisonedGroupMajor(rows, 3);
+  EXPECT_THAT(Run<RmsNorm>(n),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("rms_norm: y_scale_inv dim 1 (dim blocks) "
+                                 "is 3, expected 2")));
+  n.y_scale_inv = PoisonedGroupMajor(rows, 2);
+  n.y_q = Poisoned(DType::kBFloat16, {rows, in});
+  EXPECT_THAT(Run<RmsNorm>(n), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("rms_norm: y_q has dtype")));
+  n.y_q = Poisoned(DType::kFloat8E4m3fn, {rows, in - 1});
+  EXPECT_THAT(Run<RmsNorm>(n), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("rms_norm: y_q dim 1")));
 }
 
 TEST_P(DenseOpTest, Fp8BadArgumentsAreClearErrors) {

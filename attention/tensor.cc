@@ -196,11 +196,14 @@ Status CheckNoAliasing(std::string_view op,
     if (v.written) DSA_RETURN_IF_ERROR(CheckInjective(op, v.name, *v.view));
   }
   for (auto a = views.begin(); a != views.end(); ++a) {
+    // An optional argument not given holds no memory.
+    if (a->view->absent()) continue;
     const int64_t a_bytes = TensorByteExtent(*a->view);
     if (a_bytes <= 0) continue;
     const auto a_begin = reinterpret_cast<uintptr_t>(a->view->data);
     for (auto b = a + 1; b != views.end(); ++b) {
       if (!a->written && !b->written) continue;
+      if (b->view->absent()) continue;
       const int64_t b_bytes = TensorByteExtent(*b->view);
       if (b_bytes <= 0) continue;
       const auto b_begin = reinterpret_cast<uintptr_t>(b->view->data);

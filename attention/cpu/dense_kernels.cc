@@ -110,6 +110,19 @@ float AbsMax(const float* v, int64_t n) {
   return amax;
 }
 
+// One token's `cols` values quantised per 128 columns (Fp8BlockQuant with
+// block_rows 1): the codes, and group g's scale at scales[g * scale_stride].
+void QuantizeToken(const float* v, int64_t cols, const Fp8Traits& traits,
+                   float divisor, uint8_t* codes, float* scales,
+                   int64_t scale_stride) {
+  for (int64_t c0 = 0; c0 < cols; c0 += kFp8BlockSize) {
+    const int64_t m = std::min<int64_t>(kFp8BlockSize, cols - c0);
+    const float scale = Fp8BlockScale(AbsMax(v + c0, m), divisor);
+    scales[(c0 / kFp8BlockSize) * scale_stride] = scale;
+    QuantizeSegment(v + c0, m, scale, traits, codes + c0);
+  }
+}
+
 }  // namespace
 
 Status GemmCpu(const ExecutionContext& ctx, const Gemm::Args& a) {
@@ -173,8 +186,8 @@ Status Fp8BlockQuantCpu(const ExecutionContext& ctx,
           }
           for (int64_t cb = 0; cb < col_blocks; ++cb) {
             const float scale = Fp8BlockScale(amax[cb], divisor);
-            a.scale_inv.data_as<float>()[rb * a.scale_inv.stride(0) + cb] =
-                scale;
+            a.scale_inv.data_as<float>()[rb * a.scale_inv.stride(0) +
+                                         cb * a.scale_inv.stride(1)] = scale;
             const int64_t c0 = cb * kFp8BlockSize;
             const int64_t m = std::min<int64_t>(kFp8BlockSize, cols - c0);
             for (int64_t r = 0; r < n; ++r) {
@@ -191,28 +204,42 @@ Status Fp8BlockQuantCpu(const ExecutionContext& ctx,
 Status Fp8BlockGemmCpu(const ExecutionContext& ctx,
                        const Fp8BlockGemm::Args& a) {
   DSA_RETURN_IF_ERROR(Fp8BlockGemm::Validate(a));
-  const int64_t rows = a.x.dim(0), in = a.x.dim(1), out = a.w.dim(0);
+  const bool quantised = !a.x_q.absent();
+  const TensorView& act = quantised ? a.x_q : a.x;
+  const int64_t rows = act.dim(0), in = act.dim(1), out = a.w.dim(0);
   if (rows == 0 || out == 0) return OkStatus();
   const int threads = ResolveNumThreads(ctx.num_threads);
   const Fp8Traits traits = Fp8TraitsOf(a.w.dtype);
   const float divisor = VllmFp8ScaleDivisor(a.w.dtype);
   const Fp8Values& table = Fp8ValuesOf(a.w.dtype);
   const int64_t groups = Fp8Blocks(in);
-  // x quantised per token and 128 columns, then dequantised: x~ = q * s.
+  // x quantised per token and 128 columns (here, or by the caller), then
+  // dequantised: x~ = q * s.
   std::vector<float> x(static_cast<size_t>(rows * in));
   ParallelFor(rows, threads, 16, [&](int, int64_t begin, int64_t end) {
-    std::vector<uint8_t> codes(kFp8BlockSize);
+    std::vector<uint8_t> own_codes(static_cast<size_t>(quantised ? 0 : in));
+    std::vector<float> own_scales(static_cast<size_t>(quantised ? 0 : groups));
     for (int64_t r = begin; r < end; ++r) {
       float* row = x.data() + r * in;
-      LoadRow(a.x, r * a.x.stride(0), in, row);
-      for (int64_t g = 0; g < groups; ++g) {
-        const int64_t c0 = g * kFp8BlockSize;
-        const int64_t m = std::min<int64_t>(kFp8BlockSize, in - c0);
-        const float scale = Fp8BlockScale(AbsMax(row + c0, m), divisor);
-        QuantizeSegment(row + c0, m, scale, traits, codes.data());
-        for (int64_t i = 0; i < m; ++i) {
-          row[c0 + i] = table.value[codes[i]] * scale;
-        }
+      const uint8_t* codes;
+      const float* scales;
+      int64_t scale_stride;
+      if (quantised) {
+        codes = a.x_q.data_as<const uint8_t>() + r * a.x_q.stride(0);
+        scales =
+            a.x_scale_inv.data_as<const float>() + r * a.x_scale_inv.stride(0);
+        scale_stride = a.x_scale_inv.stride(1);
+      } else {
+        LoadRow(a.x, r * a.x.stride(0), in, row);
+        QuantizeToken(row, in, traits, divisor, own_codes.data(),
+                      own_scales.data(), 1);
+        codes = own_codes.data();
+        scales = own_scales.data();
+        scale_stride = 1;
+      }
+      for (int64_t i = 0; i < in; ++i) {
+        row[i] =
+            table.value[codes[i]] * scales[(i / kFp8BlockSize) * scale_stride];
       }
     }
   });
@@ -244,22 +271,39 @@ Status RmsNormCpu(const ExecutionContext& ctx, const RmsNorm::Args& a) {
   for (int64_t i = 0; i < dim; ++i) {
     weight[i] = LoadFloat(a.weight, i * a.weight.stride(0));
   }
-  ParallelFor(rows, ResolveNumThreads(ctx.num_threads), 64,
-              [&](int, int64_t begin, int64_t end) {
-                std::vector<float> v(static_cast<size_t>(dim));
-                for (int64_t r = begin; r < end; ++r) {
-                  LoadRow(a.x, r * a.x.stride(0), dim, v.data());
-                  double sum_sq = 0.0;
-                  for (float e : v) sum_sq += double{e} * e;
-                  const float inv = static_cast<float>(
-                      1.0 / std::sqrt(sum_sq / static_cast<double>(dim) +
-                                      double{a.eps}));
-                  for (int64_t i = 0; i < dim; ++i) {
-                    v[i] = v[i] * inv * weight[i];
-                  }
-                  StoreFloats(a.y, r * a.y.stride(0), dim, v.data());
-                }
-              });
+  const bool quantise = !a.y_q.absent();
+  const Fp8Traits traits =
+      Fp8TraitsOf(quantise ? a.y_q.dtype : DType::kFloat8E4m3fn);
+  const float divisor =
+      VllmFp8ScaleDivisor(quantise ? a.y_q.dtype : DType::kFloat8E4m3fn);
+  ParallelFor(
+      rows, ResolveNumThreads(ctx.num_threads), 64,
+      [&](int, int64_t begin, int64_t end) {
+        std::vector<float> v(static_cast<size_t>(dim));
+        for (int64_t r = begin; r < end; ++r) {
+          LoadRow(a.x, r * a.x.stride(0), dim, v.data());
+          double sum_sq = 0.0;
+          for (float e : v) sum_sq += double{e} * e;
+          const float inv = static_cast<float>(
+              1.0 /
+              std::sqrt(sum_sq / static_cast<double>(dim) + double{a.eps}));
+          for (int64_t i = 0; i < dim; ++i) {
+            v[i] = v[i] * inv * weight[i];
+          }
+          StoreFloats(a.y, r * a.y.stride(0), dim, v.data());
+          if (quantise) {
+            // y's values as stored.
+            if (a.y.dtype == DType::kBFloat16) {
+              for (float& e : v) e = RoundToBf16(e);
+            }
+            QuantizeToken(
+                v.data(), dim, traits, divisor,
+                a.y_q.data_as<uint8_t>() + r * a.y_q.stride(0),
+                a.y_scale_inv.data_as<float>() + r * a.y_scale_inv.stride(0),
+                a.y_scale_inv.stride(1));
+          }
+        }
+      });
   return OkStatus();
 }
 

@@ -193,6 +193,29 @@ TensorView Batch1(const TensorView& v) {
   return b;
 }
 
+// Activations quantised per token and 128 columns for the W8A8 products
+// that read them (fp8_block_gemm's x_q and x_scale_inv, written by
+// rms_norm's y_q): codes [rows, cols] and scales [rows, groups] laid out
+// group-major, strides (1, rows), as cuBLASLt's VEC128 scales are. Absent
+// views when not given.
+struct QuantisedRows {
+  TensorView codes, scale_inv;
+  bool given() const { return !codes.absent(); }
+};
+
+// `rows` rows of `cols` columns in a codes buffer and a scales buffer of at
+// least rows * ceil(cols / 128) floats.
+QuantisedRows QuantisedView(void* codes, void* scales, DType fp8, int64_t rows,
+                            int64_t cols) {
+  QuantisedRows q;
+  q.codes = View2(codes, fp8, rows, cols, cols);
+  q.scale_inv = MakeTensorView(scales, DType::kFloat32,
+                               {rows, attention::Fp8Blocks(cols)});
+  q.scale_inv.strides[0] = 1;
+  q.scale_inv.strides[1] = rows;
+  return q;
+}
+
 // Device bytes of a layer's weight: bf16, or fp8 codes and their float32
 // block scales when the step multiplies it in fp8.
 int64_t WeightBytes(const WeightSpec& spec, const RuntimeOptions& options) {
@@ -201,6 +224,14 @@ int64_t WeightBytes(const WeightSpec& spec, const RuntimeOptions& options) {
                              attention::Fp8Blocks(spec.cols) * 4;
   }
   return spec.size() * 2;
+}
+
+// Whether the W8A8 products' inputs are quantised once, by the RMSNorm that
+// writes them (input_layernorm's x for q_a, kv_a and the indexer's wk;
+// q_a_layernorm's q_c for q_b and the indexer's wq_b), instead of by every
+// product that reads them: with fp8 weights, where those are fp8 products.
+bool QuantisesNormOutputs(const RuntimeOptions& options) {
+  return options.weight_dtype == DType::kFloat8E4m3fn;
 }
 
 // Whether the projections that read the same input run as one gemm
@@ -334,6 +365,10 @@ struct DeepseekV32Model::Shared {
   TensorParallel tp;  // RuntimeOptions::tensor_parallel
   // FusesProjections(options): kFusedProjections run as one gemm each.
   bool fuse_projections = false;
+  // QuantisesNormOutputs(options): x and q_c also in fp8 (Activations), in
+  // this encoding.
+  bool quantised_norms = false;
+  DType product_fp8 = DType::kFloat8E4m3fn;
   // StepOptions::time_ops: each launch timed between two synchronisations.
   bool time_ops = false;
   bool scoring = false;  // inside the indexer's scoring (OpTimes)
@@ -412,26 +447,37 @@ struct DeepseekV32Model::Shared {
     return DSA_LAUNCH(*this, gemm, what, kernels.dense.gemm, a);
   }
   // A projection y = x W^T on its weight's precision: the gemm op for bf16,
-  // fp8_block_gemm for fp8 (counted and timed as gemm). x and y as the gemm
-  // op's [1, rows, cols] views.
+  // fp8_block_gemm for fp8 (counted and timed as gemm), which reads x's
+  // quantisation when one is given (`x_q`, of the same rows) instead of
+  // quantising x itself. x and y as the gemm op's [1, rows, cols] views.
   absl::Status Project(const char* what, const TensorView& x,
-                       const ProjectionWeight& w, const TensorView& y) {
+                       const ProjectionWeight& w, const TensorView& y,
+                       const QuantisedRows& x_q = {}) {
     if (!w.fp8()) return Gemm(what, x, Batch1(w.weight), y);
     attention::Fp8BlockGemm::Args a;
-    a.x = View2(x.data, x.dtype, x.dim(1), x.dim(2), x.stride(1));
+    if (x_q.given()) {
+      a.x_q = x_q.codes;
+      a.x_scale_inv = x_q.scale_inv;
+    } else {
+      a.x = View2(x.data, x.dtype, x.dim(1), x.dim(2), x.stride(1));
+    }
     a.w = w.weight;
     a.w_scale_inv = w.scale_inv;
     a.y = View2(y.data, y.dtype, y.dim(1), y.dim(2), y.stride(1));
     return Launch("fp8_block_gemm", what, &OpCallCounts::gemm, &OpTimes::gemm,
                   kernels.dense.fp8_block_gemm, a);
   }
+  // y = RMSNorm(x), and y's quantisation into `y_q` when one is given.
   absl::Status RmsNorm(const char* what, const TensorView& x,
-                       const TensorView& weight, const TensorView& y) {
+                       const TensorView& weight, const TensorView& y,
+                       const QuantisedRows& y_q = {}) {
     attention::RmsNorm::Args a;
     a.x = x;
     a.weight = weight;
     a.eps = rms_norm_eps;
     a.y = y;
+    a.y_q = y_q.codes;
+    a.y_scale_inv = y_q.scale_inv;
     return DSA_LAUNCH(*this, rms_norm, what, kernels.dense.rms_norm, a);
   }
   absl::Status Rope(const char* what, const TensorView& x, int64_t tokens,
@@ -548,6 +594,9 @@ struct DeepseekV32Model::Activations {
   int64_t capacity = 0;   // tokens
   DeviceBuffer residual;  // [T, hidden] f32: the residual stream
   DeviceBuffer x;         // [T, hidden]: input_layernorm(residual)
+  // With QuantisesNormOutputs: x and q_c quantised (QuantisedRows), their
+  // codes [T, cols] and scales [ceil(cols / 128), T] f32.
+  DeviceBuffer x_q, x_scales, q_c_q, q_c_scales;
   // [T, q_lora + kv_lora + rope] f32: fused_qkv_a_proj's output, q_c before
   // its norm, then kv_c before its norm and k_pe (kFusedQkvA).
   DeviceBuffer qkv_a;
@@ -570,6 +619,17 @@ struct DeepseekV32Model::Activations {
   // (rows at position 0 zeroed), and [T, 2 * hidden], [enorm | hnorm].
   DeviceBuffer mtp_embeddings;
   DeviceBuffer mtp_cat;
+
+  // x's and q_c's quantisation in a step of T tokens, or absent views
+  // without QuantisesNormOutputs (no buffers).
+  QuantisedRows XQuantised(DType fp8, int64_t T, int64_t hidden) const {
+    if (x_q.data() == nullptr) return {};
+    return QuantisedView(x_q.data(), x_scales.data(), fp8, T, hidden);
+  }
+  QuantisedRows QcQuantised(DType fp8, int64_t T, int64_t q_lora) const {
+    if (q_c_q.data() == nullptr) return {};
+    return QuantisedView(q_c_q.data(), q_c_scales.data(), fp8, T, q_lora);
+  }
 };
 
 DeepseekV32Model::DeepseekV32Model(LayerPlanner planner, RuntimeOptions options,
@@ -742,6 +802,8 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   shared->exec.num_threads = options.num_threads;
   shared->tp = tp;
   shared->fuse_projections = FusesProjections(options);
+  shared->quantised_norms = QuantisesNormOutputs(options);
+  shared->product_fp8 = options.weight_dtype;
   const platform::Fp8Format fp8 =
       model->planner_.capabilities().kv_cache_fp8_format;
   shared->latent_format.dtype =
@@ -1052,6 +1114,12 @@ void DeepseekV32Model::ForEachActivation(const ModelConfig& config,
   using A = Activations;
   f(buffer(&A::residual), hidden * 4);
   f(buffer(&A::x), hidden * act);
+  const bool quantised = QuantisesNormOutputs(options);
+  const int64_t q_lora = c.q_lora_rank();
+  f(buffer(&A::x_q), quantised ? hidden : 0);
+  f(buffer(&A::x_scales), quantised ? attention::Fp8Blocks(hidden) * 4 : 0);
+  f(buffer(&A::q_c_q), quantised ? q_lora : 0);
+  f(buffer(&A::q_c_scales), quantised ? attention::Fp8Blocks(q_lora) * 4 : 0);
   f(buffer(&A::qkv_a), (c.q_lora_rank() + kv_lora + rope) * 4);
   f(buffer(&A::q_c), c.q_lora_rank() * act);
   f(buffer(&A::q), H * qk * act);
@@ -1925,6 +1993,7 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
   const TensorView rope_table = MakeTensorView(s.rope.data(), DType::kFloat32,
                                                {options_.max_model_len, rope});
   const TensorView x = View2(act.x.data(), adt, T, hidden, hidden);
+  const QuantisedRows x_q = act.XQuantised(s.product_fp8, T, hidden);
   const bool scores = plan.indexer.action == IndexerAction::kScore;
   // wk and weights_proj read x: one gemm (kFusedIndexerKw) into [k | head
   // weights] per token, or without fusion each into its columns, the head
@@ -1940,7 +2009,7 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
     if (!s.fuse_projections) {
       DSA_RETURN_IF_ERROR(s.Project("indexer_wk", Batch1(x),
                                     layer.Projection(WeightId::kIndexerWk),
-                                    Batch1(k)));
+                                    Batch1(k), x_q));
     }
     attention::IndexerKWrite::Args a;
     a.k = k;
@@ -1975,10 +2044,15 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
     if (R > 0) {
       const TensorView iq =
           View2(act.indexer_q.data(), adt, R, ih * id, ih * id, b * ih * id);
+      // q_c's quantisation when this rank scores every row; a block of the
+      // rows (the row-sharded indexer) quantises its own, so that its
+      // scales are packed as cuBLASLt's block-scaled product takes them.
+      const QuantisedRows q_c_q =
+          R == T ? act.QcQuantised(s.product_fp8, T, q_lora) : QuantisedRows{};
       DSA_RETURN_IF_ERROR(s.Project(
           "indexer_wq_b",
           Batch1(View2(act.q_c.data(), adt, R, q_lora, q_lora, b * q_lora)),
-          layer.Projection(WeightId::kIndexerWqB), Batch1(iq)));
+          layer.Projection(WeightId::kIndexerWqB), Batch1(iq), q_c_q));
       // The head weights of rows [b, b + R): computed with the keys when
       // fused, else here.
       const TensorView iw_rows =
@@ -2147,8 +2221,12 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   const TensorView residual =
       View2(act.residual.data(), DType::kFloat32, T, hidden, hidden);
   const TensorView x = View2(act.x.data(), adt, T, hidden, hidden);
+  // With fp8 products, x is quantised here once for every product that
+  // reads it (QuantisesNormOutputs), as is q_c below.
+  const QuantisedRows x_q = act.XQuantised(s.product_fp8, T, hidden);
   DSA_RETURN_IF_ERROR(s.RmsNorm("input_layernorm", residual,
-                                layer.Vector(WeightId::kInputLayerNorm), x));
+                                layer.Vector(WeightId::kInputLayerNorm), x,
+                                x_q));
 
   // --- MLA projections, norms and rope. q_a_proj and kv_a_proj_with_mqa
   // read x: one gemm (kFusedQkvA) into [q_c | kv_c | k_pe] per token, or
@@ -2169,12 +2247,15 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   } else {
     DSA_RETURN_IF_ERROR(s.Project("q_a_proj", Batch1(x),
                                   layer.Projection(WeightId::kQAProj),
-                                  Batch1(q_c_raw)));
+                                  Batch1(q_c_raw), x_q));
   }
+  const QuantisedRows q_c_q = act.QcQuantised(s.product_fp8, T, q_lora);
   DSA_RETURN_IF_ERROR(s.RmsNorm("q_a_layernorm", q_c_raw,
-                                layer.Vector(WeightId::kQALayerNorm), q_c));
-  DSA_RETURN_IF_ERROR(s.Project(
-      "q_b_proj", Batch1(q_c), layer.Projection(WeightId::kQBProj), Batch1(q)));
+                                layer.Vector(WeightId::kQALayerNorm), q_c,
+                                q_c_q));
+  DSA_RETURN_IF_ERROR(s.Project("q_b_proj", Batch1(q_c),
+                                layer.Projection(WeightId::kQBProj), Batch1(q),
+                                q_c_q));
   {
     // q_pe: [T, H, rope] at offset nope of every head.
     TensorView q_pe = MakeTensorView(nullptr, adt, {T, H, rope});
@@ -2188,7 +2269,7 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   if (!s.fuse_projections) {
     DSA_RETURN_IF_ERROR(s.Project("kv_a_proj_with_mqa", Batch1(x),
                                   layer.Projection(WeightId::kKvAProjWithMqa),
-                                  Batch1(kv)));
+                                  Batch1(kv), x_q));
   }
   DSA_RETURN_IF_ERROR(s.RmsNorm(
       "kv_a_layernorm",

@@ -1,7 +1,7 @@
 // Fp8EncodeForTesting (launch.h): the kernels' float -> fp8 conversion
-// (row_group.h's EncodeFp8, the hardware e4m3 conversion on sm_89 and newer)
-// element by element, so that kernels_test compares it with FloatToFp8 over
-// 2^25 float32 bit patterns.
+// (device/fp8_encode.h's EncodeFp8, the hardware e4m3 conversion on sm_89 and
+// newer) element by element, so that kernels_test compares it with FloatToFp8
+// over 2^25 float32 bit patterns.
 #include <cstdint>
 
 #include "attention/dtypes/fp8.h"

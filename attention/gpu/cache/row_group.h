@@ -1,8 +1,9 @@
 // What every kernel of the memory-bound ops uses on the row its group of
 // kLanes lanes owns (config.h): the group's reductions, the canonical
 // LayerNorm lanes (attention/dtypes/layer_norm.h), element loads and
-// unaligned stores, and the float -> fp8 conversion with its ue8m0 scale's
-// reciprocal. Device-compiler sources only.
+// unaligned stores, and the ue8m0 scale's reciprocal (the float -> fp8
+// conversion is the device layer's EncodeFp8, device/fp8_encode.h).
+// Device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_CACHE_ROW_GROUP_H_
 #define DSA_ATTENTION_GPU_CACHE_ROW_GROUP_H_
 
@@ -14,6 +15,7 @@
 #include "attention/dtypes/layer_norm.h"
 #include "attention/gpu/cache/config.h"
 #include "attention/gpu/device/formats.h"
+#include "attention/gpu/device/fp8_encode.h"
 #include "attention/gpu/device/hip_compat.h"
 
 namespace dsa::attention::gpu::cache {
@@ -68,23 +70,6 @@ __device__ __forceinline__ void StoreBf16Bytes(uint8_t* p, float v) {
   }
   p[0] = static_cast<uint8_t>(bits);
   p[1] = static_cast<uint8_t>(bits >> 8);
-}
-
-// float -> fp8 as FloatToFp8 (attention/dtypes/fp8.h) computes it. On
-// NVIDIA sm_89 and newer, e4m3fn uses the hardware conversion (cvt.rn.
-// satfinite: round to nearest even, saturating to +-448, as FloatToFp8 does)
-// instead of ~20 integer instructions; NaN keeps FloatToFp8's sign rule.
-// kernels_test compares the two over 2^25 float32 bit patterns
-// (Fp8EncodeForTesting).
-__device__ __forceinline__ uint8_t EncodeFp8(float x, const Fp8Traits& t) {
-#if defined(DSA_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  if (t.has_negative_zero && !isnan(x)) {
-    uint16_t pair;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;" : "=h"(pair) : "f"(x));
-    return static_cast<uint8_t>(pair);
-  }
-#endif
-  return FloatToFp8(x, t);
 }
 
 // A params' scale_divisor, or the format's max for 0.

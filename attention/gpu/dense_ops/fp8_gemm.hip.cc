@@ -106,8 +106,10 @@ __global__ void __launch_bounds__(kThreads) Fp8GemmKernel(Fp8GemmParams p) {
       P::Convert16(wc, w_tile + r * kLd + part * 16);
     }
     if (tid < kTile) {
-      x_scale[tid] =
-          row0 + tid < p.rows ? p.x_scales[g * p.rows + row0 + tid] : 0.0f;
+      x_scale[tid] = row0 + tid < p.rows
+                         ? p.x_scales[(row0 + tid) * p.x_scale_row_stride +
+                                      g * p.x_scale_group_stride]
+                         : 0.0f;
     }
     __syncthreads();
 

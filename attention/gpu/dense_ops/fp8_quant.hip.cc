@@ -7,13 +7,15 @@
 //
 // Per token (block_rows 1, the activations of every fp8 product): a warp per
 // 128 columns, each lane 128 / warp size consecutive elements, the amax a
-// warp reduction. A weight's 128 x 128 blocks (block_rows 128, once at load):
-// a block of threads per tile, the amax reduced through shared memory.
+// warp reduction (token_quant.h). A weight's 128 x 128 blocks (block_rows 128,
+// once at load): a block of threads per tile, the amax reduced through shared
+// memory.
 #include <cstdint>
 
 #include "attention/dtypes/fp8.h"
 #include "attention/gpu/dense_ops/element_access.h"
 #include "attention/gpu/dense_ops/launch.h"
+#include "attention/gpu/dense_ops/token_quant.h"
 #include "attention/gpu/device/hip_compat.h"
 #include "attention/gpu/device/launch_util.h"
 
@@ -22,32 +24,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / kDsaWarpSize;
-constexpr int kPerLane = kFp8BlockSize / kDsaWarpSize;  // 4 NVIDIA, 2 AMD
-
-// fmaxf ignores a NaN operand, as the CPU kernel's std::max does.
-__device__ __forceinline__ float WarpMax(float v) {
-#pragma unroll
-  for (int m = kDsaWarpSize / 2; m > 0; m /= 2) {
-    v = fmaxf(v, DSA_SHFL_XOR(v, m, kDsaWarpSize));
-  }
-  return v;
-}
-
-// float -> fp8 as FloatToFp8 computes it; on NVIDIA sm_89 and newer e4m3fn
-// takes the hardware conversion (cvt.rn.satfinite: round to nearest even,
-// saturating at +-448, what FloatToFp8 does; NaN keeps FloatToFp8's rule),
-// as the cache family's EncodeFp8 (cache/row_group.h), whose kernels_test
-// compares the two over 2^25 bit patterns.
-__device__ __forceinline__ uint8_t EncodeFp8(float x, const Fp8Traits& t) {
-#if defined(DSA_GPU_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  if (t.has_negative_zero && !isnan(x)) {
-    uint16_t pair;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;" : "=h"(pair) : "f"(x));
-    return static_cast<uint8_t>(pair);
-  }
-#endif
-  return FloatToFp8(x, t);
-}
+constexpr int kPerLane = kFp8LaneValues;
 
 // A lane's kPerLane consecutive elements of a row from column c: one vector
 // load where they are whole and aligned, else element by element (columns
@@ -107,34 +84,10 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t c0 = group * kFp8BlockSize + lane * kPerLane;
   float v[kPerLane];
   LoadLane(p, row, c0, v);
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) amax = fmaxf(amax, fabsf(v[i]));
-  amax = WarpMax(amax);
-  const float scale = Fp8BlockScale(amax, p.divisor);
-  if (lane == 0) {
-    p.scales[row * p.scale_row_stride + group * p.scale_col_stride] = scale;
-  }
-  const Fp8Traits traits = p.traits;
-  uint8_t* q = p.q + row * p.q_row_stride + c0;
-  uint32_t packed = 0;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    packed |= static_cast<uint32_t>(EncodeFp8(v[i] / scale, traits)) << (8 * i);
-  }
-  if (c0 + kPerLane <= p.cols &&
-      reinterpret_cast<uintptr_t>(q) % kPerLane == 0) {
-    if constexpr (kPerLane == 4) {
-      *reinterpret_cast<uint32_t*>(q) = packed;
-    } else {
-      *reinterpret_cast<uint16_t*>(q) = static_cast<uint16_t>(packed);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      if (c0 + i < p.cols) q[i] = static_cast<uint8_t>(packed >> (8 * i));
-    }
-  }
+  QuantizeLaneGroup(
+      v, lane, static_cast<int>(min(p.cols - c0, int64_t{kPerLane})), p.traits,
+      p.divisor, p.q + row * p.q_row_stride + c0,
+      &p.scales[row * p.scale_row_stride + group * p.scale_col_stride]);
 }
 
 __global__ void __launch_bounds__(kThreads) QuantTilesKernel(Fp8QuantParams p) {

@@ -83,7 +83,7 @@ struct PlanKeyHash {
          {k.batch, k.rows, k.in, k.out, k.x_row_stride, k.x_batch_stride,
           k.w_stride, k.w_batch_stride, k.y_row_stride, k.y_batch_stride,
           int64_t{k.w_row_major}, int64_t{k.y_type}, int64_t{k.align_x},
-          int64_t{k.align_w}, int64_t{k.align_y}}) {
+          int64_t{k.align_w}, int64_t{k.align_x}, int64_t{k.align_y}}) {
       h = (h ^ static_cast<uint64_t>(v)) * 1099511628211u;
     }
     return static_cast<size_t>(h);
@@ -429,16 +429,18 @@ Status TryCublasLt(const GemmParams& p, bool w_row_major, void* stream,
 // round_up(ceil(in / 128), 4) (PyTorch's _scaled_mm layout for these
 // recipes): a checkpoint's row-major weight_scale_inv when its row stride is
 // that, which every projection of the models has (in a multiple of 512).
-// The VEC128 scales of B are token-major, [ceil(in / 128)][rows]: what the
-// quantiser writes for every backend.
+// The VEC128 scales of B are token-major, [ceil(in / 128)][rows], 16-byte
+// aligned: what the op's own quantisation writes, and what a caller's
+// quantised activations (x_q, x_scale_inv) must be laid out as to take this
+// path (other layouts run on the own kernel).
 
 struct Fp8PlanKey {
   int64_t rows = 0, in = 0, out = 0, w_ld = 0, x_ld = 0, y_ld = 0;
-  int32_t y_type = 0, align_w = 0, align_y = 0;
+  int32_t y_type = 0, align_w = 0, align_x = 0, align_y = 0;
   bool operator==(const Fp8PlanKey& o) const {
     return rows == o.rows && in == o.in && out == o.out && w_ld == o.w_ld &&
            x_ld == o.x_ld && y_ld == o.y_ld && y_type == o.y_type &&
-           align_w == o.align_w && align_y == o.align_y;
+           align_w == o.align_w && align_x == o.align_x && align_y == o.align_y;
   }
 };
 struct Fp8PlanKeyHash {
@@ -446,7 +448,7 @@ struct Fp8PlanKeyHash {
     uint64_t h = 1469598103934665603u;  // FNV-1a over the fields
     for (int64_t v :
          {k.rows, k.in, k.out, k.w_ld, k.x_ld, k.y_ld, int64_t{k.y_type},
-          int64_t{k.align_w}, int64_t{k.align_y}}) {
+          int64_t{k.align_w}, int64_t{k.align_x}, int64_t{k.align_y}}) {
       h = (h ^ static_cast<uint64_t>(v)) * 1099511628211u;
     }
     return static_cast<size_t>(h);
@@ -476,12 +478,15 @@ bool Fp8LayoutFitsCublasLt(const Fp8GemmParams& p) {
   const int y_bytes = p.y_type == FloatFormat::kBFloat16 ? 2 : 4;
   return !p.fnuz && p.in > 0 && p.in % 128 == 0 && p.out % 16 == 0 &&
          p.w_row_stride % 16 == 0 && p.x_q_row_stride % 16 == 0 &&
+         Alignment(p.x_q) >= 16 && Alignment(p.x_scales) >= 16 &&
+         p.x_scale_row_stride == 1 && p.x_scale_group_stride == p.rows &&
          (p.y_row_stride * y_bytes) % 16 == 0 &&
          p.w_scale_row_stride == RoundUp(k_blocks, 4) && p.rows <= 0x7fffffff;
 }
 
 int MakeFp8Plan(const lt::CublasLtApi& api, void* handle,
-                const Fp8GemmParams& p, int align_w, int align_y, Plan* out) {
+                const Fp8GemmParams& p, int align_w, int align_x, int align_y,
+                Plan* out) {
   Plan plan;
   const int y_type =
       p.y_type == FloatFormat::kBFloat16 ? lt::kCudaR16BF : lt::kCudaR32F;
@@ -557,10 +562,10 @@ int MakeFp8Plan(const lt::CublasLtApi& api, void* handle,
       return fail(st);
     }
   }
-  // A: the weight, B: the activations (256-byte aligned scratch), C and D.
-  const uint32_t aligns[4] = {static_cast<uint32_t>(align_w), 256u,
-                              static_cast<uint32_t>(align_y),
-                              static_cast<uint32_t>(align_y)};
+  // A: the weight, B: the activations, C and D.
+  const uint32_t aligns[4] = {
+      static_cast<uint32_t>(align_w), static_cast<uint32_t>(align_x),
+      static_cast<uint32_t>(align_y), static_cast<uint32_t>(align_y)};
   if (int st = FindAlgorithm(api, handle, aligns, &plan);
       st != lt::kCublasStatusSuccess) {
     return fail(st);
@@ -581,7 +586,8 @@ Status TryCublasLtFp8(const Fp8GemmParams& p, void* stream, bool* done) {
   void* workspace = nullptr;
   DSA_RETURN_IF_ERROR(Acquire(*api, State(), stream, &handle, &workspace));
   if (handle == nullptr) return OkStatus();
-  const int align_w = Alignment(p.w), align_y = Alignment(p.y);
+  const int align_w = Alignment(p.w), align_x = Alignment(p.x_q),
+            align_y = Alignment(p.y);
   Fp8PlanKey key;
   key.rows = p.rows;
   key.in = p.in;
@@ -591,12 +597,14 @@ Status TryCublasLtFp8(const Fp8GemmParams& p, void* stream, bool* done) {
   key.y_ld = p.y_row_stride;
   key.y_type = static_cast<int32_t>(p.y_type);
   key.align_w = align_w;
+  key.align_x = align_x;
   key.align_y = align_y;
   Fp8LtState& f = Fp8State();
   int plan_status = lt::kCublasStatusSuccess;
   const Plan* found = f.plans.Find(key, [&]() -> std::shared_ptr<const Plan> {
     Plan made;
-    plan_status = MakeFp8Plan(*api, handle, p, align_w, align_y, &made);
+    plan_status =
+        MakeFp8Plan(*api, handle, p, align_w, align_x, align_y, &made);
     if (plan_status != lt::kCublasStatusSuccess) return nullptr;
     (made.ok ? f.shapes_taken : f.shapes_declined)
         .fetch_add(1, std::memory_order_relaxed);
@@ -794,6 +802,15 @@ Status RmsNormGpu(const ExecutionContext& ctx, const RmsNorm::Args& a) {
   p.rows = a.x.dim(0);
   p.dim = a.x.dim(1);
   p.eps = a.eps;
+  if (!a.y_q.absent()) {
+    p.y_q = a.y_q.data_as<uint8_t>();
+    p.y_q_row_stride = a.y_q.stride(0);
+    p.y_scales = a.y_scale_inv.data_as<float>();
+    p.y_scale_row_stride = a.y_scale_inv.stride(0);
+    p.y_scale_col_stride = a.y_scale_inv.stride(1);
+    p.traits = Fp8TraitsOf(a.y_q.dtype);
+    p.divisor = VllmFp8ScaleDivisor(a.y_q.dtype);
+  }
   return StatusFromLaunch(RmsNormLaunch(p, ctx.stream));
 }
 
@@ -869,7 +886,7 @@ Status Fp8BlockQuantGpu(const ExecutionContext& ctx,
   p.q_row_stride = a.q.stride(0);
   p.scales = a.scale_inv.data_as<float>();
   p.scale_row_stride = a.scale_inv.stride(0);
-  p.scale_col_stride = 1;
+  p.scale_col_stride = a.scale_inv.stride(1);
   p.rows = a.x.dim(0);
   p.cols = a.x.dim(1);
   p.block_rows = a.block_rows;
@@ -886,48 +903,62 @@ Status Fp8BlockGemmGpu(const ExecutionContext& ctx,
 Status Fp8BlockGemmGpuOn(const ExecutionContext& ctx,
                          const Fp8BlockGemm::Args& a, GemmBackend backend) {
   DSA_RETURN_IF_ERROR(Fp8BlockGemm::Validate(a));
-  const int64_t rows = a.x.dim(0), in = a.x.dim(1), out = a.w.dim(0);
+  const bool quantised = !a.x_q.absent();
+  const TensorView& act = quantised ? a.x_q : a.x;
+  const int64_t rows = act.dim(0), in = act.dim(1), out = a.w.dim(0);
   if (rows == 0 || out == 0) return OkStatus();
   const bool fnuz = a.w.dtype == DType::kFloat8E4m3fnuz;
-  // The activations quantised per token and 128 columns into scratch: codes
-  // in rows of a multiple of 16 bytes (vendor fp8 layouts want 16-byte
-  // leading dims), scales token-major (cuBLASLt's VEC128 layout). The
-  // scratch is the stream's arena (device/scratch_arena.h), held until the
-  // product is enqueued: a call that fits what the stream holds (after a
-  // profile run at the largest step) allocates nothing.
-  const int64_t groups = Fp8Blocks(in);
-  const int64_t x_ld = std::max<int64_t>(16, RoundUp(in, 16));
-  DeviceFeatures features;
-  DSA_RETURN_IF_ERROR(StatusFromLaunch(CurrentDeviceFeatures(&features)));
-  ScratchLayout layout;
-  const size_t q_at = layout.Add(static_cast<size_t>(rows * x_ld));
-  const size_t scales_at = layout.Add(
-      static_cast<size_t>(std::max<int64_t>(groups, 1) * rows) * sizeof(float));
-  ScratchArenas::Lease lease;
-  DSA_RETURN_IF_ERROR(StatusFromLaunch(AcquireStreamScratch(
-      ctx.stream, features.device, layout.bytes(),
-      "fp8_block_gemm scratch for the quantised activations", &lease)));
-  uint8_t* x_q = lease.base() + q_at;
-  float* x_scales = reinterpret_cast<float*>(lease.base() + scales_at);
-  Fp8QuantParams q;
-  q.x = a.x.data;
-  q.x_type = FloatFormatOf(a.x.dtype);
-  q.x_row_stride = a.x.stride(0);
-  q.q = x_q;
-  q.q_row_stride = x_ld;
-  q.scales = x_scales;
-  q.scale_row_stride = 1;
-  q.scale_col_stride = rows;
-  q.rows = rows;
-  q.cols = in;
-  q.block_rows = 1;
-  q.traits = Fp8TraitsOf(a.w.dtype);
-  q.divisor = VllmFp8ScaleDivisor(a.w.dtype);
-  DSA_RETURN_IF_ERROR(StatusFromLaunch(Fp8QuantLaunch(q, ctx.stream)));
   Fp8GemmParams p;
-  p.x_q = x_q;
-  p.x_q_row_stride = x_ld;
-  p.x_scales = x_scales;
+  ScratchArenas::Lease lease;
+  if (quantised) {
+    // The caller's quantisation (rms_norm's y_q, or fp8_block_quant).
+    p.x_q = a.x_q.data_as<const uint8_t>();
+    p.x_q_row_stride = a.x_q.stride(0);
+    p.x_scales = a.x_scale_inv.data_as<const float>();
+    p.x_scale_row_stride = a.x_scale_inv.stride(0);
+    p.x_scale_group_stride = a.x_scale_inv.stride(1);
+  } else {
+    // The activations quantised per token and 128 columns into scratch:
+    // codes in rows of a multiple of 16 bytes (vendor fp8 layouts want
+    // 16-byte leading dims), scales token-major (cuBLASLt's VEC128 layout).
+    // The scratch is the stream's arena (device/scratch_arena.h), held until
+    // the product is enqueued: a call that fits what the stream holds (after
+    // a profile run at the largest step) allocates nothing.
+    const int64_t groups = Fp8Blocks(in);
+    const int64_t x_ld = std::max<int64_t>(16, RoundUp(in, 16));
+    DeviceFeatures features;
+    DSA_RETURN_IF_ERROR(StatusFromLaunch(CurrentDeviceFeatures(&features)));
+    ScratchLayout layout;
+    const size_t q_at = layout.Add(static_cast<size_t>(rows * x_ld));
+    const size_t scales_at =
+        layout.Add(static_cast<size_t>(std::max<int64_t>(groups, 1) * rows) *
+                   sizeof(float));
+    DSA_RETURN_IF_ERROR(StatusFromLaunch(AcquireStreamScratch(
+        ctx.stream, features.device, layout.bytes(),
+        "fp8_block_gemm scratch for the quantised activations", &lease)));
+    uint8_t* x_q = lease.base() + q_at;
+    float* x_scales = reinterpret_cast<float*>(lease.base() + scales_at);
+    Fp8QuantParams q;
+    q.x = a.x.data;
+    q.x_type = FloatFormatOf(a.x.dtype);
+    q.x_row_stride = a.x.stride(0);
+    q.q = x_q;
+    q.q_row_stride = x_ld;
+    q.scales = x_scales;
+    q.scale_row_stride = 1;
+    q.scale_col_stride = rows;
+    q.rows = rows;
+    q.cols = in;
+    q.block_rows = 1;
+    q.traits = Fp8TraitsOf(a.w.dtype);
+    q.divisor = VllmFp8ScaleDivisor(a.w.dtype);
+    DSA_RETURN_IF_ERROR(StatusFromLaunch(Fp8QuantLaunch(q, ctx.stream)));
+    p.x_q = x_q;
+    p.x_q_row_stride = x_ld;
+    p.x_scales = x_scales;
+    p.x_scale_row_stride = 1;
+    p.x_scale_group_stride = rows;
+  }
   p.w = a.w.data_as<const uint8_t>();
   p.w_row_stride = a.w.stride(0);
   p.w_scales = a.w_scale_inv.data_as<const float>();

@@ -35,6 +35,16 @@ struct RmsNormParams {
   int64_t y_row_stride = 0;
   int64_t rows = 0, dim = 0;
   float eps = 1e-6f;
+  // Optional (y_q non-null): y as stored, also quantised per token and 128
+  // columns (Fp8QuantParams with block_rows 1): codes at y_q[r *
+  // y_q_row_stride + c], group g's scale at y_scales[r * y_scale_row_stride
+  // + g * y_scale_col_stride].
+  uint8_t* y_q = nullptr;
+  int64_t y_q_row_stride = 0;
+  float* y_scales = nullptr;
+  int64_t y_scale_row_stride = 0, y_scale_col_stride = 1;
+  Fp8Traits traits = {};
+  float divisor = 448.0f;
 };
 
 struct RopeParams {
@@ -92,13 +102,16 @@ struct Fp8QuantParams {
 
 // The W8A8 product (dense_ops.h, Fp8BlockGemm) of activations already
 // quantised per token and 128 columns (Fp8QuantParams with block_rows 1):
-// y[t, o] = sum_g x_scales[g * rows + t] * w_scales[(o / 128) *
-// w_scale_row_stride + g] * sum_{k in g} x_q[t, k] w[o, k].
+// y[t, o] = sum_g x_scales[t * x_scale_row_stride + g * x_scale_group_stride]
+// * w_scales[(o / 128) * w_scale_row_stride + g] * sum_{k in g} x_q[t, k]
+// w[o, k]. cuBLASLt's VEC128 layout is x_scale_row_stride 1,
+// x_scale_group_stride rows (token-major groups).
 struct Fp8GemmParams {
   const uint8_t* x_q = nullptr;  // [rows][x_q_row_stride] codes
   int64_t x_q_row_stride = 0;
-  const float* x_scales = nullptr;  // [ceil(in / 128)][rows]: token-major
-  const uint8_t* w = nullptr;       // [out][w_row_stride] codes
+  const float* x_scales = nullptr;
+  int64_t x_scale_row_stride = 1, x_scale_group_stride = 0;
+  const uint8_t* w = nullptr;  // [out][w_row_stride] codes
   int64_t w_row_stride = 0;
   const float* w_scales = nullptr;  // [ceil(out / 128)][w_scale_row_stride]
   int64_t w_scale_row_stride = 0;

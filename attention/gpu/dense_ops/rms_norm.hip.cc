@@ -1,9 +1,13 @@
 // RMSNorm, one block per row: memory-bound (one read, one write of the
-// activations, a few microseconds at GLM-5.1's hidden 6144 on an H200).
+// activations, a few microseconds at GLM-5.1's hidden 6144 on an H200),
+// optionally writing y's fp8 quantisation per token and 128 columns too (the
+// activations of the W8A8 products that read y, without a pass of their
+// own).
 #include <cstdint>
 
 #include "attention/gpu/dense_ops/element_access.h"
 #include "attention/gpu/dense_ops/launch.h"
+#include "attention/gpu/dense_ops/token_quant.h"
 #include "attention/gpu/device/hip_compat.h"
 #include "attention/gpu/device/launch_util.h"
 
@@ -34,10 +38,40 @@ __global__ void __launch_bounds__(kRowThreads) RmsNormKernel(RmsNormParams p) {
   }
   __syncthreads();
   const float inv = partial[kWarps];
-  for (int64_t i = threadIdx.x; i < p.dim; i += kRowThreads) {
-    const float v = LoadF(p.x, p.x_type, r * p.x_row_stride + i);
-    const float w = LoadF(p.weight, p.weight_type, i * p.weight_stride);
-    StoreF(p.y, p.y_type, r * p.y_row_stride + i, v * inv * w);
+  if (p.y_q == nullptr) {
+    for (int64_t i = threadIdx.x; i < p.dim; i += kRowThreads) {
+      const float v = LoadF(p.x, p.x_type, r * p.x_row_stride + i);
+      const float w = LoadF(p.weight, p.weight_type, i * p.weight_stride);
+      StoreF(p.y, p.y_type, r * p.y_row_stride + i, v * inv * w);
+    }
+    return;
+  }
+  // With the fp8 copy: a warp per 128-column group, each lane
+  // kFp8LaneValues consecutive values, quantised as stored (a bf16 y's
+  // rounding first), so the codes and scales are fp8_block_quant's on y.
+  const int lane = threadIdx.x % kDsaWarpSize;
+  const int64_t groups = (p.dim + kFp8BlockSize - 1) / kFp8BlockSize;
+  for (int64_t g = warp; g < groups; g += kWarps) {
+    const int64_t c0 = g * kFp8BlockSize + lane * kFp8LaneValues;
+    float v[kFp8LaneValues];
+#pragma unroll
+    for (int i = 0; i < kFp8LaneValues; ++i) {
+      const int64_t c = c0 + i;
+      v[i] = 0.0f;
+      if (c < p.dim) {
+        const float xv = LoadF(p.x, p.x_type, r * p.x_row_stride + c);
+        const float w = LoadF(p.weight, p.weight_type, c * p.weight_stride);
+        const float y = xv * inv * w;
+        StoreF(p.y, p.y_type, r * p.y_row_stride + c, y);
+        v[i] = p.y_type == FloatFormat::kBFloat16
+                   ? __uint_as_float(static_cast<uint32_t>(ToBf16(y)) << 16)
+                   : y;
+      }
+    }
+    QuantizeLaneGroup(
+        v, lane, static_cast<int>(min(p.dim - c0, int64_t{kFp8LaneValues})),
+        p.traits, p.divisor, p.y_q + r * p.y_q_row_stride + c0,
+        &p.y_scales[r * p.y_scale_row_stride + g * p.y_scale_col_stride]);
   }
 }
 
@@ -47,8 +81,12 @@ LaunchResult RmsNormLaunch(const RmsNormParams& p, void* stream) {
   constexpr const char* op = "rms_norm";
   if (p.rows < 0 || p.dim < 0) return Invalid(op, "negative size");
   if (p.rows == 0 || p.dim == 0) return LaunchResult();
-  if (p.x == nullptr || p.weight == nullptr || p.y == nullptr) {
+  if (p.x == nullptr || p.weight == nullptr || p.y == nullptr ||
+      (p.y_q != nullptr && p.y_scales == nullptr)) {
     return Invalid(op, "a device pointer is null");
+  }
+  if (p.y_q != nullptr && !(p.divisor > 0.0f)) {
+    return Invalid(op, "the scale divisor is not positive");
   }
   if (p.rows > 0x7fffffff) return Invalid(op, "too many rows");
   hipLaunchKernelGGL(RmsNormKernel, dim3(static_cast<unsigned>(p.rows)),
