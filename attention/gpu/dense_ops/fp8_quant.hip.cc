@@ -26,54 +26,6 @@ constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / kDsaWarpSize;
 constexpr int kPerLane = kFp8LaneValues;
 
-// A lane's kPerLane consecutive elements of a row from column c: one vector
-// load where they are whole and aligned, else element by element (columns
-// at or past `cols` read as zero).
-__device__ __forceinline__ void LoadLane(const Fp8QuantParams& p, int64_t row,
-                                         int64_t c, float (&v)[kPerLane]) {
-  const int64_t e = row * p.x_row_stride + c;
-  if (c + kPerLane <= p.cols) {
-    if (p.x_type == FloatFormat::kBFloat16) {
-      const uint16_t* src = static_cast<const uint16_t*>(p.x) + e;
-      if ((reinterpret_cast<uintptr_t>(src) % (2 * kPerLane)) == 0) {
-        uint32_t w[(kPerLane + 1) / 2];
-        if constexpr (kPerLane == 4) {
-          const uint2 u = *reinterpret_cast<const uint2*>(src);
-          w[0] = u.x;
-          w[1] = u.y;
-        } else {
-          w[0] = *reinterpret_cast<const uint32_t*>(src);
-        }
-#pragma unroll
-        for (int i = 0; i < kPerLane; ++i) {
-          v[i] = __uint_as_float((w[i / 2] >> (16 * (i % 2))) << 16);
-        }
-        return;
-      }
-    } else {
-      const float* src = static_cast<const float*>(p.x) + e;
-      if ((reinterpret_cast<uintptr_t>(src) % (4 * kPerLane)) == 0) {
-        if constexpr (kPerLane == 4) {
-          const float4 f = *reinterpret_cast<const float4*>(src);
-          v[0] = f.x;
-          v[1] = f.y;
-          v[2] = f.z;
-          v[3] = f.w;
-        } else {
-          const float2 f = *reinterpret_cast<const float2*>(src);
-          v[0] = f.x;
-          v[1] = f.y;
-        }
-        return;
-      }
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    v[i] = c + i < p.cols ? LoadF(p.x, p.x_type, e + i) : 0.0f;
-  }
-}
-
 __global__ void __launch_bounds__(kThreads)
     QuantTokenGroupsKernel(Fp8QuantParams p, int64_t groups) {
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock +
@@ -83,7 +35,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t row = item / groups, group = item % groups;
   const int64_t c0 = group * kFp8BlockSize + lane * kPerLane;
   float v[kPerLane];
-  LoadLane(p, row, c0, v);
+  LoadLaneValues(p.x, p.x_type, row * p.x_row_stride + c0, p.cols - c0, v);
   QuantizeLaneGroup(
       v, lane, static_cast<int>(min(p.cols - c0, int64_t{kPerLane})), p.traits,
       p.divisor, p.q + row * p.q_row_stride + c0,

@@ -53,23 +53,24 @@ __global__ void __launch_bounds__(kRowThreads) RmsNormKernel(RmsNormParams p) {
   const int64_t groups = (p.dim + kFp8BlockSize - 1) / kFp8BlockSize;
   for (int64_t g = warp; g < groups; g += kWarps) {
     const int64_t c0 = g * kFp8BlockSize + lane * kFp8LaneValues;
-    float v[kFp8LaneValues];
+    const int64_t valid = p.dim - c0;
+    float v[kFp8LaneValues], w[kFp8LaneValues];
+    LoadLaneValues(p.x, p.x_type, r * p.x_row_stride + c0, valid, v);
+    if (p.weight_stride == 1) {
+      LoadLaneValues(p.weight, p.weight_type, c0, valid, w);
+    } else {
 #pragma unroll
-    for (int i = 0; i < kFp8LaneValues; ++i) {
-      const int64_t c = c0 + i;
-      v[i] = 0.0f;
-      if (c < p.dim) {
-        const float xv = LoadF(p.x, p.x_type, r * p.x_row_stride + c);
-        const float w = LoadF(p.weight, p.weight_type, c * p.weight_stride);
-        const float y = xv * inv * w;
-        StoreF(p.y, p.y_type, r * p.y_row_stride + c, y);
-        v[i] = p.y_type == FloatFormat::kBFloat16
-                   ? __uint_as_float(static_cast<uint32_t>(ToBf16(y)) << 16)
-                   : y;
+      for (int i = 0; i < kFp8LaneValues; ++i) {
+        w[i] = i < valid
+                   ? LoadF(p.weight, p.weight_type, (c0 + i) * p.weight_stride)
+                   : 0.0f;
       }
     }
+#pragma unroll
+    for (int i = 0; i < kFp8LaneValues; ++i) v[i] = v[i] * inv * w[i];
+    StoreLaneValues(p.y, p.y_type, r * p.y_row_stride + c0, valid, v);
     QuantizeLaneGroup(
-        v, lane, static_cast<int>(min(p.dim - c0, int64_t{kFp8LaneValues})),
+        v, lane, static_cast<int>(min(valid, int64_t{kFp8LaneValues})),
         p.traits, p.divisor, p.y_q + r * p.y_q_row_stride + c0,
         &p.y_scales[r * p.y_scale_row_stride + g * p.y_scale_col_stride]);
   }
