@@ -7,7 +7,9 @@
 // (warp::Config per backend, warp::Layout per heads-per-block and cache:
 // its work split and shared-memory offsets); the sm_90a warpgroup body
 // (warpgroup::Config, warpgroup::SharedMemory, whose sizeof is the budget);
-// the FMA kernels' block; the latent scratch. The measurements behind the
+// the sm_90a seesaw body (seesaw::Config, seesaw::SharedMemory); an fp8
+// cache's bf16 workspace for the seesaw body (dequantised::); the FMA
+// kernels' block; the latent scratch. The measurements behind the
 // constants are in testing/bench/RESULTS.md ("Sparse MLA on wgmma").
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_CONFIG_H_
 #define DSA_ATTENTION_GPU_SPARSE_MLA_CONFIG_H_
@@ -371,6 +373,37 @@ static_assert(sizeof(SharedMemory) <= kSm90SharedBytesPerBlock,
               "fits an H100 / H200 block");
 
 }  // namespace seesaw
+
+// ---------------------------------------------------------------------------
+// An fp8_ds_mla cache on the seesaw body (heuristics.h:
+// Body::kSeesawDequantised): every position of the call's requests
+// dequantised first (dequantise.hip.cc) into a bf16 workspace from the
+// stream's arena, then the seesaw body over that workspace as over a bf16
+// cache. Workspace row r * capacity + pos holds request r's position pos
+// (capacity = max_blocks_per_request * block_size), its block table names
+// workspace block r * max_blocks_per_request + j for the request's block j
+// (-1 where the cache's table names no block of the cache), so the body's
+// index checks and masking stay those of the fp8 cache.
+namespace dequantised {
+
+inline constexpr int64_t kRowBytes = 2 * kDim;  // a bf16 entry: 1152
+// The most a call carves: 233016 rows, so that one request of GLM-5.1's
+// 202752 or DeepSeek-V3.2's 163840 positions fits.
+inline constexpr int64_t kMaxBytes = int64_t{256} << 20;
+inline constexpr int64_t kMaxRows = kMaxBytes / kRowBytes;
+// The dequantisation: 32 threads a row (16 codes each, the rope on 8 of
+// them), 8 rows a block.
+inline constexpr int kThreads = 256;
+inline constexpr int kRowThreads = 32;
+inline constexpr int kRowsPerBlock = kThreads / kRowThreads;
+
+static_assert(kRowThreads * 16 == kLora && kRope * 2 / 16 <= kRowThreads,
+              "one 16-byte code chunk a thread; the rope in 16-byte chunks");
+static_assert(kFp8EntryBytes - 2 * kRope == kLora + 4 * kFp8Tiles &&
+                  (kLora + 4 * kFp8Tiles) % 16 == 0,
+              "the rope of an fp8 entry 16-byte aligned");
+
+}  // namespace dequantised
 
 // ---------------------------------------------------------------------------
 // The FMA kernels (plain_kernels.hip.cc): one block per (row, head), with

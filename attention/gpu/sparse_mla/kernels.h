@@ -2,7 +2,8 @@
 // (launch.hip.cc) calls, one declaration each. Each is defined beside its
 // kernel: the matrix bodies in warp_body.h and warpgroup_body.h, explicitly
 // instantiated in instantiations/ (so that they compile in parallel); the
-// FMA pair, the split merge and the W_UV conversion in plain_kernels.hip.cc.
+// FMA pair, the split merge and the W_UV conversion in plain_kernels.hip.cc;
+// an fp8 cache's dequantisation into a bf16 workspace in dequantise.hip.cc.
 // Every function enqueues on `stream` and reports the launch's error.
 // Device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_KERNELS_H_
@@ -51,6 +52,18 @@ template <bool kFp8, Fp8Format F>
 LaunchResult LaunchWarpgroupBody(const SparseMlaParams& p, int64_t begin,
                                  int64_t rows, const MmaOutput& out, int device,
                                  hipStream_t stream);
+
+// The bf16 workspace of an fp8_ds_mla cache (config.h: dequantised::):
+// rows[r * capacity + pos, :] = request r's position pos dequantised (576
+// bf16: the 512 codes times their tile's scale, then the rope), for each
+// position below the request's length whose block is in the cache;
+// table[r * max_blocks_per_request + j] = that index, or -1 where
+// block_table[r, j] is outside the cache. Other rows are not written (the
+// workspace's block table and seq_lens keep every read of the attention
+// from them). Needs p's cache entries 16-byte aligned (the matrix bodies'
+// shape) and WorkspaceNeededRows(p) rows at `rows` (dequantise.hip.cc).
+LaunchResult LaunchDequantiseCache(const SparseMlaParams& p, uint16_t* rows,
+                                   int32_t* table, hipStream_t stream);
 
 // out.latent[rows, heads, 512] = the splits of out merged
 // (plain_kernels.hip.cc).
