@@ -6,7 +6,10 @@
 # racecheck over the new path at small shapes), then sparse_mla_bench at 64
 # and 128 heads, T = 8192 / 1024 / 32768, the bf16 cache's seesaw body beside
 # it in the same process, the in-kernel dequantisation (the warpgroup
-# variant) and the base commit's warp-level fallback at T = 8192.
+# variant) and the base commit's warp-level fallback at T = 8192. The
+# warpgroup variant's bench flag (--fp8_on_warpgroup) exists at the measured
+# build, fead7be, and no longer after it (the variant measured 3.1-3.2x
+# slower and was deleted: testing/bench/RESULTS.md).
 #
 # Folder layout (this script beside bin/ and lib/, carried as one path):
 #   bin/sparse_mla_kernels_test.gz, bin/mla_ops_test.gz, bin/sparse_mla_bench.gz

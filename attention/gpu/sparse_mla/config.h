@@ -5,9 +5,8 @@
 //
 // Layout: the latent shape of the matrix bodies; the warp-level body
 // (warp::Config per backend, warp::Layout per heads-per-block and cache:
-// its work split and shared-memory offsets); the sm_90a warpgroup body
-// (warpgroup::Config, warpgroup::SharedMemory, whose sizeof is the budget);
-// the sm_90a seesaw body (seesaw::Config, seesaw::SharedMemory); an fp8
+// its work split and shared-memory offsets); the sm_90a seesaw body
+// (seesaw::Config, seesaw::SharedMemory, whose sizeof is the budget); an fp8
 // cache's bf16 workspace for the seesaw body (dequantised::); the FMA
 // kernels' block; the latent scratch. The measurements behind the
 // constants are in testing/bench/RESULTS.md ("Sparse MLA on wgmma").
@@ -234,54 +233,6 @@ constexpr int SharedBytes(int warp_size, int heads, bool fp8) {
 }
 
 }  // namespace warp
-
-// ---------------------------------------------------------------------------
-// The sm_90a warpgroup body (warpgroup_body.h): one block of two
-// warpgroups per (query row, 64 heads, top-k split); the 64 heads are the
-// M of both products (wgmma m64n64k16 for S, m64n256k16 per warpgroup for
-// P V).
-namespace warpgroup {
-
-struct Config {
-  static constexpr int kHeads = 64;            // per block
-  static constexpr int kKeys = 64;             // per tile: the N of S
-  static constexpr int kThreads = 256;         // two warpgroups
-  static constexpr int kHalfDims = kLora / 2;  // O columns of a warpgroup
-  static constexpr int kChunks = kDim / 8;     // 16-byte chunks of an entry
-  // Q, the key tiles and P in the 128-byte swizzled layout (one atom: 64
-  // rows x 64 bf16; Q and a tile are 9 atoms along the 576 dims).
-  static constexpr int kAtomBytes = 64 * 128;
-  static constexpr int kTileBytes = kKeys * kDim * 2;
-  static constexpr int kStageLd = kLora + 8;  // output staging rows (bf16)
-  // Cache-offset slots: tile t's in slot t % 3 while t + 2's are resolved.
-  static constexpr int kSlots = 3;
-
-  static_assert(kKeys * kChunks % kThreads == 0, "whole gather rounds");
-  static_assert(kHeads * kStageLd * 2 <= 2 * kTileBytes,
-                "output staging fits the key buffers");
-};
-
-// The block's shared memory, in this order (sizeof is the budget).
-struct SharedMemory {
-  uint8_t q[Config::kHeads * kDim * 2];           // bf16, swizzled
-  uint8_t keys[2][Config::kTileBytes];            // tile j in j % 2, swizzled
-  uint8_t p[Config::kHeads * Config::kKeys * 2];  // bf16 probabilities
-  // Per tile: warpgroup 0's rescale factors for warpgroup 1; at the end:
-  // its row sums (row r at r).
-  float rows[Config::kHeads];
-  int64_t slots[Config::kSlots][Config::kKeys];  // cache offsets, -1 after
-                                                 // the valid keys
-  int counts[Config::kSlots];                    // valid keys of each slot
-};
-static_assert(offsetof(SharedMemory, keys) % 1024 == 0 &&
-                  offsetof(SharedMemory, p) % 1024 == 0 &&
-                  Config::kTileBytes % 1024 == 0,
-              "swizzle atoms 1024-byte aligned");
-static_assert(sizeof(SharedMemory) == 231184 &&
-                  sizeof(SharedMemory) <= kSm90SharedBytesPerBlock,
-              "fits an H100 / H200 block");
-
-}  // namespace warpgroup
 
 // ---------------------------------------------------------------------------
 // The sm_90a seesaw body (seesaw_body.h): one block of three warpgroups per

@@ -46,11 +46,6 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
     return Body::kFma;
   }
   if (!f.sm90a || p.heads < seesaw::Config::kHeads) return Body::kWarp;
-  if (fp8 && p.fp8_cache_on_warpgroup &&
-      f.max_shared_bytes_per_block >=
-          static_cast<int>(sizeof(warpgroup::SharedMemory))) {
-    return Body::kWarpgroup;
-  }
   if (!SeesawFits(p, f)) return Body::kWarp;
   if (!fp8) return Body::kSeesaw;
   return WorkspaceNeededRows(p) <= WorkspaceBudgetRows(p)
@@ -73,8 +68,6 @@ const char* BodyName(Body body) {
       return "seesaw";
     case Body::kSeesawDequantised:
       return "dequant+seesaw";
-    case Body::kWarpgroup:
-      return "wgmma";
     case Body::kWarp:
       return "mma";
     case Body::kFma:
@@ -94,9 +87,7 @@ Plan MakePlan(const SparseMlaParams& p, const DeviceFeatures& f) {
   const bool seesaw =
       plan.body == Body::kSeesaw || plan.body == Body::kSeesawDequantised;
   plan.heads_per_block = seesaw ? seesaw::Config::kHeads
-                         : plan.body == Body::kWarpgroup
-                             ? warpgroup::Config::kHeads
-                             : warp::HeadsPerBlock(f.warp_size, p.heads);
+                                : warp::HeadsPerBlock(f.warp_size, p.heads);
   if (p.cache_type != LatentCacheType::kBFloat16 && f.sm90a &&
       p.heads >= seesaw::Config::kHeads && SeesawFits(p, f)) {
     plan.workspace_rows = WorkspaceBudgetRows(p);

@@ -13,10 +13,9 @@
 namespace dsa::attention::gpu::sparse_mla {
 
 enum class Body {
-  kFma,        // the FMA kernels (plain_kernels.hip.cc): any shape
-  kWarp,       // the warp-level matrix body (warp_body.h)
-  kWarpgroup,  // the sm_90a warpgroup body (warpgroup_body.h)
-  kSeesaw,     // the sm_90a seesaw body (seesaw_body.h)
+  kFma,     // the FMA kernels (plain_kernels.hip.cc): any shape
+  kWarp,    // the warp-level matrix body (warp_body.h)
+  kSeesaw,  // the sm_90a seesaw body (seesaw_body.h)
   // An fp8 cache dequantised into a bf16 workspace (dequantise.hip.cc),
   // then the seesaw body over it (config.h: dequantised::).
   kSeesawDequantised,
@@ -29,17 +28,15 @@ enum class Body {
 //   without a device, are taken to have it);
 // - on sm_90a device code, for 64 heads or more, with the seesaw body's
 //   shared memory and softmax_scale > 0 (its softmax takes the maximum
-//   before the scale): kSeesaw over a bf16 cache; over an fp8 cache
-//   kWarpgroup when params.fp8_cache_on_warpgroup asks for it, else
-//   kSeesawDequantised when the workspace the call carves
-//   (WorkspaceBudgetRows) holds every position of its requests
-//   (WorkspaceNeededRows);
+//   before the scale): kSeesaw over a bf16 cache; kSeesawDequantised over
+//   an fp8 cache when the workspace the call carves (WorkspaceBudgetRows)
+//   holds every position of its requests (WorkspaceNeededRows);
 // - kWarp otherwise (AMD, other NVIDIA targets, fewer heads, fp8 caches of
 //   more positions than that).
 Body ChooseBody(const SparseMlaParams& params, const DeviceFeatures& features);
 
-// What SparseMlaPath reports for a body: "fma", "mma", "wgmma", "seesaw"
-// or "dequant+seesaw".
+// What SparseMlaPath reports for a body: "fma", "mma", "seesaw" or
+// "dequant+seesaw".
 const char* BodyName(Body body);
 
 // The workspace of kSeesawDequantised, in bf16 rows of 1152 bytes.

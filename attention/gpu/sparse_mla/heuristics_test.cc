@@ -1,6 +1,6 @@
 // The sparse MLA's decision table (heuristics.h) without a device: every
 // body reached, the shape and shared-memory boundaries, sm_90a on and off,
-// the fp8 variant, the seesaw body's softmax scale, an fp8 cache's bf16
+// the seesaw body's softmax scale, an fp8 cache's bf16
 // workspace, both backends' warp bodies, the launch plan's chunks and
 // splits.
 #include "attention/gpu/sparse_mla/heuristics.h"
@@ -13,7 +13,6 @@
 namespace dsa::attention::gpu::sparse_mla {
 namespace {
 
-constexpr int kWarpgroupBytes = sizeof(warpgroup::SharedMemory);
 constexpr int kSeesawBytes = sizeof(seesaw::SharedMemory);
 
 // An H200 running sm_90a device code.
@@ -165,25 +164,6 @@ TEST(SparseMlaHeuristicsTest, TheWorkspaceCarvedDependsOnTheShapesOnly) {
   EXPECT_EQ(plan.splits, 8);
 }
 
-TEST(SparseMlaHeuristicsTest, Fp8VariantTakesTheWarpgroupBodyWhereBf16Would) {
-  const DeviceFeatures f = H200();
-  for (LatentCacheType cache : {kFp8, kFnuz}) {
-    SparseMlaParams p = Params(64, cache);
-    p.fp8_cache_on_warpgroup = true;
-    EXPECT_EQ(ChooseBody(p, f), Body::kWarpgroup);
-    p.heads = 63;
-    EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
-    p.heads = 64;
-    DeviceFeatures no_sm90a = f;
-    no_sm90a.sm90a = false;
-    EXPECT_EQ(ChooseBody(p, no_sm90a), Body::kWarp);
-  }
-  // A bf16 cache is unaffected by the flag.
-  SparseMlaParams p = Params(64, kBf16);
-  p.fp8_cache_on_warpgroup = true;
-  EXPECT_EQ(ChooseBody(p, f), Body::kSeesaw);
-}
-
 TEST(SparseMlaHeuristicsTest, SeesawBodyNeedsAPositiveSoftmaxScale) {
   // Its softmax takes each row's maximum before the scale.
   const DeviceFeatures f = H200();
@@ -205,19 +185,13 @@ TEST(SparseMlaHeuristicsTest, WithoutSm90aCodeTheWarpBodyRuns) {
 
 TEST(SparseMlaHeuristicsTest, SharedMemoryBoundaries) {
   DeviceFeatures f = H200();
-  // The seesaw and warpgroup bodies need exactly their plans' bytes.
+  // The seesaw body needs exactly its plan's bytes, over a bf16 cache and
+  // over an fp8 cache's workspace.
   f.max_shared_bytes_per_block = kSeesawBytes;
   EXPECT_EQ(ChooseBody(Params(64, kBf16), f), Body::kSeesaw);
   f.max_shared_bytes_per_block = kSeesawBytes - 1;
   EXPECT_EQ(ChooseBody(Params(64, kBf16), f), Body::kWarp);
   SparseMlaParams fp8 = Params(64, kFp8);
-  fp8.fp8_cache_on_warpgroup = true;
-  f.max_shared_bytes_per_block = kWarpgroupBytes;
-  EXPECT_EQ(ChooseBody(fp8, f), Body::kWarpgroup);
-  f.max_shared_bytes_per_block = kWarpgroupBytes - 1;
-  static_assert(kSeesawBytes < kWarpgroupBytes, "the seesaw body's is less");
-  EXPECT_EQ(ChooseBody(fp8, f), Body::kSeesawDequantised);
-  fp8.fp8_cache_on_warpgroup = false;
   f.max_shared_bytes_per_block = kSeesawBytes;
   EXPECT_EQ(ChooseBody(fp8, f), Body::kSeesawDequantised);
   f.max_shared_bytes_per_block = kSeesawBytes - 1;
@@ -302,7 +276,6 @@ TEST(SparseMlaHeuristicsTest, UnknownFeaturesAssumeTheWarpBodyFits) {
 TEST(SparseMlaHeuristicsTest, BodyNamesAreTheReportedPaths) {
   EXPECT_STREQ(BodyName(Body::kSeesaw), "seesaw");
   EXPECT_STREQ(BodyName(Body::kSeesawDequantised), "dequant+seesaw");
-  EXPECT_STREQ(BodyName(Body::kWarpgroup), "wgmma");
   EXPECT_STREQ(BodyName(Body::kWarp), "mma");
   EXPECT_STREQ(BodyName(Body::kFma), "fma");
 }

@@ -43,10 +43,8 @@ LaunchResult SparseMlaLaunch(const SparseMlaParams& params, void* stream);
 // Which attention kernel SparseMlaLaunch picks (sparse_mla/heuristics.h,
 // the one place that decides): "seesaw" (the sm_90a seesaw kernel: 64
 // heads or more, a bf16 cache), "dequant+seesaw" (the same over an fp8
-// cache dequantised into a bf16 workspace first), "wgmma" (the sm_90a
-// warpgroup kernel: 64 heads or more, an fp8 cache with
-// params.fp8_cache_on_warpgroup), "mma" (warp-level matrix kernel) or
-// "fma".
+// cache dequantised into a bf16 workspace first), "mma" (warp-level matrix
+// kernel) or "fma".
 const char* SparseMlaPath(const SparseMlaParams& params);
 
 }  // namespace dsa::attention::gpu

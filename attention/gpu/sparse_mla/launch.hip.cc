@@ -138,18 +138,6 @@ LaunchResult LaunchAttention(const SparseMlaParams& p, const Plan& plan,
   if (plan.body == Body::kSeesaw || plan.body == Body::kSeesawDequantised) {
     return LaunchSeesawBody<false, kFn>(p, begin, rows, out, device, stream);
   }
-  if (plan.body == Body::kWarpgroup) {  // the fp8 variant only
-    switch (p.cache_type) {
-      case LatentCacheType::kBFloat16:
-        return Invalid(kOp, "no warpgroup body over a bf16 cache");
-      case LatentCacheType::kFp8E4m3fn:
-        return LaunchWarpgroupBody<true, kFn>(p, begin, rows, out, device,
-                                              stream);
-      case LatentCacheType::kFp8E4m3fnuz:
-        return LaunchWarpgroupBody<true, kFnuz>(p, begin, rows, out, device,
-                                                stream);
-    }
-  }
   const bool wide = plan.heads_per_block == 64;
   switch (p.cache_type) {
     case LatentCacheType::kBFloat16:
