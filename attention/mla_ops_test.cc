@@ -614,6 +614,53 @@ TEST_P(SparseMlaTest, MatchesReferenceAtTopk2048) {
   }
 }
 
+// fp8_ds_mla caches at the real models' head counts (64: GLM-5.x, 128:
+// DeepSeek-V3.2): on an sm_90a device these shapes run the seesaw body over
+// the cache dequantised into a bf16 workspace (the heuristics pin the choice
+// in sparse_mla/heuristics_test.cc, the GPU kernels test checks the path),
+// elsewhere the warp-level or the CPU kernels. Requests of topk - 1, topk
+// and topk + 1 tokens and a short one, -1 padding, a duplicate key, a row
+// without any valid index; both fp8 formats, bf16 (as served) and f32.
+TEST_P(SparseMlaTest, MatchesReferenceWithFp8CachesAt64And128Heads) {
+  const std::vector<LatentCacheFormat> formats = AllFormats();
+  for (const LatentCacheFormat& f : {formats[1], formats[2]}) {
+    const DType dtype =
+        f.dtype == DType::kFloat8E4m3fn ? DType::kBFloat16 : DType::kFloat32;
+    for (int64_t heads : {64, 128}) {
+      SCOPED_TRACE(absl::StrCat(FormatName(f), " ", DTypeName(dtype), " ",
+                                heads, " heads"));
+      const int32_t topk = 512;
+      SparseCase c =
+          MakeCase(f, heads, /*nope=*/heads == 64 ? 192 : 128,
+                   /*v=*/heads == 64 ? 256 : 128, topk,
+                   {topk - 1, topk, topk + 1, 40}, /*block_size=*/64);
+      for (int32_t r = 0; r < 4; ++r) AddRow(c, r, topk);
+      AddRow(c, 2, topk - 1);
+      c.token_request.push_back(1);  // no valid index
+      c.indices.insert(c.indices.end(), c.topk, -1);
+      AddRow(c, 3, 30);  // a key twice
+      c.indices[c.indices.size() - c.topk + 7] = 11;
+      c.indices[c.indices.size() - c.topk + 300] = 11;
+      SparseMla::Args a = ToArgs(c, dtype);
+      ASSERT_THAT(Run<SparseMla>(a), IsOk());
+      const std::vector<float> got = OutputToHost(a.output);
+      ExpectOutputs(got, Reference(c), dtype);
+      const int64_t empty_row = c.tokens() - 2;
+      for (int64_t i = 0; i < c.heads * c.v; ++i) {
+        ASSERT_EQ(got[empty_row * c.heads * c.v + i], 0.0f);
+      }
+    }
+  }
+  // Top-k 2048 at 64 heads, e4m3fn, bf16.
+  SparseCase c = MakeCase(formats[1], /*heads=*/64, /*nope=*/192, /*v=*/256,
+                          /*topk=*/2048, {2047, 2048, 2049}, 64);
+  for (int32_t r = 0; r < 3; ++r) AddRow(c, r, 2048);
+  AddRow(c, 2, 2047);
+  SparseMla::Args a = ToArgs(c, DType::kBFloat16);
+  ASSERT_THAT(Run<SparseMla>(a), IsOk());
+  ExpectOutputs(OutputToHost(a.output), Reference(c), DType::kBFloat16);
+}
+
 TEST_P(SparseMlaTest, MatchesReferenceAtTinyPresetDims) {
   for (const LatentCacheFormat& f : AllFormats(128, 32)) {
     SCOPED_TRACE(FormatName(f));

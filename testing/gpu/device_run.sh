@@ -172,7 +172,6 @@ room 120 && timeout 40 stdbuf -oL "$B/sparse_mla_bench" \
   --then --mode=prefill --cache=bf16 --heads=128 --v=128 --nope=128 --tokens=8192 --iters=3 \
   --then --mode=prefill --cache=bf16 --heads=64 --v=256 --nope=192 --tokens=1024 --iters=10 \
   --then --mode=prefill --cache=fp8 --heads=64 --v=256 --nope=192 --tokens=1900 --iters=5 \
-  --then --mode=prefill --cache=fp8 --heads=64 --v=256 --nope=192 --tokens=1900 --iters=5 --fp8_on_warpgroup=1 \
   --then --mode=decode --cache=fp8 --heads=128 --v=128 --nope=128 --requests=32 --context=8192 --iters=20 \
   --then --mode=decode --cache=fp8 --heads=64 --v=256 --nope=192 --requests=32 --context=65536 --iters=20 \
   2>&1 | grep -E "^sparse_mla|fail"

@@ -13,10 +13,9 @@
 // Usage: sparse_mla_bench [--mode=prefill|decode] [--cache=bf16|fp8]
 //   [--heads=64] [--tokens=8192] [--topk=2048] [--v=256] [--nope=192]
 //   [--requests=32] [--context=65536] [--iters=10] [--block_size=64]
-//   [--fp8_on_warpgroup=0|1] [--then <another run's arguments>]...
-// --fp8_on_warpgroup=1 runs an fp8 cache on the sm_90a warpgroup kernel
-// (SparseMlaParams::fp8_cache_on_warpgroup, the comparison variant); the
-// line's path says which kernel ran.
+//   [--then <another run's arguments>]...
+// The line's path says which kernel ran (an fp8 prefill on sm_90a:
+// "dequant+seesaw").
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -74,7 +73,6 @@ struct Config {
   std::string mode = "prefill", cache_name = "bf16";
   int heads = 64, tokens = 8192, topk = 2048, v = 256, nope = 192;
   int requests = 32, context = 65536, iters = 10, block_size = 64;
-  int fp8_on_warpgroup = 0;
 };
 
 int RunOne(const Config& config);
@@ -94,8 +92,7 @@ int Main(int argc, char** argv) {
     std::string& cache_name = c.cache_name;
     int &heads = c.heads, &tokens = c.tokens, &topk = c.topk, &v = c.v,
         &nope = c.nope, &requests = c.requests, &context = c.context,
-        &iters = c.iters, &block_size = c.block_size,
-        &fp8_on_warpgroup = c.fp8_on_warpgroup;
+        &iters = c.iters, &block_size = c.block_size;
     auto value = [&](const char* name, int* out) {
       const std::string prefix = std::string("--") + name + "=";
       if (a.rfind(prefix, 0) != 0) return false;
@@ -112,8 +109,7 @@ int Main(int argc, char** argv) {
         !value("topk", &topk) && !value("v", &v) && !value("nope", &nope) &&
         !value("requests", &requests) && !value("context", &context) &&
         !value("iters", &iters) && !value("block_size", &block_size) &&
-        !value("fp8_on_warpgroup", &fp8_on_warpgroup) && !text("mode", &mode) &&
-        !text("cache", &cache_name)) {
+        !text("mode", &mode) && !text("cache", &cache_name)) {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;
     }
@@ -261,7 +257,6 @@ int RunOne(const Config& c) {
   p.output_head_stride = v;
   p.tokens = rows;
   p.heads = heads;
-  p.fp8_cache_on_warpgroup = c.fp8_on_warpgroup != 0;
   std::fprintf(stderr, "[bench] set up; launching\n");
   if (!Check(SparseMlaLaunch(p, nullptr), "sparse_mla") ||
       !Check(DeviceSynchronize(), "sync")) {

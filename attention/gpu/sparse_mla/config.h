@@ -5,9 +5,10 @@
 //
 // Layout: the latent shape of the matrix bodies; the warp-level body
 // (warp::Config per backend, warp::Layout per heads-per-block and cache:
-// its work split and shared-memory offsets); the sm_90a warpgroup body
-// (warpgroup::Config, warpgroup::SharedMemory, whose sizeof is the budget);
-// the FMA kernels' block; the latent scratch. The measurements behind the
+// its work split and shared-memory offsets); the sm_90a seesaw body
+// (seesaw::Config, seesaw::SharedMemory, whose sizeof is the budget); an fp8
+// cache's bf16 workspace for the seesaw body (dequantised::); the FMA
+// kernels' block; the latent scratch. The measurements behind the
 // constants are in testing/bench/RESULTS.md ("Sparse MLA on wgmma").
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_CONFIG_H_
 #define DSA_ATTENTION_GPU_SPARSE_MLA_CONFIG_H_
@@ -234,54 +235,6 @@ constexpr int SharedBytes(int warp_size, int heads, bool fp8) {
 }  // namespace warp
 
 // ---------------------------------------------------------------------------
-// The sm_90a warpgroup body (warpgroup_body.h): one block of two
-// warpgroups per (query row, 64 heads, top-k split); the 64 heads are the
-// M of both products (wgmma m64n64k16 for S, m64n256k16 per warpgroup for
-// P V).
-namespace warpgroup {
-
-struct Config {
-  static constexpr int kHeads = 64;            // per block
-  static constexpr int kKeys = 64;             // per tile: the N of S
-  static constexpr int kThreads = 256;         // two warpgroups
-  static constexpr int kHalfDims = kLora / 2;  // O columns of a warpgroup
-  static constexpr int kChunks = kDim / 8;     // 16-byte chunks of an entry
-  // Q, the key tiles and P in the 128-byte swizzled layout (one atom: 64
-  // rows x 64 bf16; Q and a tile are 9 atoms along the 576 dims).
-  static constexpr int kAtomBytes = 64 * 128;
-  static constexpr int kTileBytes = kKeys * kDim * 2;
-  static constexpr int kStageLd = kLora + 8;  // output staging rows (bf16)
-  // Cache-offset slots: tile t's in slot t % 3 while t + 2's are resolved.
-  static constexpr int kSlots = 3;
-
-  static_assert(kKeys * kChunks % kThreads == 0, "whole gather rounds");
-  static_assert(kHeads * kStageLd * 2 <= 2 * kTileBytes,
-                "output staging fits the key buffers");
-};
-
-// The block's shared memory, in this order (sizeof is the budget).
-struct SharedMemory {
-  uint8_t q[Config::kHeads * kDim * 2];           // bf16, swizzled
-  uint8_t keys[2][Config::kTileBytes];            // tile j in j % 2, swizzled
-  uint8_t p[Config::kHeads * Config::kKeys * 2];  // bf16 probabilities
-  // Per tile: warpgroup 0's rescale factors for warpgroup 1; at the end:
-  // its row sums (row r at r).
-  float rows[Config::kHeads];
-  int64_t slots[Config::kSlots][Config::kKeys];  // cache offsets, -1 after
-                                                 // the valid keys
-  int counts[Config::kSlots];                    // valid keys of each slot
-};
-static_assert(offsetof(SharedMemory, keys) % 1024 == 0 &&
-                  offsetof(SharedMemory, p) % 1024 == 0 &&
-                  Config::kTileBytes % 1024 == 0,
-              "swizzle atoms 1024-byte aligned");
-static_assert(sizeof(SharedMemory) == 231184 &&
-                  sizeof(SharedMemory) <= kSm90SharedBytesPerBlock,
-              "fits an H100 / H200 block");
-
-}  // namespace warpgroup
-
-// ---------------------------------------------------------------------------
 // The sm_90a seesaw body (seesaw_body.h): one block of three warpgroups per
 // (query row, 64 heads, top-k split). A producer warpgroup gathers the
 // row's key tiles of 64 keys into two buffers; consumer warpgroup g owns
@@ -371,6 +324,37 @@ static_assert(sizeof(SharedMemory) <= kSm90SharedBytesPerBlock,
               "fits an H100 / H200 block");
 
 }  // namespace seesaw
+
+// ---------------------------------------------------------------------------
+// An fp8_ds_mla cache on the seesaw body (heuristics.h:
+// Body::kSeesawDequantised): every position of the call's requests
+// dequantised first (dequantise.hip.cc) into a bf16 workspace from the
+// stream's arena, then the seesaw body over that workspace as over a bf16
+// cache. Workspace row r * capacity + pos holds request r's position pos
+// (capacity = max_blocks_per_request * block_size), its block table names
+// workspace block r * max_blocks_per_request + j for the request's block j
+// (-1 where the cache's table names no block of the cache), so the body's
+// index checks and masking stay those of the fp8 cache.
+namespace dequantised {
+
+inline constexpr int64_t kRowBytes = 2 * kDim;  // a bf16 entry: 1152
+// The most a call carves: 233016 rows, so that one request of GLM-5.1's
+// 202752 or DeepSeek-V3.2's 163840 positions fits.
+inline constexpr int64_t kMaxBytes = int64_t{256} << 20;
+inline constexpr int64_t kMaxRows = kMaxBytes / kRowBytes;
+// The dequantisation: 32 threads a row (16 codes each, the rope on 8 of
+// them), 8 rows a block.
+inline constexpr int kThreads = 256;
+inline constexpr int kRowThreads = 32;
+inline constexpr int kRowsPerBlock = kThreads / kRowThreads;
+
+static_assert(kRowThreads * 16 == kLora && kRope * 2 / 16 <= kRowThreads,
+              "one 16-byte code chunk a thread; the rope in 16-byte chunks");
+static_assert(kFp8EntryBytes - 2 * kRope == kLora + 4 * kFp8Tiles &&
+                  (kLora + 4 * kFp8Tiles) % 16 == 0,
+              "the rope of an fp8 entry 16-byte aligned");
+
+}  // namespace dequantised
 
 // ---------------------------------------------------------------------------
 // The FMA kernels (plain_kernels.hip.cc): one block per (row, head), with

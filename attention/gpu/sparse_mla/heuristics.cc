@@ -29,6 +29,14 @@ int64_t ChunkRows(int64_t row_bytes, int64_t tokens) {
   return chunk;
 }
 
+// The seesaw body's shared memory and softmax scale (its softmax takes
+// each row's maximum before the scale).
+bool SeesawFits(const SparseMlaParams& p, const DeviceFeatures& f) {
+  return p.softmax_scale > 0.0f &&
+         f.max_shared_bytes_per_block >=
+             static_cast<int>(sizeof(seesaw::SharedMemory));
+}
+
 }  // namespace
 
 Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
@@ -37,26 +45,29 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
       !Fits(warp::SharedBytes(f.warp_size, p.heads, fp8), f)) {
     return Body::kFma;
   }
-  if (!f.sm90a || p.heads < warpgroup::Config::kHeads) return Body::kWarp;
-  if (!fp8 && p.softmax_scale > 0.0f &&
-      f.max_shared_bytes_per_block >=
-          static_cast<int>(sizeof(seesaw::SharedMemory))) {
-    return Body::kSeesaw;
-  }
-  if (fp8 && p.fp8_cache_on_warpgroup &&
-      f.max_shared_bytes_per_block >=
-          static_cast<int>(sizeof(warpgroup::SharedMemory))) {
-    return Body::kWarpgroup;
-  }
-  return Body::kWarp;
+  if (!f.sm90a || p.heads < seesaw::Config::kHeads) return Body::kWarp;
+  if (!SeesawFits(p, f)) return Body::kWarp;
+  if (!fp8) return Body::kSeesaw;
+  return WorkspaceNeededRows(p) <= WorkspaceBudgetRows(p)
+             ? Body::kSeesawDequantised
+             : Body::kWarp;
+}
+
+int64_t WorkspaceNeededRows(const SparseMlaParams& p) {
+  return int64_t{p.num_requests} * p.max_blocks_per_request * p.block_size;
+}
+
+int64_t WorkspaceBudgetRows(const SparseMlaParams& p) {
+  const int64_t pairs = p.tokens * p.topk;
+  return pairs < dequantised::kMaxRows ? pairs : dequantised::kMaxRows;
 }
 
 const char* BodyName(Body body) {
   switch (body) {
     case Body::kSeesaw:
       return "seesaw";
-    case Body::kWarpgroup:
-      return "wgmma";
+    case Body::kSeesawDequantised:
+      return "dequant+seesaw";
     case Body::kWarp:
       return "mma";
     case Body::kFma:
@@ -73,10 +84,14 @@ Plan MakePlan(const SparseMlaParams& p, const DeviceFeatures& f) {
         ChunkRows(int64_t{p.heads} * p.kv_lora_rank * 4, p.tokens);
     return plan;
   }
-  plan.heads_per_block = plan.body == Body::kSeesaw ? seesaw::Config::kHeads
-                         : plan.body == Body::kWarpgroup
-                             ? warpgroup::Config::kHeads
-                             : warp::HeadsPerBlock(f.warp_size, p.heads);
+  const bool seesaw =
+      plan.body == Body::kSeesaw || plan.body == Body::kSeesawDequantised;
+  plan.heads_per_block = seesaw ? seesaw::Config::kHeads
+                                : warp::HeadsPerBlock(f.warp_size, p.heads);
+  if (p.cache_type != LatentCacheType::kBFloat16 && f.sm90a &&
+      p.heads >= seesaw::Config::kHeads && SeesawFits(p, f)) {
+    plan.workspace_rows = WorkspaceBudgetRows(p);
+  }
   plan.chunk_rows = ChunkRows(int64_t{p.heads} * kLora * 2, p.tokens);
   // Few rows (decode): split each row's top-k list so that the grid covers
   // every multiprocessor, at least 256 indices per split; whole waves:

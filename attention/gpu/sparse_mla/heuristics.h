@@ -13,10 +13,12 @@
 namespace dsa::attention::gpu::sparse_mla {
 
 enum class Body {
-  kFma,        // the FMA kernels (plain_kernels.hip.cc): any shape
-  kWarp,       // the warp-level matrix body (warp_body.h)
-  kWarpgroup,  // the sm_90a warpgroup body (warpgroup_body.h)
-  kSeesaw,     // the sm_90a seesaw body (seesaw_body.h)
+  kFma,     // the FMA kernels (plain_kernels.hip.cc): any shape
+  kWarp,    // the warp-level matrix body (warp_body.h)
+  kSeesaw,  // the sm_90a seesaw body (seesaw_body.h)
+  // An fp8 cache dequantised into a bf16 workspace (dequantise.hip.cc),
+  // then the seesaw body over it (config.h: dequantised::).
+  kSeesawDequantised,
 };
 
 // The body that runs:
@@ -24,16 +26,31 @@ enum class Body {
 //   64, 16-byte aligned cache entries) and the device gives a block the
 //   warp body's shared memory (features with no shared-memory figure, as
 //   without a device, are taken to have it);
-// - on sm_90a device code, for 64 heads or more, with the shared memory
-//   for it: kSeesaw over a bf16 cache (softmax_scale > 0, which its
-//   softmax takes the maximum before the scale by); kWarpgroup over an fp8
-//   cache when params.fp8_cache_on_warpgroup asks for it;
-// - kWarp otherwise (AMD, other NVIDIA targets, fewer heads, fp8 caches).
+// - on sm_90a device code, for 64 heads or more, with the seesaw body's
+//   shared memory and softmax_scale > 0 (its softmax takes the maximum
+//   before the scale): kSeesaw over a bf16 cache; kSeesawDequantised over
+//   an fp8 cache when the workspace the call carves (WorkspaceBudgetRows)
+//   holds every position of its requests (WorkspaceNeededRows);
+// - kWarp otherwise (AMD, other NVIDIA targets, fewer heads, fp8 caches of
+//   more positions than that).
 Body ChooseBody(const SparseMlaParams& params, const DeviceFeatures& features);
 
-// What SparseMlaPath reports for a body: "fma", "mma", "wgmma" or
-// "seesaw".
+// What SparseMlaPath reports for a body: "fma", "mma", "seesaw" or
+// "dequant+seesaw".
 const char* BodyName(Body body);
+
+// The workspace of kSeesawDequantised, in bf16 rows of 1152 bytes.
+// Needed: every position the call's requests can name,
+// num_requests * max_blocks_per_request * block_size.
+int64_t WorkspaceNeededRows(const SparseMlaParams& params);
+// Carved: min(dequantised::kMaxRows, tokens * topk). At most tokens * topk,
+// the (row, key) pairs: the dequantisation reads and writes ~1.8 KB a row,
+// the attention's own cost at 64 heads is ~139 kFLOP a pair, so below that
+// bound the dequantisation costs less than a quarter of what the seesaw body
+// saves over the warp body a pair (116 against ~480 TFLOP/s, RESULTS.md).
+// It depends on the call's shapes only, not on its requests' lengths, so the
+// largest call (the profile run's) carves the most.
+int64_t WorkspaceBudgetRows(const SparseMlaParams& params);
 
 // A call's launches.
 struct Plan {
@@ -46,6 +63,13 @@ struct Plan {
   // Parts each row's top-k list is split into (matrix bodies, few rows: so
   // that the grid covers every multiprocessor); 1 is no split.
   int splits = 1;
+  // Rows of the bf16 workspace the call carves from the stream's arena
+  // (WorkspaceBudgetRows), with as many block-table entries: for
+  // kSeesawDequantised, and for every fp8 call that could take it (sm_90a
+  // code, 64 heads or more, the seesaw body's shared memory and scale) but
+  // names more positions, so that whether a later step fits the arena the
+  // profile run grew never depends on its requests' lengths. 0: none.
+  int64_t workspace_rows = 0;
 };
 
 Plan MakePlan(const SparseMlaParams& params, const DeviceFeatures& features);

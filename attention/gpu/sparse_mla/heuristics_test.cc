@@ -1,7 +1,8 @@
 // The sparse MLA's decision table (heuristics.h) without a device: every
 // body reached, the shape and shared-memory boundaries, sm_90a on and off,
-// the fp8 variant, the seesaw body's softmax scale, both backends' warp
-// bodies, the launch plan's chunks and splits.
+// the seesaw body's softmax scale, an fp8 cache's bf16
+// workspace, both backends' warp bodies, the launch plan's chunks and
+// splits.
 #include "attention/gpu/sparse_mla/heuristics.h"
 
 #include <cstdint>
@@ -12,7 +13,6 @@
 namespace dsa::attention::gpu::sparse_mla {
 namespace {
 
-constexpr int kWarpgroupBytes = sizeof(warpgroup::SharedMemory);
 constexpr int kSeesawBytes = sizeof(seesaw::SharedMemory);
 
 // An H200 running sm_90a device code.
@@ -37,10 +37,14 @@ DeviceFeatures Amd(int lds) {
   return f;
 }
 
-// DeepSeek-V3.2's shape: a bf16 cache at a 16-byte aligned address.
+// DeepSeek-V3.2's shape: a cache at a 16-byte aligned address, one request
+// of max(tokens, topk) positions (blocks of 64).
 SparseMlaParams Params(int heads, LatentCacheType cache, int64_t tokens = 8192,
                        int topk = 2048) {
   SparseMlaParams p;
+  p.num_requests = 1;
+  p.max_blocks_per_request =
+      static_cast<int32_t>(((tokens > topk ? tokens : topk) + 63) / 64);
   p.kv_cache = reinterpret_cast<const uint8_t*>(uintptr_t{1} << 20);
   p.cache_type = cache;
   const int entry = cache == LatentCacheType::kBFloat16 ? 1152 : 656;
@@ -66,28 +70,98 @@ TEST(SparseMlaHeuristicsTest, H200RunsTheSeesawBodyFrom64HeadsOnBf16) {
   EXPECT_EQ(ChooseBody(Params(72, kBf16), f), Body::kSeesaw);
   EXPECT_EQ(ChooseBody(Params(63, kBf16), f), Body::kWarp);
   EXPECT_EQ(ChooseBody(Params(1, kBf16), f), Body::kWarp);
-  // fp8 caches stay on the warp body unless the variant asks.
-  EXPECT_EQ(ChooseBody(Params(64, kFp8), f), Body::kWarp);
-  EXPECT_EQ(ChooseBody(Params(128, kFnuz), f), Body::kWarp);
 }
 
-TEST(SparseMlaHeuristicsTest, Fp8VariantTakesTheWarpgroupBodyWhereBf16Would) {
+TEST(SparseMlaHeuristicsTest,
+     Fp8PrefillRunsTheSeesawBodyOverADequantisedCache) {
   const DeviceFeatures f = H200();
   for (LatentCacheType cache : {kFp8, kFnuz}) {
+    for (int64_t tokens : {1024, 8192, 32768}) {
+      EXPECT_EQ(ChooseBody(Params(64, cache, tokens), f),
+                Body::kSeesawDequantised);
+      EXPECT_EQ(ChooseBody(Params(128, cache, tokens), f),
+                Body::kSeesawDequantised);
+    }
+    EXPECT_EQ(ChooseBody(Params(72, cache), f), Body::kSeesawDequantised);
+    EXPECT_EQ(ChooseBody(Params(63, cache), f), Body::kWarp);
     SparseMlaParams p = Params(64, cache);
-    p.fp8_cache_on_warpgroup = true;
-    EXPECT_EQ(ChooseBody(p, f), Body::kWarpgroup);
-    p.heads = 63;
+    p.softmax_scale = 0.0f;  // the seesaw body's softmax needs it positive
     EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
-    p.heads = 64;
+    DeviceFeatures less = f;
+    less.max_shared_bytes_per_block = kSeesawBytes - 1;
+    EXPECT_EQ(ChooseBody(Params(64, cache), less), Body::kWarp);
     DeviceFeatures no_sm90a = f;
     no_sm90a.sm90a = false;
-    EXPECT_EQ(ChooseBody(p, no_sm90a), Body::kWarp);
+    EXPECT_EQ(ChooseBody(Params(64, cache), no_sm90a), Body::kWarp);
   }
-  // A bf16 cache is unaffected by the flag.
-  SparseMlaParams p = Params(64, kBf16);
-  p.fp8_cache_on_warpgroup = true;
-  EXPECT_EQ(ChooseBody(p, f), Body::kSeesaw);
+}
+
+TEST(SparseMlaHeuristicsTest, TheWorkspaceHoldsEveryPositionOrTheWarpBodyRuns) {
+  const DeviceFeatures f = H200();
+  // 8 rows of top-k 64 carve 512 rows: 8 blocks of 64 positions fit, 9 do
+  // not (the requests' positions, not the rows' indices, count).
+  SparseMlaParams p = Params(64, kFp8, 8, 64);
+  p.max_blocks_per_request = 8;
+  EXPECT_EQ(WorkspaceNeededRows(p), 512);
+  EXPECT_EQ(WorkspaceBudgetRows(p), 512);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
+  p.max_blocks_per_request = 9;
+  EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
+  p.max_blocks_per_request = 4;
+  p.num_requests = 2;
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
+  p.num_requests = 3;
+  EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
+  // Decode, 32 requests x 8K: 262144 positions for 65536 (row, key) pairs.
+  p = Params(128, kFp8, 32);
+  p.num_requests = 32;
+  p.max_blocks_per_request = 8192 / 64;
+  EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
+  // At most 256 MiB of bf16 rows: one request of GLM-5.1's 202752
+  // positions fits, one past kMaxRows does not.
+  EXPECT_EQ(dequantised::kMaxRows, 233016);
+  p = Params(64, kFp8, 8192);
+  p.max_blocks_per_request = 202752 / 64;
+  EXPECT_EQ(WorkspaceBudgetRows(p), dequantised::kMaxRows);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
+  p.max_blocks_per_request = 1;
+  p.block_size = static_cast<int32_t>(dequantised::kMaxRows);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
+  p.block_size += 1;
+  EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
+}
+
+TEST(SparseMlaHeuristicsTest, TheWorkspaceCarvedDependsOnTheShapesOnly) {
+  const DeviceFeatures f = H200();
+  // min(kMaxRows, tokens * topk), whichever body runs, for every fp8 call
+  // that could take the dequantised path.
+  Plan plan = MakePlan(Params(64, kFp8, 8192), f);
+  EXPECT_EQ(plan.body, Body::kSeesawDequantised);
+  EXPECT_EQ(plan.workspace_rows, dequantised::kMaxRows);
+  plan = MakePlan(Params(128, kFnuz, 4, 2048), f);
+  EXPECT_EQ(plan.body, Body::kSeesawDequantised);
+  EXPECT_EQ(plan.workspace_rows, 4 * 2048);
+  SparseMlaParams p = Params(128, kFp8, 32);
+  p.num_requests = 32;
+  p.max_blocks_per_request = 8192 / 64;
+  plan = MakePlan(p, f);
+  EXPECT_EQ(plan.body, Body::kWarp);
+  EXPECT_EQ(plan.workspace_rows, 32 * 2048);
+  // None where the seesaw body cannot run, nor for a bf16 cache.
+  EXPECT_EQ(MakePlan(Params(63, kFp8), f).workspace_rows, 0);
+  EXPECT_EQ(MakePlan(Params(64, kBf16), f).workspace_rows, 0);
+  DeviceFeatures no_sm90a = f;
+  no_sm90a.sm90a = false;
+  EXPECT_EQ(MakePlan(Params(64, kFp8), no_sm90a).workspace_rows, 0);
+  EXPECT_EQ(MakePlan(Params(128, kFp8), Amd(65536)).workspace_rows, 0);
+  p = Params(64, kFp8);
+  p.softmax_scale = 0.0f;
+  EXPECT_EQ(MakePlan(p, f).workspace_rows, 0);
+  // Few rows split the top-k list as over a bf16 cache.
+  plan = MakePlan(Params(128, kFp8, 4), f);
+  EXPECT_EQ(plan.body, Body::kSeesawDequantised);
+  EXPECT_EQ(plan.heads_per_block, 64);
+  EXPECT_EQ(plan.splits, 8);
 }
 
 TEST(SparseMlaHeuristicsTest, SeesawBodyNeedsAPositiveSoftmaxScale) {
@@ -111,16 +185,16 @@ TEST(SparseMlaHeuristicsTest, WithoutSm90aCodeTheWarpBodyRuns) {
 
 TEST(SparseMlaHeuristicsTest, SharedMemoryBoundaries) {
   DeviceFeatures f = H200();
-  // The seesaw and warpgroup bodies need exactly their plans' bytes.
+  // The seesaw body needs exactly its plan's bytes, over a bf16 cache and
+  // over an fp8 cache's workspace.
   f.max_shared_bytes_per_block = kSeesawBytes;
   EXPECT_EQ(ChooseBody(Params(64, kBf16), f), Body::kSeesaw);
   f.max_shared_bytes_per_block = kSeesawBytes - 1;
   EXPECT_EQ(ChooseBody(Params(64, kBf16), f), Body::kWarp);
   SparseMlaParams fp8 = Params(64, kFp8);
-  fp8.fp8_cache_on_warpgroup = true;
-  f.max_shared_bytes_per_block = kWarpgroupBytes;
-  EXPECT_EQ(ChooseBody(fp8, f), Body::kWarpgroup);
-  f.max_shared_bytes_per_block = kWarpgroupBytes - 1;
+  f.max_shared_bytes_per_block = kSeesawBytes;
+  EXPECT_EQ(ChooseBody(fp8, f), Body::kSeesawDequantised);
+  f.max_shared_bytes_per_block = kSeesawBytes - 1;
   EXPECT_EQ(ChooseBody(fp8, f), Body::kWarp);
   // The warp body likewise, per heads per block and cache.
   for (int heads : {32, 64}) {
@@ -201,7 +275,7 @@ TEST(SparseMlaHeuristicsTest, UnknownFeaturesAssumeTheWarpBodyFits) {
 
 TEST(SparseMlaHeuristicsTest, BodyNamesAreTheReportedPaths) {
   EXPECT_STREQ(BodyName(Body::kSeesaw), "seesaw");
-  EXPECT_STREQ(BodyName(Body::kWarpgroup), "wgmma");
+  EXPECT_STREQ(BodyName(Body::kSeesawDequantised), "dequant+seesaw");
   EXPECT_STREQ(BodyName(Body::kWarp), "mma");
   EXPECT_STREQ(BodyName(Body::kFma), "fma");
 }

@@ -1,8 +1,9 @@
 // The sparse MLA's kernels as the launch functions the launcher
 // (launch.hip.cc) calls, one declaration each. Each is defined beside its
-// kernel: the matrix bodies in warp_body.h and warpgroup_body.h, explicitly
+// kernel: the matrix bodies in warp_body.h and seesaw_body.h, explicitly
 // instantiated in instantiations/ (so that they compile in parallel); the
-// FMA pair, the split merge and the W_UV conversion in plain_kernels.hip.cc.
+// FMA pair, the split merge and the W_UV conversion in plain_kernels.hip.cc;
+// an fp8 cache's dequantisation into a bf16 workspace in dequantise.hip.cc.
 // Every function enqueues on `stream` and reports the launch's error.
 // Device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_KERNELS_H_
@@ -35,10 +36,10 @@ struct MmaOutput {
 };
 
 // Rows [begin, begin + rows) of the attention on a matrix body: the
-// warp-level one with HC heads per block (warp_body.h), the sm_90a seesaw
-// one (seesaw_body.h: a bf16 cache) or the sm_90a warpgroup one
-// (warpgroup_body.h). kFp8: an fp8_ds_mla cache of format F
-// (F is unused for a bf16 cache). `device`: the current device.
+// warp-level one with HC heads per block (warp_body.h) or the sm_90a
+// seesaw one (seesaw_body.h: a bf16 cache, or an fp8 cache's bf16
+// workspace). kFp8: an fp8_ds_mla cache of format F (F is unused for a bf16
+// cache). `device`: the current device.
 template <int HC, bool kFp8, Fp8Format F>
 LaunchResult LaunchWarpBody(const SparseMlaParams& p, int64_t begin,
                             int64_t rows, const MmaOutput& out, int device,
@@ -47,10 +48,18 @@ template <bool kFp8, Fp8Format F>
 LaunchResult LaunchSeesawBody(const SparseMlaParams& p, int64_t begin,
                               int64_t rows, const MmaOutput& out, int device,
                               hipStream_t stream);
-template <bool kFp8, Fp8Format F>
-LaunchResult LaunchWarpgroupBody(const SparseMlaParams& p, int64_t begin,
-                                 int64_t rows, const MmaOutput& out, int device,
-                                 hipStream_t stream);
+
+// The bf16 workspace of an fp8_ds_mla cache (config.h: dequantised::):
+// rows[r * capacity + pos, :] = request r's position pos dequantised (576
+// bf16: the 512 codes times their tile's scale, then the rope), for each
+// position below the request's length whose block is in the cache;
+// table[r * max_blocks_per_request + j] = that index, or -1 where
+// block_table[r, j] is outside the cache. Other rows are not written (the
+// workspace's block table and seq_lens keep every read of the attention
+// from them). Needs p's cache entries 16-byte aligned (the matrix bodies'
+// shape) and WorkspaceNeededRows(p) rows at `rows` (dequantise.hip.cc).
+LaunchResult LaunchDequantiseCache(const SparseMlaParams& p, uint16_t* rows,
+                                   int32_t* table, hipStream_t stream);
 
 // out.latent[rows, heads, 512] = the splits of out merged
 // (plain_kernels.hip.cc).

@@ -3,8 +3,9 @@
 // heads, top-k rows with topk - 1 / topk valid indices out of requests of
 // topk - 1 / topk / topk + 1 tokens, -1 padding, duplicates, rows without
 // any valid index, invalid indices (which the kernels skip), index chunks
-// and key tiles cut at every boundary, the FMA kernel for other dims, and the
-// fp8 cache on the warpgroup kernel (SparseMlaParams::fp8_cache_on_warpgroup).
+// and key tiles cut at every boundary, the FMA kernel for other dims, fp8
+// caches dequantised into the seesaw body's bf16 workspace, and the path
+// the heuristics pick on sm_90a where a case names one.
 // Skips cleanly when built without a GPU backend or run without a device.
 //
 // Tolerance. The matrix path rounds q to bf16 once, by design (the
@@ -96,8 +97,8 @@ struct Case {
   double q_scale = 1.0;      // larger: more peaked softmax
   bool bad_indices = false;  // add rows whose indices must be skipped
   const char* path = "mma";
-  // SparseMlaParams::fp8_cache_on_warpgroup (the comparison variant).
-  bool fp8_on_warpgroup = false;
+  // The path the heuristics must pick where the device runs sm_90a code.
+  const char* sm90a_path = nullptr;
   // Where a row's -1 padding goes: shuffled among its indices, after them
   // (the valid ones ascending, as the indexer's top-k writes them), or
   // before them.
@@ -340,21 +341,20 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
   p.output_head_stride = out_head_stride;
   p.tokens = tokens;
   p.heads = c.heads;
-  p.fp8_cache_on_warpgroup = c.fp8_on_warpgroup;
   // "mma" names any matrix kernel: the seesaw one ("seesaw", sm_90a builds
-  // on Hopper, bf16 cache, 64 heads or more), the warpgroup one ("wgmma",
-  // the fp8 variant) or the warp-level one.
+  // on Hopper, bf16 cache, 64 heads or more; "dequant+seesaw" over an fp8
+  // cache) or the warp-level one.
   const std::string path = SparseMlaPath(p);
   if (std::string(c.path) == "mma") {
-    EXPECT_TRUE(path == "mma" || path == "wgmma" || path == "seesaw") << path;
+    EXPECT_TRUE(path == "mma" || path == "seesaw" || path == "dequant+seesaw")
+        << path;
   } else {
     EXPECT_EQ(path, c.path);
   }
-  if (c.fp8_on_warpgroup) {  // the variant runs where sm_90a code does
-    DeviceFeatures features;
-    if (CurrentDeviceFeatures(&features).ok() && features.sm90a) {
-      EXPECT_EQ(path, "wgmma");
-    }
+  DeviceFeatures features;
+  if (c.sm90a_path != nullptr && CurrentDeviceFeatures(&features).ok() &&
+      features.sm90a) {
+    EXPECT_EQ(path, c.sm90a_path);
   }
   ASSERT_LAUNCH(SparseMlaLaunch(p, nullptr));
   ASSERT_LAUNCH(DeviceSynchronize());
@@ -422,6 +422,8 @@ std::vector<Case> Cases() {
     cases.push_back(c);
   }
   {
+    // More positions (4 requests of 304) than its 16 rows of 64 pairs: the
+    // warp-level kernel even on sm_90a.
     Case c;
     c.name = "Fp8Cache128HeadsBf16Io";
     c.cache = LatentCacheType::kFp8E4m3fn;
@@ -431,6 +433,7 @@ std::vector<Case> Cases() {
     c.seq_lens = {63, 64, 65, 300};
     c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
     c.bad_indices = true;
+    c.sm90a_path = "mma";
     cases.push_back(c);
   }
   {
@@ -466,7 +469,7 @@ std::vector<Case> Cases() {
     cases.push_back(c);
   }
   {
-    // The warpgroup kernel's edges: two head groups, 64-key tiles cut at
+    // The seesaw kernel's edges: two head groups, 64-key tiles cut at
     // topk 130 (64 + 64 + 2), requests of topk - 1 .. topk + 1 tokens and a
     // short one, bad indices, bf16 in and out.
     Case c;
@@ -529,7 +532,49 @@ std::vector<Case> Cases() {
     cases.push_back(c);
   }
   {
-    // fnuz fp8 at 64 heads, by default on the warp-level kernel.
+    // An fp8 cache dequantised into the seesaw body's bf16 workspace
+    // (sm_90a): 64 heads, top-k 2048 over requests of topk - 1 .. topk + 1
+    // tokens in the indexer's order (valid indices ascending, -1 after),
+    // peaked scores, bf16 q, bad indices and block-table entries outside
+    // the cache (masked in the workspace's table).
+    Case c;
+    c.name = "Fp8Cache64HeadsTopk2048Dequantised";
+    c.cache = LatentCacheType::kFp8E4m3fn;
+    c.heads = 64;
+    c.nope = 192;
+    c.v = 256;
+    c.topk = 2048;
+    c.block_size = 64;
+    c.seq_lens = {2047, 2048, 2049};
+    c.q_format = FloatFormat::kBFloat16;
+    c.q_scale = 3.0;
+    c.padding = Case::Padding::kTrailing;
+    c.bad_indices = true;
+    c.sm90a_path = "dequant+seesaw";
+    cases.push_back(c);
+  }
+  {
+    // The same over e4m3fnuz at 128 heads (two head groups), -1 first
+    // (whole masked tiles before any valid key), a short request, blocks of
+    // 16, bf16 in and out, few rows (the top-k list split over blocks).
+    Case c;
+    c.name = "Fp8FnuzCache128HeadsDequantisedLeadingPadding";
+    c.cache = LatentCacheType::kFp8E4m3fnuz;
+    c.heads = 128;
+    c.topk = 512;
+    c.block_size = 16;
+    c.seq_lens = {511, 512, 513, 40};
+    c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
+    c.q_scale = 2.0;
+    c.padding = Case::Padding::kLeading;
+    c.bad_indices = true;
+    c.sm90a_path = "dequant+seesaw";
+    cases.push_back(c);
+  }
+  {
+    // fnuz fp8 at 64 heads: the dequantised workspace on sm_90a (3
+    // requests of 256 positions for 13 rows of 200), the warp-level kernel
+    // elsewhere.
     Case c;
     c.name = "Fp8FnuzCache64Heads";
     c.cache = LatentCacheType::kFp8E4m3fnuz;
@@ -541,13 +586,15 @@ std::vector<Case> Cases() {
     c.seq_lens = {199, 200, 201};
     c.q_format = FloatFormat::kBFloat16;
     c.bad_indices = true;
+    c.sm90a_path = "dequant+seesaw";
     cases.push_back(c);
   }
   {
-    // The fp8 cache on the warpgroup kernel (the comparison variant): two
-    // head groups, tiles cut at topk 130, bad indices, bf16 in and out.
+    // The dequantised workspace's edges: two head groups, tiles cut at
+    // topk 130 (64 + 64 + 2), a short request, bad indices, bf16 in and
+    // out.
     Case c;
-    c.name = "Fp8Cache128HeadsOnWarpgroupTileEdges";
+    c.name = "Fp8Cache128HeadsDequantisedTileEdges";
     c.cache = LatentCacheType::kFp8E4m3fn;
     c.heads = 128;
     c.topk = 130;
@@ -556,14 +603,14 @@ std::vector<Case> Cases() {
     c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
     c.q_scale = 2.0;
     c.bad_indices = true;
-    c.fp8_on_warpgroup = true;
+    c.sm90a_path = "dequant+seesaw";
     cases.push_back(c);
   }
   {
-    // The same variant over e4m3fnuz, 72 heads (a zero-padded second head
-    // group), fp32 in and out, a top-k of several tiles.
+    // The same over e4m3fnuz, 72 heads (a zero-padded second head group),
+    // fp32 in and out, a top-k of several tiles.
     Case c;
-    c.name = "Fp8FnuzCache72HeadsOnWarpgroup";
+    c.name = "Fp8FnuzCache72HeadsDequantised";
     c.cache = LatentCacheType::kFp8E4m3fnuz;
     c.heads = 72;
     c.nope = 192;
@@ -571,7 +618,7 @@ std::vector<Case> Cases() {
     c.topk = 300;
     c.block_size = 64;
     c.seq_lens = {299, 300, 301};
-    c.fp8_on_warpgroup = true;
+    c.sm90a_path = "dequant+seesaw";
     cases.push_back(c);
   }
   for (LatentCacheType t :

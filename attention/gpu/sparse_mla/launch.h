@@ -26,11 +26,14 @@ namespace dsa::attention::gpu {
 // (device/mma.h) for kv_lora_rank 512 / rope_dim 64 with 16-byte
 // aligned cache entries, any heads, topk and block_size: on Hopper's
 // warpgroup product (WarpgroupBf16Mma, sm_90a builds) for 64 heads or more
-// over a bf16 cache (the seesaw body: a producer warpgroup gathering the
-// top-k rows, two consumers exchanging P), on the warp-level one
-// (Bf16WarpMma) otherwise (fp8 caches, fewer heads, AMD); other shapes run
-// on a plain-FMA kernel. W_UV runs on the platform's GEMM (cuBLASLt on CUDA,
-// through dense_ops/op_kernels.h). q is rounded to bf16 once, fp8 cache
+// (the seesaw body: a producer warpgroup gathering the top-k rows, two
+// consumers exchanging P) over a bf16 cache, or over an fp8 cache whose
+// requests' positions are first dequantised into a bf16 workspace from the
+// stream's arena (when that workspace, at most 256 MiB and tokens * topk
+// rows, holds them: heuristics.h), on the warp-level one (Bf16WarpMma)
+// otherwise (fewer heads, AMD, fp8 caches of more positions); other shapes
+// run on a plain-FMA kernel. W_UV runs on the platform's GEMM (cuBLASLt on
+// CUDA, through dense_ops/op_kernels.h). q is rounded to bf16 once, fp8 cache
 // entries are dequantised exactly to bf16 (power-of-two scales), the
 // softmax probabilities and the normalised latent output are rounded to
 // bf16 before their products (fp32 accumulation throughout), and so is
@@ -39,9 +42,9 @@ LaunchResult SparseMlaLaunch(const SparseMlaParams& params, void* stream);
 
 // Which attention kernel SparseMlaLaunch picks (sparse_mla/heuristics.h,
 // the one place that decides): "seesaw" (the sm_90a seesaw kernel: 64
-// heads or more, a bf16 cache), "wgmma" (the sm_90a warpgroup kernel: 64
-// heads or more, an fp8 cache with params.fp8_cache_on_warpgroup), "mma"
-// (warp-level matrix kernel) or "fma".
+// heads or more, a bf16 cache), "dequant+seesaw" (the same over an fp8
+// cache dequantised into a bf16 workspace first), "mma" (warp-level matrix
+// kernel) or "fma".
 const char* SparseMlaPath(const SparseMlaParams& params);
 
 }  // namespace dsa::attention::gpu

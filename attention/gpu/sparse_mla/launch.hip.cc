@@ -135,20 +135,8 @@ LaunchResult LaunchAttention(const SparseMlaParams& p, const Plan& plan,
                              int64_t begin, int64_t rows, const MmaOutput& out,
                              int device, hipStream_t stream) {
   constexpr Fp8Format kFn = Fp8Format::kE4m3fn, kFnuz = Fp8Format::kE4m3fnuz;
-  if (plan.body == Body::kSeesaw) {
+  if (plan.body == Body::kSeesaw || plan.body == Body::kSeesawDequantised) {
     return LaunchSeesawBody<false, kFn>(p, begin, rows, out, device, stream);
-  }
-  if (plan.body == Body::kWarpgroup) {  // the fp8 variant only
-    switch (p.cache_type) {
-      case LatentCacheType::kBFloat16:
-        return Invalid(kOp, "no warpgroup body over a bf16 cache");
-      case LatentCacheType::kFp8E4m3fn:
-        return LaunchWarpgroupBody<true, kFn>(p, begin, rows, out, device,
-                                              stream);
-      case LatentCacheType::kFp8E4m3fnuz:
-        return LaunchWarpgroupBody<true, kFnuz>(p, begin, rows, out, device,
-                                                stream);
-    }
   }
   const bool wide = plan.heads_per_block == 64;
   switch (p.cache_type) {
@@ -195,9 +183,28 @@ LaunchResult LaunchWuvGemm(const SparseMlaParams& p, const WuvWeights& w,
   return SparseMlaWuvGemm(wuv, stream);
 }
 
+// The call as the seesaw body reads it over the bf16 workspace of an fp8
+// cache (config.h: dequantised::, written by LaunchDequantiseCache): one
+// workspace block per block-table entry in use, the same requests, lengths
+// and rows.
+SparseMlaParams OverWorkspace(const SparseMlaParams& p, const uint16_t* rows,
+                              const int32_t* table) {
+  SparseMlaParams w = p;
+  w.kv_cache = reinterpret_cast<const uint8_t*>(rows);
+  w.cache_type = LatentCacheType::kBFloat16;
+  w.cache_token_stride = dequantised::kRowBytes;
+  w.cache_block_stride = dequantised::kRowBytes * p.block_size;
+  w.num_blocks =
+      static_cast<int64_t>(p.num_requests) * p.max_blocks_per_request;
+  w.block_table = table;
+  w.block_table_stride = p.max_blocks_per_request;
+  return w;
+}
+
 // Scratch, from one block of the stream's arena: W_UV in bf16 (when not
 // read in place), the latent rows of a chunk, the splits' partial outputs
-// and log-sum-exps (when the top-k is split).
+// and log-sum-exps (when the top-k is split), an fp8 cache's bf16
+// workspace and its block table (plan.workspace_rows).
 LaunchResult RunMatrix(const SparseMlaParams& p, const Plan& plan, int device,
                        hipStream_t stream) {
   StreamScratch scratch(stream, device);
@@ -215,16 +222,30 @@ LaunchResult RunMatrix(const SparseMlaParams& p, const Plan& plan, int device,
     scratch.Add(&out.part_o, plan.splits * rows_heads * kLora * 4);
     scratch.Add(&out.part_lse, plan.splits * rows_heads * 4);
   }
+  uint16_t* workspace = nullptr;
+  int32_t* workspace_table = nullptr;
+  if (plan.workspace_rows > 0) {
+    // (A block per row at most: the table fits beside the rows.)
+    scratch.Add(&workspace, static_cast<size_t>(plan.workspace_rows *
+                                                dequantised::kRowBytes));
+    scratch.Add(&workspace_table, static_cast<size_t>(plan.workspace_rows * 4));
+  }
   LaunchResult r = scratch.Allocate("sparse_mla scratch");
   if (!r.ok()) return r;
   out.latent = latent;
   WuvWeights w;
   r = PrepareWuv(p, converted, stream, &w);
   if (!r.ok()) return r;
+  SparseMlaParams attention = p;
+  if (plan.body == Body::kSeesawDequantised) {
+    r = LaunchDequantiseCache(p, workspace, workspace_table, stream);
+    if (!r.ok()) return r;
+    attention = OverWorkspace(p, workspace, workspace_table);
+  }
   return ForEachChunk(
       p.tokens, plan.chunk_rows, [&](int64_t begin, int64_t rows) {
         LaunchResult chunk =
-            LaunchAttention(p, plan, begin, rows, out, device, stream);
+            LaunchAttention(attention, plan, begin, rows, out, device, stream);
         if (chunk.ok() && out.splits > 1) {
           chunk = LaunchCombineSplits(rows, p.heads, out, stream);
         }

@@ -52,13 +52,6 @@ struct SparseMlaParams {
 
   int64_t tokens = 0;
   int32_t heads = 0;
-
-  // A variant kept for comparison (tests and the bench set it; serving
-  // leaves it off): an fp8 cache on the sm_90a warpgroup kernel, its codes
-  // dequantised to bf16 in shared memory while the products run, instead of
-  // on the warp-level kernel. Correct on the H200, not yet timed
-  // (testing/bench/RESULTS.md, "Sparse MLA on wgmma").
-  bool fp8_cache_on_warpgroup = false;
 };
 
 }  // namespace dsa::attention::gpu
