@@ -1,6 +1,6 @@
 // The elementwise dense ops: cast / copy, the residual add (y += x), and the
 // random fill of attention/dtypes/random_fill.h (the same values as the CPU
-// kernel). Memory-bound; grid-stride loops.
+// kernel). Memory-bound; grid-stride loops, four elements a thread.
 #include <cstdint>
 
 #include "attention/dtypes/random_fill.h"
@@ -12,20 +12,30 @@
 namespace dsa::attention::gpu {
 namespace {
 
-// Rows over y, columns over x (no 64-bit division per element). A block is
-// 256 threads: as many columns as the row has, up to 256, and as many rows as
-// fill the rest, so that narrow rows (a head's 64 rope dims) keep every
-// thread busy.
+// Rows over y, columns over x (no 64-bit division per element), each thread
+// kVec consecutive columns with one vector access where they are whole and
+// aligned. A block is 256 threads: as many column groups as the row has, up
+// to 256, and as many rows as fill the rest, so that narrow rows (a head's
+// 64 rope dims) keep every thread busy.
+constexpr int kVec = 4;
+
 __global__ void ElementwiseKernel(ElementwiseParams p) {
   for (int64_t r = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y;
        r < p.rows; r += static_cast<int64_t>(gridDim.y) * blockDim.y) {
-    for (int64_t c =
-             static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-         c < p.cols; c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-      float v = LoadF(p.x, p.x_type, r * p.x_row_stride + c);
+    for (int64_t c = kVec * (static_cast<int64_t>(blockIdx.x) * blockDim.x +
+                             threadIdx.x);
+         c < p.cols; c += kVec * static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      const int64_t valid = p.cols - c;
       const int64_t yi = r * p.y_row_stride + c;
-      if (p.accumulate) v = __fadd_rn(LoadF(p.y, p.y_type, yi), v);
-      StoreF(p.y, p.y_type, yi, v);
+      float v[kVec];
+      LoadValues(p.x, p.x_type, r * p.x_row_stride + c, valid, v);
+      if (p.accumulate) {
+        float y[kVec];
+        LoadValues(p.y, p.y_type, yi, valid, y);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) v[i] = __fadd_rn(y[i], v[i]);
+      }
+      StoreValues(p.y, p.y_type, yi, valid, v);
     }
   }
 }
@@ -49,10 +59,12 @@ LaunchResult ElementwiseLaunch(const ElementwiseParams& p, void* stream) {
   if (p.x == nullptr || p.y == nullptr) {
     return Invalid(op, "a device pointer is null");
   }
-  unsigned threads_x = 32;  // a power of two, at least the row, up to 256
-  while (threads_x < 256 && threads_x < p.cols) threads_x *= 2;
+  // A power of two, at least the row's column groups, up to 256.
+  const int64_t groups = (p.cols + kVec - 1) / kVec;
+  unsigned threads_x = 1;
+  while (threads_x < 256 && threads_x < groups) threads_x *= 2;
   const unsigned threads_y = 256 / threads_x;
-  const int64_t col_blocks = (p.cols + threads_x - 1) / threads_x;
+  const int64_t col_blocks = (groups + threads_x - 1) / threads_x;
   const int64_t row_blocks = (p.rows + threads_y - 1) / threads_y;
   const unsigned grid_x =
       static_cast<unsigned>(col_blocks < 1024 ? col_blocks : 1024);

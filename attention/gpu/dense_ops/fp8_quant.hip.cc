@@ -35,7 +35,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t row = item / groups, group = item % groups;
   const int64_t c0 = group * kFp8BlockSize + lane * kPerLane;
   float v[kPerLane];
-  LoadLaneValues(p.x, p.x_type, row * p.x_row_stride + c0, p.cols - c0, v);
+  LoadValues(p.x, p.x_type, row * p.x_row_stride + c0, p.cols - c0, v);
   QuantizeLaneGroup(
       v, lane, static_cast<int>(min(p.cols - c0, int64_t{kPerLane})), p.traits,
       p.divisor, p.q + row * p.q_row_stride + c0,

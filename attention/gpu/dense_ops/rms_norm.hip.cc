@@ -55,9 +55,9 @@ __global__ void __launch_bounds__(kRowThreads) RmsNormKernel(RmsNormParams p) {
     const int64_t c0 = g * kFp8BlockSize + lane * kFp8LaneValues;
     const int64_t valid = p.dim - c0;
     float v[kFp8LaneValues], w[kFp8LaneValues];
-    LoadLaneValues(p.x, p.x_type, r * p.x_row_stride + c0, valid, v);
+    LoadValues(p.x, p.x_type, r * p.x_row_stride + c0, valid, v);
     if (p.weight_stride == 1) {
-      LoadLaneValues(p.weight, p.weight_type, c0, valid, w);
+      LoadValues(p.weight, p.weight_type, c0, valid, w);
     } else {
 #pragma unroll
       for (int i = 0; i < kFp8LaneValues; ++i) {
@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kRowThreads) RmsNormKernel(RmsNormParams p) {
     }
 #pragma unroll
     for (int i = 0; i < kFp8LaneValues; ++i) v[i] = v[i] * inv * w[i];
-    StoreLaneValues(p.y, p.y_type, r * p.y_row_stride + c0, valid, v);
+    StoreValues(p.y, p.y_type, r * p.y_row_stride + c0, valid, v);
     QuantizeLaneGroup(
         v, lane, static_cast<int>(min(valid, int64_t{kFp8LaneValues})),
         p.traits, p.divisor, p.y_q + r * p.y_q_row_stride + c0,
