@@ -365,9 +365,8 @@ struct DeepseekV32Model::Shared {
   TensorParallel tp;  // RuntimeOptions::tensor_parallel
   // FusesProjections(options): kFusedProjections run as one gemm each.
   bool fuse_projections = false;
-  // QuantisesNormOutputs(options): x and q_c also in fp8 (Activations), in
-  // this encoding.
-  bool quantised_norms = false;
+  // The fp8 encoding of the W8A8 products' operands (the weights', and x's
+  // and q_c's where their RMSNorms quantise them, QuantisesNormOutputs).
   DType product_fp8 = DType::kFloat8E4m3fn;
   // StepOptions::time_ops: each launch timed between two synchronisations.
   bool time_ops = false;
@@ -802,7 +801,6 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   shared->exec.num_threads = options.num_threads;
   shared->tp = tp;
   shared->fuse_projections = FusesProjections(options);
-  shared->quantised_norms = QuantisesNormOutputs(options);
   shared->product_fp8 = options.weight_dtype;
   const platform::Fp8Format fp8 =
       model->planner_.capabilities().kv_cache_fp8_format;
