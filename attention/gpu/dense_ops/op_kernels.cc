@@ -83,7 +83,7 @@ struct PlanKeyHash {
          {k.batch, k.rows, k.in, k.out, k.x_row_stride, k.x_batch_stride,
           k.w_stride, k.w_batch_stride, k.y_row_stride, k.y_batch_stride,
           int64_t{k.w_row_major}, int64_t{k.y_type}, int64_t{k.align_x},
-          int64_t{k.align_w}, int64_t{k.align_x}, int64_t{k.align_y}}) {
+          int64_t{k.align_w}, int64_t{k.align_y}}) {
       h = (h ^ static_cast<uint64_t>(v)) * 1099511628211u;
     }
     return static_cast<size_t>(h);
