@@ -198,6 +198,16 @@ absl::Status SetOpTimes(absl::string_view flag, absl::string_view value,
   return absl::OkStatus();
 }
 
+absl::Status SetOpClock(absl::string_view flag, absl::string_view value,
+                        Flags& flags) {
+  if (value != "device" && value != "host") {
+    return UsageError(absl::StrCat("--", flag, "=", Echo(value),
+                                   ": expected device or host"));
+  }
+  flags.op_clock = std::string(value);
+  return absl::OkStatus();
+}
+
 std::vector<FlagSpec> MakeFlagTable() {
   constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
   using model::deepseek_v32::kMaxSpeculativeTokens;
@@ -289,6 +299,12 @@ std::vector<FlagSpec> MakeFlagTable() {
        "indexer's scoring's share of a step, per op\n"
        "(default false)",
        SetOpTimes},
+      {"op_clock", "device|host",
+       "how --op_times times an op: device (between\n"
+       "synchronisations, default) or host (the op's\n"
+       "call alone, nothing synchronised: the host's\n"
+       "share of each op, with the calls per op)",
+       SetOpClock},
   };
 }
 
@@ -370,10 +386,17 @@ absl::StatusOr<Flags> ParseFlags(absl::Span<const std::string> args) {
     }
   }
   if (flags.help) return flags;
+  bool op_clock_given = false;
   for (const FlagSpec& spec : table) {
     const auto it = values.find(&spec);
     if (it == values.end()) continue;
     DSA_RETURN_IF_ERROR(spec.set(spec.name, it->second, flags));
+    op_clock_given |= absl::string_view(spec.name) == "op_clock";
+  }
+  if (op_clock_given && !flags.op_times) {
+    return UsageError(
+        "--op_clock says how --op_times times the ops: give --op_times=true "
+        "too");
   }
   return flags;
 }

@@ -58,6 +58,9 @@ struct Flags {
   // After each workload's runs, one more step per arm with every op timed
   // (StepOptions::time_ops): the share of the indexer's scoring, per op.
   bool op_times = false;
+  // How --op_times times an op (StepOptions::op_clock): "device" (between
+  // synchronisations) or "host" (the op's call alone: the host's share).
+  std::string op_clock = "device";
   bool help = false;
 };
 

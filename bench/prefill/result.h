@@ -21,6 +21,16 @@
 
 namespace dsa::prefill_bench {
 
+// --op_times: the profiled step's time per op kind on the run's op clock
+// (BenchResult::op_clock), and the calls of each kind it made.
+struct OpProfile {
+  model::deepseek_v32::OpTimes ms;
+  model::deepseek_v32::OpCallCounts calls;
+  // The profiled step's host issue: with the host clock, what the ops' own
+  // times leave of it is the runner's work between the ops.
+  double host_issue_ms = 0;
+};
+
 struct ArmResult {
   const ArmSpec* spec = nullptr;  // never null in a result
   bool ran = false;
@@ -46,10 +56,10 @@ struct ArmResult {
   // the hidden states back).
   std::optional<double> prepare_ms;
   std::optional<double> read_back_ms;
-  // --op_times: the workload's first step once more, every op timed between
-  // synchronisations (OpTimes::total() is the step, indexer_scoring the
-  // scoring's share).
-  std::optional<model::deepseek_v32::OpTimes> op_times;
+  // --op_times: the workload's first step once more, every op timed on the
+  // op clock (ms.total() is the step's ops, ms.indexer_scoring the scoring's
+  // share).
+  std::optional<OpProfile> op_times;
   // Compared with the reference arm's, to the bit (outputs: every step's
   // hidden states after the main layers and after the MTP layers).
   std::optional<bool> outputs_equal;
@@ -95,6 +105,7 @@ struct BenchResult {
   int ranks_run = 1;            // tp, or 1 when rank 0 ran alone
   std::string tp_note;          // how the ranks ran; empty at tp 1
   std::string weights;          // --weights as resolved
+  std::string op_clock;         // --op_clock, with --op_times
   std::string gpu_timing_note;  // what host issue / device tail are, or why
                                 // there are none
   std::vector<WorkloadResult> workloads;

@@ -222,11 +222,16 @@ class WorkloadRunner {
     }
     // --op_times: the first step once more per arm, every op timed.
     if (flags_.op_times) {
+      const model::deepseek_v32::OpClock clock =
+          flags_.op_clock == "host" ? model::deepseek_v32::OpClock::kHost
+                                    : model::deepseek_v32::OpClock::kDevice;
       for (size_t a = 0; a < arms_.size(); ++a) {
         if (!runnable[a]) continue;
-        DSA_ASSIGN_OR_RETURN(
-            wr.arms[a].op_times,
-            ProfileFirstStep(*arms_[a].model, schedule, input_, request_id_));
+        DSA_ASSIGN_OR_RETURN(const model::deepseek_v32::StepOutput profiled,
+                             ProfileFirstStep(*arms_[a].model, schedule, input_,
+                                              request_id_, clock));
+        wr.arms[a].op_times = OpProfile{profiled.op_ms, profiled.op_calls,
+                                        profiled.host_issue_ms};
       }
       request_id_ += w.prompts;
     }
@@ -332,6 +337,7 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
       setup.ranks == model::deepseek_v32::RankSet::kAllRanks ? flags.tp : 1;
   result.tp_note = setup.tp_note;
   result.weights = setup.weights;
+  if (flags.op_times) result.op_clock = flags.op_clock;
   result.gpu_timing_note =
       setup.platform.info.executes_on_cpu()
           ? "n/a: the step executes on the CPU, where every op runs "

@@ -123,31 +123,68 @@ TEST_F(RunBenchTest, OpTimesShowTheScoringShare) {
   for (const ArmResult& a : arms) {
     SCOPED_TRACE(a.spec->name);
     ASSERT_TRUE(a.op_times.has_value());
-    const double step = a.op_times->total();
+    const double step = a.op_times->ms.total();
     EXPECT_GT(step, 0);
-    EXPECT_LE(a.op_times->indexer_scoring, step);
+    EXPECT_LE(a.op_times->ms.indexer_scoring, step);
     double sum = 0;
-    for (const auto& [op, ms] : OpsThatRan(*a.op_times)) {
+    for (const auto& [op, ms] : OpsThatRan(a.op_times->ms)) {
       EXPECT_GT(ms, 0) << op;
       sum += ms;
     }
     EXPECT_NEAR(sum, step, 1e-9 * sum + 1e-12);
   }
   auto has_op = [](const ArmResult& a, const std::string& name) {
-    for (const auto& [op, ms] : OpsThatRan(*a.op_times)) {
+    for (const auto& [op, ms] : OpsThatRan(a.op_times->ms)) {
       if (op == name) return true;
     }
     return false;
   };
   EXPECT_TRUE(has_op(arms[0], "indexer_logits"));
   EXPECT_TRUE(has_op(arms[0], "dense_mha_prefill"));
-  EXPECT_GT(arms[0].op_times->indexer_scoring, 0);
+  EXPECT_GT(arms[0].op_times->ms.indexer_scoring, 0);
   EXPECT_TRUE(has_op(arms[1], "indexer_logits"));  // the MTP layer scores
   EXPECT_FALSE(has_op(arms[2], "indexer_logits"));
-  EXPECT_EQ(arms[2].op_times->indexer_scoring, 0);
+  EXPECT_EQ(arms[2].op_times->ms.indexer_scoring, 0);
   EXPECT_THAT(FormatTable(r), HasSubstr("indexer scoring"));
   ASSERT_OK_AND_ASSIGN(std::string json, ToJson(r));
   EXPECT_THAT(json, HasSubstr("\"indexer_scoring_ms\": "));
+}
+
+// --op_clock=host: the profiled step's ops timed around their calls alone;
+// their times fall inside the step's host issue, every kind that ran has
+// its calls, and the table gives the time per call.
+TEST_F(RunBenchTest, HostOpClockGivesEachOpsHostShareAndCalls) {
+  ASSERT_OK_AND_ASSIGN(
+      BenchResult r,
+      Run({"--platform=emulated-rocm", "--model=tiny-glm-5.1",
+           "--workloads=1k_c1", "--prompts=1", "--runs=1", "--arms=main,skip",
+           "--op_times=true", "--op_clock=host"}));
+  EXPECT_EQ(r.op_clock, "host");
+  ASSERT_EQ(r.workloads.size(), 1u);
+  for (const ArmResult& a : r.workloads[0].arms) {
+    SCOPED_TRACE(a.spec->name);
+    ASSERT_TRUE(a.op_times.has_value());
+    const OpProfile& p = *a.op_times;
+    EXPECT_GT(p.ms.total(), 0);
+    EXPECT_LE(p.ms.total(), p.host_issue_ms);
+    EXPECT_GT(p.calls.total(), 0);
+    for (const auto& [op, ms] : OpsThatRan(p.ms)) {
+      int calls = 0;
+#define DSA_CALLS_OF(name) \
+  if (op == #name) calls = p.calls.name;
+      DSA_STEP_OPS(DSA_CALLS_OF)
+#undef DSA_CALLS_OF
+      EXPECT_GT(calls, 0) << op;
+    }
+  }
+  const std::string table = FormatTable(r);
+  EXPECT_THAT(table, HasSubstr("on the host clock"));
+  EXPECT_THAT(table, HasSubstr(" us)"));
+  EXPECT_THAT(table, HasSubstr(" calls: "));
+  ASSERT_OK_AND_ASSIGN(std::string json, ToJson(r));
+  EXPECT_THAT(json, HasSubstr("\"clock\": \"host\""));
+  EXPECT_THAT(json, HasSubstr("\"calls\": {"));
+  EXPECT_THAT(json, HasSubstr("\"step_host_issue_ms\": "));
 }
 
 // The arms run in the order given; the candidate is compared with the

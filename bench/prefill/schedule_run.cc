@@ -12,7 +12,7 @@
 namespace dsa::prefill_bench {
 namespace {
 
-using model::deepseek_v32::OpTimes;
+using model::deepseek_v32::OpClock;
 using model::deepseek_v32::StepOptions;
 using model::deepseek_v32::StepOutput;
 using model::deepseek_v32::StepRequest;
@@ -124,14 +124,16 @@ absl::Status ScheduleRun::ReleaseStarted() {
   return status;
 }
 
-absl::StatusOr<OpTimes> ProfileFirstStep(TensorParallelModel& model,
-                                         const Schedule& schedule,
-                                         const std::vector<float>& input,
-                                         int64_t request_id_base) {
+absl::StatusOr<StepOutput> ProfileFirstStep(TensorParallelModel& model,
+                                            const Schedule& schedule,
+                                            const std::vector<float>& input,
+                                            int64_t request_id_base,
+                                            OpClock clock) {
   const ScheduledStep& step = schedule.steps.front();
   const int64_t hidden = model.planner().config().proto().hidden_size();
   StepOptions options;
   options.time_ops = true;
+  options.op_clock = clock;
   options.read_hidden = false;
   absl::StatusOr<StepOutput> out = model.Step(
       {}, Requests(step, request_id_base),
@@ -143,7 +145,7 @@ absl::StatusOr<OpTimes> ProfileFirstStep(TensorParallelModel& model,
   }
   DSA_RETURN_IF_ERROR(out.status());
   DSA_RETURN_IF_ERROR(released);
-  return out->op_ms;
+  return out;
 }
 
 }  // namespace dsa::prefill_bench

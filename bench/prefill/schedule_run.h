@@ -73,11 +73,13 @@ class ScheduleRun {
   RunFigures figures_;
 };
 
-// The schedule's first step on `model` with every op timed
-// (StepOptions::time_ops); its requests are released after it.
-absl::StatusOr<model::deepseek_v32::OpTimes> ProfileFirstStep(
+// The schedule's first step on `model` with every op timed on `clock`
+// (StepOptions::time_ops; the output's op_ms, op_calls and host_issue_ms;
+// nothing read back); its requests are released after it.
+absl::StatusOr<model::deepseek_v32::StepOutput> ProfileFirstStep(
     model::deepseek_v32::TensorParallelModel& model, const Schedule& schedule,
-    const std::vector<float>& input, int64_t request_id_base);
+    const std::vector<float>& input, int64_t request_id_base,
+    model::deepseek_v32::OpClock clock);
 
 }  // namespace dsa::prefill_bench
 

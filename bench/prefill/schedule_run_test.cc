@@ -27,9 +27,11 @@ using ::dsa::testing::StatusIs;
 using model::deepseek_v32::AttentionKernels;
 using model::deepseek_v32::LayerPlanner;
 using model::deepseek_v32::ModelConfig;
+using model::deepseek_v32::OpClock;
 using model::deepseek_v32::OpTimes;
 using model::deepseek_v32::RankSet;
 using model::deepseek_v32::RuntimeOptions;
+using model::deepseek_v32::StepOutput;
 using model::deepseek_v32::TensorParallelModel;
 
 class ScheduleRunTest : public ::testing::Test {
@@ -132,9 +134,13 @@ TEST_F(ScheduleRunTest, APartialRunLeavesNothingInTheCache) {
 
 TEST_F(ScheduleRunTest, AProfiledStepTimesEveryOpAndReleasesItsRequests) {
   for (int i = 0; i < 3; ++i) {
-    ASSERT_OK_AND_ASSIGN(OpTimes times,
-                         ProfileFirstStep(*model_, schedule_, input_, 10 * i));
+    ASSERT_OK_AND_ASSIGN(
+        StepOutput out,
+        ProfileFirstStep(*model_, schedule_, input_, 10 * i,
+                         i == 2 ? OpClock::kHost : OpClock::kDevice));
+    const OpTimes& times = out.op_ms;
     EXPECT_GT(times.total(), 0);
+    EXPECT_GT(out.op_calls.total(), 0);
     EXPECT_GT(times.indexer_logits, 0);  // the CPU always scores
     EXPECT_GT(times.indexer_scoring, 0);
     EXPECT_LE(times.indexer_scoring, times.total());

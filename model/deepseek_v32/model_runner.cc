@@ -379,6 +379,7 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
   s.counts = OpCallCounts{};
   s.times = OpTimes{};
   s.time_ops = step_options.time_ops;
+  s.op_clock = step_options.op_clock;
   s.scoring = false;
   s.topk.written_by_layer = -1;
   const size_t hidden_bytes = static_cast<size_t>(tokens * hidden_size) * 4;

@@ -216,11 +216,22 @@ struct OpCallCounts {
   }
 };
 
+// How StepOptions::time_ops times an op.
+enum class OpClock {
+  // On the host clock between a synchronisation before the op's launch and
+  // one after it: the op's device time plus one launch's overhead (a few
+  // microseconds); a collective's includes its wait for the other ranks.
+  kDevice,
+  // On the host clock around the op's call alone, nothing synchronised: the
+  // host's share of the op (its checks, plans, and the launches it enqueues).
+  // The host's own cost where the device keeps up (steps of a few dozen
+  // tokens); where it does not, a launch that waits for room in the stream's
+  // queue counts that wait.
+  kHost,
+};
+
 // Milliseconds of one step per op kind, summed over layers, measured with
-// StepOptions::time_ops: each op is timed on the host clock between a
-// synchronisation before its launch and one after it, so a figure is the op's
-// device time plus one launch's overhead (a few microseconds); a
-// collective's includes its wait for the other ranks.
+// StepOptions::time_ops on its op_clock.
 struct OpTimes {
 #define DSA_STEP_OP_FIELD(op) double op = 0;
   DSA_STEP_OPS(DSA_STEP_OP_FIELD)
@@ -247,11 +258,13 @@ struct StepOptions {
   // Read the hidden states back (StepOutput::hidden, mtp_hidden). A step
   // that reads nothing back still waits for its device work to finish.
   bool read_hidden = true;
-  // Time every op (StepOutput::op_ms). A profile: the synchronisation
-  // around each launch takes away the overlap of host and device, so the
-  // step is slower and its host_issue_ms / device_tail_ms are not the
-  // unprofiled step's.
+  // Time every op (StepOutput::op_ms) on op_clock. A profile: on the device
+  // clock the synchronisation around each launch takes away the overlap of
+  // host and device, so the step is slower and its host_issue_ms /
+  // device_tail_ms are not the unprofiled step's; on the host clock two
+  // clock reads an op.
   bool time_ops = false;
+  OpClock op_clock = OpClock::kDevice;
 };
 
 struct StepOutput {
@@ -262,7 +275,8 @@ struct StepOutput {
   std::vector<float> mtp_hidden;
   ForwardPlan plan;
   OpCallCounts op_calls;
-  // With StepOptions::time_ops, per op kind; zeros otherwise.
+  // With StepOptions::time_ops, per op kind on its op_clock; zeros
+  // otherwise.
   OpTimes op_ms;
   // Wall time from the first launch of the layers to the return of the last
   // one (the host issuing the step), and from then until the device finished

@@ -320,8 +320,9 @@ struct DeepseekV32Model::Shared {
   // The fp8 encoding of the W8A8 products' operands (the weights', and x's
   // and q_c's where their RMSNorms quantise them, QuantisesNormOutputs).
   DType product_fp8 = DType::kFloat8E4m3fn;
-  // StepOptions::time_ops: each launch timed between two synchronisations.
+  // StepOptions::time_ops: each op timed on op_clock.
   bool time_ops = false;
+  OpClock op_clock = OpClock::kDevice;
   bool scoring = false;  // inside the indexer's scoring (OpTimes)
   OpTimes times;
 
@@ -343,20 +344,22 @@ struct DeepseekV32Model::Shared {
                        int OpCallCounts::*count, double OpTimes::*ms,
                        const Call& call) {
     ++(counts.*count);
-    absl::Status status;
     if (!time_ops) {
-      status = call();
-    } else {
-      status = stream.Synchronize();
-      const auto begin = std::chrono::steady_clock::now();
-      if (status.ok()) status = call();
-      if (status.ok()) status = stream.Synchronize();
-      const double elapsed = std::chrono::duration<double, std::milli>(
-                                 std::chrono::steady_clock::now() - begin)
-                                 .count();
-      times.*ms += elapsed;
-      if (scoring) times.indexer_scoring += elapsed;
+      absl::Status status = call();
+      return status.ok() ? status : OpError(status, op, what);
     }
+    // The device clock waits for the work before the op and for the op.
+    const bool device_clock = op_clock == OpClock::kDevice;
+    absl::Status status =
+        device_clock ? stream.Synchronize() : absl::OkStatus();
+    const auto begin = std::chrono::steady_clock::now();
+    if (status.ok()) status = call();
+    if (status.ok() && device_clock) status = stream.Synchronize();
+    const double elapsed = std::chrono::duration<double, std::milli>(
+                               std::chrono::steady_clock::now() - begin)
+                               .count();
+    times.*ms += elapsed;
+    if (scoring) times.indexer_scoring += elapsed;
     if (status.ok()) return status;
     return OpError(status, op, what);
   }

@@ -39,7 +39,9 @@ void FillChange(const Change& c, BenchResultJson::Change* out) {
   if (!c.verdict.empty()) out->set_verdict(c.verdict);
 }
 
-void FillArm(const ArmResult& a, BenchResultJson::Arm* out) {
+// `op_clock`: the run's --op_clock (BenchResult::op_clock).
+void FillArm(const ArmResult& a, const std::string& op_clock,
+             BenchResultJson::Arm* out) {
   for (double t : a.ttft_ms) out->add_ttft_ms(Figure(t).value_or(NAN));
   for (double t : a.ttft_cpu_ms) out->add_ttft_cpu_ms(Figure(t).value_or(NAN));
   if (a.ran) {
@@ -57,13 +59,19 @@ void FillArm(const ArmResult& a, BenchResultJson::Arm* out) {
   DSA_SET_FIGURE(out, prepare_ms, a.prepare_ms);
   DSA_SET_FIGURE(out, read_back_ms, a.read_back_ms);
   if (a.op_times) {
-    const model::deepseek_v32::OpTimes& t = *a.op_times;
+    const model::deepseek_v32::OpTimes& t = a.op_times->ms;
+    const model::deepseek_v32::OpCallCounts& c = a.op_times->calls;
     BenchResultJson::OpTimes* times = out->mutable_op_times();
     times->set_step_ms(Figure(t.total()).value_or(NAN));
     times->set_indexer_scoring_ms(Figure(t.indexer_scoring).value_or(NAN));
+    times->set_clock(op_clock);
+    times->set_step_host_issue_ms(
+        Figure(a.op_times->host_issue_ms).value_or(NAN));
     BenchResultJson::OpMs* ms = times->mutable_ms();
-#define DSA_SET_OP_MS(op) \
-  if (t.op > 0) DSA_SET_FIGURE(ms, op, t.op);
+    BenchResultJson::OpCalls* calls = times->mutable_calls();
+#define DSA_SET_OP_MS(op)                     \
+  if (t.op > 0) DSA_SET_FIGURE(ms, op, t.op); \
+  if (c.op > 0) calls->set_##op(c.op);
     DSA_STEP_OPS(DSA_SET_OP_MS)
 #undef DSA_SET_OP_MS
   }
@@ -134,7 +142,7 @@ absl::StatusOr<BenchResultJson> ToProto(const BenchResult& r) {
       absl::StatusOr<BenchResultJson::Arm*> arm =
           ArmField(*a.spec, wj->mutable_arms());
       if (!arm.ok()) return arm.status();
-      FillArm(a, *arm);
+      FillArm(a, r.op_clock, *arm);
     }
     DSA_SET_FIGURE(wj, change_pct, w.change.pct);
     FillChange(w.change, wj->mutable_change());

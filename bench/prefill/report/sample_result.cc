@@ -54,6 +54,7 @@ BenchResult SampleResult(bool gpu) {
   r.num_blocks = 40;
   r.kv_cache_dtype = "bfloat16";
   r.weights = "bfloat16";
+  r.op_clock = "device";
   r.gpu_timing_note =
       gpu ? "per step, the median" : "n/a: the step executes on the CPU";
 
@@ -64,16 +65,23 @@ BenchResult SampleResult(bool gpu) {
   m.indexer_scored = 112;
   m.launches_per_step = 42;
   m.op_times.emplace();
-  m.op_times->indexer_k_write = 1.85926;
-  m.op_times->indexer_logits = 3.79944;
-  m.op_times->gemm = 150.0316;
-  m.op_times->cast = 0.004697;
-  m.op_times->indexer_scoring = 13.2997;
+  m.op_times->ms.indexer_k_write = 1.85926;
+  m.op_times->ms.indexer_logits = 3.79944;
+  m.op_times->ms.gemm = 150.0316;
+  m.op_times->ms.cast = 0.004697;
+  m.op_times->ms.indexer_scoring = 13.2997;
+  m.op_times->calls.indexer_k_write = 2;
+  m.op_times->calls.indexer_logits = 2;
+  m.op_times->calls.gemm = 14;
+  m.op_times->calls.cast = 1;
+  m.op_times->host_issue_ms = 36.7251;
   ArmResult s = MakeArm("skip", 29.19, gpu);
   s.outputs_equal = true;
   s.caches_equal = true;
   s.op_times.emplace();
-  s.op_times->gemm = 140.5;
+  s.op_times->ms.gemm = 140.5;
+  s.op_times->calls.gemm = 14;
+  s.op_times->host_issue_ms = 30.25;
   ArmResult b = MakeArm("no_indexer", 24.39, gpu);
   b.indexer_scored = 0;
   b.outputs_equal = true;

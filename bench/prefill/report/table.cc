@@ -122,35 +122,62 @@ Row ArmRow(const WorkloadResult& w, const ArmResult& a) {
   return cells;
 }
 
+// The calls of the op named `op` (a DSA_STEP_OPS name) in `calls`.
+int CallsOf(const model::deepseek_v32::OpCallCounts& calls,
+            absl::string_view op) {
+#define DSA_CALLS_OF(name) \
+  if (op == #name) return calls.name;
+  DSA_STEP_OPS(DSA_CALLS_OF)
+#undef DSA_CALLS_OF
+  return 0;
+}
+
 // --op_times: where each profiled step's time goes, the largest op first.
 void AppendOpTimes(const BenchResult& r, std::string& out) {
+  const bool host_clock = r.op_clock == "host";
   bool header = false;
   for (const WorkloadResult& w : r.workloads) {
     for (const ArmResult& a : w.arms) {
       if (!a.op_times) continue;
       if (!header) {
-        absl::StrAppend(&out,
-                        "\nop times of each workload's first step, run once "
-                        "more with every op timed between synchronisations "
-                        "(--op_times):\n");
+        absl::StrAppend(
+            &out,
+            "\nop times of each workload's first step, run once more "
+            "with every op timed ",
+            host_clock ? "on the host clock around its call alone, nothing "
+                         "synchronised (--op_clock=host): the host's share "
+                         "of each op, in ms, and per call in us"
+                       : "between synchronisations",
+            " (--op_times):\n");
         header = true;
       }
-      std::vector<std::pair<std::string, double>> ops = OpsThatRan(*a.op_times);
+      const OpProfile& profile = *a.op_times;
+      std::vector<std::pair<std::string, double>> ops = OpsThatRan(profile.ms);
       std::sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) {
         return x.second > y.second;
       });
       std::vector<std::string> parts;
       for (const auto& [op, ms] : ops) {
-        parts.push_back(absl::StrCat(op, " ", FormatMs(ms)));
+        std::string part = absl::StrCat(op, " ", FormatMs(ms));
+        const int calls = CallsOf(profile.calls, op);
+        if (host_clock && calls > 0) {
+          absl::StrAppend(&part, " (", calls, " x ",
+                          absl::StrFormat("%.1f", 1000 * ms / calls), " us)");
+        }
+        parts.push_back(std::move(part));
       }
-      const double step = a.op_times->total();
-      const double scoring = a.op_times->indexer_scoring;
+      const double step = profile.ms.total();
+      const double scoring = profile.ms.indexer_scoring;
       absl::StrAppend(
           &out, "  ", PadRight(w.workload.name, 8), " ",
           PadRight(a.spec->name, 10), " step ", FormatMs(step),
           " ms, indexer scoring ", FormatMs(scoring), " ms (",
-          absl::StrFormat("%.1f", step > 0 ? 100 * scoring / step : 0.0),
-          "%): ", absl::StrJoin(parts, ", "), "\n");
+          absl::StrFormat("%.1f", step > 0 ? 100 * scoring / step : 0.0), "%)");
+      if (host_clock) {
+        absl::StrAppend(&out, ", host issue ", FormatMs(profile.host_issue_ms),
+                        " ms for ", profile.calls.total(), " calls");
+      }
+      absl::StrAppend(&out, ": ", absl::StrJoin(parts, ", "), "\n");
     }
   }
 }
