@@ -39,7 +39,10 @@ extern "C" {
   /* Appended: optional, y also quantised per token and 128 columns for the \
    * W8A8 products that read it (dense_ops.h). */                           \
   TENSOR(y_q, OUT) /* [rows, dim] e4m3fn|e4m3fnuz, last dim contiguous */   \
-  TENSOR(y_scale_inv, OUT) /* [rows, ceil(dim / 128)] f32, any strides */
+  TENSOR(y_scale_inv, OUT) /* [rows, ceil(dim / 128)] f32, any strides */   \
+  /* Appended: optional, the residual stream x is first added into          \
+   * (residual += x), the norm then reading the sum (dense_ops.h). */       \
+  TENSOR(residual, INOUT) /* [rows, dim] f32|bf16 */
 
 #define DSA_OP_ROPE_NAME "rope"
 #define DSA_OP_ROPE_ABI_VERSION 1

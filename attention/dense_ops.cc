@@ -119,6 +119,11 @@ static Status ValidateRmsNormShapes(const RmsNorm::Args& a) {
                                          "rows", a.x.dim(0), 1, "dim",
                                          a.x.dim(1)));
   }
+  if (!a.residual.absent()) {
+    DSA_RETURN_IF_ERROR(
+        CheckTensor(op, "residual", a.residual, 2, "[rows, dim]", kFloatTypes));
+    DSA_RETURN_IF_ERROR(CheckSameShape2(op, "residual", a.residual, "x", a.x));
+  }
   if (!(a.eps >= 0.0f) || !std::isfinite(a.eps)) {
     return InvalidArgumentError(
         StrCat(op, ": eps is ", a.eps, ", expected a finite value >= 0"));

@@ -17,7 +17,10 @@
 //    y_scale_inv given, y (its values as stored, after a bf16 y's rounding)
 //    is also quantised as Fp8BlockQuant with block_rows 1 quantises it: the
 //    same codes and scales as that op on y, bit for bit, without a second
-//    pass over the activations.
+//    pass over the activations. With residual given, x is first added into
+//    it (residual += x, as ResidualAdd) and the norm reads the sum as
+//    stored: residual_add then rms_norm of the residual, bit for bit, in one
+//    pass (vLLM's fused_add_rms_norm).
 //  - Rope: the rotation of ops.h on each [tokens, heads, rope_dim] vector
 //    (the whole last dim of the view; pass a view of the rope slice), at
 //    positions[t]; in place.

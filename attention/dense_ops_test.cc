@@ -752,6 +752,114 @@ TEST_P(DenseOpTest, RmsNormAlsoWritesTheQuantisationOfItsOutputBitForBit) {
   }
 }
 
+// rms_norm with the residual: residual_add then rms_norm of the residual,
+// bit for bit (the sum, y and y's quantisation), for f32 and bf16 streams
+// and inputs, strided rows, dims that are not a multiple of the block; and
+// its bad arguments named.
+TEST_P(DenseOpTest, RmsNormWithTheResidualIsResidualAddThenRmsNormBitForBit) {
+  struct Shape {
+    int64_t rows, dim, stride;
+  };
+  for (const Shape& sh : {Shape{37, 300, 320}, Shape{64, 1024, 1024},
+                          Shape{3, 1, 4}, Shape{9, 257, 257}}) {
+    for (DType stream : {DType::kFloat32, DType::kBFloat16}) {
+      for (DType x_type : {DType::kFloat32, DType::kBFloat16}) {
+        for (bool quantise : {false, true}) {
+          SCOPED_TRACE(absl::StrCat(sh.rows, " x ", sh.dim, " residual ",
+                                    DTypeName(stream), " x ", DTypeName(x_type),
+                                    quantise ? " y_q" : ""));
+          std::vector<float> r0 = RandomFloats(sh.rows * sh.stride, 3.0);
+          std::vector<float> x = RandomFloats(sh.rows * sh.stride, 2.0);
+          std::vector<float> w = RandomFloats(sh.dim);
+          const int64_t groups = (sh.dim + kBlock - 1) / kBlock;
+          const int64_t y_bytes =
+              sh.rows * sh.dim * DTypeSize(DType::kBFloat16);
+          // Unfused: residual_add, then rms_norm of the residual.
+          ResidualAdd::Args add;
+          add.residual = FloatsToDevice(r0, stream, {sh.rows, sh.stride});
+          add.residual.shape[1] = sh.dim;
+          add.x = FloatsToDevice(x, x_type, {sh.rows, sh.stride});
+          add.x.shape[1] = sh.dim;
+          ASSERT_THAT(Run<ResidualAdd>(add), IsOk());
+          RmsNorm::Args plain;
+          plain.x = add.residual;
+          plain.weight = FloatsToDevice(w, DType::kBFloat16, {sh.dim});
+          plain.eps = 1e-5f;
+          plain.y = Poisoned(DType::kBFloat16, {sh.rows, sh.dim});
+          if (quantise) {
+            plain.y_q = Poisoned(DType::kFloat8E4m3fn, {sh.rows, sh.dim});
+            plain.y_scale_inv = PoisonedGroupMajor(sh.rows, groups);
+          }
+          ASSERT_THAT(Run<RmsNorm>(plain), IsOk());
+          // Fused, from the same inputs.
+          RmsNorm::Args fused = plain;
+          fused.residual = FloatsToDevice(r0, stream, {sh.rows, sh.stride});
+          fused.residual.shape[1] = sh.dim;
+          fused.x = add.x;
+          fused.y = Poisoned(DType::kBFloat16, {sh.rows, sh.dim});
+          if (quantise) {
+            fused.y_q = Poisoned(DType::kFloat8E4m3fn, {sh.rows, sh.dim});
+            fused.y_scale_inv = PoisonedGroupMajor(sh.rows, groups);
+          }
+          ASSERT_THAT(Run<RmsNorm>(fused), IsOk());
+          const int64_t stream_bytes = sh.rows * sh.stride * DTypeSize(stream);
+          EXPECT_EQ(ToHost<uint8_t>(fused.residual, stream_bytes),
+                    ToHost<uint8_t>(add.residual, stream_bytes));
+          EXPECT_EQ(ToHost<uint8_t>(fused.y, y_bytes),
+                    ToHost<uint8_t>(plain.y, y_bytes));
+          if (quantise) {
+            EXPECT_EQ(ToHost<uint8_t>(fused.y_q), ToHost<uint8_t>(plain.y_q));
+            EXPECT_EQ(ToHost<float>(fused.y_scale_inv, sh.rows * groups),
+                      ToHost<float>(plain.y_scale_inv, sh.rows * groups));
+          }
+          // And against float64: the sum rounded to the stream's type, then
+          // the norm.
+          const std::vector<double> got = Read(fused.y);
+          double worst = 0;
+          for (int64_t row = 0; row < sh.rows; ++row) {
+            std::vector<double> v(sh.dim);
+            double ss = 0;
+            for (int64_t c = 0; c < sh.dim; ++c) {
+              const int64_t i = row * sh.stride + c;
+              const float xi =
+                  x_type == DType::kBFloat16 ? RoundToBf16(x[i]) : x[i];
+              const float ri =
+                  stream == DType::kBFloat16 ? RoundToBf16(r0[i]) : r0[i];
+              float sum = ri + xi;
+              if (stream == DType::kBFloat16) sum = RoundToBf16(sum);
+              v[c] = sum;
+              ss += v[c] * v[c];
+            }
+            const double inv = 1.0 / std::sqrt(ss / sh.dim + 1e-5);
+            for (int64_t c = 0; c < sh.dim; ++c) {
+              const double want = v[c] * inv * RoundToBf16(w[c]);
+              worst = std::max(worst, std::abs(got[row * sh.dim + c] - want) /
+                                          std::max(1.0, std::abs(want)));
+            }
+          }
+          EXPECT_LT(worst, 1.0 / 128);  // bf16 y's rounding
+        }
+      }
+    }
+  }
+  // Bad arguments, named.
+  std::vector<float> xs = RandomFloats(4 * 8), ws = RandomFloats(8),
+                     wide = RandomFloats(4 * 9);
+  RmsNorm::Args a;
+  a.x = FloatsToDevice(xs, DType::kFloat32, {4, 8});
+  a.weight = FloatsToDevice(ws, DType::kFloat32, {8});
+  a.y = Poisoned(DType::kFloat32, {4, 8});
+  a.residual = FloatsToDevice(wide, DType::kFloat32, {4, 9});
+  EXPECT_THAT(Run<RmsNorm>(a), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("rms_norm: residual")));
+  a.residual = ToDevice(std::vector<int32_t>(32), DType::kInt32, {4, 8});
+  EXPECT_THAT(Run<RmsNorm>(a), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("rms_norm: residual")));
+  a.residual = a.y;  // the output in place of the stream
+  EXPECT_THAT(Run<RmsNorm>(a), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("overlap")));
+}
+
 // The product of activations quantised beforehand (x_q, x_scale_inv; x
 // absent) equals the product of x, which quantises the same way inside: to
 // the bit with group-major scales (the layout the vendor path takes), and

@@ -272,6 +272,7 @@ Status RmsNormCpu(const ExecutionContext& ctx, const RmsNorm::Args& a) {
     weight[i] = LoadFloat(a.weight, i * a.weight.stride(0));
   }
   const bool quantise = !a.y_q.absent();
+  const bool fused = !a.residual.absent();
   const Fp8Traits traits =
       Fp8TraitsOf(quantise ? a.y_q.dtype : DType::kFloat8E4m3fn);
   const float divisor =
@@ -280,8 +281,18 @@ Status RmsNormCpu(const ExecutionContext& ctx, const RmsNorm::Args& a) {
       rows, ResolveNumThreads(ctx.num_threads), 64,
       [&](int, int64_t begin, int64_t end) {
         std::vector<float> v(static_cast<size_t>(dim));
+        std::vector<float> sum(fused ? static_cast<size_t>(dim) : 0);
         for (int64_t r = begin; r < end; ++r) {
           LoadRow(a.x, r * a.x.stride(0), dim, v.data());
+          if (fused) {
+            // residual += x (ResidualAdd's sum), then the norm of the sum
+            // as stored.
+            const int64_t off = r * a.residual.stride(0);
+            LoadRow(a.residual, off, dim, sum.data());
+            for (int64_t i = 0; i < dim; ++i) sum[i] += v[i];
+            StoreFloats(a.residual, off, dim, sum.data());
+            LoadRow(a.residual, off, dim, v.data());
+          }
           double sum_sq = 0.0;
           for (float e : v) sum_sq += double{e} * e;
           const float inv = static_cast<float>(

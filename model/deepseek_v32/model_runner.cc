@@ -380,9 +380,14 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
   s.times = OpTimes{};
   s.time_ops = step_options.time_ops;
   s.op_clock = step_options.op_clock;
+  s.pending_residual = attention::TensorView();
   s.scoring = false;
   s.topk.written_by_layer = -1;
   const size_t hidden_bytes = static_cast<size_t>(tokens * hidden_size) * 4;
+  // The residual stream, as the layers see it.
+  const attention::TensorView residual =
+      View2(act_->residual.data(), attention::DType::kFloat32, tokens,
+            hidden_size, hidden_size);
   const Clock::time_point issue_begin = Clock::now();
   for (int l = 0; l < config.num_layers(); ++l) {
     // Every error of the layer names it (and the op, OpError).
@@ -399,6 +404,14 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
     if (absl::Status ran = RunLayer(*layers_[l], plan.layers[l], layout);
         !ran.ok()) {
       return Annotate(ran, where());
+    }
+    // The layer's residual add waits for the next layer's norm unless the
+    // stream is read before it.
+    const bool keeps_main_hidden = l + 1 == config.num_main_layers() &&
+                                   config.num_mtp_layers() > 0 &&
+                                   step_options.read_hidden;
+    if (step_options.capture_hidden_states || keeps_main_hidden) {
+      DSA_RETURN_IF_ERROR(Annotate(s.FlushResidual(residual), where()));
     }
     // The capture options wait for the stream after every layer (a debugging
     // aid, as time_ops is a profile).
@@ -442,8 +455,7 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
       }
       result.topk.push_back(std::move(out));
     }
-    if (l + 1 == config.num_main_layers() && config.num_mtp_layers() > 0 &&
-        step_options.read_hidden) {
+    if (keeps_main_hidden) {
       // Kept on the device (a copy on the stream, after the layer's work),
       // read back with the MTP layers' output at the end.
       const absl::Status kept = stream.CopyDeviceToDevice(
@@ -453,6 +465,13 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
             kept, absl::StrCat(where(), ": keeping the main layers' output"));
       }
     }
+  }
+  if (config.num_layers() > 0) {
+    const int last = config.num_layers() - 1;
+    DSA_RETURN_IF_ERROR(
+        Annotate(s.FlushResidual(residual),
+                 absl::StrCat("step: layer ", last,
+                              config.is_mtp_layer(last) ? " (MTP)" : "")));
   }
   // The step's device work is done before it returns (its buffers are
   // reused by the next step, and a kernel's error surfaces here).

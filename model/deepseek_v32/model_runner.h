@@ -17,7 +17,9 @@
 //   op       sparse_mla over top-k for MLA decodes, and for prefills on the
 //            sparse MQA branch (query absorbed by a batched gemm with W_UK);
 //            dense_mha_prefill for prefills on the dense one
-//   gemm     out = attn W_o; residual_add: h_{l+1} = h_l + out
+//   gemm     out = attn W_o; residual_add: h_{l+1} = h_l + out, launched
+//            with the next layer's input_layernorm (rms_norm's residual)
+//            unless the stream is read before it
 // The stack is attention-only (no MLP or MoE after the attention). MTP layers
 // run after the main layers, each on its own input, as vLLM's
 // DeepSeekMultiTokenPredictorLayer builds it:
@@ -460,7 +462,9 @@ class DeepseekV32Model {
       const StepOptions& step_options,
       std::chrono::steady_clock::time_point step_begin);
   // One layer's forward over the step's tokens (internal order), on the
-  // device: reads the residual stream, adds the layer's attention output.
+  // device: reads the residual stream (adding the previous layer's pending
+  // output in its input_layernorm), leaves its attention output pending
+  // (Shared::pending_residual).
   absl::Status RunLayer(Layer& layer, const LayerPlan& plan,
                         const StepLayout& layout);
   // An MTP layer's input into the residual stream: eh_proj over

@@ -324,6 +324,11 @@ struct DeepseekV32Model::Shared {
   bool time_ops = false;
   OpClock op_clock = OpClock::kDevice;
   bool scoring = false;  // inside the indexer's scoring (OpTimes)
+  // A layer's output (o_proj's) not yet added into the residual stream: the
+  // next layer's input_layernorm adds it in its launch (NormOfResidual);
+  // any other reader of the stream first calls FlushResidual. Absent when
+  // none.
+  TensorView pending_residual;
   OpTimes times;
 
   Shared(platform::Platform p, AttentionKernels k)
@@ -420,6 +425,38 @@ struct DeepseekV32Model::Shared {
     a.y = View2(y.data, y.dtype, y.dim(1), y.dim(2), y.stride(1));
     return Launch("fp8_block_gemm", what, &OpCallCounts::gemm, &OpTimes::gemm,
                   kernels.dense.fp8_block_gemm, a);
+  }
+  // The residual stream's norm (a layer's input_layernorm): y =
+  // RMSNorm(residual), after adding the pending layer output into the stream
+  // in the same launch (RmsNorm's residual) when there is one.
+  absl::Status NormOfResidual(const char* what, const TensorView& residual,
+                              const TensorView& weight, const TensorView& y,
+                              const QuantisedRows& y_q = {}) {
+    attention::RmsNorm::Args a;
+    if (pending_residual.absent()) {
+      a.x = residual;
+    } else {
+      a.x = pending_residual;
+      a.residual = residual;
+      pending_residual = TensorView();
+    }
+    a.weight = weight;
+    a.eps = rms_norm_eps;
+    a.y = y;
+    a.y_q = y_q.codes;
+    a.y_scale_inv = y_q.scale_inv;
+    return DSA_LAUNCH(*this, rms_norm, what, kernels.dense.rms_norm, a);
+  }
+  // The pending layer output added into the residual stream (residual_add),
+  // for a reader of the stream other than the next layer's norm.
+  absl::Status FlushResidual(const TensorView& residual) {
+    if (pending_residual.absent()) return absl::OkStatus();
+    attention::ResidualAdd::Args a;
+    a.residual = residual;
+    a.x = pending_residual;
+    pending_residual = TensorView();
+    return DSA_LAUNCH(*this, residual_add, nullptr, kernels.dense.residual_add,
+                      a);
   }
   // y = RMSNorm(x), and y's quantisation into `y_q` when one is given.
   absl::Status RmsNorm(const char* what, const TensorView& x,

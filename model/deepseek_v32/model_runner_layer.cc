@@ -28,6 +28,9 @@ absl::Status DeepseekV32Model::PrepareMtpInput(Layer& layer, int mtp_index,
   const int64_t hidden = planner_.config().proto().hidden_size();
   const TensorView residual =
       View2(act.residual.data(), DType::kFloat32, T, hidden, hidden);
+  // The stream is read here, and its pending add's buffer (act.out) is
+  // overwritten by final_norm below.
+  DSA_RETURN_IF_ERROR(s.FlushResidual(residual));
   const TensorView embeddings =
       View2(act.mtp_embeddings.data(), DType::kFloat32, T, hidden, hidden,
             int64_t{mtp_index} * T * hidden);
@@ -323,9 +326,9 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   // With fp8 products, x is quantised here once for every product that
   // reads it (QuantisesNormOutputs), as is q_c below.
   const QuantisedRows x_q = act.XQuantised(s.product_fp8, T, hidden);
-  DSA_RETURN_IF_ERROR(s.RmsNorm("input_layernorm", residual,
-                                layer.Vector(WeightId::kInputLayerNorm), x,
-                                x_q));
+  DSA_RETURN_IF_ERROR(s.NormOfResidual("input_layernorm", residual,
+                                       layer.Vector(WeightId::kInputLayerNorm),
+                                       x, x_q));
 
   // --- MLA projections, norms and rope. q_a_proj and kv_a_proj_with_mqa
   // read x: one gemm (kFusedQkvA) into [q_c | kv_c | k_pe] per token, or
@@ -491,10 +494,10 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
       "o_proj", Batch1(View2(act.attn.data(), adt, T, H * vdim, H * vdim)),
       layer.Projection(WeightId::kOProj), Batch1(out)));
   DSA_RETURN_IF_ERROR(s.AllReduce("o_proj", out));
-  attention::ResidualAdd::Args a;
-  a.residual = residual;
-  a.x = out;
-  return DSA_LAUNCH(s, residual_add, nullptr, s.kernels.dense.residual_add, a);
+  // The residual add: in the next layer's input_layernorm, or flushed
+  // before the stream's next other reader (Shared::pending_residual).
+  s.pending_residual = out;
+  return absl::OkStatus();
 }
 
 }  // namespace dsa::model::deepseek_v32

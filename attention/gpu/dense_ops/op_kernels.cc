@@ -811,6 +811,11 @@ Status RmsNormGpu(const ExecutionContext& ctx, const RmsNorm::Args& a) {
     p.traits = Fp8TraitsOf(a.y_q.dtype);
     p.divisor = VllmFp8ScaleDivisor(a.y_q.dtype);
   }
+  if (!a.residual.absent()) {
+    p.residual = a.residual.data;
+    p.residual_type = FloatFormatOf(a.residual.dtype);
+    p.residual_row_stride = a.residual.stride(0);
+  }
   return StatusFromLaunch(RmsNormLaunch(p, ctx.stream));
 }
 

@@ -45,6 +45,12 @@ struct RmsNormParams {
   int64_t y_scale_row_stride = 0, y_scale_col_stride = 1;
   Fp8Traits traits = {};
   float divisor = 448.0f;
+  // Optional (non-null): x is first added into residual[r * residual_row_
+  // stride + c] (residual += x, stored in its format) and the norm reads the
+  // sum as stored.
+  void* residual = nullptr;
+  FloatFormat residual_type = FloatFormat::kFloat32;
+  int64_t residual_row_stride = 0;
 };
 
 struct RopeParams {

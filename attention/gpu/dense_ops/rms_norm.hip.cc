@@ -2,7 +2,8 @@
 // activations, a few microseconds at GLM-5.1's hidden 6144 on an H200),
 // optionally writing y's fp8 quantisation per token and 128 columns too (the
 // activations of the W8A8 products that read y, without a pass of their
-// own).
+// own), and optionally adding x into the residual stream first and
+// normalising the sum (the residual add without a launch of its own).
 #include <cstdint>
 
 #include "attention/gpu/dense_ops/element_access.h"
@@ -19,9 +20,22 @@ constexpr int kRowThreads = 256;
 __global__ void __launch_bounds__(kRowThreads) RmsNormKernel(RmsNormParams p) {
   const int64_t r = blockIdx.x;
   __shared__ float partial[kRowThreads / 32 + 1];
+  // What the norm reads: x, or with the residual the sum as stored (each
+  // thread stores its columns' sums here; the barrier below makes them
+  // visible to the block's second pass).
+  const bool fused = p.residual != nullptr;
+  const void* src = fused ? p.residual : p.x;
+  const FloatFormat src_type = fused ? p.residual_type : p.x_type;
+  const int64_t src_row = r * (fused ? p.residual_row_stride : p.x_row_stride);
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < p.dim; i += kRowThreads) {
-    const float v = LoadF(p.x, p.x_type, r * p.x_row_stride + i);
+    float v = LoadF(p.x, p.x_type, r * p.x_row_stride + i);
+    if (fused) {
+      const int64_t ri = src_row + i;
+      StoreF(p.residual, p.residual_type, ri,
+             __fadd_rn(LoadF(p.residual, p.residual_type, ri), v));
+      v = LoadF(p.residual, p.residual_type, ri);
+    }
     ss = fmaf(v, v, ss);
   }
   for (int offset = kDsaWarpSize / 2; offset > 0; offset /= 2) {
@@ -40,7 +54,7 @@ __global__ void __launch_bounds__(kRowThreads) RmsNormKernel(RmsNormParams p) {
   const float inv = partial[kWarps];
   if (p.y_q == nullptr) {
     for (int64_t i = threadIdx.x; i < p.dim; i += kRowThreads) {
-      const float v = LoadF(p.x, p.x_type, r * p.x_row_stride + i);
+      const float v = LoadF(src, src_type, src_row + i);
       const float w = LoadF(p.weight, p.weight_type, i * p.weight_stride);
       StoreF(p.y, p.y_type, r * p.y_row_stride + i, v * inv * w);
     }
@@ -55,7 +69,7 @@ __global__ void __launch_bounds__(kRowThreads) RmsNormKernel(RmsNormParams p) {
     const int64_t c0 = g * kFp8BlockSize + lane * kFp8LaneValues;
     const int64_t valid = p.dim - c0;
     float v[kFp8LaneValues], w[kFp8LaneValues];
-    LoadValues(p.x, p.x_type, r * p.x_row_stride + c0, valid, v);
+    LoadValues(src, src_type, src_row + c0, valid, v);
     if (p.weight_stride == 1) {
       LoadValues(p.weight, p.weight_type, c0, valid, w);
     } else {
