@@ -129,6 +129,14 @@ __device__ __forceinline__ uint64_t Candidate(uint32_t key, int32_t j) {
   return (static_cast<uint64_t>(key) << 32) | (~static_cast<uint32_t>(j));
 }
 
+// The staged instance with the walk of a lane a key (MarkAboveAndGather),
+// built beside the walk of a thread a run for one comparison.
+struct TopKStaged512Ballot : TopKStaged512 {};
+template <typename Shape>
+inline constexpr bool kBallotWalk = false;
+template <>
+inline constexpr bool kBallotWalk<TopKStaged512Ballot> = true;
+
 // Bitmap words a warp-wide step fills.
 constexpr int kWordsAStep = kDsaWarpSize / 32;
 
@@ -580,6 +588,61 @@ __device__ void MarkAboveAndGather(const TopKRow& r, uint32_t lo, uint32_t hi,
   if (lane == 0) sh.warp_above[warp] = above_count;
 }
 
+// Step 3 with a bitmap over a staged row, a thread a run of 16 positions
+// (four quads) rather than a lane a key: the keys are compared in registers
+// and packed into the run's half-word of the bitmap (bit i: the key at
+// position 16 h + i is above bin hi), written whole, and the run's keys in
+// bins lo..hi are gathered by the threads that hold any. A thread reads its
+// quads starting at quad (t / 2) % 4 of its run, so that the 16-byte reads
+// of a quarter-warp fall in distinct banks. The stage holds 0, the lowest
+// key, at the positions of partial quads outside the window.
+template <typename Shape>
+__device__ void MarkAboveAndGatherStaged(const TopKRow& r, uint32_t lo,
+                                         uint32_t hi, TopKShared<Shape>& sh) {
+  static_assert(Shape::kSampleShift == 0, "no per-warp counts kept");
+  const uint32_t last_key =
+      hi + 1 < kTopKBins ? CoarseLowestKey(hi + 1) - 1 : 0xffffffffu;
+  const uint32_t first_key = CoarseLowestKey(lo);
+  const int32_t halves = 2 * r.steps * kWordsAStep;
+  const int rot = (threadIdx.x / 2) % 4;
+  uint16_t* half_words = reinterpret_cast<uint16_t*>(sh.selected);
+  const uint4* stage = reinterpret_cast<const uint4*>(sh.stage);
+  for (int32_t h = threadIdx.x; h < halves; h += Shape::kThreads) {
+    // Nibble j: quad (j + rot) % 4; in_bins first holds the keys of bin lo
+    // or higher.
+    uint32_t above = 0, in_bins = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int32_t q = 4 * h + ((j + rot) % 4);
+      const uint4 u = q < r.num_quads ? stage[q] : make_uint4(0u, 0u, 0u, 0u);
+      const uint32_t k[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (k[e] > last_key) above |= 1u << (4 * j + e);
+        if (k[e] >= first_key) in_bins |= 1u << (4 * j + e);
+      }
+    }
+    // To position order: nibble j moves to nibble (j + rot) % 4.
+    const int shift = 4 * rot;
+    above = ((above << shift) | (above >> (16 - shift))) & 0xffffu;
+    in_bins = ((in_bins << shift) | (in_bins >> (16 - shift))) & 0xffffu;
+    const int32_t p0 = 16 * h;
+    const int32_t from = min(max(r.lead - p0, 0), 16);
+    const int32_t to = min(max(r.lead + r.n - p0, 0), 16);
+    const uint32_t valid = ((1u << to) - 1u) & ~((1u << from) - 1u);
+    half_words[h] = static_cast<uint16_t>(above & valid);
+    in_bins &= valid & ~above;
+    if (in_bins != 0) {
+      uint32_t slot = atomicAdd(&sh.candidate_count, __popc(in_bins));
+      do {
+        const int32_t v = p0 + __ffs(in_bins) - 1;
+        sh.candidates[slot++] = Candidate(sh.stage[v], v - r.lead);
+        in_bins &= in_bins - 1;
+      } while (in_bins != 0);
+    }
+  }
+}
+
 // Sets the bitmap bit of the key at row index j.
 template <typename Shape>
 __device__ __forceinline__ void MarkSelected(const TopKRow& r, int32_t j,
@@ -890,7 +953,11 @@ __device__ void SelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
   const bool bitmap = gathered && r.steps * kWordsAStep <= Shape::kBitmapWords;
   if constexpr (Shape::kBitmapWords > 0) {
     if (bitmap) {
-      MarkAboveAndGather<Shape, kStaged>(r, bin, bin, sh);
+      if constexpr (kStaged && !kBallotWalk<Shape>) {
+        MarkAboveAndGatherStaged<Shape>(r, bin, bin, sh);
+      } else {
+        MarkAboveAndGather<Shape, kStaged>(r, bin, bin, sh);
+      }
       __syncthreads();
       if (count <= static_cast<uint32_t>(kTopKRankMax)) {
         uint32_t unused_threshold, unused_take;
@@ -1043,6 +1110,9 @@ LaunchResult IndexerTopKLaunch(const IndexerTopKParams& p, void* stream,
     case IndexerTopKPath::kStaged512:
       return indexer::LaunchShape<indexer::TopKStaged512>(p, features.device,
                                                           s);
+    case IndexerTopKPath::kStaged512Ballot:
+      return indexer::LaunchShape<indexer::TopKStaged512Ballot>(
+          p, features.device, s);
     case IndexerTopKPath::kStreamed1024:
       return indexer::LaunchShape<indexer::TopKStreamed1024>(p, features.device,
                                                              s);
