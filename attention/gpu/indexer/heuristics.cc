@@ -221,7 +221,6 @@ LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
   };
   switch (path) {
     case Path::kStaged512:
-    case Path::kStaged512Ballot:
       take(TopKStaged512{});
       break;
     case Path::kStreamed1024:
@@ -239,8 +238,7 @@ LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
         "%d",
         TopKPathName(path), shared_bytes, features.max_shared_bytes_per_block);
   }
-  if ((path == Path::kStaged512 || path == Path::kStaged512Ballot) &&
-      p.width > kTopKStageKeys) {
+  if (path == Path::kStaged512 && p.width > kTopKStageKeys) {
     return TopKUnavailable(
         "the staged path takes rows of at most %d keys (here width %lld)",
         kTopKStageKeys, static_cast<long long>(p.width));

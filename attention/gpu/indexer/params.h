@@ -96,10 +96,9 @@ struct IndexerLogitsOptions {
 //                  a row);
 //   streamed_512   512 threads of half the loads each, 4 blocks a
 //                  multiprocessor, sampled too (many long rows).
-#define DSA_INDEXER_TOPK_PATHS(X)          \
-  X(kStaged512, "staged_512")              \
-  X(kStaged512Ballot, "staged_512_ballot") \
-  X(kStreamed1024, "streamed_1024")        \
+#define DSA_INDEXER_TOPK_PATHS(X)   \
+  X(kStaged512, "staged_512")       \
+  X(kStreamed1024, "streamed_1024") \
   X(kStreamed512, "streamed_512")
 
 #define DSA_INDEXER_ENUMERATOR(name, text) name,

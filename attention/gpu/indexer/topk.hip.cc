@@ -14,9 +14,11 @@
 //      are all taken (the map is monotone), keys in lower ones none.
 //   3. One more walk over the row: the threshold bin's keys are gathered
 //      (key and index) into shared memory, and where the row fits its bitmap
-//      (config.h), a bitmap of the keys above the bin is built from warp
-//      votes on the way (bit v: the key at position v from the window's
-//      first quad).
+//      (config.h), a bitmap of the keys above the bin is built on the way
+//      (bit v: the key at position v from the window's first quad): on a
+//      staged row a thread compares a run of 16 staged keys in registers and
+//      writes the run's half-word; on a streamed row a warp's vote over 32
+//      consecutive keys is a word.
 //   4. The gathered keys are resolved: ranked against each other when few,
 //      by radix rounds (11/11/10 bits of the key, then of the index where
 //      keys equal to the threshold are not all taken) when more; the taken
@@ -43,8 +45,8 @@
 // end of the window are read key by key. Slot s of thread t in a chunk is
 // quad chunk + s * threads + t, so that a warp's loads are contiguous, and
 // the chunk's prefix sum runs over (slot, warp, lane) in one pass. Step 3
-// reads key by key, a warp's consecutive positions at a time, so that a
-// vote is a word of the bitmap.
+// on a streamed row reads key by key, a warp's consecutive positions at a
+// time, so that a vote is a word of the bitmap.
 //
 // Blocks start with the last rows: with causal windows they are the longest.
 #include <cstdint>
@@ -128,14 +130,6 @@ __device__ __forceinline__ uint32_t CoarseLowestKey(uint32_t b) {
 __device__ __forceinline__ uint64_t Candidate(uint32_t key, int32_t j) {
   return (static_cast<uint64_t>(key) << 32) | (~static_cast<uint32_t>(j));
 }
-
-// The staged instance with the walk of a lane a key (MarkAboveAndGather),
-// built beside the walk of a thread a run for one comparison.
-struct TopKStaged512Ballot : TopKStaged512 {};
-template <typename Shape>
-inline constexpr bool kBallotWalk = false;
-template <>
-inline constexpr bool kBallotWalk<TopKStaged512Ballot> = true;
 
 // Bitmap words a warp-wide step fills.
 constexpr int kWordsAStep = kDsaWarpSize / 32;
@@ -337,45 +331,26 @@ __device__ void CoarseHistogram(const TopKRow& r, TopKShared<Shape>& sh) {
 
 // Step 1 of a sampled row: the coarse histogram of the keys at every
 // kSampleStride-th position from the window's first quad (each quad's first
-// key), staging every key on the way when kStaged.
-template <typename Shape, bool kStaged>
+// key); sampled rows are streamed.
+template <typename Shape>
 __device__ void SampleHistogram(const TopKRow& r, TopKShared<Shape>& sh) {
   constexpr int kThreads = Shape::kThreads;
   constexpr int kStride = Shape::kSampleStride;
-  if constexpr (kStaged) {
-    constexpr int kSlots = Shape::kLoadSlots;
-    constexpr int kSampleQuads = kStride / 4;
-    for (int32_t q0 = 0; q0 < r.num_quads; q0 += kThreads * kSlots) {
-      uint32_t k[kSlots][4];
-      LoadChunk<Shape, false, kSlots>(r, nullptr, q0, k);
+  // Only the sampled keys are read, all of a chunk's loads in flight.
+  constexpr int kUnroll = 2 * Shape::kLoadSlots;
+  const int32_t samples = (4 * r.num_quads + kStride - 1) / kStride;
+  for (int32_t i0 = 0; i0 < samples; i0 += kThreads * kUnroll) {
+    uint32_t key[kUnroll];
+    bool valid[kUnroll];
 #pragma unroll
-      for (int s = 0; s < kSlots; ++s) {
-        const int32_t q = q0 + s * kThreads + threadIdx.x;
-        if (q >= r.num_quads) continue;
-        reinterpret_cast<uint4*>(sh.stage)[q] =
-            make_uint4(k[s][0], k[s][1], k[s][2], k[s][3]);
-        if (q % kSampleQuads == 0 && r.Valid(4 * q)) {
-          atomicAdd(&sh.hist[CoarseBin(k[s][0])], 1u);
-        }
-      }
+    for (int u = 0; u < kUnroll; ++u) {
+      const int32_t v = (i0 + u * kThreads + threadIdx.x) * kStride;
+      valid[u] = r.Valid(v);
+      key[u] = valid[u] ? OrderKey(r.quads[v]) : 0u;
     }
-  } else {
-    // Only the sampled keys are read, all of a chunk's loads in flight.
-    constexpr int kUnroll = 2 * Shape::kLoadSlots;
-    const int32_t samples = (4 * r.num_quads + kStride - 1) / kStride;
-    for (int32_t i0 = 0; i0 < samples; i0 += kThreads * kUnroll) {
-      uint32_t key[kUnroll];
-      bool valid[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int32_t v = (i0 + u * kThreads + threadIdx.x) * kStride;
-        valid[u] = r.Valid(v);
-        key[u] = valid[u] ? OrderKey(r.quads[v]) : 0u;
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if (valid[u]) atomicAdd(&sh.hist[CoarseBin(key[u])], 1u);
-      }
+    for (int u = 0; u < kUnroll; ++u) {
+      if (valid[u]) atomicAdd(&sh.hist[CoarseBin(key[u])], 1u);
     }
   }
 }
@@ -430,20 +405,6 @@ __device__ void SelectWindow(const uint32_t* hist, uint32_t samples, uint32_t n,
     }
   }
   __syncthreads();
-}
-
-// Step 1 again over the staged keys, every one (a sampled row whose window
-// missed).
-template <typename Shape>
-__device__ void StagedHistogram(const TopKRow& r, TopKShared<Shape>& sh) {
-  for (int32_t q = threadIdx.x; q < r.num_quads; q += Shape::kThreads) {
-    const uint4 u = reinterpret_cast<const uint4*>(sh.stage)[q];
-    const uint32_t k[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if (r.Valid(4 * q + e)) atomicAdd(&sh.hist[CoarseBin(k[e])], 1u);
-    }
-  }
 }
 
 // Calls f(key) for every key of the row in coarse bin `bin`.
@@ -536,18 +497,17 @@ __device__ __forceinline__ void AppendCandidates(LaneMask mask, bool take,
   }
 }
 
-// Step 3 with a bitmap: warp-wide steps over the row's positions, a key a
-// lane; each step's vote on "above bin hi" is its bitmap words (every word
-// of the row is written), and the keys in bins lo..hi are gathered. Each
-// warp's count of the keys above goes to sh.warp_above.
-template <typename Shape, bool kStaged>
+// Step 3 with a bitmap over a streamed row: warp-wide steps over the row's
+// positions, a key a lane; each step's vote on "above bin hi" is its bitmap
+// words (every word of the row is written), and the keys in bins lo..hi are
+// gathered. Each warp's count of the keys above goes to sh.warp_above.
+template <typename Shape>
 __device__ void MarkAboveAndGather(const TopKRow& r, uint32_t lo, uint32_t hi,
                                    TopKShared<Shape>& sh) {
   constexpr int kWarps = Shape::kThreads / kDsaWarpSize;
   // Loads in flight a lane: more from global memory (L2 latency); half as
   // many on AMD's 64-wide wavefronts.
-  constexpr int kUnroll =
-      (kStaged ? 4 : 2 * Shape::kLoadSlots) * 32 / kDsaWarpSize;
+  constexpr int kUnroll = 2 * Shape::kLoadSlots * 32 / kDsaWarpSize;
   const int lane = threadIdx.x % kDsaWarpSize;
   const int warp = threadIdx.x / kDsaWarpSize;
   // Keys above bin hi are those above its last key; bins lo..hi hold the
@@ -564,7 +524,7 @@ __device__ void MarkAboveAndGather(const TopKRow& r, uint32_t lo, uint32_t hi,
       const int32_t v = (first + u * kWarps) * kDsaWarpSize + lane;
       valid[u] = first + u * kWarps < r.steps && r.Valid(v);
       key[u] = 0;
-      if (valid[u]) key[u] = kStaged ? sh.stage[v] : OrderKey(r.quads[v]);
+      if (valid[u]) key[u] = OrderKey(r.quads[v]);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -883,15 +843,15 @@ __device__ void EmitBitmap(const TopKRow& r, uint32_t topk, int32_t* out,
 // and, where the window holds the topk-th key (fewer than topk keys above
 // it, at least topk with it) and its keys fit, resolved among them (step 4)
 // and written (step 5). False where the window missed: nothing is written
-// yet and the stage holds the row (kStaged).
-template <typename Shape, bool kStaged>
+// yet. Streamed rows only.
+template <typename Shape>
 __device__ bool SampledSelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
                                  TopKShared<Shape>& sh) {
-  SampleHistogram<Shape, kStaged>(r, sh);
+  SampleHistogram<Shape>(r, sh);
   __syncthreads();
   SelectWindow<Shape>(sh.hist, SampleCount<Shape>(r),
                       static_cast<uint32_t>(r.n), topk, sh);
-  MarkAboveAndGather<Shape, kStaged>(r, sh.bin_lo, sh.bin, sh);
+  MarkAboveAndGather<Shape>(r, sh.bin_lo, sh.bin, sh);
   __syncthreads();
   uint32_t above = 0;
   for (int w = 0; w < Shape::kThreads / kDsaWarpSize; ++w) {
@@ -918,32 +878,24 @@ __device__ bool SampledSelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
 template <typename Shape, bool kStaged>
 __device__ void SelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
                           TopKShared<Shape>& sh) {
+  static_assert(!(kStaged && Shape::kSampleShift > 0),
+                "staged rows count every key");
   for (int b = threadIdx.x; b < kTopKBins; b += Shape::kThreads) sh.hist[b] = 0;
   if (threadIdx.x == 0) sh.candidate_count = 0;
   __syncthreads();
-  bool restaged = false;
   if constexpr (Shape::kSampleShift > 0) {
     if (r.steps * kWordsAStep <= Shape::kBitmapWords) {
-      if (SampledSelectRow<Shape, kStaged>(r, topk, out, sh)) return;
-      // The window missed: every key counted, from the stage when staged.
+      if (SampledSelectRow<Shape>(r, topk, out, sh)) return;
+      // The window missed: every key counted.
       __syncthreads();  // the counts read
       for (int b = threadIdx.x; b < kTopKBins; b += Shape::kThreads) {
         sh.hist[b] = 0;
       }
       if (threadIdx.x == 0) sh.candidate_count = 0;
       __syncthreads();
-      restaged = kStaged;
     }
   }
-  if constexpr (kStaged && Shape::kSampleShift > 0) {
-    if (restaged) {
-      StagedHistogram<Shape>(r, sh);
-    } else {
-      CoarseHistogram<Shape, kStaged>(r, sh);
-    }
-  } else {
-    CoarseHistogram<Shape, kStaged>(r, sh);
-  }
+  CoarseHistogram<Shape, kStaged>(r, sh);
   __syncthreads();
   SelectBin<Shape>(sh.hist, kTopKBins, topk, sh);
   const uint32_t bin = sh.bin;
@@ -953,10 +905,10 @@ __device__ void SelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
   const bool bitmap = gathered && r.steps * kWordsAStep <= Shape::kBitmapWords;
   if constexpr (Shape::kBitmapWords > 0) {
     if (bitmap) {
-      if constexpr (kStaged && !kBallotWalk<Shape>) {
+      if constexpr (kStaged) {
         MarkAboveAndGatherStaged<Shape>(r, bin, bin, sh);
       } else {
-        MarkAboveAndGather<Shape, kStaged>(r, bin, bin, sh);
+        MarkAboveAndGather<Shape>(r, bin, bin, sh);
       }
       __syncthreads();
       if (count <= static_cast<uint32_t>(kTopKRankMax)) {
@@ -1110,9 +1062,6 @@ LaunchResult IndexerTopKLaunch(const IndexerTopKParams& p, void* stream,
     case IndexerTopKPath::kStaged512:
       return indexer::LaunchShape<indexer::TopKStaged512>(p, features.device,
                                                           s);
-    case IndexerTopKPath::kStaged512Ballot:
-      return indexer::LaunchShape<indexer::TopKStaged512Ballot>(
-          p, features.device, s);
     case IndexerTopKPath::kStreamed1024:
       return indexer::LaunchShape<indexer::TopKStreamed1024>(p, features.device,
                                                              s);

@@ -204,8 +204,7 @@ TEST_P(IndexerTopKTest, MatchesReference) {
   p.topk = c.topk;
   p.topk_stride = topk_stride;
   const LaunchResult launched = IndexerTopKLaunch(p, nullptr, options);
-  if ((options.path == IndexerTopKPath::kStaged512 ||
-       options.path == IndexerTopKPath::kStaged512Ballot) &&
+  if (options.path == IndexerTopKPath::kStaged512 &&
       c.width > indexer::kTopKStageKeys) {
     // The staged path refuses rows wider than its stage, saying so.
     EXPECT_EQ(launched.code, LaunchCode::kInvalidArgument);
