@@ -14,9 +14,11 @@
 //      are all taken (the map is monotone), keys in lower ones none.
 //   3. One more walk over the row: the threshold bin's keys are gathered
 //      (key and index) into shared memory, and where the row fits its bitmap
-//      (config.h), a bitmap of the keys above the bin is built from warp
-//      votes on the way (bit v: the key at position v from the window's
-//      first quad).
+//      (config.h), a bitmap of the keys above the bin is built on the way
+//      (bit v: the key at position v from the window's first quad): on a
+//      staged row a thread compares a run of 16 staged keys in registers and
+//      writes the run's half-word; on a streamed row a warp's vote over 32
+//      consecutive keys is a word.
 //   4. The gathered keys are resolved: ranked against each other when few,
 //      by radix rounds (11/11/10 bits of the key, then of the index where
 //      keys equal to the threshold are not all taken) when more; the taken
@@ -43,8 +45,8 @@
 // end of the window are read key by key. Slot s of thread t in a chunk is
 // quad chunk + s * threads + t, so that a warp's loads are contiguous, and
 // the chunk's prefix sum runs over (slot, warp, lane) in one pass. Step 3
-// reads key by key, a warp's consecutive positions at a time, so that a
-// vote is a word of the bitmap.
+// on a streamed row reads key by key, a warp's consecutive positions at a
+// time, so that a vote is a word of the bitmap.
 //
 // Blocks start with the last rows: with causal windows they are the longest.
 #include <cstdint>
@@ -329,45 +331,26 @@ __device__ void CoarseHistogram(const TopKRow& r, TopKShared<Shape>& sh) {
 
 // Step 1 of a sampled row: the coarse histogram of the keys at every
 // kSampleStride-th position from the window's first quad (each quad's first
-// key), staging every key on the way when kStaged.
-template <typename Shape, bool kStaged>
+// key); sampled rows are streamed.
+template <typename Shape>
 __device__ void SampleHistogram(const TopKRow& r, TopKShared<Shape>& sh) {
   constexpr int kThreads = Shape::kThreads;
   constexpr int kStride = Shape::kSampleStride;
-  if constexpr (kStaged) {
-    constexpr int kSlots = Shape::kLoadSlots;
-    constexpr int kSampleQuads = kStride / 4;
-    for (int32_t q0 = 0; q0 < r.num_quads; q0 += kThreads * kSlots) {
-      uint32_t k[kSlots][4];
-      LoadChunk<Shape, false, kSlots>(r, nullptr, q0, k);
+  // Only the sampled keys are read, all of a chunk's loads in flight.
+  constexpr int kUnroll = 2 * Shape::kLoadSlots;
+  const int32_t samples = (4 * r.num_quads + kStride - 1) / kStride;
+  for (int32_t i0 = 0; i0 < samples; i0 += kThreads * kUnroll) {
+    uint32_t key[kUnroll];
+    bool valid[kUnroll];
 #pragma unroll
-      for (int s = 0; s < kSlots; ++s) {
-        const int32_t q = q0 + s * kThreads + threadIdx.x;
-        if (q >= r.num_quads) continue;
-        reinterpret_cast<uint4*>(sh.stage)[q] =
-            make_uint4(k[s][0], k[s][1], k[s][2], k[s][3]);
-        if (q % kSampleQuads == 0 && r.Valid(4 * q)) {
-          atomicAdd(&sh.hist[CoarseBin(k[s][0])], 1u);
-        }
-      }
+    for (int u = 0; u < kUnroll; ++u) {
+      const int32_t v = (i0 + u * kThreads + threadIdx.x) * kStride;
+      valid[u] = r.Valid(v);
+      key[u] = valid[u] ? OrderKey(r.quads[v]) : 0u;
     }
-  } else {
-    // Only the sampled keys are read, all of a chunk's loads in flight.
-    constexpr int kUnroll = 2 * Shape::kLoadSlots;
-    const int32_t samples = (4 * r.num_quads + kStride - 1) / kStride;
-    for (int32_t i0 = 0; i0 < samples; i0 += kThreads * kUnroll) {
-      uint32_t key[kUnroll];
-      bool valid[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int32_t v = (i0 + u * kThreads + threadIdx.x) * kStride;
-        valid[u] = r.Valid(v);
-        key[u] = valid[u] ? OrderKey(r.quads[v]) : 0u;
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if (valid[u]) atomicAdd(&sh.hist[CoarseBin(key[u])], 1u);
-      }
+    for (int u = 0; u < kUnroll; ++u) {
+      if (valid[u]) atomicAdd(&sh.hist[CoarseBin(key[u])], 1u);
     }
   }
 }
@@ -422,20 +405,6 @@ __device__ void SelectWindow(const uint32_t* hist, uint32_t samples, uint32_t n,
     }
   }
   __syncthreads();
-}
-
-// Step 1 again over the staged keys, every one (a sampled row whose window
-// missed).
-template <typename Shape>
-__device__ void StagedHistogram(const TopKRow& r, TopKShared<Shape>& sh) {
-  for (int32_t q = threadIdx.x; q < r.num_quads; q += Shape::kThreads) {
-    const uint4 u = reinterpret_cast<const uint4*>(sh.stage)[q];
-    const uint32_t k[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if (r.Valid(4 * q + e)) atomicAdd(&sh.hist[CoarseBin(k[e])], 1u);
-    }
-  }
 }
 
 // Calls f(key) for every key of the row in coarse bin `bin`.
@@ -528,18 +497,17 @@ __device__ __forceinline__ void AppendCandidates(LaneMask mask, bool take,
   }
 }
 
-// Step 3 with a bitmap: warp-wide steps over the row's positions, a key a
-// lane; each step's vote on "above bin hi" is its bitmap words (every word
-// of the row is written), and the keys in bins lo..hi are gathered. Each
-// warp's count of the keys above goes to sh.warp_above.
-template <typename Shape, bool kStaged>
+// Step 3 with a bitmap over a streamed row: warp-wide steps over the row's
+// positions, a key a lane; each step's vote on "above bin hi" is its bitmap
+// words (every word of the row is written), and the keys in bins lo..hi are
+// gathered. Each warp's count of the keys above goes to sh.warp_above.
+template <typename Shape>
 __device__ void MarkAboveAndGather(const TopKRow& r, uint32_t lo, uint32_t hi,
                                    TopKShared<Shape>& sh) {
   constexpr int kWarps = Shape::kThreads / kDsaWarpSize;
   // Loads in flight a lane: more from global memory (L2 latency); half as
   // many on AMD's 64-wide wavefronts.
-  constexpr int kUnroll =
-      (kStaged ? 4 : 2 * Shape::kLoadSlots) * 32 / kDsaWarpSize;
+  constexpr int kUnroll = 2 * Shape::kLoadSlots * 32 / kDsaWarpSize;
   const int lane = threadIdx.x % kDsaWarpSize;
   const int warp = threadIdx.x / kDsaWarpSize;
   // Keys above bin hi are those above its last key; bins lo..hi hold the
@@ -556,7 +524,7 @@ __device__ void MarkAboveAndGather(const TopKRow& r, uint32_t lo, uint32_t hi,
       const int32_t v = (first + u * kWarps) * kDsaWarpSize + lane;
       valid[u] = first + u * kWarps < r.steps && r.Valid(v);
       key[u] = 0;
-      if (valid[u]) key[u] = kStaged ? sh.stage[v] : OrderKey(r.quads[v]);
+      if (valid[u]) key[u] = OrderKey(r.quads[v]);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -578,6 +546,61 @@ __device__ void MarkAboveAndGather(const TopKRow& r, uint32_t lo, uint32_t hi,
     }
   }
   if (lane == 0) sh.warp_above[warp] = above_count;
+}
+
+// Step 3 with a bitmap over a staged row, a thread a run of 16 positions
+// (four quads) rather than a lane a key: the keys are compared in registers
+// and packed into the run's half-word of the bitmap (bit i: the key at
+// position 16 h + i is above bin hi), written whole, and the run's keys in
+// bins lo..hi are gathered by the threads that hold any. A thread reads its
+// quads starting at quad (t / 2) % 4 of its run, so that the 16-byte reads
+// of a quarter-warp fall in distinct banks. The stage holds 0, the lowest
+// key, at the positions of partial quads outside the window.
+template <typename Shape>
+__device__ void MarkAboveAndGatherStaged(const TopKRow& r, uint32_t lo,
+                                         uint32_t hi, TopKShared<Shape>& sh) {
+  static_assert(Shape::kSampleShift == 0, "no per-warp counts kept");
+  const uint32_t last_key =
+      hi + 1 < kTopKBins ? CoarseLowestKey(hi + 1) - 1 : 0xffffffffu;
+  const uint32_t first_key = CoarseLowestKey(lo);
+  const int32_t halves = 2 * r.steps * kWordsAStep;
+  const int rot = (threadIdx.x / 2) % 4;
+  uint16_t* half_words = reinterpret_cast<uint16_t*>(sh.selected);
+  const uint4* stage = reinterpret_cast<const uint4*>(sh.stage);
+  for (int32_t h = threadIdx.x; h < halves; h += Shape::kThreads) {
+    // Nibble j: quad (j + rot) % 4; in_bins first holds the keys of bin lo
+    // or higher.
+    uint32_t above = 0, in_bins = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int32_t q = 4 * h + ((j + rot) % 4);
+      const uint4 u = q < r.num_quads ? stage[q] : make_uint4(0u, 0u, 0u, 0u);
+      const uint32_t k[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (k[e] > last_key) above |= 1u << (4 * j + e);
+        if (k[e] >= first_key) in_bins |= 1u << (4 * j + e);
+      }
+    }
+    // To position order: nibble j moves to nibble (j + rot) % 4.
+    const int shift = 4 * rot;
+    above = ((above << shift) | (above >> (16 - shift))) & 0xffffu;
+    in_bins = ((in_bins << shift) | (in_bins >> (16 - shift))) & 0xffffu;
+    const int32_t p0 = 16 * h;
+    const int32_t from = min(max(r.lead - p0, 0), 16);
+    const int32_t to = min(max(r.lead + r.n - p0, 0), 16);
+    const uint32_t valid = ((1u << to) - 1u) & ~((1u << from) - 1u);
+    half_words[h] = static_cast<uint16_t>(above & valid);
+    in_bins &= valid & ~above;
+    if (in_bins != 0) {
+      uint32_t slot = atomicAdd(&sh.candidate_count, __popc(in_bins));
+      do {
+        const int32_t v = p0 + __ffs(in_bins) - 1;
+        sh.candidates[slot++] = Candidate(sh.stage[v], v - r.lead);
+        in_bins &= in_bins - 1;
+      } while (in_bins != 0);
+    }
+  }
 }
 
 // Sets the bitmap bit of the key at row index j.
@@ -820,15 +843,15 @@ __device__ void EmitBitmap(const TopKRow& r, uint32_t topk, int32_t* out,
 // and, where the window holds the topk-th key (fewer than topk keys above
 // it, at least topk with it) and its keys fit, resolved among them (step 4)
 // and written (step 5). False where the window missed: nothing is written
-// yet and the stage holds the row (kStaged).
-template <typename Shape, bool kStaged>
+// yet. Streamed rows only.
+template <typename Shape>
 __device__ bool SampledSelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
                                  TopKShared<Shape>& sh) {
-  SampleHistogram<Shape, kStaged>(r, sh);
+  SampleHistogram<Shape>(r, sh);
   __syncthreads();
   SelectWindow<Shape>(sh.hist, SampleCount<Shape>(r),
                       static_cast<uint32_t>(r.n), topk, sh);
-  MarkAboveAndGather<Shape, kStaged>(r, sh.bin_lo, sh.bin, sh);
+  MarkAboveAndGather<Shape>(r, sh.bin_lo, sh.bin, sh);
   __syncthreads();
   uint32_t above = 0;
   for (int w = 0; w < Shape::kThreads / kDsaWarpSize; ++w) {
@@ -855,32 +878,24 @@ __device__ bool SampledSelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
 template <typename Shape, bool kStaged>
 __device__ void SelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
                           TopKShared<Shape>& sh) {
+  static_assert(!(kStaged && Shape::kSampleShift > 0),
+                "staged rows count every key");
   for (int b = threadIdx.x; b < kTopKBins; b += Shape::kThreads) sh.hist[b] = 0;
   if (threadIdx.x == 0) sh.candidate_count = 0;
   __syncthreads();
-  bool restaged = false;
   if constexpr (Shape::kSampleShift > 0) {
     if (r.steps * kWordsAStep <= Shape::kBitmapWords) {
-      if (SampledSelectRow<Shape, kStaged>(r, topk, out, sh)) return;
-      // The window missed: every key counted, from the stage when staged.
+      if (SampledSelectRow<Shape>(r, topk, out, sh)) return;
+      // The window missed: every key counted.
       __syncthreads();  // the counts read
       for (int b = threadIdx.x; b < kTopKBins; b += Shape::kThreads) {
         sh.hist[b] = 0;
       }
       if (threadIdx.x == 0) sh.candidate_count = 0;
       __syncthreads();
-      restaged = kStaged;
     }
   }
-  if constexpr (kStaged && Shape::kSampleShift > 0) {
-    if (restaged) {
-      StagedHistogram<Shape>(r, sh);
-    } else {
-      CoarseHistogram<Shape, kStaged>(r, sh);
-    }
-  } else {
-    CoarseHistogram<Shape, kStaged>(r, sh);
-  }
+  CoarseHistogram<Shape, kStaged>(r, sh);
   __syncthreads();
   SelectBin<Shape>(sh.hist, kTopKBins, topk, sh);
   const uint32_t bin = sh.bin;
@@ -890,7 +905,11 @@ __device__ void SelectRow(const TopKRow& r, uint32_t topk, int32_t* out,
   const bool bitmap = gathered && r.steps * kWordsAStep <= Shape::kBitmapWords;
   if constexpr (Shape::kBitmapWords > 0) {
     if (bitmap) {
-      MarkAboveAndGather<Shape, kStaged>(r, bin, bin, sh);
+      if constexpr (kStaged) {
+        MarkAboveAndGatherStaged<Shape>(r, bin, bin, sh);
+      } else {
+        MarkAboveAndGather<Shape>(r, bin, bin, sh);
+      }
       __syncthreads();
       if (count <= static_cast<uint32_t>(kTopKRankMax)) {
         uint32_t unused_threshold, unused_take;

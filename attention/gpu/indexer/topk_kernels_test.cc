@@ -3,7 +3,8 @@
 // DSA_INDEXER_TOPK_PATHS, and the heuristics' choice): windows of topk - 1,
 // topk and topk + 1 keys, empty and short ones, windows starting mid-quad,
 // rows of 8K, 64K and 128K keys; flat and normal logits, heavy ties, all
-// keys equal (+0 and -0 mixed), NaN and infinities, clustered logits whose
+// keys equal (+0 and -0 mixed), NaN and infinities, windows of every length
+// modulo 16 from every start within a quad, clustered logits whose
 // keys share their top bits, rows whose every 4th key is high (or low) so
 // that the sampled paths' sample misleads them and they start over, and
 // threshold bins of chosen sizes (the few
@@ -289,6 +290,16 @@ std::vector<TopKCase> TopKCases() {
     cases.push_back({std::string(d.name) + "_128k", k, long_width, d.values,
                      long_windows, d.band});
   }
+  // Windows of every length modulo 16 and every start within a quad (the
+  // staged walk's runs of 16 positions and its edge masks), just over topk.
+  std::vector<std::pair<int32_t, int32_t>> run_windows;
+  for (int32_t i = 0; i < 32; ++i) {
+    run_windows.push_back({2 * i, 2 * i + k + 1 + 7 * i});
+  }
+  cases.push_back(
+      {"normal_runs_8k", k, short_width, Values::kNormal, run_windows});
+  cases.push_back(
+      {"specials_runs_8k", k, short_width, Values::kSpecials, run_windows});
   // A small k over many rows of random windows, and a large one.
   std::mt19937 rng(12345);
   std::vector<std::pair<int32_t, int32_t>> small_windows;
