@@ -1,10 +1,10 @@
 // Steps both sm_90a attention bodies take on a tile in the wgmma
 // accumulator layout (WarpgroupBf16Mma: a thread of warp w of its
 // warpgroup holds rows 16 w + lane / 4 (row slot 0) and + 8 (slot 1),
-// columns AccCol): the scaled, masked scores and their row maxima, and the
-// normalised output's stores. The online softmax between them is
-// device/softmax.h's, over QuadRowReduce (the four lanes of a row).
-// CUDA device-compiler sources only.
+// columns AccCol): the masked scores (scaled, or raw for the TMA body) and
+// their row maxima, and the normalised output's stores. The online softmax
+// between them is device/softmax.h's, over QuadRowReduce (the four lanes of a
+// row). CUDA device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_DENSE_MHA_SM90_TILE_H_
 #define DSA_ATTENTION_GPU_DENSE_MHA_SM90_TILE_H_
 
@@ -37,6 +37,31 @@ __device__ __forceinline__ void ScaleMaskRowMax(const AttentionArgs& a,
 #pragma unroll
   for (int e = 0; e < Wg::kAccPerThread; ++e) {
     float x = s[e] * a.scale_log2;
+    if (masked) {
+      const int key = key0 + Wg::AccCol(lane, e);
+      const int pos = row_pos0 + Wg::AccRow(warp_in_group, lane, e);
+      if (key > pos) x = kNegInf;
+    }
+    s[e] = x;
+    mx[(e / 2) % 2] = fmaxf(mx[(e / 2) % 2], x);
+  }
+}
+
+// As ScaleMaskRowMax, without the scale: the masked scores stay raw and
+// the maxima are of raw scores, for a body that folds the softmax scale
+// into its exponentials (one FFMA each). The scale is positive (plan.h
+// checks), so the maximum of the scaled scores is the scaled maximum.
+template <class Wg>
+__device__ __forceinline__ void MaskRowMax(float (&s)[Wg::kAccPerThread],
+                                           bool masked, int key0, int row_pos0,
+                                           int warp_in_group, int lane,
+                                           float (&mx)[kSm90RowSlots]) {
+  constexpr float kNegInf = -__builtin_huge_valf();
+  mx[0] = kNegInf;
+  mx[1] = kNegInf;
+#pragma unroll
+  for (int e = 0; e < Wg::kAccPerThread; ++e) {
+    float x = s[e];
     if (masked) {
       const int key = key0 + Wg::AccCol(lane, e);
       const int pos = row_pos0 + Wg::AccRow(warp_in_group, lane, e);
