@@ -459,6 +459,8 @@ std::vector<DenseCase> Cases() {
        Cache::kFp8E4m3fnuz, {{0, 257}, {1000, 33}, {40, 0}, {63, 65}}},
       {"deepseek_1024", 1, 128, 64, 128, 512, 64, Cache::kFp8E4m3fn,
        {{0, 1024}}},
+      {"deepseek_bf16_output", 3, 128, 64, 128, 512, 64, Cache::kBFloat16,
+       {{0, 300}, {70, 129}, {5, 1}}, false, kBf16Out},
       {"deepseek_f32_io", 2, 128, 64, 128, 512, 16, Cache::kBFloat16,
        {{3, 70}, {0, 64}}, kF32},
       {"glm_tile_edges_own_gemm", 2, 192, 64, 256, 512, 64, Cache::kFp8E4m3fn,

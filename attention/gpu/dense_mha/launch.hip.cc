@@ -321,6 +321,8 @@ LaunchResult Prefill(const DenseMhaPrefillParams& p, hipStream_t stream) {
   args.scale_log2 = p.softmax_scale * 1.4426950408889634f;
   args.out_bf16 = p.output_format == FloatFormat::kBFloat16;
   args.out_pairs = reinterpret_cast<uintptr_t>(p.output) % 8 == 0;
+  args.out_chunks =
+      args.out_bf16 && reinterpret_cast<uintptr_t>(p.output) % 16 == 0;
   launch.items = static_cast<int>(plan.items.size());
   launch.stream = stream;
   args.num_items = launch.items;

@@ -14,7 +14,8 @@
 // and the hardware's exponential (scores stay unscaled; the row maxima are
 // scaled); a warpgroup skips the leading key tile its rows cannot see (the
 // diagonal tile of the first 64 rows with 64-key tiles), taking its turn
-// without issuing. The kernel is persistent: a CTA per multiprocessor
+// without issuing; a bf16 output leaves in 16-byte stores. The kernel is
+// persistent: a CTA per multiprocessor
 // takes (query tile, head) tiles, longest first, in config.h's
 // TmaTileOrder, the first by its index and the rest from an atomic counter;
 // the producer loads a tile's Q while the consumers finish the last one.
@@ -336,7 +337,12 @@ struct Sm90TmaBody {
 
       float inv[kSm90RowSlots];
       softmax.Finalize(inv);
-      StoreRows<WgOAcc>(a, w, o, inv, row_base, warp_in_group, lane);
+      if (a.out_chunks) {
+        StoreRowsBf16Chunks<WgOAcc>(a, w, o, inv, row_base, warp_in_group,
+                                    lane);
+      } else {
+        StoreRows<WgOAcc>(a, w, o, inv, row_base, warp_in_group, lane);
+      }
     }
     turn.Finish();
   }
