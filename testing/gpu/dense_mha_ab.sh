@@ -9,7 +9,9 @@
 #   mid/*.gz             optional: a build between them, whose kernels'
 #                        durations Nsight Compute reads too
 #   py/dense_mha/torch_baseline.py, py/device/torch_timing.py
-# beside a copy of this script; figures in testing/bench/RESULTS.md
+# beside a copy of this script (DENSE_AB_CONFIRM=1: after a full run, a
+# change to the TMA body alone: its test cases, the new bench, torch and the
+# kernel durations); figures in testing/bench/RESULTS.md
 # ("Dense prefill: a persistent tile scheduler", and the sections after it).
 set -u -o pipefail
 D="$(cd "$(dirname "$0")" && pwd)"
@@ -22,6 +24,17 @@ exec > >(tee "$out/run.txt") 2>&1
 t0=$(date +%s); sec() { echo; echo "==== [$(( $(date +%s) - t0 )) s] $*"; }
 kt() { grep -E "^\[ +(RUN|OK|PASSED|FAILED|SKIPPED) +\]|Failure|worst|Expected|exit" "$1" | sed 's/ (sm90[^)]*decompression)//' | cut -c1-140; }
 sec card; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+if [ "${DENSE_AB_CONFIRM:-0}" = 1 ]; then
+  # A change to the TMA body alone, after a full run: its cases, the new
+  # bench and torch in the same call, the new kernels' durations.
+  sec "kernels_test new: the TMA body's cases"
+  timeout 90 stdbuf -oL $w/new/dense_mha_kernels_test --gtest_filter='Cases/*:-*_warp:*_sm90_pipelined:*tiny*:*own_gemm*' > $out/kt.txt 2>&1; rc=$?; echo "exit $rc" >> $out/kt.txt
+  kt $out/kt.txt | grep -v "RUN\|  OK " | tail -40
+  [ $rc -ne 0 ] && { echo "KERNELS_TEST FAILED"; exit 1; }
+  sec "bench new"; timeout 70 $w/new/dense_mha_bench | tee $out/bench_new.txt
+  sec torch; timeout 70 python3 $D/py/dense_mha/torch_baseline.py | tee $out/torch.txt
+fi
+if [ "${DENSE_AB_CONFIRM:-0}" != 1 ]; then
 sec "kernels_test new: every case"
 timeout 150 stdbuf -oL $w/new/dense_mha_kernels_test > $out/kt.txt 2>&1; rc=$?; echo "exit $rc" >> $out/kt.txt
 kt $out/kt.txt | grep -v "RUN\|  OK " | tail -60
@@ -36,7 +49,7 @@ python3 - "$1" <<'PY'
 import csv, sys
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 hdr = rows[0]; ki = hdr.index("Kernel Name"); vi = hdr.index("Metric Value"); ui = hdr.index("Metric Unit")
-seq = [(r[ki][:60], float(r[vi].replace(",", "")) * {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(r[ui], 1.0)) for r in rows[1:]]
+seq = [(r[ki][:60], float(r[vi].replace(",", "")) * {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(r[ui], 1.0)) for r in rows[1:]]
 att = [i for i, (n, _) in enumerate(seq) if "DenseAttention" in n]
 for shape in range(len(att) // 8):
     a = [seq[i][1] for i in att[shape * 8:shape * 8 + 8]]
@@ -45,12 +58,14 @@ for shape in range(len(att) // 8):
     for n, us in seq[att[shape * 8 + 2] + 1:a4 + 1]: print(f"{us:9.1f} us  {n}")
 PY
 }
+fi
 for v in new mid old; do
   [ -d $w/$v ] && ls $w/$v/dense_mha_bench >/dev/null 2>&1 || continue
   sec "ncu $v --once: every kernel's duration"
   timeout 45 ncu --clock-control none --metrics gpu__time_duration.sum --csv $w/$v/dense_mha_bench --once > $out/ncu_$v.csv 2>&1; echo "exit $?"
   ncu_ms $out/ncu_$v.csv
 done
+[ "${DENSE_AB_CONFIRM:-0}" = 1 ] && { sec done; exit 0; }
 sec "ncu new: the attention at GLM-5.1 T=1024, speed of light and warp states"
 timeout 40 ncu --clock-control none -k regex:DenseAttention --launch-skip 3 --launch-count 1 --section SpeedOfLight --section WarpStateStats --section Occupancy $w/new/dense_mha_bench --once > $out/ncu_sol.txt 2>&1; echo "exit $?"
 grep -E "Duration|Throughput|Pipe|Stall|Warp Cycles|Issued|Eligible|Active Warps|DRAM|L2 Cache|Compute \(SM\)|Memory \[" $out/ncu_sol.txt | head -40
