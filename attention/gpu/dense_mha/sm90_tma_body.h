@@ -15,11 +15,10 @@
 // scaled); a warpgroup skips the leading key tile its rows cannot see (the
 // diagonal tile of the first 64 rows with 64-key tiles), taking its turn
 // without issuing; a bf16 output leaves in 16-byte stores. The kernel is
-// persistent: a CTA per multiprocessor takes (query tile, head) tiles,
-// longest first, in config.h's TmaTileOrder, the first by its index and the
-// rest from an atomic counter; the producer loads a tile's Q while the
-// consumers finish the last one, having fetched it into L2 while the last
-// one's keys streamed.
+// persistent: a CTA per multiprocessor
+// takes (query tile, head) tiles, longest first, in config.h's
+// TmaTileOrder, the first by its index and the rest from an atomic counter;
+// the producer loads a tile's Q while the consumers finish the last one.
 // Layout: Sm90TmaSmem (config.h).
 // CUDA device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_DENSE_MHA_SM90_TMA_BODY_H_
@@ -39,20 +38,6 @@
 #if defined(DSA_GPU_CUDA)
 
 namespace dsa::attention::gpu::dense_mha {
-
-// A TMA box of a 3-D tensor map fetched into L2 (no shared memory, no
-// barrier): a hint that a later copy of it reads L2.
-__device__ __forceinline__ void TmaPrefetchL2_3d(const CUtensorMap* map,
-                                                 int32_t c0, int32_t c1,
-                                                 int32_t c2) {
-#if defined(DSA_HAS_HOPPER_PIPELINE)
-  asm volatile(
-      "cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n" ::
-          "l"(reinterpret_cast<uint64_t>(map)),
-      "r"(c0), "r"(c1), "r"(c2)
-      : "memory");
-#endif
-}
 
 template <int kQk, int kV, int kN>
 struct Sm90TmaBody {
@@ -195,19 +180,6 @@ struct Sm90TmaBody {
         for (int b = 0; b < kN / 64; ++b) {
           TmaLoad2d(sm.v(s) + b * kV * 128, &maps.vt, key_row + 64 * b,
                     static_cast<int32_t>(w.head_vt), sm.full_v(s));
-        }
-        // Once the ring is full (or the tile's keys all issued), the next
-        // tile's Q into L2: its copy into shared memory, which waits for
-        // this tile's last Q K^T, then reads L2 rather than HBM.
-        if (i == (last < L::kStages - 1 ? last : L::kStages - 1) &&
-            next < a.num_tiles) {
-          const TmaTile nt =
-              TmaTileOrder(next, a.num_items, a.heads, a.heads_per_section);
-          const BlockWork nw = WorkAt(a, nt.item, nt.head);
-#pragma unroll
-          for (int b = 0; b < kQk / 64; ++b) {
-            TmaPrefetchL2_3d(&maps.q, 64 * b, nw.head, nw.req.q_begin + nw.i0);
-          }
         }
       }
       ring += last + 1;
