@@ -77,6 +77,9 @@ struct AttentionArgs {
   float scale_log2;  // softmax_scale * log2(e)
   bool out_bf16;
   bool out_pairs;  // output 8-byte aligned: adjacent fp32 pairs in one store
+  // bf16 output 16-byte aligned: the TMA body stores 8 columns at a time
+  // (sm90_tile.h's StoreRowsBf16Chunks).
+  bool out_chunks;
   // The persistent TMA body's tiles (config.h's TmaTileOrder): work items x
   // heads, and the counter its CTAs take tiles from after their first (zero
   // at launch: the gather kernel clears it).

@@ -60,7 +60,7 @@ static_assert(kQkWidths[sizeof(kQkWidths) / sizeof(int) - 1] == kMaxHeadDim &&
 inline constexpr int kKeyAlign = 128;
 
 // --- The latent gather: rows per block, threads per block.
-inline constexpr int kGatherRows = 8;
+inline constexpr int kGatherRows = 4;
 inline constexpr int kGatherThreads = 256;
 
 // --- Attention blocks: kBlockM query rows of one request and head; the

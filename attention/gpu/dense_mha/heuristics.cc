@@ -93,6 +93,16 @@ LaunchResult ScheduleTmaAttention(const AttentionChoice& c, int64_t items,
   return LaunchResult{};
 }
 
+int GatherVectorElems(const DenseMhaPrefillParams& p, int64_t entry_bytes) {
+  const bool fp8 = p.cache_encoding != LatentCacheType::kBFloat16;
+  const int64_t rope_offset =
+      fp8 ? int64_t{p.kv_lora_rank} + 4 * (p.kv_lora_rank / 128) : 0;
+  const bool aligned = reinterpret_cast<uintptr_t>(p.kv_cache) % 16 == 0 &&
+                       entry_bytes % 16 == 0 && rope_offset % 16 == 0 &&
+                       p.kv_lora_rank % 8 == 0 && p.rope_dim % 8 == 0;
+  return aligned ? 8 : 2;
+}
+
 const char* AttentionPathName(const AttentionChoice& c) {
   switch (c.body) {
     case DenseMhaBody::kWarp:

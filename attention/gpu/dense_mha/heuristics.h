@@ -14,6 +14,8 @@
 // multiprocessor, fewer where the call has fewer (query tile, head) tiles
 // or the params cap it (attention_ctas); heads per L2 section as config.h's
 // TmaTileOrder says.
+// The latent gather (GatherVectorElems): 16-byte chunks of 8 elements where
+// the cache entries allow, else bf16 pairs.
 // gemm_bf16: kSm90 with sm_90a device code, kWarp otherwise.
 #ifndef DSA_ATTENTION_GPU_DENSE_MHA_HEURISTICS_H_
 #define DSA_ATTENTION_GPU_DENSE_MHA_HEURISTICS_H_
@@ -55,6 +57,14 @@ struct TmaSchedule {
 LaunchResult ScheduleTmaAttention(const AttentionChoice& choice, int64_t items,
                                   int heads, int64_t kv_rows, int max_ctas,
                                   int multiprocessors, TmaSchedule* schedule);
+
+// Elements each thread of the latent gather moves at once (prologue
+// kernels): 8, as 16-byte loads and stores, where the cache's base and its
+// entries of `entry_bytes` are 16-byte aligned, and in an fp8 entry so is
+// k_pe after the codes and their scales; else 2. (The scratch rows are
+// 16-byte aligned at every legal width: the arena's base is, and lora +
+// rope is a multiple of 8.)
+int GatherVectorElems(const DenseMhaPrefillParams& params, int64_t entry_bytes);
 
 // "warp", "sm90-pipelined", "sm90-tma-64" or "sm90-tma-128".
 const char* AttentionPathName(const AttentionChoice& choice);

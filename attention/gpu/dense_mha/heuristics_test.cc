@@ -123,6 +123,27 @@ TEST(DenseMhaHeuristicsTest, TmaTileKeysPerWidthPair) {
   EXPECT_EQ(Choose(Dims(64, 32, 64), Hopper()).tma_tile_keys, 0);
 }
 
+TEST(DenseMhaHeuristicsTest, GatherChunksWhereTheCacheIsAligned) {
+  alignas(16) static unsigned char cache[64];
+  DenseMhaPrefillParams p = Dims(192, 64, 256);
+  p.kv_lora_rank = 512;
+  p.kv_cache = cache;
+  p.cache_encoding = LatentCacheType::kBFloat16;
+  EXPECT_EQ(GatherVectorElems(p, 2 * (512 + 64)), 8);  // 1152 bytes
+  // fp8: 512 codes, 4 scales, then k_pe at 528: 656 bytes an entry.
+  p.cache_encoding = LatentCacheType::kFp8E4m3fn;
+  EXPECT_EQ(GatherVectorElems(p, 512 + 16 + 128), 8);
+  // The tiny presets' fp8 entry: k_pe at 132, 196 bytes.
+  p.kv_lora_rank = 128;
+  p.rope_dim = 32;
+  EXPECT_EQ(GatherVectorElems(p, 128 + 4 + 64), 2);
+  p.cache_encoding = LatentCacheType::kBFloat16;
+  EXPECT_EQ(GatherVectorElems(p, 2 * (128 + 32)), 8);      // 320 bytes
+  EXPECT_EQ(GatherVectorElems(p, 2 * (128 + 32) + 8), 2);  // padded entries
+  p.kv_cache = cache + 8;                                  // a view 8 bytes in
+  EXPECT_EQ(GatherVectorElems(p, 2 * (128 + 32)), 2);
+}
+
 TEST(DenseMhaHeuristicsTest, RequestedBodies) {
   const auto glm = [](DenseMhaBody b) { return Dims(192, 64, 256, b); };
   EXPECT_EQ(Path(glm(DenseMhaBody::kWarp), Hopper()), "warp");

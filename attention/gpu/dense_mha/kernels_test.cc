@@ -12,8 +12,8 @@
 // runs on sm_90a too (a body the device cannot run is skipped, saying so);
 // the *_persistent_* cases cap the TMA body's persistent grid at one to
 // three CTAs, so that each CTA runs many tiles in turn; the *_presplit
-// cases pass W_UK and W_UV split (kv_b_proj poisoned) and check the output
-// equals the per-call split's to the bit.
+// cases pass W_UK and W_UV split (kv_b_proj poisoned), then run the same
+// call from kv_b_proj, both against the reference.
 // The GEMM alone runs its default and its warp body.
 // Skips cleanly when built without a GPU backend or run without a device.
 //
@@ -356,6 +356,33 @@ TEST_P(DenseMhaKernelTest, MatchesFloat64Reference) {
     }
   }
 
+  // Every element of the output in `dev` against the reference; returns the
+  // worst |error| / vmax.
+  auto check_output = [&](const DeviceArray& dev, const char* what,
+                          double* worst_out) {
+    std::vector<double> got(out_elems);
+    if (out_bf16) {
+      std::vector<uint16_t> raw;
+      ASSERT_LAUNCH(dev.Download(&raw));
+      for (int64_t i = 0; i < out_elems; ++i) got[i] = Bf16ToFloat(raw[i]);
+    } else {
+      std::vector<float> raw;
+      ASSERT_LAUNCH(dev.Download(&raw));
+      for (int64_t i = 0; i < out_elems; ++i) got[i] = raw[i];
+    }
+    for (int64_t e = 0; e < out_elems; ++e) {
+      const double vmax = row_vmax[e];
+      double tol = 0x1p-8 * vmax;
+      if (out_bf16) tol += 0x1p-8 * std::fabs(ref[e]);
+      const int64_t t = e / (int64_t{heads} * v);
+      ASSERT_LE(std::fabs(got[e] - ref[e]), tol)
+          << what << ": token " << t << " head " << (e / v) % heads << " dim "
+          << e % v << ": got " << got[e] << ", expected " << ref[e] << ", vmax "
+          << vmax;
+      *worst_out = std::max(*worst_out, std::fabs(got[e] - ref[e]) / vmax);
+    }
+  };
+
   // Twice: the first call grows the stream's scratch arena as it needs; the
   // second, into a poisoned output again, takes its scratch from the arena
   // as it stands (no stream-ordered allocation) and, on the TMA body, its
@@ -385,34 +412,14 @@ TEST_P(DenseMhaKernelTest, MatchesFloat64Reference) {
       EXPECT_EQ(maps.hits, maps_before.hits + 1);
     }
     ASSERT_LAUNCH(DeviceSynchronize());
-    std::vector<double> got(out_elems);
-    if (out_bf16) {
-      std::vector<uint16_t> raw;
-      ASSERT_LAUNCH(d_out.Download(&raw));
-      for (int64_t i = 0; i < out_elems; ++i) got[i] = Bf16ToFloat(raw[i]);
-    } else {
-      std::vector<float> raw;
-      ASSERT_LAUNCH(d_out.Download(&raw));
-      for (int64_t i = 0; i < out_elems; ++i) got[i] = raw[i];
-    }
-    for (int64_t e = 0; e < out_elems; ++e) {
-      const double vmax = row_vmax[e];
-      double tol = 0x1p-8 * vmax;
-      if (out_bf16) tol += 0x1p-8 * std::fabs(ref[e]);
-      const int64_t t = e / (int64_t{heads} * v);
-      ASSERT_LE(std::fabs(got[e] - ref[e]), tol)
-          << "call " << call << ": token " << t << " head " << (e / v) % heads
-          << " dim " << e % v << ": got " << got[e] << ", expected " << ref[e]
-          << ", vmax " << vmax;
-      worst = std::max(worst, std::fabs(got[e] - ref[e]) / vmax);
-    }
+    check_output(d_out, call == 0 ? "call 0" : "call 1", &worst);
+    if (HasFatalFailure()) return;
   }
   if (c.presplit) {
-    // The same call splitting kv_b_proj itself: the same bits as the
-    // last call with the split given.
+    // The same call from kv_b_proj (its W_UK / W_UV row groups read in
+    // place): as close to the reference. Not compared to the bit: the
+    // vendor GEMM may take another algorithm for the batched form.
     const int64_t out_bytes = out_elems * (out_bf16 ? 2 : 4);
-    std::vector<uint8_t> split_out, own_out;
-    ASSERT_LAUNCH(d_out.Download(&split_out));
     DenseMhaPrefillParams own = p;
     own.w_uk = own.w_uv = nullptr;
     own.kv_b_proj = d_w.get<void>();
@@ -421,10 +428,8 @@ TEST_P(DenseMhaKernelTest, MatchesFloat64Reference) {
     own.output = d_own_out.get<void>();
     ASSERT_LAUNCH(DenseMhaPrefillLaunch(own, nullptr));
     ASSERT_LAUNCH(DeviceSynchronize());
-    ASSERT_LAUNCH(d_own_out.Download(&own_out));
-    ASSERT_EQ(split_out.size(), static_cast<size_t>(out_bytes));
-    EXPECT_TRUE(split_out == own_out)
-        << "the output with W_UK / W_UV given differs from the split's";
+    check_output(d_own_out, "from kv_b_proj", &worst);
+    if (HasFatalFailure()) return;
   }
   const DenseMhaFlops flops = DenseMhaPrefillFlops(p);
   std::printf(
@@ -454,6 +459,8 @@ std::vector<DenseCase> Cases() {
        Cache::kFp8E4m3fnuz, {{0, 257}, {1000, 33}, {40, 0}, {63, 65}}},
       {"deepseek_1024", 1, 128, 64, 128, 512, 64, Cache::kFp8E4m3fn,
        {{0, 1024}}},
+      {"deepseek_bf16_output", 3, 128, 64, 128, 512, 64, Cache::kBFloat16,
+       {{0, 300}, {70, 129}, {5, 1}}, false, kBf16Out},
       {"deepseek_f32_io", 2, 128, 64, 128, 512, 16, Cache::kBFloat16,
        {{3, 70}, {0, 64}}, kF32},
       {"glm_tile_edges_own_gemm", 2, 192, 64, 256, 512, 64, Cache::kFp8E4m3fn,

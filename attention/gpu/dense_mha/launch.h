@@ -13,9 +13,11 @@
 //      both attention products read K-major operands. They run on the
 //      platform's vendor GEMM (the gemm dense op, GemmGpu in
 //      dense_ops/op_kernels.h: cuBLASLt on CUDA, rocBLAS on ROCm, loaded at run
-//      time) over W_UK and W_UV split out of kv_b_proj into contiguous bf16
-//      scratch (one small kernel), and on the project's own GEMM
-//      (gemm_bf16.h, reading kv_b_proj's row groups in place) when no vendor
+//      time) over kv_b_proj's W_UK and W_UV row groups in place (a strided
+//      batch of one product per head), or over the caller's split of them,
+//      a small kernel splitting them into bf16 scratch first only where
+//      kv_b_proj is fp32 or unaligned; and on the project's own GEMM
+//      (gemm_bf16.h, reading the row groups in place too) when no vendor
 //      library loads or when the params ask (own_decompression_gemm);
 //   4. attention: FlashAttention-style causal attention over tiles of (128
 //      query rows, head), the longest first; online softmax in fp32;

@@ -52,12 +52,17 @@ LaunchResult Gather(const DenseMhaPrefillParams& p, const Plan& plan,
       static_cast<unsigned>((plan.max_rows + kGatherRows - 1) / kGatherRows),
       static_cast<unsigned>(plan.requests.size()));
   const uint8_t* cache = static_cast<const uint8_t*>(p.kv_cache);
-#define DSA_GATHER(E)                                                         \
-  hipLaunchKernelGGL(                                                         \
-      GatherLatentKernel<static_cast<int>(E)>, grid, dim3(kGatherThreads), 0, \
-      stream, cache, plan.entry_bytes, p.num_blocks, p.block_size,            \
-      p.block_table, p.block_table_stride, p.max_blocks_per_request, meta,    \
-      p.kv_lora_rank, p.rope_dim, lat, plan.lat_ld, tile_counter)
+  const int vec = GatherVectorElems(p, plan.entry_bytes);
+#define DSA_GATHER(E)                                                        \
+  {                                                                          \
+    auto* kernel = vec == 8 ? &GatherLatentKernel<static_cast<int>(E), 8>    \
+                            : &GatherLatentKernel<static_cast<int>(E), 2>;   \
+    hipLaunchKernelGGL(kernel, grid, dim3(kGatherThreads), 0, stream, cache, \
+                       plan.entry_bytes, p.num_blocks, p.block_size,         \
+                       p.block_table, p.block_table_stride,                  \
+                       p.max_blocks_per_request, meta, p.kv_lora_rank,       \
+                       p.rope_dim, lat, plan.lat_ld, tile_counter);          \
+  }
   switch (p.cache_encoding) {
     case LatentCacheType::kBFloat16:
       DSA_GATHER(LatentCacheType::kBFloat16);
@@ -76,13 +81,14 @@ LaunchResult Gather(const DenseMhaPrefillParams& p, const Plan& plan,
   return CheckLaunch("dense_mha_prefill gather");
 }
 
-// The decompression on the vendor GEMM: W_UK and W_UV, unless the caller
-// split them once (params.h), are first split out of kv_b_proj into
-// contiguous bf16 scratch (the vendor GEMM takes one row stride per
-// operand), then K_nope [S, heads * nope] = lat W_UK^T and
-// V^T [heads * v, S] = W_UV lat^T, each one plain GEMM (a weight copy of
-// 2 * heads * (nope + v) * lora bytes, ~10-30 us, buys one large product
-// instead of a batch of per-head ones).
+// The decompression on the vendor GEMM: K_nope [S, heads * nope] =
+// lat W_UK^T and V^T [heads * v, S] = W_UV lat^T. W_UK and W_UV are read
+// where they are: the caller's split (params.h), or kv_b_proj's per-head
+// row groups in place, one strided-batched product per operand with a batch
+// per head (vendor_gemm.h; as fast as the contiguous product, and no split
+// kernel or weight copy). Only a kv_b_proj the GEMM cannot read as it is
+// (fp32, or not 16-byte aligned: plan.h's convert_weights) is first split
+// into contiguous bf16 scratch.
 LaunchResult DecompressOnVendorGemm(const DenseMhaPrefillParams& p,
                                     const Plan& plan, const uint16_t* lat,
                                     uint16_t* knope, uint16_t* vt, uint16_t* wk,
@@ -91,29 +97,31 @@ LaunchResult DecompressOnVendorGemm(const DenseMhaPrefillParams& p,
   const int64_t lora = p.kv_lora_rank, heads = p.heads;
   const int64_t w_rows = heads * (nope + v);
   LaunchResult r;
-  // Split once by the caller (params.h): no scratch, no split kernel.
   const bool presplit = p.w_uv != nullptr;
+  const bool in_place = !presplit && !plan.convert_weights;
+  const uint16_t* w_uk = wk;
+  const uint16_t* w_uv = wv;
   if (presplit) {
-    wk = const_cast<uint16_t*>(p.w_uk);
-    wv = const_cast<uint16_t*>(p.w_uv);
-  }
-  const int64_t chunks = w_rows * (lora / 8);
-  const unsigned blocks =
-      static_cast<unsigned>(std::min<int64_t>((chunks + 255) / 256, 16384));
-  if (presplit) {
-    // W_UK and W_UV as given.
-  } else if (p.kv_b_proj_format == FloatFormat::kFloat32) {
-    hipLaunchKernelGGL(SplitWeightsKernel<float>, dim3(blocks), dim3(256), 0,
-                       stream, static_cast<const float*>(p.kv_b_proj), wk, wv,
-                       w_rows, static_cast<int32_t>(nope),
-                       static_cast<int32_t>(v), static_cast<int32_t>(lora));
+    w_uk = p.w_uk;
+    w_uv = p.w_uv;
+  } else if (in_place) {
+    w_uk = static_cast<const uint16_t*>(p.kv_b_proj);
+    w_uv = w_uk + nope * lora;
   } else {
-    hipLaunchKernelGGL(SplitWeightsKernel<uint16_t>, dim3(blocks), dim3(256), 0,
-                       stream, static_cast<const uint16_t*>(p.kv_b_proj), wk,
-                       wv, w_rows, static_cast<int32_t>(nope),
-                       static_cast<int32_t>(v), static_cast<int32_t>(lora));
-  }
-  if (!presplit) {
+    const int64_t chunks = w_rows * (lora / 8);
+    const unsigned blocks =
+        static_cast<unsigned>(std::min<int64_t>((chunks + 255) / 256, 16384));
+    if (p.kv_b_proj_format == FloatFormat::kFloat32) {
+      hipLaunchKernelGGL(SplitWeightsKernel<float>, dim3(blocks), dim3(256), 0,
+                         stream, static_cast<const float*>(p.kv_b_proj), wk, wv,
+                         w_rows, static_cast<int32_t>(nope),
+                         static_cast<int32_t>(v), static_cast<int32_t>(lora));
+    } else {
+      hipLaunchKernelGGL(SplitWeightsKernel<uint16_t>, dim3(blocks), dim3(256),
+                         0, stream, static_cast<const uint16_t*>(p.kv_b_proj),
+                         wk, wv, w_rows, static_cast<int32_t>(nope),
+                         static_cast<int32_t>(v), static_cast<int32_t>(lora));
+    }
     r = CheckLaunch("dense_mha_prefill weight split");
     if (!r.ok()) return r;
   }
@@ -121,8 +129,12 @@ LaunchResult DecompressOnVendorGemm(const DenseMhaPrefillParams& p,
     Bf16GemmParams g;
     g.a = lat;
     g.lda = plan.lat_ld;
-    g.b = wk;
+    g.b = w_uk;
     g.ldb = lora;
+    if (in_place) {
+      g.b_group_rows = nope;
+      g.b_group_stride = nope + v;
+    }
     g.c = knope;
     g.ldc = plan.knope_ld;
     g.m = plan.kv_rows;
@@ -132,8 +144,12 @@ LaunchResult DecompressOnVendorGemm(const DenseMhaPrefillParams& p,
     if (!r.ok()) return r;
   }
   Bf16GemmParams g;
-  g.a = wv;
+  g.a = w_uv;
   g.lda = lora;
+  if (in_place) {
+    g.a_group_rows = v;
+    g.a_group_stride = nope + v;
+  }
   g.b = lat;
   g.ldb = plan.lat_ld;
   g.c = vt;
@@ -240,7 +256,8 @@ LaunchResult Prefill(const DenseMhaPrefillParams& p, hipStream_t stream) {
   uint16_t* wk = nullptr;
   uint16_t* wv = nullptr;
   uint16_t* wb = nullptr;
-  if (vendor_gemm && p.w_uv == nullptr) {  // not split by the caller
+  if (vendor_gemm && p.w_uv == nullptr && plan.convert_weights) {
+    // Split here: not by the caller, and not readable in place.
     if (p.qk_nope_head_dim > 0) scratch.Add(&wk, plan.wk_bytes);
     scratch.Add(&wv, plan.wv_bytes);
   } else if (!vendor_gemm && plan.convert_weights) {
@@ -304,6 +321,8 @@ LaunchResult Prefill(const DenseMhaPrefillParams& p, hipStream_t stream) {
   args.scale_log2 = p.softmax_scale * 1.4426950408889634f;
   args.out_bf16 = p.output_format == FloatFormat::kBFloat16;
   args.out_pairs = reinterpret_cast<uintptr_t>(p.output) % 8 == 0;
+  args.out_chunks =
+      args.out_bf16 && reinterpret_cast<uintptr_t>(p.output) % 16 == 0;
   launch.items = static_cast<int>(plan.items.size());
   launch.stream = stream;
   args.num_items = launch.items;

@@ -43,7 +43,7 @@ struct DenseMhaPrefillParams {
   // Optional: W_UK [heads * nope, kv_lora] and W_UV [heads * v, kv_lora],
   // kv_b_proj's row blocks split out once by the caller, bf16 and
   // contiguous; the vendor GEMM's decompression reads them instead of
-  // splitting kv_b_proj into scratch. Both or neither.
+  // kv_b_proj's row groups. Both or neither.
   const uint16_t* w_uk = nullptr;
   const uint16_t* w_uv = nullptr;
   void* output = nullptr;  // [tokens, heads, v], contiguous

@@ -1,6 +1,7 @@
 #include "attention/gpu/dense_mha/plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -147,6 +148,12 @@ LaunchResult PlanDenseMhaPrefill(const DenseMhaPrefillParams& p, int block_m,
   if (!r.ok() || p.tokens == 0) return r;
   r = CheckBuffers(p);
   if (!r.ok()) return r;
+  // Positive and finite (ops.h): the TMA body scales the row maxima rather
+  // than every score (sm90_tile.h's MaskRowMax).
+  if (!(p.softmax_scale > 0.0f) || !std::isfinite(p.softmax_scale)) {
+    return Invalid(kOp, "softmax_scale %g: needs a positive finite value",
+                   static_cast<double>(p.softmax_scale));
+  }
   const int64_t nope = p.qk_nope_head_dim, rope = p.rope_dim, v = p.v_head_dim;
   const int64_t lora = p.kv_lora_rank, heads = p.heads;
   plan->entry_bytes = p.cache_encoding != LatentCacheType::kBFloat16

@@ -67,7 +67,7 @@ struct Plan {
   size_t latent_bytes = 0;
   size_t knope_bytes = 0;
   size_t vt_bytes = 0;
-  size_t wk_bytes = 0;      // W_UK split out of kv_b_proj, for the vendor GEMM
+  size_t wk_bytes = 0;      // W_UK split out of an fp32 / unaligned kv_b_proj
   size_t wv_bytes = 0;      // W_UV
   size_t weight_bytes = 0;  // kv_b_proj in bf16 (convert_weights)
   size_t query_bytes = 0;   // q in bf16 (convert_queries)

@@ -7,6 +7,7 @@
 #include "attention/gpu/dense_mha/plan.h"
 
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,12 @@ TEST(DenseMhaPlanTest, RejectsWhatTheKernelsCannotRun) {
   std::vector<int32_t> long_len = {65};
   bad.host_seq_lens = long_len.data();
   ExpectInvalid(bad, "exceeds its block table's 64 slots");
+  for (float scale : {0.0f, -0.1f, std::numeric_limits<float>::infinity(),
+                      std::numeric_limits<float>::quiet_NaN()}) {
+    bad = c.p;
+    bad.softmax_scale = scale;
+    ExpectInvalid(bad, "needs a positive finite value");
+  }
 }
 
 TEST(DenseMhaPlanTest, NoTokensPlansNothingAndReadsNoPointer) {

@@ -6,6 +6,7 @@
 #define DSA_ATTENTION_GPU_DENSE_MHA_PROLOGUE_KERNELS_H_
 
 #include <cstdint>
+#include <type_traits>
 
 #include "attention/gpu/dense_mha/attention_args.h"
 #include "attention/gpu/dense_mha/config.h"
@@ -22,11 +23,15 @@ using ::dsa::gpu::Fp8Format;
 using ::dsa::gpu::PackBf16x2;
 
 // Latent entries -> bf16 rows kv_c | k_pe (lat_ld elements apart); rows
-// from seq_len to the next multiple of kKeyAlign are zero. Grid: (latent
-// rows / kGatherRows, requests). Block (0, 0) also zeroes the persistent
-// attention's tile counter (attention_args.h), which the attention, later
-// on the same stream, counts up from.
-template <int kEncoding>
+// from seq_len to the next multiple of kKeyAlign are zero. Each thread
+// moves kVec consecutive elements of a row at a time: 8 (16-byte stores;
+// heuristics.h's GatherVectorElems says when the layout allows) or 2. A
+// chunk never straddles kv_c and k_pe (lora % 8 == 0), nor two fp8 scale
+// tiles (128 values). Grid: (latent rows / kGatherRows, requests). Block
+// (0, 0) also zeroes the persistent attention's tile counter
+// (attention_args.h), which the attention, later on the same stream, counts
+// up from.
+template <int kEncoding, int kVec>
 __global__ void __launch_bounds__(kGatherThreads)
     GatherLatentKernel(const uint8_t* __restrict__ cache, int64_t entry_bytes,
                        int64_t num_blocks, int32_t block_size,
@@ -35,54 +40,68 @@ __global__ void __launch_bounds__(kGatherThreads)
                        const Meta meta, int32_t lora, int32_t rope,
                        uint16_t* __restrict__ lat, int64_t lat_ld,
                        int32_t* __restrict__ tile_counter) {
+  static_assert(kVec == 2 || kVec == 8, "bf16 pairs or 16-byte chunks");
+  using Chunk = std::conditional_t<kVec == 8, uint4, uint32_t>;
+  constexpr int kWords = kVec / 2;  // bf16 pairs a chunk
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
     *tile_counter = 0;
   }
   const RequestInfo req = MetaRequest(meta, blockIdx.y);
-  const int words = (lora + rope) / 2;  // bf16 pairs per row
+  const int chunks = (lora + rope) / kVec;  // per row
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kGatherRows;
   const int64_t padded = (static_cast<int64_t>(req.seq_len) + kKeyAlign - 1) /
                          kKeyAlign * kKeyAlign;
-  for (int idx = threadIdx.x; idx < kGatherRows * words;
+  for (int idx = threadIdx.x; idx < kGatherRows * chunks;
        idx += kGatherThreads) {
-    const int64_t j = j0 + idx / words;
-    if (j >= padded) break;  // rows are in increasing order
-    uint32_t* dst =
-        reinterpret_cast<uint32_t*>(lat + (req.kv_row + j) * lat_ld);
+    const int64_t j = j0 + idx / chunks;
+    if (j >= padded) break;               // rows are in increasing order
+    const int e = (idx % chunks) * kVec;  // first element of the chunk
+    Chunk* dst = reinterpret_cast<Chunk*>(lat + (req.kv_row + j) * lat_ld + e);
     if (j >= req.seq_len) {
-      dst[idx % words] = 0;
+      *dst = Chunk{};
       continue;
     }
-    const int w = idx % words;
     const int64_t col = j / block_size;
     int64_t block = block_table[req.table_row * table_stride +
                                 (col < max_blocks ? col : max_blocks - 1)];
     block = block < 0 ? 0 : (block >= num_blocks ? num_blocks - 1 : block);
     const uint8_t* entry =
         cache + (block * block_size + j % block_size) * entry_bytes;
-    uint32_t out;
     if constexpr (kEncoding == static_cast<int>(LatentCacheType::kBFloat16)) {
-      out = reinterpret_cast<const uint32_t*>(entry)[w];
+      *dst = *reinterpret_cast<const Chunk*>(entry + 2 * e);
     } else {
       constexpr Fp8Format kF =
           kEncoding == static_cast<int>(LatentCacheType::kFp8E4m3fn)
               ? Fp8Format::kE4m3fn
               : Fp8Format::kE4m3fnuz;
-      const int e = 2 * w;
       const int tiles = lora / 128;
       if (e < lora) {
-        const uint32_t codes = reinterpret_cast<const uint16_t*>(entry)[w];
         const float scale =
             reinterpret_cast<const float*>(entry + lora)[e / 128];
-        // fp8 times a power of two: exact in bf16.
-        out = PackBf16x2(DecodeFp8<kF>(codes & 0xffu) * scale,
-                         DecodeFp8<kF>(codes >> 8) * scale);
+        uint32_t codes[(kVec + 3) / 4];
+        if constexpr (kVec == 8) {
+          const uint2 raw = *reinterpret_cast<const uint2*>(entry + e);
+          codes[0] = raw.x;
+          codes[1] = raw.y;
+        } else {
+          codes[0] = *reinterpret_cast<const uint16_t*>(entry + e);
+        }
+        uint32_t out[kWords];
+#pragma unroll
+        for (int k = 0; k < kWords; ++k) {
+          const uint32_t pair = codes[k / 2] >> (16 * (k % 2));
+          // fp8 times a power of two: exact in bf16.
+          out[k] = PackBf16x2(DecodeFp8<kF>(pair & 0xffu) * scale,
+                              DecodeFp8<kF>((pair >> 8) & 0xffu) * scale);
+        }
+        Chunk c;
+        __builtin_memcpy(&c, out, sizeof(c));
+        *dst = c;
       } else {
-        out = reinterpret_cast<const uint32_t*>(entry + lora +
-                                                4 * tiles)[(e - lora) / 2];
+        *dst = *reinterpret_cast<const Chunk*>(entry + lora + 4 * tiles +
+                                               2 * (e - lora));
       }
     }
-    dst[w] = out;
   }
 }
 

@@ -10,7 +10,12 @@
 // softmax runs under the other's products. The math warps issue no loads,
 // compute no addresses and never wait on a block-wide barrier. A TMA box of
 // 64 columns covers one swizzle block of one source (K_nope, k_pe or V^T),
-// hence the head dims. The kernel is persistent: a CTA per multiprocessor
+// hence the head dims. Probabilities are exp2(s * scale - base) in one FFMA
+// and the hardware's exponential (scores stay unscaled; the row maxima are
+// scaled); a warpgroup skips the leading key tile its rows cannot see (the
+// diagonal tile of the first 64 rows with 64-key tiles), taking its turn
+// without issuing; a bf16 output leaves in 16-byte stores. The kernel is
+// persistent: a CTA per multiprocessor
 // takes (query tile, head) tiles, longest first, in config.h's
 // TmaTileOrder, the first by its index and the rest from an atomic counter;
 // the producer loads a tile's Q while the consumers finish the last one.
@@ -28,6 +33,7 @@
 #include "attention/gpu/device/hip_compat.h"
 #include "attention/gpu/device/mma.h"
 #include "attention/gpu/device/sm90_pipeline.h"
+#include "attention/gpu/device/softmax.h"
 
 #if defined(DSA_GPU_CUDA)
 
@@ -244,14 +250,36 @@ struct Sm90TmaBody {
       softmax.Init();
       uint32_t p_frag[kPSteps][4];
 
+      // Leading key tiles that start past this warpgroup's last row see
+      // none of its rows (with 64-key tiles, the diagonal tile of group 0
+      // in a full query tile): the group takes its turn there without
+      // issuing and releases the stages unread, and its products start at
+      // tile `first`. The last tile (keys from 0) is never skipped.
+      const int group_last_pos = w.first_pos + row_base + kSm90GroupRows - 1;
+      int first = 0;
+      while (first < last && (last - first) * kN > group_last_pos) ++first;
+
       for (int i = 0; i <= last; ++i) {
         const int t = last - i;
         const int s = Ring::Stage(ring + i);
         MbarWait(sm.full_k(s), Ring::FullParity(ring + i));
+        if (i < first) {
+          turn.WaitTurn();
+          turn.PassTurn();
+          // The V stage is released only once filled, so that no release
+          // runs ahead of the other group's for the stage's previous use.
+          MbarWait(sm.full_v(s), Ring::FullParity(ring + i));
+          if (lane == 0) {
+            MbarArrive(sm.empty_k(s));
+            MbarArrive(sm.empty_v(s));
+          }
+          continue;
+        }
         turn.WaitTurn();
         float sc[WgS::kAccPerThread];
         IssueScores(sc, q_rows, sm.k(s));
-        if (i > 0) {
+        const bool pv_pending = i > first;
+        if (pv_pending) {
           const int sp = Ring::Stage(ring + i - 1);
           MbarWait(sm.full_v(sp), Ring::FullParity(ring + i - 1));
           IssuePV(o, p_frag, sm.v(sp));
@@ -271,22 +299,27 @@ struct Sm90TmaBody {
           if (i == last) MbarArrive(sm.empty_q());
         }
 
+        // Probabilities exp2(s * scale_log2 - base): the scale folded into
+        // one FFMA per score, the row maxima scaled once (scale > 0).
         const int key0 = t * kN;
         float mx[kSm90RowSlots], base[kSm90RowSlots], alpha[kSm90RowSlots];
-        ScaleMaskRowMax<WgS>(a, sc, key0 + kN - 1 > w.first_pos, key0,
-                             w.first_pos + row_base, warp_in_group, lane, mx);
+        MaskRowMax<WgS>(sc, key0 + kN - 1 > w.first_pos, key0,
+                        w.first_pos + row_base, warp_in_group, lane, mx);
+#pragma unroll
+        for (int r = 0; r < kSm90RowSlots; ++r) mx[r] *= a.scale_log2;
         softmax.Update(mx, base, alpha);
 #pragma unroll
         for (int e = 0; e < WgS::kAccPerThread; e += 2) {
           const int slot_e = (e / 2) % 2;
-          sc[e] = exp2f(sc[e] - base[slot_e]);
-          sc[e + 1] = exp2f(sc[e + 1] - base[slot_e]);
+          sc[e] = Exp2Ftz(fmaf(sc[e], a.scale_log2, -base[slot_e]));
+          sc[e + 1] = Exp2Ftz(fmaf(sc[e + 1], a.scale_log2, -base[slot_e]));
           softmax.row_sum[slot_e] += sc[e] + sc[e + 1];
         }
-        // PV_{t+1} done (unconditional wait: nothing pends at i = 0, and a
-        // wait ptxas cannot pair with its issue serialises every wgmma).
+        // PV_{t+1} done (unconditional wait: nothing pends at i = first,
+        // and a wait ptxas cannot pair with its issue serialises every
+        // wgmma).
         WgO::Wait(o, p_frag);
-        if (i > 0 && lane == 0) {
+        if (pv_pending && lane == 0) {
           MbarArrive(sm.empty_v(Ring::Stage(ring + i - 1)));
         }
 #pragma unroll
@@ -304,7 +337,12 @@ struct Sm90TmaBody {
 
       float inv[kSm90RowSlots];
       softmax.Finalize(inv);
-      StoreRows<WgOAcc>(a, w, o, inv, row_base, warp_in_group, lane);
+      if (a.out_chunks) {
+        StoreRowsBf16Chunks<WgOAcc>(a, w, o, inv, row_base, warp_in_group,
+                                    lane);
+      } else {
+        StoreRows<WgOAcc>(a, w, o, inv, row_base, warp_in_group, lane);
+      }
     }
     turn.Finish();
   }
