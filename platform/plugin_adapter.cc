@@ -116,6 +116,16 @@ Status ValidatePlatformDescriptor(const DsaPlatformDescriptor& d) {
                "all_reduce_sum and all_gather must be all set or all NULL; ",
                collectives, " of the 5 are set"));
   }
+  const int graphs = (d.graph_capture_begin != nullptr) +
+                     (d.graph_capture_end != nullptr) +
+                     (d.graph_launch != nullptr) + (d.graph_destroy != nullptr);
+  if (graphs != 0 && graphs != 4) {
+    return InvalidArgumentError(
+        StrCat("platform '", id,
+               "': graph_capture_begin, graph_capture_end, graph_launch and "
+               "graph_destroy must be all set or all NULL; ",
+               graphs, " of the 4 are set"));
+  }
   if (d.capabilities_for_arch == nullptr) {
     return InvalidArgumentError(
         StrCat("platform '", id, "': capabilities_for_arch is NULL"));

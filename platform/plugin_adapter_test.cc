@@ -359,6 +359,56 @@ TEST(PluginAdapterTest, CollectiveCallbacksAreAllOrNone) {
   std::free(cut);
 }
 
+DsaStatusCode FakeCaptureBegin(void*, char*, size_t) { return DSA_STATUS_OK; }
+DsaStatusCode FakeCaptureEnd(void*, void** graph, char*, size_t) {
+  static int token;
+  *graph = &token;
+  return DSA_STATUS_OK;
+}
+DsaStatusCode FakeGraphLaunch(void*, void*, char*, size_t) {
+  return DSA_STATUS_OK;
+}
+DsaStatusCode FakeGraphDestroy(void*, char*, size_t) { return DSA_STATUS_OK; }
+
+// Plugin API 1.4's graphs: all four or none; a 1.3 plugin's descriptor
+// (ending after all_gather) has none.
+TEST(PluginAdapterTest, GraphCallbacksAreAllOrNone) {
+  DsaPlatformDescriptor d;
+  std::memset(&d, 0, sizeof(d));
+  d.struct_size = sizeof(d);
+  d.platform_id = "p";
+  d.kind = DSA_PLATFORM_KIND_CUDA;
+  d.is_accelerator = 1;
+  d.default_arch = "old1";
+  d.known_archs = kArchs;
+  d.num_known_archs = 1;
+  d.capabilities_for_arch = &OldCapabilities;
+  DsaPlatformDescriptor out;
+  ASSERT_THAT(NormalizePlatformDescriptor(&d, &out), IsOk());
+  EXPECT_EQ(out.graph_launch, nullptr);
+  d.graph_capture_begin = &FakeCaptureBegin;
+  d.graph_capture_end = &FakeCaptureEnd;
+  d.graph_launch = &FakeGraphLaunch;
+  d.graph_destroy = &FakeGraphDestroy;
+  ASSERT_THAT(NormalizePlatformDescriptor(&d, &out), IsOk());
+  EXPECT_EQ(out.graph_capture_begin, &FakeCaptureBegin);
+  EXPECT_EQ(out.graph_destroy, &FakeGraphDestroy);
+
+  DsaPlatformDescriptor partial = d;
+  partial.graph_launch = nullptr;
+  EXPECT_THAT(NormalizePlatformDescriptor(&partial, &out),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("graph_capture_begin, graph_capture_end, "
+                                 "graph_launch and graph_destroy must be all "
+                                 "set or all NULL; 3 of the 4 are set")));
+  DsaPlatformDescriptor* v13 = OlderStruct(
+      d, offsetof(DsaPlatformDescriptor, all_gather) + sizeof(d.all_gather));
+  ASSERT_THAT(NormalizePlatformDescriptor(v13, &out), IsOk());
+  std::free(v13);
+  EXPECT_EQ(out.graph_capture_begin, nullptr);
+  EXPECT_EQ(out.graph_destroy, nullptr);
+}
+
 TEST(PluginAdapterTest, CallbackCodesOutsideAbslRangeAreInternal) {
   EXPECT_THAT(CallbackStatus(static_cast<DsaStatusCode>(99), "odd", "probe"),
               StatusIs(absl::StatusCode::kInternal,

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define DSA_PLUGIN_API_MAJOR 1
-#define DSA_PLUGIN_API_MINOR 3
+#define DSA_PLUGIN_API_MINOR 4
 #define DSA_PLUGIN_GET_API_SYMBOL "DsaGetPluginApi"
 
 #if defined(__GNUC__)
@@ -211,6 +211,30 @@ typedef struct DsaPlatformDescriptor {
   DsaStatusCode (*all_gather)(void* group, int32_t rank, const void* send,
                               void* recv, size_t bytes, void* stream,
                               char* error, size_t error_size);
+
+  /* Minor version 4. Graphs: the work a thread queues on a stream recorded
+   * once and launched again as one unit (CUDA graphs, HIP graphs), so that a
+   * host issues a run of kernels whose arguments do not change for the cost
+   * of one launch.
+   *  - graph_capture_begin: the work the calling thread queues on `stream`
+   *    (a stream of stream_create) from now on is recorded, not run, until
+   *    graph_capture_end. Calls that would wait for the stream fail while it
+   *    records.
+   *  - graph_capture_end: ends the recording and returns in *graph an
+   *    executable graph of it (never NULL on success). On an error (the
+   *    recording failed, a call during it was not allowed, instantiation
+   *    failed) the recording is ended and discarded, *graph NULL.
+   *  - graph_launch: runs the graph's work, in stream order on `stream`.
+   *  - graph_destroy: frees the graph; launches already queued still run.
+   * The four are all set or all NULL; a platform with them may still answer
+   * DSA_STATUS_UNIMPLEMENTED at run time (a driver without graphs). */
+  DsaStatusCode (*graph_capture_begin)(void* stream, char* error,
+                                       size_t error_size);
+  DsaStatusCode (*graph_capture_end)(void* stream, void** graph, char* error,
+                                     size_t error_size);
+  DsaStatusCode (*graph_launch)(void* graph, void* stream, char* error,
+                                size_t error_size);
+  DsaStatusCode (*graph_destroy)(void* graph, char* error, size_t error_size);
 } DsaPlatformDescriptor;
 
 /* One kernel of one op for one platform. */

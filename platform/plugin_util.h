@@ -72,6 +72,13 @@ struct PlatformCallbacks {
       nullptr;
   decltype(DsaPlatformDescriptor::all_reduce_sum) all_reduce_sum = nullptr;
   decltype(DsaPlatformDescriptor::all_gather) all_gather = nullptr;
+  // Plugin API 1.4: the four graph calls all or none.
+  decltype(DsaPlatformDescriptor::graph_capture_begin) graph_capture_begin =
+      nullptr;
+  decltype(DsaPlatformDescriptor::graph_capture_end) graph_capture_end =
+      nullptr;
+  decltype(DsaPlatformDescriptor::graph_launch) graph_launch = nullptr;
+  decltype(DsaPlatformDescriptor::graph_destroy) graph_destroy = nullptr;
 };
 
 template <size_t N>
@@ -104,6 +111,10 @@ DsaPlatformDescriptor MakePlatformDescriptor(
   d.collective_destroy = callbacks.collective_destroy;
   d.all_reduce_sum = callbacks.all_reduce_sum;
   d.all_gather = callbacks.all_gather;
+  d.graph_capture_begin = callbacks.graph_capture_begin;
+  d.graph_capture_end = callbacks.graph_capture_end;
+  d.graph_launch = callbacks.graph_launch;
+  d.graph_destroy = callbacks.graph_destroy;
   return d;
 }
 

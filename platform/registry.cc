@@ -463,6 +463,59 @@ absl::Status DeviceRuntime::AllGather(void* group, int rank, const void* send,
                    " bytes a rank on rank ", rank));
 }
 
+bool DeviceRuntime::has_graphs() const {
+  // The adapter admits all four or none.
+  return d_->graph_capture_begin != nullptr;
+}
+
+namespace {
+absl::Status NoGraphs(const std::string& platform_id) {
+  return absl::UnimplementedError(absl::StrCat(
+      "platform '", platform_id, "' has no graphs (plugin API 1.4)"));
+}
+}  // namespace
+
+absl::Status DeviceRuntime::BeginGraphCapture(void* stream) const {
+  if (!has_graphs()) return NoGraphs(platform_id_);
+  char error[kErrorSize] = {0};
+  return AbslCallbackStatus(
+      d_->graph_capture_begin(stream, error, sizeof(error)), error,
+      absl::StrCat("platform '", platform_id_, "': beginning a graph capture"));
+}
+
+absl::StatusOr<void*> DeviceRuntime::EndGraphCapture(void* stream) const {
+  if (!has_graphs()) return NoGraphs(platform_id_);
+  void* graph = nullptr;
+  char error[kErrorSize] = {0};
+  DSA_RETURN_IF_ERROR(AbslCallbackStatus(
+      d_->graph_capture_end(stream, &graph, error, sizeof(error)), error,
+      absl::StrCat("platform '", platform_id_, "': ending a graph capture")));
+  if (graph == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("platform '", platform_id_, "' captured a NULL graph"));
+  }
+  return graph;
+}
+
+absl::Status DeviceRuntime::LaunchGraph(void* graph, void* stream) const {
+  if (!has_graphs()) return NoGraphs(platform_id_);
+  char error[kErrorSize] = {0};
+  const DsaStatusCode code =
+      d_->graph_launch(graph, stream, error, sizeof(error));
+  if (code == DSA_STATUS_OK) return absl::OkStatus();
+  return AbslCallbackStatus(
+      code, error,
+      absl::StrCat("platform '", platform_id_, "': launching a graph"));
+}
+
+absl::Status DeviceRuntime::DestroyGraph(void* graph) const {
+  if (!has_graphs()) return NoGraphs(platform_id_);
+  char error[kErrorSize] = {0};
+  return AbslCallbackStatus(
+      d_->graph_destroy(graph, error, sizeof(error)), error,
+      absl::StrCat("platform '", platform_id_, "': destroying a graph"));
+}
+
 // ---------------------------------------------------------------------------
 // Registry
 

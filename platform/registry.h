@@ -110,6 +110,18 @@ class DeviceRuntime {
   absl::Status AllGather(void* group, int rank, const void* send, void* recv,
                          size_t bytes, void* stream) const;
 
+  // Graphs (plugin API 1.4; plugin_api.h says what each does). Without them
+  // each call is Unimplemented, as it may be at run time on a platform that
+  // has them (a driver without graphs). LaunchGraph, the one call on a
+  // step's path, builds no message unless it fails.
+  bool has_graphs() const;
+  absl::Status BeginGraphCapture(void* stream) const;
+  // The executable graph of what was recorded on `stream` since
+  // BeginGraphCapture; the recording is over either way.
+  absl::StatusOr<void*> EndGraphCapture(void* stream) const;
+  absl::Status LaunchGraph(void* graph, void* stream) const;
+  absl::Status DestroyGraph(void* graph) const;
+
  private:
   absl::Status Copy(void* dst, const void* src, size_t bytes,
                     DsaMemcpyKind kind) const;

@@ -198,6 +198,16 @@ absl::Status SetOpTimes(absl::string_view flag, absl::string_view value,
   return absl::OkStatus();
 }
 
+absl::Status SetStepGraphs(absl::string_view flag, absl::string_view value,
+                           Flags& flags) {
+  if (value != "true" && value != "false") {
+    return UsageError(
+        absl::StrCat("--", flag, "=", Echo(value), ": expected true or false"));
+  }
+  flags.step_graphs = value == "true";
+  return absl::OkStatus();
+}
+
 absl::Status SetOpClock(absl::string_view flag, absl::string_view value,
                         Flags& flags) {
   if (value != "device" && value != "host") {
@@ -305,6 +315,12 @@ std::vector<FlagSpec> MakeFlagTable() {
        "call alone, nothing synchronised: the host's\n"
        "share of each op, with the calls per op)",
        SetOpClock},
+      {"step_graphs", "BOOL",
+       "each layer's ops up to the indexer's scoring and\n"
+       "the attention launched as one graph from their\n"
+       "third step of a shape on, where the platform has\n"
+       "graphs (CUDA; default true)",
+       SetStepGraphs},
   };
 }
 

@@ -58,6 +58,9 @@ struct Flags {
   // After each workload's runs, one more step per arm with every op timed
   // (StepOptions::time_ops): the share of the indexer's scoring, per op.
   bool op_times = false;
+  // Each layer's ops up to the scoring and the attention as one graph launch
+  // where the platform has graphs (RuntimeOptions::step_graphs).
+  bool step_graphs = true;
   // How --op_times times an op (StepOptions::op_clock): "device" (between
   // synchronisations) or "host" (the op's call alone: the host's share).
   std::string op_clock = "device";

@@ -66,10 +66,11 @@ TEST(ParseFlagsTest, DefaultsAndValues) {
 
 TEST(ParseFlagsTest, EveryOtherFlagReadsItsValue) {
   ASSERT_OK_AND_ASSIGN(
-      Flags f, Parse({"--spec_tokens=3", "--block_size=16", "--num_blocks=99",
-                      "--threads=4", "--seed=18446744", "--plot=p.svg",
-                      "--commit=abc", "--op_times=true", "--kv_cache_dtype=fp8",
-                      "--weights=fp8", "--op_clock=host"}));
+      Flags f,
+      Parse({"--spec_tokens=3", "--block_size=16", "--num_blocks=99",
+             "--threads=4", "--seed=18446744", "--plot=p.svg", "--commit=abc",
+             "--op_times=true", "--kv_cache_dtype=fp8", "--weights=fp8",
+             "--op_clock=host", "--step_graphs=false"}));
   EXPECT_EQ(f.spec_tokens, 3);
   EXPECT_EQ(f.block_size, 16);
   EXPECT_EQ(f.num_blocks, 99);
@@ -79,11 +80,13 @@ TEST(ParseFlagsTest, EveryOtherFlagReadsItsValue) {
   EXPECT_EQ(f.commit, "abc");
   EXPECT_TRUE(f.op_times);
   EXPECT_EQ(f.op_clock, "host");
+  EXPECT_FALSE(f.step_graphs);
   EXPECT_EQ(f.kv_cache_dtype, "fp8");
   EXPECT_EQ(f.weights, "fp8");
   ASSERT_OK_AND_ASSIGN(Flags g, Parse({"--op_times=false", "--seed=0"}));
   EXPECT_FALSE(g.op_times);
   EXPECT_EQ(g.op_clock, "device");  // the default
+  EXPECT_TRUE(g.step_graphs);
   EXPECT_EQ(g.seed, 0u);
 }
 
@@ -121,6 +124,7 @@ TEST(ParseFlagsTest, BadFlagsNameWhatIsWrong) {
       {{"--op_times=yes"}, "--op_times=yes: expected true or false"},
       {{"--op_times=true", "--op_clock=cpu"},
        "--op_clock=cpu: expected device or host"},
+      {{"--step_graphs=1"}, "--step_graphs=1: expected true or false"},
       {{"--op_clock=host"},
        "--op_clock says how --op_times times the ops: give --op_times=true"},
       {{"--op_times=false", "--op_clock=device"}, "give --op_times=true too"},

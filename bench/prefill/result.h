@@ -106,6 +106,7 @@ struct BenchResult {
   std::string tp_note;          // how the ranks ran; empty at tp 1
   std::string weights;          // --weights as resolved
   std::string op_clock;         // --op_clock, with --op_times
+  bool step_graphs = true;      // --step_graphs
   std::string gpu_timing_note;  // what host issue / device tail are, or why
                                 // there are none
   std::vector<WorkloadResult> workloads;

@@ -338,6 +338,7 @@ absl::StatusOr<BenchResult> RunBench(const Flags& flags,
   result.tp_note = setup.tp_note;
   result.weights = setup.weights;
   if (flags.op_times) result.op_clock = flags.op_clock;
+  result.step_graphs = flags.step_graphs;
   result.gpu_timing_note =
       setup.platform.info.executes_on_cpu()
           ? "n/a: the step executes on the CPU, where every op runs "

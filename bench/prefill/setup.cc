@@ -225,6 +225,7 @@ absl::StatusOr<BenchSetup> MakeSetup(const Flags& flags,
   s.options.max_num_batched_tokens = s.step_tokens;
   s.options.num_threads = flags.threads;
   s.options.fp8_latent_cache = flags.kv_cache_dtype == "fp8";
+  s.options.step_graphs = flags.step_graphs;
   s.weights = !flags.weights.empty()          ? flags.weights
               : s.loaded->holds_fp8_weights() ? "fp8"
                                               : "bfloat16";

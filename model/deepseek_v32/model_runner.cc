@@ -381,6 +381,7 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
   s.time_ops = step_options.time_ops;
   s.op_clock = step_options.op_clock;
   s.pending_residual = attention::TensorView();
+  const int64_t graph_launches_before = s.graphs->launches();
   s.scoring = false;
   s.topk.written_by_layer = -1;
   const size_t hidden_bytes = static_cast<size_t>(tokens * hidden_size) * 4;
@@ -510,6 +511,8 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
   result.op_ms = s.times;
   result.plan = std::move(plan);
   result.op_calls = s.counts;
+  result.graph_launches =
+      static_cast<int>(s.graphs->launches() - graph_launches_before);
   return result;
 }
 

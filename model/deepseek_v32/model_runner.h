@@ -144,6 +144,15 @@ struct RuntimeOptions {
   // CPU platform's results are equal to the bit either way. Only bf16
   // weights are fused: with fp8 weights each W8A8 product runs alone.
   bool fuse_projections = true;
+  // Each layer's ops up to the indexer's scoring and the attention (norms,
+  // projections, ropes, the cache and key writes, the indexer's queries)
+  // launched as one graph of the platform's (plugin API 1.4) from a layer's
+  // third step of one shape and plan on: recorded on the second, direct on
+  // the first (model/deepseek_v32/step_graphs.h). The same kernels with the
+  // same arguments: the outputs are the same bits either way. Ignored on a
+  // platform without graphs (the CPU's), with StepOptions::time_ops, and
+  // for the row-sharded indexer (whose products take stream scratch).
+  bool step_graphs = true;
   // Tensor parallelism (tensor_parallel.h): the model is rank `rank` of
   // `size`, holding num_attention_heads / size heads and its windows of the
   // whole model's weights (from a checkpoint of the whole model, or drawn
@@ -288,6 +297,9 @@ struct StepOutput {
   // count their waits in the issue time.
   double host_issue_ms = 0;
   double device_tail_ms = 0;
+  // Graph launches of this step (RuntimeOptions::step_graphs): each stands
+  // for the ops of a layer's run, which op_calls counts as ops.
+  int graph_launches = 0;
   // Before the first launch: planning, the block tables and the uploads of
   // the index tensors and hidden states; after the device finished: the
   // read-backs. A step's wall time is these four together.

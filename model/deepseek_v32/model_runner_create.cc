@@ -215,6 +215,10 @@ absl::StatusOr<std::unique_ptr<DeepseekV32Model>> DeepseekV32Model::Build(
   shared->exec.stream = shared->stream.handle();
   shared->exec.num_threads = options.num_threads;
   shared->tp = tp;
+  shared->graphs = std::make_unique<StepGraphs>(
+      shared->runtime, shared->stream.handle(),
+      options.step_graphs &&
+          !(tp.enabled() && tp.indexer == IndexerParallel::kRows));
   shared->fuse_projections = FusesProjections(options);
   shared->product_fp8 = options.weight_dtype;
   const platform::Fp8Format fp8 =

@@ -31,6 +31,7 @@
 #include "attention/tensor.h"
 #include "model/deepseek_v32/model_runner.h"
 #include "model/deepseek_v32/projection_weight.h"
+#include "model/deepseek_v32/step_graphs.h"
 #include "platform/device_buffer.h"
 #include "platform/device_stream.h"
 #include "platform/registry.h"
@@ -329,6 +330,10 @@ struct DeepseekV32Model::Shared {
   // any other reader of the stream first calls FlushResidual. Absent when
   // none.
   TensorView pending_residual;
+  // RuntimeOptions::step_graphs (set at creation; disabled where the
+  // platform has no graphs). After the runtime and the stream, so that its
+  // graphs are destroyed before them.
+  std::unique_ptr<StepGraphs> graphs;
   OpTimes times;
 
   Shared(platform::Platform p, AttentionKernels k)
@@ -343,12 +348,15 @@ struct DeepseekV32Model::Shared {
                       const Kernel& kernel, const Args& args) {
     return Counted(op, what, count, ms, [&] { return kernel(exec, args); });
   }
-  // `call` counted as one op of its kind and, with time_ops, timed.
+  // `call` counted as one op of its kind and, with time_ops, timed; inside
+  // a replayed graph run only counted.
   template <typename Call>
   absl::Status Counted(const char* op, const char* what,
                        int OpCallCounts::*count, double OpTimes::*ms,
                        const Call& call) {
     ++(counts.*count);
+    // Inside a replayed graph run: the graph launches the op.
+    if (graphs != nullptr && graphs->replaying()) return absl::OkStatus();
     if (!time_ops) {
       absl::Status status = call();
       return status.ok() ? status : OpError(status, op, what);
@@ -488,6 +496,21 @@ struct DeepseekV32Model::Shared {
     a.y = y;
     return DSA_LAUNCH(*this, cast, what, kernels.dense.cast, a);
   }
+};
+
+// Aborts a graph run still open when a layer returns early (an op failed),
+// discarding what it recorded.
+class GraphRunGuard {
+ public:
+  explicit GraphRunGuard(StepGraphs* graphs) : graphs_(graphs) {}
+  ~GraphRunGuard() {
+    if (graphs_ != nullptr && graphs_->open()) graphs_->Abort();
+  }
+  GraphRunGuard(const GraphRunGuard&) = delete;
+  GraphRunGuard& operator=(const GraphRunGuard&) = delete;
+
+ private:
+  StepGraphs* graphs_;
 };
 
 // One layer: its caches and its weights, on the device.

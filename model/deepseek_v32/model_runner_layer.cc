@@ -187,6 +187,8 @@ absl::Status DeepseekV32Model::RunIndexer(Layer& layer, const LayerPlan& plan,
         DSA_RETURN_IF_ERROR(
             DSA_LAUNCH(s, indexer_q, nullptr, s.kernels.indexer_q, a));
       }
+      // The graph run (RunLayer) ends here: the logits follow the lengths.
+      DSA_RETURN_IF_ERROR(s.graphs->End());
       const int64_t width = layout.max_seq_len;
       DSA_ASSIGN_OR_RETURN(
           void* logits_dev,
@@ -318,6 +320,27 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
         "step of ", T, " tokens above the reserved ", act.capacity));
   }
 
+  // --- The ops up to the indexer's scoring and the attention take nothing
+  // from the step but its tokens, the plan's choices and the top-k buffer:
+  // one graph launch once this run has been seen (StepGraphs). The run ends
+  // before the first op whose launch follows the step's lengths (the
+  // indexer's logits, or the attention).
+  if (!s.time_ops) {
+    const bool writes_keys = !options_.no_indexer && plan.k_cache_write;
+    const bool scores =
+        !options_.no_indexer && plan.indexer.action == IndexerAction::kScore;
+    void* topk_buffer = nullptr;
+    if (writes_keys || scores) {
+      DSA_ASSIGN_OR_RETURN(
+          topk_buffer,
+          s.topk.buffer.Get(rt, TopKRows(s.tp, T) * topk * sizeof(int32_t)));
+    }
+    const uint32_t variant = (s.pending_residual.absent() ? 0u : 1u) |
+                             (writes_keys ? 2u : 0u) | (scores ? 4u : 0u);
+    DSA_RETURN_IF_ERROR(s.graphs->Begin({layer.id, T, variant, topk_buffer}));
+  }
+  const GraphRunGuard graph_run(s.graphs.get());
+
   // --- The layer's input: input_layernorm of the residual stream, in the
   // activation type.
   const TensorView residual =
@@ -407,6 +430,8 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
 
   // --- Indexer: keys always written; scoring only when the plan says so.
   DSA_RETURN_IF_ERROR(RunIndexer(layer, plan, layout));
+
+  DSA_RETURN_IF_ERROR(s.graphs->End());
 
   // --- Attention: decodes (and prefills on the sparse branch) over top-k,
   // prefills on the dense branch by dense causal MHA.

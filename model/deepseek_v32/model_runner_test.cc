@@ -771,6 +771,65 @@ TEST_P(ModelRunnerTest, FusedProjectionsLaunchFewerGemmsForTheSameBits) {
   }
 }
 
+// RuntimeOptions::step_graphs: over steps of one shape (fresh prompts of
+// 16 and 40 tokens, a chunk after context, a decode), each layer's run is
+// direct, then recorded, then replayed; the outputs and caches are the same
+// bits as without graphs, in both arms, the op counts the same. On a
+// platform without graphs (the CPU) nothing is launched as a graph.
+TEST_P(ModelRunnerTest, StepGraphsGiveTheSameBits) {
+  const bool graphs_here = GetParam() != "cpu";
+  for (const char* preset : {"tiny-glm-5.1", "tiny-glm-5.2"}) {
+    for (const bool skip : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(preset, skip ? " skip" : " main"));
+      RuntimeOptions options;
+      options.block_size = 16;
+      auto with = MakeModel(preset, skip ? skip_caps_ : no_skip_caps_, options);
+      options.step_graphs = false;
+      auto without =
+          MakeModel(preset, skip ? skip_caps_ : no_skip_caps_, options);
+      ASSERT_TRUE(with && without);
+      const int hidden = with->planner().config().proto().hidden_size();
+      struct StepSpec {
+        int64_t request, start, tokens;
+      };
+      const std::vector<StepSpec> steps = {
+          {1, 0, 16}, {2, 0, 16}, {3, 0, 16},  {4, 0, 16},  {5, 0, 40},
+          {6, 0, 40}, {7, 0, 40}, {1, 16, 16}, {2, 16, 16}, {3, 16, 16},
+          {4, 16, 1}, {5, 40, 1}, {6, 40, 1}};
+      int launched = 0;
+      for (size_t i = 0; i < steps.size(); ++i) {
+        SCOPED_TRACE(absl::StrCat("step ", i));
+        const StepSpec& st = steps[i];
+        const std::vector<float> x =
+            RandomHidden(st.tokens, hidden, 100 + static_cast<int>(i));
+        ASSERT_OK_AND_ASSIGN(
+            StepOutput a,
+            with->Step({}, {{st.request, st.start, st.tokens}}, x));
+        ASSERT_OK_AND_ASSIGN(
+            StepOutput b,
+            without->Step({}, {{st.request, st.start, st.tokens}}, x));
+        EXPECT_EQ(a.hidden, b.hidden);
+        EXPECT_EQ(a.mtp_hidden, b.mtp_hidden);
+        EXPECT_EQ(a.op_calls.total(), b.op_calls.total());
+        EXPECT_EQ(b.graph_launches, 0);
+        launched += a.graph_launches;
+        // The third step of a shape replays every layer's run.
+        if (graphs_here && (i == 2 || i == 3 || i == 6)) {
+          EXPECT_EQ(a.graph_launches, with->planner().config().num_layers());
+        }
+      }
+      EXPECT_EQ(launched > 0, graphs_here);
+      const int layers = with->planner().config().num_layers();
+      for (int l = 0; l < layers; ++l) {
+        EXPECT_EQ(*with->ReadLatentCache(l), *without->ReadLatentCache(l))
+            << "layer " << l;
+        EXPECT_EQ(*with->ReadIndexerKCache(l), *without->ReadIndexerKCache(l))
+            << "layer " << l;
+      }
+    }
+  }
+}
+
 // StepOptions::time_ops: every op that ran has a time, the kinds add up to
 // the total, the scoring is part of it, and the outputs are the unprofiled
 // step's. Without it the times stay zero; the issue/tail split is always

@@ -436,6 +436,111 @@ DsaStatusCode StreamSynchronize(void* stream, char* error, size_t error_size) {
       [&](const CudaApi& a) { return a.cuStreamSynchronize(stream); });
 }
 
+// Graphs through the driver: a capture on the calling thread's stream in
+// relaxed mode (CU_STREAM_CAPTURE_MODE_RELAXED: the runtime-API launches of
+// the kernels' plugins on that stream are recorded; other threads are not
+// restricted), instantiated at its end; the handle is the CUgraphExec.
+constexpr int kCaptureModeRelaxed = 2;
+
+bool HasGraphs(const CudaApi& a) {
+  return a.cuStreamBeginCapture_v2 != nullptr &&
+         a.cuStreamEndCapture != nullptr &&
+         a.cuGraphInstantiateWithFlags != nullptr &&
+         a.cuGraphLaunch != nullptr && a.cuGraphExecDestroy != nullptr &&
+         a.cuGraphDestroy != nullptr;
+}
+
+DsaStatusCode NoGraphs(const CudaDriver& d, char* error, size_t error_size) {
+  return PluginError(DSA_STATUS_UNIMPLEMENTED, error, error_size,
+                     "cuda: %s has no graph entry points",
+                     d.load.library.c_str());
+}
+
+DsaStatusCode GraphCaptureBegin(void* stream, char* error, size_t error_size) {
+  if (stream == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: capturing a NULL stream");
+  }
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
+    return c;
+  }
+  if (!HasGraphs(d.api)) return NoGraphs(d, error, error_size);
+  const int err = d.api.cuStreamBeginCapture_v2(stream, kCaptureModeRelaxed);
+  if (err != kCudaSuccess) {
+    return CudaFail(d.api, err, "cuStreamBeginCapture", error, error_size);
+  }
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode GraphCaptureEnd(void* stream, void** graph, char* error,
+                              size_t error_size) {
+  if (stream == nullptr || graph == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: ending a capture with a NULL stream or output");
+  }
+  *graph = nullptr;
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
+    return c;
+  }
+  if (!HasGraphs(d.api)) return NoGraphs(d, error, error_size);
+  const CudaApi& a = d.api;
+  void* recorded = nullptr;
+  int err = a.cuStreamEndCapture(stream, &recorded);
+  if (err != kCudaSuccess) {
+    if (recorded != nullptr) a.cuGraphDestroy(recorded);
+    return CudaFail(a, err, "cuStreamEndCapture", error, error_size);
+  }
+  void* exec = nullptr;
+  err = a.cuGraphInstantiateWithFlags(&exec, recorded, 0);
+  a.cuGraphDestroy(recorded);  // the executable graph is a copy
+  if (err != kCudaSuccess) {
+    return CudaFail(a, err, "cuGraphInstantiateWithFlags", error, error_size);
+  }
+  *graph = exec;
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode GraphLaunch(void* graph, void* stream, char* error,
+                          size_t error_size) {
+  if (graph == nullptr || stream == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: launching a NULL graph or on a NULL stream");
+  }
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
+    return c;
+  }
+  if (!HasGraphs(d.api)) return NoGraphs(d, error, error_size);
+  const int err = d.api.cuGraphLaunch(graph, stream);
+  if (err != kCudaSuccess) {
+    return CudaFail(d.api, err, "cuGraphLaunch", error, error_size);
+  }
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode GraphDestroy(void* graph, char* error, size_t error_size) {
+  if (graph == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: destroying a NULL graph");
+  }
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
+    return c;
+  }
+  if (!HasGraphs(d.api)) return NoGraphs(d, error, error_size);
+  const int err = d.api.cuGraphExecDestroy(graph);
+  if (err != kCudaSuccess) {
+    return CudaFail(d.api, err, "cuGraphExecDestroy", error, error_size);
+  }
+  return DSA_STATUS_OK;
+}
+
 DsaStatusCode DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes,
                                char* error, size_t error_size) {
   if (free_bytes == nullptr || total_bytes == nullptr) {
@@ -484,6 +589,10 @@ DsaStatusCode Initialize(const DsaHostApi* host, char* error,
     c.collective_destroy = &Collectives::Destroy;
     c.all_reduce_sum = &Collectives::AllReduceSum;
     c.all_gather = &Collectives::AllGather;
+    c.graph_capture_begin = &GraphCaptureBegin;
+    c.graph_capture_end = &GraphCaptureEnd;
+    c.graph_launch = &GraphLaunch;
+    c.graph_destroy = &GraphDestroy;
     return MakePlatformDescriptor("cuda", DSA_PLATFORM_KIND_CUDA, kDefaultArch,
                                   kKnownArchs, c);
   }();

@@ -60,6 +60,16 @@ DSA_CUDA_REQUIRED(cuMemcpyDtoDAsync_v2, int,
                   (unsigned long long dst, unsigned long long src, size_t size,
                    void* stream))
 
+// Graphs (CUgraph and CUgraphExec, opaque pointers): a stream's work
+// recorded and launched again. A driver without them has no graphs.
+DSA_CUDA_OPTIONAL(cuStreamBeginCapture_v2, int, (void* stream, int mode))
+DSA_CUDA_OPTIONAL(cuStreamEndCapture, int, (void* stream, void** graph))
+DSA_CUDA_OPTIONAL(cuGraphInstantiateWithFlags, int,
+                  (void** exec, void* graph, unsigned long long flags))
+DSA_CUDA_OPTIONAL(cuGraphLaunch, int, (void* exec, void* stream))
+DSA_CUDA_OPTIONAL(cuGraphExecDestroy, int, (void* exec))
+DSA_CUDA_OPTIONAL(cuGraphDestroy, int, (void* graph))
+
 // Only for error messages; a numeric code is printed without it.
 DSA_CUDA_OPTIONAL(cuGetErrorString, int, (int error, const char** text))
 DSA_CUDA_OPTIONAL(cuMemGetInfo_v2, int, (size_t * free, size_t* total))

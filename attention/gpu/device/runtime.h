@@ -45,10 +45,11 @@ const char* GpuBackend();
 // `stream` of `device` (the current device), held until `lease` ends. An
 // arena grows on its stream (hipMallocAsync; a fault site of kind
 // kStreamAlloc: a failure names `what` and the bytes and leaves the arena as
-// it was) and gives an outgrown block back there (hipFreeAsync); it refuses
-// to grow while the stream is captured into a graph (kInvalidArgument: run
-// the call once before capturing). Arenas are given back at process end or
-// plugin unload, after waiting for their device.
+// it was) and gives an outgrown block back there (hipFreeAsync). No scratch
+// is handed out while the stream is captured into a graph
+// (kInvalidArgument): the graph would keep the block a later growth frees.
+// Arenas are given back at process end or plugin unload, after waiting for
+// their device.
 LaunchResult AcquireStreamScratch(void* stream, int device, size_t bytes,
                                   const char* what,
                                   ScratchArenas::Lease* lease);

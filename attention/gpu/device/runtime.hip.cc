@@ -317,6 +317,19 @@ ScratchKey KeyOf(void* stream, int device) {
 LaunchResult AcquireStreamScratch(void* stream, int device, size_t bytes,
                                   const char* what,
                                   ScratchArenas::Lease* lease) {
+  // A graph recorded now would keep writing the arena's block after a later
+  // call on the stream had replaced it.
+  hipStreamCaptureStatus capture = hipStreamCaptureStatusNone;
+  if (hipStreamIsCapturing(static_cast<hipStream_t>(stream), &capture) !=
+      hipSuccess) {
+    (void)hipGetLastError();  // the acquisition reports any real error
+  } else if (capture != hipStreamCaptureStatusNone) {
+    return Invalid(what,
+                   "a call that takes the stream's scratch (%zu bytes) cannot "
+                   "be captured into a graph: the arena may replace its block "
+                   "later, which the graph would still write",
+                   bytes);
+  }
   return Arenas().Acquire(KeyOf(stream, device), bytes, what, lease);
 }
 

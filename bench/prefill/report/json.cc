@@ -129,6 +129,7 @@ absl::StatusOr<BenchResultJson> ToProto(const BenchResult& r) {
   tp->set_ranks_run(r.ranks_run);
   tp->set_note(r.tp_note);
   out.set_weights(r.weights.empty() ? "bfloat16" : r.weights);
+  out.set_step_graphs(r.step_graphs);
   out.set_gpu_timing_note(r.gpu_timing_note);
   for (const WorkloadResult& w : r.workloads) {
     BenchResultJson::Workload* wj = out.add_workloads();
