@@ -357,6 +357,24 @@ static_assert(kFp8EntryBytes - 2 * kRope == kLora + 4 * kFp8Tiles &&
 }  // namespace dequantised
 
 // ---------------------------------------------------------------------------
+// An fp8_ds_mla cache whose requests name more positions than the workspace
+// holds (decode: 32 requests x 8K positions for 32 rows of top-k 2048), on
+// the seesaw body (heuristics.h: Body::kSeesawGathered): per chunk of query
+// rows, each row's top-k entries dequantised in top-k order into the same
+// bf16 workspace (gather_dequantise.hip.cc), then the seesaw body over it,
+// each row its own request of topk positions. Workspace row r * topk + i
+// holds chunk row r's i-th top-k entry; the table (int32) holds the
+// rewritten top-k list (i, or -1 where the index names no entry of the
+// cache) at [r * topk + i], then the rows' request ids (r) and lengths
+// (topk), rows at most a chunk, so 3 ints a workspace row bound it.
+namespace gathered {
+
+// A chunk holds at most dequantised::kMaxRows / topk query rows.
+inline constexpr int64_t kTableIntsPerRow = 3;
+
+}  // namespace gathered
+
+// ---------------------------------------------------------------------------
 // The FMA kernels (plain_kernels.hip.cc): one block per (row, head), with
 // q, the running output and a reduction scratch in dynamic shared memory,
 // which must stay within what a block gets without opting in.

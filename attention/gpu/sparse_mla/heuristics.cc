@@ -48,9 +48,9 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
   if (!f.sm90a || p.heads < seesaw::Config::kHeads) return Body::kWarp;
   if (!SeesawFits(p, f)) return Body::kWarp;
   if (!fp8) return Body::kSeesaw;
-  return WorkspaceNeededRows(p) <= WorkspaceBudgetRows(p)
-             ? Body::kSeesawDequantised
-             : Body::kWarp;
+  const int64_t budget = WorkspaceBudgetRows(p);
+  if (WorkspaceNeededRows(p) <= budget) return Body::kSeesawDequantised;
+  return p.topk >= 1 && p.topk <= budget ? Body::kSeesawGathered : Body::kWarp;
 }
 
 int64_t WorkspaceNeededRows(const SparseMlaParams& p) {
@@ -68,6 +68,8 @@ const char* BodyName(Body body) {
       return "seesaw";
     case Body::kSeesawDequantised:
       return "dequant+seesaw";
+    case Body::kSeesawGathered:
+      return "gather+seesaw";
     case Body::kWarp:
       return "mma";
     case Body::kFma:
@@ -77,15 +79,20 @@ const char* BodyName(Body body) {
 }
 
 Plan MakePlan(const SparseMlaParams& p, const DeviceFeatures& f) {
+  return PlanFor(ChooseBody(p, f), p, f);
+}
+
+Plan PlanFor(Body body, const SparseMlaParams& p, const DeviceFeatures& f) {
   Plan plan;
-  plan.body = ChooseBody(p, f);
+  plan.body = body;
   if (plan.body == Body::kFma) {
     plan.chunk_rows =
         ChunkRows(int64_t{p.heads} * p.kv_lora_rank * 4, p.tokens);
     return plan;
   }
-  const bool seesaw =
-      plan.body == Body::kSeesaw || plan.body == Body::kSeesawDequantised;
+  const bool seesaw = plan.body == Body::kSeesaw ||
+                      plan.body == Body::kSeesawDequantised ||
+                      plan.body == Body::kSeesawGathered;
   plan.heads_per_block = seesaw ? seesaw::Config::kHeads
                                 : warp::HeadsPerBlock(f.warp_size, p.heads);
   if (p.cache_type != LatentCacheType::kBFloat16 && f.sm90a &&
@@ -93,6 +100,14 @@ Plan MakePlan(const SparseMlaParams& p, const DeviceFeatures& f) {
     plan.workspace_rows = WorkspaceBudgetRows(p);
   }
   plan.chunk_rows = ChunkRows(int64_t{p.heads} * kLora * 2, p.tokens);
+  if (plan.body == Body::kSeesawGathered) {
+    // Whole top-k lists in the workspace, in passes of equal size (so that
+    // no pass is a sliver of a wave).
+    const int64_t most = plan.workspace_rows / (p.topk > 0 ? p.topk : 1);
+    if (most < plan.chunk_rows) plan.chunk_rows = most > 0 ? most : 1;
+    const int64_t passes = (p.tokens + plan.chunk_rows - 1) / plan.chunk_rows;
+    plan.chunk_rows = (p.tokens + passes - 1) / passes;
+  }
   // Few rows (decode): split each row's top-k list so that the grid covers
   // every multiprocessor, at least 256 indices per split; whole waves:
   // floor, not ceil (132 multiprocessors, 32 blocks: 4 splits, not 5).

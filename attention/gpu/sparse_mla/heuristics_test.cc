@@ -96,7 +96,8 @@ TEST(SparseMlaHeuristicsTest,
   }
 }
 
-TEST(SparseMlaHeuristicsTest, TheWorkspaceHoldsEveryPositionOrTheWarpBodyRuns) {
+TEST(SparseMlaHeuristicsTest,
+     TheWorkspaceHoldsEveryPositionOrEachRowsTopkEntries) {
   const DeviceFeatures f = H200();
   // 8 rows of top-k 64 carve 512 rows: 8 blocks of 64 positions fit, 9 do
   // not (the requests' positions, not the rows' indices, count).
@@ -106,16 +107,28 @@ TEST(SparseMlaHeuristicsTest, TheWorkspaceHoldsEveryPositionOrTheWarpBodyRuns) {
   EXPECT_EQ(WorkspaceBudgetRows(p), 512);
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
   p.max_blocks_per_request = 9;
-  EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
   p.max_blocks_per_request = 4;
   p.num_requests = 2;
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
   p.num_requests = 3;
-  EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
   // Decode, 32 requests x 8K: 262144 positions for 65536 (row, key) pairs.
   p = Params(128, kFp8, 32);
   p.num_requests = 32;
   p.max_blocks_per_request = 8192 / 64;
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
+  p = Params(64, kFnuz, 1);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);  // 2048 positions
+  p.max_blocks_per_request += 1;
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
+  // A top-k list longer than the workspace, or none: the warp body.
+  p = Params(64, kFp8, 1, static_cast<int>(dequantised::kMaxRows));
+  p.max_blocks_per_request = static_cast<int32_t>(dequantised::kMaxRows);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
+  p = Params(64, kFp8, 2, static_cast<int>(dequantised::kMaxRows) + 1);
+  EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
+  p = Params(64, kFp8, 4, 0);
   EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
   // At most 256 MiB of bf16 rows: one request of GLM-5.1's 202752
   // positions fits, one past kMaxRows does not.
@@ -127,8 +140,8 @@ TEST(SparseMlaHeuristicsTest, TheWorkspaceHoldsEveryPositionOrTheWarpBodyRuns) {
   p.max_blocks_per_request = 1;
   p.block_size = static_cast<int32_t>(dequantised::kMaxRows);
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
-  p.block_size += 1;
-  EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
+  p.block_size += 1;  // (then each row's top-k entries)
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
 }
 
 TEST(SparseMlaHeuristicsTest, TheWorkspaceCarvedDependsOnTheShapesOnly) {
@@ -145,8 +158,15 @@ TEST(SparseMlaHeuristicsTest, TheWorkspaceCarvedDependsOnTheShapesOnly) {
   p.num_requests = 32;
   p.max_blocks_per_request = 8192 / 64;
   plan = MakePlan(p, f);
-  EXPECT_EQ(plan.body, Body::kWarp);
+  EXPECT_EQ(plan.body, Body::kSeesawGathered);
   EXPECT_EQ(plan.workspace_rows, 32 * 2048);
+  EXPECT_EQ(plan.chunk_rows, 32);
+  EXPECT_EQ(plan.splits, 2);  // 64 blocks on 132 multiprocessors
+  // The warp body's plan on the same call (a bench's comparison).
+  plan = PlanFor(Body::kWarp, p, f);
+  EXPECT_EQ(plan.body, Body::kWarp);
+  EXPECT_EQ(plan.heads_per_block, 64);
+  EXPECT_EQ(plan.splits, 2);
   // None where the seesaw body cannot run, nor for a bf16 cache.
   EXPECT_EQ(MakePlan(Params(63, kFp8), f).workspace_rows, 0);
   EXPECT_EQ(MakePlan(Params(64, kBf16), f).workspace_rows, 0);
@@ -276,6 +296,7 @@ TEST(SparseMlaHeuristicsTest, UnknownFeaturesAssumeTheWarpBodyFits) {
 TEST(SparseMlaHeuristicsTest, BodyNamesAreTheReportedPaths) {
   EXPECT_STREQ(BodyName(Body::kSeesaw), "seesaw");
   EXPECT_STREQ(BodyName(Body::kSeesawDequantised), "dequant+seesaw");
+  EXPECT_STREQ(BodyName(Body::kSeesawGathered), "gather+seesaw");
   EXPECT_STREQ(BodyName(Body::kWarp), "mma");
   EXPECT_STREQ(BodyName(Body::kFma), "fma");
 }
@@ -332,6 +353,36 @@ TEST(SparseMlaHeuristicsTest, FewRowsSplitTheTopkList) {
   EXPECT_EQ(MakePlan(Params(128, kBf16, 4), unknown).splits, 1);
   // Several chunks: no split.
   EXPECT_EQ(MakePlan(Params(1, kBf16, 100000, 2048), f).splits, 1);
+}
+
+TEST(SparseMlaHeuristicsTest, GatheredRowsRunInEqualPassesOfTheWorkspace) {
+  const DeviceFeatures f = H200();
+  // 128 requests x 4 tokens (MTP 3) over 64K: 512 rows of top-k 2048; the
+  // workspace holds 233016 / 2048 = 113 rows, so 5 passes of 103 (not 4 of
+  // 113 and one of 60), none split.
+  SparseMlaParams p = Params(128, kFp8, 512);
+  p.num_requests = 128;
+  p.max_blocks_per_request = 65536 / 64;
+  Plan plan = MakePlan(p, f);
+  EXPECT_EQ(plan.body, Body::kSeesawGathered);
+  EXPECT_EQ(plan.workspace_rows, dequantised::kMaxRows);
+  EXPECT_EQ(plan.chunk_rows, 103);
+  EXPECT_EQ(plan.splits, 1);
+  // 32 x 4 rows: two passes of 64 (128 blocks each), no split.
+  p = Params(128, kFp8, 128);
+  p.num_requests = 32;
+  p.max_blocks_per_request = 8192 / 64;
+  plan = MakePlan(p, f);
+  EXPECT_EQ(plan.body, Body::kSeesawGathered);
+  EXPECT_EQ(plan.chunk_rows, 64);
+  EXPECT_EQ(plan.splits, 1);
+  // One request, one token, 64 heads: one block a row, 8 splits of 256.
+  p = Params(64, kFp8, 1);
+  p.max_blocks_per_request = 8192 / 64;
+  plan = MakePlan(p, f);
+  EXPECT_EQ(plan.body, Body::kSeesawGathered);
+  EXPECT_EQ(plan.chunk_rows, 1);
+  EXPECT_EQ(plan.splits, 8);
 }
 
 }  // namespace
