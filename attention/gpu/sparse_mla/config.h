@@ -268,6 +268,10 @@ struct Config {
   // thread, and 2 x 128 x 216 + 128 x 72 = 384 x 168.
   static constexpr int kProducerRegs = 72;
   static constexpr int kConsumerRegs = 216;
+  // Over an fp8 cache the producer holds a part's codes between their loads
+  // and its stores (40 registers): 88, the consumers 208 (no spills).
+  static constexpr int kFp8ProducerRegs = 88;
+  static constexpr int kFp8ConsumerRegs = 208;
   static constexpr int kStageLd = kLora + 8;  // output staging rows (bf16)
   // The running row maximum before any key: finite, so that a tile whose
   // keys are all masked rescales by exp2(0) = 1, not NaN.
@@ -276,8 +280,11 @@ struct Config {
   static_assert(kRowsPerThread * (kProducerThreads / kRowThreads) == kKeys,
                 "whole rows per producer thread");
   static_assert(kConsumerRegs * kConsumerThreads +
-                        kProducerRegs * kProducerThreads ==
-                    168 * kThreads,
+                            kProducerRegs * kProducerThreads ==
+                        168 * kThreads &&
+                    kFp8ConsumerRegs * kConsumerThreads +
+                            kFp8ProducerRegs * kProducerThreads ==
+                        168 * kThreads,
                 "the register file of one block a multiprocessor");
 };
 

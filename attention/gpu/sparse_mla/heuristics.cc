@@ -1,6 +1,7 @@
 #include "attention/gpu/sparse_mla/heuristics.h"
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "attention/gpu/sparse_mla/config.h"
 
@@ -37,6 +38,14 @@ bool SeesawFits(const SparseMlaParams& p, const DeviceFeatures& f) {
              static_cast<int>(sizeof(seesaw::SharedMemory));
 }
 
+// An fp8 cache on one of the seesaw body's forms: sm_90a code, 64 heads or
+// more, its shared memory and scale.
+bool SeesawOverFp8(const SparseMlaParams& p, const DeviceFeatures& f) {
+  return p.cache_type != LatentCacheType::kBFloat16 && MatrixShape(p) &&
+         Fits(warp::SharedBytes(f.warp_size, p.heads, true), f) && f.sm90a &&
+         p.heads >= seesaw::Config::kHeads && SeesawFits(p, f);
+}
+
 }  // namespace
 
 Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
@@ -70,12 +79,50 @@ const char* BodyName(Body body) {
       return "dequant+seesaw";
     case Body::kSeesawGathered:
       return "gather+seesaw";
+    case Body::kSeesawFp8:
+      return "seesaw-fp8";
     case Body::kWarp:
       return "mma";
     case Body::kFma:
       break;
   }
   return "fma";
+}
+
+bool ParseBody(const char* name, Body* body) {
+  for (Body b :
+       {Body::kFma, Body::kWarp, Body::kSeesaw, Body::kSeesawDequantised,
+        Body::kSeesawGathered, Body::kSeesawFp8}) {
+    const char* n = BodyName(b);
+    int i = 0;
+    while (n[i] != '\0' && n[i] == name[i]) ++i;
+    if (n[i] == '\0' && name[i] == '\0') {
+      *body = b;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool BodyRuns(Body body, const SparseMlaParams& p, const DeviceFeatures& f) {
+  const Body chosen = ChooseBody(p, f);
+  switch (body) {
+    case Body::kFma:
+      return true;
+    case Body::kWarp:
+      return chosen != Body::kFma;
+    case Body::kSeesaw:
+      return chosen == Body::kSeesaw;
+    case Body::kSeesawDequantised:
+      return SeesawOverFp8(p, f) &&
+             WorkspaceNeededRows(p) <= WorkspaceBudgetRows(p);
+    case Body::kSeesawGathered:
+      return SeesawOverFp8(p, f) && p.topk >= 1 &&
+             p.topk <= WorkspaceBudgetRows(p);
+    case Body::kSeesawFp8:
+      return SeesawOverFp8(p, f);
+  }
+  return false;
 }
 
 Plan MakePlan(const SparseMlaParams& p, const DeviceFeatures& f) {
@@ -90,9 +137,9 @@ Plan PlanFor(Body body, const SparseMlaParams& p, const DeviceFeatures& f) {
         ChunkRows(int64_t{p.heads} * p.kv_lora_rank * 4, p.tokens);
     return plan;
   }
-  const bool seesaw = plan.body == Body::kSeesaw ||
-                      plan.body == Body::kSeesawDequantised ||
-                      plan.body == Body::kSeesawGathered;
+  const bool seesaw =
+      plan.body == Body::kSeesaw || plan.body == Body::kSeesawDequantised ||
+      plan.body == Body::kSeesawGathered || plan.body == Body::kSeesawFp8;
   plan.heads_per_block = seesaw ? seesaw::Config::kHeads
                                 : warp::HeadsPerBlock(f.warp_size, p.heads);
   if (p.cache_type != LatentCacheType::kBFloat16 && f.sm90a &&

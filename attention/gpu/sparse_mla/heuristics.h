@@ -23,6 +23,9 @@ enum class Body {
   // at a time, into that workspace in top-k order (gather_dequantise.hip.cc),
   // then the seesaw body over it (config.h: gathered::): decode.
   kSeesawGathered,
+  // The seesaw body over an fp8 cache, its producer dequantising each key
+  // tile into the bf16 buffers (no workspace).
+  kSeesawFp8,
 };
 
 // The body that runs:
@@ -43,8 +46,20 @@ enum class Body {
 Body ChooseBody(const SparseMlaParams& params, const DeviceFeatures& features);
 
 // What SparseMlaPath reports for a body: "fma", "mma", "seesaw",
-// "dequant+seesaw" or "gather+seesaw".
+// "dequant+seesaw", "gather+seesaw" or "seesaw-fp8".
 const char* BodyName(Body body);
+
+// The body named `name` (BodyName), false for none.
+bool ParseBody(const char* name, Body* body);
+
+// Whether `body` can run the call on the device: kFma always; kWarp
+// wherever ChooseBody picks a matrix body; kSeesaw as ChooseBody's rule
+// over a bf16 cache; over an fp8 cache where the seesaw body can run
+// (sm_90a code, 64 heads or more, its shared memory and scale) and, for
+// kSeesawDequantised, every position fits the workspace, for
+// kSeesawGathered one row's top-k list does.
+bool BodyRuns(Body body, const SparseMlaParams& params,
+              const DeviceFeatures& features);
 
 // The workspace of kSeesawDequantised, in bf16 rows of 1152 bytes.
 // Needed: every position the call's requests can name,

@@ -102,9 +102,11 @@ struct Case {
   const char* path = "mma";
   // The path the heuristics must pick where the device runs sm_90a code.
   const char* sm90a_path = nullptr;
-  // Also run on the warp-level kernel (SparseMlaLaunchOnPath "mma"), the
-  // same inputs and checks.
-  bool also_warp = false;
+  // Also run on these kernels (SparseMlaLaunchOnPath: "mma", the
+  // warp-level one; "gather+seesaw"), the same inputs and checks. Every fp8
+  // case of 64 heads or more runs on "seesaw-fp8" too, in a test of its own
+  // (SeesawFp8MatchesFloat64Reference).
+  std::vector<const char*> also_paths;
   // Block-table columns past what the requests need (-7, never read), so
   // that the requests name more positions than the workspace holds.
   int spare_table_columns = 0;
@@ -127,9 +129,10 @@ std::ostream& operator<<(std::ostream& os, const Case& c) {
 
 class SparseMlaKernelTest : public ::testing::TestWithParam<Case> {};
 
-TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
+// The case on each of `paths` (nullptr: the picked kernel), fresh inputs,
+// one float64 reference.
+void CheckCase(const Case& c, const std::vector<const char*>& paths) {
   if (!kBuilt) GTEST_SKIP() << "built without a GPU backend";
-  const Case& c = GetParam();
   std::mt19937 rng(std::random_device{}());
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const bool fp8 = c.cache != LatentCacheType::kBFloat16;
@@ -361,7 +364,7 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
   const std::string path = SparseMlaPath(p);
   if (std::string(c.path) == "mma") {
     EXPECT_TRUE(path == "mma" || path == "seesaw" || path == "dequant+seesaw" ||
-                path == "gather+seesaw")
+                path == "gather+seesaw" || path == "seesaw-fp8")
         << path;
   } else {
     EXPECT_EQ(path, c.path);
@@ -375,7 +378,13 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
   // and checks every element.
   auto run_and_check = [&](const char* run_path) {
     ASSERT_LAUNCH(DeviceMemset(d_out.get<void>(), 0xff, out_bytes));  // NaN
-    ASSERT_LAUNCH(SparseMlaLaunchOnPath(p, run_path, nullptr));
+    const LaunchResult launched = SparseMlaLaunchOnPath(p, run_path, nullptr);
+    if (run_path != nullptr && launched.code == LaunchCode::kInvalidArgument) {
+      std::printf("  %s: path %s cannot run here (%s)\n", c.name.c_str(),
+                  run_path, launched.message);
+      return;
+    }
+    ASSERT_LAUNCH(launched);
     ASSERT_LAUNCH(DeviceSynchronize());
     std::vector<uint8_t> raw;
     ASSERT_LAUNCH(d_out.Download(&raw));
@@ -426,8 +435,29 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
         c.name.c_str(), run_path != nullptr ? run_path : path.c_str(),
         static_cast<long long>(tokens), worst);
   };
-  run_and_check(nullptr);
-  if (c.also_warp) run_and_check("mma");
+  for (const char* run_path : paths) run_and_check(run_path);
+}
+
+TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
+  const Case& c = GetParam();
+  std::vector<const char*> paths = {nullptr};
+  paths.insert(paths.end(), c.also_paths.begin(), c.also_paths.end());
+  CheckCase(c, paths);
+}
+
+// The seesaw body reading the fp8 cache itself, on every fp8 case it can
+// run (sm_90a code, the matrix shape, 64 heads or more).
+TEST_P(SparseMlaKernelTest, SeesawFp8MatchesFloat64Reference) {
+  const Case& c = GetParam();
+  if (c.cache == LatentCacheType::kBFloat16 || c.heads < 64 || c.lora != 512 ||
+      c.rope != 64) {
+    GTEST_SKIP() << "not a case of the fp8 seesaw body";
+  }
+  DeviceFeatures features;
+  if (!CurrentDeviceFeatures(&features).ok() || !features.sm90a) {
+    GTEST_SKIP() << "no sm_90a device";
+  }
+  CheckCase(c, {"seesaw-fp8"});
 }
 
 std::vector<Case> Cases() {
@@ -457,7 +487,7 @@ std::vector<Case> Cases() {
     c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
     c.bad_indices = true;
     c.sm90a_path = "gather+seesaw";
-    c.also_warp = true;
+    c.also_paths = {"mma"};
     cases.push_back(c);
   }
   {
@@ -664,7 +694,7 @@ std::vector<Case> Cases() {
     c.padding = Case::Padding::kTrailing;
     c.bad_indices = true;
     c.sm90a_path = "gather+seesaw";
-    c.also_warp = true;
+    c.also_paths = {"mma"};
     cases.push_back(c);
   }
   {
@@ -723,7 +753,7 @@ std::vector<Case> Cases() {
     c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
     c.q_scale = 2.0;
     c.sm90a_path = "seesaw";
-    c.also_warp = true;
+    c.also_paths = {"mma"};
     cases.push_back(c);
   }
   for (LatentCacheType t :

@@ -42,9 +42,11 @@ namespace dsa::attention::gpu {
 LaunchResult SparseMlaLaunch(const SparseMlaParams& params, void* stream);
 
 // SparseMlaLaunch on the attention kernel SparseMlaPath names `path`
-// (nullptr: the one it picks), for benches that compare kernels: the picked
-// one, or "mma" (the warp-level kernel) for any call the heuristics give a
-// matrix kernel; any other is refused (kInvalidArgument).
+// (nullptr: the one it picks), for benches and tests that compare kernels:
+// any that can run the call (heuristics.h: BodyRuns; "mma", the warp-level
+// kernel, wherever a matrix kernel is picked; over an fp8 cache on sm_90a
+// each form of the seesaw kernel); any other is refused
+// (kInvalidArgument).
 LaunchResult SparseMlaLaunchOnPath(const SparseMlaParams& params,
                                    const char* path, void* stream);
 
@@ -53,7 +55,8 @@ LaunchResult SparseMlaLaunchOnPath(const SparseMlaParams& params,
 // heads or more, a bf16 cache), "dequant+seesaw" (the same over an fp8
 // cache dequantised into a bf16 workspace first), "gather+seesaw" (the same
 // over each row's top-k entries dequantised into that workspace: decode),
-// "mma" (warp-level matrix kernel) or "fma".
+// "seesaw-fp8" (the same reading an fp8 cache, dequantising in its
+// producer), "mma" (warp-level matrix kernel) or "fma".
 const char* SparseMlaPath(const SparseMlaParams& params);
 
 }  // namespace dsa::attention::gpu

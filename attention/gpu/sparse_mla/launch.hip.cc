@@ -7,7 +7,6 @@
 #include "attention/gpu/sparse_mla/launch.h"
 
 #include <cstdint>
-#include <cstring>
 
 #include "attention/gpu/device/features.h"
 #include "attention/gpu/device/hip_compat.h"
@@ -137,6 +136,13 @@ LaunchResult LaunchAttention(const SparseMlaParams& p, const Plan& plan,
                              int64_t begin, int64_t rows, const MmaOutput& out,
                              int device, hipStream_t stream) {
   constexpr Fp8Format kFn = Fp8Format::kE4m3fn, kFnuz = Fp8Format::kE4m3fnuz;
+  if (plan.body == Body::kSeesawFp8) {
+    return p.cache_type == LatentCacheType::kFp8E4m3fnuz
+               ? LaunchSeesawBody<true, kFnuz>(p, begin, rows, out, device,
+                                               stream)
+               : LaunchSeesawBody<true, kFn>(p, begin, rows, out, device,
+                                             stream);
+  }
   if (plan.body == Body::kSeesaw || plan.body == Body::kSeesawDequantised ||
       plan.body == Body::kSeesawGathered) {
     return LaunchSeesawBody<false, kFn>(p, begin, rows, out, device, stream);
@@ -340,17 +346,10 @@ LaunchResult SparseMlaLaunchOnPath(const SparseMlaParams& p, const char* path,
   r = CurrentDeviceFeatures(&features);
   if (!r.ok()) return r;
   using sparse_mla::Body;
-  const Body chosen = sparse_mla::ChooseBody(p, features);
-  Body body = chosen;
-  if (path != nullptr && std::strcmp(path, sparse_mla::BodyName(chosen)) != 0) {
-    // Only the warp body runs every matrix-shaped call the heuristics would
-    // give another matrix body.
-    if (std::strcmp(path, sparse_mla::BodyName(Body::kWarp)) != 0 ||
-        chosen == Body::kFma) {
-      return Invalid(sparse_mla::kOp, "path %s cannot run this call (%s)", path,
-                     sparse_mla::BodyName(chosen));
-    }
-    body = Body::kWarp;
+  Body body = sparse_mla::ChooseBody(p, features);
+  if (path != nullptr && (!sparse_mla::ParseBody(path, &body) ||
+                          !sparse_mla::BodyRuns(body, p, features))) {
+    return Invalid(sparse_mla::kOp, "path %s cannot run this call", path);
   }
   const sparse_mla::Plan plan = sparse_mla::PlanFor(body, p, features);
   const auto s = static_cast<hipStream_t>(stream);
