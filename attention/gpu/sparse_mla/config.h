@@ -7,7 +7,8 @@
 // (warp::Config per backend, warp::Layout per heads-per-block and cache:
 // its work split and shared-memory offsets); the sm_90a seesaw body
 // (seesaw::Config, seesaw::SharedMemory, whose sizeof is the budget); an fp8
-// cache's bf16 workspace for the seesaw body (dequantised::); the FMA
+// cache's bf16 workspace for the seesaw body (dequantised::: every
+// position; gathered::: each row's top-k entries, decode); the FMA
 // kernels' block; the latent scratch. The measurements behind the
 // constants are in testing/bench/RESULTS.md ("Sparse MLA on wgmma").
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_CONFIG_H_

@@ -59,7 +59,16 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
   if (!fp8) return Body::kSeesaw;
   const int64_t budget = WorkspaceBudgetRows(p);
   if (WorkspaceNeededRows(p) <= budget) return Body::kSeesawDequantised;
-  return p.topk >= 1 && p.topk <= budget ? Body::kSeesawGathered : Body::kWarp;
+  if (p.topk < 1 || p.topk > budget) return Body::kWarp;
+  // Measured on the H200 (RESULTS.md, "Sparse MLA decode over an fp8
+  // cache"): the gathered workspace is fastest at 128 heads and wherever
+  // the top-k list is split (few rows); at 64 heads and more rows, the
+  // dequantising producer (the gather pass costs as much as the attention
+  // there).
+  const int64_t groups =
+      (p.heads + seesaw::Config::kHeads - 1) / seesaw::Config::kHeads;
+  const bool few_rows = 2 * p.tokens * groups <= f.multiprocessors;
+  return groups >= 2 || few_rows ? Body::kSeesawGathered : Body::kSeesawFp8;
 }
 
 int64_t WorkspaceNeededRows(const SparseMlaParams& p) {

@@ -37,12 +37,15 @@ enum class Body {
 //   shared memory and softmax_scale > 0 (its softmax takes the maximum
 //   before the scale): kSeesaw over a bf16 cache; kSeesawDequantised over
 //   an fp8 cache when the workspace the call carves (WorkspaceBudgetRows)
-//   holds every position of its requests (WorkspaceNeededRows), else
-//   kSeesawGathered when it holds one row's top-k list (topk >= 1; at most
-//   tokens * topk rows, so the gathered pairs then number no more than the
-//   positions: the cheaper of the two dequantisations runs);
+//   holds every position of its requests (WorkspaceNeededRows); else, when
+//   it holds one row's top-k list (1 <= topk; at most tokens * topk rows,
+//   so the gathered pairs then number no more than the positions),
+//   kSeesawGathered for 128 heads or more (two head groups a row) or few
+//   rows (2 * tokens * head groups <= multiprocessors: the top-k list is
+//   split), kSeesawFp8 otherwise (64 heads, more rows): the fastest of the
+//   three on the H200 at every decode shape measured (RESULTS.md);
 // - kWarp otherwise (AMD, other NVIDIA targets, fewer heads, top-k lists
-//   longer than the workspace).
+//   empty or longer than the workspace).
 Body ChooseBody(const SparseMlaParams& params, const DeviceFeatures& features);
 
 // What SparseMlaPath reports for a body: "fma", "mma", "seesaw",

@@ -140,8 +140,90 @@ TEST(SparseMlaHeuristicsTest,
   p.max_blocks_per_request = 1;
   p.block_size = static_cast<int32_t>(dequantised::kMaxRows);
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
-  p.block_size += 1;  // (then each row's top-k entries)
-  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
+  p.block_size += 1;  // (8192 rows of 64 heads: the dequantising producer)
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawFp8);
+}
+
+TEST(SparseMlaHeuristicsTest,
+     Fp8DecodeGathersAt128HeadsOrFewRowsElseFp8Seesaw) {
+  const DeviceFeatures f = H200();
+  // Requests of 8K positions, more than the workspace's tokens * topk rows.
+  auto decode = [](int heads, int64_t rows) {
+    SparseMlaParams p = Params(heads, kFp8, rows);
+    p.num_requests = static_cast<int32_t>(rows);
+    p.max_blocks_per_request = 8192 / 64;
+    return p;
+  };
+  for (int64_t rows : {1, 4, 32, 128, 512}) {
+    EXPECT_EQ(ChooseBody(decode(128, rows), f), Body::kSeesawGathered) << rows;
+  }
+  // 64 heads: gathered while the top-k list splits (2 * rows <= 132).
+  EXPECT_EQ(ChooseBody(decode(64, 1), f), Body::kSeesawGathered);
+  EXPECT_EQ(ChooseBody(decode(64, 32), f), Body::kSeesawGathered);
+  EXPECT_EQ(ChooseBody(decode(64, 66), f), Body::kSeesawGathered);
+  EXPECT_EQ(ChooseBody(decode(64, 67), f), Body::kSeesawFp8);
+  EXPECT_EQ(ChooseBody(decode(64, 128), f), Body::kSeesawFp8);
+  EXPECT_EQ(ChooseBody(decode(64, 512), f), Body::kSeesawFp8);
+  SparseMlaParams fnuz = decode(64, 512);
+  fnuz.cache_type = kFnuz;
+  EXPECT_EQ(ChooseBody(fnuz, f), Body::kSeesawFp8);
+  // 72 heads: two head groups.
+  EXPECT_EQ(ChooseBody(decode(72, 512), f), Body::kSeesawGathered);
+  // An unknown multiprocessor count: no split, so 64 heads on the producer.
+  DeviceFeatures unknown = f;
+  unknown.multiprocessors = 0;
+  EXPECT_EQ(ChooseBody(decode(64, 1), unknown), Body::kSeesawFp8);
+  // Its plan: 64 heads a block, the workspace still carved (the shapes
+  // alone decide it).
+  const Plan plan = MakePlan(decode(64, 128), f);
+  EXPECT_EQ(plan.body, Body::kSeesawFp8);
+  EXPECT_EQ(plan.heads_per_block, 64);
+  EXPECT_EQ(plan.chunk_rows, 128);
+  EXPECT_EQ(plan.splits, 1);
+  EXPECT_EQ(plan.workspace_rows, dequantised::kMaxRows);
+}
+
+TEST(SparseMlaHeuristicsTest, BodiesABenchMayAskFor) {
+  const DeviceFeatures f = H200();
+  SparseMlaParams p = Params(128, kFp8, 32);
+  p.num_requests = 32;
+  p.max_blocks_per_request = 8192 / 64;
+  EXPECT_TRUE(BodyRuns(Body::kWarp, p, f));
+  EXPECT_TRUE(BodyRuns(Body::kSeesawGathered, p, f));
+  EXPECT_TRUE(BodyRuns(Body::kSeesawFp8, p, f));
+  EXPECT_FALSE(BodyRuns(Body::kSeesawDequantised, p, f));  // 262144 > 65536
+  EXPECT_FALSE(BodyRuns(Body::kSeesaw, p, f));             // an fp8 cache
+  EXPECT_TRUE(BodyRuns(Body::kFma, p, f));
+  // The prefill shape: every position fits.
+  p = Params(64, kFp8, 8192);
+  EXPECT_TRUE(BodyRuns(Body::kSeesawDequantised, p, f));
+  EXPECT_TRUE(BodyRuns(Body::kSeesawGathered, p, f));
+  EXPECT_TRUE(BodyRuns(Body::kSeesawFp8, p, f));
+  // None of the fp8 forms for a bf16 cache, fewer heads, or without sm_90a.
+  for (Body b :
+       {Body::kSeesawDequantised, Body::kSeesawGathered, Body::kSeesawFp8}) {
+    EXPECT_FALSE(BodyRuns(b, Params(64, kBf16), f));
+    EXPECT_FALSE(BodyRuns(b, Params(63, kFp8), f));
+    EXPECT_FALSE(BodyRuns(b, Params(64, kFp8), Amd(65536)));
+  }
+  EXPECT_TRUE(BodyRuns(Body::kSeesaw, Params(64, kBf16), f));
+  EXPECT_TRUE(BodyRuns(Body::kWarp, Params(64, kBf16), f));
+  // Other shapes: the FMA kernels only.
+  p = Params(64, kBf16);
+  p.kv_lora_rank = 256;
+  EXPECT_FALSE(BodyRuns(Body::kWarp, p, f));
+  EXPECT_TRUE(BodyRuns(Body::kFma, p, f));
+  // Names.
+  Body body = Body::kFma;
+  EXPECT_TRUE(ParseBody("seesaw-fp8", &body));
+  EXPECT_EQ(body, Body::kSeesawFp8);
+  EXPECT_TRUE(ParseBody("mma", &body));
+  EXPECT_EQ(body, Body::kWarp);
+  EXPECT_TRUE(ParseBody("gather+seesaw", &body));
+  EXPECT_EQ(body, Body::kSeesawGathered);
+  EXPECT_FALSE(ParseBody("seesaw-fp", &body));
+  EXPECT_FALSE(ParseBody("seesaw-fp8x", &body));
+  EXPECT_FALSE(ParseBody("", &body));
 }
 
 TEST(SparseMlaHeuristicsTest, TheWorkspaceCarvedDependsOnTheShapesOnly) {
@@ -297,6 +379,7 @@ TEST(SparseMlaHeuristicsTest, BodyNamesAreTheReportedPaths) {
   EXPECT_STREQ(BodyName(Body::kSeesaw), "seesaw");
   EXPECT_STREQ(BodyName(Body::kSeesawDequantised), "dequant+seesaw");
   EXPECT_STREQ(BodyName(Body::kSeesawGathered), "gather+seesaw");
+  EXPECT_STREQ(BodyName(Body::kSeesawFp8), "seesaw-fp8");
   EXPECT_STREQ(BodyName(Body::kWarp), "mma");
   EXPECT_STREQ(BodyName(Body::kFma), "fma");
 }

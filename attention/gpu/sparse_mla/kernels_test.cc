@@ -739,6 +739,29 @@ std::vector<Case> Cases() {
     cases.push_back(c);
   }
   {
+    // Decode at 64 heads with more rows than a split takes (76 rows: 2 x 76
+    // blocks > 132), requests naming more positions than the workspace:
+    // the seesaw body reading the fp8 cache itself on sm_90a; the gathered
+    // workspace and the warp-level kernel on the same inputs. Shuffled -1,
+    // duplicates, bad indices, bf16 in and out.
+    Case c;
+    c.name = "Fp8Cache64HeadsDecodeManyRows";
+    c.cache = LatentCacheType::kFp8E4m3fn;
+    c.heads = 64;
+    c.nope = 192;
+    c.v = 256;
+    c.topk = 256;
+    c.block_size = 16;
+    c.seq_lens = {300, 1000, 255, 256, 257, 5000, 60, 2000};
+    c.extra_rows = 48;
+    c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
+    c.q_scale = 2.0;
+    c.bad_indices = true;
+    c.sm90a_path = "seesaw-fp8";
+    c.also_paths = {"gather+seesaw", "mma"};
+    cases.push_back(c);
+  }
+  {
     // A bf16 cache at decode's shape (the seesaw body over the cache, the
     // top-k list split): 64 heads, top-k 2048 over requests of 8192 and 100
     // positions, duplicates, shuffled -1.

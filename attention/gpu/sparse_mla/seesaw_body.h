@@ -1,14 +1,20 @@
-// The sparse MLA's sm_90a seesaw body over a bf16 cache, for 64 heads or
-// more: one block of three warpgroups per (query row, 64 heads, top-k
-// split), FlashMLA's sm_90 sparse prefill schedule over the paged latent
-// cache.
+// The sparse MLA's sm_90a seesaw body over a bf16 cache (or an fp8_ds_mla
+// cache, kFp8), for 64 heads or more: one block of three warpgroups per
+// (query row, 64 heads, top-k split), FlashMLA's sm_90 sparse prefill
+// schedule over the paged latent cache.
 //
 // Roles. The producer warpgroup (72 registers) loads Q, then gathers the
 // row's key tiles of 64 top-k entries with 16-byte cp.async into two
 // buffers (tile 2 i of pair i into keys[0], 2 i + 1 into keys[1]), each
 // tile in two parts with their own mbarriers (atoms 0-3: dims 0-255;
 // atoms 4-8: dims 256-575), invalid keys zero-filled and flagged in
-// `valid`. Consumer g (216 registers) owns O[:, 256 g, 256 g + 256); per
+// `valid`. Over an fp8 cache (88 producer registers, 208 consumer) each
+// producer thread loads a part's codes and scales into registers before
+// the part is free, then writes them as bf16 with ordinary stores fenced
+// for the products (Fp8PairToBf16), the rope still by cp.async; measured
+// 3.6x slower than the bf16 cache at T = 8192, faster than the gathered
+// workspace only at 64 heads and many decode rows (heuristics.h).
+// Consumer g (216 registers) owns O[:, 256 g, 256 g + 256); per
 // pair it computes S = Q K^T of buffer g's tile, starting on the part it
 // waits for first, runs the online softmax with the running maxima handed
 // from consumer to consumer through shared memory (announced on an
