@@ -7,15 +7,19 @@
 //
 // Modes: prefill (one request of max(T, 2 * topk) tokens, every row naming
 // topk distinct positions) and decode (--requests requests of --context
-// tokens, one row each). q, kv_b_proj and the output are bf16, as in
-// serving.
+// tokens, --mtp rows each: 1 + the speculative tokens, each row its own
+// top-k list). q, kv_b_proj and the output are bf16, as in serving.
 //
 // Usage: sparse_mla_bench [--mode=prefill|decode] [--cache=bf16|fp8]
 //   [--heads=64] [--tokens=8192] [--topk=2048] [--v=256] [--nope=192]
-//   [--requests=32] [--context=65536] [--iters=10] [--block_size=64]
-//   [--then <another run's arguments>]...
-// The line's path says which kernel ran (an fp8 prefill on sm_90a:
-// "dequant+seesaw").
+//   [--requests=32] [--context=65536] [--mtp=1] [--iters=10]
+//   [--block_size=64] [--paths=mma,picked] [--then <another run's
+//   arguments>]...
+// --paths: the kernels to run on the same inputs, one line each ("picked":
+// the one the heuristics pick; "mma": the warp-level kernel, for a
+// comparison; launch.h's SparseMlaLaunchOnPath). The line's path says which
+// kernel ran (an fp8 prefill on sm_90a: "dequant+seesaw", an fp8 decode
+// "gather+seesaw").
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -65,14 +69,19 @@ double Fp8E4m3fn(uint8_t code) {
   return (code & 0x80) ? -v : v;
 }
 
+struct Run {
+  SparseMlaParams params;
+  const char* path;  // nullptr: the picked kernel
+};
 LaunchResult RunSparse(void* arg) {
-  return SparseMlaLaunch(*static_cast<SparseMlaParams*>(arg), nullptr);
+  const Run& run = *static_cast<const Run*>(arg);
+  return SparseMlaLaunchOnPath(run.params, run.path, nullptr);
 }
 
 struct Config {
-  std::string mode = "prefill", cache_name = "bf16";
+  std::string mode = "prefill", cache_name = "bf16", paths = "picked";
   int heads = 64, tokens = 8192, topk = 2048, v = 256, nope = 192;
-  int requests = 32, context = 65536, iters = 10, block_size = 64;
+  int requests = 32, context = 65536, iters = 10, block_size = 64, mtp = 1;
 };
 
 int RunOne(const Config& config);
@@ -92,7 +101,7 @@ int Main(int argc, char** argv) {
     std::string& cache_name = c.cache_name;
     int &heads = c.heads, &tokens = c.tokens, &topk = c.topk, &v = c.v,
         &nope = c.nope, &requests = c.requests, &context = c.context,
-        &iters = c.iters, &block_size = c.block_size;
+        &iters = c.iters, &block_size = c.block_size, &mtp = c.mtp;
     auto value = [&](const char* name, int* out) {
       const std::string prefix = std::string("--") + name + "=";
       if (a.rfind(prefix, 0) != 0) return false;
@@ -109,7 +118,8 @@ int Main(int argc, char** argv) {
         !value("topk", &topk) && !value("v", &v) && !value("nope", &nope) &&
         !value("requests", &requests) && !value("context", &context) &&
         !value("iters", &iters) && !value("block_size", &block_size) &&
-        !text("mode", &mode) && !text("cache", &cache_name)) {
+        !value("mtp", &mtp) && !text("mode", &mode) &&
+        !text("cache", &cache_name) && !text("paths", &c.paths)) {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;
     }
@@ -127,11 +137,11 @@ int RunOne(const Config& c) {
   const std::string& cache_name = c.cache_name;
   const int heads = c.heads, tokens = c.tokens, topk = c.topk, v = c.v,
             nope = c.nope, requests = c.requests, context = c.context,
-            iters = c.iters, block_size = c.block_size;
+            iters = c.iters, block_size = c.block_size, mtp = c.mtp;
   const bool decode = mode == "decode";
   const bool fp8 = cache_name == "fp8";
   if (heads < 1 || topk < 1 || iters < 1 || block_size < 1 || v < 1 ||
-      requests < 1 || context < topk) {
+      requests < 1 || context < topk || mtp < 1) {
     std::fprintf(stderr, "bad sizes\n");
     return 2;
   }
@@ -140,14 +150,14 @@ int RunOne(const Config& c) {
   int64_t seq = 1;
   const int64_t want = decode ? context : std::max<int64_t>(tokens, 2 * topk);
   while (seq < want) seq *= 2;
-  const int64_t rows = decode ? requests : tokens;
+  const int64_t rows = decode ? int64_t{requests} * mtp : tokens;
   const int64_t nreq = decode ? requests : 1;
   const int64_t max_blocks = (seq + block_size - 1) / block_size;
   const int64_t entry = fp8 ? 656 : 2 * kDim;
-  // Physical pages: what the requests need, at most ~512 MiB (more than
-  // the L2 cache; requests then share pages, which changes nothing here).
+  // Physical pages: what the requests need, at most ~256 MiB (5x the L2
+  // cache; requests then share pages, which changes nothing here).
   int64_t num_blocks = nreq * max_blocks;
-  const int64_t cap = (int64_t{512} << 20) / (entry * block_size);
+  const int64_t cap = (int64_t{256} << 20) / (entry * block_size);
   if (num_blocks > cap) num_blocks = cap;
   uint64_t s = 0x9e3779b97f4a7c15ull;
   std::vector<int32_t> table(nreq * max_blocks);
@@ -155,7 +165,7 @@ int RunOne(const Config& c) {
   std::vector<int32_t> seq_lens(nreq, static_cast<int32_t>(seq));
   std::vector<int32_t> token_request(rows);
   for (int64_t t = 0; t < rows; ++t) {
-    token_request[t] = decode ? static_cast<int32_t>(t) : 0;
+    token_request[t] = decode ? static_cast<int32_t>(t / mtp) : 0;
   }
   std::vector<int32_t> indices(rows * topk);
   for (int64_t t = 0; t < rows; ++t) {
@@ -257,23 +267,11 @@ int RunOne(const Config& c) {
   p.output_head_stride = v;
   p.tokens = rows;
   p.heads = heads;
-  std::fprintf(stderr, "[bench] set up; launching\n");
-  if (!Check(SparseMlaLaunch(p, nullptr), "sparse_mla") ||
-      !Check(DeviceSynchronize(), "sync")) {
-    return 1;
-  }
-  std::fprintf(stderr, "[bench] ran; checking two rows\n");
-
-  // Check the first and the last row against float64.
-  double worst = 0;
-  for (int64_t t : {int64_t{0}, rows - 1}) {
-    std::vector<uint16_t> got(int64_t{heads} * v);
-    if (!Check(CopyToHost(got.data(),
-                          static_cast<uint8_t*>(d_out) + t * heads * v * 2,
-                          got.size() * 2),
-               "copy")) {
-      return 1;
-    }
+  // The float64 reference of the first and the last row.
+  const int64_t checked[2] = {0, rows - 1};
+  std::vector<std::vector<double>> refs(2);
+  for (int k = 0; k < 2; ++k) {
+    const int64_t t = checked[k];
     std::vector<std::vector<double>> keys(topk, std::vector<double>(kDim));
     for (int j = 0; j < topk; ++j) {
       const int32_t idx = indices[t * topk + j];
@@ -295,6 +293,7 @@ int RunOne(const Config& c) {
         }
       }
     }
+    refs[k].resize(int64_t{heads} * v);
     for (int h = 0; h < heads; ++h) {
       std::vector<double> sc(topk);
       double mx = -1e300;
@@ -312,44 +311,90 @@ int RunOne(const Config& c) {
       for (int j = 0; j < topk; ++j) {
         for (int d = 0; d < kLora; ++d) o[d] += sc[j] / sum * keys[j][d];
       }
-      std::vector<double> ref(v);
-      double scale = 0;
       for (int oo = 0; oo < v; ++oo) {
         const uint16_t* wr =
             w.data() + (int64_t{h} * (nope + v) + nope + oo) * kLora;
         double acc = 0;
         for (int d = 0; d < kLora; ++d) acc += Bf16Float(wr[d]) * o[d];
-        ref[oo] = acc;
-        scale = std::max(scale, std::fabs(acc));
-      }
-      for (int oo = 0; oo < v; ++oo) {
-        const double err =
-            std::fabs(Bf16Float(got[h * v + oo]) - ref[oo]) / scale;
-        worst = std::max(worst, err);
-        if (!(err <= 1.0 / 64)) {
-          std::fprintf(stderr, "row %lld head %d dim %d: got %g, want %g\n",
-                       static_cast<long long>(t), h, oo,
-                       Bf16Float(got[h * v + oo]), ref[oo]);
-          return 1;
-        }
+        refs[k][h * v + oo] = acc;
       }
     }
   }
 
-  float ms = 0;
-  if (!Check(TimeMedianMs(&RunSparse, &p, 2, iters, &ms), "timing")) return 1;
-  const double flops = static_cast<double>(rows) * heads *
-                       (2.0 * topk * (kDim + kLora) + 2.0 * v * kLora);
-  std::printf(
-      "sparse_mla mode=%s cache=%s heads=%d rows=%lld topk=%d v=%d "
-      "block_size=%d path=%s median_ms=%.3f tflops=%.1f check_worst=%.2g\n",
-      mode.c_str(), cache_name.c_str(), heads, static_cast<long long>(rows),
-      topk, v, block_size, SparseMlaPath(p), ms, flops / (ms * 1e-3) / 1e12,
-      worst);
+  // Each path: poisoned output, one run checked against the reference,
+  // then timed.
+  int rc = 0;
+  size_t from = 0;
+  while (from <= c.paths.size()) {
+    size_t to = c.paths.find(',', from);
+    if (to == std::string::npos) to = c.paths.size();
+    const std::string name = c.paths.substr(from, to - from);
+    from = to + 1;
+    if (name.empty()) continue;
+    Run run{p, name == "picked" ? nullptr : name.c_str()};
+    std::fprintf(stderr, "[bench] %s: launching\n", name.c_str());
+    if (!Check(DeviceMemset(d_out, 0xff, out_bytes), "memset") ||
+        !Check(RunSparse(&run), "sparse_mla") ||
+        !Check(DeviceSynchronize(), "sync")) {
+      rc = 1;
+      continue;
+    }
+    double worst = 0;
+    bool bad = false;
+    for (int k = 0; k < 2 && !bad; ++k) {
+      const int64_t t = checked[k];
+      std::vector<uint16_t> got(int64_t{heads} * v);
+      if (!Check(CopyToHost(got.data(),
+                            static_cast<uint8_t*>(d_out) + t * heads * v * 2,
+                            got.size() * 2),
+                 "copy")) {
+        return 1;
+      }
+      for (int h = 0; h < heads && !bad; ++h) {
+        double scale = 0;
+        for (int oo = 0; oo < v; ++oo) {
+          scale = std::max(scale, std::fabs(refs[k][h * v + oo]));
+        }
+        for (int oo = 0; oo < v; ++oo) {
+          const double want = refs[k][h * v + oo];
+          const double err =
+              std::fabs(Bf16Float(got[h * v + oo]) - want) / scale;
+          worst = std::max(worst, err);
+          if (!(err <= 1.0 / 64)) {
+            std::fprintf(stderr,
+                         "%s: row %lld head %d dim %d: got %g, want %g\n",
+                         name.c_str(), static_cast<long long>(t), h, oo,
+                         Bf16Float(got[h * v + oo]), want);
+            bad = true;
+            break;
+          }
+        }
+      }
+    }
+    if (bad) {
+      rc = 1;
+      continue;
+    }
+    float ms = 0;
+    if (!Check(TimeMedianMs(&RunSparse, &run, 2, iters, &ms), "timing")) {
+      rc = 1;
+      continue;
+    }
+    const double flops = static_cast<double>(rows) * heads *
+                         (2.0 * topk * (kDim + kLora) + 2.0 * v * kLora);
+    std::printf(
+        "sparse_mla mode=%s cache=%s heads=%d requests=%lld mtp=%d "
+        "context=%d rows=%lld topk=%d v=%d block_size=%d path=%s "
+        "median_ms=%.4f tflops=%.1f check_worst=%.2g\n",
+        mode.c_str(), cache_name.c_str(), heads, static_cast<long long>(nreq),
+        decode ? mtp : 0, decode ? context : 0, static_cast<long long>(rows),
+        topk, v, block_size, run.path != nullptr ? run.path : SparseMlaPath(p),
+        ms, flops / (ms * 1e-3) / 1e12, worst);
+  }
   for (void* ptr : {d_q, d_cache, d_table, d_seq, d_req, d_idx, d_w, d_out}) {
     (void)DeviceFree(ptr);
   }
-  return 0;
+  return rc;
 }
 
 }  // namespace

@@ -7,7 +7,8 @@
 // (warp::Config per backend, warp::Layout per heads-per-block and cache:
 // its work split and shared-memory offsets); the sm_90a seesaw body
 // (seesaw::Config, seesaw::SharedMemory, whose sizeof is the budget); an fp8
-// cache's bf16 workspace for the seesaw body (dequantised::); the FMA
+// cache's bf16 workspace for the seesaw body (dequantised::: every
+// position; gathered::: each row's top-k entries, decode); the FMA
 // kernels' block; the latent scratch. The measurements behind the
 // constants are in testing/bench/RESULTS.md ("Sparse MLA on wgmma").
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_CONFIG_H_
@@ -268,6 +269,10 @@ struct Config {
   // thread, and 2 x 128 x 216 + 128 x 72 = 384 x 168.
   static constexpr int kProducerRegs = 72;
   static constexpr int kConsumerRegs = 216;
+  // Over an fp8 cache the producer holds a part's codes between their loads
+  // and its stores (40 registers): 88, the consumers 208 (no spills).
+  static constexpr int kFp8ProducerRegs = 88;
+  static constexpr int kFp8ConsumerRegs = 208;
   static constexpr int kStageLd = kLora + 8;  // output staging rows (bf16)
   // The running row maximum before any key: finite, so that a tile whose
   // keys are all masked rescales by exp2(0) = 1, not NaN.
@@ -276,8 +281,11 @@ struct Config {
   static_assert(kRowsPerThread * (kProducerThreads / kRowThreads) == kKeys,
                 "whole rows per producer thread");
   static_assert(kConsumerRegs * kConsumerThreads +
-                        kProducerRegs * kProducerThreads ==
-                    168 * kThreads,
+                            kProducerRegs * kProducerThreads ==
+                        168 * kThreads &&
+                    kFp8ConsumerRegs * kConsumerThreads +
+                            kFp8ProducerRegs * kProducerThreads ==
+                        168 * kThreads,
                 "the register file of one block a multiprocessor");
 };
 
@@ -355,6 +363,24 @@ static_assert(kFp8EntryBytes - 2 * kRope == kLora + 4 * kFp8Tiles &&
               "the rope of an fp8 entry 16-byte aligned");
 
 }  // namespace dequantised
+
+// ---------------------------------------------------------------------------
+// An fp8_ds_mla cache whose requests name more positions than the workspace
+// holds (decode: 32 requests x 8K positions for 32 rows of top-k 2048), on
+// the seesaw body (heuristics.h: Body::kSeesawGathered): per chunk of query
+// rows, each row's top-k entries dequantised in top-k order into the same
+// bf16 workspace (gather_dequantise.hip.cc), then the seesaw body over it,
+// each row its own request of topk positions. Workspace row r * topk + i
+// holds chunk row r's i-th top-k entry; the table (int32) holds the
+// rewritten top-k list (i, or -1 where the index names no entry of the
+// cache) at [r * topk + i], then the rows' request ids (r) and lengths
+// (topk), rows at most a chunk, so 3 ints a workspace row bound it.
+namespace gathered {
+
+// A chunk holds at most dequantised::kMaxRows / topk query rows.
+inline constexpr int64_t kTableIntsPerRow = 3;
+
+}  // namespace gathered
 
 // ---------------------------------------------------------------------------
 // The FMA kernels (plain_kernels.hip.cc): one block per (row, head), with

@@ -45,27 +45,7 @@ __global__ void __launch_bounds__(dequantised::kThreads)
   if (!in_cache || pos >= len) return;
   const uint8_t* entry = p.kv_cache + block * p.cache_block_stride +
                          (pos % p.block_size) * p.cache_token_stride;
-  uint16_t* out = rows + row * kDim;
-  const uint4 codes = *reinterpret_cast<const uint4*>(entry + 16 * lane);
-  float scale;  // this thread's codes lie in tile lane / 8
-  __builtin_memcpy(&scale, entry + kLora + 4 * (lane / 8), 4);
-  const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
-  uint32_t bf16[8];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    bf16[2 * k] = Fp8PairToBf16<F>(words[k], scale);
-    bf16[2 * k + 1] = Fp8PairToBf16<F>(words[k] >> 16, scale);
-  }
-  *reinterpret_cast<uint4*>(out + 16 * lane) =
-      make_uint4(bf16[0], bf16[1], bf16[2], bf16[3]);
-  *reinterpret_cast<uint4*>(out + 16 * lane + 8) =
-      make_uint4(bf16[4], bf16[5], bf16[6], bf16[7]);
-  constexpr int kRopeChunks = kRope * 2 / 16;
-  if (lane < kRopeChunks) {
-    *reinterpret_cast<uint4*>(out + kLora + 8 * lane) =
-        *reinterpret_cast<const uint4*>(entry + kLora + 4 * kFp8Tiles +
-                                        16 * lane);
-  }
+  DequantiseEntry<F>(entry, rows + row * kDim, lane);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "attention/gpu/sparse_mla/heuristics.h"
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "attention/gpu/sparse_mla/config.h"
 
@@ -37,6 +38,14 @@ bool SeesawFits(const SparseMlaParams& p, const DeviceFeatures& f) {
              static_cast<int>(sizeof(seesaw::SharedMemory));
 }
 
+// An fp8 cache on one of the seesaw body's forms: sm_90a code, 64 heads or
+// more, its shared memory and scale.
+bool SeesawOverFp8(const SparseMlaParams& p, const DeviceFeatures& f) {
+  return p.cache_type != LatentCacheType::kBFloat16 && MatrixShape(p) &&
+         Fits(warp::SharedBytes(f.warp_size, p.heads, true), f) && f.sm90a &&
+         p.heads >= seesaw::Config::kHeads && SeesawFits(p, f);
+}
+
 }  // namespace
 
 Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
@@ -48,9 +57,18 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
   if (!f.sm90a || p.heads < seesaw::Config::kHeads) return Body::kWarp;
   if (!SeesawFits(p, f)) return Body::kWarp;
   if (!fp8) return Body::kSeesaw;
-  return WorkspaceNeededRows(p) <= WorkspaceBudgetRows(p)
-             ? Body::kSeesawDequantised
-             : Body::kWarp;
+  const int64_t budget = WorkspaceBudgetRows(p);
+  if (WorkspaceNeededRows(p) <= budget) return Body::kSeesawDequantised;
+  if (p.topk < 1 || p.topk > budget) return Body::kWarp;
+  // Measured on the H200 (RESULTS.md, "Sparse MLA decode over an fp8
+  // cache"): the gathered workspace is fastest at 128 heads and wherever
+  // the top-k list is split (few rows); at 64 heads and more rows, the
+  // dequantising producer (the gather pass costs as much as the attention
+  // there).
+  const int64_t groups =
+      (p.heads + seesaw::Config::kHeads - 1) / seesaw::Config::kHeads;
+  const bool few_rows = 2 * p.tokens * groups <= f.multiprocessors;
+  return groups >= 2 || few_rows ? Body::kSeesawGathered : Body::kSeesawFp8;
 }
 
 int64_t WorkspaceNeededRows(const SparseMlaParams& p) {
@@ -68,6 +86,10 @@ const char* BodyName(Body body) {
       return "seesaw";
     case Body::kSeesawDequantised:
       return "dequant+seesaw";
+    case Body::kSeesawGathered:
+      return "gather+seesaw";
+    case Body::kSeesawFp8:
+      return "seesaw-fp8";
     case Body::kWarp:
       return "mma";
     case Body::kFma:
@@ -76,16 +98,57 @@ const char* BodyName(Body body) {
   return "fma";
 }
 
+bool ParseBody(const char* name, Body* body) {
+  for (Body b :
+       {Body::kFma, Body::kWarp, Body::kSeesaw, Body::kSeesawDequantised,
+        Body::kSeesawGathered, Body::kSeesawFp8}) {
+    const char* n = BodyName(b);
+    int i = 0;
+    while (n[i] != '\0' && n[i] == name[i]) ++i;
+    if (n[i] == '\0' && name[i] == '\0') {
+      *body = b;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool BodyRuns(Body body, const SparseMlaParams& p, const DeviceFeatures& f) {
+  const Body chosen = ChooseBody(p, f);
+  switch (body) {
+    case Body::kFma:
+      return true;
+    case Body::kWarp:
+      return chosen != Body::kFma;
+    case Body::kSeesaw:
+      return chosen == Body::kSeesaw;
+    case Body::kSeesawDequantised:
+      return SeesawOverFp8(p, f) &&
+             WorkspaceNeededRows(p) <= WorkspaceBudgetRows(p);
+    case Body::kSeesawGathered:
+      return SeesawOverFp8(p, f) && p.topk >= 1 &&
+             p.topk <= WorkspaceBudgetRows(p);
+    case Body::kSeesawFp8:
+      return SeesawOverFp8(p, f);
+  }
+  return false;
+}
+
 Plan MakePlan(const SparseMlaParams& p, const DeviceFeatures& f) {
+  return PlanFor(ChooseBody(p, f), p, f);
+}
+
+Plan PlanFor(Body body, const SparseMlaParams& p, const DeviceFeatures& f) {
   Plan plan;
-  plan.body = ChooseBody(p, f);
+  plan.body = body;
   if (plan.body == Body::kFma) {
     plan.chunk_rows =
         ChunkRows(int64_t{p.heads} * p.kv_lora_rank * 4, p.tokens);
     return plan;
   }
   const bool seesaw =
-      plan.body == Body::kSeesaw || plan.body == Body::kSeesawDequantised;
+      plan.body == Body::kSeesaw || plan.body == Body::kSeesawDequantised ||
+      plan.body == Body::kSeesawGathered || plan.body == Body::kSeesawFp8;
   plan.heads_per_block = seesaw ? seesaw::Config::kHeads
                                 : warp::HeadsPerBlock(f.warp_size, p.heads);
   if (p.cache_type != LatentCacheType::kBFloat16 && f.sm90a &&
@@ -93,6 +156,14 @@ Plan MakePlan(const SparseMlaParams& p, const DeviceFeatures& f) {
     plan.workspace_rows = WorkspaceBudgetRows(p);
   }
   plan.chunk_rows = ChunkRows(int64_t{p.heads} * kLora * 2, p.tokens);
+  if (plan.body == Body::kSeesawGathered) {
+    // Whole top-k lists in the workspace, in passes of equal size (so that
+    // no pass is a sliver of a wave).
+    const int64_t most = plan.workspace_rows / (p.topk > 0 ? p.topk : 1);
+    if (most < plan.chunk_rows) plan.chunk_rows = most > 0 ? most : 1;
+    const int64_t passes = (p.tokens + plan.chunk_rows - 1) / plan.chunk_rows;
+    plan.chunk_rows = (p.tokens + passes - 1) / passes;
+  }
   // Few rows (decode): split each row's top-k list so that the grid covers
   // every multiprocessor, at least 256 indices per split; whole waves:
   // floor, not ceil (132 multiprocessors, 32 blocks: 4 splits, not 5).

@@ -19,6 +19,13 @@ enum class Body {
   // An fp8 cache dequantised into a bf16 workspace (dequantise.hip.cc),
   // then the seesaw body over it (config.h: dequantised::).
   kSeesawDequantised,
+  // An fp8 cache whose rows' top-k entries are dequantised, a chunk of rows
+  // at a time, into that workspace in top-k order (gather_dequantise.hip.cc),
+  // then the seesaw body over it (config.h: gathered::): decode.
+  kSeesawGathered,
+  // The seesaw body over an fp8 cache, its producer dequantising each key
+  // tile into the bf16 buffers (no workspace).
+  kSeesawFp8,
 };
 
 // The body that runs:
@@ -30,14 +37,32 @@ enum class Body {
 //   shared memory and softmax_scale > 0 (its softmax takes the maximum
 //   before the scale): kSeesaw over a bf16 cache; kSeesawDequantised over
 //   an fp8 cache when the workspace the call carves (WorkspaceBudgetRows)
-//   holds every position of its requests (WorkspaceNeededRows);
-// - kWarp otherwise (AMD, other NVIDIA targets, fewer heads, fp8 caches of
-//   more positions than that).
+//   holds every position of its requests (WorkspaceNeededRows); else, when
+//   it holds one row's top-k list (1 <= topk; at most tokens * topk rows,
+//   so the gathered pairs then number no more than the positions),
+//   kSeesawGathered for 128 heads or more (two head groups a row) or few
+//   rows (2 * tokens * head groups <= multiprocessors: the top-k list is
+//   split), kSeesawFp8 otherwise (64 heads, more rows): the fastest of the
+//   three on the H200 at every decode shape measured (RESULTS.md);
+// - kWarp otherwise (AMD, other NVIDIA targets, fewer heads, top-k lists
+//   empty or longer than the workspace).
 Body ChooseBody(const SparseMlaParams& params, const DeviceFeatures& features);
 
-// What SparseMlaPath reports for a body: "fma", "mma", "seesaw" or
-// "dequant+seesaw".
+// What SparseMlaPath reports for a body: "fma", "mma", "seesaw",
+// "dequant+seesaw", "gather+seesaw" or "seesaw-fp8".
 const char* BodyName(Body body);
+
+// The body named `name` (BodyName), false for none.
+bool ParseBody(const char* name, Body* body);
+
+// Whether `body` can run the call on the device: kFma always; kWarp
+// wherever ChooseBody picks a matrix body; kSeesaw as ChooseBody's rule
+// over a bf16 cache; over an fp8 cache where the seesaw body can run
+// (sm_90a code, 64 heads or more, its shared memory and scale) and, for
+// kSeesawDequantised, every position fits the workspace, for
+// kSeesawGathered one row's top-k list does.
+bool BodyRuns(Body body, const SparseMlaParams& params,
+              const DeviceFeatures& features);
 
 // The workspace of kSeesawDequantised, in bf16 rows of 1152 bytes.
 // Needed: every position the call's requests can name,
@@ -64,15 +89,25 @@ struct Plan {
   // that the grid covers every multiprocessor); 1 is no split.
   int splits = 1;
   // Rows of the bf16 workspace the call carves from the stream's arena
-  // (WorkspaceBudgetRows), with as many block-table entries: for
-  // kSeesawDequantised, and for every fp8 call that could take it (sm_90a
-  // code, 64 heads or more, the seesaw body's shared memory and scale) but
-  // names more positions, so that whether a later step fits the arena the
-  // profile run grew never depends on its requests' lengths. 0: none.
+  // (WorkspaceBudgetRows), with gathered::kTableIntsPerRow table entries
+  // each: for kSeesawDequantised and kSeesawGathered, and for every fp8
+  // call that could take them (sm_90a code, 64 heads or more, the seesaw
+  // body's shared memory and scale), so that whether a later step fits the
+  // arena the profile run grew never depends on its requests' lengths.
+  // 0: none.
   int64_t workspace_rows = 0;
 };
 
+// The plan of the body ChooseBody picks: PlanFor(ChooseBody(...), ...).
 Plan MakePlan(const SparseMlaParams& params, const DeviceFeatures& features);
+
+// The plan of `body` for the call, which the caller has checked the body can
+// run (a bench comparing bodies: launch.h's SparseMlaLaunchOnPath). Rows
+// per pass: what the latent scratch holds (kFma: fp32 rows), and for
+// kSeesawGathered what the workspace holds too (WorkspaceBudgetRows /
+// topk rows), in passes of equal size.
+Plan PlanFor(Body body, const SparseMlaParams& params,
+             const DeviceFeatures& features);
 
 }  // namespace dsa::attention::gpu::sparse_mla
 

@@ -96,7 +96,8 @@ TEST(SparseMlaHeuristicsTest,
   }
 }
 
-TEST(SparseMlaHeuristicsTest, TheWorkspaceHoldsEveryPositionOrTheWarpBodyRuns) {
+TEST(SparseMlaHeuristicsTest,
+     TheWorkspaceHoldsEveryPositionOrEachRowsTopkEntries) {
   const DeviceFeatures f = H200();
   // 8 rows of top-k 64 carve 512 rows: 8 blocks of 64 positions fit, 9 do
   // not (the requests' positions, not the rows' indices, count).
@@ -106,16 +107,28 @@ TEST(SparseMlaHeuristicsTest, TheWorkspaceHoldsEveryPositionOrTheWarpBodyRuns) {
   EXPECT_EQ(WorkspaceBudgetRows(p), 512);
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
   p.max_blocks_per_request = 9;
-  EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
   p.max_blocks_per_request = 4;
   p.num_requests = 2;
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
   p.num_requests = 3;
-  EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
   // Decode, 32 requests x 8K: 262144 positions for 65536 (row, key) pairs.
   p = Params(128, kFp8, 32);
   p.num_requests = 32;
   p.max_blocks_per_request = 8192 / 64;
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
+  p = Params(64, kFnuz, 1);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);  // 2048 positions
+  p.max_blocks_per_request += 1;
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
+  // A top-k list longer than the workspace, or none: the warp body.
+  p = Params(64, kFp8, 1, static_cast<int>(dequantised::kMaxRows));
+  p.max_blocks_per_request = static_cast<int32_t>(dequantised::kMaxRows);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
+  p = Params(64, kFp8, 2, static_cast<int>(dequantised::kMaxRows) + 1);
+  EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
+  p = Params(64, kFp8, 4, 0);
   EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
   // At most 256 MiB of bf16 rows: one request of GLM-5.1's 202752
   // positions fits, one past kMaxRows does not.
@@ -127,8 +140,90 @@ TEST(SparseMlaHeuristicsTest, TheWorkspaceHoldsEveryPositionOrTheWarpBodyRuns) {
   p.max_blocks_per_request = 1;
   p.block_size = static_cast<int32_t>(dequantised::kMaxRows);
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
-  p.block_size += 1;
-  EXPECT_EQ(ChooseBody(p, f), Body::kWarp);
+  p.block_size += 1;  // (8192 rows of 64 heads: the dequantising producer)
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawFp8);
+}
+
+TEST(SparseMlaHeuristicsTest,
+     Fp8DecodeGathersAt128HeadsOrFewRowsElseFp8Seesaw) {
+  const DeviceFeatures f = H200();
+  // Requests of 8K positions, more than the workspace's tokens * topk rows.
+  auto decode = [](int heads, int64_t rows) {
+    SparseMlaParams p = Params(heads, kFp8, rows);
+    p.num_requests = static_cast<int32_t>(rows);
+    p.max_blocks_per_request = 8192 / 64;
+    return p;
+  };
+  for (int64_t rows : {1, 4, 32, 128, 512}) {
+    EXPECT_EQ(ChooseBody(decode(128, rows), f), Body::kSeesawGathered) << rows;
+  }
+  // 64 heads: gathered while the top-k list splits (2 * rows <= 132).
+  EXPECT_EQ(ChooseBody(decode(64, 1), f), Body::kSeesawGathered);
+  EXPECT_EQ(ChooseBody(decode(64, 32), f), Body::kSeesawGathered);
+  EXPECT_EQ(ChooseBody(decode(64, 66), f), Body::kSeesawGathered);
+  EXPECT_EQ(ChooseBody(decode(64, 67), f), Body::kSeesawFp8);
+  EXPECT_EQ(ChooseBody(decode(64, 128), f), Body::kSeesawFp8);
+  EXPECT_EQ(ChooseBody(decode(64, 512), f), Body::kSeesawFp8);
+  SparseMlaParams fnuz = decode(64, 512);
+  fnuz.cache_type = kFnuz;
+  EXPECT_EQ(ChooseBody(fnuz, f), Body::kSeesawFp8);
+  // 72 heads: two head groups.
+  EXPECT_EQ(ChooseBody(decode(72, 512), f), Body::kSeesawGathered);
+  // An unknown multiprocessor count: no split, so 64 heads on the producer.
+  DeviceFeatures unknown = f;
+  unknown.multiprocessors = 0;
+  EXPECT_EQ(ChooseBody(decode(64, 1), unknown), Body::kSeesawFp8);
+  // Its plan: 64 heads a block, the workspace still carved (the shapes
+  // alone decide it).
+  const Plan plan = MakePlan(decode(64, 128), f);
+  EXPECT_EQ(plan.body, Body::kSeesawFp8);
+  EXPECT_EQ(plan.heads_per_block, 64);
+  EXPECT_EQ(plan.chunk_rows, 128);
+  EXPECT_EQ(plan.splits, 1);
+  EXPECT_EQ(plan.workspace_rows, dequantised::kMaxRows);
+}
+
+TEST(SparseMlaHeuristicsTest, BodiesABenchMayAskFor) {
+  const DeviceFeatures f = H200();
+  SparseMlaParams p = Params(128, kFp8, 32);
+  p.num_requests = 32;
+  p.max_blocks_per_request = 8192 / 64;
+  EXPECT_TRUE(BodyRuns(Body::kWarp, p, f));
+  EXPECT_TRUE(BodyRuns(Body::kSeesawGathered, p, f));
+  EXPECT_TRUE(BodyRuns(Body::kSeesawFp8, p, f));
+  EXPECT_FALSE(BodyRuns(Body::kSeesawDequantised, p, f));  // 262144 > 65536
+  EXPECT_FALSE(BodyRuns(Body::kSeesaw, p, f));             // an fp8 cache
+  EXPECT_TRUE(BodyRuns(Body::kFma, p, f));
+  // The prefill shape: every position fits.
+  p = Params(64, kFp8, 8192);
+  EXPECT_TRUE(BodyRuns(Body::kSeesawDequantised, p, f));
+  EXPECT_TRUE(BodyRuns(Body::kSeesawGathered, p, f));
+  EXPECT_TRUE(BodyRuns(Body::kSeesawFp8, p, f));
+  // None of the fp8 forms for a bf16 cache, fewer heads, or without sm_90a.
+  for (Body b :
+       {Body::kSeesawDequantised, Body::kSeesawGathered, Body::kSeesawFp8}) {
+    EXPECT_FALSE(BodyRuns(b, Params(64, kBf16), f));
+    EXPECT_FALSE(BodyRuns(b, Params(63, kFp8), f));
+    EXPECT_FALSE(BodyRuns(b, Params(64, kFp8), Amd(65536)));
+  }
+  EXPECT_TRUE(BodyRuns(Body::kSeesaw, Params(64, kBf16), f));
+  EXPECT_TRUE(BodyRuns(Body::kWarp, Params(64, kBf16), f));
+  // Other shapes: the FMA kernels only.
+  p = Params(64, kBf16);
+  p.kv_lora_rank = 256;
+  EXPECT_FALSE(BodyRuns(Body::kWarp, p, f));
+  EXPECT_TRUE(BodyRuns(Body::kFma, p, f));
+  // Names.
+  Body body = Body::kFma;
+  EXPECT_TRUE(ParseBody("seesaw-fp8", &body));
+  EXPECT_EQ(body, Body::kSeesawFp8);
+  EXPECT_TRUE(ParseBody("mma", &body));
+  EXPECT_EQ(body, Body::kWarp);
+  EXPECT_TRUE(ParseBody("gather+seesaw", &body));
+  EXPECT_EQ(body, Body::kSeesawGathered);
+  EXPECT_FALSE(ParseBody("seesaw-fp", &body));
+  EXPECT_FALSE(ParseBody("seesaw-fp8x", &body));
+  EXPECT_FALSE(ParseBody("", &body));
 }
 
 TEST(SparseMlaHeuristicsTest, TheWorkspaceCarvedDependsOnTheShapesOnly) {
@@ -145,8 +240,15 @@ TEST(SparseMlaHeuristicsTest, TheWorkspaceCarvedDependsOnTheShapesOnly) {
   p.num_requests = 32;
   p.max_blocks_per_request = 8192 / 64;
   plan = MakePlan(p, f);
-  EXPECT_EQ(plan.body, Body::kWarp);
+  EXPECT_EQ(plan.body, Body::kSeesawGathered);
   EXPECT_EQ(plan.workspace_rows, 32 * 2048);
+  EXPECT_EQ(plan.chunk_rows, 32);
+  EXPECT_EQ(plan.splits, 2);  // 64 blocks on 132 multiprocessors
+  // The warp body's plan on the same call (a bench's comparison).
+  plan = PlanFor(Body::kWarp, p, f);
+  EXPECT_EQ(plan.body, Body::kWarp);
+  EXPECT_EQ(plan.heads_per_block, 64);
+  EXPECT_EQ(plan.splits, 2);
   // None where the seesaw body cannot run, nor for a bf16 cache.
   EXPECT_EQ(MakePlan(Params(63, kFp8), f).workspace_rows, 0);
   EXPECT_EQ(MakePlan(Params(64, kBf16), f).workspace_rows, 0);
@@ -276,6 +378,8 @@ TEST(SparseMlaHeuristicsTest, UnknownFeaturesAssumeTheWarpBodyFits) {
 TEST(SparseMlaHeuristicsTest, BodyNamesAreTheReportedPaths) {
   EXPECT_STREQ(BodyName(Body::kSeesaw), "seesaw");
   EXPECT_STREQ(BodyName(Body::kSeesawDequantised), "dequant+seesaw");
+  EXPECT_STREQ(BodyName(Body::kSeesawGathered), "gather+seesaw");
+  EXPECT_STREQ(BodyName(Body::kSeesawFp8), "seesaw-fp8");
   EXPECT_STREQ(BodyName(Body::kWarp), "mma");
   EXPECT_STREQ(BodyName(Body::kFma), "fma");
 }
@@ -332,6 +436,36 @@ TEST(SparseMlaHeuristicsTest, FewRowsSplitTheTopkList) {
   EXPECT_EQ(MakePlan(Params(128, kBf16, 4), unknown).splits, 1);
   // Several chunks: no split.
   EXPECT_EQ(MakePlan(Params(1, kBf16, 100000, 2048), f).splits, 1);
+}
+
+TEST(SparseMlaHeuristicsTest, GatheredRowsRunInEqualPassesOfTheWorkspace) {
+  const DeviceFeatures f = H200();
+  // 128 requests x 4 tokens (MTP 3) over 64K: 512 rows of top-k 2048; the
+  // workspace holds 233016 / 2048 = 113 rows, so 5 passes of 103 (not 4 of
+  // 113 and one of 60), none split.
+  SparseMlaParams p = Params(128, kFp8, 512);
+  p.num_requests = 128;
+  p.max_blocks_per_request = 65536 / 64;
+  Plan plan = MakePlan(p, f);
+  EXPECT_EQ(plan.body, Body::kSeesawGathered);
+  EXPECT_EQ(plan.workspace_rows, dequantised::kMaxRows);
+  EXPECT_EQ(plan.chunk_rows, 103);
+  EXPECT_EQ(plan.splits, 1);
+  // 32 x 4 rows: two passes of 64 (128 blocks each), no split.
+  p = Params(128, kFp8, 128);
+  p.num_requests = 32;
+  p.max_blocks_per_request = 8192 / 64;
+  plan = MakePlan(p, f);
+  EXPECT_EQ(plan.body, Body::kSeesawGathered);
+  EXPECT_EQ(plan.chunk_rows, 64);
+  EXPECT_EQ(plan.splits, 1);
+  // One request, one token, 64 heads: one block a row, 8 splits of 256.
+  p = Params(64, kFp8, 1);
+  p.max_blocks_per_request = 8192 / 64;
+  plan = MakePlan(p, f);
+  EXPECT_EQ(plan.body, Body::kSeesawGathered);
+  EXPECT_EQ(plan.chunk_rows, 1);
+  EXPECT_EQ(plan.splits, 8);
 }
 
 }  // namespace

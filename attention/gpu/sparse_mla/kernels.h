@@ -3,7 +3,8 @@
 // kernel: the matrix bodies in warp_body.h and seesaw_body.h, explicitly
 // instantiated in instantiations/ (so that they compile in parallel); the
 // FMA pair, the split merge and the W_UV conversion in plain_kernels.hip.cc;
-// an fp8 cache's dequantisation into a bf16 workspace in dequantise.hip.cc.
+// an fp8 cache's dequantisation into a bf16 workspace in dequantise.hip.cc
+// (every position) and gather_dequantise.hip.cc (the rows' top-k entries).
 // Every function enqueues on `stream` and reports the launch's error.
 // Device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_KERNELS_H_
@@ -60,6 +61,15 @@ LaunchResult LaunchSeesawBody(const SparseMlaParams& p, int64_t begin,
 // shape) and WorkspaceNeededRows(p) rows at `rows` (dequantise.hip.cc).
 LaunchResult LaunchDequantiseCache(const SparseMlaParams& p, uint16_t* rows,
                                    int32_t* table, hipStream_t stream);
+
+// The bf16 workspace of query rows [begin, begin + rows) of a call over an
+// fp8_ds_mla cache (config.h: gathered::): workspace[(r * topk + i), :] =
+// row begin + r's i-th top-k entry dequantised, where it names one;
+// table[r * topk + i] = i there, else -1; then table[rows * topk + r] = r
+// and table[rows * topk + rows + r] = topk (gather_dequantise.hip.cc).
+LaunchResult LaunchGatherDequantise(const SparseMlaParams& p, int64_t begin,
+                                    int64_t rows, uint16_t* workspace,
+                                    int32_t* table, hipStream_t stream);
 
 // out.latent[rows, heads, 512] = the splits of out merged
 // (plain_kernels.hip.cc).

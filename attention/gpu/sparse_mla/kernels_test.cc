@@ -4,8 +4,11 @@
 // topk - 1 / topk / topk + 1 tokens, -1 padding, duplicates, rows without
 // any valid index, invalid indices (which the kernels skip), index chunks
 // and key tiles cut at every boundary, the FMA kernel for other dims, fp8
-// caches dequantised into the seesaw body's bf16 workspace, and the path
-// the heuristics pick on sm_90a where a case names one.
+// caches dequantised into the seesaw body's bf16 workspace (every position,
+// or each row's top-k entries in passes of rows: decode), top-k splits that
+// leave a block no valid key, and the path the heuristics pick on sm_90a
+// where a case names one (and the warp-level kernel on the same inputs
+// where a case asks for it too).
 // Skips cleanly when built without a GPU backend or run without a device.
 //
 // Tolerance. The matrix path rounds q to bf16 once, by design (the
@@ -99,6 +102,17 @@ struct Case {
   const char* path = "mma";
   // The path the heuristics must pick where the device runs sm_90a code.
   const char* sm90a_path = nullptr;
+  // Also run on these kernels (SparseMlaLaunchOnPath: "mma", the
+  // warp-level one; "gather+seesaw"), the same inputs and checks. Every fp8
+  // case of 64 heads or more runs on "seesaw-fp8" too, in a test of its own
+  // (SeesawFp8MatchesFloat64Reference).
+  std::vector<const char*> also_paths;
+  // Block-table columns past what the requests need (-7, never read), so
+  // that the requests name more positions than the workspace holds.
+  int spare_table_columns = 0;
+  // Rows added after the usual ones: topk - (k % 5) valid indices each,
+  // request k % requests (enough rows for several passes).
+  int extra_rows = 0;
   // Where a row's -1 padding goes: shuffled among its indices, after them
   // (the valid ones ascending, as the indexer's top-k writes them), or
   // before them.
@@ -115,9 +129,10 @@ std::ostream& operator<<(std::ostream& os, const Case& c) {
 
 class SparseMlaKernelTest : public ::testing::TestWithParam<Case> {};
 
-TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
+// The case on each of `paths` (nullptr: the picked kernel), fresh inputs,
+// one float64 reference.
+void CheckCase(const Case& c, const std::vector<const char*>& paths) {
   if (!kBuilt) GTEST_SKIP() << "built without a GPU backend";
-  const Case& c = GetParam();
   std::mt19937 rng(std::random_device{}());
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const bool fp8 = c.cache != LatentCacheType::kBFloat16;
@@ -131,7 +146,7 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
   int32_t max_blocks = 1;
   for (int32_t s : c.seq_lens)
     max_blocks = std::max(max_blocks, (s + bs - 1) / bs);
-  const int32_t table_stride = max_blocks + 2;
+  const int32_t table_stride = max_blocks + c.spare_table_columns + 2;
   const int64_t num_blocks = int64_t{requests} * max_blocks + 3;
   std::vector<int32_t> pages(num_blocks);
   std::iota(pages.begin(), pages.end(), 0);
@@ -210,6 +225,9 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
     add_row(r, c.topk, true);
     // (A third row per request only where the float64 reference is cheap.)
     if (c.topk < 1024) add_row(r, c.topk, false);
+  }
+  for (int k = 0; k < c.extra_rows; ++k) {
+    add_row(k % requests, c.topk - k % 5, k % 3 == 0);
   }
   add_row(0, 0, false);  // only -1
   add_row(requests - 1, 1, false);
@@ -305,7 +323,6 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
   const int64_t out_head_stride = c.v + 8;
   const int64_t out_bytes = tokens * c.heads * out_head_stride * out_elem;
   ASSERT_LAUNCH(d_out.Allocate(out_bytes));
-  ASSERT_LAUNCH(DeviceMemset(d_out.get<void>(), 0xff, out_bytes));  // NaN
 
   SparseMlaParams p;
   p.q = d_q.get<void>();
@@ -322,7 +339,7 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
   p.rope_dim = c.rope;
   p.block_table = d_table.get<int32_t>();
   p.num_requests = requests;
-  p.max_blocks_per_request = max_blocks;
+  p.max_blocks_per_request = max_blocks + c.spare_table_columns;
   p.block_table_stride = table_stride;
   p.seq_lens = d_seq.get<int32_t>();
   p.token_request = d_req.get<int32_t>();
@@ -346,7 +363,8 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
   // cache) or the warp-level one.
   const std::string path = SparseMlaPath(p);
   if (std::string(c.path) == "mma") {
-    EXPECT_TRUE(path == "mma" || path == "seesaw" || path == "dequant+seesaw")
+    EXPECT_TRUE(path == "mma" || path == "seesaw" || path == "dequant+seesaw" ||
+                path == "gather+seesaw" || path == "seesaw-fp8")
         << path;
   } else {
     EXPECT_EQ(path, c.path);
@@ -356,55 +374,90 @@ TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
       features.sm90a) {
     EXPECT_EQ(path, c.sm90a_path);
   }
-  ASSERT_LAUNCH(SparseMlaLaunch(p, nullptr));
-  ASSERT_LAUNCH(DeviceSynchronize());
-
-  std::vector<uint8_t> raw;
-  ASSERT_LAUNCH(d_out.Download(&raw));
-  double worst = 0;
-  int64_t failures = 0;
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int h = 0; h < c.heads; ++h) {
-      const double* e = expected.data() + (t * c.heads + h) * c.v;
-      double scale = 0;
-      for (int o = 0; o < c.v; ++o) scale = std::max(scale, std::fabs(e[o]));
-      for (int o = 0; o < out_head_stride; ++o) {
-        const int64_t at = (t * c.heads + h) * out_head_stride + o;
-        float g;
-        if (c.out_format == FloatFormat::kFloat32) {
-          std::memcpy(&g, raw.data() + 4 * at, 4);
-        } else {
-          uint16_t b;
-          std::memcpy(&b, raw.data() + 2 * at, 2);
-          g = Bf16Float(b);
-        }
-        if (o >= c.v) {  // padding between heads: untouched
-          if (!std::isnan(g) && failures++ < 5) {
-            ADD_FAILURE() << "padding written at token " << t << " head " << h;
+  // Runs on `run_path` (nullptr: the picked one) into the poisoned output
+  // and checks every element.
+  auto run_and_check = [&](const char* run_path) {
+    ASSERT_LAUNCH(DeviceMemset(d_out.get<void>(), 0xff, out_bytes));  // NaN
+    const LaunchResult launched = SparseMlaLaunchOnPath(p, run_path, nullptr);
+    if (run_path != nullptr && launched.code == LaunchCode::kInvalidArgument) {
+      std::printf("  %s: path %s cannot run here (%s)\n", c.name.c_str(),
+                  run_path, launched.message);
+      return;
+    }
+    ASSERT_LAUNCH(launched);
+    ASSERT_LAUNCH(DeviceSynchronize());
+    std::vector<uint8_t> raw;
+    ASSERT_LAUNCH(d_out.Download(&raw));
+    double worst = 0;
+    int64_t failures = 0;
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int h = 0; h < c.heads; ++h) {
+        const double* e = expected.data() + (t * c.heads + h) * c.v;
+        double scale = 0;
+        for (int o = 0; o < c.v; ++o) scale = std::max(scale, std::fabs(e[o]));
+        for (int o = 0; o < out_head_stride; ++o) {
+          const int64_t at = (t * c.heads + h) * out_head_stride + o;
+          float g;
+          if (c.out_format == FloatFormat::kFloat32) {
+            std::memcpy(&g, raw.data() + 4 * at, 4);
+          } else {
+            uint16_t b;
+            std::memcpy(&b, raw.data() + 2 * at, 2);
+            g = Bf16Float(b);
           }
-          continue;
-        }
-        if (scale == 0) {  // no valid key: exact zeros
-          if (g != 0.0f && failures++ < 5) {
+          if (o >= c.v) {  // padding between heads: untouched
+            if (!std::isnan(g) && failures++ < 5) {
+              ADD_FAILURE()
+                  << "padding written at token " << t << " head " << h;
+            }
+            continue;
+          }
+          if (scale == 0) {  // no valid key: exact zeros
+            if (g != 0.0f && failures++ < 5) {
+              ADD_FAILURE() << "token " << t << " head " << h << " dim " << o
+                            << ": got " << g << ", expected 0 (no valid key)";
+            }
+            continue;
+          }
+          const double err = std::fabs(g - e[o]) / scale;
+          if (!(err <= kRelTol) && failures++ < 5) {
             ADD_FAILURE() << "token " << t << " head " << h << " dim " << o
-                          << ": got " << g << ", expected 0 (no valid key)";
+                          << ": got " << g << ", expected " << e[o]
+                          << " (scale " << scale << ")";
           }
-          continue;
+          if (err > worst) worst = err;
         }
-        const double err = std::fabs(g - e[o]) / scale;
-        if (!(err <= kRelTol) && failures++ < 5) {
-          ADD_FAILURE() << "token " << t << " head " << h << " dim " << o
-                        << ": got " << g << ", expected " << e[o] << " (scale "
-                        << scale << ")";
-        }
-        if (err > worst) worst = err;
       }
     }
+    EXPECT_EQ(failures, 0) << (run_path != nullptr ? run_path : path);
+    std::printf(
+        "  %s: path %s, %lld rows, worst error %.3g of the output scale\n",
+        c.name.c_str(), run_path != nullptr ? run_path : path.c_str(),
+        static_cast<long long>(tokens), worst);
+  };
+  for (const char* run_path : paths) run_and_check(run_path);
+}
+
+TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
+  const Case& c = GetParam();
+  std::vector<const char*> paths = {nullptr};
+  paths.insert(paths.end(), c.also_paths.begin(), c.also_paths.end());
+  CheckCase(c, paths);
+}
+
+// The seesaw body reading the fp8 cache itself, on every fp8 case it can
+// run (sm_90a code, the matrix shape, 64 heads or more).
+TEST_P(SparseMlaKernelTest, SeesawFp8MatchesFloat64Reference) {
+  const Case& c = GetParam();
+  if (c.cache == LatentCacheType::kBFloat16 || c.heads < 64 || c.lora != 512 ||
+      c.rope != 64) {
+    GTEST_SKIP() << "not a case of the fp8 seesaw body";
   }
-  EXPECT_EQ(failures, 0);
-  std::printf(
-      "  %s: path %s, %lld rows, worst error %.3g of the output scale\n",
-      c.name.c_str(), SparseMlaPath(p), static_cast<long long>(tokens), worst);
+  DeviceFeatures features;
+  if (!CurrentDeviceFeatures(&features).ok() || !features.sm90a) {
+    GTEST_SKIP() << "no sm_90a device";
+  }
+  CheckCase(c, {"seesaw-fp8"});
 }
 
 std::vector<Case> Cases() {
@@ -422,8 +475,8 @@ std::vector<Case> Cases() {
     cases.push_back(c);
   }
   {
-    // More positions (4 requests of 304) than its 16 rows of 64 pairs: the
-    // warp-level kernel even on sm_90a.
+    // More positions (4 requests of 304) than its 16 rows of 64 pairs: each
+    // row's top-k entries gathered on sm_90a; the warp-level kernel too.
     Case c;
     c.name = "Fp8Cache128HeadsBf16Io";
     c.cache = LatentCacheType::kFp8E4m3fn;
@@ -433,7 +486,8 @@ std::vector<Case> Cases() {
     c.seq_lens = {63, 64, 65, 300};
     c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
     c.bad_indices = true;
-    c.sm90a_path = "mma";
+    c.sm90a_path = "gather+seesaw";
+    c.also_paths = {"mma"};
     cases.push_back(c);
   }
   {
@@ -619,6 +673,110 @@ std::vector<Case> Cases() {
     c.block_size = 64;
     c.seq_lens = {299, 300, 301};
     c.sm90a_path = "dequant+seesaw";
+    cases.push_back(c);
+  }
+  {
+    // Decode over an fp8 cache (sm_90a: each row's top-k entries gathered):
+    // 128 heads, top-k 2048 over requests of 8192, 3000, 2047 and 60
+    // positions in the indexer's order (-1 after the valid ones), so that
+    // the top-k list's splits over blocks leave the short request's last
+    // ones no valid key; peaked scores, bad indices and block-table
+    // entries, bf16 in and out; the warp-level kernel on the same inputs.
+    Case c;
+    c.name = "Fp8Cache128HeadsDecodeGathered";
+    c.cache = LatentCacheType::kFp8E4m3fn;
+    c.heads = 128;
+    c.topk = 2048;
+    c.block_size = 64;
+    c.seq_lens = {8192, 3000, 2047, 60};
+    c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
+    c.q_scale = 2.0;
+    c.padding = Case::Padding::kTrailing;
+    c.bad_indices = true;
+    c.sm90a_path = "gather+seesaw";
+    c.also_paths = {"mma"};
+    cases.push_back(c);
+  }
+  {
+    // The same over e4m3fnuz at 64 heads, -1 first (whole masked tiles
+    // before any valid key), blocks of 16, fp32 in and out, rows split in
+    // two over blocks.
+    Case c;
+    c.name = "Fp8FnuzCache64HeadsGatheredLeadingPadding";
+    c.cache = LatentCacheType::kFp8E4m3fnuz;
+    c.heads = 64;
+    c.nope = 192;
+    c.v = 256;
+    c.topk = 512;
+    c.block_size = 16;
+    c.seq_lens = {4000, 511, 513, 40};
+    c.q_scale = 3.0;
+    c.padding = Case::Padding::kLeading;
+    c.bad_indices = true;
+    c.sm90a_path = "gather+seesaw";
+    cases.push_back(c);
+  }
+  {
+    // Rows in passes: top-k 4096 fills the workspace (233016 rows) with 56
+    // rows, so 62 rows run as two passes of 31; requests naming a million
+    // positions (spare block-table columns), bf16 q.
+    Case c;
+    c.name = "Fp8Cache64HeadsGatheredInPasses";
+    c.cache = LatentCacheType::kFp8E4m3fn;
+    c.heads = 64;
+    c.nope = 192;
+    c.v = 256;
+    c.topk = 4096;
+    c.block_size = 64;
+    c.seq_lens = {4095, 4096, 4097, 300};
+    c.spare_table_columns = 4000;
+    c.extra_rows = 50;
+    c.q_format = FloatFormat::kBFloat16;
+    c.q_scale = 2.0;
+    c.padding = Case::Padding::kTrailing;
+    c.bad_indices = true;
+    c.sm90a_path = "gather+seesaw";
+    cases.push_back(c);
+  }
+  {
+    // Decode at 64 heads with more rows than a split takes (76 rows: 2 x 76
+    // blocks > 132), requests naming more positions than the workspace:
+    // the seesaw body reading the fp8 cache itself on sm_90a; the gathered
+    // workspace and the warp-level kernel on the same inputs. Shuffled -1,
+    // duplicates, bad indices, bf16 in and out.
+    Case c;
+    c.name = "Fp8Cache64HeadsDecodeManyRows";
+    c.cache = LatentCacheType::kFp8E4m3fn;
+    c.heads = 64;
+    c.nope = 192;
+    c.v = 256;
+    c.topk = 256;
+    c.block_size = 16;
+    c.seq_lens = {300, 1000, 255, 256, 257, 5000, 60, 2000};
+    c.extra_rows = 48;
+    c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
+    c.q_scale = 2.0;
+    c.bad_indices = true;
+    c.sm90a_path = "seesaw-fp8";
+    c.also_paths = {"gather+seesaw", "mma"};
+    cases.push_back(c);
+  }
+  {
+    // A bf16 cache at decode's shape (the seesaw body over the cache, the
+    // top-k list split): 64 heads, top-k 2048 over requests of 8192 and 100
+    // positions, duplicates, shuffled -1.
+    Case c;
+    c.name = "Bf16Cache64HeadsDecode";
+    c.heads = 64;
+    c.nope = 192;
+    c.v = 256;
+    c.topk = 2048;
+    c.block_size = 64;
+    c.seq_lens = {8192, 100};
+    c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
+    c.q_scale = 2.0;
+    c.sm90a_path = "seesaw";
+    c.also_paths = {"mma"};
     cases.push_back(c);
   }
   for (LatentCacheType t :

@@ -30,8 +30,11 @@ namespace dsa::attention::gpu {
 // consumers exchanging P) over a bf16 cache, or over an fp8 cache whose
 // requests' positions are first dequantised into a bf16 workspace from the
 // stream's arena (when that workspace, at most 256 MiB and tokens * topk
-// rows, holds them: heuristics.h), on the warp-level one (Bf16WarpMma)
-// otherwise (fewer heads, AMD, fp8 caches of more positions); other shapes
+// rows, holds them: heuristics.h), or else whose rows' top-k entries are
+// (decode at 128 heads or few rows; in passes of rows when they do not fit
+// at once), or read and dequantised by the kernel's producer itself (decode
+// at 64 heads and more rows), on the warp-level one (Bf16WarpMma) otherwise
+// (fewer heads, AMD); other shapes
 // run on a plain-FMA kernel. W_UV runs on the platform's GEMM (cuBLASLt on
 // CUDA, through dense_ops/op_kernels.h). q is rounded to bf16 once, fp8 cache
 // entries are dequantised exactly to bf16 (power-of-two scales), the
@@ -40,11 +43,22 @@ namespace dsa::attention::gpu {
 // W_UV. See kernels_test.cc for the resulting error bound.
 LaunchResult SparseMlaLaunch(const SparseMlaParams& params, void* stream);
 
+// SparseMlaLaunch on the attention kernel SparseMlaPath names `path`
+// (nullptr: the one it picks), for benches and tests that compare kernels:
+// any that can run the call (heuristics.h: BodyRuns; "mma", the warp-level
+// kernel, wherever a matrix kernel is picked; over an fp8 cache on sm_90a
+// each form of the seesaw kernel); any other is refused
+// (kInvalidArgument).
+LaunchResult SparseMlaLaunchOnPath(const SparseMlaParams& params,
+                                   const char* path, void* stream);
+
 // Which attention kernel SparseMlaLaunch picks (sparse_mla/heuristics.h,
 // the one place that decides): "seesaw" (the sm_90a seesaw kernel: 64
 // heads or more, a bf16 cache), "dequant+seesaw" (the same over an fp8
-// cache dequantised into a bf16 workspace first), "mma" (warp-level matrix
-// kernel) or "fma".
+// cache dequantised into a bf16 workspace first), "gather+seesaw" (the same
+// over each row's top-k entries dequantised into that workspace: decode),
+// "seesaw-fp8" (the same reading an fp8 cache, dequantising in its
+// producer), "mma" (warp-level matrix kernel) or "fma".
 const char* SparseMlaPath(const SparseMlaParams& params);
 
 }  // namespace dsa::attention::gpu

@@ -1,6 +1,7 @@
 // The sparse MLA's launcher (launch.h): checks the call, takes the body and
 // the launch plan from the heuristics (heuristics.h), and enqueues, per
-// chunk of rows through the latent scratch: the attention body, the merge
+// chunk of rows through the latent scratch: an fp8 cache's gathered
+// workspace (decode), the attention body, the merge
 // of top-k splits (few rows), W_UV on the platform's GEMM (wuv.h); or the
 // FMA kernels. The kernels themselves are declared in kernels.h.
 #include "attention/gpu/sparse_mla/launch.h"
@@ -135,7 +136,15 @@ LaunchResult LaunchAttention(const SparseMlaParams& p, const Plan& plan,
                              int64_t begin, int64_t rows, const MmaOutput& out,
                              int device, hipStream_t stream) {
   constexpr Fp8Format kFn = Fp8Format::kE4m3fn, kFnuz = Fp8Format::kE4m3fnuz;
-  if (plan.body == Body::kSeesaw || plan.body == Body::kSeesawDequantised) {
+  if (plan.body == Body::kSeesawFp8) {
+    return p.cache_type == LatentCacheType::kFp8E4m3fnuz
+               ? LaunchSeesawBody<true, kFnuz>(p, begin, rows, out, device,
+                                               stream)
+               : LaunchSeesawBody<true, kFn>(p, begin, rows, out, device,
+                                             stream);
+  }
+  if (plan.body == Body::kSeesaw || plan.body == Body::kSeesawDequantised ||
+      plan.body == Body::kSeesawGathered) {
     return LaunchSeesawBody<false, kFn>(p, begin, rows, out, device, stream);
   }
   const bool wide = plan.heads_per_block == 64;
@@ -201,6 +210,36 @@ SparseMlaParams OverWorkspace(const SparseMlaParams& p, const uint16_t* rows,
   return w;
 }
 
+// Rows [begin, begin + rows) of the call as the seesaw body reads them over
+// their gathered bf16 workspace (config.h: gathered::, written by
+// LaunchGatherDequantise): row r is request r of topk positions, block r of
+// the workspace, its top-k list the rewritten one; launched as rows
+// [0, rows), so q starts at row begin.
+SparseMlaParams OverGathered(const SparseMlaParams& p, int64_t begin,
+                             int64_t rows, const uint16_t* workspace,
+                             const int32_t* table) {
+  SparseMlaParams w = p;
+  const int64_t q_bytes = p.q_format == FloatFormat::kBFloat16 ? 2 : 4;
+  w.q = static_cast<const uint8_t*>(p.q) + begin * p.q_token_stride * q_bytes;
+  w.kv_cache = reinterpret_cast<const uint8_t*>(workspace);
+  w.cache_type = LatentCacheType::kBFloat16;
+  w.cache_token_stride = dequantised::kRowBytes;
+  w.cache_block_stride = dequantised::kRowBytes * p.topk;
+  w.block_size = p.topk;
+  w.num_blocks = rows;
+  const int32_t* ids = table + rows * p.topk;
+  w.block_table = ids;
+  w.num_requests = static_cast<int32_t>(rows);
+  w.max_blocks_per_request = 1;
+  w.block_table_stride = 1;
+  w.seq_lens = ids + rows;
+  w.token_request = ids;
+  w.topk_indices = table;
+  w.topk_stride = p.topk;
+  w.tokens = rows;
+  return w;
+}
+
 // Scratch, from one block of the stream's arena: W_UV in bf16 (when not
 // read in place), the latent rows of a chunk, the splits' partial outputs
 // and log-sum-exps (when the top-k is split), an fp8 cache's bf16
@@ -225,10 +264,13 @@ LaunchResult RunMatrix(const SparseMlaParams& p, const Plan& plan, int device,
   uint16_t* workspace = nullptr;
   int32_t* workspace_table = nullptr;
   if (plan.workspace_rows > 0) {
-    // (A block per row at most: the table fits beside the rows.)
+    // (A block per row at most: the dequantised table fits; the gathered
+    // one takes a top-k entry per row, then two ints per query row.)
     scratch.Add(&workspace, static_cast<size_t>(plan.workspace_rows *
                                                 dequantised::kRowBytes));
-    scratch.Add(&workspace_table, static_cast<size_t>(plan.workspace_rows * 4));
+    scratch.Add(&workspace_table,
+                static_cast<size_t>(plan.workspace_rows *
+                                    gathered::kTableIntsPerRow * 4));
   }
   LaunchResult r = scratch.Allocate("sparse_mla scratch");
   if (!r.ok()) return r;
@@ -244,8 +286,19 @@ LaunchResult RunMatrix(const SparseMlaParams& p, const Plan& plan, int device,
   }
   return ForEachChunk(
       p.tokens, plan.chunk_rows, [&](int64_t begin, int64_t rows) {
-        LaunchResult chunk =
-            LaunchAttention(attention, plan, begin, rows, out, device, stream);
+        LaunchResult chunk;
+        if (plan.body == Body::kSeesawGathered) {
+          chunk = LaunchGatherDequantise(p, begin, rows, workspace,
+                                         workspace_table, stream);
+          if (chunk.ok()) {
+            chunk = LaunchAttention(
+                OverGathered(p, begin, rows, workspace, workspace_table), plan,
+                0, rows, out, device, stream);
+          }
+        } else {
+          chunk = LaunchAttention(attention, plan, begin, rows, out, device,
+                                  stream);
+        }
         if (chunk.ok() && out.splits > 1) {
           chunk = LaunchCombineSplits(rows, p.heads, out, stream);
         }
@@ -281,13 +334,24 @@ const char* SparseMlaPath(const SparseMlaParams& params) {
 }
 
 LaunchResult SparseMlaLaunch(const SparseMlaParams& p, void* stream) {
+  return SparseMlaLaunchOnPath(p, nullptr, stream);
+}
+
+LaunchResult SparseMlaLaunchOnPath(const SparseMlaParams& p, const char* path,
+                                   void* stream) {
   if (p.tokens == 0) return LaunchResult{};
   LaunchResult r = sparse_mla::CheckParams(p);
   if (!r.ok()) return r;
   DeviceFeatures features;
   r = CurrentDeviceFeatures(&features);
   if (!r.ok()) return r;
-  const sparse_mla::Plan plan = sparse_mla::MakePlan(p, features);
+  using sparse_mla::Body;
+  Body body = sparse_mla::ChooseBody(p, features);
+  if (path != nullptr && (!sparse_mla::ParseBody(path, &body) ||
+                          !sparse_mla::BodyRuns(body, p, features))) {
+    return Invalid(sparse_mla::kOp, "path %s cannot run this call", path);
+  }
+  const sparse_mla::Plan plan = sparse_mla::PlanFor(body, p, features);
   const auto s = static_cast<hipStream_t>(stream);
   return plan.body == sparse_mla::Body::kFma
              ? sparse_mla::RunFma(p, plan, features.device, s)

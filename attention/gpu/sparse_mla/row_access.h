@@ -10,6 +10,7 @@
 
 #include "attention/gpu/device/hip_compat.h"
 #include "attention/gpu/device/mma.h"
+#include "attention/gpu/sparse_mla/config.h"
 #include "attention/gpu/sparse_mla/params.h"
 
 // hipcc (clang) warns where an unroll pragma of these kernels cannot be
@@ -91,6 +92,35 @@ __device__ __forceinline__ uint32_t Fp8PairToBf16(uint32_t pair, float scale) {
                : __uint_as_float(__float_as_uint(mag) | ((code & 0x80u) << 24));
   }
   return ::dsa::gpu::PackBf16x2(v[0], v[1]);
+}
+
+// One fp8_ds_mla entry as 576 bf16 (the 512 codes times their tile's
+// scale, then the rope) at `out`, by 32 threads (any warp width) of lane
+// 0 .. 31: 16 codes each (Fp8PairToBf16), 8 of them copying the rope.
+// Needs the entry and `out` 16-byte aligned.
+template <Fp8Format F>
+__device__ __forceinline__ void DequantiseEntry(const uint8_t* entry,
+                                                uint16_t* out, int lane) {
+  const uint4 codes = *reinterpret_cast<const uint4*>(entry + 16 * lane);
+  float scale;  // this thread's codes lie in tile lane / 8
+  __builtin_memcpy(&scale, entry + kLora + 4 * (lane / 8), 4);
+  const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
+  uint32_t bf16[8];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    bf16[2 * k] = Fp8PairToBf16<F>(words[k], scale);
+    bf16[2 * k + 1] = Fp8PairToBf16<F>(words[k] >> 16, scale);
+  }
+  *reinterpret_cast<uint4*>(out + 16 * lane) =
+      make_uint4(bf16[0], bf16[1], bf16[2], bf16[3]);
+  *reinterpret_cast<uint4*>(out + 16 * lane + 8) =
+      make_uint4(bf16[4], bf16[5], bf16[6], bf16[7]);
+  constexpr int kRopeChunks = kRope * 2 / 16;
+  if (lane < kRopeChunks) {
+    *reinterpret_cast<uint4*>(out + kLora + 8 * lane) =
+        *reinterpret_cast<const uint4*>(entry + kLora + 4 * kFp8Tiles +
+                                        16 * lane);
+  }
 }
 
 // The top-k range [begin, end) of split blockIdx.z of `splits`.

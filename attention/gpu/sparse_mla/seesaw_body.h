@@ -1,14 +1,20 @@
-// The sparse MLA's sm_90a seesaw body over a bf16 cache, for 64 heads or
-// more: one block of three warpgroups per (query row, 64 heads, top-k
-// split), FlashMLA's sm_90 sparse prefill schedule over the paged latent
-// cache.
+// The sparse MLA's sm_90a seesaw body over a bf16 cache (or an fp8_ds_mla
+// cache, kFp8), for 64 heads or more: one block of three warpgroups per
+// (query row, 64 heads, top-k split), FlashMLA's sm_90 sparse prefill
+// schedule over the paged latent cache.
 //
 // Roles. The producer warpgroup (72 registers) loads Q, then gathers the
 // row's key tiles of 64 top-k entries with 16-byte cp.async into two
 // buffers (tile 2 i of pair i into keys[0], 2 i + 1 into keys[1]), each
 // tile in two parts with their own mbarriers (atoms 0-3: dims 0-255;
 // atoms 4-8: dims 256-575), invalid keys zero-filled and flagged in
-// `valid`. Consumer g (216 registers) owns O[:, 256 g, 256 g + 256); per
+// `valid`. Over an fp8 cache (88 producer registers, 208 consumer) each
+// producer thread loads a part's codes and scales into registers before
+// the part is free, then writes them as bf16 with ordinary stores fenced
+// for the products (Fp8PairToBf16), the rope still by cp.async; measured
+// 3.6x slower than the bf16 cache at T = 8192, faster than the gathered
+// workspace only at 64 heads and many decode rows (heuristics.h).
+// Consumer g (216 registers) owns O[:, 256 g, 256 g + 256); per
 // pair it computes S = Q K^T of buffer g's tile, starting on the part it
 // waits for first, runs the online softmax with the running maxima handed
 // from consumer to consumer through shared memory (announced on an
@@ -53,7 +59,9 @@ __device__ __forceinline__ uint32_t POffset(int row, int key) {
   return row * 128 + (((key / 8) ^ (row % 8)) * 16) + (key % 8) * 2;
 }
 
-// What every role of a block knows.
+// What every role of a block knows (kFp8: the keys come from an fp8_ds_mla
+// cache, dequantised by the producer).
+template <bool kFp8>
 struct Block {
   const SparseMlaParams& p;
   SharedMemory& s;
@@ -108,13 +116,14 @@ struct Block {
     MbarInit(Addr(&s.q_ready), C::kProducerThreads);
     for (int b = 0; b < 2; ++b) {
       for (int part = 0; part < 2; ++part) {
-        // Every producer thread's copies; the flag writers (one thread a
-        // row group) on the first part.
-        MbarInit(
-            KeysReady(b, part),
-            C::kProducerThreads + (part == FirstPart(b)
-                                       ? C::kProducerThreads / C::kRowThreads
-                                       : 0));
+        // Every producer thread's copies (fp8: its stores, and on the
+        // second part its copies of the rope too); the flag writers (one
+        // thread a row group) on the first part.
+        const int copiers = C::kProducerThreads * (kFp8 && part == 1 ? 2 : 1);
+        MbarInit(KeysReady(b, part),
+                 copiers + (part == FirstPart(b)
+                                ? C::kProducerThreads / C::kRowThreads
+                                : 0));
         MbarInit(KeysFree(b, part), C::kConsumerThreads / 2);
       }
       MbarInit(MaximaReady(b), C::kConsumerThreads / 2);
@@ -146,14 +155,17 @@ struct Block {
   }
 };
 
-// The producer warpgroup: Q, then the tiles.
+// The producer warpgroup: Q, then the tiles (fp8: each thread's codes
+// loaded into registers before its part of the buffer is free, then
+// dequantised into it; the rope copied as over a bf16 cache).
+template <bool kFp8, Fp8Format F>
 struct Producer {
-  Block& blk;
+  Block<kFp8>& blk;
   const int tid;        // 0 .. 127
   const int row_group;  // the tile rows row_group + 16 r
   const int chunk;      // the 16-byte chunk of each atom this thread copies
 
-  __device__ __forceinline__ explicit Producer(Block& b)
+  __device__ __forceinline__ explicit Producer(Block<kFp8>& b)
       : blk(b),
         tid(static_cast<int>(threadIdx.x) - C::kConsumerThreads),
         row_group(tid / C::kRowThreads),
@@ -224,6 +236,83 @@ struct Producer {
     }
   }
 
+  // fp8: this thread's share of the entries at `off` fetched into L2 ahead
+  // of their loads (8 threads a row, 96 bytes apart: every 128-byte line of
+  // a 656-byte entry at least once).
+  __device__ __forceinline__ void PrefetchRows(
+      const int64_t (&off)[C::kRowsPerThread]) const {
+#pragma unroll
+    for (int r = 0; r < C::kRowsPerThread; ++r) {
+      if (off[r] < 0) continue;
+      const uint8_t* at = blk.p.kv_cache + off[r] + chunk * 96;
+      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(at));
+    }
+  }
+
+  // fp8: the codes of atoms [kA0, kA0 + 4) (dims 64 kA0 .. 64 kA0 + 255,
+  // the 8 of each atom this thread writes) and the scales of their two
+  // tiles, for this thread's rows (zeros for rows that are not valid keys).
+  template <int kA0>
+  struct Codes {
+    uint2 c[C::kRowsPerThread][4];
+    float2 scale[C::kRowsPerThread];
+  };
+  template <int kA0>
+  __device__ __forceinline__ void LoadCodes(
+      const int64_t (&off)[C::kRowsPerThread], Codes<kA0>& k) const {
+#pragma unroll
+    for (int r = 0; r < C::kRowsPerThread; ++r) {
+      k.scale[r] = make_float2(0.0f, 0.0f);
+#pragma unroll
+      for (int a = 0; a < 4; ++a) k.c[r][a] = make_uint2(0u, 0u);
+      if (off[r] < 0) continue;
+      const uint8_t* src = blk.p.kv_cache + off[r];
+#pragma unroll
+      for (int a = 0; a < 4; ++a) {
+        k.c[r][a] = __ldg(
+            reinterpret_cast<const uint2*>(src + (kA0 + a) * 64 + chunk * 8));
+      }
+      k.scale[r] =
+          __ldg(reinterpret_cast<const float2*>(src + kLora + 4 * (kA0 / 2)));
+    }
+  }
+  // fp8: those codes times their scales, as bf16, into buffer b (ordinary
+  // stores, fenced for the products' reads).
+  template <int kA0>
+  __device__ __forceinline__ void StoreCodes(int b, const Codes<kA0>& k) {
+    uint8_t* keys = blk.s.keys[b];
+#pragma unroll
+    for (int r = 0; r < C::kRowsPerThread; ++r) {
+      const int row = r * (C::kProducerThreads / C::kRowThreads) + row_group;
+#pragma unroll
+      for (int a = 0; a < 4; ++a) {
+        const float sc = a < 2 ? k.scale[r].x : k.scale[r].y;
+        const uint2 w = k.c[r][a];
+        *reinterpret_cast<uint4*>(keys + (kA0 + a) * C::kAtomBytes +
+                                  ChunkOffset(row, chunk)) =
+            make_uint4(
+                Fp8PairToBf16<F>(w.x, sc), Fp8PairToBf16<F>(w.x >> 16, sc),
+                Fp8PairToBf16<F>(w.y, sc), Fp8PairToBf16<F>(w.y >> 16, sc));
+      }
+    }
+    ::dsa::gpu::WarpgroupBf16Mma<64>::FenceStores();
+  }
+  // fp8: the rope (atom 8, bf16 in the entry) of this thread's rows into
+  // buffer b, zeros for rows that are not valid keys.
+  __device__ __forceinline__ void CopyRope(
+      int b, const int64_t (&off)[C::kRowsPerThread], uint64_t policy) {
+    const uint32_t keys = blk.KeysAddr(b);
+#pragma unroll
+    for (int r = 0; r < C::kRowsPerThread; ++r) {
+      const int row = r * (C::kProducerThreads / C::kRowThreads) + row_group;
+      const bool valid = off[r] >= 0;
+      const uint8_t* src = blk.p.kv_cache + (valid ? off[r] : 0) + kLora +
+                           4 * kFp8Tiles + chunk * 16;
+      CopyAsync16L2(keys + 8 * C::kAtomBytes + ChunkOffset(row, chunk), src,
+                    valid, policy);
+    }
+  }
+
   // Atoms [kA0, kA1) of this thread's rows into buffer b.
   template <int kA0, int kA1>
   __device__ __forceinline__ void CopyPart(
@@ -252,7 +341,7 @@ struct Producer {
       blk.s.valid[b][r * (C::kProducerThreads / C::kRowThreads) + row_group] =
           off[r] >= 0 ? 1 : 0;
     }
-    MbarArrive(blk.KeysReady(b, Block::FirstPart(b)));
+    MbarArrive(blk.KeysReady(b, Block<kFp8>::FirstPart(b)));
   }
 
   // Every pair: each part once its buffer is free, in the order the
@@ -261,6 +350,10 @@ struct Producer {
   // consumers work. `off`: pair 0's (Resolve before the tiles are counted).
   __device__ __forceinline__ void Run(int pairs,
                                       int64_t (&off)[2][C::kRowsPerThread]) {
+    if constexpr (kFp8) {
+      RunFp8(pairs, off);
+      return;
+    }
     constexpr int kSplit = C::kFirstPartAtoms;
     const uint64_t policy = L2EvictLastPolicy();
     for (int i = 0; i < pairs; ++i) {
@@ -286,17 +379,73 @@ struct Producer {
       if (i + 1 < pairs) Resolve(i + 1, off);
     }
   }
+
+  // The same order over an fp8 cache: each part's codes loaded before its
+  // wait, dequantised into the buffer after it, then announced (the rope
+  // of the second parts by its copies' arrival as well); the next pair's
+  // offsets resolved and their rows prefetched into L2 after the last part
+  // of this pair.
+  __device__ __forceinline__ void RunFp8(int pairs,
+                                         int64_t (&off)[2][C::kRowsPerThread]) {
+    static_assert(C::kFirstPartAtoms == 4 && C::kAtoms == 9,
+                  "parts: atoms 0-3, then 4-7 and the rope");
+    const uint64_t policy = L2EvictLastPolicy();
+    PrefetchRows(off[0]);
+    PrefetchRows(off[1]);
+    for (int i = 0; i < pairs; ++i) {
+      const uint32_t parity = (i & 1) ^ 1;
+      {
+        Codes<0> k;
+        LoadCodes(off[0], k);
+        MbarWait(blk.KeysFree(0, 0), parity);
+        StoreCodes(0, k);
+        MbarArrive(blk.KeysReady(0, 0));
+        PublishValid(0, off[0]);
+      }
+      {
+        Codes<4> k;
+        LoadCodes(off[1], k);
+        MbarWait(blk.KeysFree(1, 1), parity);
+        CopyRope(1, off[1], policy);
+        CopyAsyncArriveOnMbar(blk.KeysReady(1, 1));
+        StoreCodes(1, k);
+        MbarArrive(blk.KeysReady(1, 1));
+        PublishValid(1, off[1]);
+      }
+      {
+        Codes<4> k;
+        LoadCodes(off[0], k);
+        MbarWait(blk.KeysFree(0, 1), parity);
+        CopyRope(0, off[0], policy);
+        CopyAsyncArriveOnMbar(blk.KeysReady(0, 1));
+        StoreCodes(0, k);
+        MbarArrive(blk.KeysReady(0, 1));
+      }
+      {
+        Codes<0> k;
+        LoadCodes(off[1], k);
+        MbarWait(blk.KeysFree(1, 0), parity);
+        StoreCodes(1, k);
+        MbarArrive(blk.KeysReady(1, 0));
+      }
+      if (i + 1 < pairs) {
+        Resolve(i + 1, off);
+        PrefetchRows(off[0]);
+        PrefetchRows(off[1]);
+      }
+    }
+  }
 };
 
 // A consumer warpgroup (kG: 0 or 1) and its share of the output.
-template <int kG>
+template <int kG, bool kFp8>
 struct Consumer {
   using WgS = ::dsa::gpu::WarpgroupBf16Mma<C::kKeys>;          // S: m64n64
   using WgP = ::dsa::gpu::WarpgroupBf16MmaRegA<C::kHalfDims>;  // own P
   using WgO = ::dsa::gpu::WarpgroupBf16Mma<C::kHalfDims>;      // other's P
   static constexpr int kPSteps = C::kKeys / 16;
 
-  Block& blk;
+  Block<kFp8>& blk;
   const int lane;
   const int row0;  // this thread's accumulator rows: row0 and row0 + 8
   const float scale_log2;
@@ -306,7 +455,7 @@ struct Consumer {
   float row_max[2];              // the pair's maxima (log2 domain)
   float row_sum[2];              // this consumer's share of the row sums
 
-  __device__ __forceinline__ explicit Consumer(Block& b)
+  __device__ __forceinline__ explicit Consumer(Block<kFp8>& b)
       : blk(b),
         lane(threadIdx.x % 32),
         row0(16 * ((threadIdx.x / 32) % 4) + (threadIdx.x % 32) / 4),
@@ -606,7 +755,6 @@ template <bool kFp8, Fp8Format F>
 __global__ void __launch_bounds__(seesaw::Config::kThreads, 1)
     SparseMlaSeesawKernel(SparseMlaParams p, int64_t token_begin,
                           MmaOutput out) {
-  static_assert(!kFp8, "a bf16 cache");
 #if defined(DSA_GPU_CUDA)
   if constexpr (!::dsa::gpu::kHasWarpgroupBf16Mma) {
     __trap();
@@ -615,8 +763,8 @@ __global__ void __launch_bounds__(seesaw::Config::kThreads, 1)
     extern __shared__ __align__(1024) uint8_t smem[];
     // Swizzle atoms must start 1024-byte aligned.
     if ((SharedAddress(smem) & 1023u) != 0u) __trap();
-    seesaw::Block block(p, *reinterpret_cast<seesaw::SharedMemory*>(smem),
-                        token_begin, out.splits);
+    seesaw::Block<kFp8> block(p, *reinterpret_cast<seesaw::SharedMemory*>(smem),
+                              token_begin, out.splits);
     const int warp = static_cast<int>(threadIdx.x) / 32;
     // Through a shuffle: a value the compiler knows is warp-uniform, so a
     // branch on it around wgmma is not serialised.
@@ -627,24 +775,24 @@ __global__ void __launch_bounds__(seesaw::Config::kThreads, 1)
     // row's tiles.
     int64_t off[2][C::kRowsPerThread];
     if (role == 2) {
-      seesaw::Producer producer(block);
+      seesaw::Producer<kFp8, F> producer(block);
       producer.LoadQ();
       producer.Resolve(0, off);
     }
     const int pairs = (block.CountTiles() + 1) / 2;
     if (role == 2) {
-      WarpgroupRegsDecrease<C::kProducerRegs>();
-      seesaw::Producer(block).Run(pairs, off);
+      WarpgroupRegsDecrease<kFp8 ? C::kFp8ProducerRegs : C::kProducerRegs>();
+      seesaw::Producer<kFp8, F>(block).Run(pairs, off);
     } else {
-      WarpgroupRegsIncrease<C::kConsumerRegs>();
+      WarpgroupRegsIncrease<kFp8 ? C::kFp8ConsumerRegs : C::kConsumerRegs>();
       MbarWait(block.Addr(&block.s.q_ready), 0);
       ::dsa::gpu::WarpgroupBf16Mma<64>::FenceStores();
       if (role == 0) {
-        seesaw::Consumer<0> consumer(block);
+        seesaw::Consumer<0, kFp8> consumer(block);
         consumer.Run0(pairs);
         consumer.StoreOutput(token_begin, out);
       } else {
-        seesaw::Consumer<1> consumer(block);
+        seesaw::Consumer<1, kFp8> consumer(block);
         consumer.Run1(pairs);
         consumer.StoreOutput(token_begin, out);
       }

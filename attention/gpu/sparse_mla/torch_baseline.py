@@ -49,6 +49,12 @@ def main():
     ap.add_argument("--chunk", type=int, default=512)
     ap.add_argument("--modes", default="prefill,decode",
                     help="comma-separated: prefill, decode")
+    ap.add_argument("--contexts", default="8192,65536",
+                    help="decode: comma-separated context lengths")
+    ap.add_argument("--requests", default="1,32,128",
+                    help="decode: comma-separated request counts")
+    ap.add_argument("--mtp", default="1,4",
+                    help="decode: comma-separated rows per request")
     args = ap.parse_args()
     modes = set(args.modes.split(","))
     dev = torch.device("cuda")
@@ -63,18 +69,24 @@ def main():
         have_flash = False
         print("flash_mla not importable:", type(e).__name__)
     shapes = [
-        ("prefill", 64, 256, 192, args.tokens),
-        ("prefill", 128, 128, 128, args.tokens),
-        ("prefill", 64, 256, 192, 1024),
-        ("decode", 64, 256, 192, 32),
-        ("decode", 128, 128, 128, 32),
+        ("prefill", 64, 256, 192, args.tokens, 0),
+        ("prefill", 128, 128, 128, args.tokens, 0),
+        ("prefill", 64, 256, 192, 1024, 0),
     ]
-    for mode, heads, v, nope, rows in shapes:
+    # Decode: requests x (1 + speculative tokens) rows over a context of
+    # each length (the gathered keys' cost does not depend on it).
+    for heads, v, nope in [(64, 256, 192), (128, 128, 128)]:
+        for context in [int(c) for c in args.contexts.split(",")]:
+            for requests in [int(r) for r in args.requests.split(",")]:
+                for mtp in [int(m) for m in args.mtp.split(",")]:
+                    shapes.append(
+                        ("decode", heads, v, nope, requests * mtp, context))
+    for mode, heads, v, nope, rows, context in shapes:
         if mode not in modes:
             continue
         topk = args.topk
         seq = 1
-        while seq < (65536 if mode == "decode" else max(rows, 2 * topk)):
+        while seq < (context if mode == "decode" else max(rows, 2 * topk)):
             seq *= 2
         kv = torch.randn(seq, lora + rope, device=dev).to(torch.bfloat16)
         q = torch.randn(rows, heads, lora + rope, device=dev).to(torch.bfloat16)
@@ -105,7 +117,7 @@ def main():
             ms = median_ms(fn, args.iters, warmup=2)
             print(
                 f"torch {what} mode={mode} heads={heads} rows={rows} "
-                f"topk={topk} v={v} median_ms={ms:.3f} "
+                f"context={context} topk={topk} v={v} median_ms={ms:.4f} "
                 f"tflops={flops / (ms * 1e-3) / 1e12:.1f}",
                 flush=True,
             )

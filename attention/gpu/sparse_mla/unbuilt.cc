@@ -9,6 +9,10 @@ LaunchResult SparseMlaLaunch(const SparseMlaParams&, void*) {
   return NotBuiltResult("sparse_mla");
 }
 
+LaunchResult SparseMlaLaunchOnPath(const SparseMlaParams&, const char*, void*) {
+  return NotBuiltResult("sparse_mla");
+}
+
 const char* SparseMlaPath(const SparseMlaParams&) { return "none"; }
 
 }  // namespace dsa::attention::gpu
