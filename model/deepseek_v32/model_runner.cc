@@ -381,6 +381,7 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
   s.time_ops = step_options.time_ops;
   s.op_clock = step_options.op_clock;
   s.pending_residual = attention::TensorView();
+  s.pending_o_proj = {};
   const int64_t graph_launches_before = s.graphs->launches();
   s.scoring = false;
   s.topk.written_by_layer = -1;
@@ -406,12 +407,13 @@ absl::StatusOr<StepOutput> DeepseekV32Model::RunStep(
         !ran.ok()) {
       return Annotate(ran, where());
     }
-    // The layer's residual add waits for the next layer's norm unless the
-    // stream is read before it.
+    // The layer's o_proj and residual add wait for the next layer's norm
+    // unless their outputs are read before it.
     const bool keeps_main_hidden = l + 1 == config.num_main_layers() &&
                                    config.num_mtp_layers() > 0 &&
                                    step_options.read_hidden;
-    if (step_options.capture_hidden_states || keeps_main_hidden) {
+    if (step_options.capture_hidden_states ||
+        step_options.capture_layer_outputs || keeps_main_hidden) {
       DSA_RETURN_IF_ERROR(Annotate(s.FlushResidual(residual), where()));
     }
     // The capture options wait for the stream after every layer (a debugging

@@ -19,7 +19,9 @@
 //            dense_mha_prefill for prefills on the dense one
 //   gemm     out = attn W_o; residual_add: h_{l+1} = h_l + out, launched
 //            with the next layer's input_layernorm (rms_norm's residual)
-//            unless the stream is read before it
+//            unless the stream is read before it, and a bf16 o_proj of a
+//            rank without collectives just before that norm (in the next
+//            layer's graph run, RuntimeOptions::step_graphs)
 // The stack is attention-only (no MLP or MoE after the attention). MTP layers
 // run after the main layers, each on its own input, as vLLM's
 // DeepSeekMultiTokenPredictorLayer builds it:

@@ -330,6 +330,16 @@ struct DeepseekV32Model::Shared {
   // any other reader of the stream first calls FlushResidual. Absent when
   // none.
   TensorView pending_residual;
+  // The layer's o_proj when nothing comes between it and the residual add
+  // (a rank without collectives) and it takes no stream scratch (bf16):
+  // launched by the same readers first, so that it runs in the next layer's
+  // graph run (StepGraphs).
+  struct PendingProjection {
+    bool given = false;
+    ProjectionWeight weight;
+    TensorView x, y;
+  };
+  PendingProjection pending_o_proj;
   // RuntimeOptions::step_graphs (set at creation; disabled where the
   // platform has no graphs). After the runtime and the stream, so that its
   // graphs are destroyed before them.
@@ -434,12 +444,20 @@ struct DeepseekV32Model::Shared {
     return Launch("fp8_block_gemm", what, &OpCallCounts::gemm, &OpTimes::gemm,
                   kernels.dense.fp8_block_gemm, a);
   }
+  // The pending o_proj (PendingProjection), if any.
+  absl::Status LaunchPendingProjection() {
+    if (!pending_o_proj.given) return absl::OkStatus();
+    pending_o_proj.given = false;
+    return Project("o_proj", pending_o_proj.x, pending_o_proj.weight,
+                   pending_o_proj.y);
+  }
   // The residual stream's norm (a layer's input_layernorm): y =
   // RMSNorm(residual), after adding the pending layer output into the stream
   // in the same launch (RmsNorm's residual) when there is one.
   absl::Status NormOfResidual(const char* what, const TensorView& residual,
                               const TensorView& weight, const TensorView& y,
                               const QuantisedRows& y_q = {}) {
+    DSA_RETURN_IF_ERROR(LaunchPendingProjection());
     attention::RmsNorm::Args a;
     if (pending_residual.absent()) {
       a.x = residual;
@@ -458,6 +476,7 @@ struct DeepseekV32Model::Shared {
   // The pending layer output added into the residual stream (residual_add),
   // for a reader of the stream other than the next layer's norm.
   absl::Status FlushResidual(const TensorView& residual) {
+    DSA_RETURN_IF_ERROR(LaunchPendingProjection());
     if (pending_residual.absent()) return absl::OkStatus();
     attention::ResidualAdd::Args a;
     a.residual = residual;

@@ -336,7 +336,8 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
           s.topk.buffer.Get(rt, TopKRows(s.tp, T) * topk * sizeof(int32_t)));
     }
     const uint32_t variant = (s.pending_residual.absent() ? 0u : 1u) |
-                             (writes_keys ? 2u : 0u) | (scores ? 4u : 0u);
+                             (writes_keys ? 2u : 0u) | (scores ? 4u : 0u) |
+                             (s.pending_o_proj.given ? 8u : 0u);
     DSA_RETURN_IF_ERROR(s.graphs->Begin({layer.id, T, variant, topk_buffer}));
   }
   const GraphRunGuard graph_run(s.graphs.get());
@@ -515,10 +516,18 @@ absl::Status DeepseekV32Model::RunLayer(Layer& layer, const LayerPlan& plan,
   const TensorView out =
       View2(act.out.data(), s.tp.enabled() ? adt : DType::kFloat32, T, hidden,
             hidden);
-  DSA_RETURN_IF_ERROR(s.Project(
-      "o_proj", Batch1(View2(act.attn.data(), adt, T, H * vdim, H * vdim)),
-      layer.Projection(WeightId::kOProj), Batch1(out)));
-  DSA_RETURN_IF_ERROR(s.AllReduce("o_proj", out));
+  const TensorView attn_out =
+      Batch1(View2(act.attn.data(), adt, T, H * vdim, H * vdim));
+  const ProjectionWeight o_proj = layer.Projection(WeightId::kOProj);
+  if (s.tp.group == nullptr && !o_proj.fp8()) {
+    // Launched by the next reader of its output, in the next layer's graph
+    // run (Shared::pending_o_proj). Not a W8A8 o_proj, which quantises its
+    // input in stream scratch that a graph may not hold.
+    s.pending_o_proj = {true, o_proj, attn_out, Batch1(out)};
+  } else {
+    DSA_RETURN_IF_ERROR(s.Project("o_proj", attn_out, o_proj, Batch1(out)));
+    DSA_RETURN_IF_ERROR(s.AllReduce("o_proj", out));
+  }
   // The residual add: in the next layer's input_layernorm, or flushed
   // before the stream's next other reader (Shared::pending_residual).
   s.pending_residual = out;
