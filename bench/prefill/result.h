@@ -45,7 +45,10 @@ struct ArmResult {
   int64_t indexer_total = 0;         // indexer-layer calls per run
   double launches_per_step = 0;      // attention-op launches
   double all_launches_per_step = 0;  // with the dense ops (projections...)
-  int steps = 0;                     // per run
+  // Graph launches per step (--step_graphs), each in place of a layer's run
+  // of the ops above.
+  double graph_launches_per_step = 0;
+  int steps = 0;  // per run
   // GPU only: per step, the median over every step of every run of the
   // wall time the host took to issue the step's launches and of the time the
   // device took after that (StepOutput::host_issue_ms, device_tail_ms).

@@ -122,6 +122,8 @@ void Summarise(const std::vector<std::vector<RunFigures>>& runs,
         static_cast<double>(rf.front().launches) / std::max(1, wr.steps);
     ar.all_launches_per_step =
         static_cast<double>(rf.front().all_launches) / std::max(1, wr.steps);
+    ar.graph_launches_per_step =
+        static_cast<double>(rf.front().graph_launches) / std::max(1, wr.steps);
     ar.steps = wr.steps;
     if (on_gpu) {
       // Every step of every run.

@@ -85,6 +85,7 @@ absl::Status ScheduleRun::Step(int k) {
   figures_.scored += out->op_calls.indexer_topk;
   figures_.launches += out->op_calls.attention_ops();
   figures_.all_launches += out->op_calls.total();
+  figures_.graph_launches += out->graph_launches;
   figures_.host_issue_ms.push_back(out->host_issue_ms);
   figures_.device_tail_ms.push_back(out->device_tail_ms);
   figures_.prepare_ms.push_back(out->prepare_ms);

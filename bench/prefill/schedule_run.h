@@ -31,6 +31,9 @@ struct RunFigures {
   int64_t scored = 0;        // indexer-layer calls that ran logits + top-k
   int64_t launches = 0;      // attention ops
   int64_t all_launches = 0;  // every op
+  // Graph launches (StepOutput::graph_launches): each stands for a layer's
+  // run of ops, which all_launches counts as ops.
+  int64_t graph_launches = 0;
   uint64_t output_hash = kHashSeed;  // every step's hidden states
   // Per step (StepOutput): the host's issue time and the device's tail, and
   // the time before the first launch and after the device finished.

@@ -53,6 +53,9 @@ void FillArm(const ArmResult& a, const std::string& op_clock,
         static_cast<int32_t>(a.indexer_total));
     DSA_SET_FIGURE(out, launches_per_step, a.launches_per_step);
     DSA_SET_FIGURE(out, launches_per_step_all_ops, a.all_launches_per_step);
+    if (a.graph_launches_per_step > 0) {  // absent: none (no graphs here)
+      DSA_SET_FIGURE(out, graph_launches_per_step, a.graph_launches_per_step);
+    }
   }
   DSA_SET_FIGURE(out, host_issue_ms, a.host_issue_ms);
   DSA_SET_FIGURE(out, device_tail_ms, a.device_tail_ms);
