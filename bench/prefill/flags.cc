@@ -97,6 +97,17 @@ absl::Status SetText(absl::string_view, absl::string_view value, Flags& flags) {
   return absl::OkStatus();
 }
 
+template <auto kField>
+absl::Status SetBool(absl::string_view flag, absl::string_view value,
+                     Flags& flags) {
+  if (value != "true" && value != "false") {
+    return UsageError(
+        absl::StrCat("--", flag, "=", Echo(value), ": expected true or false"));
+  }
+  flags.*kField = value == "true";
+  return absl::OkStatus();
+}
+
 template <auto kField, int64_t kLo, int64_t kHi>
 absl::Status SetInt(absl::string_view flag, absl::string_view value,
                     Flags& flags) {
@@ -185,26 +196,6 @@ absl::Status SetWeights(absl::string_view flag, absl::string_view value,
                                    ": expected bfloat16 or fp8"));
   }
   flags.weights = std::string(value);
-  return absl::OkStatus();
-}
-
-absl::Status SetOpTimes(absl::string_view flag, absl::string_view value,
-                        Flags& flags) {
-  if (value != "true" && value != "false") {
-    return UsageError(
-        absl::StrCat("--", flag, "=", Echo(value), ": expected true or false"));
-  }
-  flags.op_times = value == "true";
-  return absl::OkStatus();
-}
-
-absl::Status SetStepGraphs(absl::string_view flag, absl::string_view value,
-                           Flags& flags) {
-  if (value != "true" && value != "false") {
-    return UsageError(
-        absl::StrCat("--", flag, "=", Echo(value), ": expected true or false"));
-  }
-  flags.step_graphs = value == "true";
   return absl::OkStatus();
 }
 
@@ -308,7 +299,7 @@ std::vector<FlagSpec> MakeFlagTable() {
        "every op timed between synchronisations: the\n"
        "indexer's scoring's share of a step, per op\n"
        "(default false)",
-       SetOpTimes},
+       SetBool<&Flags::op_times>},
       {"op_clock", "device|host",
        "how --op_times times an op: device (between\n"
        "synchronisations, default) or host (the op's\n"
@@ -320,7 +311,7 @@ std::vector<FlagSpec> MakeFlagTable() {
        "the attention launched as one graph from their\n"
        "third step of a shape on, where the platform has\n"
        "graphs (CUDA; default true)",
-       SetStepGraphs},
+       SetBool<&Flags::step_graphs>},
   };
 }
 
