@@ -458,20 +458,11 @@ struct DeepseekV32Model::Shared {
                               const TensorView& weight, const TensorView& y,
                               const QuantisedRows& y_q = {}) {
     DSA_RETURN_IF_ERROR(LaunchPendingProjection());
-    attention::RmsNorm::Args a;
     if (pending_residual.absent()) {
-      a.x = residual;
-    } else {
-      a.x = pending_residual;
-      a.residual = residual;
-      pending_residual = TensorView();
+      return RmsNorm(what, residual, weight, y, y_q);
     }
-    a.weight = weight;
-    a.eps = rms_norm_eps;
-    a.y = y;
-    a.y_q = y_q.codes;
-    a.y_scale_inv = y_q.scale_inv;
-    return DSA_LAUNCH(*this, rms_norm, what, kernels.dense.rms_norm, a);
+    const TensorView x = std::exchange(pending_residual, TensorView());
+    return RmsNorm(what, x, weight, y, y_q, residual);
   }
   // The pending layer output added into the residual stream (residual_add),
   // for a reader of the stream other than the next layer's norm.
@@ -485,12 +476,15 @@ struct DeepseekV32Model::Shared {
     return DSA_LAUNCH(*this, residual_add, nullptr, kernels.dense.residual_add,
                       a);
   }
-  // y = RMSNorm(x), and y's quantisation into `y_q` when one is given.
+  // y = RMSNorm(x), and y's quantisation into `y_q` when one is given; with
+  // `residual`, x is first added into it and y = RMSNorm(the sum).
   absl::Status RmsNorm(const char* what, const TensorView& x,
                        const TensorView& weight, const TensorView& y,
-                       const QuantisedRows& y_q = {}) {
+                       const QuantisedRows& y_q = {},
+                       const TensorView& residual = {}) {
     attention::RmsNorm::Args a;
     a.x = x;
+    a.residual = residual;
     a.weight = weight;
     a.eps = rms_norm_eps;
     a.y = y;

@@ -244,20 +244,10 @@ constexpr int kMaxScratchArenas = 32;
 
 LaunchResult AllocateScratch(void*, const ScratchKey& key, size_t bytes,
                              const char* what, void** ptr) {
+  // Only through AcquireStreamScratch, which hands out nothing while the
+  // stream is captured into a graph.
   const hipStream_t stream =
       static_cast<hipStream_t>(const_cast<void*>(key.stream));
-  // A block allocated while the stream is captured would belong to the
-  // graph, not to the arena.
-  hipStreamCaptureStatus capture = hipStreamCaptureStatusNone;
-  if (hipStreamIsCapturing(stream, &capture) != hipSuccess) {
-    (void)hipGetLastError();  // the allocation reports any real error
-  } else if (capture != hipStreamCaptureStatusNone) {
-    return Invalid(what,
-                   "the stream's scratch arena must grow to %zu bytes while "
-                   "the stream is captured into a graph; run the call once "
-                   "before capturing",
-                   bytes);
-  }
   LaunchResult r = FallibleCall(platform::FaultSite::kStreamAlloc, what, [&] {
     return hipMallocAsync(ptr, bytes, stream);
   });
