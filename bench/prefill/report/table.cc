@@ -132,6 +132,25 @@ int CallsOf(const model::deepseek_v32::OpCallCounts& calls,
   return 0;
 }
 
+// --step_graphs, where graphs ran: the graph launches a step per workload and
+// arm (none on a platform without graphs: no line).
+void AppendGraphLaunches(const BenchResult& r, std::string& out) {
+  std::vector<std::string> parts;
+  for (const WorkloadResult& w : r.workloads) {
+    for (const ArmResult& a : w.arms) {
+      if (a.graph_launches_per_step <= 0) continue;
+      parts.push_back(
+          absl::StrCat(w.workload.name, " ", a.spec->name, " ",
+                       absl::StrFormat("%.1f", a.graph_launches_per_step)));
+    }
+  }
+  if (parts.empty()) return;
+  absl::StrAppend(&out,
+                  "graph launches a step (--step_graphs: each launched a "
+                  "layer's run of the ops launch/step counts): ",
+                  absl::StrJoin(parts, ", "), ".\n");
+}
+
 // --op_times: where each profiled step's time goes, the largest op first.
 void AppendOpTimes(const BenchResult& r, std::string& out) {
   const bool host_clock = r.op_clock == "host";
@@ -247,6 +266,7 @@ std::string FormatTable(const BenchResult& r) {
       "top-k; launch/step: attention ops launched per step (every op, the "
       "dense ones too: launches_per_step_all_ops in the JSON).\n",
       "step: issue / tail: ", r.gpu_timing_note, ".\n");
+  AppendGraphLaunches(r, out);
   AppendOpTimes(r, out);
   return out;
 }

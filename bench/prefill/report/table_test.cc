@@ -27,6 +27,18 @@ TEST(FormatTableTest, AsBeforeWithAGpusIssueAndTail) {
   EXPECT_EQ(FormatTable(SampleResult(/*gpu=*/true)), want);
 }
 
+// Graph launches (--step_graphs): a line only where graphs ran.
+TEST(FormatTableTest, GraphLaunchesOnlyWhereGraphsRan) {
+  BenchResult r = SampleResult(/*gpu=*/true);
+  EXPECT_THAT(FormatTable(r), Not(HasSubstr("graph launches")));
+  r.workloads[0].arms[0].graph_launches_per_step = 79;
+  r.workloads[0].arms[1].graph_launches_per_step = 78.5;
+  EXPECT_THAT(FormatTable(r),
+              HasSubstr("graph launches a step (--step_graphs: each launched "
+                        "a layer's run of the ops launch/step counts): 1k_c1 "
+                        "main 79.0, 1k_c1 skip 78.5.\n"));
+}
+
 TEST(FormatTableTest, EveryBoundIsExplainedAndOpTimesOnlyWhenProfiled) {
   BenchResult r = SampleResult(false);
   const std::string table = FormatTable(r);
