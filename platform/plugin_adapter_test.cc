@@ -233,6 +233,22 @@ TEST(PluginAdapterTest, DescriptorsAreValidatedWithBoundedReads) {
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("struct_size")));
 }
 
+// A current descriptor with no runtime callbacks: each all-or-none test
+// adds its own.
+DsaPlatformDescriptor RuntimelessDescriptor() {
+  DsaPlatformDescriptor d;
+  std::memset(&d, 0, sizeof(d));
+  d.struct_size = sizeof(d);
+  d.platform_id = "p";
+  d.kind = DSA_PLATFORM_KIND_CUDA;
+  d.is_accelerator = 1;
+  d.default_arch = "old1";
+  d.known_archs = kArchs;
+  d.num_known_archs = 1;
+  d.capabilities_for_arch = &OldCapabilities;
+  return d;
+}
+
 DsaStatusCode FakeStreamCreate(void** stream, char*, size_t) {
   static int token;
   *stream = &token;
@@ -250,16 +266,7 @@ DsaStatusCode FakeStreamSynchronize(void*, char*, size_t) {
 // Plugin API 1.2's streams: all four callbacks or none; a descriptor of 1.1
 // (struct_size up to device_memory_info) has none, whatever lies past it.
 TEST(PluginAdapterTest, StreamCallbacksAreAllOrNone) {
-  DsaPlatformDescriptor d;
-  std::memset(&d, 0, sizeof(d));
-  d.struct_size = sizeof(d);
-  d.platform_id = "p";
-  d.kind = DSA_PLATFORM_KIND_CUDA;
-  d.is_accelerator = 1;
-  d.default_arch = "old1";
-  d.known_archs = kArchs;
-  d.num_known_archs = 1;
-  d.capabilities_for_arch = &OldCapabilities;
+  DsaPlatformDescriptor d = RuntimelessDescriptor();
   DsaPlatformDescriptor out;
   ASSERT_THAT(NormalizePlatformDescriptor(&d, &out), IsOk());
   EXPECT_EQ(out.stream_create, nullptr);
@@ -313,16 +320,7 @@ DsaStatusCode FakeAllGather(void*, int32_t, const void*, void*, size_t, void*,
 }
 
 TEST(PluginAdapterTest, CollectiveCallbacksAreAllOrNone) {
-  DsaPlatformDescriptor d;
-  std::memset(&d, 0, sizeof(d));
-  d.struct_size = sizeof(d);
-  d.platform_id = "p";
-  d.kind = DSA_PLATFORM_KIND_CUDA;
-  d.is_accelerator = 1;
-  d.default_arch = "old1";
-  d.known_archs = kArchs;
-  d.num_known_archs = 1;
-  d.capabilities_for_arch = &OldCapabilities;
+  DsaPlatformDescriptor d = RuntimelessDescriptor();
   DsaPlatformDescriptor out;
   ASSERT_THAT(NormalizePlatformDescriptor(&d, &out), IsOk());
   EXPECT_EQ(out.all_reduce_sum, nullptr);
@@ -373,16 +371,7 @@ DsaStatusCode FakeGraphDestroy(void*, char*, size_t) { return DSA_STATUS_OK; }
 // Plugin API 1.4's graphs: all four or none; a 1.3 plugin's descriptor
 // (ending after all_gather) has none.
 TEST(PluginAdapterTest, GraphCallbacksAreAllOrNone) {
-  DsaPlatformDescriptor d;
-  std::memset(&d, 0, sizeof(d));
-  d.struct_size = sizeof(d);
-  d.platform_id = "p";
-  d.kind = DSA_PLATFORM_KIND_CUDA;
-  d.is_accelerator = 1;
-  d.default_arch = "old1";
-  d.known_archs = kArchs;
-  d.num_known_archs = 1;
-  d.capabilities_for_arch = &OldCapabilities;
+  DsaPlatformDescriptor d = RuntimelessDescriptor();
   DsaPlatformDescriptor out;
   ASSERT_THAT(NormalizePlatformDescriptor(&d, &out), IsOk());
   EXPECT_EQ(out.graph_launch, nullptr);

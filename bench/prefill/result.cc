@@ -15,6 +15,15 @@ std::vector<std::pair<std::string, double>> OpsThatRan(
   return ops;
 }
 
+int CallsOf(const model::deepseek_v32::OpCallCounts& calls,
+            absl::string_view op) {
+#define DSA_CALLS_OF(name) \
+  if (op == #name) return calls.name;
+  DSA_STEP_OPS(DSA_CALLS_OF)
+#undef DSA_CALLS_OF
+  return 0;
+}
+
 std::string FormatMs(double ms) {
   if (ms >= 100) return absl::StrFormat("%.1f", ms);
   if (ms >= 10) return absl::StrFormat("%.2f", ms);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "bench/prefill/arms.h"
 #include "bench/prefill/compare.h"
 #include "bench/prefill/platform_choice.h"
@@ -76,6 +77,10 @@ struct ArmResult {
 // The ops of `times` that ran (a time above 0), in the runner's op order.
 std::vector<std::pair<std::string, double>> OpsThatRan(
     const model::deepseek_v32::OpTimes& times);
+// The calls in `calls` of the op named `op` (a DSA_STEP_OPS name, as
+// OpsThatRan names them); 0 for another name.
+int CallsOf(const model::deepseek_v32::OpCallCounts& calls,
+            absl::string_view op);
 
 struct WorkloadResult {
   Workload workload;

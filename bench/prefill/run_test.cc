@@ -169,12 +169,7 @@ TEST_F(RunBenchTest, HostOpClockGivesEachOpsHostShareAndCalls) {
     EXPECT_LE(p.ms.total(), p.host_issue_ms);
     EXPECT_GT(p.calls.total(), 0);
     for (const auto& [op, ms] : OpsThatRan(p.ms)) {
-      int calls = 0;
-#define DSA_CALLS_OF(name) \
-  if (op == #name) calls = p.calls.name;
-      DSA_STEP_OPS(DSA_CALLS_OF)
-#undef DSA_CALLS_OF
-      EXPECT_GT(calls, 0) << op;
+      EXPECT_GT(CallsOf(p.calls, op), 0) << op;
     }
   }
   const std::string table = FormatTable(r);

@@ -122,16 +122,6 @@ Row ArmRow(const WorkloadResult& w, const ArmResult& a) {
   return cells;
 }
 
-// The calls of the op named `op` (a DSA_STEP_OPS name) in `calls`.
-int CallsOf(const model::deepseek_v32::OpCallCounts& calls,
-            absl::string_view op) {
-#define DSA_CALLS_OF(name) \
-  if (op == #name) return calls.name;
-  DSA_STEP_OPS(DSA_CALLS_OF)
-#undef DSA_CALLS_OF
-  return 0;
-}
-
 // --step_graphs, where graphs ran: the graph launches a step per workload and
 // arm (none on a platform without graphs: no line).
 void AppendGraphLaunches(const BenchResult& r, std::string& out) {
