@@ -30,6 +30,7 @@ binaries=(
   mla_ops_test=//attention:mla_ops_test
   dense_ops_test=//attention:dense_ops_test
   model_runner_test=//model/deepseek_v32:model_runner_test
+  model_runner_ops_test=//model/deepseek_v32:model_runner_ops_test
   step_faults_gpu_test=//model/deepseek_v32:step_faults_gpu_test
   platform_conformance_test=//testing:platform_conformance_test
   profile_run_scratch_gpu_test=//testing:profile_run_scratch_gpu_test

@@ -128,6 +128,7 @@ echo "-- indexer_ops_test"; gtest 40 "$B/indexer_ops_test" --gtest_filter='*/cud
 echo "-- mla_ops_test"; gtest 60 "$B/mla_ops_test" --gtest_filter='*/cuda*'
 echo "-- dense_ops_test"; gtest 30 "$B/dense_ops_test" --gtest_filter='*/cuda*'
 echo "-- model_runner_test"; gtest 60 "$B/model_runner_test" --gtest_filter='*/cuda*'
+echo "-- model_runner_ops_test"; gtest 40 "$B/model_runner_ops_test" --gtest_filter='*/cuda*'
 echo "-- platform_conformance_test"; gtest 20 "$B/platform_conformance_test"
 echo "-- profile_run_scratch_gpu_test"; gtest 30 "$B/profile_run_scratch_gpu_test"
 section "gtest: every fault of a step in turn on cuda (step_faults_gpu_test)"
