@@ -450,10 +450,29 @@ bool HasGraphs(const CudaApi& a) {
          a.cuGraphDestroy != nullptr;
 }
 
-DsaStatusCode NoGraphs(const CudaDriver& d, char* error, size_t error_size) {
+// EnterContext, then Unimplemented for a driver without graphs.
+DsaStatusCode EnterGraphs(const CudaDriver& d, char* error, size_t error_size) {
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
+    return c;
+  }
+  if (HasGraphs(d.api)) return DSA_STATUS_OK;
   return PluginError(DSA_STATUS_UNIMPLEMENTED, error, error_size,
                      "cuda: %s has no graph entry points",
                      d.load.library.c_str());
+}
+
+// InContext for one graph call: `call(api)`'s result, `what` naming it.
+template <class Call>
+DsaStatusCode InGraphContext(const char* what, char* error, size_t error_size,
+                             Call call) {
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterGraphs(d, error, error_size); c != DSA_STATUS_OK) {
+    return c;
+  }
+  const int err = call(d.api);
+  if (err != kCudaSuccess) return CudaFail(d.api, err, what, error, error_size);
+  return DSA_STATUS_OK;
 }
 
 DsaStatusCode GraphCaptureBegin(void* stream, char* error, size_t error_size) {
@@ -461,17 +480,10 @@ DsaStatusCode GraphCaptureBegin(void* stream, char* error, size_t error_size) {
     return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
                        "cuda: capturing a NULL stream");
   }
-  const CudaDriver& d = Driver();
-  if (DsaStatusCode c = EnterContext(d, error, error_size);
-      c != DSA_STATUS_OK) {
-    return c;
-  }
-  if (!HasGraphs(d.api)) return NoGraphs(d, error, error_size);
-  const int err = d.api.cuStreamBeginCapture_v2(stream, kCaptureModeRelaxed);
-  if (err != kCudaSuccess) {
-    return CudaFail(d.api, err, "cuStreamBeginCapture", error, error_size);
-  }
-  return DSA_STATUS_OK;
+  return InGraphContext(
+      "cuStreamBeginCapture", error, error_size, [&](const CudaApi& a) {
+        return a.cuStreamBeginCapture_v2(stream, kCaptureModeRelaxed);
+      });
 }
 
 DsaStatusCode GraphCaptureEnd(void* stream, void** graph, char* error,
@@ -482,11 +494,9 @@ DsaStatusCode GraphCaptureEnd(void* stream, void** graph, char* error,
   }
   *graph = nullptr;
   const CudaDriver& d = Driver();
-  if (DsaStatusCode c = EnterContext(d, error, error_size);
-      c != DSA_STATUS_OK) {
+  if (DsaStatusCode c = EnterGraphs(d, error, error_size); c != DSA_STATUS_OK) {
     return c;
   }
-  if (!HasGraphs(d.api)) return NoGraphs(d, error, error_size);
   const CudaApi& a = d.api;
   void* recorded = nullptr;
   int err = a.cuStreamEndCapture(stream, &recorded);
@@ -510,17 +520,9 @@ DsaStatusCode GraphLaunch(void* graph, void* stream, char* error,
     return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
                        "cuda: launching a NULL graph or on a NULL stream");
   }
-  const CudaDriver& d = Driver();
-  if (DsaStatusCode c = EnterContext(d, error, error_size);
-      c != DSA_STATUS_OK) {
-    return c;
-  }
-  if (!HasGraphs(d.api)) return NoGraphs(d, error, error_size);
-  const int err = d.api.cuGraphLaunch(graph, stream);
-  if (err != kCudaSuccess) {
-    return CudaFail(d.api, err, "cuGraphLaunch", error, error_size);
-  }
-  return DSA_STATUS_OK;
+  return InGraphContext(
+      "cuGraphLaunch", error, error_size,
+      [&](const CudaApi& a) { return a.cuGraphLaunch(graph, stream); });
 }
 
 DsaStatusCode GraphDestroy(void* graph, char* error, size_t error_size) {
@@ -528,17 +530,9 @@ DsaStatusCode GraphDestroy(void* graph, char* error, size_t error_size) {
     return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
                        "cuda: destroying a NULL graph");
   }
-  const CudaDriver& d = Driver();
-  if (DsaStatusCode c = EnterContext(d, error, error_size);
-      c != DSA_STATUS_OK) {
-    return c;
-  }
-  if (!HasGraphs(d.api)) return NoGraphs(d, error, error_size);
-  const int err = d.api.cuGraphExecDestroy(graph);
-  if (err != kCudaSuccess) {
-    return CudaFail(d.api, err, "cuGraphExecDestroy", error, error_size);
-  }
-  return DSA_STATUS_OK;
+  return InGraphContext(
+      "cuGraphExecDestroy", error, error_size,
+      [&](const CudaApi& a) { return a.cuGraphExecDestroy(graph); });
 }
 
 DsaStatusCode DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes,
