@@ -12,6 +12,7 @@
 #include "platform/gpu/nccl.h"
 #include "platform/plugin_util.h"
 #include "platform/runtime_library.h"
+#include "platform/stream_release.h"
 
 namespace dsa::platform {
 namespace {
@@ -380,6 +381,9 @@ DsaStatusCode StreamDestroy(void* stream, char* error, size_t error_size) {
     return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
                        "cuda: destroying a NULL stream");
   }
+  // The kernels' state kept for this stream goes first, while the stream
+  // can still order a free (stream_release.h).
+  RunStreamReleaseHooks(stream);
   return InContext("cuStreamDestroy", error, error_size, [&](const CudaApi& a) {
     return a.cuStreamDestroy_v2(stream);
   });

@@ -12,6 +12,7 @@
 #include "platform/gpu/nccl.h"
 #include "platform/plugin_util.h"
 #include "platform/runtime_library.h"
+#include "platform/stream_release.h"
 
 namespace dsa::platform {
 namespace {
@@ -294,6 +295,9 @@ DsaStatusCode StreamDestroy(void* stream, char* error, size_t error_size) {
     return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
                        "rocm: destroying a NULL stream");
   }
+  // The kernels' state kept for this stream goes first, while the stream
+  // can still order a free (stream_release.h).
+  RunStreamReleaseHooks(stream);
   return HipCall("hipStreamDestroy", error, error_size,
                  [&](const HipApi& a) { return a.hipStreamDestroy(stream); });
 }

@@ -14,12 +14,14 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "platform/plugin_api.h"
 #include "platform/runtime_test_util.h"
+#include "platform/stream_release.h"
 
 namespace dsa::platform {
 namespace {
@@ -139,6 +141,35 @@ TEST(RocmPlatformTest, StreamOrderedRoundTrip) {
   ASSERT_EQ(p.stream_destroy(stream, error, sizeof(error)), DSA_STATUS_OK)
       << error;
   EXPECT_EQ(CallHook("FakeHipLiveStreams"), live);
+}
+
+// What a kernel library keeps per stream is given back when the stream is
+// destroyed, while the stream still exists (stream_release.h).
+std::vector<std::pair<void*, int>> g_released;  // (stream, live streams)
+void RecordRelease(void* stream) {
+  g_released.emplace_back(stream, CallHook("FakeHipLiveStreams"));
+}
+
+TEST(RocmPlatformTest, StreamDestroyRunsTheReleaseHooksFirst) {
+  const DsaPlatformDescriptor& p = Platform();
+  ASSERT_TRUE(AddStreamReleaseHook(&RecordRelease));
+  const int live = CallHook("FakeHipLiveStreams");
+  char error[256] = "";
+  void* first = nullptr;
+  void* second = nullptr;
+  ASSERT_EQ(p.stream_create(&first, error, sizeof(error)), DSA_STATUS_OK);
+  ASSERT_EQ(p.stream_create(&second, error, sizeof(error)), DSA_STATUS_OK);
+  g_released.clear();
+  ASSERT_EQ(p.stream_destroy(second, error, sizeof(error)), DSA_STATUS_OK);
+  ASSERT_EQ(p.stream_destroy(first, error, sizeof(error)), DSA_STATUS_OK);
+  const std::vector<std::pair<void*, int>> want = {{second, live + 2},
+                                                   {first, live + 1}};
+  EXPECT_EQ(g_released, want);
+  // A NULL handle is refused before any hook runs.
+  g_released.clear();
+  EXPECT_EQ(p.stream_destroy(nullptr, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_TRUE(g_released.empty());
 }
 
 TEST(RocmPlatformTest, StreamCallsRefuseBadArguments) {

@@ -23,6 +23,7 @@
 #include "platform/cuda/cublaslt.h"
 #include "platform/fault_injection.h"
 #include "platform/rocm/rocblas.h"
+#include "platform/stream_release.h"
 
 namespace dsa::attention::gpu {
 namespace {
@@ -115,19 +116,47 @@ struct LtState {
   std::atomic<void*> handle{nullptr};
   std::atomic<bool> handle_failed{false};
   std::map<void*, void*> workspaces;  // stream -> device buffer (under mu)
+  // Moves on each workspace given back, so the threads' caches drop theirs.
+  std::atomic<uint64_t> workspaces_epoch{0};
   PlanCache<PlanKey, Plan, PlanKeyHash> plans{kMaxPlans};
 };
 
+LtState& State();
+
+// A platform stream about to be destroyed (platform/stream_release.h): its
+// workspace is freed once the stream's work is done, so that a later stream
+// at its address gets a workspace of its own, as a stream never seen does.
+void ReleaseWorkspaceOfStream(void* stream) {
+  LtState& s = State();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const auto it = s.workspaces.find(stream);
+  if (it == s.workspaces.end()) return;
+  if (it->second != nullptr) {
+    // Nothing to report from a stream's destruction: a stream that failed
+    // has failed its last call already.
+    (void)StreamSynchronize(stream);
+    (void)DeviceFree(it->second);
+  }
+  s.workspaces.erase(it);
+  s.workspaces_epoch.fetch_add(1, std::memory_order_release);
+}
+
 LtState& State() {
-  static LtState* const state = new LtState();
+  static LtState* const state = [] {
+    LtState* s = new LtState();
+    // A full table leaves workspaces for the process's life, as before.
+    (void)platform::AddStreamReleaseHook(&ReleaseWorkspaceOfStream);
+    return s;
+  }();
   return *state;
 }
 
-// The calling thread's last streams' workspaces (never freed, so never
-// stale).
+// The calling thread's last streams' workspaces, valid while the state's
+// epoch is the one they were found at.
 struct CachedWorkspace {
   void* stream = nullptr;
   void* workspace = nullptr;
+  uint64_t epoch = 0;
 };
 constexpr int kCachedWorkspaces = 4;
 thread_local CachedWorkspace t_workspaces[kCachedWorkspaces];
@@ -327,8 +356,9 @@ Status Acquire(const lt::CublasLtApi& api, LtState& s, void* stream,
     }
   }
   void* ws = nullptr;
+  const uint64_t epoch = s.workspaces_epoch.load(std::memory_order_acquire);
   for (const CachedWorkspace& c : t_workspaces) {
-    if (c.workspace != nullptr && c.stream == stream) {
+    if (c.workspace != nullptr && c.stream == stream && c.epoch == epoch) {
       ws = c.workspace;
       break;
     }
@@ -346,7 +376,8 @@ Status Acquire(const lt::CublasLtApi& api, LtState& s, void* stream,
       }
     }
     ws = slot;
-    t_workspaces[t_next_workspace] = {stream, ws};
+    t_workspaces[t_next_workspace] = {
+        stream, ws, s.workspaces_epoch.load(std::memory_order_relaxed)};
     t_next_workspace = (t_next_workspace + 1) % kCachedWorkspaces;
   }
   *handle = h;

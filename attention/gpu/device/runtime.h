@@ -18,6 +18,8 @@ LaunchResult CopyToDevice(void* dst, const void* src, size_t bytes);
 LaunchResult CopyToHost(void* dst, const void* src, size_t bytes);
 LaunchResult DeviceMemset(void* dst, int byte, size_t bytes);
 LaunchResult DeviceSynchronize();
+// Waits for the work queued on `stream` (not a fault site: for teardown).
+LaunchResult StreamSynchronize(void* stream);
 // `bytes` (at least 1) of device memory from the runtime's stream-ordered
 // pool, usable by work enqueued on `stream` until DeviceFreeAsync gives it
 // back on the same stream (host code's StreamScratch, device/

@@ -13,6 +13,7 @@
 #include "attention/gpu/device/features.h"
 #include "attention/gpu/device/hip_compat.h"
 #include "attention/gpu/device/launch_util.h"
+#include "platform/stream_release.h"
 
 namespace dsa::attention::gpu {
 
@@ -58,6 +59,11 @@ LaunchResult DeviceMemset(void* dst, int byte, size_t bytes) {
   return FallibleCall(platform::FaultSite::kDeviceMemcpy, "hipMemset",
                       [&] { return hipMemset(dst, byte, bytes); });
 }
+LaunchResult StreamSynchronize(void* stream) {
+  return FromError(hipStreamSynchronize(static_cast<hipStream_t>(stream)),
+                   "hipStreamSynchronize");
+}
+
 LaunchResult DeviceSynchronize() {
   return FallibleCall(platform::FaultSite::kDeviceSynchronize,
                       "hipDeviceSynchronize",
@@ -279,14 +285,37 @@ void ReleaseScratchNow(void*, const ScratchKey& key, void* ptr) {
   (void)hipGetLastError();
 }
 
+// Set once the process's arenas are destroyed (at exit or unload), after
+// which a stream destroyed by a later destructor finds none to release.
+std::atomic<bool> g_arenas_gone{false};
+
+class ProcessArenas : public ScratchArenas {
+ public:
+  using ScratchArenas::ScratchArenas;
+  ~ProcessArenas() { g_arenas_gone.store(true, std::memory_order_release); }
+};
+
+ScratchArenas& Arenas();
+
+// A platform stream about to be destroyed (platform/stream_release.h): its
+// arenas' blocks are freed in its order, and a later stream at its address
+// starts without scratch.
+void ReleaseArenasOfStream(void* stream) {
+  if (g_arenas_gone.load(std::memory_order_acquire)) return;
+  Arenas().ReleaseStream(stream);
+}
+
 // Made on the first call that needs scratch, after the runtime's first
 // calls, so that it is destroyed (at exit or unload) before the runtime's
 // own teardown.
 ScratchArenas& Arenas() {
-  static ScratchArenas arenas(
+  static ProcessArenas arenas(
       ScratchAllocator{AllocateScratch, ReleaseScratchInOrder,
                        ReleaseScratchNow, nullptr},
       kMaxScratchArenas);
+  static const bool hooked =
+      platform::AddStreamReleaseHook(&ReleaseArenasOfStream);
+  (void)hooked;  // a full table: arenas then go by eviction, as before
   return arenas;
 }
 

@@ -11,7 +11,10 @@
 #include "attention/gpu/device/runtime.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "platform/cuda/cuda_platform.h"
 #include "platform/fault_injection.h"
+#include "platform/rocm/rocm_platform.h"
+#include "platform/runtime_test_util.h"
 
 namespace dsa::attention::gpu {
 namespace {
@@ -196,6 +199,50 @@ TEST_F(RuntimeFaultsTest, AScratchArenaGrowsOnceAndAFailedGrowthKeepsIt) {
   ReleaseStreamScratch();
   ASSERT_TRUE(StreamScratchStats(nullptr, &s).ok());
   EXPECT_EQ(s.capacity, 0u);
+}
+
+// A stream of the platform's (stream_create) takes scratch; destroying it
+// (stream_destroy) gives its arena back, so a stream made afterwards, which
+// the driver may hand the same address, grows an arena of its own with the
+// same allocations as the first: what the model's fault sweep counts on.
+TEST_F(RuntimeFaultsTest, APlatformStreamsArenaGoesWithTheStream) {
+  const DsaPlatformDescriptor& p =
+      dsa::testing::RegisteredPlatform(std::strcmp(GpuBackend(), "cuda") == 0
+                                           ? platform::CudaPlatformPluginApi()
+                                           : platform::RocmPlatformPluginApi());
+  ASSERT_NE(p.stream_create, nullptr);
+  constexpr size_t kMiB = size_t{1} << 20;
+  DeviceFeatures f;
+  ASSERT_TRUE(CurrentDeviceFeatures(&f).ok());
+  char error[256] = "";
+  ScratchArenas::Lease lease;
+  ScratchArenaStats s;
+  void* previous = nullptr;
+  for (int round = 0; round < 3; ++round) {
+    void* stream = nullptr;
+    ASSERT_EQ(p.stream_create(&stream, error, sizeof(error)), DSA_STATUS_OK)
+        << error;
+    ASSERT_TRUE(StreamScratchStats(stream, &s).ok());
+    EXPECT_EQ(s.capacity, 0u) << "round " << round << ", the same handle as "
+                              << "before: " << (stream == previous);
+    {
+      FaultInjector counting;
+      ASSERT_TRUE(
+          AcquireStreamScratch(stream, f.device, 3 * kMiB, "call", &lease)
+              .ok());
+      lease.Reset();
+      EXPECT_EQ(counting.calls(FaultSite::kStreamAlloc), 1)
+          << "round " << round;
+    }
+    ASSERT_TRUE(StreamScratchStats(stream, &s).ok());
+    EXPECT_EQ(s.capacity, 2 * ScratchArenas::kGranularity);
+    EXPECT_EQ(s.grows, 1);
+    ASSERT_EQ(p.stream_destroy(stream, error, sizeof(error)), DSA_STATUS_OK)
+        << error;
+    ASSERT_TRUE(StreamScratchStats(stream, &s).ok());
+    EXPECT_EQ(s.capacity, 0u);
+    previous = stream;
+  }
 }
 
 }  // namespace

@@ -28,6 +28,9 @@ LaunchResult DeviceMemset(void*, int, size_t) {
   return NotBuiltResult("DeviceMemset");
 }
 LaunchResult DeviceSynchronize() { return NotBuiltResult("DeviceSynchronize"); }
+LaunchResult StreamSynchronize(void*) {
+  return NotBuiltResult("StreamSynchronize");
+}
 LaunchResult CopyToHostOnStream(void*, const void*, size_t, void*) {
   return NotBuiltResult("copy to host");
 }

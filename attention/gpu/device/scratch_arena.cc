@@ -18,8 +18,10 @@ size_t ScratchLayout::Add(size_t bytes) {
 
 struct ScratchArenas::Arena {
   std::mutex mu;  // held by a lease
-  // Changed under both table_mu_ and mu; read under either.
+  // Changed under both table_mu_ and mu; read under either. A released
+  // arena (ReleaseStream) serves no key until the table assigns it again.
   ScratchKey key;
+  bool released = false;
   // Under mu.
   void* base = nullptr;
   ScratchArenaStats stats;
@@ -67,12 +69,22 @@ ScratchArenas::Arena* ScratchArenas::FindOrAssign(
     const ScratchKey& key, std::unique_lock<std::mutex>* lock) {
   std::lock_guard<std::mutex> table(table_mu_);
   const uint64_t now = clock_.fetch_add(1, std::memory_order_relaxed) + 1;
+  Arena* unused = nullptr;
   for (const std::unique_ptr<Arena>& a : arenas_) {
-    if (a->key == key) {
+    if (a->released) {
+      if (unused == nullptr) unused = a.get();
+    } else if (a->key == key) {
       *lock = std::unique_lock<std::mutex>(a->mu);
       a->last_use.store(now, std::memory_order_relaxed);
       return a.get();
     }
+  }
+  if (unused != nullptr) {  // a released stream's arena, holding nothing
+    *lock = std::unique_lock<std::mutex>(unused->mu);
+    unused->key = key;
+    unused->released = false;
+    unused->last_use.store(now, std::memory_order_relaxed);
+    return unused;
   }
   if (static_cast<int>(arenas_.size()) < max_arenas_) {
     arenas_.push_back(std::make_unique<Arena>());
@@ -116,12 +128,12 @@ LaunchResult ScratchArenas::Acquire(const ScratchKey& key, size_t bytes,
     if (c.generation == generation_ && c.key == key) {
       Arena* a = static_cast<Arena*>(c.arena);
       lock = std::unique_lock<std::mutex>(a->mu);
-      if (a->key == key) {
+      if (!a->released && a->key == key) {
         arena = a;
         a->last_use.store(clock_.fetch_add(1, std::memory_order_relaxed) + 1,
                           std::memory_order_relaxed);
       } else {
-        lock.unlock();  // evicted since: ask the table
+        lock.unlock();  // evicted or released since: ask the table
       }
       break;
     }
@@ -168,12 +180,31 @@ LaunchResult ScratchArenas::Acquire(const ScratchKey& key, size_t bytes,
 ScratchArenaStats ScratchArenas::Stats(const ScratchKey& key) {
   std::lock_guard<std::mutex> table(table_mu_);
   for (const std::unique_ptr<Arena>& a : arenas_) {
-    if (a->key == key) {
+    if (!a->released && a->key == key) {
       std::lock_guard<std::mutex> lock(a->mu);
       return a->stats;
     }
   }
   return ScratchArenaStats();
+}
+
+int ScratchArenas::ReleaseStream(const void* stream) {
+  std::lock_guard<std::mutex> table(table_mu_);
+  int released = 0;
+  for (const std::unique_ptr<Arena>& a : arenas_) {
+    if (a->released || a->key.stream != stream) continue;
+    std::lock_guard<std::mutex> lock(a->mu);  // after a call that holds it
+    if (a->base != nullptr) {
+      allocator_.release_in_order(allocator_.context, a->key, a->base);
+    }
+    a->base = nullptr;
+    a->stats = ScratchArenaStats();
+    a->key = ScratchKey();
+    a->released = true;
+    a->last_use.store(0, std::memory_order_relaxed);
+    ++released;
+  }
+  return released;
 }
 
 void ScratchArenas::ReleaseAll() {

@@ -18,8 +18,10 @@
 //
 // The arenas' table is bounded: past `max_arenas` streams, the one used
 // least recently gives its memory back (after waiting for its device) and
-// serves the new stream. The memory is given back when the table is
-// destroyed (at plugin unload or process end) or by ReleaseAll.
+// serves the new stream. The memory is given back when the stream is
+// destroyed (ReleaseStream, which the platform's stream_destroy runs through
+// platform/stream_release.h), when the table is destroyed (at plugin unload
+// or process end) or by ReleaseAll.
 //
 // A CUDA graph captured over a call keeps the addresses of its stream's
 // arena: replay it only while the arena has not grown (growing it while a
@@ -131,6 +133,12 @@ class ScratchArenas {
   // Gives every arena's memory back now (release_now); the next call on a
   // stream grows its arena again.
   void ReleaseAll();
+  // Forgets the arenas of `stream` (every device and thread), giving their
+  // memory back in the stream's order (release_in_order), once a call that
+  // holds one is done: for a stream about to be destroyed, whose handle a
+  // later stream may get. A later call on that handle starts from an empty
+  // arena, as on a stream never seen. Returns how many arenas it released.
+  int ReleaseStream(const void* stream);
 
  private:
   struct Arena;

@@ -294,6 +294,50 @@ TEST(ScratchArenasTest, ReleaseAllGivesBackAndTheNextCallGrowsAgain) {
   EXPECT_EQ(d.allocations, 4);
 }
 
+// A destroyed stream's handle may come back as a new stream's: the new
+// stream must start as one never seen (the same allocations, which a fault
+// test counts), and the old one's memory must have been given back.
+TEST(ScratchArenasTest, ReleaseStreamForgetsItsArenasAndOnlyThose) {
+  FakeDevice d;
+  ScratchArenas arenas(Over(&d), 3);
+  ScratchArenas::Lease lease;
+  for (const ScratchKey& key : {Key(0, 0), Key(1, 0), Key(0, 1)}) {
+    ASSERT_TRUE(arenas.Acquire(key, 3 * kMiB, "call", &lease).ok());
+    lease.Reset();
+  }
+  // Stream 0 on device 0 once more: now in this thread's cache.
+  ASSERT_TRUE(arenas.Acquire(Key(0, 0), kMiB, "call", &lease).ok());
+  lease.Reset();
+  ASSERT_EQ(d.allocations, 3);
+
+  EXPECT_EQ(arenas.ReleaseStream(&g_streams[0]), 2);  // both devices
+  EXPECT_EQ(d.released_in_order, 2);
+  EXPECT_EQ(d.released_now, 0);
+  EXPECT_EQ(d.live.size(), 1u);
+  EXPECT_EQ(arenas.Stats(Key(0, 0)).capacity, 0u);
+  EXPECT_EQ(arenas.Stats(Key(1, 0)).capacity, 0u);
+  EXPECT_EQ(arenas.Stats(Key(0, 1)).capacity, 4 * kMiB);  // untouched
+  EXPECT_EQ(arenas.ReleaseStream(&g_streams[0]), 0);      // nothing left
+  EXPECT_EQ(arenas.ReleaseStream(&g_streams[5]), 0);      // never seen
+
+  // The handle again (this thread's cache still names the old arena): it
+  // grows from nothing, as the first call on it did.
+  ASSERT_TRUE(arenas.Acquire(Key(0, 0), kMiB, "call", &lease).ok());
+  ASSERT_NE(lease.base(), nullptr);
+  lease.Reset();
+  EXPECT_EQ(d.allocations, 4);
+  const ScratchArenaStats again = arenas.Stats(Key(0, 0));
+  EXPECT_EQ(again.capacity, 2 * kMiB);
+  EXPECT_EQ(again.grows, 1);
+  EXPECT_EQ(again.leases, 1);
+  // The released slots serve new streams before anything is evicted.
+  ASSERT_TRUE(arenas.Acquire(Key(0, 2), kMiB, "call", &lease).ok());
+  lease.Reset();
+  EXPECT_EQ(d.released_now, 0);
+  EXPECT_EQ(arenas.Stats(Key(0, 1)).capacity, 4 * kMiB);
+  EXPECT_EQ(d.live.size(), 3u);
+}
+
 TEST(ScratchArenasTest, ATableMadeAfterAnotherSharesNothingWithIt) {
   // The threads' caches name the first table's arenas, which are gone.
   for (int round = 0; round < 3; ++round) {
