@@ -1,0 +1,22 @@
+// The persistent logits kernel on narrow blocks (128 columns: 1, 2 or 4 rows
+// of 128, 64 or 32 heads), key tiles by TMA and by cp.async
+// four math groups (persistent_kernel.h). Nothing on AMD.
+#include "attention/gpu/indexer/persistent_kernel.h"
+
+#if defined(DSA_GPU_CUDA)
+namespace dsa::attention::gpu::indexer {
+
+#define DSA_INDEXER_PERSISTENT(R, kTma, kGroups)                         \
+  template LaunchResult LaunchPersistent<R, false, kTma, kGroups>(       \
+      const IndexerLogitsParams&, const LogitsPlan&, const CUtensorMap&, \
+      const CUtensorMap&, int, hipStream_t);
+DSA_INDEXER_PERSISTENT(1, false, 4)
+DSA_INDEXER_PERSISTENT(1, true, 4)
+DSA_INDEXER_PERSISTENT(2, false, 4)
+DSA_INDEXER_PERSISTENT(2, true, 4)
+DSA_INDEXER_PERSISTENT(4, false, 4)
+DSA_INDEXER_PERSISTENT(4, true, 4)
+#undef DSA_INDEXER_PERSISTENT
+
+}  // namespace dsa::attention::gpu::indexer
+#endif  // DSA_GPU_CUDA
