@@ -86,6 +86,10 @@ struct Persistent {
   // Decode (few row blocks): a block's keys are split into chunks so that
   // every multiprocessor gets one, each chunk at least this many keys.
   static constexpr int kSplitKeys = 512;
+  // Wide launches of at least this many 256-column tiles a multiprocessor
+  // (counted over full rows: causal ones hold about half) take four math
+  // groups, fewer two (as measured on the H200: RESULTS.md).
+  static constexpr int64_t kFourGroupTiles = 64;
 
   static_assert(kLag >= 1 && kLag < kStages, "lag below the ring depth");
   static_assert(kCols % kWarpHeads == 0 && kSplitKeys % kTileKeys == 0,
@@ -98,7 +102,7 @@ struct Persistent {
 // producer warp does all three):
 //   - 2 groups (ping-pong on wide blocks): 384 threads, 168 registers each,
 //     which the math groups' 64 accumulators and 16 weight pairs need;
-//   - 4 groups, each its own tiles (a wide block's by pairs): while one
+//   - 4 groups on wide blocks, each pair on its own tiles: while one
 //     group's product runs, three others can run their epilogues. 640
 //     threads, five warps a scheduler: 96 registers each at launch, then
 //     the producer gives kProducerRegisters back and the math groups take

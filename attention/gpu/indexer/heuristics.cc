@@ -174,17 +174,28 @@ LaunchResult PlanIndexerLogits(const IndexerLogitsParams& p,
   plan->body = Body::kPersistent;
   plan->wide = wide;
   plan->tma_keys = tma_keys;
-  // Four math groups on wide blocks (prefill); two on narrow ones, whose
-  // one-row decode tiles take the m64n32 product.
+  // Four math groups on wide blocks of long launches (prefill); two on
+  // short ones and on narrow blocks, whose one-row decode tiles take the
+  // m64n32 product.
+  const int64_t wide_tiles =
+      (p.rows * p.heads + PersistentSmem<true>::kBlockCols - 1) /
+      PersistentSmem<true>::kBlockCols *
+      ((p.width + kTileKeys - 1) / kTileKeys);
   switch (options.groups) {
     case IndexerLogitsGroups::kTwo:
       plan->math_groups = 2;
       break;
     case IndexerLogitsGroups::kFour:
+      if (!wide) {
+        return Unavailable("four math groups take wide blocks only");
+      }
       plan->math_groups = 4;
       break;
     default:
-      plan->math_groups = wide ? 4 : 2;
+      plan->math_groups = wide && wide_tiles >= Persistent::kFourGroupTiles *
+                                                    features.multiprocessors
+                              ? 4
+                              : 2;
   }
   plan->rows_per_block = (wide ? PersistentSmem<true>::kBlockCols
                                : PersistentSmem<false>::kBlockCols) /
@@ -264,12 +275,11 @@ LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
 
 const char* LogitsPathName(const LogitsPlan& plan) {
   if (plan.body != IndexerLogitsBody::kPersistent) return BodyName(plan.body);
-  static const char* const kNames[2][2][2] = {
-      {{"persistent_narrow_cp_async", "persistent_narrow_tma"},
-       {"persistent_wide_cp_async", "persistent_wide_tma"}},
-      {{"persistent_narrow_cp_async_4g", "persistent_narrow_tma_4g"},
-       {"persistent_wide_cp_async_4g", "persistent_wide_tma_4g"}}};
-  return kNames[plan.math_groups == 4][plan.wide][plan.tma_keys];
+  static const char* const kNames[3][2] = {
+      {"persistent_narrow_cp_async", "persistent_narrow_tma"},
+      {"persistent_wide_cp_async", "persistent_wide_tma"},
+      {"persistent_wide_cp_async_4g", "persistent_wide_tma_4g"}};
+  return kNames[plan.math_groups == 4 ? 2 : plan.wide][plan.tma_keys];
 }
 
 #define DSA_INDEXER_NAME_CASE(name, text) \

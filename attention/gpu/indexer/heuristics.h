@@ -22,7 +22,8 @@ struct LogitsPlan {
   // TMA (else cp.async).
   bool wide = false;
   bool tma_keys = false;
-  int math_groups = 2;  // the persistent body's math warpgroups: 2 or 4
+  // The persistent body's math warpgroups: 2, or 4 (wide blocks only).
+  int math_groups = 2;
   // Rows a block (a work item of the persistent body): 1 for fma.
   int rows_per_block = 1;
   int64_t blocks = 0;  // row blocks
@@ -41,8 +42,8 @@ LaunchResult PlanIndexerLogits(const IndexerLogitsParams& p,
                                LogitsPlan* plan);
 
 // The plan's name, as IndexerLogitsPath reports it: "fma", "warp_mma",
-// "warpgroup_mma" or "persistent_{narrow,wide}_{tma,cp_async}" (two math
-// groups; "..._4g" four).
+// "warpgroup_mma", "persistent_{narrow,wide}_{tma,cp_async}" (two math
+// groups) or "persistent_wide_{tma,cp_async}_4g" (four).
 const char* LogitsPathName(const LogitsPlan& plan);
 
 // The names of DSA_INDEXER_LOGITS_BODIES / _BLOCKS / _KEYS / _GROUPS

@@ -59,7 +59,8 @@ struct IndexerLogitsParams {
   X(kTma, "tma")                   \
   X(kCpAsync, "cp_async")
 // The persistent kernel's math warpgroups: two (ping-pong on wide blocks,
-// one-row decode tiles on m64n32) or four, each on its own tiles.
+// one-row decode tiles on m64n32 on narrow ones) or four (wide blocks, each
+// pair of groups on its own tiles).
 #define DSA_INDEXER_LOGITS_GROUPS(X) \
   X(kTwo, "2")                       \
   X(kFour, "4")

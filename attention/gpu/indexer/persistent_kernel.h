@@ -49,6 +49,7 @@ __global__ void __launch_bounds__(PersistentRoles<kGroups>::kThreads, 1)
                                       scale_map) {
   using L = PersistentSmem<kWide>;
   using Roles = PersistentRoles<kGroups>;
+  static_assert(kWide || kGroups == 2, "four math groups take wide blocks");
   if constexpr (::dsa::gpu::kHasWarpgroupFp8Mma &&
                 F == ::dsa::gpu::Fp8Format::kE4m3fn) {
     using WG = ::dsa::gpu::WarpgroupFp8Mma<kDependent<kHeadDim, F>>;

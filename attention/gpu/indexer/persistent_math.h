@@ -1,8 +1,8 @@
 // The persistent kernel's math warpgroups (persistent_kernel.h): each takes
-// its key tiles of the ring (narrow blocks: every kGroups-th tile; wide
-// blocks: a pair of groups on every kGroups / 2-th tile, each by its own 128
-// columns), multiplies them by the item's queries with wgmma m64n128k32 (4
-// back to back), and runs the epilogue (persistent_epilogue.h) without any
+// its key tiles of the ring (narrow blocks, two groups: alternate tiles;
+// wide blocks: a pair of groups on every kGroups / 2-th tile, each by its
+// own 128 columns), multiplies them by the item's queries with wgmma m64n128k32
+// (4 back to back), and runs the epilogue (persistent_epilogue.h) without any
 // block-wide barrier. With two groups on wide blocks the groups take turns
 // to issue their products (PingPong), so that one group's epilogue runs
 // under the other's products; with four, three groups' epilogues run under
@@ -137,8 +137,7 @@ __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
       MbarWait(bars.FullKeys(s), KeyRing::FullParity(g));
       __syncwarp();  // wgmma is .aligned: the warp issues it converged
       const uint8_t* k_tile = smem + L::kKeyOffset + s * Persistent::kKeyBytes;
-      // (Four groups keep no item in registers for it: they run prefill.)
-      if constexpr (!kWide && kHeads == 32 && kGroups == 2) {
+      if constexpr (!kWide && kHeads == 32) {
         if (OneRowTile<R, kWide, kTma, WG>(p, it, t, s, smem, k_tile, q_tile,
                                            wsm, bars, lane)) {
           continue;

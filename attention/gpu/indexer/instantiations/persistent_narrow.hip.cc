@@ -1,6 +1,6 @@
 // The persistent logits kernel on narrow blocks (128 columns: 1, 2 or 4 rows
-// of 128, 64 or 32 heads), key tiles by TMA and by cp.async
-// two math groups (persistent_kernel.h). Nothing on AMD.
+// of 128, 64 or 32 heads), key tiles by TMA and by cp.async, two math
+// groups (persistent_kernel.h). Nothing on AMD.
 #include "attention/gpu/indexer/persistent_kernel.h"
 
 #if defined(DSA_GPU_CUDA)
