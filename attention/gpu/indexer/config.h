@@ -110,7 +110,6 @@ struct Persistent {
 //     memory at each tile.
 template <int kGroups>
 struct PersistentRoles {
-  static constexpr int kMathGroups = kGroups;
   static constexpr int kMathThreads = kGroups * 128;
   static constexpr int kProducerThreads = 128;
   static constexpr int kThreads = kMathThreads + kProducerThreads;
