@@ -15,11 +15,13 @@
 // Usage: indexer_bench [--heads=32] [--tokens=8192] [--topk=2048]
 //                      [--iters=30] [--block_size=64] [--decode=0]
 //                      [--check=1] [--body=auto] [--blocks=auto]
-//                      [--keys=auto] [--topk_paths=auto]
+//                      [--keys=auto] [--groups=auto] [--topk_paths=auto]
 //                      [--topk_only=0] [--topk_rows=0]
-// --body / --blocks / --keys force a logits variant (IndexerLogitsOptions:
-// fma | warp_mma | warpgroup_mma | persistent, narrow | wide,
-// tma | cp_async) to time it against the heuristics' choice; --topk_paths
+// --body / --blocks / --keys / --groups force a logits variant
+// (IndexerLogitsOptions: fma | warp_mma | warpgroup_mma | persistent,
+// narrow | wide, tma | cp_async, 2 | 4) to time it against the heuristics'
+// choice; --groups takes a comma list (each checked and timed in turn, on
+// the same inputs); --topk_paths
 // (a comma list of DSA_INDEXER_TOPK_PATHS names and auto) times each top-k
 // path in turn.
 #include <algorithm>
@@ -236,6 +238,7 @@ int Main(int argc, char** argv) {
   int check = 1;  // 0: time only
   int topk_only = 0, topk_rows = 0;
   std::vector<IndexerTopKPath> topk_paths = {IndexerTopKPath::kAuto};
+  std::vector<IndexerLogitsGroups> groups_list = {IndexerLogitsGroups::kAuto};
   IndexerLogitsOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -254,6 +257,22 @@ int Main(int argc, char** argv) {
       *out = std::atoi(a.c_str() + prefix.size());
       return true;
     };
+    const std::string groups_flag = "--groups=";
+    if (a.rfind(groups_flag, 0) == 0) {
+      groups_list.clear();
+      std::string list = a.substr(groups_flag.size());
+      for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        IndexerLogitsGroups g;
+        if (!indexer::ParseGroups(list.substr(at, comma - at), &g)) {
+          std::fprintf(stderr, "unknown groups in %s\n", argv[i]);
+          return 2;
+        }
+        groups_list.push_back(g);
+        at = comma + 1;
+      }
+      continue;
+    }
     const std::string paths_flag = "--topk_paths=";
     if (a.rfind(paths_flag, 0) == 0) {
       if (!ParseTopKPaths(a.substr(paths_flag.size()), &topk_paths)) {
@@ -371,62 +390,90 @@ int Main(int argc, char** argv) {
   lp.block_table_stride = max_blocks;
   lp.width = T;
   lp.logits_stride = T;
-  if (!Check(IndexerLogitsLaunch(lp, nullptr, options), "indexer_logits") ||
-      !Check(DeviceSynchronize(), "sync")) {
-    return 1;
-  }
-
-  // Sampled check of the logits against float64.
+  // Each variant on the same inputs: logits poisoned, launched, a sample
+  // checked against float64, then timed.
   std::vector<float> logits(rows * T);
-  if (!Check(CopyToHost(logits.data(), b.logits, logits_bytes), "copy"))
-    return 1;
-  double worst = 0.0;
-  const int logit_samples = check ? 4000 : 0;
-  for (int s = 0; s < logit_samples; ++s) {
-    const int64_t i = rng() % rows;
-    const int64_t j = rng() % T;
-    const float got = logits[i * T + j];
-    if (j >= end[i]) {
-      if (!(std::isinf(got) && got < 0)) {
-        std::fprintf(stderr, "logits[%lld,%lld] = %g, want -inf\n",
-                     static_cast<long long>(i), static_cast<long long>(j), got);
-        return 1;
-      }
-      continue;
-    }
-    const int64_t slot =
-        int64_t{table[request[i] * int64_t{max_blocks} + j / block_size]} *
-            block_size +
-        j % block_size;
-    double ref = 0.0, mag = 0.0;
-    for (int h = 0; h < heads; ++h) {
-      double dot = 0.0, abs_dot = 0.0;
-      for (int d = 0; d < kDim; ++d) {
-        const double product =
-            double{Fp8ToFloat(q[(i * heads + h) * kDim + d], kE4m3fnTraits)} *
-            kval[slot * kDim + d];
-        dot += product;
-        abs_dot += std::abs(product);
-      }
-      const double sc = dot * kscale[slot];
-      if (sc > 0) ref += sc * w[i * heads + h];
-      mag += abs_dot * kscale[slot] * std::abs(w[i * heads + h]);
-    }
-    const double err = std::abs(got - ref) / (mag + 1e-30);
-    worst = std::max(worst, err);
-    // See kernels_test.cc: 2^-12 of the sum of |products|.
-    if (!(err <= 0x1p-12)) {
-      std::fprintf(stderr, "logits[%lld,%lld] = %.8g, want %.8g\n",
-                   static_cast<long long>(i), static_cast<long long>(j), got,
-                   ref);
+  for (const IndexerLogitsGroups groups : groups_list) {
+    options.groups = groups;
+    if (!Check(DeviceMemset(b.logits, 0xff, logits_bytes), "memset")) return 1;
+    if (!Check(IndexerLogitsLaunch(lp, nullptr, options), "indexer_logits") ||
+        !Check(DeviceSynchronize(), "sync")) {
       return 1;
     }
-  }
-  std::printf(
-      "check logits: %d samples, worst error %.3g of the sum of |products| "
-      "(%s path)\n",
-      logit_samples, worst, IndexerLogitsPath(lp, options));
 
+    // Sampled check of the logits against float64.
+    if (!Check(CopyToHost(logits.data(), b.logits, logits_bytes), "copy"))
+      return 1;
+    double worst = 0.0;
+    const int logit_samples = check ? 4000 : 0;
+    for (int s = 0; s < logit_samples; ++s) {
+      const int64_t i = rng() % rows;
+      const int64_t j = rng() % T;
+      const float got = logits[i * T + j];
+      if (j >= end[i]) {
+        if (!(std::isinf(got) && got < 0)) {
+          std::fprintf(stderr, "logits[%lld,%lld] = %g, want -inf\n",
+                       static_cast<long long>(i), static_cast<long long>(j),
+                       got);
+          return 1;
+        }
+        continue;
+      }
+      const int64_t slot =
+          int64_t{table[request[i] * int64_t{max_blocks} + j / block_size]} *
+              block_size +
+          j % block_size;
+      double ref = 0.0, mag = 0.0;
+      for (int h = 0; h < heads; ++h) {
+        double dot = 0.0, abs_dot = 0.0;
+        for (int d = 0; d < kDim; ++d) {
+          const double product =
+              double{Fp8ToFloat(q[(i * heads + h) * kDim + d], kE4m3fnTraits)} *
+              kval[slot * kDim + d];
+          dot += product;
+          abs_dot += std::abs(product);
+        }
+        const double sc = dot * kscale[slot];
+        if (sc > 0) ref += sc * w[i * heads + h];
+        mag += abs_dot * kscale[slot] * std::abs(w[i * heads + h]);
+      }
+      const double err = std::abs(got - ref) / (mag + 1e-30);
+      worst = std::max(worst, err);
+      // See kernels_test.cc: 2^-12 of the sum of |products|.
+      if (!(err <= 0x1p-12)) {
+        std::fprintf(stderr, "logits[%lld,%lld] = %.8g, want %.8g\n",
+                     static_cast<long long>(i), static_cast<long long>(j), got,
+                     ref);
+        return 1;
+      }
+    }
+    std::printf(
+        "check logits: %d samples, worst error %.3g of the sum of |products| "
+        "(%s path)\n",
+        logit_samples, worst, IndexerLogitsPath(lp, options));
+
+    float logits_ms = 0.0f;
+    LogitsRun logits_run{lp, options};
+    if (!Check(TimeMedianMs(RunLogits, &logits_run, 5, iters, &logits_ms),
+               "time logits")) {
+      return 1;
+    }
+    // Causal: row i scores i + 1 keys; decode: every row scores T.
+    const double pairs = decode > 0 ? static_cast<double>(rows) * T
+                                    : static_cast<double>(T) * (T + 1) / 2;
+    const double flops = 2.0 * heads * kDim * pairs;
+    // Fewest bytes: q, weights and the cache once, every logit written once.
+    const double logits_bytes_min =
+        static_cast<double>(q.size() + w.size() * 4 + cache.size()) +
+        static_cast<double>(logits_bytes);
+    std::printf(
+        "ours_%slogits heads=%d T=%lld requests=%d median_ms=%.4f tflops=%.1f "
+        "gbps=%.0f path=%s\n",
+        decode > 0 ? "decode_" : "", heads, static_cast<long long>(T), requests,
+        logits_ms, flops / (logits_ms * 1e-3) / 1e12,
+        logits_bytes_min / (logits_ms * 1e-3) / 1e9,
+        IndexerLogitsPath(lp, options));
+  }
   IndexerTopKParams tp;
   tp.logits = static_cast<float*>(b.logits);
   tp.row_key_start = static_cast<int32_t*>(b.start);
@@ -437,26 +484,6 @@ int Main(int argc, char** argv) {
   tp.logits_stride = T;
   tp.topk = topk;
   tp.topk_stride = topk;
-  float logits_ms = 0.0f;
-  LogitsRun logits_run{lp, options};
-  if (!Check(TimeMedianMs(RunLogits, &logits_run, 5, iters, &logits_ms),
-             "time logits")) {
-    return 1;
-  }
-  // Causal: row i scores i + 1 keys; decode: every row scores T.
-  const double pairs = decode > 0 ? static_cast<double>(rows) * T
-                                  : static_cast<double>(T) * (T + 1) / 2;
-  const double flops = 2.0 * heads * kDim * pairs;
-  // Fewest bytes: q, weights and the cache once, every logit written once.
-  const double logits_bytes_min =
-      static_cast<double>(q.size() + w.size() * 4 + cache.size()) +
-      static_cast<double>(logits_bytes);
-  std::printf(
-      "ours_%slogits heads=%d T=%lld requests=%d median_ms=%.4f tflops=%.1f "
-      "gbps=%.0f\n",
-      decode > 0 ? "decode_" : "", heads, static_cast<long long>(T), requests,
-      logits_ms, flops / (logits_ms * 1e-3) / 1e12,
-      logits_bytes_min / (logits_ms * 1e-3) / 1e9);
   // The top-k over those logits, each path checked against a host sort of
   // 48 sampled rows first.
   if (!TimeTopKPaths(tp, logits, end, decode == 0, "indexer", topk_paths, iters,

@@ -5,8 +5,8 @@
 //   - every matrix body: 64-key tiles of 128-byte keys (head_dim 128);
 //   - the matrix kernel (warp_body.h, warpgroup_body.h): 8 warps, 256
 //     (row, head) columns a block, two key tiles in flight;
-//   - the persistent sm_90a kernel (persistent_*.h): a producer warpgroup,
-//     two math warpgroups of 128 columns each, a ring of 16 key stages.
+//   - the persistent sm_90a kernel (persistent_*.h): producer warps, two or
+//     four math warpgroups of 128 columns each, a ring of 16 key stages.
 #ifndef DSA_ATTENTION_GPU_INDEXER_CONFIG_H_
 #define DSA_ATTENTION_GPU_INDEXER_CONFIG_H_
 
@@ -70,18 +70,9 @@ struct MatrixWarpShared {
 
 // --- The persistent sm_90a kernel.
 struct Persistent {
-  // Math warpgroups. Two keep the head weights in registers (384 threads
-  // with the producer); the ping-pong and the wide blocks pair them.
-  static constexpr int kMathGroups = 2;
-  static constexpr int kMathThreads = kMathGroups * 128;
-  // The producer is a warpgroup too: four warps (one per scheduler) share a
-  // tile's copies, so that no single warp's issue rate paces the ring.
-  static constexpr int kProducerThreads = 128;
-  static constexpr int kThreads = kMathThreads + kProducerThreads;  // 384
-  // The register split: none. Producer and math threads alike get what 384
-  // threads a multiprocessor leave (65536 / 384, rounded down to 8: 168),
-  // which the math groups' 64 accumulators and 16 weight pairs need.
-  static constexpr int kRegistersPerThread = 65536 / kThreads / 8 * 8;
+  // Math groups sharing each tile of a wide block (each its own 128
+  // columns); a narrow block's tile goes to one group.
+  static constexpr int kWideGroups = 2;
   // Key tiles in the ring, and the cp.async commit groups a producer thread
   // keeps in flight before it waits for the oldest and signals its stage
   // (the depth in flight hides the L2 latency).
@@ -95,12 +86,44 @@ struct Persistent {
   // Decode (few row blocks): a block's keys are split into chunks so that
   // every multiprocessor gets one, each chunk at least this many keys.
   static constexpr int kSplitKeys = 512;
+  // Wide launches of at least this many 256-column tiles a multiprocessor
+  // (counted over full rows: causal ones hold about half) take four math
+  // groups, fewer two (as measured on the H200: RESULTS.md).
+  static constexpr int64_t kFourGroupTiles = 64;
 
-  static_assert(kMathGroups == 2, "the ping-pong pairs two math groups");
-  static_assert(kRegistersPerThread == 168, "the register split");
   static_assert(kLag >= 1 && kLag < kStages, "lag below the ring depth");
   static_assert(kCols % kWarpHeads == 0 && kSplitKeys % kTileKeys == 0,
                 "whole rows of 32 heads, whole tiles a chunk");
+};
+
+// The persistent kernel's warps by role, for kGroups math warpgroups and a
+// producer warpgroup (with TMA keys its warp 0 streams the key tiles and
+// the others write -inf and stage the queries; with cp.async keys every
+// producer warp does all three):
+//   - 2 groups (ping-pong on wide blocks): 384 threads, 168 registers each,
+//     which the math groups' 64 accumulators and 16 weight pairs need;
+//   - 4 groups on wide blocks, each pair on its own tiles: while one
+//     group's product runs, three others can run their epilogues. 640
+//     threads, five warps a scheduler: 96 registers each at launch, then
+//     the producer gives kProducerRegisters back and the math groups take
+//     kMathRegisters (setmaxnreg); the head weights are read from shared
+//     memory at each tile.
+template <int kGroups>
+struct PersistentRoles {
+  static constexpr int kMathThreads = kGroups * 128;
+  static constexpr int kProducerThreads = 128;
+  static constexpr int kThreads = kMathThreads + kProducerThreads;
+  // A scheduler's share of the register file (16384) over its warps.
+  static constexpr int kLaunchRegisters = 16384 / 32 / (kThreads / 128) / 8 * 8;
+  static constexpr bool kReallocate = kGroups == 4;
+  static constexpr int kProducerRegisters = 64;
+  static constexpr int kMathRegisters =
+      (kLaunchRegisters + (kLaunchRegisters - kProducerRegisters) / kGroups) /
+      8 * 8;
+  static constexpr bool kWeightsInRegisters = kGroups == 2;
+  static_assert(kGroups == 2 || kGroups == 4, "2 or 4 math groups");
+  static_assert(kLaunchRegisters == (kGroups == 2 ? 168 : 96),
+                "the register split");
 };
 
 // Heads the persistent kernel takes (a row within one math group's columns).
@@ -110,12 +133,12 @@ constexpr bool PersistentTakesHeads(int heads) {
 
 // The persistent kernel's dynamic shared memory, in bytes from its (1 KB
 // aligned) start: two query stages, the key ring, its scales, two weight
-// stages, the barriers. Wide blocks: kMathGroups x 128 columns, both math
-// groups on every key tile; narrow blocks: 128 columns.
+// stages, the barriers. Wide blocks: kWideGroups x 128 columns, a pair of
+// math groups on each key tile; narrow blocks: 128 columns.
 template <bool kWide>
 struct PersistentSmem {
   static constexpr int kBlockCols =
-      kWide ? Persistent::kMathGroups * Persistent::kCols : Persistent::kCols;
+      kWide ? Persistent::kWideGroups * Persistent::kCols : Persistent::kCols;
   static constexpr int kQBytes = kBlockCols * kHeadDim;  // a query stage
   static constexpr int kQOffset = 0;
   static constexpr int kKeyOffset =

@@ -96,7 +96,8 @@ LaunchResult PlanIndexerLogits(const IndexerLogitsParams& p,
   const bool persistent = persistent_heads && (wide ? fits_wide : fits_narrow);
   const bool persistent_asked = options.body == Body::kPersistent ||
                                 options.blocks != IndexerLogitsBlocks::kAuto ||
-                                options.keys != IndexerLogitsKeys::kAuto;
+                                options.keys != IndexerLogitsKeys::kAuto ||
+                                options.groups != IndexerLogitsGroups::kAuto;
 
   Body body = options.body;
   if (body == Body::kAuto) {
@@ -111,7 +112,7 @@ LaunchResult PlanIndexerLogits(const IndexerLogitsParams& p,
     }
   } else if (persistent_asked && body != Body::kPersistent) {
     return Unavailable(
-        "blocks and keys options are the persistent body's, "
+        "blocks, keys and groups options are the persistent body's, "
         "not %s's",
         BodyName(body));
   }
@@ -173,6 +174,29 @@ LaunchResult PlanIndexerLogits(const IndexerLogitsParams& p,
   plan->body = Body::kPersistent;
   plan->wide = wide;
   plan->tma_keys = tma_keys;
+  // Four math groups on wide blocks of long launches (prefill); two on
+  // short ones and on narrow blocks, whose one-row decode tiles take the
+  // m64n32 product.
+  const int64_t wide_tiles =
+      (p.rows * p.heads + PersistentSmem<true>::kBlockCols - 1) /
+      PersistentSmem<true>::kBlockCols *
+      ((p.width + kTileKeys - 1) / kTileKeys);
+  switch (options.groups) {
+    case IndexerLogitsGroups::kTwo:
+      plan->math_groups = 2;
+      break;
+    case IndexerLogitsGroups::kFour:
+      if (!wide) {
+        return Unavailable("four math groups take wide blocks only");
+      }
+      plan->math_groups = 4;
+      break;
+    default:
+      plan->math_groups = wide && wide_tiles >= Persistent::kFourGroupTiles *
+                                                    features.multiprocessors
+                              ? 4
+                              : 2;
+  }
   plan->rows_per_block = (wide ? PersistentSmem<true>::kBlockCols
                                : PersistentSmem<false>::kBlockCols) /
                          p.heads;
@@ -251,10 +275,11 @@ LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
 
 const char* LogitsPathName(const LogitsPlan& plan) {
   if (plan.body != IndexerLogitsBody::kPersistent) return BodyName(plan.body);
-  static const char* const kNames[2][2] = {
+  static const char* const kNames[3][2] = {
       {"persistent_narrow_cp_async", "persistent_narrow_tma"},
-      {"persistent_wide_cp_async", "persistent_wide_tma"}};
-  return kNames[plan.wide][plan.tma_keys];
+      {"persistent_wide_cp_async", "persistent_wide_tma"},
+      {"persistent_wide_cp_async_4g", "persistent_wide_tma_4g"}};
+  return kNames[plan.math_groups == 4 ? 2 : plan.wide][plan.tma_keys];
 }
 
 #define DSA_INDEXER_NAME_CASE(name, text) \
@@ -289,6 +314,16 @@ const char* KeysName(IndexerLogitsKeys keys) {
   return "unknown";
 }
 
+const char* GroupsName(IndexerLogitsGroups groups) {
+  using Enum = IndexerLogitsGroups;
+  switch (groups) {
+    case Enum::kAuto:
+      return "auto";
+      DSA_INDEXER_LOGITS_GROUPS(DSA_INDEXER_NAME_CASE)
+  }
+  return "unknown";
+}
+
 bool ParseBody(const std::string& name, IndexerLogitsBody* body) {
   using Enum = IndexerLogitsBody;
   return ParseName<Enum>(
@@ -306,6 +341,13 @@ bool ParseKeys(const std::string& name, IndexerLogitsKeys* keys) {
   return ParseName<Enum>(
       name, KeysName, {Enum::kAuto DSA_INDEXER_LOGITS_KEYS(DSA_INDEXER_VALUE)},
       keys);
+}
+
+bool ParseGroups(const std::string& name, IndexerLogitsGroups* groups) {
+  using Enum = IndexerLogitsGroups;
+  return ParseName<Enum>(
+      name, GroupsName,
+      {Enum::kAuto DSA_INDEXER_LOGITS_GROUPS(DSA_INDEXER_VALUE)}, groups);
 }
 
 const char* TopKPathName(IndexerTopKPath path) {

@@ -22,6 +22,8 @@ struct LogitsPlan {
   // TMA (else cp.async).
   bool wide = false;
   bool tma_keys = false;
+  // The persistent body's math warpgroups: 2, or 4 (wide blocks only).
+  int math_groups = 2;
   // Rows a block (a work item of the persistent body): 1 for fma.
   int rows_per_block = 1;
   int64_t blocks = 0;  // row blocks
@@ -40,17 +42,21 @@ LaunchResult PlanIndexerLogits(const IndexerLogitsParams& p,
                                LogitsPlan* plan);
 
 // The plan's name, as IndexerLogitsPath reports it: "fma", "warp_mma",
-// "warpgroup_mma" or "persistent_{narrow,wide}_{tma,cp_async}".
+// "warpgroup_mma", "persistent_{narrow,wide}_{tma,cp_async}" (two math
+// groups) or "persistent_wide_{tma,cp_async}_4g" (four).
 const char* LogitsPathName(const LogitsPlan& plan);
 
-// The names of DSA_INDEXER_LOGITS_BODIES / _BLOCKS / _KEYS ("auto" for
-// kAuto), and back (false for an unknown name), for flags and reports.
+// The names of DSA_INDEXER_LOGITS_BODIES / _BLOCKS / _KEYS / _GROUPS
+// ("auto" for kAuto), and back (false for an unknown name), for flags and
+// reports.
 const char* BodyName(IndexerLogitsBody body);
 const char* BlocksName(IndexerLogitsBlocks blocks);
 const char* KeysName(IndexerLogitsKeys keys);
+const char* GroupsName(IndexerLogitsGroups groups);
 bool ParseBody(const std::string& name, IndexerLogitsBody* body);
 bool ParseBlocks(const std::string& name, IndexerLogitsBlocks* blocks);
 bool ParseKeys(const std::string& name, IndexerLogitsKeys* keys);
+bool ParseGroups(const std::string& name, IndexerLogitsGroups* groups);
 
 struct TopKPlan {
   IndexerTopKPath path = IndexerTopKPath::kStaged512;  // never kAuto

@@ -102,8 +102,38 @@ TEST(IndexerLogitsHeuristicsTest, HopperPrefillRunsThePersistentKernel) {
     EXPECT_EQ(plan.blocks, 8192 / (256 / heads));
     EXPECT_EQ(plan.splits, 1);
     EXPECT_EQ(plan.grid, 132);  // one CTA a multiprocessor
-    EXPECT_STREQ(LogitsPathName(plan), "persistent_wide_tma");
+    EXPECT_EQ(plan.math_groups, 4);
+    EXPECT_STREQ(LogitsPathName(plan), "persistent_wide_tma_4g");
   }
+}
+
+TEST(IndexerLogitsHeuristicsTest, FourMathGroupsOnLongWideLaunches) {
+  // Four where the 256-column blocks times the 64-key tiles of a full row
+  // reach 64 a multiprocessor (132 x 64 = 8448): at 32 heads T = 2048 holds
+  // 256 x 32 = 8192, T = 2112 holds 264 x 33 = 8712.
+  EXPECT_EQ(PlanOrDie(Prefill(32, 2048), Hopper()).math_groups, 2);
+  EXPECT_EQ(PlanOrDie(Prefill(32, 2112), Hopper()).math_groups, 4);
+  EXPECT_EQ(PlanOrDie(Prefill(32, 1900), Hopper()).math_groups, 2);
+  EXPECT_EQ(PlanOrDie(Prefill(64, 1900), Hopper()).math_groups, 4);
+  EXPECT_EQ(PlanOrDie(Prefill(64, 1024), Hopper()).math_groups, 2);
+  LogitsPlan plan = PlanOrDie(Prefill(32, 1024), Hopper());
+  EXPECT_EQ(plan.math_groups, 2);
+  EXPECT_STREQ(LogitsPathName(plan), "persistent_wide_tma");
+  // Narrow blocks (decode) keep two, whose one-row tiles take m64n32.
+  plan = PlanOrDie(Decode(32, 32, 65536), Hopper());
+  EXPECT_FALSE(plan.wide);
+  EXPECT_EQ(plan.math_groups, 2);
+  // Forced: two on a long launch; four on decode rows on wide blocks.
+  IndexerLogitsOptions o;
+  o.groups = IndexerLogitsGroups::kTwo;
+  plan = PlanOrDie(Prefill(32, 8192), Hopper(), o);
+  EXPECT_EQ(plan.math_groups, 2);
+  EXPECT_STREQ(LogitsPathName(plan), "persistent_wide_tma");
+  o.groups = IndexerLogitsGroups::kFour;
+  o.blocks = IndexerLogitsBlocks::kWide;
+  plan = PlanOrDie(Decode(32, 32, 8192), Hopper(), o);
+  EXPECT_EQ(plan.math_groups, 4);
+  EXPECT_STREQ(LogitsPathName(plan), "persistent_wide_tma_4g");
 }
 
 TEST(IndexerLogitsHeuristicsTest, WideBlocksFromRowsPerRequest) {
@@ -237,7 +267,7 @@ TEST(IndexerLogitsHeuristicsTest, EveryBodyAndVariantIsReachable) {
   for (const DeviceFeatures& f : features) {
     for (int heads : {16, 32, 64, 128, 256}) {
       for (int bs : {16, 64}) {
-        for (int64_t rows : {int64_t{4}, int64_t{5000}}) {
+        for (int64_t rows : {int64_t{4}, int64_t{300}, int64_t{5000}}) {
           for (Fp8Encoding e : {Fp8Encoding::kE4m3fn, Fp8Encoding::kE4m3fnuz}) {
             IndexerLogitsParams p =
                 Decode(heads, static_cast<int32_t>(rows), 4096);
@@ -250,10 +280,12 @@ TEST(IndexerLogitsHeuristicsTest, EveryBodyAndVariantIsReachable) {
       }
     }
   }
-  EXPECT_EQ(seen, (std::set<std::string>{
-                      "fma", "warp_mma", "warpgroup_mma",
-                      "persistent_narrow_tma", "persistent_narrow_cp_async",
-                      "persistent_wide_tma", "persistent_wide_cp_async"}));
+  EXPECT_EQ(seen,
+            (std::set<std::string>{
+                "fma", "warp_mma", "warpgroup_mma", "persistent_narrow_tma",
+                "persistent_narrow_cp_async", "persistent_wide_tma",
+                "persistent_wide_cp_async", "persistent_wide_tma_4g",
+                "persistent_wide_cp_async_4g"}));
 }
 
 TEST(IndexerLogitsHeuristicsTest, OptionsForceABodyWhereItCanRun) {
@@ -318,6 +350,13 @@ TEST(IndexerLogitsHeuristicsTest, OptionsThatCannotRunAreRefusedWithAReason) {
   o.blocks = IndexerLogitsBlocks::kWide;
   EXPECT_NE(Refusal(Prefill(32, 100), Hopper(), o).find("persistent"),
             std::string::npos);
+  o = {};
+  o.groups = IndexerLogitsGroups::kFour;  // decode rows: narrow blocks
+  EXPECT_NE(Refusal(Decode(32, 32, 8192), Hopper(), o).find("wide blocks"),
+            std::string::npos);
+  o.blocks = IndexerLogitsBlocks::kNarrow;
+  EXPECT_NE(Refusal(Prefill(32, 8192), Hopper(), o).find("wide blocks"),
+            std::string::npos);
 }
 
 TEST(IndexerLogitsHeuristicsTest, NamesRoundTrip) {
@@ -340,6 +379,16 @@ TEST(IndexerLogitsHeuristicsTest, NamesRoundTrip) {
     ASSERT_TRUE(ParseKeys(KeysName(k), &parsed));
     EXPECT_EQ(parsed, k);
   }
+  for (IndexerLogitsGroups g :
+       {IndexerLogitsGroups::kAuto, IndexerLogitsGroups::kTwo,
+        IndexerLogitsGroups::kFour}) {
+    IndexerLogitsGroups parsed = IndexerLogitsGroups::kAuto;
+    ASSERT_TRUE(ParseGroups(GroupsName(g), &parsed));
+    EXPECT_EQ(parsed, g);
+  }
+  IndexerLogitsGroups groups = IndexerLogitsGroups::kTwo;
+  EXPECT_FALSE(ParseGroups("3", &groups));
+  EXPECT_EQ(groups, IndexerLogitsGroups::kTwo);
   Body body = Body::kFma;
   EXPECT_FALSE(ParseBody("mma", &body));
   EXPECT_EQ(body, Body::kFma);

@@ -29,8 +29,9 @@ LaunchResult LaunchMatrix(const IndexerLogitsParams& p, const LogitsPlan& plan,
 
 #if defined(DSA_GPU_CUDA)
 // The persistent kernel (e4m3fn) for blocks of R rows, narrow or wide, with
-// key tiles by TMA through key_map / scale_map or by cp.async (maps unused).
-template <int R, bool kWide, bool kTma>
+// key tiles by TMA through key_map / scale_map or by cp.async (maps unused),
+// and kGroups math warpgroups.
+template <int R, bool kWide, bool kTma, int kGroups>
 LaunchResult LaunchPersistent(const IndexerLogitsParams& p,
                               const LogitsPlan& plan,
                               const CUtensorMap& key_map,

@@ -75,7 +75,8 @@ IndexerLogitsOptions Force(
 }
 std::string VariantName(const IndexerLogitsOptions& o) {
   return std::string(indexer::BodyName(o.body)) + "/" +
-         indexer::BlocksName(o.blocks) + "/" + indexer::KeysName(o.keys);
+         indexer::BlocksName(o.blocks) + "/" + indexer::KeysName(o.keys) + "/" +
+         indexer::GroupsName(o.groups);
 }
 // Whether a device with sm_90a code must run the variant on `c`: every body
 // but the warp-level one for e4m3fn data (there the matrix kernel is
@@ -86,7 +87,8 @@ bool RunsOnSm90a(const IndexerLogitsOptions& o, int heads, int block_size,
   const bool e4m3fn = encoding == Fp8Encoding::kE4m3fn;
   const bool persistent = o.body == IndexerLogitsBody::kPersistent ||
                           o.blocks != IndexerLogitsBlocks::kAuto ||
-                          o.keys != IndexerLogitsKeys::kAuto;
+                          o.keys != IndexerLogitsKeys::kAuto ||
+                          o.groups != IndexerLogitsGroups::kAuto;
   if (o.body == IndexerLogitsBody::kWarpMma) return !e4m3fn;
   if (o.body == IndexerLogitsBody::kWarpgroupMma) return e4m3fn;
   if (persistent) {
@@ -243,8 +245,26 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
     }
   }
 
+  // Each variant that plans the persistent body runs with each count of
+  // math groups too (four where its blocks are wide).
+  std::vector<IndexerLogitsOptions> variants;
+  for (const IndexerLogitsOptions& v : c.variants) {
+    variants.push_back(v);
+    indexer::LogitsPlan plan;
+    if (v.groups == IndexerLogitsGroups::kAuto &&
+        indexer::PlanIndexerLogits(p, v, features, &plan).ok() &&
+        plan.body == IndexerLogitsBody::kPersistent) {
+      for (const IndexerLogitsGroups groups :
+           {IndexerLogitsGroups::kTwo, IndexerLogitsGroups::kFour}) {
+        IndexerLogitsOptions o = v;
+        o.groups = groups;
+        if (groups == IndexerLogitsGroups::kFour && !plan.wide) continue;
+        variants.push_back(o);
+      }
+    }
+  }
   std::string summary;
-  for (const IndexerLogitsOptions& options : c.variants) {
+  for (const IndexerLogitsOptions& options : variants) {
     const std::string variant = VariantName(options);
     SCOPED_TRACE(variant);
     indexer::LogitsPlan plan;
@@ -306,7 +326,7 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
             << path << ": row " << i << " wrote past width";
       }
     }
-    char line[160];
+    char line[200];
     std::snprintf(line, sizeof(line), "; %s path %s, worst %.2g",
                   variant.c_str(), path.c_str(), worst);
     summary += line;

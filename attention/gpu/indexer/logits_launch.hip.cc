@@ -127,7 +127,8 @@ bool MakeKeyMaps(const IndexerLogitsParams& p, CUtensorMap* key_map,
 }
 
 // The persistent kernel instance of the plan: rows a block are 1, 2 or 4
-// times those of 128 heads (narrow blocks 1, wide 2).
+// times those of 128 heads (narrow blocks 1, wide 2); four math groups on
+// wide blocks only.
 LaunchResult LaunchPersistentPlan(const IndexerLogitsParams& p,
                                   const LogitsPlan& plan,
                                   const CUtensorMap& key_map,
@@ -136,22 +137,32 @@ LaunchResult LaunchPersistentPlan(const IndexerLogitsParams& p,
   using Launcher = LaunchResult (*)(const IndexerLogitsParams&,
                                     const LogitsPlan&, const CUtensorMap&,
                                     const CUtensorMap&, int, hipStream_t);
-  // [wide][tma][log2(rows a block / rows at 128 heads)]
-  static constexpr Launcher kLaunchers[2][2][3] = {
-      {{LaunchPersistent<1, false, false>, LaunchPersistent<2, false, false>,
-        LaunchPersistent<4, false, false>},
-       {LaunchPersistent<1, false, true>, LaunchPersistent<2, false, true>,
-        LaunchPersistent<4, false, true>}},
-      {{LaunchPersistent<2, true, false>, LaunchPersistent<4, true, false>,
-        LaunchPersistent<8, true, false>},
-       {LaunchPersistent<2, true, true>, LaunchPersistent<4, true, true>,
-        LaunchPersistent<8, true, true>}}};
+  // [narrow, wide two groups, wide four][tma][log2(rows a block / rows at
+  // 128 heads)]
+  static constexpr Launcher kLaunchers[3][2][3] = {
+      {{LaunchPersistent<1, false, false, 2>,
+        LaunchPersistent<2, false, false, 2>,
+        LaunchPersistent<4, false, false, 2>},
+       {LaunchPersistent<1, false, true, 2>,
+        LaunchPersistent<2, false, true, 2>,
+        LaunchPersistent<4, false, true, 2>}},
+      {{LaunchPersistent<2, true, false, 2>,
+        LaunchPersistent<4, true, false, 2>,
+        LaunchPersistent<8, true, false, 2>},
+       {LaunchPersistent<2, true, true, 2>, LaunchPersistent<4, true, true, 2>,
+        LaunchPersistent<8, true, true, 2>}},
+      {{LaunchPersistent<2, true, false, 4>,
+        LaunchPersistent<4, true, false, 4>,
+        LaunchPersistent<8, true, false, 4>},
+       {LaunchPersistent<2, true, true, 4>, LaunchPersistent<4, true, true, 4>,
+        LaunchPersistent<8, true, true, 4>}}};
   const int rows_at_128_heads = plan.wide ? 2 : 1;
   const int step = plan.rows_per_block == rows_at_128_heads       ? 0
                    : plan.rows_per_block == 2 * rows_at_128_heads ? 1
                                                                   : 2;
-  return kLaunchers[plan.wide][plan.tma_keys][step](p, plan, key_map, scale_map,
-                                                    device, stream);
+  const int kind = plan.math_groups == 4 ? 2 : plan.wide ? 1 : 0;
+  return kLaunchers[kind][plan.tma_keys][step](p, plan, key_map, scale_map,
+                                               device, stream);
 }
 #endif  // DSA_GPU_CUDA
 

@@ -58,6 +58,12 @@ struct IndexerLogitsParams {
 #define DSA_INDEXER_LOGITS_KEYS(X) \
   X(kTma, "tma")                   \
   X(kCpAsync, "cp_async")
+// The persistent kernel's math warpgroups: two (ping-pong on wide blocks,
+// one-row decode tiles on m64n32 on narrow ones) or four (wide blocks, each
+// pair of groups on its own tiles).
+#define DSA_INDEXER_LOGITS_GROUPS(X) \
+  X(kTwo, "2")                       \
+  X(kFour, "4")
 
 #define DSA_INDEXER_ENUMERATOR(name, text) name,
 enum class IndexerLogitsBody : int32_t {
@@ -72,17 +78,22 @@ enum class IndexerLogitsKeys : int32_t {
   kAuto = 0,
   DSA_INDEXER_LOGITS_KEYS(DSA_INDEXER_ENUMERATOR)
 };
+enum class IndexerLogitsGroups : int32_t {
+  kAuto = 0,
+  DSA_INDEXER_LOGITS_GROUPS(DSA_INDEXER_ENUMERATOR)
+};
 #undef DSA_INDEXER_ENUMERATOR
 
 // What IndexerLogitsLaunch runs. Every field kAuto (the default, and what
 // the op layer passes) lets the heuristics choose; tests and benchmarks set
 // a field to run that variant instead, and the launch answers
-// kInvalidArgument, saying why, where it cannot run. A blocks or keys choice
-// other than kAuto asks for the persistent body.
+// kInvalidArgument, saying why, where it cannot run. A blocks, keys or
+// groups choice other than kAuto asks for the persistent body.
 struct IndexerLogitsOptions {
   IndexerLogitsBody body = IndexerLogitsBody::kAuto;
   IndexerLogitsBlocks blocks = IndexerLogitsBlocks::kAuto;
   IndexerLogitsKeys keys = IndexerLogitsKeys::kAuto;
+  IndexerLogitsGroups groups = IndexerLogitsGroups::kAuto;
 };
 
 // The top-k kernel's instances (indexer/heuristics.h picks one per launch;

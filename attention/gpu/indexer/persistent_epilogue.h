@@ -17,29 +17,42 @@
 
 namespace dsa::attention::gpu::indexer {
 
+// This thread's head weights read from shared memory where they are used
+// (weight[n]: columns 8n + 2 quad + e of its group's 128), in place of an
+// array of them in registers.
+struct SharedWeights {
+  const float* wsm;
+  int quad;
+  __device__ __forceinline__ float2 operator[](int n) const {
+    return *reinterpret_cast<const float2*>(wsm + 8 * n + 2 * quad);
+  }
+};
+
 // Adds to v[rs][r] this thread's relu(score) * weight terms of the 16
 // 8-column blocks (block n's accumulators at a[4 n ..]), positive scales
-// (applied later) or the literal relu(score * scale) form.
-template <int R, bool kPositive, int kAcc>
+// (applied later) or the literal relu(score * scale) form. Weights: float2
+// [16] in registers or SharedWeights.
+template <int R, bool kPositive, int kAcc, typename Weights>
 __device__ __forceinline__ void AddBlocks(const float (&a)[kAcc],
-                                          const float2 (&weight)[16],
+                                          const Weights& weight,
                                           const float (&sc)[2],
                                           float (&v)[2][R]) {
   constexpr int kBlocksPerRow = 16 / R;
 #pragma unroll
-  for (int rs = 0; rs < 2; ++rs) {
+  for (int n = 0; n < 16; ++n) {
+    const int r = n / kBlocksPerRow;
+    const float2 w = weight[n];
 #pragma unroll
-    for (int n = 0; n < 16; ++n) {
-      const int r = n / kBlocksPerRow;
+    for (int rs = 0; rs < 2; ++rs) {
       const float a0 = a[4 * n + 2 * rs];
       const float a1 = a[4 * n + 2 * rs + 1];
       if constexpr (kPositive) {
-        v[rs][r] = fmaf(fmaxf(a0, 0.0f), weight[n].x, v[rs][r]);
-        v[rs][r] = fmaf(fmaxf(a1, 0.0f), weight[n].y, v[rs][r]);
+        v[rs][r] = fmaf(fmaxf(a0, 0.0f), w.x, v[rs][r]);
+        v[rs][r] = fmaf(fmaxf(a1, 0.0f), w.y, v[rs][r]);
       } else {
         const float x0 = a0 * sc[rs], x1 = a1 * sc[rs];
-        if (x0 > 0.0f) v[rs][r] += x0 * weight[n].x;
-        if (x1 > 0.0f) v[rs][r] += x1 * weight[n].y;
+        if (x0 > 0.0f) v[rs][r] += x0 * w.x;
+        if (x1 > 0.0f) v[rs][r] += x1 * w.y;
       }
     }
   }
@@ -131,10 +144,10 @@ __device__ __forceinline__ void StoreTileLogits(
 // (zeros), stored inside the row's window. Positive scales (a real cache's
 // ue8m0) take the short form relu(s * scale) = scale * relu(s), the scale
 // applied once per sum; any other the literal one.
-template <int Rw, int R, int kAcc>
+template <int Rw, int R, int kAcc, typename Weights>
 __device__ __forceinline__ void Epilogue(
     const IndexerLogitsParams& p, const PsItem<R>& it, const PsMine& mine,
-    const PsLane& lane, const float (&acc)[kAcc], const float2 (&weight)[16],
+    const PsLane& lane, const float (&acc)[kAcc], const Weights& weight,
     const float (&sc)[2], bool positive, int32_t t, float (&v)[2][Rw]) {
   if (positive) {
     AddBlocks<Rw, true>(acc, weight, sc, v);

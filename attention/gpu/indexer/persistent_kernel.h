@@ -6,12 +6,14 @@
 // L2 (the window sizes x 128 bytes per block of rows), not the matrix cores,
 // paced the matrix kernel. So, as in DeepGEMM's fp8_mqa_logits, a CTA per
 // multiprocessor walks (row block, key chunk) items, longest first, in a
-// zigzag (persistent_work.h), with three warpgroups in roles:
+// zigzag (persistent_work.h), with warps in roles (PersistentRoles,
+// config.h):
 //   - Producer (persistent_producer.h): -inf outside the rows' windows, the
 //     item's queries and head weights into a two-deep ring, its key tiles
 //     into a ring of Persistent::kStages stages (TMA or cp.async);
-//   - two MathGroups (persistent_math.h): wgmma products of each tile by
-//     128 (row, head) columns, then the Epilogue (persistent_epilogue.h).
+//   - two or four MathGroups (persistent_math.h): wgmma products of each
+//     tile by 128 (row, head) columns, then the Epilogue
+//     (persistent_epilogue.h).
 // Layout of the dynamic shared memory: PersistentSmem (config.h).
 // Device-compiler sources only (NVIDIA).
 #ifndef DSA_ATTENTION_GPU_INDEXER_PERSISTENT_KERNEL_H_
@@ -39,13 +41,15 @@ namespace dsa::attention::gpu::indexer {
 
 // kTma: key tiles and scales arrive by TMA through key_map / scale_map
 // (block_size a multiple of 64; see logits_launch.hip.cc), else by cp.async.
-template <::dsa::gpu::Fp8Format F, int R, bool kWide, bool kTma>
-__global__ void __launch_bounds__(Persistent::kThreads, 1)
+template <::dsa::gpu::Fp8Format F, int R, bool kWide, bool kTma, int kGroups>
+__global__ void __launch_bounds__(PersistentRoles<kGroups>::kThreads, 1)
     IndexerLogitsPersistentKernel(IndexerLogitsParams p, int splits,
                                   const __grid_constant__ CUtensorMap key_map,
                                   const __grid_constant__ CUtensorMap
                                       scale_map) {
   using L = PersistentSmem<kWide>;
+  using Roles = PersistentRoles<kGroups>;
+  static_assert(kWide || kGroups == 2, "four math groups take wide blocks");
   if constexpr (::dsa::gpu::kHasWarpgroupFp8Mma &&
                 F == ::dsa::gpu::Fp8Format::kE4m3fn) {
     using WG = ::dsa::gpu::WarpgroupFp8Mma<kDependent<kHeadDim, F>>;
@@ -62,24 +66,32 @@ __global__ void __launch_bounds__(Persistent::kThreads, 1)
     const int lane = tid % kDsaWarpSize;
     if (tid == 0) {
       for (int s = 0; s < Persistent::kStages; ++s) {
-        MbarInit(bars.FullKeys(s), kTma ? 1 : Persistent::kProducerThreads);
-        MbarInit(bars.EmptyKeys(s), kWide ? Persistent::kMathThreads : 128);
+        MbarInit(bars.FullKeys(s), kTma ? 1 : Roles::kProducerThreads);
+        MbarInit(bars.EmptyKeys(s),
+                 (kWide ? Persistent::kWideGroups : 1) * 128);
       }
       for (int s = 0; s < Persistent::kQueryStages; ++s) {
-        MbarInit(bars.FullQueries(s), Persistent::kProducerThreads);
-        MbarInit(bars.EmptyQueries(s), Persistent::kMathThreads);
+        MbarInit(bars.FullQueries(s), QueryCopiers<kTma, kGroups>());
+        MbarInit(bars.EmptyQueries(s), Roles::kMathThreads);
       }
       MbarFenceInit();
     }
     __syncthreads();
 
     const PsWalk walk = WalkOf<R>(p, splits);
-    if (tid >= Persistent::kMathThreads) {
-      Producer<R, kWide, kTma, WG>(p, walk, base, bars, key_map, scale_map,
-                                   tid - Persistent::kMathThreads, lane);
+    if (tid >= Roles::kMathThreads) {
+      if constexpr (Roles::kReallocate) {
+        WarpgroupRegsDecrease<Roles::kProducerRegisters>();
+      }
+      Producer<R, kWide, kTma, kGroups, WG>(p, walk, base, bars, key_map,
+                                            scale_map,
+                                            tid - Roles::kMathThreads, lane);
       return;
     }
-    MathGroup<R, kWide, kTma, WG>(p, walk, smem, bars);
+    if constexpr (Roles::kReallocate) {
+      WarpgroupRegsIncrease<Roles::kMathRegisters>();
+    }
+    MathGroup<R, kWide, kTma, kGroups, WG>(p, walk, smem, bars);
   } else {
     (void)p;
     (void)splits;
@@ -88,7 +100,7 @@ __global__ void __launch_bounds__(Persistent::kThreads, 1)
   }
 }
 
-template <int R, bool kWide, bool kTma>
+template <int R, bool kWide, bool kTma, int kGroups>
 LaunchResult LaunchPersistent(const IndexerLogitsParams& p,
                               const LogitsPlan& plan,
                               const CUtensorMap& key_map,
@@ -96,13 +108,13 @@ LaunchResult LaunchPersistent(const IndexerLogitsParams& p,
                               hipStream_t stream) {
   constexpr auto kernel =
       &IndexerLogitsPersistentKernel<::dsa::gpu::Fp8Format::kE4m3fn, R, kWide,
-                                     kTma>;
+                                     kTma, kGroups>;
   constexpr int kBytes = PersistentSmem<kWide>::kSmemBytes;
   const LaunchResult r = OptInSharedMemory<kernel, kBytes>(
       device, "indexer_logits: shared memory opt-in");
   if (!r.ok()) return r;
-  kernel<<<static_cast<unsigned>(plan.grid), Persistent::kThreads, kBytes,
-           stream>>>(p, plan.splits, key_map, scale_map);
+  kernel<<<static_cast<unsigned>(plan.grid), PersistentRoles<kGroups>::kThreads,
+           kBytes, stream>>>(p, plan.splits, key_map, scale_map);
   return CheckLaunch("indexer_logits");
 }
 

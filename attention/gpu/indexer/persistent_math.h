@@ -1,10 +1,12 @@
 // The persistent kernel's math warpgroups (persistent_kernel.h): each takes
-// the key tiles of the ring (wide blocks: every tile, by its own 128
-// columns; narrow blocks: alternate tiles), multiplies them by the item's
-// queries with wgmma m64n128k32 (4 back to back), and runs the epilogue
-// (persistent_epilogue.h) without any block-wide barrier. On wide blocks the
-// two groups take turns to issue their products (PingPong), so that one
-// group's epilogue runs under the other's products. On narrow blocks of
+// its key tiles of the ring (narrow blocks, two groups: alternate tiles;
+// wide blocks: a pair of groups on every kGroups / 2-th tile, each by its
+// own 128 columns), multiplies them by the item's queries with wgmma m64n128k32
+// (4 back to back), and runs the epilogue (persistent_epilogue.h) without any
+// block-wide barrier. With two groups on wide blocks the groups take turns
+// to issue their products (PingPong), so that one group's epilogue runs
+// under the other's products; with four, three groups' epilogues run under
+// the fourth's products. On narrow blocks of
 // 32-head rows, a tile whose run is one row (decode) multiplies only that
 // row's 32 columns (m64n32). Device-compiler sources only (NVIDIA).
 #ifndef DSA_ATTENTION_GPU_INDEXER_PERSISTENT_MATH_H_
@@ -22,6 +24,17 @@
 #include "attention/gpu/indexer/persistent_work.h"
 
 namespace dsa::attention::gpu::indexer {
+
+// This thread's head weights of its group's 128 columns: columns 8n +
+// 2 quad + e.
+__device__ __forceinline__ void LoadWeights(const float* wsm,
+                                            const PsLane& lane,
+                                            float2 (&weight)[16]) {
+#pragma unroll
+  for (int n = 0; n < 16; ++n) {
+    weight[n] = *reinterpret_cast<const float2*>(wsm + 8 * n + 2 * lane.quad);
+  }
+}
 
 // A tile whose run is one 32-head row (decode: rows of different
 // requests): an m64n32 product of that row's columns and a quarter of the
@@ -66,29 +79,37 @@ __device__ __forceinline__ bool OneRowTile(
 
 // The math role of warpgroup `group`: every item of this CTA's walk, in
 // the producer's order.
-template <int R, bool kWide, bool kTma, typename WG>
+template <int R, bool kWide, bool kTma, int kGroups, typename WG>
 __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
                                           const PsWalk& walk,
                                           const uint8_t* smem,
                                           const PsBarriers& bars) {
   using L = PersistentSmem<kWide>;
+  using Roles = PersistentRoles<kGroups>;
   constexpr int kHeads = L::kBlockCols / R;
+  // Groups on each tile (each its own 128 columns), and the turns of the
+  // tiles: tile g goes to the groups of turn g % kTurns.
+  constexpr int kTileGroups = kWide ? Persistent::kWideGroups : 1;
+  constexpr int kTurns = kGroups / kTileGroups;
+  constexpr bool kPingPong = kWide && kGroups == 2;
   // Rows of a math group's 128 columns.
-  constexpr int Rw = kWide ? R / Persistent::kMathGroups : R;
+  constexpr int Rw = R / kTileGroups;
   static_assert(Rw >= 1, "a math group holds whole rows");
   const int tid = threadIdx.x;
   const int lane_id = tid % kDsaWarpSize;
   const int warp = tid / kDsaWarpSize;
   const int group = warp / 4;
+  const int half = group % kTileGroups;  // which 128 columns of the block
+  const int turn = group / kTileGroups;
   const int warp_in_group = warp % 4;
   const int key_row = 16 * warp_in_group + lane_id / 4;
-  const int row_off = kWide ? group * Rw : 0;  // this group's first row
+  const int row_off = half * Rw;  // this group's first row
   const PsLane lane{key_row, lane_id % 4};
-  const PingPong<Persistent::kMathThreads> ping_pong{group};
+  const PingPong<Roles::kMathThreads> ping_pong{group};
   float acc[WG::kAccPerThread];
-  int64_t g = 0;                           // key tiles of this CTA
-  uint64_t j = 0;                          // items
-  if constexpr (kWide) ping_pong.Start();  // group 0 issues first
+  int64_t g = 0;                               // key tiles of this CTA
+  uint64_t j = 0;                              // items
+  if constexpr (kPingPong) ping_pong.Start();  // group 0 issues first
   for (int64_t round = 0; walk.More(round); ++round) {
     const int64_t item = PsItemIndex(round);
     if (item >= walk.items) continue;
@@ -101,20 +122,17 @@ __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
     MbarWait(bars.FullQueries(qs), QueryRing::FullParity(j));
     // This thread's head weights: columns 8n + 2 quad + e.
     const float* wsm = reinterpret_cast<const float*>(smem + L::kWeightOffset) +
-                       qs * L::kBlockCols +
-                       (kWide ? group * Persistent::kCols : 0);
+                       qs * L::kBlockCols + half * Persistent::kCols;
+    // With two groups they stay in registers for the item; with four (fewer
+    // registers a thread) they are read again at each tile, where used.
     float2 weight[16];
-#pragma unroll
-    for (int n = 0; n < 16; ++n) {
-      weight[n] = *reinterpret_cast<const float2*>(wsm + 8 * n + 2 * lane.quad);
-    }
+    if constexpr (Roles::kWeightsInRegisters) LoadWeights(wsm, lane, weight);
+    const SharedWeights shared_weight{wsm, lane.quad};
     const uint8_t* q_tile = smem + L::kQOffset + qs * L::kQBytes +
-                            (kWide ? group * Persistent::kCols * kHeadDim : 0);
+                            half * Persistent::kCols * kHeadDim;
 
     for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
-      if (!kWide && static_cast<int>(g % Persistent::kMathGroups) != group) {
-        continue;
-      }
+      if (kTurns > 1 && static_cast<int>(g % kTurns) != turn) continue;
       const int s = KeyRing::Stage(g);
       MbarWait(bars.FullKeys(s), KeyRing::FullParity(g));
       __syncwarp();  // wgmma is .aligned: the warp issues it converged
@@ -125,11 +143,11 @@ __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
           continue;
         }
       }
-      // Wide blocks: wait for this group's turn, issue, pass the turn.
-      if constexpr (kWide) ping_pong.WaitTurn();
+      // Ping-pong: wait for this group's turn, issue, pass the turn.
+      if constexpr (kPingPong) ping_pong.WaitTurn();
       WG::template IssueAs<kTma, true>(acc, k_tile, q_tile,
                                        /*accumulate=*/false);
-      if constexpr (kWide) ping_pong.PassTurn();
+      if constexpr (kPingPong) ping_pong.PassTurn();
       const float* scales =
           reinterpret_cast<const float*>(smem + L::kScaleOffset) +
           s * kTileKeys;
@@ -147,12 +165,16 @@ __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
           __all_sync(DSA_FULL_WARP_MASK, sc[0] > 0.0f && sc[1] > 0.0f);
       WG::Wait(acc);
       MbarArrive(bars.EmptyKeys(s));
-      Epilogue(p, it, mine, lane, acc, weight, sc, positive, t, v);
+      if constexpr (Roles::kWeightsInRegisters) {
+        Epilogue(p, it, mine, lane, acc, weight, sc, positive, t, v);
+      } else {
+        Epilogue(p, it, mine, lane, acc, shared_weight, sc, positive, t, v);
+      }
     }
     MbarArrive(bars.EmptyQueries(qs));
     ++j;
   }
-  if constexpr (kWide) ping_pong.Finish();
+  if constexpr (kPingPong) ping_pong.Finish();
 }
 
 }  // namespace dsa::attention::gpu::indexer
