@@ -38,7 +38,8 @@
 #      JSON in $OUT/bench_<n>.json.
 # DSA_GPU_SKIP_TIMING=1 leaves out the SASS census and step 4 (a check-only
 # run), DSA_GPU_SKIP_SANITIZER=1 step 3; DSA_GPU_STEPS=6 (a comma list of
-# step numbers) runs only those. prefill_bench runs GLM-5.1 and then GLM-5.2
+# step numbers) runs only those, and by default a payload packed for some
+# steps (build_payload.sh's DSA_GPU_STEPS) runs those of 1 to 6 it holds. prefill_bench runs GLM-5.1 and then GLM-5.2
 # with MTP=3, every workload, --op_times=true (DSA_GPU_PREFILL_MODELS=glm-5.2
 # runs one of them: each takes most of a 600 s call); DSA_GPU_PREFILL_ARGS
 # adds to its flags (e.g. --prompts=8), DSA_GPU_PREFILL_GLM52_ARGS to
@@ -55,9 +56,15 @@ mkdir -p "$out"
 work=/tmp/dsa_gpu_run
 rm -rf "$work" && mkdir -p "$work/bin"
 mkdir -p "$work/plugins"
+if [ ! -d "$payload/bin" ]; then
+  echo "device_run.sh: no payload at $payload (testing/gpu/build_payload.sh makes it)" >&2
+  exit 2
+fi
+shopt -s nullglob
 for f in "$payload"/bin/*.gz; do gzip -dc "$f" > "$work/bin/$(basename "$f" .gz)"; done
 for f in "$payload"/plugins/*.gz; do gzip -dc "$f" > "$work/plugins/$(basename "$f" .gz)"; done
 chmod +x "$work"/bin/*
+shopt -u nullglob
 B="$work/bin"
 # Carried Abseil/protobuf; cuBLASLt from the CUDA toolkit (dlopened by the
 # cuda platform's GEMM).
@@ -71,7 +78,19 @@ if [ -z "${DSA_NCCL_LIBRARY:-}" ]; then
 fi
 exec > >(tee "$out/device_run.txt") 2>&1
 
-steps="${DSA_GPU_STEPS:-1,2,3,4,5,6}"  # 7 and 8 run only when asked
+steps="${DSA_GPU_STEPS:-1,2,3,4,5,6}"  # 7, 8 and 9 run only when asked
+# A payload packed for some steps (build_payload.sh with DSA_GPU_STEPS) holds
+# the binaries of those only: the others are left out, and said so.
+if [ -f "$payload/STEPS" ]; then
+  packed="$(cat "$payload/STEPS")" kept=""
+  for s in ${steps//,/ }; do
+    if [[ ",$packed," == *",$s,"* ]]; then kept="${kept:+$kept,}$s"
+    elif [ -n "${DSA_GPU_STEPS:-}" ]; then
+      echo "device_run.sh: step $s is not in the payload (packed for steps $packed); left out"
+    fi
+  done
+  steps="$kept"
+fi
 # True when step $1 is to run.
 want() { [[ ",$steps," == *",$1,"* ]]; }
 
