@@ -17,6 +17,8 @@
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_LAUNCH_H_
 #define DSA_ATTENTION_GPU_SPARSE_MLA_LAUNCH_H_
 
+#include <cstdint>
+
 #include "attention/gpu/device/launch_result.h"
 #include "attention/gpu/sparse_mla/params.h"
 
@@ -51,6 +53,22 @@ LaunchResult SparseMlaLaunch(const SparseMlaParams& params, void* stream);
 // (kInvalidArgument).
 LaunchResult SparseMlaLaunchOnPath(const SparseMlaParams& params,
                                    const char* path, void* stream);
+
+// The bf16 workspaces that the seesaw body reads over an fp8_ds_mla cache,
+// written alone, for tests that compare them to the bit (kernels.h:
+// LaunchDequantiseCache, LaunchGatherDequantise): every position of the
+// call's requests (`rows`: num_requests * max_blocks_per_request *
+// block_size rows of 576 bf16; `table`: num_requests *
+// max_blocks_per_request ints), or query rows [begin, begin + rows)'s top-k
+// entries (`workspace`: rows * topk rows of 576 bf16; `table`: rows * topk
+// + 2 * rows ints).
+LaunchResult SparseMlaDequantiseCacheWorkspace(const SparseMlaParams& params,
+                                               void* rows, int32_t* table,
+                                               void* stream);
+LaunchResult SparseMlaGatherWorkspace(const SparseMlaParams& params,
+                                      int64_t begin, int64_t rows,
+                                      void* workspace, int32_t* table,
+                                      void* stream);
 
 // Which attention kernel SparseMlaLaunch picks (sparse_mla/heuristics.h,
 // the one place that decides): "seesaw" (the sm_90a seesaw kernel: 64
