@@ -14,9 +14,10 @@
 # bin/sparse_mla_bench.gz, bin/sparse_mla_bench_before.gz (the bench built
 # at the commit before the rewrite), bin/mla_ops_test.gz (bazel build
 # --config=cuda --dynamic_mode=off -c opt, stripped, gzipped), lib/
-# (Debian's Abseil and protobuf objects they link, per ldd), COMMIT. Run
-# from the repository root (torch_baseline.py is read from
-# attention/gpu/sparse_mla, its helpers from attention/gpu/device).
+# (Debian's Abseil and protobuf objects they link, per ldd),
+# torch_baseline.py and torch_timing.py (attention/gpu/sparse_mla, device),
+# COMMIT. Needs nothing else of the tree it runs in (the device machine
+# runs in the session's own checkout, whatever worktree built the folder).
 set -u -o pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-/tmp/decode_out}"; mkdir -p "$out"
@@ -91,7 +92,7 @@ for b in "$B" "$B0"; do
   grep -E "^  [A-Za-z_].*\(|gpu__time_duration|dram__bytes" "$out/ncu_$(basename "$b").txt" | sed 's/(dsa::attention[^)]*)//' | cut -c1-150 | head -24
 done
 echo "== $(el) torch"
-PYTHONPATH="$PWD/attention/gpu/device" timeout $(lim 80) python3 attention/gpu/sparse_mla/torch_baseline.py --modes=decode --iters=3 > "$out/torch.txt" 2>&1; echo "rc $?"
+PYTHONPATH="$here" timeout $(lim 80) python3 "$here/torch_baseline.py" --modes=decode --iters=3 > "$out/torch.txt" 2>&1; echo "rc $?"
 tail -2 "$out/torch.txt"
 echo "== $(el) table"
 for f in bench bench_before; do
