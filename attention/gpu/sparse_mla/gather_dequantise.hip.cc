@@ -14,6 +14,9 @@
 // the row's request and length, the index and its block-table entry, the
 // table entry beside the length rather than after it), then each group of
 // 32 threads issues the loads of 8 entries before it converts the first.
+// How many batches a group copies is the plan's (heuristics.cc): four at
+// 32 rows of top-k 2048 (512 blocks of 128 pairs), one for a single row (64
+// blocks of 32), so that a small pass still spreads over the chip.
 // The conversion is DequantiseEntry's (row_access.h: Fp8PairToBf16 of each
 // code with its tile's scale, the rope copied), so the workspace is the
 // same to the bit; only which lane moves which bytes differs.
@@ -87,16 +90,17 @@ __device__ __forceinline__ int64_t ResolvePair(const SparseMlaParams& p,
          static_cast<int64_t>(idx % p.block_size) * p.cache_token_stride;
 }
 
-// Grid: ceil(rows * topk / kPairsPerBlock) blocks of kThreads.
+// Grid: ceil(rows * topk / (kPairsPerBatch * batches)) blocks of kThreads.
 template <Fp8Format F>
 __global__ void __launch_bounds__(gathered::kThreads)
     GatherDequantiseKernel(SparseMlaParams p, int64_t begin, int64_t rows,
-                           uint16_t* workspace, int32_t* table) {
+                           int batches, uint16_t* workspace, int32_t* table) {
   using namespace gathered;
-  __shared__ int64_t offsets[kPairsPerBlock];
+  __shared__ int64_t offsets[kThreads];
   const int64_t pairs = rows * p.topk;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kPairsPerBlock;
-  {
+  const int per_block = kPairsPerBatch * batches;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * per_block;
+  if (static_cast<int>(threadIdx.x) < per_block) {
     const int64_t pair = first + static_cast<int>(threadIdx.x);
     int64_t off = -1;
     if (pair < pairs) {
@@ -115,8 +119,8 @@ __global__ void __launch_bounds__(gathered::kThreads)
   __syncthreads();
   const int lane = static_cast<int>(threadIdx.x) % kGroupThreads;
   const int own =
-      static_cast<int>(threadIdx.x) / kGroupThreads * kPairsPerGroup;
-  for (int b = own; b < own + kPairsPerGroup; b += kPairsInFlight) {
+      static_cast<int>(threadIdx.x) / kGroupThreads * kPairsInFlight * batches;
+  for (int b = own; b < own + kPairsInFlight * batches; b += kPairsInFlight) {
     int64_t off[kPairsInFlight];
     EntryPiece piece[kPairsInFlight] = {};
 #pragma unroll
@@ -136,11 +140,15 @@ __global__ void __launch_bounds__(gathered::kThreads)
 }  // namespace
 
 LaunchResult LaunchGatherDequantise(const SparseMlaParams& p, int64_t begin,
-                                    int64_t rows, uint16_t* workspace,
-                                    int32_t* table, hipStream_t stream) {
+                                    int64_t rows, int batches,
+                                    uint16_t* workspace, int32_t* table,
+                                    hipStream_t stream) {
+  if (batches < 1 || batches > gathered::kMaxBatches) {
+    return Invalid(kOp, "%d batches a group of the gather pass", batches);
+  }
   const int64_t pairs = rows * p.topk;
-  const int64_t blocks =
-      (pairs + gathered::kPairsPerBlock - 1) / gathered::kPairsPerBlock;
+  const int64_t per_block = int64_t{gathered::kPairsPerBatch} * batches;
+  const int64_t blocks = (pairs + per_block - 1) / per_block;
   if (blocks < 1 || blocks > 0x7fffffff) {
     return Invalid(kOp, "%lld (row, top-k) pairs to gather",
                    static_cast<long long>(pairs));
@@ -153,7 +161,7 @@ LaunchResult LaunchGatherDequantise(const SparseMlaParams& p, int64_t begin,
                     : &GatherDequantiseKernel<Fp8Format::kE4m3fn>;
   hipLaunchKernelGGL(kernel, dim3(static_cast<unsigned>(blocks)),
                      dim3(gathered::kThreads), 0, stream, p, begin, rows,
-                     workspace, table);
+                     batches, workspace, table);
   return CheckLaunch(kOp);
 }
 

@@ -163,6 +163,16 @@ Plan PlanFor(Body body, const SparseMlaParams& p, const DeviceFeatures& f) {
     if (most < plan.chunk_rows) plan.chunk_rows = most > 0 ? most : 1;
     const int64_t passes = (p.tokens + plan.chunk_rows - 1) / plan.chunk_rows;
     plan.chunk_rows = (p.tokens + passes - 1) / passes;
+    // More batches a group keep more of a block's resolved offsets in use;
+    // fewer leave more blocks for a small pass (1 row of top-k 2048: 64
+    // blocks of one batch, not 16 of four).
+    const int64_t pairs = plan.chunk_rows * p.topk;
+    plan.gather_batches = gathered::kMaxBatches;
+    while (plan.gather_batches > 1 && pairs < int64_t{2} * f.multiprocessors *
+                                                  gathered::kPairsPerBatch *
+                                                  plan.gather_batches) {
+      plan.gather_batches /= 2;
+    }
   }
   // Few rows (decode): split each row's top-k list so that the grid covers
   // every multiprocessor, at least 256 indices per split; whole waves:

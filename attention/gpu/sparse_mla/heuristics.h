@@ -96,6 +96,10 @@ struct Plan {
   // arena the profile run grew never depends on its requests' lengths.
   // 0: none.
   int64_t workspace_rows = 0;
+  // kSeesawGathered: batches of gathered::kPairsInFlight entries each group
+  // of the gather pass copies (config.h: gathered::), the most that leaves
+  // a pass at least 2 blocks a multiprocessor; 0 otherwise.
+  int gather_batches = 0;
 };
 
 // The plan of the body ChooseBody picks: PlanFor(ChooseBody(...), ...).

@@ -167,6 +167,14 @@ TEST(SparseMlaHeuristicsTest,
   SparseMlaParams fnuz = decode(64, 512);
   fnuz.cache_type = kFnuz;
   EXPECT_EQ(ChooseBody(fnuz, f), Body::kSeesawFp8);
+  // The gather pass's batches a group: four at 32 rows of top-k 2048 (512
+  // blocks), fewer where a pass would leave multiprocessors idle.
+  EXPECT_EQ(MakePlan(decode(128, 32), f).gather_batches, 4);
+  EXPECT_EQ(MakePlan(decode(128, 16), f).gather_batches, 2);
+  EXPECT_EQ(MakePlan(decode(128, 4), f).gather_batches, 1);
+  EXPECT_EQ(MakePlan(decode(128, 1), f).gather_batches, 1);
+  EXPECT_EQ(MakePlan(decode(128, 512), f).gather_batches, 4);  // passes of 103
+  EXPECT_EQ(MakePlan(decode(64, 128), f).gather_batches, 0);   // seesaw-fp8
   // 72 heads: two head groups.
   EXPECT_EQ(ChooseBody(decode(72, 512), f), Body::kSeesawGathered);
   // An unknown multiprocessor count: no split, so 64 heads on the producer.

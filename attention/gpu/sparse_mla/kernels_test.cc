@@ -918,86 +918,96 @@ void CheckGatherWorkspace(LatentCacheType cache_type) {
   ASSERT_LAUNCH(d_all_table.Allocate(requests * max_blocks * 4));
   ASSERT_LAUNCH(d_gathered.Allocate(pairs * kRowBytes));
   ASSERT_LAUNCH(d_gathered_table.Allocate((pairs + 2 * rows) * 4));
-  ASSERT_LAUNCH(DeviceMemset(d_gathered.get<void>(), 0xab, d_gathered.bytes()));
-  ASSERT_LAUNCH(DeviceMemset(d_gathered_table.get<void>(), 0x55,
-                             d_gathered_table.bytes()));
   ASSERT_LAUNCH(SparseMlaDequantiseCacheWorkspace(
       p, d_all.get<void>(), d_all_table.get<int32_t>(), nullptr));
-  ASSERT_LAUNCH(SparseMlaGatherWorkspace(p, begin, rows, d_gathered.get<void>(),
-                                         d_gathered_table.get<int32_t>(),
-                                         nullptr));
+  std::vector<uint16_t> all;
   ASSERT_LAUNCH(DeviceSynchronize());
-  std::vector<uint16_t> all, gathered;
-  std::vector<int32_t> gathered_table;
   ASSERT_LAUNCH(d_all.Download(&all));
-  ASSERT_LAUNCH(d_gathered.Download(&gathered));
-  ASSERT_LAUNCH(d_gathered_table.Download(&gathered_table));
+  // Each count of batches a group (config.h: gathered::kMaxBatches), so
+  // that the blocks' pairs end mid-row, mid-batch and past the last pair.
+  for (int batches = 1; batches <= 4; batches *= 2) {
+    SCOPED_TRACE(batches);
+    ASSERT_LAUNCH(
+        DeviceMemset(d_gathered.get<void>(), 0xab, d_gathered.bytes()));
+    ASSERT_LAUNCH(DeviceMemset(d_gathered_table.get<void>(), 0x55,
+                               d_gathered_table.bytes()));
+    ASSERT_LAUNCH(SparseMlaGatherWorkspace(
+        p, begin, rows, batches, d_gathered.get<void>(),
+        d_gathered_table.get<int32_t>(), nullptr));
+    ASSERT_LAUNCH(DeviceSynchronize());
+    std::vector<uint16_t> gathered;
+    std::vector<int32_t> gathered_table;
+    ASSERT_LAUNCH(d_gathered.Download(&gathered));
+    ASSERT_LAUNCH(d_gathered_table.Download(&gathered_table));
 
-  int64_t valid = 0, failures = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = begin + r;
-    EXPECT_EQ(gathered_table[pairs + r], r);
-    EXPECT_EQ(gathered_table[pairs + rows + r], kTopk);
-    const int32_t req = token_request[t];
-    for (int i = 0; i < kTopk; ++i) {
-      const int64_t pair = r * kTopk + i;
-      const uint16_t* got = gathered.data() + pair * kDim;
-      const int32_t idx = indices[t * kTopk + i];
-      int32_t block = -1;
-      if (req >= 0 && req < requests && idx >= 0 && idx < seq_lens[req]) {
-        block = table[req * table_stride + idx / kBs];
-      }
-      if (block < 0 || block >= num_blocks) {
-        if (gathered_table[pair] != -1 && failures++ < 5) {
-          ADD_FAILURE() << "row " << t << " entry " << i << " (index " << idx
-                        << "): table " << gathered_table[pair] << ", not -1";
+    int64_t valid = 0, failures = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t t = begin + r;
+      EXPECT_EQ(gathered_table[pairs + r], r);
+      EXPECT_EQ(gathered_table[pairs + rows + r], kTopk);
+      const int32_t req = token_request[t];
+      for (int i = 0; i < kTopk; ++i) {
+        const int64_t pair = r * kTopk + i;
+        const uint16_t* got = gathered.data() + pair * kDim;
+        const int32_t idx = indices[t * kTopk + i];
+        int32_t block = -1;
+        if (req >= 0 && req < requests && idx >= 0 && idx < seq_lens[req]) {
+          block = table[req * table_stride + idx / kBs];
         }
-        for (int d = 0; d < kDim; ++d) {
-          if (got[d] != 0xabab && failures++ < 5) {
-            ADD_FAILURE() << "row " << t << " entry " << i
-                          << ": written, index " << idx << " names no entry";
-            break;
+        if (block < 0 || block >= num_blocks) {
+          if (gathered_table[pair] != -1 && failures++ < 5) {
+            ADD_FAILURE() << "row " << t << " entry " << i << " (index " << idx
+                          << "): table " << gathered_table[pair] << ", not -1";
           }
+          for (int d = 0; d < kDim; ++d) {
+            if (got[d] != 0xabab && failures++ < 5) {
+              ADD_FAILURE() << "row " << t << " entry " << i
+                            << ": written, index " << idx << " names no entry";
+              break;
+            }
+          }
+          continue;
         }
-        continue;
-      }
-      ++valid;
-      if (gathered_table[pair] != i && failures++ < 5) {
-        ADD_FAILURE() << "row " << t << " entry " << i << ": table "
-                      << gathered_table[pair];
-      }
-      const uint16_t* ref = all.data() + (req * capacity + idx) * kDim;
-      if (std::memcmp(got, ref, kRowBytes) != 0 && failures++ < 5) {
-        ADD_FAILURE() << "row " << t << " entry " << i << " (index " << idx
-                      << "): not the every-position pass's bits";
-      }
-      const uint8_t* e =
-          cache.data() + (int64_t{block} * kBs + idx % kBs) * kTokenStride;
-      for (int d = 0; d < kDim; ++d) {
-        uint16_t want;
-        bool nan = false;  // any NaN (the pass's bits are checked above)
-        if (d < kLora) {
-          float scale;
-          std::memcpy(&scale, e + kLora + 4 * (d / 128), 4);
-          const float x = Fp8ToFloat(e[d], traits) * scale;
-          nan = std::isnan(x);
-          want = nan ? 0x7fc0 : Bf16Bits(x);  // exact: power-of-two scales
-        } else {
-          std::memcpy(&want, e + kLora + 16 + 2 * (d - kLora), 2);
+        ++valid;
+        if (gathered_table[pair] != i && failures++ < 5) {
+          ADD_FAILURE() << "row " << t << " entry " << i << ": table "
+                        << gathered_table[pair];
         }
-        const bool same = nan ? (got[d] & 0x7fffu) > 0x7f80u : got[d] == want;
-        if (!same && failures++ < 5) {
-          ADD_FAILURE() << "row " << t << " entry " << i << " dim " << d
-                        << ": got 0x" << std::hex << got[d] << ", expected 0x"
-                        << want << std::dec;
+        const uint16_t* ref = all.data() + (req * capacity + idx) * kDim;
+        if (std::memcmp(got, ref, kRowBytes) != 0 && failures++ < 5) {
+          ADD_FAILURE() << "row " << t << " entry " << i << " (index " << idx
+                        << "): not the every-position pass's bits";
+        }
+        const uint8_t* e =
+            cache.data() + (int64_t{block} * kBs + idx % kBs) * kTokenStride;
+        for (int d = 0; d < kDim; ++d) {
+          uint16_t want;
+          bool nan = false;  // any NaN (the pass's bits are checked above)
+          if (d < kLora) {
+            float scale;
+            std::memcpy(&scale, e + kLora + 4 * (d / 128), 4);
+            const float x = Fp8ToFloat(e[d], traits) * scale;
+            nan = std::isnan(x);
+            want = nan ? 0x7fc0 : Bf16Bits(x);  // exact: power-of-two scales
+          } else {
+            std::memcpy(&want, e + kLora + 16 + 2 * (d - kLora), 2);
+          }
+          const bool same = nan ? (got[d] & 0x7fffu) > 0x7f80u : got[d] == want;
+          if (!same && failures++ < 5) {
+            ADD_FAILURE() << "row " << t << " entry " << i << " dim " << d
+                          << ": got 0x" << std::hex << got[d] << ", expected 0x"
+                          << want << std::dec;
+          }
         }
       }
     }
+    EXPECT_EQ(failures, 0);
+    EXPECT_GT(valid, rows * 50);
+    std::printf(
+        "  gather pass, %d batches a group: %lld of %lld pairs valid, %s\n",
+        batches, static_cast<long long>(valid), static_cast<long long>(pairs),
+        failures == 0 ? "equal to the bit" : "NOT equal");
   }
-  EXPECT_EQ(failures, 0);
-  EXPECT_GT(valid, rows * 50);
-  std::printf("  gather pass: %lld of %lld pairs valid, equal to the bit\n",
-              static_cast<long long>(valid), static_cast<long long>(pairs));
 }
 
 TEST(SparseMlaGatherTest, E4m3fnWorkspaceEqualsEveryPositionPassToTheBit) {

@@ -61,12 +61,13 @@ LaunchResult SparseMlaLaunchOnPath(const SparseMlaParams& params,
 // block_size rows of 576 bf16; `table`: num_requests *
 // max_blocks_per_request ints), or query rows [begin, begin + rows)'s top-k
 // entries (`workspace`: rows * topk rows of 576 bf16; `table`: rows * topk
-// + 2 * rows ints).
+// + 2 * rows ints), each group of the pass copying `batches` batches of
+// entries (0: as the plan of such a call picks).
 LaunchResult SparseMlaDequantiseCacheWorkspace(const SparseMlaParams& params,
                                                void* rows, int32_t* table,
                                                void* stream);
 LaunchResult SparseMlaGatherWorkspace(const SparseMlaParams& params,
-                                      int64_t begin, int64_t rows,
+                                      int64_t begin, int64_t rows, int batches,
                                       void* workspace, int32_t* table,
                                       void* stream);
 

@@ -288,8 +288,8 @@ LaunchResult RunMatrix(const SparseMlaParams& p, const Plan& plan, int device,
       p.tokens, plan.chunk_rows, [&](int64_t begin, int64_t rows) {
         LaunchResult chunk;
         if (plan.body == Body::kSeesawGathered) {
-          chunk = LaunchGatherDequantise(p, begin, rows, workspace,
-                                         workspace_table, stream);
+          chunk = LaunchGatherDequantise(p, begin, rows, plan.gather_batches,
+                                         workspace, workspace_table, stream);
           if (chunk.ok()) {
             chunk = LaunchAttention(
                 OverGathered(p, begin, rows, workspace, workspace_table), plan,
@@ -356,8 +356,9 @@ LaunchResult SparseMlaDequantiseCacheWorkspace(const SparseMlaParams& p,
 }
 
 LaunchResult SparseMlaGatherWorkspace(const SparseMlaParams& p, int64_t begin,
-                                      int64_t rows, void* workspace,
-                                      int32_t* table, void* stream) {
+                                      int64_t rows, int batches,
+                                      void* workspace, int32_t* table,
+                                      void* stream) {
   const LaunchResult r = sparse_mla::CheckWorkspaceParams(p);
   if (!r.ok()) return r;
   if (begin < 0 || rows < 0 || begin + rows > p.tokens) {
@@ -366,8 +367,18 @@ LaunchResult SparseMlaGatherWorkspace(const SparseMlaParams& p, int64_t begin,
                    static_cast<long long>(begin + rows),
                    static_cast<long long>(p.tokens));
   }
+  if (batches == 0) {  // as the plan of a call of these rows picks
+    SparseMlaParams pass = p;
+    pass.tokens = rows;
+    DeviceFeatures features;
+    const LaunchResult known = CurrentDeviceFeatures(&features);
+    if (!known.ok()) return known;
+    batches =
+        sparse_mla::PlanFor(sparse_mla::Body::kSeesawGathered, pass, features)
+            .gather_batches;
+  }
   return sparse_mla::LaunchGatherDequantise(
-      p, begin, rows, static_cast<uint16_t*>(workspace), table,
+      p, begin, rows, batches, static_cast<uint16_t*>(workspace), table,
       static_cast<hipStream_t>(stream));
 }
 

@@ -19,7 +19,7 @@ LaunchResult SparseMlaDequantiseCacheWorkspace(const SparseMlaParams&, void*,
 }
 
 LaunchResult SparseMlaGatherWorkspace(const SparseMlaParams&, int64_t, int64_t,
-                                      void*, int32_t*, void*) {
+                                      int, void*, int32_t*, void*) {
   return NotBuiltResult("sparse_mla");
 }
 
