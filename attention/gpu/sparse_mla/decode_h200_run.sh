@@ -28,8 +28,8 @@ chmod +x "$work"/*
 export LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 exec > >(tee "$out/run.txt") 2>&1
 t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
-# A step's limit: its own, or what is left of the call's 300 s.
-lim() { local l=$(( 300 - ($(date +%s) - t0) )); [ "$l" -lt "$1" ] && echo $(( l > 1 ? l : 1 )) || echo "$1"; }
+# A step's limit: its own, or what is left of the call's 230 s.
+lim() { local l=$(( 230 - ($(date +%s) - t0) )); [ "$l" -lt "$1" ] && echo $(( l > 1 ? l : 1 )) || echo "$1"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 cat "$here/COMMIT"
 builds=$(cd "$work" && ls sparse_mla_bench_* | sed 's/^sparse_mla_bench_//' | grep -v '^before$')
