@@ -393,10 +393,6 @@ inline constexpr int kGroupThreads = 32;
 inline constexpr int kGroups = kThreads / kGroupThreads;
 inline constexpr int kPairsInFlight = 8;
 inline constexpr int kMaxBatches = 4;
-// Blocks a multiprocessor holds at least (two batches in registers: at
-// most 128 registers a thread), so that 32 rows of top-k 2048 (512 blocks)
-// are resident at once on 132 multiprocessors.
-inline constexpr int kMinBlocks = 4;
 // Pairs a block: kGroups * kPairsInFlight * batches, at most kThreads.
 inline constexpr int kPairsPerBatch = kGroups * kPairsInFlight;
 

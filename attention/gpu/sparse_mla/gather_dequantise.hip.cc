@@ -13,8 +13,7 @@
 // first resolves the cache offsets of all its pairs at once (one a thread,
 // the row's request and length, the index and its block-table entry, the
 // table entry beside the length rather than after it), then each group of
-// 32 threads issues the loads of 8 entries before it converts the first, and
-// those of the next 8 before it converts and stores these.
+// 32 threads issues the loads of 8 entries before it converts the first.
 // How many batches a group copies is the plan's (heuristics.cc): four at
 // 32 rows of top-k 2048 (512 blocks of 128 pairs), one for a single row (64
 // blocks of 32), so that a small pass still spreads over the chip.
@@ -91,38 +90,9 @@ __device__ __forceinline__ int64_t ResolvePair(const SparseMlaParams& p,
          static_cast<int64_t>(idx % p.block_size) * p.cache_token_stride;
 }
 
-// Lane `lane`'s share of the entries of kPairsInFlight consecutive pairs
-// of a block (their offsets stay in shared memory, -1: none).
-struct Batch {
-  EntryPiece piece[gathered::kPairsInFlight];
-};
-
-__device__ __forceinline__ void LoadBatch(const SparseMlaParams& p,
-                                          const int64_t* offsets, int at,
-                                          int lane, Batch* batch) {
-#pragma unroll
-  for (int k = 0; k < gathered::kPairsInFlight; ++k) {
-    const int64_t off = offsets[at + k];
-    if (off >= 0) batch->piece[k] = LoadEntryPiece(p.kv_cache + off, lane);
-  }
-}
-
-// The batch's entries at `out` (pair `at`'s workspace row).
-template <Fp8Format F>
-__device__ __forceinline__ void StoreBatch(const Batch& batch,
-                                           const int64_t* offsets, int at,
-                                           uint16_t* out, int lane) {
-#pragma unroll
-  for (int k = 0; k < gathered::kPairsInFlight; ++k) {
-    if (offsets[at + k] >= 0) {
-      StoreEntryPiece<F>(batch.piece[k], out + k * kDim, lane);
-    }
-  }
-}
-
 // Grid: ceil(rows * topk / (kPairsPerBatch * batches)) blocks of kThreads.
 template <Fp8Format F>
-__global__ void __launch_bounds__(gathered::kThreads, gathered::kMinBlocks)
+__global__ void __launch_bounds__(gathered::kThreads)
     GatherDequantiseKernel(SparseMlaParams p, int64_t begin, int64_t rows,
                            int batches, uint16_t* workspace, int32_t* table) {
   using namespace gathered;
@@ -150,22 +120,20 @@ __global__ void __launch_bounds__(gathered::kThreads, gathered::kMinBlocks)
   const int lane = static_cast<int>(threadIdx.x) % kGroupThreads;
   const int own =
       static_cast<int>(threadIdx.x) / kGroupThreads * kPairsInFlight * batches;
-  const int end = own + kPairsInFlight * batches;
-  // Two batches in registers: the next one's loads are issued before this
-  // one is converted and stored.
-  Batch a, b;
-  LoadBatch(p, offsets, own, lane, &a);
-  for (int at = own; at < end; at += 2 * kPairsInFlight) {
-    if (at + kPairsInFlight < end) {
-      LoadBatch(p, offsets, at + kPairsInFlight, lane, &b);
+  for (int b = own; b < own + kPairsInFlight * batches; b += kPairsInFlight) {
+    int64_t off[kPairsInFlight];
+    EntryPiece piece[kPairsInFlight] = {};
+#pragma unroll
+    for (int k = 0; k < kPairsInFlight; ++k) {
+      off[k] = offsets[b + k];
+      if (off[k] >= 0) piece[k] = LoadEntryPiece(p.kv_cache + off[k], lane);
     }
-    StoreBatch<F>(a, offsets, at, workspace + (first + at) * kDim, lane);
-    if (at + kPairsInFlight >= end) break;
-    if (at + 2 * kPairsInFlight < end) {
-      LoadBatch(p, offsets, at + 2 * kPairsInFlight, lane, &a);
+#pragma unroll
+    for (int k = 0; k < kPairsInFlight; ++k) {
+      if (off[k] >= 0) {
+        StoreEntryPiece<F>(piece[k], workspace + (first + b + k) * kDim, lane);
+      }
     }
-    StoreBatch<F>(b, offsets, at + kPairsInFlight,
-                  workspace + (first + at + kPairsInFlight) * kDim, lane);
   }
 }
 
