@@ -61,14 +61,18 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
   if (WorkspaceNeededRows(p) <= budget) return Body::kSeesawDequantised;
   if (p.topk < 1 || p.topk > budget) return Body::kWarp;
   // Measured on the H200 (RESULTS.md, "Sparse MLA decode over an fp8
-  // cache"): the gathered workspace is fastest at 128 heads and wherever
-  // the top-k list is split (few rows); at 64 heads and more rows, the
-  // dequantising producer (the gather pass costs as much as the attention
-  // there).
+  // cache: the gather pass at the memory's pace"): the gathered workspace
+  // is fastest at 128 heads, wherever the top-k list is split (few rows),
+  // and at 64 heads once the rows' lists fill the workspace twice or more
+  // (256 and 512 rows of top-k 2048: 12-16 % faster); the dequantising
+  // producer at 64 heads below that (128 rows: 1-1.5 % faster; 129 to 227
+  // rows not measured).
   const int64_t groups =
       (p.heads + seesaw::Config::kHeads - 1) / seesaw::Config::kHeads;
   const bool few_rows = 2 * p.tokens * groups <= f.multiprocessors;
-  return groups >= 2 || few_rows ? Body::kSeesawGathered : Body::kSeesawFp8;
+  const bool many_rows = p.tokens * p.topk >= 2 * dequantised::kMaxRows;
+  return groups >= 2 || few_rows || many_rows ? Body::kSeesawGathered
+                                              : Body::kSeesawFp8;
 }
 
 int64_t WorkspaceNeededRows(const SparseMlaParams& p) {

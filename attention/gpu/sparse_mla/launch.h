@@ -33,9 +33,9 @@ namespace dsa::attention::gpu {
 // requests' positions are first dequantised into a bf16 workspace from the
 // stream's arena (when that workspace, at most 256 MiB and tokens * topk
 // rows, holds them: heuristics.h), or else whose rows' top-k entries are
-// (decode at 128 heads or few rows; in passes of rows when they do not fit
-// at once), or read and dequantised by the kernel's producer itself (decode
-// at 64 heads and more rows), on the warp-level one (Bf16WarpMma) otherwise
+// (decode at 128 heads, few rows or many; in passes of rows when they do
+// not fit at once), or read and dequantised by the kernel's producer itself
+// (decode at 64 heads between), on the warp-level one (Bf16WarpMma) otherwise
 // (fewer heads, AMD); other shapes
 // run on a plain-FMA kernel. W_UV runs on the platform's GEMM (cuBLASLt on
 // CUDA, through dense_ops/op_kernels.h). q is rounded to bf16 once, fp8 cache
