@@ -110,4 +110,6 @@ done
 grep -E "^torch total" "$out/torch.txt" | awk '{for(i=1;i<=NF;i++){split($i,a,"="); v[a[1]]=a[2]}; printf "torch h%s rows%s c%s %s\n", v["heads"], v["rows"], v["context"], v["median_ms"]}'
 echo "== $(el) done"
 # What comes back from $OUT is at most 8 files: this log and one archive.
-(cd "$out" && tar czf results.tgz --exclude=run.txt --exclude=results.tgz . && find . -type f ! -name run.txt ! -name results.tgz -delete)
+# (Written outside $OUT first: tar over a folder it writes into fails.)
+tar czf /tmp/decode_results.tgz -C "$out" --exclude=run.txt . && \
+  (cd "$out" && find . -type f ! -name run.txt -delete) && mv /tmp/decode_results.tgz "$out/results.tgz"
