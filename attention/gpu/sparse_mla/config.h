@@ -379,6 +379,27 @@ namespace gathered {
 
 // A chunk holds at most dequantised::kMaxRows / topk query rows.
 inline constexpr int64_t kTableIntsPerRow = 3;
+// The gather pass: a block of kThreads resolves the cache offsets of its
+// (row, top-k entry) pairs at once (the dependent loads of row request,
+// length, index and block-table entry in parallel across the block, into
+// shared memory), then each group of 32 threads (any warp width) copies
+// `batches` batches of kPairsInFlight of those entries (heuristics.cc picks
+// 1 .. kMaxBatches: Plan::gather_batches), every load of a batch issued
+// before the first conversion. A lane reads 8-byte code chunks (codes 8 lane
+// .. 8 lane + 7 of each half of 256) and a 4-byte piece of the rope, so that
+// each load and store instruction of a group covers contiguous bytes.
+inline constexpr int kThreads = 128;
+inline constexpr int kGroupThreads = 32;
+inline constexpr int kGroups = kThreads / kGroupThreads;
+inline constexpr int kPairsInFlight = 8;
+inline constexpr int kMaxBatches = 4;
+// Pairs a block: kGroups * kPairsInFlight * batches, at most kThreads.
+inline constexpr int kPairsPerBatch = kGroups * kPairsInFlight;
+
+static_assert(kGroupThreads * 8 * 2 == kLora && kGroupThreads * 4 == 2 * kRope,
+              "two 8-code chunks and 4 bytes of the rope a lane");
+static_assert(kPairsPerBatch * kMaxBatches <= kThreads,
+              "one pair resolved a thread at most");
 
 }  // namespace gathered
 

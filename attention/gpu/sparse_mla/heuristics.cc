@@ -61,14 +61,18 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
   if (WorkspaceNeededRows(p) <= budget) return Body::kSeesawDequantised;
   if (p.topk < 1 || p.topk > budget) return Body::kWarp;
   // Measured on the H200 (RESULTS.md, "Sparse MLA decode over an fp8
-  // cache"): the gathered workspace is fastest at 128 heads and wherever
-  // the top-k list is split (few rows); at 64 heads and more rows, the
-  // dequantising producer (the gather pass costs as much as the attention
-  // there).
+  // cache: the gather pass at the memory's pace"): the gathered workspace
+  // is fastest at 128 heads, wherever the top-k list is split (few rows),
+  // and at 64 heads once the rows' lists fill the workspace twice or more
+  // (256 and 512 rows of top-k 2048: 12-16 % faster); the dequantising
+  // producer at 64 heads below that (128 rows: 1-1.5 % faster; 129 to 227
+  // rows not measured).
   const int64_t groups =
       (p.heads + seesaw::Config::kHeads - 1) / seesaw::Config::kHeads;
   const bool few_rows = 2 * p.tokens * groups <= f.multiprocessors;
-  return groups >= 2 || few_rows ? Body::kSeesawGathered : Body::kSeesawFp8;
+  const bool many_rows = p.tokens * p.topk >= 2 * dequantised::kMaxRows;
+  return groups >= 2 || few_rows || many_rows ? Body::kSeesawGathered
+                                              : Body::kSeesawFp8;
 }
 
 int64_t WorkspaceNeededRows(const SparseMlaParams& p) {
@@ -163,6 +167,16 @@ Plan PlanFor(Body body, const SparseMlaParams& p, const DeviceFeatures& f) {
     if (most < plan.chunk_rows) plan.chunk_rows = most > 0 ? most : 1;
     const int64_t passes = (p.tokens + plan.chunk_rows - 1) / plan.chunk_rows;
     plan.chunk_rows = (p.tokens + passes - 1) / passes;
+    // More batches a group keep more of a block's resolved offsets in use;
+    // fewer leave more blocks for a small pass (1 row of top-k 2048: 64
+    // blocks of one batch, not 16 of four).
+    const int64_t pairs = plan.chunk_rows * p.topk;
+    plan.gather_batches = gathered::kMaxBatches;
+    while (plan.gather_batches > 1 && pairs < int64_t{2} * f.multiprocessors *
+                                                  gathered::kPairsPerBatch *
+                                                  plan.gather_batches) {
+      plan.gather_batches /= 2;
+    }
   }
   // Few rows (decode): split each row's top-k list so that the grid covers
   // every multiprocessor, at least 256 indices per split; whole waves:

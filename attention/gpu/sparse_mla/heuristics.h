@@ -40,10 +40,12 @@ enum class Body {
 //   holds every position of its requests (WorkspaceNeededRows); else, when
 //   it holds one row's top-k list (1 <= topk; at most tokens * topk rows,
 //   so the gathered pairs then number no more than the positions),
-//   kSeesawGathered for 128 heads or more (two head groups a row) or few
+//   kSeesawGathered for 128 heads or more (two head groups a row), few
 //   rows (2 * tokens * head groups <= multiprocessors: the top-k list is
-//   split), kSeesawFp8 otherwise (64 heads, more rows): the fastest of the
-//   three on the H200 at every decode shape measured (RESULTS.md);
+//   split) or many (tokens * topk at least twice the workspace's most
+//   rows), kSeesawFp8 otherwise (64 heads, 67 to 227 rows of top-k 2048):
+//   the fastest of the three on the H200 at every decode shape measured
+//   (RESULTS.md);
 // - kWarp otherwise (AMD, other NVIDIA targets, fewer heads, top-k lists
 //   empty or longer than the workspace).
 Body ChooseBody(const SparseMlaParams& params, const DeviceFeatures& features);
@@ -96,6 +98,10 @@ struct Plan {
   // arena the profile run grew never depends on its requests' lengths.
   // 0: none.
   int64_t workspace_rows = 0;
+  // kSeesawGathered: batches of gathered::kPairsInFlight entries each group
+  // of the gather pass copies (config.h: gathered::), the most that leaves
+  // a pass at least 2 blocks a multiprocessor; 0 otherwise.
+  int gather_batches = 0;
 };
 
 // The plan of the body ChooseBody picks: PlanFor(ChooseBody(...), ...).

@@ -140,12 +140,14 @@ TEST(SparseMlaHeuristicsTest,
   p.max_blocks_per_request = 1;
   p.block_size = static_cast<int32_t>(dequantised::kMaxRows);
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
-  p.block_size += 1;  // (8192 rows of 64 heads: the dequantising producer)
-  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawFp8);
+  // (8192 rows of 64 heads: each row's top-k entries, 73 passes; the rule
+  // of 256 and 512 rows, not measured at 8192.)
+  p.block_size += 1;
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
 }
 
 TEST(SparseMlaHeuristicsTest,
-     Fp8DecodeGathersAt128HeadsOrFewRowsElseFp8Seesaw) {
+     Fp8DecodeGathersAt128HeadsFewRowsOrManyRowsElseFp8Seesaw) {
   const DeviceFeatures f = H200();
   // Requests of 8K positions, more than the workspace's tokens * topk rows.
   auto decode = [](int heads, int64_t rows) {
@@ -157,16 +159,31 @@ TEST(SparseMlaHeuristicsTest,
   for (int64_t rows : {1, 4, 32, 128, 512}) {
     EXPECT_EQ(ChooseBody(decode(128, rows), f), Body::kSeesawGathered) << rows;
   }
-  // 64 heads: gathered while the top-k list splits (2 * rows <= 132).
+  // 64 heads: gathered while the top-k list splits (2 * rows <= 132) and
+  // from two workspaces of top-k lists up (2 * 233016 / 2048: 228 rows).
   EXPECT_EQ(ChooseBody(decode(64, 1), f), Body::kSeesawGathered);
   EXPECT_EQ(ChooseBody(decode(64, 32), f), Body::kSeesawGathered);
   EXPECT_EQ(ChooseBody(decode(64, 66), f), Body::kSeesawGathered);
   EXPECT_EQ(ChooseBody(decode(64, 67), f), Body::kSeesawFp8);
   EXPECT_EQ(ChooseBody(decode(64, 128), f), Body::kSeesawFp8);
-  EXPECT_EQ(ChooseBody(decode(64, 512), f), Body::kSeesawFp8);
-  SparseMlaParams fnuz = decode(64, 512);
+  EXPECT_EQ(ChooseBody(decode(64, 227), f), Body::kSeesawFp8);
+  EXPECT_EQ(ChooseBody(decode(64, 228), f), Body::kSeesawGathered);
+  EXPECT_EQ(ChooseBody(decode(64, 256), f), Body::kSeesawGathered);
+  EXPECT_EQ(ChooseBody(decode(64, 512), f), Body::kSeesawGathered);
+  SparseMlaParams fnuz = decode(64, 128);
   fnuz.cache_type = kFnuz;
   EXPECT_EQ(ChooseBody(fnuz, f), Body::kSeesawFp8);
+  fnuz = decode(64, 512);
+  fnuz.cache_type = kFnuz;
+  EXPECT_EQ(ChooseBody(fnuz, f), Body::kSeesawGathered);
+  // The gather pass's batches a group: four at 32 rows of top-k 2048 (512
+  // blocks), fewer where a pass would leave multiprocessors idle.
+  EXPECT_EQ(MakePlan(decode(128, 32), f).gather_batches, 4);
+  EXPECT_EQ(MakePlan(decode(128, 16), f).gather_batches, 2);
+  EXPECT_EQ(MakePlan(decode(128, 4), f).gather_batches, 1);
+  EXPECT_EQ(MakePlan(decode(128, 1), f).gather_batches, 1);
+  EXPECT_EQ(MakePlan(decode(128, 512), f).gather_batches, 4);  // passes of 103
+  EXPECT_EQ(MakePlan(decode(64, 128), f).gather_batches, 0);   // seesaw-fp8
   // 72 heads: two head groups.
   EXPECT_EQ(ChooseBody(decode(72, 512), f), Body::kSeesawGathered);
   // An unknown multiprocessor count: no split, so 64 heads on the producer.

@@ -67,9 +67,12 @@ LaunchResult LaunchDequantiseCache(const SparseMlaParams& p, uint16_t* rows,
 // row begin + r's i-th top-k entry dequantised, where it names one;
 // table[r * topk + i] = i there, else -1; then table[rows * topk + r] = r
 // and table[rows * topk + rows + r] = topk (gather_dequantise.hip.cc).
+// `batches`: batches a group copies (config.h: gathered::, 1 ..
+// kMaxBatches).
 LaunchResult LaunchGatherDequantise(const SparseMlaParams& p, int64_t begin,
-                                    int64_t rows, uint16_t* workspace,
-                                    int32_t* table, hipStream_t stream);
+                                    int64_t rows, int batches,
+                                    uint16_t* workspace, int32_t* table,
+                                    hipStream_t stream);
 
 // out.latent[rows, heads, 512] = the splits of out merged
 // (plain_kernels.hip.cc).

@@ -17,6 +17,8 @@
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_LAUNCH_H_
 #define DSA_ATTENTION_GPU_SPARSE_MLA_LAUNCH_H_
 
+#include <cstdint>
+
 #include "attention/gpu/device/launch_result.h"
 #include "attention/gpu/sparse_mla/params.h"
 
@@ -31,9 +33,9 @@ namespace dsa::attention::gpu {
 // requests' positions are first dequantised into a bf16 workspace from the
 // stream's arena (when that workspace, at most 256 MiB and tokens * topk
 // rows, holds them: heuristics.h), or else whose rows' top-k entries are
-// (decode at 128 heads or few rows; in passes of rows when they do not fit
-// at once), or read and dequantised by the kernel's producer itself (decode
-// at 64 heads and more rows), on the warp-level one (Bf16WarpMma) otherwise
+// (decode at 128 heads, few rows or many; in passes of rows when they do
+// not fit at once), or read and dequantised by the kernel's producer itself
+// (decode at 64 heads between), on the warp-level one (Bf16WarpMma) otherwise
 // (fewer heads, AMD); other shapes
 // run on a plain-FMA kernel. W_UV runs on the platform's GEMM (cuBLASLt on
 // CUDA, through dense_ops/op_kernels.h). q is rounded to bf16 once, fp8 cache
@@ -51,6 +53,23 @@ LaunchResult SparseMlaLaunch(const SparseMlaParams& params, void* stream);
 // (kInvalidArgument).
 LaunchResult SparseMlaLaunchOnPath(const SparseMlaParams& params,
                                    const char* path, void* stream);
+
+// The bf16 workspaces that the seesaw body reads over an fp8_ds_mla cache,
+// written alone, for tests that compare them to the bit (kernels.h:
+// LaunchDequantiseCache, LaunchGatherDequantise): every position of the
+// call's requests (`rows`: num_requests * max_blocks_per_request *
+// block_size rows of 576 bf16; `table`: num_requests *
+// max_blocks_per_request ints), or query rows [begin, begin + rows)'s top-k
+// entries (`workspace`: rows * topk rows of 576 bf16; `table`: rows * topk
+// + 2 * rows ints), each group of the pass copying `batches` batches of
+// entries (0: as the plan of such a call picks).
+LaunchResult SparseMlaDequantiseCacheWorkspace(const SparseMlaParams& params,
+                                               void* rows, int32_t* table,
+                                               void* stream);
+LaunchResult SparseMlaGatherWorkspace(const SparseMlaParams& params,
+                                      int64_t begin, int64_t rows, int batches,
+                                      void* workspace, int32_t* table,
+                                      void* stream);
 
 // Which attention kernel SparseMlaLaunch picks (sparse_mla/heuristics.h,
 // the one place that decides): "seesaw" (the sm_90a seesaw kernel: 64

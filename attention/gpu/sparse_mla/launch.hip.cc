@@ -288,8 +288,8 @@ LaunchResult RunMatrix(const SparseMlaParams& p, const Plan& plan, int device,
       p.tokens, plan.chunk_rows, [&](int64_t begin, int64_t rows) {
         LaunchResult chunk;
         if (plan.body == Body::kSeesawGathered) {
-          chunk = LaunchGatherDequantise(p, begin, rows, workspace,
-                                         workspace_table, stream);
+          chunk = LaunchGatherDequantise(p, begin, rows, plan.gather_batches,
+                                         workspace, workspace_table, stream);
           if (chunk.ok()) {
             chunk = LaunchAttention(
                 OverGathered(p, begin, rows, workspace, workspace_table), plan,
@@ -323,6 +323,64 @@ LaunchResult RunFma(const SparseMlaParams& p, const Plan& plan, int device,
 
 }  // namespace
 }  // namespace sparse_mla
+
+namespace sparse_mla {
+namespace {
+
+// What the workspace passes need beyond CheckParams: an fp8_ds_mla cache of
+// the matrix bodies' shape (16-byte aligned entries of 512 + 64).
+LaunchResult CheckWorkspaceParams(const SparseMlaParams& p) {
+  const LaunchResult r = CheckParams(p);
+  if (!r.ok()) return r;
+  if (p.cache_type == LatentCacheType::kBFloat16 || p.kv_lora_rank != kLora ||
+      p.rope_dim != kRope ||
+      reinterpret_cast<uintptr_t>(p.kv_cache) % 16 != 0 ||
+      p.cache_block_stride % 16 != 0 || p.cache_token_stride % 16 != 0) {
+    return Invalid(kOp,
+                   "a bf16 workspace needs an fp8 cache of 16-byte aligned "
+                   "entries of 512 + 64");
+  }
+  return LaunchResult{};
+}
+
+}  // namespace
+}  // namespace sparse_mla
+
+LaunchResult SparseMlaDequantiseCacheWorkspace(const SparseMlaParams& p,
+                                               void* rows, int32_t* table,
+                                               void* stream) {
+  const LaunchResult r = sparse_mla::CheckWorkspaceParams(p);
+  if (!r.ok()) return r;
+  return sparse_mla::LaunchDequantiseCache(
+      p, static_cast<uint16_t*>(rows), table, static_cast<hipStream_t>(stream));
+}
+
+LaunchResult SparseMlaGatherWorkspace(const SparseMlaParams& p, int64_t begin,
+                                      int64_t rows, int batches,
+                                      void* workspace, int32_t* table,
+                                      void* stream) {
+  const LaunchResult r = sparse_mla::CheckWorkspaceParams(p);
+  if (!r.ok()) return r;
+  if (begin < 0 || rows < 0 || begin + rows > p.tokens) {
+    return Invalid(sparse_mla::kOp, "rows [%lld, %lld) of %lld",
+                   static_cast<long long>(begin),
+                   static_cast<long long>(begin + rows),
+                   static_cast<long long>(p.tokens));
+  }
+  if (batches == 0) {  // as the plan of a call of these rows picks
+    SparseMlaParams pass = p;
+    pass.tokens = rows;
+    DeviceFeatures features;
+    const LaunchResult known = CurrentDeviceFeatures(&features);
+    if (!known.ok()) return known;
+    batches =
+        sparse_mla::PlanFor(sparse_mla::Body::kSeesawGathered, pass, features)
+            .gather_batches;
+  }
+  return sparse_mla::LaunchGatherDequantise(
+      p, begin, rows, batches, static_cast<uint16_t*>(workspace), table,
+      static_cast<hipStream_t>(stream));
+}
 
 const char* SparseMlaPath(const SparseMlaParams& params) {
   DeviceFeatures features;

@@ -13,6 +13,16 @@ LaunchResult SparseMlaLaunchOnPath(const SparseMlaParams&, const char*, void*) {
   return NotBuiltResult("sparse_mla");
 }
 
+LaunchResult SparseMlaDequantiseCacheWorkspace(const SparseMlaParams&, void*,
+                                               int32_t*, void*) {
+  return NotBuiltResult("sparse_mla");
+}
+
+LaunchResult SparseMlaGatherWorkspace(const SparseMlaParams&, int64_t, int64_t,
+                                      int, void*, int32_t*, void*) {
+  return NotBuiltResult("sparse_mla");
+}
+
 const char* SparseMlaPath(const SparseMlaParams&) { return "none"; }
 
 }  // namespace dsa::attention::gpu
