@@ -22,8 +22,10 @@ struct LogitsPlan {
   // TMA (else cp.async).
   bool wide = false;
   bool tma_keys = false;
-  // The persistent body's math warpgroups: 2, or 4 (wide blocks only).
+  // The persistent body's math warpgroups: 2, or 4 (wide blocks only), of
+  // group_cols columns each (128; 256: two groups on wide blocks).
   int math_groups = 2;
+  int group_cols = 128;
   // Rows a block (a work item of the persistent body): 1 for fma.
   int rows_per_block = 1;
   int64_t blocks = 0;  // row blocks
@@ -43,7 +45,8 @@ LaunchResult PlanIndexerLogits(const IndexerLogitsParams& p,
 
 // The plan's name, as IndexerLogitsPath reports it: "fma", "warp_mma",
 // "warpgroup_mma", "persistent_{narrow,wide}_{tma,cp_async}" (two math
-// groups) or "persistent_wide_{tma,cp_async}_4g" (four).
+// groups), "persistent_wide_{tma,cp_async}_4g" (four) or
+// "persistent_wide_{tma,cp_async}_2x256" (two of 256 columns).
 const char* LogitsPathName(const LogitsPlan& plan);
 
 // The names of DSA_INDEXER_LOGITS_BODIES / _BLOCKS / _KEYS / _GROUPS
