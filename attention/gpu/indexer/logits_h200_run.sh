@@ -16,12 +16,13 @@
 #
 # Folder layout (this script beside bin/ and lib/, carried as one path,
 # e.g. .device/logits64/run.sh): bin/indexer_kernels_test.gz,
-# bin/indexer_bench.gz, bin/indexer_bench_before.gz (bazel build
+# bin/indexer_bench.gz, bin/indexer_bench_before.gz, optionally
+# bin/indexer_ops_test.gz (//attention:indexer_ops_test; bazel build
 # --config=cuda --dynamic_mode=off -c opt, stripped, gzipped; _before: the
 # build this branch started from), lib/ (the Debian shared objects they
-# link, per ldd; none today), COMMIT. Run from the repository root (the
-# torch side is attention/gpu/indexer/torch_baseline.py). At most 8 files
-# come back from $OUT: the script writes 8.
+# link, per ldd: Abseil's for the ops test), COMMIT. Run from the
+# repository root (the torch side is attention/gpu/indexer/torch_baseline.py).
+# At most 8 files come back from $OUT: the script writes 8.
 set -u -o pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-/tmp/logits_out}"; mkdir -p "$out"
@@ -76,6 +77,13 @@ F='*glm_32x128:*dsv32_64x128:*decode_32x128:*pages_64x128:*decode_pages_32x128:*
 echo "== $(el) memcheck ($F)"
 timeout $(lim 90) compute-sanitizer --tool memcheck --print-limit 5 "$T" --gtest_brief=1 --gtest_filter="$F" > "$out/memcheck.txt" 2>&1; echo "rc $?"
 grep -E "ERROR SUMMARY|PASSED|FAILED|Invalid" "$out/memcheck.txt" | head -8
+
+echo "== $(el) indexer_ops_test: the logits op's cases (every platform, cuda included)"
+if [ -x "$work/indexer_ops_test" ]; then
+  timeout $(lim 40) "$work/indexer_ops_test" --gtest_brief=1 --gtest_filter='*LogitsTest*' > "$work/ops_test.txt" 2>&1; echo "rc $?"
+  grep -E "PASSED|FAILED|Failure|SKIPPED" "$work/ops_test.txt" | cut -c1-300 | head -12
+  { echo "--- indexer_ops_test --gtest_filter='*LogitsTest*'"; cat "$work/ops_test.txt"; } >> "$out/kernels_test.txt"
+fi
 
 for gr in 4 2x256; do
   echo "== $(el) ncu: one launch, 64 heads, T = 8192, groups $gr"
