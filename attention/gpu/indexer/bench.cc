@@ -19,10 +19,11 @@
 //                      [--topk_only=0] [--topk_rows=0]
 // --body / --blocks / --keys / --groups force a logits variant
 // (IndexerLogitsOptions: fma | warp_mma | warpgroup_mma | persistent,
-// narrow | wide, tma | cp_async, 2 | 4 | 2x256) to time it against the
-// heuristics' choice; --groups takes a comma list (each checked and timed in
-// turn, on the same inputs); --topk_paths (a comma list of
-// DSA_INDEXER_TOPK_PATHS names and auto) times each top-k path in turn.
+// narrow | wide, tma | cp_async, 2 | 4) to time it against the heuristics'
+// choice; --groups takes a comma list (each checked and timed in turn, on
+// the same inputs); --topk_paths
+// (a comma list of DSA_INDEXER_TOPK_PATHS names and auto) times each top-k
+// path in turn.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

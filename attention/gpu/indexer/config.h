@@ -96,45 +96,34 @@ struct Persistent {
                 "whole rows of 32 heads, whole tiles a chunk");
 };
 
-// The persistent kernel's warps by role, for kGroups math warpgroups of
-// kGroupCols columns each and a producer warpgroup (with TMA keys its warp 0
-// streams the key tiles and the others write -inf and stage the queries;
-// with cp.async keys every producer warp does all three):
-//   - 2 groups of 128 columns (ping-pong on wide blocks): 384 threads, 168
-//     registers each, which the math groups' 64 accumulators and 16 weight
-//     pairs need;
+// The persistent kernel's warps by role, for kGroups math warpgroups and a
+// producer warpgroup (with TMA keys its warp 0 streams the key tiles and
+// the others write -inf and stage the queries; with cp.async keys every
+// producer warp does all three):
+//   - 2 groups (ping-pong on wide blocks): 384 threads, 168 registers each,
+//     which the math groups' 64 accumulators and 16 weight pairs need;
 //   - 4 groups on wide blocks, each pair on its own tiles: while one
 //     group's product runs, three others can run their epilogues. 640
 //     threads, five warps a scheduler: 96 registers each at launch, then
 //     the producer gives kProducerRegisters back and the math groups take
 //     kMathRegisters (setmaxnreg); the head weights are read from shared
-//     memory at each tile;
-//   - 2 groups of 256 columns on wide blocks, each a whole block on its own
-//     (alternate) tiles: one m64n256 product a tile, so a key tile is read
-//     once and the per-tile work of the epilogue is spread over twice the
-//     columns. 384 threads; the producer gives 80 registers back (88
-//     leave it without spills), so that the math groups hold 128
-//     accumulators (208 registers); the weights are read from shared
-//     memory.
-template <int kGroups, int kGroupCols = 128>
+//     memory at each tile.
+template <int kGroups>
 struct PersistentRoles {
   static constexpr int kMathThreads = kGroups * 128;
   static constexpr int kProducerThreads = 128;
   static constexpr int kThreads = kMathThreads + kProducerThreads;
   // A scheduler's share of the register file (16384) over its warps.
   static constexpr int kLaunchRegisters = 16384 / 32 / (kThreads / 128) / 8 * 8;
-  static constexpr bool kReallocate = kGroups == 4 || kGroupCols == 256;
-  static constexpr int kProducerRegisters = kGroupCols == 256 ? 88 : 64;
+  static constexpr bool kReallocate = kGroups == 4;
+  static constexpr int kProducerRegisters = 64;
   static constexpr int kMathRegisters =
       (kLaunchRegisters + (kLaunchRegisters - kProducerRegisters) / kGroups) /
       8 * 8;
-  static constexpr bool kWeightsInRegisters = kGroups == 2 && kGroupCols == 128;
+  static constexpr bool kWeightsInRegisters = kGroups == 2;
   static_assert(kGroups == 2 || kGroups == 4, "2 or 4 math groups");
-  static_assert(kGroupCols == 128 || (kGroupCols == 256 && kGroups == 2),
-                "256-column groups: two");
   static_assert(kLaunchRegisters == (kGroups == 2 ? 168 : 96),
                 "the register split");
-  static_assert(!kReallocate || kMathRegisters <= 256, "setmaxnreg's limit");
 };
 
 // Heads the persistent kernel takes (a row within one math group's columns).

@@ -191,16 +191,6 @@ LaunchResult PlanIndexerLogits(const IndexerLogitsParams& p,
       }
       plan->math_groups = 4;
       break;
-    case IndexerLogitsGroups::kTwoFullWidth:
-      if (!wide || p.heads == 32) {
-        return Unavailable(
-            "math groups of 256 columns take wide blocks of 64 or 128 heads "
-            "(here %s blocks, %d heads)",
-            wide ? "wide" : "narrow", p.heads);
-      }
-      plan->math_groups = 2;
-      plan->group_cols = 256;
-      break;
     default:
       plan->math_groups = wide && wide_tiles >= Persistent::kFourGroupTiles *
                                                     features.multiprocessors
@@ -285,15 +275,11 @@ LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
 
 const char* LogitsPathName(const LogitsPlan& plan) {
   if (plan.body != IndexerLogitsBody::kPersistent) return BodyName(plan.body);
-  static const char* const kNames[4][2] = {
+  static const char* const kNames[3][2] = {
       {"persistent_narrow_cp_async", "persistent_narrow_tma"},
       {"persistent_wide_cp_async", "persistent_wide_tma"},
-      {"persistent_wide_cp_async_4g", "persistent_wide_tma_4g"},
-      {"persistent_wide_cp_async_2x256", "persistent_wide_tma_2x256"}};
-  const int kind = plan.group_cols == 256  ? 3
-                   : plan.math_groups == 4 ? 2
-                                           : plan.wide;
-  return kNames[kind][plan.tma_keys];
+      {"persistent_wide_cp_async_4g", "persistent_wide_tma_4g"}};
+  return kNames[plan.math_groups == 4 ? 2 : plan.wide][plan.tma_keys];
 }
 
 #define DSA_INDEXER_NAME_CASE(name, text) \

@@ -22,10 +22,8 @@ struct LogitsPlan {
   // TMA (else cp.async).
   bool wide = false;
   bool tma_keys = false;
-  // The persistent body's math warpgroups: 2, or 4 (wide blocks only), of
-  // group_cols columns each (128; 256: two groups on wide blocks).
+  // The persistent body's math warpgroups: 2, or 4 (wide blocks only).
   int math_groups = 2;
-  int group_cols = 128;
   // Rows a block (a work item of the persistent body): 1 for fma.
   int rows_per_block = 1;
   int64_t blocks = 0;  // row blocks
@@ -45,8 +43,7 @@ LaunchResult PlanIndexerLogits(const IndexerLogitsParams& p,
 
 // The plan's name, as IndexerLogitsPath reports it: "fma", "warp_mma",
 // "warpgroup_mma", "persistent_{narrow,wide}_{tma,cp_async}" (two math
-// groups), "persistent_wide_{tma,cp_async}_4g" (four) or
-// "persistent_wide_{tma,cp_async}_2x256" (two of 256 columns).
+// groups) or "persistent_wide_{tma,cp_async}_4g" (four).
 const char* LogitsPathName(const LogitsPlan& plan);
 
 // The names of DSA_INDEXER_LOGITS_BODIES / _BLOCKS / _KEYS / _GROUPS

@@ -134,19 +134,6 @@ TEST(IndexerLogitsHeuristicsTest, FourMathGroupsOnLongWideLaunches) {
   plan = PlanOrDie(Decode(32, 32, 8192), Hopper(), o);
   EXPECT_EQ(plan.math_groups, 4);
   EXPECT_STREQ(LogitsPathName(plan), "persistent_wide_tma_4g");
-  // Two groups of 256 columns: wide blocks of 64 or 128 heads only.
-  o = IndexerLogitsOptions{};
-  o.groups = IndexerLogitsGroups::kTwoFullWidth;
-  plan = PlanOrDie(Prefill(64, 8192), Hopper(), o);
-  EXPECT_EQ(plan.math_groups, 2);
-  EXPECT_EQ(plan.group_cols, 256);
-  EXPECT_STREQ(LogitsPathName(plan), "persistent_wide_tma_2x256");
-  LogitsPlan refused;
-  EXPECT_FALSE(
-      PlanIndexerLogits(Prefill(32, 8192), o, Hopper(), &refused).ok());
-  o.blocks = IndexerLogitsBlocks::kNarrow;
-  EXPECT_FALSE(
-      PlanIndexerLogits(Prefill(64, 8192), o, Hopper(), &refused).ok());
 }
 
 TEST(IndexerLogitsHeuristicsTest, WideBlocksFromRowsPerRequest) {
@@ -394,7 +381,7 @@ TEST(IndexerLogitsHeuristicsTest, NamesRoundTrip) {
   }
   for (IndexerLogitsGroups g :
        {IndexerLogitsGroups::kAuto, IndexerLogitsGroups::kTwo,
-        IndexerLogitsGroups::kFour, IndexerLogitsGroups::kTwoFullWidth}) {
+        IndexerLogitsGroups::kFour}) {
     IndexerLogitsGroups parsed = IndexerLogitsGroups::kAuto;
     ASSERT_TRUE(ParseGroups(GroupsName(g), &parsed));
     EXPECT_EQ(parsed, g);

@@ -30,9 +30,8 @@ LaunchResult LaunchMatrix(const IndexerLogitsParams& p, const LogitsPlan& plan,
 #if defined(DSA_GPU_CUDA)
 // The persistent kernel (e4m3fn) for blocks of R rows, narrow or wide, with
 // key tiles by TMA through key_map / scale_map or by cp.async (maps unused),
-// and kGroups math warpgroups of kGroupCols columns each (128; 256 on wide
-// blocks with two groups).
-template <int R, bool kWide, bool kTma, int kGroups, int kGroupCols>
+// and kGroups math warpgroups.
+template <int R, bool kWide, bool kTma, int kGroups>
 LaunchResult LaunchPersistent(const IndexerLogitsParams& p,
                               const LogitsPlan& plan,
                               const CUtensorMap& key_map,

@@ -1,18 +1,16 @@
 #!/bin/bash
 # Issue 19 item 3 on the H200, one call: the indexer logits kernel as the
-# heuristics pick it, each choice of math groups forced on the same inputs
-# (2, 4, and 2x256 at 64 heads), and the build before (its own binary) on
-# the same device.
+# heuristics pick it, each count of math groups forced on the same inputs
+# (2 and 4), and the build before (its own binary) on the same device.
 # Correctness first (the logits cases of the indexer kernels test: every
-# persistent variant with two math groups, and with four and two of 256
-# columns where its blocks are wide), then indexer_bench at T = 1024 / 1900
+# persistent variant with two math groups, and with four where its blocks
+# are wide), then indexer_bench at T = 1024 / 1900
 # / 8192 for 32 and 64 heads and paged decode (32 requests of 8K), each
 # variant checked against float64 before it is timed (the 64-head T = 8192
 # list twice, for the spread), torch in the same call, compute-sanitizer
 # memcheck over the kernels test's persistent cases, Nsight Compute over
-# one launch of the four-group and of the 2x256 kernel at 64 heads, T =
-# 8192, and the SASS of those two kernels (cuobjdump) with its instruction
-# counts.
+# one launch of the four-group kernel at 64 heads, T = 8192, and its SASS
+# (cuobjdump) with its instruction counts.
 #
 # Folder layout (this script beside bin/ and lib/, carried as one path,
 # e.g. .device/logits64/run.sh): bin/indexer_kernels_test.gz,
@@ -44,7 +42,6 @@ echo "== $(el) gtest: indexer logits kernels"
 timeout $(lim 60) "$T" --gtest_brief=1 --gtest_filter='*IndexerLogits*' > "$out/kernels_test.txt" 2>&1; rc=$?; echo "rc $rc"
 grep -E "PASSED|FAILED|Failure" "$out/kernels_test.txt" | cut -c1-400 | head -20
 grep -c "_4g" "$out/kernels_test.txt" | sed 's/^/lines naming four-group variants: /'
-grep -c "_2x256" "$out/kernels_test.txt" | sed 's/^/lines naming 2x256 variants: /'
 # A variant that hangs would cost every bench step its limit: the picked
 # kernel only then.
 ok=1; [ $rc -eq 124 ] && ok=0
@@ -52,14 +49,13 @@ ok=1; [ $rc -eq 124 ] && ok=0
 echo "== $(el) bench: before, then the picked kernel and each count of groups"
 for h in 32 64; do
   for t in 1024 1900 8192; do
-    groups=auto,2,4; [ $h = 64 ] && groups=auto,2,4,2x256
-    [ $h = 64 ] && [ $t = 8192 ] && groups=auto,2,4,2x256,4,2x256
+    groups=auto,2,4; [ $h = 64 ] && [ $t = 8192 ] && groups=auto,2,4,4
     [ $ok = 0 ] && groups=auto
     timeout $(lim 15) "$B0" --heads=$h --tokens=$t --iters=30 >> "$out/bench_before.txt" 2>&1 || echo "before h$h T$t rc $?"
     timeout $(lim 20) "$B" --heads=$h --tokens=$t --iters=30 --groups=$groups >> "$out/bench.txt" 2>&1 || echo "new h$h T$t rc $?"
   done
 done
-# Decode rows take narrow blocks, which four groups and 2x256 do not.
+# Decode rows take narrow blocks, which four groups do not.
 groups=auto,2; [ $ok = 0 ] && groups=auto
 timeout $(lim 15) "$B0" --heads=32 --tokens=8192 --decode=32 --iters=50 >> "$out/bench_before.txt" 2>&1 || echo "before decode rc $?"
 timeout $(lim 15) "$B" --heads=32 --tokens=8192 --decode=32 --iters=50 --groups=$groups >> "$out/bench.txt" 2>&1 || echo "new decode rc $?"
@@ -85,7 +81,7 @@ if [ -x "$work/indexer_ops_test" ]; then
   { echo "--- indexer_ops_test --gtest_filter='*LogitsTest*'"; cat "$work/ops_test.txt"; } >> "$out/kernels_test.txt"
 fi
 
-for gr in 4 2x256; do
+for gr in 4; do
   echo "== $(el) ncu: one launch, 64 heads, T = 8192, groups $gr"
   timeout $(lim 40) ncu --clock-control none -k regex:IndexerLogitsPersistent --launch-count 1 \
     --section SpeedOfLight --section SchedulerStats --section WarpStateStats --section ComputeWorkloadAnalysis \
@@ -94,7 +90,7 @@ for gr in 4 2x256; do
   cat "$work/ncu_$gr.txt" >> "$out/ncu.txt"
 done
 
-echo "== $(el) SASS: 64 heads, wide, TMA keys; four groups (Li4ELb1ELb1ELi4ELi128E) and 2x256 (Li4ELb1ELb1ELi2ELi256E)"
-timeout $(lim 30) cuobjdump -sass "$B" 2>/dev/null | awk '/Function :/{keep = ($0 ~ /Li4ELb1ELb1ELi4ELi128E|Li4ELb1ELb1ELi2ELi256E/)} keep' > "$out/sass.txt"; echo "rc $?"
+echo "== $(el) SASS: 64 heads, wide, TMA keys, four groups (Li4ELb1ELb1ELi4EE)"
+timeout $(lim 30) cuobjdump -sass "$B" 2>/dev/null | awk '/Function :/{keep = ($0 ~ /Li4ELb1ELb1ELi4EE/)} keep' > "$out/sass.txt"; echo "rc $?"
 awk '/Function :/{name=$3} /^ +\/\*[0-9a-f]+\*\/ /{n[name]++; split($2,a,"."); op=a[1]; if (op ~ /^@/) op=$3; c[name" "op]++} END{for (k in n) print "instructions", n[k], k; for (k in c) if (c[k] >= 20) print k, c[k]}' "$out/sass.txt" | sort | head -60
 echo "== $(el) done"

@@ -245,9 +245,8 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
     }
   }
 
-  // Each variant that plans the persistent body runs with each choice of
-  // math groups too (four, and two of 256 columns at 64 and 128 heads,
-  // where its blocks are wide).
+  // Each variant that plans the persistent body runs with each count of
+  // math groups too (four where its blocks are wide).
   std::vector<IndexerLogitsOptions> variants;
   for (const IndexerLogitsOptions& v : c.variants) {
     variants.push_back(v);
@@ -256,14 +255,10 @@ TEST_P(IndexerLogitsTest, MatchesFloat64Reference) {
         indexer::PlanIndexerLogits(p, v, features, &plan).ok() &&
         plan.body == IndexerLogitsBody::kPersistent) {
       for (const IndexerLogitsGroups groups :
-           {IndexerLogitsGroups::kTwo, IndexerLogitsGroups::kFour,
-            IndexerLogitsGroups::kTwoFullWidth}) {
+           {IndexerLogitsGroups::kTwo, IndexerLogitsGroups::kFour}) {
         IndexerLogitsOptions o = v;
         o.groups = groups;
-        if (groups != IndexerLogitsGroups::kTwo && !plan.wide) continue;
-        if (groups == IndexerLogitsGroups::kTwoFullWidth && c.heads == 32) {
-          continue;
-        }
+        if (groups == IndexerLogitsGroups::kFour && !plan.wide) continue;
         variants.push_back(o);
       }
     }

@@ -127,8 +127,8 @@ bool MakeKeyMaps(const IndexerLogitsParams& p, CUtensorMap* key_map,
 }
 
 // The persistent kernel instance of the plan: rows a block are 1, 2 or 4
-// times those of 128 heads (narrow blocks 1, wide 2); four math groups and
-// groups of 256 columns on wide blocks only.
+// times those of 128 heads (narrow blocks 1, wide 2); four math groups on
+// wide blocks only.
 LaunchResult LaunchPersistentPlan(const IndexerLogitsParams& p,
                                   const LogitsPlan& plan,
                                   const CUtensorMap& key_map,
@@ -137,46 +137,32 @@ LaunchResult LaunchPersistentPlan(const IndexerLogitsParams& p,
   using Launcher = LaunchResult (*)(const IndexerLogitsParams&,
                                     const LogitsPlan&, const CUtensorMap&,
                                     const CUtensorMap&, int, hipStream_t);
-  // [narrow, wide two groups, wide four, wide two of 256 columns][tma]
-  // [log2(rows a block / rows at 128 heads)]; 256-column groups take 128
-  // and 64 heads.
-  static constexpr Launcher kLaunchers[4][2][3] = {
-      {{LaunchPersistent<1, false, false, 2, 128>,
-        LaunchPersistent<2, false, false, 2, 128>,
-        LaunchPersistent<4, false, false, 2, 128>},
-       {LaunchPersistent<1, false, true, 2, 128>,
-        LaunchPersistent<2, false, true, 2, 128>,
-        LaunchPersistent<4, false, true, 2, 128>}},
-      {{LaunchPersistent<2, true, false, 2, 128>,
-        LaunchPersistent<4, true, false, 2, 128>,
-        LaunchPersistent<8, true, false, 2, 128>},
-       {LaunchPersistent<2, true, true, 2, 128>,
-        LaunchPersistent<4, true, true, 2, 128>,
-        LaunchPersistent<8, true, true, 2, 128>}},
-      {{LaunchPersistent<2, true, false, 4, 128>,
-        LaunchPersistent<4, true, false, 4, 128>,
-        LaunchPersistent<8, true, false, 4, 128>},
-       {LaunchPersistent<2, true, true, 4, 128>,
-        LaunchPersistent<4, true, true, 4, 128>,
-        LaunchPersistent<8, true, true, 4, 128>}},
-      {{LaunchPersistent<2, true, false, 2, 256>,
-        LaunchPersistent<4, true, false, 2, 256>, nullptr},
-       {LaunchPersistent<2, true, true, 2, 256>,
-        LaunchPersistent<4, true, true, 2, 256>, nullptr}}};
+  // [narrow, wide two groups, wide four][tma][log2(rows a block / rows at
+  // 128 heads)]
+  static constexpr Launcher kLaunchers[3][2][3] = {
+      {{LaunchPersistent<1, false, false, 2>,
+        LaunchPersistent<2, false, false, 2>,
+        LaunchPersistent<4, false, false, 2>},
+       {LaunchPersistent<1, false, true, 2>,
+        LaunchPersistent<2, false, true, 2>,
+        LaunchPersistent<4, false, true, 2>}},
+      {{LaunchPersistent<2, true, false, 2>,
+        LaunchPersistent<4, true, false, 2>,
+        LaunchPersistent<8, true, false, 2>},
+       {LaunchPersistent<2, true, true, 2>, LaunchPersistent<4, true, true, 2>,
+        LaunchPersistent<8, true, true, 2>}},
+      {{LaunchPersistent<2, true, false, 4>,
+        LaunchPersistent<4, true, false, 4>,
+        LaunchPersistent<8, true, false, 4>},
+       {LaunchPersistent<2, true, true, 4>, LaunchPersistent<4, true, true, 4>,
+        LaunchPersistent<8, true, true, 4>}}};
   const int rows_at_128_heads = plan.wide ? 2 : 1;
   const int step = plan.rows_per_block == rows_at_128_heads       ? 0
                    : plan.rows_per_block == 2 * rows_at_128_heads ? 1
                                                                   : 2;
-  const int kind = plan.group_cols == 256  ? 3
-                   : plan.math_groups == 4 ? 2
-                   : plan.wide             ? 1
-                                           : 0;
-  const Launcher launch = kLaunchers[kind][plan.tma_keys][step];
-  if (launch == nullptr) {
-    return Invalid(kOp, "no persistent instance for plan %s, %d rows a block",
-                   LogitsPathName(plan), plan.rows_per_block);
-  }
-  return launch(p, plan, key_map, scale_map, device, stream);
+  const int kind = plan.math_groups == 4 ? 2 : plan.wide ? 1 : 0;
+  return kLaunchers[kind][plan.tma_keys][step](p, plan, key_map, scale_map,
+                                               device, stream);
 }
 #endif  // DSA_GPU_CUDA
 

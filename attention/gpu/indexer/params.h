@@ -59,13 +59,11 @@ struct IndexerLogitsParams {
   X(kTma, "tma")                   \
   X(kCpAsync, "cp_async")
 // The persistent kernel's math warpgroups: two (ping-pong on wide blocks,
-// one-row decode tiles on m64n32 on narrow ones), four (wide blocks, each
-// pair of groups on its own tiles) or two of 256 columns (wide blocks of 64
-// or 128 heads, each group a whole block on its own tiles: m64n256).
+// one-row decode tiles on m64n32 on narrow ones) or four (wide blocks, each
+// pair of groups on its own tiles).
 #define DSA_INDEXER_LOGITS_GROUPS(X) \
   X(kTwo, "2")                       \
-  X(kFour, "4")                      \
-  X(kTwoFullWidth, "2x256")
+  X(kFour, "4")
 
 #define DSA_INDEXER_ENUMERATOR(name, text) name,
 enum class IndexerLogitsBody : int32_t {

@@ -5,7 +5,7 @@
 // row's logits stored inside its window. A math thread holds accumulator
 // rows key_row and key_row + 8 (the two row slots rs) and, in each 8-column
 // block n, columns 8n + 2 quad (+ 1); a row of the group's Rw rows is
-// 16 / Rw such blocks of 128 columns (32 / Rw of 256).
+// 16 / Rw such blocks of 128 columns.
 //
 // Counted for the issue slots, which bind the kernel on long prefill (the
 // tensor pipe is idle half the time): per accumulator one max or one add

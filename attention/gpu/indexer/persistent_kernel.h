@@ -12,8 +12,8 @@
 //     item's queries and head weights into a two-deep ring, its key tiles
 //     into a ring of Persistent::kStages stages (TMA or cp.async);
 //   - two or four MathGroups (persistent_math.h): wgmma products of each
-//     tile by 128 (row, head) columns, or by a wide block's 256, then the
-//     Epilogue (persistent_epilogue.h).
+//     tile by 128 (row, head) columns, then the Epilogue
+//     (persistent_epilogue.h).
 // Layout of the dynamic shared memory: PersistentSmem (config.h).
 // Device-compiler sources only (NVIDIA).
 #ifndef DSA_ATTENTION_GPU_INDEXER_PERSISTENT_KERNEL_H_
@@ -41,21 +41,15 @@ namespace dsa::attention::gpu::indexer {
 
 // kTma: key tiles and scales arrive by TMA through key_map / scale_map
 // (block_size a multiple of 64; see logits_launch.hip.cc), else by cp.async.
-template <::dsa::gpu::Fp8Format F, int R, bool kWide, bool kTma, int kGroups,
-          int kGroupCols>
-__global__ void __launch_bounds__(
-    PersistentRoles<kGroups, kGroupCols>::kThreads, 1)
+template <::dsa::gpu::Fp8Format F, int R, bool kWide, bool kTma, int kGroups>
+__global__ void __launch_bounds__(PersistentRoles<kGroups>::kThreads, 1)
     IndexerLogitsPersistentKernel(IndexerLogitsParams p, int splits,
                                   const __grid_constant__ CUtensorMap key_map,
                                   const __grid_constant__ CUtensorMap
                                       scale_map) {
   using L = PersistentSmem<kWide>;
-  using Roles = PersistentRoles<kGroups, kGroupCols>;
-  static_assert(kWide || (kGroups == 2 && kGroupCols == 128),
-                "four math groups and 256-column groups take wide blocks");
-  // Math groups on each key tile: a wide block's two halves, or one group.
-  constexpr int kTileGroups =
-      kWide && kGroupCols == 128 ? Persistent::kWideGroups : 1;
+  using Roles = PersistentRoles<kGroups>;
+  static_assert(kWide || kGroups == 2, "four math groups take wide blocks");
   if constexpr (::dsa::gpu::kHasWarpgroupFp8Mma &&
                 F == ::dsa::gpu::Fp8Format::kE4m3fn) {
     using WG = ::dsa::gpu::WarpgroupFp8Mma<kDependent<kHeadDim, F>>;
@@ -73,7 +67,8 @@ __global__ void __launch_bounds__(
     if (tid == 0) {
       for (int s = 0; s < Persistent::kStages; ++s) {
         MbarInit(bars.FullKeys(s), kTma ? 1 : Roles::kProducerThreads);
-        MbarInit(bars.EmptyKeys(s), kTileGroups * 128);
+        MbarInit(bars.EmptyKeys(s),
+                 (kWide ? Persistent::kWideGroups : 1) * 128);
       }
       for (int s = 0; s < Persistent::kQueryStages; ++s) {
         MbarInit(bars.FullQueries(s), QueryCopiers<kTma, kGroups>());
@@ -96,7 +91,7 @@ __global__ void __launch_bounds__(
     if constexpr (Roles::kReallocate) {
       WarpgroupRegsIncrease<Roles::kMathRegisters>();
     }
-    MathGroup<R, kWide, kTma, kGroups, kGroupCols, WG>(p, walk, smem, bars);
+    MathGroup<R, kWide, kTma, kGroups, WG>(p, walk, smem, bars);
   } else {
     (void)p;
     (void)splits;
@@ -105,7 +100,7 @@ __global__ void __launch_bounds__(
   }
 }
 
-template <int R, bool kWide, bool kTma, int kGroups, int kGroupCols>
+template <int R, bool kWide, bool kTma, int kGroups>
 LaunchResult LaunchPersistent(const IndexerLogitsParams& p,
                               const LogitsPlan& plan,
                               const CUtensorMap& key_map,
@@ -113,14 +108,13 @@ LaunchResult LaunchPersistent(const IndexerLogitsParams& p,
                               hipStream_t stream) {
   constexpr auto kernel =
       &IndexerLogitsPersistentKernel<::dsa::gpu::Fp8Format::kE4m3fn, R, kWide,
-                                     kTma, kGroups, kGroupCols>;
+                                     kTma, kGroups>;
   constexpr int kBytes = PersistentSmem<kWide>::kSmemBytes;
   const LaunchResult r = OptInSharedMemory<kernel, kBytes>(
       device, "indexer_logits: shared memory opt-in");
   if (!r.ok()) return r;
-  kernel<<<static_cast<unsigned>(plan.grid),
-           PersistentRoles<kGroups, kGroupCols>::kThreads, kBytes, stream>>>(
-      p, plan.splits, key_map, scale_map);
+  kernel<<<static_cast<unsigned>(plan.grid), PersistentRoles<kGroups>::kThreads,
+           kBytes, stream>>>(p, plan.splits, key_map, scale_map);
   return CheckLaunch("indexer_logits");
 }
 

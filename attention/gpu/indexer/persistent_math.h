@@ -79,31 +79,26 @@ __device__ __forceinline__ bool OneRowTile(
 
 // The math role of warpgroup `group`: every item of this CTA's walk, in
 // the producer's order.
-template <int R, bool kWide, bool kTma, int kGroups, int kGroupCols,
-          typename WG>
+template <int R, bool kWide, bool kTma, int kGroups, typename WG>
 __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
                                           const PsWalk& walk,
                                           const uint8_t* smem,
                                           const PsBarriers& bars) {
   using L = PersistentSmem<kWide>;
-  using Roles = PersistentRoles<kGroups, kGroupCols>;
-  // The group's product: its columns (a block's 128, or a wide block's
-  // halves; 256: a whole wide block).
-  using WGM = typename WG::template OfWidth<kGroupCols>;
+  using Roles = PersistentRoles<kGroups>;
   constexpr int kHeads = L::kBlockCols / R;
-  // Groups on each tile (each its own columns), and the turns of the tiles:
-  // tile g goes to the groups of turn g % kTurns.
-  constexpr int kTileGroups =
-      kWide && kGroupCols == 128 ? Persistent::kWideGroups : 1;
-  static_assert(kTileGroups * kGroupCols == L::kBlockCols,
+  // Groups on each tile (each its own 128 columns), and the turns of the
+  // tiles: tile g goes to the groups of turn g % kTurns.
+  constexpr int kTileGroups = kWide ? Persistent::kWideGroups : 1;
+  static_assert(kTileGroups * WG::kN == L::kBlockCols,
                 "the groups of a tile cover its block");
   constexpr int kTurns = kGroups / kTileGroups;
   static_assert(kTurns == 1 || kTurns == 2, "a turn's tiles by count parity");
   // Two groups on every tile take turns to issue; on alternate tiles (four
-  // groups, or two of 256 columns) each group's own product and epilogue
-  // alternate, which staggers the groups.
-  constexpr bool kPingPong = kWide && kGroups == 2 && kTileGroups == 2;
-  // Rows of a math group's columns.
+  // groups) each group's own product and epilogue alternate, which
+  // staggers the groups.
+  constexpr bool kPingPong = kWide && kGroups == 2;
+  // Rows of a math group's 128 columns.
   constexpr int Rw = R / kTileGroups;
   static_assert(Rw >= 1, "a math group holds whole rows");
   const int tid = threadIdx.x;
@@ -117,7 +112,7 @@ __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
   const int row_off = half * Rw;  // this group's first row
   const PsLane lane{key_row, lane_id % 4};
   const PingPong<Roles::kMathThreads> ping_pong{group};
-  float acc[WGM::kAccPerThread];
+  float acc[WG::kAccPerThread];
   // The descriptors of key stage 0 and of query stage 0's columns of this
   // group: a tile's are these moved by whole stages (one add each).
   const uint64_t key_desc0 =
@@ -172,7 +167,7 @@ __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
       }
       // Ping-pong: wait for this group's turn, issue, pass the turn.
       if constexpr (kPingPong) ping_pong.WaitTurn();
-      WGM::template IssueFromDescriptors<kTma, true>(
+      WG::template IssueFromDescriptors<kTma, true>(
           acc, WG::DescriptorPlus(key_desc0, s * Persistent::kKeyBytes),
           query_desc, /*accumulate=*/false);
       if constexpr (kPingPong) ping_pong.PassTurn();
@@ -181,7 +176,7 @@ __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
       TileScales<Rw> scales;
       scales.Load(scale_ring + s * kTileKeys, lane);
       const bool positive = scales.Positive();
-      WGM::Wait(acc);
+      WG::Wait(acc);
       MbarArrive(bars.EmptyKeys(s));
       if constexpr (Roles::kWeightsInRegisters) {
         Epilogue<Rw>(store, lane, acc, weight, scales, positive, t);

@@ -7,7 +7,7 @@
 namespace dsa::attention::gpu::indexer {
 
 #define DSA_INDEXER_PERSISTENT(R, kTma, kGroups)                         \
-  template LaunchResult LaunchPersistent<R, true, kTma, kGroups, 128>(   \
+  template LaunchResult LaunchPersistent<R, true, kTma, kGroups>(        \
       const IndexerLogitsParams&, const LogitsPlan&, const CUtensorMap&, \
       const CUtensorMap&, int, hipStream_t);
 DSA_INDEXER_PERSISTENT(2, false, 4)
