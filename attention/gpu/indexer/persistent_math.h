@@ -90,7 +90,13 @@ __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
   // Groups on each tile (each its own 128 columns), and the turns of the
   // tiles: tile g goes to the groups of turn g % kTurns.
   constexpr int kTileGroups = kWide ? Persistent::kWideGroups : 1;
+  static_assert(kTileGroups * WG::kN == L::kBlockCols,
+                "the groups of a tile cover its block");
   constexpr int kTurns = kGroups / kTileGroups;
+  static_assert(kTurns == 1 || kTurns == 2, "a turn's tiles by count parity");
+  // Two groups on every tile take turns to issue; on alternate tiles (four
+  // groups) each group's own product and epilogue alternate, which
+  // staggers the groups.
   constexpr bool kPingPong = kWide && kGroups == 2;
   // Rows of a math group's 128 columns.
   constexpr int Rw = R / kTileGroups;
@@ -107,8 +113,16 @@ __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
   const PsLane lane{key_row, lane_id % 4};
   const PingPong<Roles::kMathThreads> ping_pong{group};
   float acc[WG::kAccPerThread];
-  int64_t g = 0;                               // key tiles of this CTA
-  uint64_t j = 0;                              // items
+  // The descriptors of key stage 0 and of query stage 0's columns of this
+  // group: a tile's are these moved by whole stages (one add each).
+  const uint64_t key_desc0 =
+      WG::template DescriptorAt<kTma>(SharedAddress(smem + L::kKeyOffset));
+  const uint64_t query_desc0 = WG::template DescriptorAt<true>(
+      SharedAddress(smem + L::kQOffset + half * Persistent::kCols * kHeadDim));
+  const float* scale_ring =
+      reinterpret_cast<const float*>(smem + L::kScaleOffset);
+  uint32_t g = 0;                              // key tiles of this CTA
+  uint32_t j = 0;                              // items
   if constexpr (kPingPong) ping_pong.Start();  // group 0 issues first
   for (int64_t round = 0; walk.More(round); ++round) {
     const int64_t item = PsItemIndex(round);
@@ -117,7 +131,8 @@ __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
     const int chunk = walk.Chunk(item);
     const PsItem<R> it = LoadPsItem<R, kTma>(p, block, chunk, walk.splits);
     if (it.tile_begin >= it.tile_end) continue;
-    const PsMine mine = MineOf<R>(it, row_off + OutputRow<Rw>(lane.quad));
+    const PsStore store = StoreOf<Rw>(
+        p, it, MineOf<R>(it, row_off + OutputRow<Rw>(lane.quad)), lane);
     const int qs = QueryRing::Stage(j);
     MbarWait(bars.FullQueries(qs), QueryRing::FullParity(j));
     // This thread's head weights: columns 8n + 2 quad + e.
@@ -130,14 +145,21 @@ __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
     const SharedWeights shared_weight{wsm, lane.quad};
     const uint8_t* q_tile = smem + L::kQOffset + qs * L::kQBytes +
                             half * Persistent::kCols * kHeadDim;
+    const uint64_t query_desc =
+        WG::DescriptorPlus(query_desc0, qs * L::kQBytes);
 
-    for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
-      if (kTurns > 1 && static_cast<int>(g % kTurns) != turn) continue;
-      const int s = KeyRing::Stage(g);
-      MbarWait(bars.FullKeys(s), KeyRing::FullParity(g));
+    // This group's tiles of the item: every kTurns-th from the first whose
+    // count (gt, over the CTA) is of its turn.
+    const int32_t first =
+        it.tile_begin + static_cast<int32_t>((turn - g) % kTurns);
+    uint32_t gt = g + static_cast<uint32_t>(first - it.tile_begin);
+    for (int32_t t = first; t < it.tile_end; t += kTurns, gt += kTurns) {
+      const int s = KeyRing::Stage(gt);
+      MbarWait(bars.FullKeys(s), KeyRing::FullParity(gt));
       __syncwarp();  // wgmma is .aligned: the warp issues it converged
-      const uint8_t* k_tile = smem + L::kKeyOffset + s * Persistent::kKeyBytes;
       if constexpr (!kWide && kHeads == 32) {
+        const uint8_t* k_tile =
+            smem + L::kKeyOffset + s * Persistent::kKeyBytes;
         if (OneRowTile<R, kWide, kTma, WG>(p, it, t, s, smem, k_tile, q_tile,
                                            wsm, bars, lane)) {
           continue;
@@ -145,32 +167,24 @@ __device__ __forceinline__ void MathGroup(const IndexerLogitsParams& p,
       }
       // Ping-pong: wait for this group's turn, issue, pass the turn.
       if constexpr (kPingPong) ping_pong.WaitTurn();
-      WG::template IssueAs<kTma, true>(acc, k_tile, q_tile,
-                                       /*accumulate=*/false);
+      WG::template IssueFromDescriptors<kTma, true>(
+          acc, WG::DescriptorPlus(key_desc0, s * Persistent::kKeyBytes),
+          query_desc, /*accumulate=*/false);
       if constexpr (kPingPong) ping_pong.PassTurn();
-      const float* scales =
-          reinterpret_cast<const float*>(smem + L::kScaleOffset) +
-          s * kTileKeys;
-      const float sc[2] = {scales[lane.key_row], scales[lane.key_row + 8]};
-
-      // The epilogue's sums, and whether the warp's keys all have positive
-      // scales (a real cache's ue8m0 do): its short form.
-      float v[2][Rw];
-#pragma unroll
-      for (int rs = 0; rs < 2; ++rs) {
-#pragma unroll
-        for (int r = 0; r < Rw; ++r) v[rs][r] = 0.0f;
-      }
-      const bool positive =
-          __all_sync(DSA_FULL_WARP_MASK, sc[0] > 0.0f && sc[1] > 0.0f);
+      // The tile's key scales, and whether the warp's keys all have
+      // positive ones (a real cache's ue8m0 do): the epilogue's short form.
+      TileScales<Rw> scales;
+      scales.Load(scale_ring + s * kTileKeys, lane);
+      const bool positive = scales.Positive();
       WG::Wait(acc);
       MbarArrive(bars.EmptyKeys(s));
       if constexpr (Roles::kWeightsInRegisters) {
-        Epilogue(p, it, mine, lane, acc, weight, sc, positive, t, v);
+        Epilogue<Rw>(store, lane, acc, weight, scales, positive, t);
       } else {
-        Epilogue(p, it, mine, lane, acc, shared_weight, sc, positive, t, v);
+        Epilogue<Rw>(store, lane, acc, shared_weight, scales, positive, t);
       }
     }
+    g += static_cast<uint32_t>(it.tile_end - it.tile_begin);
     MbarArrive(bars.EmptyQueries(qs));
     ++j;
   }

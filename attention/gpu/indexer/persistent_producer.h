@@ -39,9 +39,11 @@ struct PsBarriers {
     return base + 8 * (2 * Persistent::kStages + Persistent::kQueryStages + s);
   }
 };
-// Key tile g of a CTA (counted over its items) and query stage j.
-using KeyRing = RingStage<Persistent::kStages, int64_t>;
-using QueryRing = RingStage<Persistent::kQueryStages, uint64_t>;
+// Key tile g of a CTA (counted over its items) and query stage j, counted
+// in 32 bits: the stages and parities repeat every 32 (a divisor of 2^32),
+// so the counts may wrap.
+using KeyRing = RingStage<Persistent::kStages, uint32_t>;
+using QueryRing = RingStage<Persistent::kQueryStages, uint32_t>;
 
 // A producer thread's cp.async commit groups in flight, oldest first, each
 // to complete a stage's barrier: a group's barrier is signalled (after its
@@ -149,7 +151,7 @@ template <int R, bool kWide>
 __device__ __forceinline__ void ProduceKeyTilesTma(
     const IndexerLogitsParams& p, const PsItem<R>& it, uint32_t base,
     const PsBarriers& bars, const CUtensorMap& key_map,
-    const CUtensorMap& scale_map, int lane, int64_t& g) {
+    const CUtensorMap& scale_map, int lane, uint32_t& g) {
   using L = PersistentSmem<kWide>;
   for (int32_t t0 = it.tile_begin; t0 < it.tile_end; t0 += kDsaWarpSize) {
     int32_t page = -1, within = 0;
@@ -192,7 +194,7 @@ template <int R, bool kWide, int kWarps, typename WG>
 __device__ __forceinline__ void ProduceKeyTilesCpAsync(
     const IndexerLogitsParams& p, const PsItem<R>& it, uint32_t base,
     const PsBarriers& bars, int pwarp, int lane, CopyGroupsInFlight<WG>& copies,
-    int64_t& g) {
+    uint32_t& g) {
   using L = PersistentSmem<kWide>;
   for (int32_t t = it.tile_begin; t < it.tile_end; ++t, ++g) {
     const int s = KeyRing::Stage(g);
@@ -246,7 +248,7 @@ template <int R, bool kWide, int kCopiers, typename WG>
 __device__ __forceinline__ void QueryCopier(const IndexerLogitsParams& p,
                                             const PsWalk& walk, uint32_t base,
                                             const PsBarriers& bars, int ctid) {
-  uint64_t j = 0;  // items
+  uint32_t j = 0;  // items
   for (int64_t round = 0; walk.More(round); ++round) {
     const int64_t item = PsItemIndex(round);
     if (item >= walk.items) continue;
@@ -283,7 +285,7 @@ __device__ __forceinline__ void Producer(const IndexerLogitsParams& p,
       TmaPrefetchMap(&key_map);
       TmaPrefetchMap(&scale_map);
     }
-    int64_t g = 0;  // key tiles issued by this CTA
+    uint32_t g = 0;  // key tiles issued by this CTA
     for (int64_t round = 0; walk.More(round); ++round) {
       const int64_t item = PsItemIndex(round);
       if (item >= walk.items) continue;
@@ -305,8 +307,8 @@ __device__ __forceinline__ void Producer(const IndexerLogitsParams& p,
 #pragma unroll
   for (int i = 0; i < Persistent::kLag; ++i) ring[i] = 0;
   CopyGroupsInFlight<WG> copies{ring, pending};
-  int64_t g = 0;   // key tiles issued by this CTA
-  uint64_t j = 0;  // items
+  uint32_t g = 0;  // key tiles issued by this CTA
+  uint32_t j = 0;  // items
   for (int64_t round = 0; walk.More(round); ++round) {
     const int64_t item = PsItemIndex(round);
     if (item >= walk.items) continue;

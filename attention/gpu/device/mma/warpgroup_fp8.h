@@ -96,6 +96,37 @@ struct WarpgroupFp8Mma {
            (static_cast<uint64_t>(1024 >> 4) << 32) |  // 8-row group stride
            (uint64_t{1} << 62);  // layout: 128-byte swizzle
   }
+  // The descriptor of an operand whose row 0, k byte 0 lies at shared
+  // address `addr` (swizzled: 1024-byte aligned), in either layout above.
+  // A kernel that computes it once and moves it by whole stages and K steps
+  // (IssueFromDescriptors) spends one 32-bit add a descriptor: the start
+  // address is the low 14 bits (addresses below 256 KB), which no such
+  // move carries out of.
+  template <bool kSwizzle128>
+  __device__ __forceinline__ static uint64_t DescriptorAt(uint32_t addr) {
+    if constexpr (kSwizzle128) {
+      static_assert(kKBytes == 128, "128-byte swizzle spans 128-byte rows");
+      return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+             (uint64_t{1} << 16) | (static_cast<uint64_t>(1024 >> 4) << 32) |
+             (uint64_t{1} << 62);
+    } else {
+      return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+             (static_cast<uint64_t>(kLeadingBytes >> 4) << 16) |
+             (static_cast<uint64_t>(kRowGroupBytes >> 4) << 32);
+    }
+  }
+  // A descriptor moved by `bytes` of shared memory (a multiple of 16).
+  __device__ __forceinline__ static uint64_t DescriptorPlus(uint64_t desc,
+                                                            uint32_t bytes) {
+    const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+    return (desc & 0xffffffff00000000ull) | lo;
+  }
+  // Bytes from one 32-byte K step's start to the next in a layout.
+  template <bool kSwizzle128>
+  static constexpr uint32_t kKStepBytes = kSwizzle128
+                                              ? kK
+                                              : (kK / 16) * kLeadingBytes;
+
   // Keeps the compiler from moving reads or writes of the accumulators
   // across the asynchronous product.
   __device__ __forceinline__ static void FenceOperands(
@@ -148,6 +179,31 @@ struct WarpgroupFp8Mma {
     (void)acc;
     (void)a_tile;
     (void)b_tile;
+    (void)accumulate;
+    __trap();  // only reached if a kernel ignores kHasWarpgroupFp8Mma
+#endif
+  }
+  // IssueAs from the operands' descriptors at k = 0 (DescriptorAt).
+  template <bool kASwizzle128, bool kBSwizzle128>
+  __device__ __forceinline__ static void IssueFromDescriptors(
+      float (&acc)[kAccPerThread], uint64_t a_desc0, uint64_t b_desc0,
+      bool accumulate) {
+#if defined(DSA_MMA_HAS_WGMMA_FP8)
+    FenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < kKBytes / kK; ++k) {
+      const uint64_t da =
+          DescriptorPlus(a_desc0, k * kKStepBytes<kASwizzle128>);
+      const uint64_t db =
+          DescriptorPlus(b_desc0, k * kKStepBytes<kBSwizzle128>);
+      Mma(acc, da, db, (accumulate || k > 0) ? 1 : 0);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    (void)acc;
+    (void)a_desc0;
+    (void)b_desc0;
     (void)accumulate;
     __trap();  // only reached if a kernel ignores kHasWarpgroupFp8Mma
 #endif
