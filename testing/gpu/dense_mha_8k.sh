@@ -13,8 +13,9 @@
 #                        //attention/gpu/dense_mha:kernels_test
 #                        //attention/gpu/dense_mha:bench), stripped, gzipped;
 #   py/dense_mha/torch_baseline.py, py/device/torch_timing.py
-# beside a copy of this script; figures in testing/bench/RESULTS.md ("Dense
-# prefill: 80-key tiles at v = 256 ...").
+# beside a copy of this script. Six files come back under $OUT (run.txt,
+# kt.txt, bench_{new,mid,old}.txt, torch.txt); figures in
+# testing/bench/RESULTS.md ("Dense prefill: 80-key tiles at v = 256 ...").
 set -u -o pipefail
 D="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-/tmp/dense_out}"; mkdir -p "$out"
@@ -40,8 +41,8 @@ timeout 50 compute-sanitizer --tool memcheck --print-limit 5 $w/new/dense_mha_ke
 for v in new mid old; do
   [ -d $w/$v ] || continue
   sec "ncu $v --once: the attention kernels' durations"
-  timeout 40 ncu --clock-control none -k regex:DenseAttention --metrics gpu__time_duration.sum --csv $w/$v/dense_mha_bench --once > $out/ncu_$v.csv 2>&1; echo "exit $?"
-  python3 - $out/ncu_$v.csv <<'PY'
+  timeout 40 ncu --clock-control none -k regex:DenseAttention --metrics gpu__time_duration.sum --csv $w/$v/dense_mha_bench --once > $w/ncu_$v.csv 2>&1; echo "exit $?"
+  python3 - $w/ncu_$v.csv <<'PY'
 import csv, sys
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 if not rows: sys.exit()
