@@ -6,7 +6,7 @@
 // also V^T's last 16 keys of a tile, a box of 16 columns by v with 32-byte
 // swizzle (Sm90TmaSmem).
 //
-// Encoding the four maps is a driver call each (cuTensorMapEncodeTiled), so
+// Encoding the maps is a driver call each (cuTensorMapEncodeTiled), so
 // the maps of the calls a thread made last are kept (CachedTmaMaps), keyed
 // by every pointer and dim they encode: the scratch comes from the stream's
 // arena (device/scratch_arena.h), whose addresses stay put from call to
