@@ -19,8 +19,7 @@
 // persistent: a CTA per multiprocessor
 // takes (query tile, head) tiles, longest first, in config.h's
 // TmaTileOrder, the first by its index and the rest from an atomic counter;
-// the producer loads a tile's Q while the consumers finish the last one,
-// and prefetches the next tile's Q into L2 at the start of each tile.
+// the producer loads a tile's Q while the consumers finish the last one.
 // Layout: Sm90TmaSmem (config.h).
 // CUDA device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_DENSE_MHA_SM90_TMA_BODY_H_
@@ -188,26 +187,9 @@ struct Sm90TmaBody {
                     key_row + 64 * L::kVBoxes64,
                     static_cast<int32_t>(w.head_vt), sm.full_v(s));
         }
-        // With the tile's first stage on its way, the next tile's Q into
-        // L2, so that its copy into the Q buffer (issued only once this
-        // tile's last Q K^T has read the buffer) comes from L2, not HBM.
-        if (i == 0 && next < a.num_tiles) PrefetchQ(a, maps, next);
       }
       ring += last + 1;
       tile = next;
-    }
-  }
-
-  // Tile `tile`'s Q (as the producer's TmaLoad3d boxes) into L2.
-  __device__ __forceinline__ static void PrefetchQ(const AttentionArgs& a,
-                                                   const TmaMaps& maps,
-                                                   int tile) {
-    const TmaTile tt =
-        TmaTileOrder(tile, a.num_items, a.heads, a.heads_per_section);
-    const BlockWork w = WorkAt(a, tt.item, tt.head);
-#pragma unroll
-    for (int b = 0; b < kQk / 64; ++b) {
-      TmaPrefetchL2_3d(&maps.q, 64 * b, w.head, w.req.q_begin + w.i0);
     }
   }
 

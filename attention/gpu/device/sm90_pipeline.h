@@ -136,19 +136,6 @@ __device__ __forceinline__ void TmaLoad3d(uint32_t dst, const CUtensorMap* map,
       : "memory");
 #endif
 }
-// Fetches a box of a 3-D tensor into L2 (no shared memory, no barrier):
-// the box a later TmaLoad3d copies then comes from L2.
-__device__ __forceinline__ void TmaPrefetchL2_3d(const CUtensorMap* map,
-                                                 int32_t c0, int32_t c1,
-                                                 int32_t c2) {
-#if defined(DSA_HAS_HOPPER_PIPELINE)
-  asm volatile(
-      "cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n" ::
-          "l"(reinterpret_cast<uint64_t>(map)),
-      "r"(c0), "r"(c1), "r"(c2)
-      : "memory");
-#endif
-}
 // Fetches a tensor map into the TMA unit's cache ahead of its first load.
 __device__ __forceinline__ void TmaPrefetchMap(const CUtensorMap* map) {
 #if defined(DSA_HAS_HOPPER_PIPELINE)
