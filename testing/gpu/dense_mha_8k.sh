@@ -8,7 +8,13 @@
 # Lean on purpose: every step has a timeout and the whole call fits about
 # 240 s. Run from a folder that holds
 #   old/*.gz, mid/*.gz, new/*.gz   the builds' dense_mha_bench and
-#                        dense_mha_kernels_test (bazel build --config=cuda
+#                        dense_mha_kernels_test; the round's run (issue 19
+#                        item 1) had old = 2d04db7 (64-key tiles), mid =
+#                        b53d1a1 with its Q L2 prefetch call commented out
+#                        (= a8eeaa8's kernel, the prefetch since removed),
+#                        new = b53d1a1; any build works in any slot, a
+#                        missing folder is skipped; each
+#                        (bazel build --config=cuda
 #                        --dynamic_mode=off -c opt
 #                        //attention/gpu/dense_mha:kernels_test
 #                        //attention/gpu/dense_mha:bench), stripped, gzipped;
