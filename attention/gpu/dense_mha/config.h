@@ -54,9 +54,11 @@ static_assert(kQkWidths[sizeof(kQkWidths) / sizeof(int) - 1] == kMaxHeadDim &&
               "the widest instantiation takes the largest head dims");
 
 // --- Scratch rows. Each request's latent (and K_nope, V^T) rows start at a
-// multiple of this and are padded to one, so key tiles never leave their
-// request and every value a tile reads is finite (rows past seq_len are
-// zero). 128: the TMA body's widest key tile.
+// multiple of this and are padded to one, so that every value a key tile
+// reads is finite (rows past seq_len are zero). Tiles of a width dividing
+// it (64, 128) never leave their request; the TMA body's 80-key tiles may
+// read the next request's first rows (or, past the scratch, the copies'
+// zeros), keys past every row's position, which the causal mask drops.
 inline constexpr int kKeyAlign = 128;
 
 // --- The latent gather: rows per block, threads per block.
@@ -174,14 +176,22 @@ constexpr int Sm90TmaStagesFit(int qk, int v, int tile_keys) {
   return (kSm90TmaBudget - kSm90BlockM * qk * 2) /
          (tile_keys * qk * 2 + v * tile_keys * 2);
 }
+// V^T of a tile: kN / 64 boxes of 64 keys (128-byte swizzle, v x 128 bytes
+// each), then for 80-key tiles a box of the last 16 keys (32-byte swizzle,
+// v x 32 bytes), so that the 16 keys past a 64 cost no padding.
 template <int kQk, int kV, int kN>
 struct Sm90TmaSmem {
   static_assert(kQk % 64 == 0 && kV % 64 == 0, "whole swizzle blocks");
-  static_assert(kN == 64 || kN == 128, "tile widths of the body");
-  static_assert(kKeyAlign % kN == 0, "tiles stay inside a request");
+  static_assert(kN == 64 || kN == 80 || kN == 128, "tile widths of the body");
+  static_assert(kN % 64 == 0 || kN % 64 == 16, "64-key boxes and a 16 tail");
   static constexpr int kQBytes = kSm90BlockM * kQk * 2;
   static constexpr int kKBytes = kN * kQk * 2;
+  static constexpr int kVBoxes64 = kN / 64;
+  static constexpr bool kVTail = kN % 64 != 0;
+  static constexpr int kVTailOffset = kVBoxes64 * kV * 128;  // 256-aligned
   static constexpr int kVBytes = kV * kN * 2;
+  static_assert(kKBytes % 1024 == 0 && kVBytes % 1024 == 0,
+                "stages on the swizzle's period");
   static constexpr int kStagesFit = Sm90TmaStagesFit(kQk, kV, kN);
   static constexpr int kStages = kStagesFit > 4 ? 4 : kStagesFit;
   static_assert(kStages >= 2, "at least a double buffer");
@@ -197,12 +207,19 @@ struct Sm90TmaSmem {
 
 // Keys per tile of the TMA body at widths (qk, v): 128 where the registers
 // allow (v <= 128: S and P of a tile at 64 + 32 a thread, O at 64) and a
-// double buffer fits, else 64.
+// double buffer fits; else 80 where a double buffer of those fits (v = 256:
+// S 40 + P 20 + O 128 a thread; FlashAttention-3's tile at head dim 256),
+// else 64. Wider tiles read less shared memory per product: Q K^T from
+// shared memory on both sides moves (64 + kN) x 32 bytes per 16-deep step
+// of kN / 2 tensor cycles, 128 bytes a cycle (the shared memory's rate) at
+// 64 keys, 115 at 80.
 constexpr int TmaTileKeys(int qk, int v) {
-  return v <= 128 && Sm90TmaStagesFit(qk, v, 128) >= 2 ? 128 : 64;
+  return v <= 128 && Sm90TmaStagesFit(qk, v, 128) >= 2 ? 128
+         : Sm90TmaStagesFit(qk, v, 80) >= 2            ? 80
+                                                       : 64;
 }
-static_assert(TmaTileKeys(192, 128) == 128 && TmaTileKeys(256, 256) == 64,
-              "DeepSeek-V3.2 on 128-key tiles, GLM-5.1 on 64");
+static_assert(TmaTileKeys(192, 128) == 128 && TmaTileKeys(256, 256) == 80,
+              "DeepSeek-V3.2 on 128-key tiles, GLM-5.1 on 80");
 
 // --- The TMA body is persistent: one CTA per multiprocessor (or fewer,
 // where the call has fewer tiles), each taking (query tile, head) tiles in

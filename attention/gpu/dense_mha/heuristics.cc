@@ -110,7 +110,9 @@ const char* AttentionPathName(const AttentionChoice& c) {
     case DenseMhaBody::kSm90Pipelined:
       return "sm90-pipelined";
     case DenseMhaBody::kSm90Tma:
-      return c.tma_tile_keys == 128 ? "sm90-tma-128" : "sm90-tma-64";
+      return c.tma_tile_keys == 128  ? "sm90-tma-128"
+             : c.tma_tile_keys == 80 ? "sm90-tma-80"
+                                     : "sm90-tma-64";
     default:
       return "none";
   }

@@ -7,8 +7,8 @@
 // Attention, for DenseMhaBody::kAuto:
 //   no sm_90a device code                  -> kWarp
 //   sm_90a, tensor maps, nope, rope and v
-//   multiples of 64 (GLM-5.x, DeepSeek-V3.2) -> kSm90Tma, 128-key tiles
-//                                             where TmaTileKeys allows
+//   multiples of 64 (GLM-5.x, DeepSeek-V3.2) -> kSm90Tma, 128- or 80-key
+//                                             tiles where TmaTileKeys allows
 //   sm_90a otherwise                       -> kSm90Pipelined
 // The TMA body's persistent grid (ScheduleTmaAttention): one CTA per
 // multiprocessor, fewer where the call has fewer (query tile, head) tiles
@@ -32,7 +32,7 @@ struct AttentionChoice {
   // The instantiation: nope + rope and v rounded up (config.h).
   int qk_width = 0;
   int v_width = 0;
-  // kSm90Tma: keys per tile (64 or 128); 0 for the cp.async bodies, whose
+  // kSm90Tma: keys per tile (64, 80 or 128); 0 for the cp.async bodies, whose
   // tiles are fixed per backend (BlockTiles).
   int tma_tile_keys = 0;
 };
@@ -66,7 +66,7 @@ LaunchResult ScheduleTmaAttention(const AttentionChoice& choice, int64_t items,
 // rope is a multiple of 8.)
 int GatherVectorElems(const DenseMhaPrefillParams& params, int64_t entry_bytes);
 
-// "warp", "sm90-pipelined", "sm90-tma-64" or "sm90-tma-128".
+// "warp", "sm90-pipelined", "sm90-tma-64", "sm90-tma-80" or "sm90-tma-128".
 const char* AttentionPathName(const AttentionChoice& choice);
 
 LaunchResult ChooseBf16Gemm(const Bf16GemmParams& params,

@@ -64,7 +64,7 @@ void ExpectRefused(const DenseMhaPrefillParams& p, const DeviceFeatures& f,
 
 TEST(DenseMhaHeuristicsTest, DefaultBodies) {
   // GLM-5.1 (192 + 64, v 256), DeepSeek-V3.2 (128 + 64, v 128).
-  EXPECT_EQ(Path(Dims(192, 64, 256), Hopper()), "sm90-tma-64");
+  EXPECT_EQ(Path(Dims(192, 64, 256), Hopper()), "sm90-tma-80");
   EXPECT_EQ(Path(Dims(128, 64, 128), Hopper()), "sm90-tma-128");
   // The tiny presets: rope 32 is no whole swizzle block.
   EXPECT_EQ(Path(Dims(64, 32, 64), Hopper()), "sm90-pipelined");
@@ -83,7 +83,7 @@ TEST(DenseMhaHeuristicsTest, DefaultBodies) {
 TEST(DenseMhaHeuristicsTest, TmaBodyNeedsWholeSwizzleBlocks) {
   EXPECT_EQ(Path(Dims(0, 64, 64), Hopper()), "sm90-tma-128");  // no nope
   EXPECT_EQ(Path(Dims(192, 64, 64), Hopper()), "sm90-tma-128");
-  EXPECT_EQ(Path(Dims(128, 128, 256), Hopper()), "sm90-tma-64");
+  EXPECT_EQ(Path(Dims(128, 128, 256), Hopper()), "sm90-tma-80");
   // One multiple of 8 off in each dim.
   EXPECT_EQ(Path(Dims(184, 64, 256), Hopper()), "sm90-pipelined");
   EXPECT_EQ(Path(Dims(128, 56, 128), Hopper()), "sm90-pipelined");
@@ -106,15 +106,16 @@ TEST(DenseMhaHeuristicsTest, WidthsRoundUpToInstantiations) {
 }
 
 TEST(DenseMhaHeuristicsTest, TmaTileKeysPerWidthPair) {
-  // 128-key tiles where v <= 128 and two stages of them fit beside Q.
+  // 128-key tiles where v <= 128 and two stages of them fit beside Q, else
+  // 80-key tiles where two stages of those fit.
   struct Row {
     int qk, v, keys;
   };
   for (const Row& r :
        {Row{64, 64, 128}, Row{128, 64, 128}, Row{192, 64, 128},
         Row{256, 64, 128}, Row{64, 128, 128}, Row{128, 128, 128},
-        Row{192, 128, 128}, Row{256, 128, 64}, Row{64, 256, 64},
-        Row{128, 256, 64}, Row{192, 256, 64}, Row{256, 256, 64}}) {
+        Row{192, 128, 128}, Row{256, 128, 80}, Row{64, 256, 80},
+        Row{128, 256, 80}, Row{192, 256, 80}, Row{256, 256, 80}}) {
     EXPECT_EQ(TmaTileKeys(r.qk, r.v), r.keys) << r.qk << " / " << r.v;
     const AttentionChoice c =
         Choose(Dims(r.qk - 64, 64, r.v, DenseMhaBody::kSm90Tma), Hopper());
@@ -150,7 +151,7 @@ TEST(DenseMhaHeuristicsTest, RequestedBodies) {
   EXPECT_EQ(Path(glm(DenseMhaBody::kWarp), NoSm90a()), "warp");
   EXPECT_EQ(Path(glm(DenseMhaBody::kSm90Pipelined), Hopper()),
             "sm90-pipelined");
-  EXPECT_EQ(Path(glm(DenseMhaBody::kSm90Tma), Hopper()), "sm90-tma-64");
+  EXPECT_EQ(Path(glm(DenseMhaBody::kSm90Tma), Hopper()), "sm90-tma-80");
   EXPECT_EQ(Path(Dims(64, 32, 64, DenseMhaBody::kWarp), Hopper()), "warp");
 }
 

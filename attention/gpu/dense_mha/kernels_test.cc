@@ -5,13 +5,15 @@
 // around the 64/128 tile edges, a request without queries, and pages handed
 // out in shuffled order with poisoned block-table entries past each request.
 // The launcher's defaults run (on the H200: the TMA attention body for the
-// GLM / DeepSeek dims, 64- and 128-key tiles, the cp.async body for the tiny
-// ones, cuBLASLt decompression); *_own_gemm cases decompress on
-// gemm_bf16.h, and the *_warp / *_sm90_pipelined / *_sm90_tma cases ask for
-// each attention body by name (params.attention_body), so that every body
-// runs on sm_90a too (a body the device cannot run is skipped, saying so);
-// the *_persistent_* cases cap the TMA body's persistent grid at one to
-// three CTAs, so that each CTA runs many tiles in turn; the *_presplit
+// GLM / DeepSeek dims, 80- and 128-key tiles, the cp.async body for the tiny
+// ones, cuBLASLt decompression; the glm_80key_* cases put query counts and
+// contexts at and around multiples of 80, and key tiles that run past their
+// request into the next one's rows or past the scratch); *_own_gemm cases
+// decompress on gemm_bf16.h, and the *_warp / *_sm90_pipelined / *_sm90_tma
+// cases ask for each attention body by name (params.attention_body), so that
+// every body runs on sm_90a too (a body the device cannot run is skipped,
+// saying so); the *_persistent_* cases cap the TMA body's persistent grid at
+// one to three CTAs, so that each CTA runs many tiles in turn; the *_presplit
 // cases pass W_UK and W_UV split (kv_b_proj poisoned), then run the same
 // call from kv_b_proj, both against the reference.
 // The GEMM alone runs its default and its warp body.
@@ -453,6 +455,11 @@ std::vector<DenseCase> Cases() {
        {{0, 1}}},
       {"glm_tile_edges_e4m3fn", 2, 192, 64, 256, 512, 64, Cache::kFp8E4m3fn,
        {{0, 127}, {0, 128}, {0, 129}, {70, 64}, {5, 1}, {300, 200}}},
+      {"glm_80key_edges", 2, 192, 64, 256, 512, 64, Cache::kBFloat16,
+       {{0, 79}, {0, 80}, {0, 81}, {0, 159}, {0, 160}, {0, 161}, {1, 239},
+        {77, 83}, {160, 80}, {0, 241}}},
+      {"glm_80key_edges_e4m3fn", 2, 192, 64, 256, 512, 16, Cache::kFp8E4m3fn,
+       {{80, 1}, {79, 2}, {0, 400}, {3, 77}, {0, 81}}, false, kBf16Out},
       {"glm_bf16_output", 2, 192, 64, 256, 512, 16, Cache::kBFloat16,
        {{0, 200}, {63, 1}}, false, kBf16Out},
       {"deepseek_context_e4m3fnuz", 3, 128, 64, 128, 512, 64,
@@ -524,6 +531,17 @@ std::vector<DenseCase> Cases() {
                   {{0, 127}, {0, 129}, {200, 200}}};
     c.ctas = 1;
     cases.push_back(c);
+    c = DenseCase{"glm_80key_persistent_1cta",
+                  3,
+                  192,
+                  64,
+                  256,
+                  512,
+                  64,
+                  Cache::kBFloat16,
+                  {{0, 80}, {0, 161}, {0, 479}, {81, 159}, {0, 1}}};
+    c.ctas = 1;
+    cases.push_back(c);
     c = DenseCase{"deepseek_persistent_1cta",
                   2,
                   128,
@@ -536,7 +554,7 @@ std::vector<DenseCase> Cases() {
     c.ctas = 1;
     cases.push_back(c);
   }
-  // Each body asked for by name: GLM (64-key TMA tiles) and DeepSeek
+  // Each body asked for by name: GLM (80-key TMA tiles) and DeepSeek
   // (128-key tiles) dims on all three, the tiny ones on the two that take
   // any head dims.
   const std::pair<const char*, DenseMhaBody> bodies[] = {

@@ -91,9 +91,9 @@ inline DenseMhaFlops DenseMhaPrefillFlops(const DenseMhaPrefillParams& p) {
 }
 
 // Which attention body a call with `params` runs on the current device:
-// "sm90-tma-64" / "sm90-tma-128" (keys per tile), "sm90-pipelined" or
-// "warp"; "none" when not built, on error, or where the body the params ask
-// for cannot run. For tests and reports.
+// "sm90-tma-64" / "sm90-tma-80" / "sm90-tma-128" (keys per tile),
+// "sm90-pipelined" or "warp"; "none" when not built, on error, or where the
+// body the params ask for cannot run. For tests and reports.
 const char* DenseMhaAttentionPath(const DenseMhaPrefillParams& params);
 
 // Which GEMM the decompression takes in this process unless the params ask

@@ -2,7 +2,8 @@
 // default there), FlashAttention-3's structure: a producer warpgroup, one
 // lane of which streams K and V^T tiles of kN keys with TMA copies into
 // rings of shared-memory stages (RingStage; full / empty mbarriers per
-// stage), and two consumer warpgroups of 64 query rows that multiply on
+// stage; V^T of an 80-key tile as a 64-key box and a 16-key one), and two
+// consumer warpgroups of 64 query rows that multiply on
 // wgmma straight from the 128-byte swizzled layout the copies write, with P
 // in registers (the wgmma RS form). A consumer issues tile t's Q K^T, then
 // tile t + 1's P V, and runs t's softmax while P V is still on the tensor
@@ -177,8 +178,13 @@ struct Sm90TmaBody {
         MbarWait(sm.empty_v(s), parity);
         MbarExpectTx(sm.full_v(s), L::kVBytes);
 #pragma unroll
-        for (int b = 0; b < kN / 64; ++b) {
+        for (int b = 0; b < L::kVBoxes64; ++b) {
           TmaLoad2d(sm.v(s) + b * kV * 128, &maps.vt, key_row + 64 * b,
+                    static_cast<int32_t>(w.head_vt), sm.full_v(s));
+        }
+        if constexpr (L::kVTail) {
+          TmaLoad2d(sm.v(s) + L::kVTailOffset, &maps.vt_tail,
+                    key_row + 64 * L::kVBoxes64,
                     static_cast<int32_t>(w.head_vt), sm.full_v(s));
         }
       }
@@ -205,16 +211,20 @@ struct Sm90TmaBody {
         false);
   }
 
-  // O += P V of the tile in stage V `v_base`.
+  // O += P V of the tile in stage V `v_base`: steps of 16 keys in the
+  // 64-key boxes, then the 16-key tail box's one step.
   __device__ __forceinline__ static void IssuePV(float (&o)[WgO::kAccPerThread],
                                                  uint32_t (&p_frag)[kPSteps][4],
                                                  uint32_t v_base) {
     using ::dsa::gpu::Bf16Sw128Descriptor;
+    using ::dsa::gpu::Bf16Sw32Descriptor;
     WgO::IssueWith(
         o, p_frag,
         [&](int j) {
-          return Bf16Sw128Descriptor(v_base + (j / 4) * kV * 128 +
-                                     (j % 4) * 32);
+          return j < 4 * L::kVBoxes64
+                     ? Bf16Sw128Descriptor(v_base + (j / 4) * kV * 128 +
+                                           (j % 4) * 32)
+                     : Bf16Sw32Descriptor(v_base + L::kVTailOffset);
         },
         true);
   }

@@ -2,9 +2,11 @@
 // call's scratch (attention_args.h): q [tokens, heads, qk], K_nope
 // [S, heads * nope], the latent rows (k_pe at column lora) [S, lat_ld] and
 // V^T [heads * v, S], bf16 with 128-byte swizzle, boxes of 64 columns by
-// kBlockM queries / the tile's keys / v value dims.
+// kBlockM queries / the tile's keys / v value dims; for tiles of 80 keys
+// also V^T's last 16 keys of a tile, a box of 16 columns by v with 32-byte
+// swizzle (Sm90TmaSmem).
 //
-// Encoding the four maps is a driver call each (cuTensorMapEncodeTiled), so
+// Encoding the maps is a driver call each (cuTensorMapEncodeTiled), so
 // the maps of the calls a thread made last are kept (CachedTmaMaps), keyed
 // by every pointer and dim they encode: the scratch comes from the stream's
 // arena (device/scratch_arena.h), whose addresses stay put from call to
@@ -26,10 +28,11 @@
 namespace dsa::attention::gpu::dense_mha {
 
 struct TmaMaps {
-  CUtensorMap q;      // 3-D {qk, heads, tokens}, box {64, 1, 128}
-  CUtensorMap knope;  // 2-D {heads * nope, S}, box {64, kN}
-  CUtensorMap kpe;    // 2-D {lora + rope, S} (the latent rows), box {64, kN}
-  CUtensorMap vt;     // 2-D {S, heads * v}, box {64, v} (kN / 64 a tile)
+  CUtensorMap q;        // 3-D {qk, heads, tokens}, box {64, 1, 128}
+  CUtensorMap knope;    // 2-D {heads * nope, S}, box {64, kN}
+  CUtensorMap kpe;      // 2-D {lora + rope, S} (the latent rows), box {64, kN}
+  CUtensorMap vt;       // 2-D {S, heads * v}, box {64, v} (kN / 64 a tile)
+  CUtensorMap vt_tail;  // the same, box {16, v}, 32-byte swizzle (kN % 64)
 };
 
 // Everything the maps encode.
@@ -53,18 +56,17 @@ struct TmaMapsKey {
 // worth of shapes fit.
 using TmaMapsCache = SmallCache<TmaMapsKey, TmaMaps, 8>;
 
-// A bf16 tensor map with 128-byte swizzle: dims innermost first, strides
-// (bytes) of dims 1.., the box in elements.
-inline LaunchResult MakeTensorMap(CUtensorMap* map, const void* base, int rank,
-                                  const cuuint64_t* dims,
-                                  const cuuint64_t* strides,
-                                  const cuuint32_t* box, const char* what) {
+// A bf16 tensor map with 128-byte swizzle (or `swizzle`): dims innermost
+// first, strides (bytes) of dims 1.., the box in elements.
+inline LaunchResult MakeTensorMap(
+    CUtensorMap* map, const void* base, int rank, const cuuint64_t* dims,
+    const cuuint64_t* strides, const cuuint32_t* box, const char* what,
+    CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
   const cuuint32_t unit[3] = {1, 1, 1};
   const CUresult r = TensorMapEncoder()(
       map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(base),
-      dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r == CUDA_SUCCESS) return LaunchResult{};
   LaunchResult out;
   out.code = LaunchCode::kRuntimeError;
@@ -75,7 +77,8 @@ inline LaunchResult MakeTensorMap(CUtensorMap* map, const void* base, int rank,
 }
 
 // Encodes the maps of `a` for tiles of `tile_keys` keys and V^T boxes of
-// `box_v` value dims (knope is left unset when nope is 0).
+// `box_v` value dims (knope is left unset when nope is 0, vt_tail when
+// tile_keys is a multiple of 64).
 inline LaunchResult MakeTmaMaps(const AttentionArgs& a, int tile_keys,
                                 int box_v, TmaMaps* maps) {
   const int qk = a.nope + a.rope;
@@ -113,7 +116,11 @@ inline LaunchResult MakeTmaMaps(const AttentionArgs& a, int tile_keys,
                               static_cast<cuuint64_t>(a.heads) * a.v};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kv_rows) * 2};
   const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_v)};
-  return MakeTensorMap(&maps->vt, a.vt, 2, dims, strides, box, "V^T");
+  LaunchResult r = MakeTensorMap(&maps->vt, a.vt, 2, dims, strides, box, "V^T");
+  if (!r.ok() || tile_keys % 64 == 0) return r;
+  const cuuint32_t tail_box[2] = {16, static_cast<cuuint32_t>(box_v)};
+  return MakeTensorMap(&maps->vt_tail, a.vt, 2, dims, strides, tail_box,
+                       "V^T tail", CU_TENSOR_MAP_SWIZZLE_32B);
 }
 
 // MakeTmaMaps through the calling thread's TmaMapsCache. A failed encode

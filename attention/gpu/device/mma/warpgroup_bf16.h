@@ -1,6 +1,6 @@
 // Hopper's warpgroup bf16 products (wgmma, HGMMA in SASS) for kernels built
 // for sm_90a: WarpgroupBf16Mma (both operands in shared memory),
-// WarpgroupBf16MmaRegA (A in registers) and the 128-byte swizzled
+// WarpgroupBf16MmaRegA (A in registers) and the 128- and 32-byte swizzled
 // descriptors.
 // Part of mma.h (include that); device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_DEVICE_MMA_WARPGROUP_BF16_H_
@@ -69,7 +69,7 @@ __device__ __forceinline__ void StoreMatrixX4(uint32_t addr,
 
 template <int kN>
 struct WarpgroupBf16Mma {
-  static_assert(kN == 32 || kN == 64 || kN == 128 || kN == 256,
+  static_assert(kN == 32 || kN == 64 || kN == 80 || kN == 128 || kN == 256,
                 "instantiated widths");
   static constexpr int kM = 64;
   static constexpr int kK = 16;
@@ -339,6 +339,17 @@ struct WarpgroupBf16Mma {
           "}\n"
           : DSA_WGMMA_ACC_32(acc)
           : "l"(da), "l"(db), "r"(scale_d), "n"(kTransB));
+    } else if constexpr (kN == 80) {
+      asm volatile(
+          "{\n"
+          ".reg .pred p;\n"
+          "setp.ne.b32 p, %42, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 "
+          "{" DSA_WGMMA_ACC_REGS_40
+          "}, %40, %41, p, 1, 1, 0, %43;\n"
+          "}\n"
+          : DSA_WGMMA_ACC_40(acc)
+          : "l"(da), "l"(db), "r"(scale_d), "n"(kTransB));
     } else if constexpr (kN == 128) {
       asm volatile(
           "{\n"
@@ -392,6 +403,19 @@ __device__ __forceinline__ uint64_t Bf16Sw128Descriptor(uint32_t addr) {
          (static_cast<uint64_t>(1) << 16) |          // LBO (unused): 16 B
          (static_cast<uint64_t>(1024 >> 4) << 32) |  // SBO: 1024 B
          (static_cast<uint64_t>(1) << 62);           // 128-byte swizzle
+}
+
+// The 32-byte swizzled K-major layout (CU_TENSOR_MAP_SWIZZLE_32B with a
+// 16-element bf16 box): rows of 32 bytes (one k step of 16), 8 rows (256
+// bytes, aligned to 256) a group, the 16-byte chunk c of row r at chunk
+// c ^ ((r / 4) % 2). Descriptor of such an operand at shared address `addr`
+// (row 0 of one 16-column block): 8-row groups 256 bytes apart, layout
+// type 3 (32B) in bits 62-63; the leading byte offset is unused.
+__device__ __forceinline__ uint64_t Bf16Sw32Descriptor(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+         (static_cast<uint64_t>(1) << 16) |         // LBO (unused): 16 B
+         (static_cast<uint64_t>(256 >> 4) << 32) |  // SBO: 256 B
+         (static_cast<uint64_t>(3) << 62);          // 32-byte swizzle
 }
 
 // Hopper's warpgroup bf16 product with A in registers (wgmma RS form, HGMMA

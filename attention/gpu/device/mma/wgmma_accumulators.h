@@ -14,6 +14,9 @@
 #define DSA_WGMMA_ACC_REGS_32 \
   DSA_WGMMA_ACC_REGS_16       \
   ",%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+#define DSA_WGMMA_ACC_REGS_40 \
+  DSA_WGMMA_ACC_REGS_32       \
+  ",%32,%33,%34,%35,%36,%37,%38,%39"
 #define DSA_WGMMA_ACC_REGS_64                                        \
   DSA_WGMMA_ACC_REGS_32                                              \
   ",%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47" \
@@ -33,6 +36,8 @@
 #define DSA_WGMMA_ACC_16(acc) DSA_WGMMA_ACC_16_AT(acc, 0)
 #define DSA_WGMMA_ACC_32(acc) \
   DSA_WGMMA_ACC_16_AT(acc, 0), DSA_WGMMA_ACC_16_AT(acc, 16)
+#define DSA_WGMMA_ACC_40(acc) \
+  DSA_WGMMA_ACC_32(acc), DSA_WGMMA_ACC_4(acc, 32), DSA_WGMMA_ACC_4(acc, 36)
 #define DSA_WGMMA_ACC_64(acc)                          \
   DSA_WGMMA_ACC_32(acc), DSA_WGMMA_ACC_16_AT(acc, 32), \
       DSA_WGMMA_ACC_16_AT(acc, 48)
