@@ -321,12 +321,6 @@ LaunchResult RunFma(const SparseMlaParams& p, const Plan& plan, int device,
                       });
 }
 
-}  // namespace
-}  // namespace sparse_mla
-
-namespace sparse_mla {
-namespace {
-
 // What the workspace passes need beyond CheckParams: an fp8_ds_mla cache of
 // the matrix bodies' shape (16-byte aligned entries of 512 + 64).
 LaunchResult CheckWorkspaceParams(const SparseMlaParams& p) {

@@ -75,12 +75,9 @@ struct WarpgroupFp8Mma {
   // lies at `base`.
   __device__ __forceinline__ static uint64_t Descriptor(const void* base,
                                                         int k0) {
-    const uint32_t addr =
+    return DescriptorAt<false>(
         static_cast<uint32_t>(__cvta_generic_to_shared(base)) +
-        (k0 / 16) * kLeadingBytes;
-    return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
-           (static_cast<uint64_t>(kLeadingBytes >> 4) << 16) |
-           (static_cast<uint64_t>(kRowGroupBytes >> 4) << 32);
+        (k0 / 16) * kLeadingBytes);
   }
   // Descriptor of an operand of 128-byte rows (kKBytes = 128) as the tensor
   // memory accelerator writes it with 128-byte swizzle: row r at 128 r, its
@@ -88,13 +85,8 @@ struct WarpgroupFp8Mma {
   // Row 0 lies at `base` (1024-byte aligned); k0 is a multiple of 32.
   __device__ __forceinline__ static uint64_t DescriptorSwizzle128(
       const void* base, int k0) {
-    static_assert(kKBytes == 128, "128-byte swizzle spans 128-byte rows");
-    const uint32_t addr =
-        static_cast<uint32_t>(__cvta_generic_to_shared(base)) + k0;
-    return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
-           (uint64_t{1} << 16) |                       // leading offset: unused
-           (static_cast<uint64_t>(1024 >> 4) << 32) |  // 8-row group stride
-           (uint64_t{1} << 62);  // layout: 128-byte swizzle
+    return DescriptorAt<true>(
+        static_cast<uint32_t>(__cvta_generic_to_shared(base)) + k0);
   }
   // The descriptor of an operand whose row 0, k byte 0 lies at shared
   // address `addr` (swizzled: 1024-byte aligned), in either layout above.
@@ -107,8 +99,9 @@ struct WarpgroupFp8Mma {
     if constexpr (kSwizzle128) {
       static_assert(kKBytes == 128, "128-byte swizzle spans 128-byte rows");
       return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
-             (uint64_t{1} << 16) | (static_cast<uint64_t>(1024 >> 4) << 32) |
-             (uint64_t{1} << 62);
+             (uint64_t{1} << 16) |                       // leading: unused
+             (static_cast<uint64_t>(1024 >> 4) << 32) |  // 8-row group stride
+             (uint64_t{1} << 62);  // layout: 128-byte swizzle
     } else {
       return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
              (static_cast<uint64_t>(kLeadingBytes >> 4) << 16) |
