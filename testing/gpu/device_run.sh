@@ -138,8 +138,11 @@ section "gtest: kernels against float64 references"
 for t in vector_add_test mma_bf16_test runtime_faults_test indexer_kernels_test \
          cache_kernels_test sparse_mla_kernels_test dense_mha_kernels_test \
          dense_ops_kernels_test; do
-  # dense_mha's float64 references take about 56 s on the H200.
-  limit=45; [ "$t" = dense_mha_kernels_test ] && limit=100
+  # dense_mha's float64 references take about 56 s on the H200; sparse_mla's
+  # whole suite (prefill, decode and the gather pass) ran past 45 s and 50 s.
+  limit=45
+  [ "$t" = dense_mha_kernels_test ] && limit=100
+  [ "$t" = sparse_mla_kernels_test ] && limit=150
   echo "-- $t"; gtest "$limit" "$B/$t"
 done
 section "gtest: op suites, dense ops, runner and platform on cuda"
