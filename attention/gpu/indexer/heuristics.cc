@@ -117,6 +117,11 @@ LaunchResult PlanIndexerLogits(const IndexerLogitsParams& p,
         BodyName(body));
   }
 
+  if (body != Body::kPersistent && options.order == LaunchOrder::kAfterPrior) {
+    return Unavailable(
+        "only the persistent body launches after its prior grid, not %s",
+        BodyName(body));
+  }
   switch (body) {
     case Body::kFma:
       plan->body = body;
@@ -210,7 +215,8 @@ LaunchResult PlanIndexerLogits(const IndexerLogitsParams& p,
   splits = std::max<int64_t>(splits, 1);
   plan->splits = static_cast<int>(splits);
   plan->grid = std::min<int64_t>(plan->blocks * splits, sms);
-  return LaunchResult{};
+  return ResolveLaunchOrder(options.order, features, "indexer_logits",
+                            &plan->after_prior);
 }
 
 LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
@@ -270,7 +276,8 @@ LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
   plan->threads = threads;
   plan->shared_bytes = shared_bytes;
   plan->path = path;
-  return LaunchResult{};
+  return ResolveLaunchOrder(options.order, features, "indexer_topk",
+                            &plan->after_prior);
 }
 
 const char* LogitsPathName(const LogitsPlan& plan) {

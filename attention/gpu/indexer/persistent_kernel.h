@@ -25,6 +25,7 @@
 
 #include <cstdint>
 
+#include "attention/gpu/device/dependent_launch.h"
 #include "attention/gpu/device/hip_compat.h"
 #include "attention/gpu/device/launch_util.h"
 #include "attention/gpu/device/mma.h"
@@ -77,6 +78,11 @@ __global__ void __launch_bounds__(PersistentRoles<kGroups>::kThreads, 1)
       MbarFenceInit();
     }
     __syncthreads();
+    // Launched after its prior grid (LogitsPlan::after_prior): nothing but
+    // the barriers above before the queries, keys and windows the work
+    // before it wrote are complete; the next kernel may be scheduled now.
+    LetDependentGridsLaunch();
+    WaitForPriorGrids();
 
     const PsWalk walk = WalkOf<R>(p, splits);
     if (tid >= Roles::kMathThreads) {
@@ -113,9 +119,10 @@ LaunchResult LaunchPersistent(const IndexerLogitsParams& p,
   const LaunchResult r = OptInSharedMemory<kernel, kBytes>(
       device, "indexer_logits: shared memory opt-in");
   if (!r.ok()) return r;
-  kernel<<<static_cast<unsigned>(plan.grid), PersistentRoles<kGroups>::kThreads,
-           kBytes, stream>>>(p, plan.splits, key_map, scale_map);
-  return CheckLaunch("indexer_logits");
+  return LaunchKernel(plan.after_prior, kernel,
+                      dim3(static_cast<unsigned>(plan.grid)),
+                      dim3(PersistentRoles<kGroups>::kThreads), kBytes, stream,
+                      "indexer_logits", p, plan.splits, key_map, scale_map);
 }
 
 }  // namespace dsa::attention::gpu::indexer
