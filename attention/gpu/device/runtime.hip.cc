@@ -205,7 +205,6 @@ LaunchResult QueryDeviceFeatures(int device, DeviceFeatures* f) {
   if (!r.ok()) return r;
   f->sm90a = attributes.sharedSizeBytes >= kSm90aMarkerBytes;
   f->tensor_maps = TensorMapEncoder() != nullptr;
-  f->dependent_launch = f->sm90a;
 #endif
   return r;
 }

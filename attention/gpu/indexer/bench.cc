@@ -17,19 +17,13 @@
 //                      [--check=1] [--body=auto] [--blocks=auto]
 //                      [--keys=auto] [--groups=auto] [--topk_paths=auto]
 //                      [--topk_only=0] [--topk_rows=0]
-//                      [--orders=auto]
 // --body / --blocks / --keys / --groups force a logits variant
 // (IndexerLogitsOptions: fma | warp_mma | warpgroup_mma | persistent,
 // narrow | wide, tma | cp_async, 2 | 4) to time it against the heuristics'
 // choice; --groups takes a comma list (each checked and timed in turn, on
 // the same inputs); --topk_paths
 // (a comma list of DSA_INDEXER_TOPK_PATHS names and auto) times each top-k
-// path in turn. --orders (a comma list of auto, stream, after_prior) times
-// logits then top-k queued back to back, both launched in each order in turn
-// (after_prior: programmatic dependent launch, device/dependent_launch.h),
-// and checks that every order gives the first order's logits and indices to
-// the bit:
-//   ours_chain heads=H T=T rows=R order=O ms_per_step=... (stream's / this)
+// path in turn.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -83,17 +77,6 @@ struct TopKRun {
 LaunchResult RunTopK(void* arg) {
   const TopKRun& run = *static_cast<TopKRun*>(arg);
   return IndexerTopKLaunch(run.params, nullptr, run.options);
-}
-// The indexer's two kernels as a step runs them: logits, then top-k over
-// them, each launched in the same order (`--orders`).
-struct ChainRun {
-  LogitsRun logits;
-  TopKRun topk;
-};
-LaunchResult RunChain(void* arg) {
-  ChainRun& run = *static_cast<ChainRun*>(arg);
-  const LaunchResult r = RunLogits(&run.logits);
-  return r.ok() ? RunTopK(&run.topk) : r;
 }
 
 // The top-k paths of a comma list ("auto,staged_512"), or false.
@@ -256,7 +239,6 @@ int Main(int argc, char** argv) {
   int topk_only = 0, topk_rows = 0;
   std::vector<IndexerTopKPath> topk_paths = {IndexerTopKPath::kAuto};
   std::vector<IndexerLogitsGroups> groups_list = {IndexerLogitsGroups::kAuto};
-  std::vector<LaunchOrder> orders;
   IndexerLogitsOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -287,21 +269,6 @@ int Main(int argc, char** argv) {
           return 2;
         }
         groups_list.push_back(g);
-        at = comma + 1;
-      }
-      continue;
-    }
-    const std::string orders_flag = "--orders=";
-    if (a.rfind(orders_flag, 0) == 0) {
-      const std::string list = a.substr(orders_flag.size());
-      for (size_t at = 0; at <= list.size();) {
-        const size_t comma = std::min(list.find(',', at), list.size());
-        LaunchOrder o;
-        if (!ParseLaunchOrder(list.substr(at, comma - at).c_str(), &o)) {
-          std::fprintf(stderr, "unknown launch order in %s\n", argv[i]);
-          return 2;
-        }
-        orders.push_back(o);
         at = comma + 1;
       }
       continue;
@@ -522,45 +489,6 @@ int Main(int argc, char** argv) {
   if (!TimeTopKPaths(tp, logits, end, decode == 0, "indexer", topk_paths, iters,
                      check ? 48 : 0, rng)) {
     return 1;
-  }
-  // The chain in each launch order, on the same inputs; its outputs compared
-  // with the first order's to the bit.
-  std::vector<float> first_logits;
-  std::vector<int32_t> first_topk, got_topk(rows * topk);
-  float stream_ms = 0.0f;
-  for (const LaunchOrder order : orders) {
-    ChainRun chain{{lp, options}, {tp, IndexerTopKOptions{}}};
-    chain.logits.options.order = order;
-    chain.topk.options.order = order;
-    if (!Check(DeviceMemset(b.logits, 0xff, logits_bytes), "memset") ||
-        !Check(DeviceMemset(b.topk, 0xff, rows * topk * 4), "memset")) {
-      return 1;
-    }
-    float ms = 0.0f;
-    if (!Check(TimeQueuedMs(RunChain, &chain, 5, iters, &ms), "time chain") ||
-        !Check(DeviceSynchronize(), "sync") ||
-        !Check(CopyToHost(logits.data(), b.logits, logits_bytes), "copy") ||
-        !Check(CopyToHost(got_topk.data(), b.topk, got_topk.size() * 4),
-               "copy")) {
-      return 1;
-    }
-    if (first_logits.empty()) {
-      first_logits = logits;
-      first_topk = got_topk;
-    } else if (std::memcmp(first_logits.data(), logits.data(), logits_bytes) !=
-                   0 ||
-               first_topk != got_topk) {
-      std::fprintf(stderr,
-                   "chain: order %s gave other logits or indices than %s\n",
-                   LaunchOrderName(order), LaunchOrderName(orders.front()));
-      return 1;
-    }
-    if (order == LaunchOrder::kStream) stream_ms = ms;
-    std::printf(
-        "ours_chain heads=%d T=%lld rows=%lld order=%s ms_per_step=%.4f "
-        "stream_over_this=%.3f\n",
-        heads, static_cast<long long>(T), static_cast<long long>(rows),
-        LaunchOrderName(order), ms, stream_ms > 0 ? stream_ms / ms : 0.0);
   }
   for (void* p : {b.q, b.w, b.cache, b.table, b.request, b.start, b.end,
                   b.logits, b.topk}) {

@@ -117,11 +117,6 @@ LaunchResult PlanIndexerLogits(const IndexerLogitsParams& p,
         BodyName(body));
   }
 
-  if (body != Body::kPersistent && options.order == LaunchOrder::kAfterPrior) {
-    return Unavailable(
-        "only the persistent body launches after its prior grid, not %s",
-        BodyName(body));
-  }
   switch (body) {
     case Body::kFma:
       plan->body = body;
@@ -215,8 +210,7 @@ LaunchResult PlanIndexerLogits(const IndexerLogitsParams& p,
   splits = std::max<int64_t>(splits, 1);
   plan->splits = static_cast<int>(splits);
   plan->grid = std::min<int64_t>(plan->blocks * splits, sms);
-  return ResolveLaunchOrder(options.order, features, "indexer_logits",
-                            &plan->after_prior);
+  return LaunchResult{};
 }
 
 LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
@@ -276,8 +270,7 @@ LaunchResult PlanIndexerTopK(const IndexerTopKParams& p,
   plan->threads = threads;
   plan->shared_bytes = shared_bytes;
   plan->path = path;
-  return ResolveLaunchOrder(options.order, features, "indexer_topk",
-                            &plan->after_prior);
+  return LaunchResult{};
 }
 
 const char* LogitsPathName(const LogitsPlan& plan) {

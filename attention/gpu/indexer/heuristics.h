@@ -31,9 +31,6 @@ struct LogitsPlan {
   // into, so that decode's few row blocks keep every multiprocessor busy.
   int splits = 1;
   int64_t grid = 0;  // blocks launched (persistent: at most one CTA an SM)
-  // The persistent body only: launched after its prior grid
-  // (device/dependent_launch.h), where the device has dependent launch.
-  bool after_prior = false;
 };
 
 // kOk and *plan for valid parameters (IndexerLogitsLaunch checks them
@@ -65,9 +62,6 @@ struct TopKPlan {
   IndexerTopKPath path = IndexerTopKPath::kStaged512;  // never kAuto
   int threads = 0;       // a block's (one block a row)
   int shared_bytes = 0;  // a block's dynamic shared memory
-  // Launched after its prior grid (device/dependent_launch.h), where the
-  // device has dependent launch.
-  bool after_prior = false;
 };
 
 // kOk and *plan for valid parameters (IndexerTopKLaunch checks them first),

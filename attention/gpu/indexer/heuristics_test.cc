@@ -27,16 +27,13 @@ DeviceFeatures Hopper() {
   f.max_shared_bytes_per_block = 232448;
   f.sm90a = true;
   f.tensor_maps = true;
-  f.dependent_launch = true;
   return f;
 }
-// The same card running sm_90 (or sm_80) code: no wgmma, no TMA, no
-// grid-dependency control.
+// The same card running sm_90 (or sm_80) code: no wgmma, no TMA.
 DeviceFeatures NotSm90a() {
   DeviceFeatures f = Hopper();
   f.sm90a = false;
   f.tensor_maps = false;
-  f.dependent_launch = false;
   return f;
 }
 // An AMD MI300X as the ROCm build reports it.
@@ -487,66 +484,6 @@ TEST(IndexerTopKHeuristicsTest, NamesRoundTrip) {
   IndexerTopKPath path = IndexerTopKPath::kAuto;
   EXPECT_FALSE(ParseTopKPath("radix", &path));
   EXPECT_EQ(path, IndexerTopKPath::kAuto);
-}
-
-}  // namespace
-}  // namespace dsa::attention::gpu::indexer
-
-namespace dsa::attention::gpu::indexer {
-namespace {
-
-// The persistent logits and every top-k path launch after their prior grid
-// where the device has dependent launch; in stream order where it has not,
-// or where a test asks; asked of a device without it, or of a logits body
-// without the wait, the plan says why not.
-TEST(IndexerLaunchOrderTest, AfterThePriorGridWhereTheDeviceHasIt) {
-  const IndexerLogitsParams decode = Decode(32, 32, 8192);
-  EXPECT_TRUE(PlanOrDie(decode, Hopper()).after_prior);
-  EXPECT_TRUE(PlanOrDie(Prefill(64, 8192), Hopper()).after_prior);
-  EXPECT_FALSE(PlanOrDie(decode, NotSm90a()).after_prior);
-  EXPECT_FALSE(PlanOrDie(decode, Amd()).after_prior);
-  IndexerLogitsOptions stream;
-  stream.order = LaunchOrder::kStream;
-  EXPECT_FALSE(PlanOrDie(decode, Hopper(), stream).after_prior);
-  IndexerLogitsOptions after;
-  after.order = LaunchOrder::kAfterPrior;
-  EXPECT_TRUE(PlanOrDie(decode, Hopper(), after).after_prior);
-  // (sm_90 code runs no persistent body: the body is what it refuses.)
-  EXPECT_NE(Refusal(decode, NotSm90a(), after).find("only the persistent"),
-            std::string::npos);
-  DeviceFeatures no_control = Hopper();
-  no_control.dependent_launch = false;
-  EXPECT_NE(Refusal(decode, no_control, after).find("grid-dependency"),
-            std::string::npos);
-  after.body = Body::kFma;
-  EXPECT_NE(Refusal(decode, Hopper(), after).find("only the persistent body"),
-            std::string::npos);
-
-  const IndexerTopKParams rows = TopKRows(32, 8192);
-  for (LaunchOrder order :
-       {LaunchOrder::kAuto, LaunchOrder::kStream, LaunchOrder::kAfterPrior}) {
-    for (const DeviceFeatures& f : {Hopper(), NotSm90a(), Amd()}) {
-      IndexerTopKOptions o;
-      o.order = order;
-      TopKPlan plan;
-      const LaunchResult r = PlanIndexerTopK(rows, o, f, &plan);
-      if (order == LaunchOrder::kAfterPrior && !f.dependent_launch) {
-        EXPECT_EQ(r.code, LaunchCode::kInvalidArgument);
-        EXPECT_NE(std::string(r.message).find("indexer_topk"),
-                  std::string::npos)
-            << r.message;
-        continue;
-      }
-      ASSERT_TRUE(r.ok()) << r.message;
-      EXPECT_EQ(plan.after_prior,
-                f.dependent_launch && order != LaunchOrder::kStream)
-          << LaunchOrderName(order);
-    }
-  }
-  LaunchOrder parsed = LaunchOrder::kAuto;
-  EXPECT_TRUE(ParseLaunchOrder("after_prior", &parsed));
-  EXPECT_EQ(parsed, LaunchOrder::kAfterPrior);
-  EXPECT_FALSE(ParseLaunchOrder("pdl", &parsed));
 }
 
 }  // namespace

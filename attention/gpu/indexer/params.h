@@ -6,7 +6,6 @@
 
 #include <cstdint>
 
-#include "attention/gpu/device/features.h"
 #include "attention/gpu/device/formats.h"
 
 namespace dsa::attention::gpu {
@@ -95,8 +94,6 @@ struct IndexerLogitsOptions {
   IndexerLogitsBlocks blocks = IndexerLogitsBlocks::kAuto;
   IndexerLogitsKeys keys = IndexerLogitsKeys::kAuto;
   IndexerLogitsGroups groups = IndexerLogitsGroups::kAuto;
-  // After the prior grid (the persistent body only) or in stream order.
-  LaunchOrder order = LaunchOrder::kAuto;
 };
 
 // The top-k kernel's instances (indexer/heuristics.h picks one per launch;
@@ -127,8 +124,6 @@ enum class IndexerTopKPath : int32_t {
 // it instead. Every path gives the same result.
 struct IndexerTopKOptions {
   IndexerTopKPath path = IndexerTopKPath::kAuto;
-  // After the prior grid or in stream order (device/features.h).
-  LaunchOrder order = LaunchOrder::kAuto;
 };
 
 struct IndexerTopKParams {

@@ -25,7 +25,6 @@
 
 #include <cstdint>
 
-#include "attention/gpu/device/dependent_launch.h"
 #include "attention/gpu/device/hip_compat.h"
 #include "attention/gpu/device/launch_util.h"
 #include "attention/gpu/device/mma.h"
@@ -78,11 +77,6 @@ __global__ void __launch_bounds__(PersistentRoles<kGroups>::kThreads, 1)
       MbarFenceInit();
     }
     __syncthreads();
-    // Launched after its prior grid (LogitsPlan::after_prior): nothing but
-    // the barriers above before the queries, keys and windows the work
-    // before it wrote are complete; the next kernel may be scheduled now.
-    LetDependentGridsLaunch();
-    WaitForPriorGrids();
 
     const PsWalk walk = WalkOf<R>(p, splits);
     if (tid >= Roles::kMathThreads) {
@@ -119,10 +113,9 @@ LaunchResult LaunchPersistent(const IndexerLogitsParams& p,
   const LaunchResult r = OptInSharedMemory<kernel, kBytes>(
       device, "indexer_logits: shared memory opt-in");
   if (!r.ok()) return r;
-  return LaunchKernel(plan.after_prior, kernel,
-                      dim3(static_cast<unsigned>(plan.grid)),
-                      dim3(PersistentRoles<kGroups>::kThreads), kBytes, stream,
-                      "indexer_logits", p, plan.splits, key_map, scale_map);
+  kernel<<<static_cast<unsigned>(plan.grid), PersistentRoles<kGroups>::kThreads,
+           kBytes, stream>>>(p, plan.splits, key_map, scale_map);
+  return CheckLaunch("indexer_logits");
 }
 
 }  // namespace dsa::attention::gpu::indexer

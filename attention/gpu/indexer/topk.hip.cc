@@ -51,7 +51,6 @@
 // Blocks start with the last rows: with causal windows they are the longest.
 #include <cstdint>
 
-#include "attention/gpu/device/dependent_launch.h"
 #include "attention/gpu/device/features.h"
 #include "attention/gpu/device/hip_compat.h"
 #include "attention/gpu/device/launch_util.h"
@@ -960,11 +959,6 @@ __global__ void __launch_bounds__(Shape::kThreads, kMinBlocks<Shape>)
     IndexerTopKKernel(IndexerTopKParams p) {
   extern __shared__ __align__(16) uint8_t topk_smem[];
   TopKShared<Shape>& sh = *reinterpret_cast<TopKShared<Shape>*>(topk_smem);
-  // Launched after its prior grid (TopKPlan::after_prior): the logits and
-  // windows are read, and the indices written, only once the work before it
-  // is complete; the next kernel may be scheduled now.
-  LetDependentGridsLaunch();
-  WaitForPriorGrids();
   const int64_t row = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
   // Windows lie within [0, width) and their ends are int32, so row-local
   // indices fit 32 bits (cheaper than 64-bit index math in every pass).
@@ -1001,8 +995,8 @@ __global__ void __launch_bounds__(Shape::kThreads, kMinBlocks<Shape>)
 }
 
 template <typename Shape>
-LaunchResult LaunchShape(const IndexerTopKParams& p, bool after_prior,
-                         int device, hipStream_t stream) {
+LaunchResult LaunchShape(const IndexerTopKParams& p, int device,
+                         hipStream_t stream) {
   constexpr auto kKernel = IndexerTopKKernel<Shape>;
   constexpr int kBytes = static_cast<int>(sizeof(TopKShared<Shape>));
   if constexpr (kBytes > 48 * 1024) {
@@ -1010,8 +1004,9 @@ LaunchResult LaunchShape(const IndexerTopKParams& p, bool after_prior,
         device, "indexer_topk: shared memory opt-in");
     if (!r.ok()) return r;
   }
-  return LaunchKernel(after_prior, kKernel, dim3(static_cast<unsigned>(p.rows)),
-                      dim3(Shape::kThreads), kBytes, stream, kOp, p);
+  hipLaunchKernelGGL(kKernel, dim3(static_cast<unsigned>(p.rows)),
+                     dim3(Shape::kThreads), kBytes, stream, p);
+  return CheckLaunch(kOp);
 }
 
 LaunchResult CheckTopKParams(const IndexerTopKParams& p) {
@@ -1065,14 +1060,14 @@ LaunchResult IndexerTopKLaunch(const IndexerTopKParams& p, void* stream,
   auto s = static_cast<hipStream_t>(stream);
   switch (plan.path) {
     case IndexerTopKPath::kStaged512:
-      return indexer::LaunchShape<indexer::TopKStaged512>(p, plan.after_prior,
-                                                          features.device, s);
+      return indexer::LaunchShape<indexer::TopKStaged512>(p, features.device,
+                                                          s);
     case IndexerTopKPath::kStreamed1024:
-      return indexer::LaunchShape<indexer::TopKStreamed1024>(
-          p, plan.after_prior, features.device, s);
+      return indexer::LaunchShape<indexer::TopKStreamed1024>(p, features.device,
+                                                             s);
     case IndexerTopKPath::kStreamed512:
-      return indexer::LaunchShape<indexer::TopKStreamed512>(p, plan.after_prior,
-                                                            features.device, s);
+      return indexer::LaunchShape<indexer::TopKStreamed512>(p, features.device,
+                                                            s);
     default:
       return Invalid(indexer::kOp, "path %s is not built",
                      indexer::TopKPathName(plan.path));
