@@ -758,9 +758,9 @@ struct Consumer {
       const int col = kG * C::kHalfDims + (c % kRowChunks) * 8;
       // Streaming stores: W_UV reads the rows back after the whole chunk,
       // long after L2 could hold them.
-      __stcs(reinterpret_cast<uint4*>(out.latent + (out_row0 + row) * kLora +
-                                      col),
-             *reinterpret_cast<const uint4*>(stage + row * C::kStageLd + col));
+      __stcs(
+          reinterpret_cast<uint4*>(out.latent + (out_row0 + row) * kLora + col),
+          *reinterpret_cast<const uint4*>(stage + row * C::kStageLd + col));
     }
   }
 };
