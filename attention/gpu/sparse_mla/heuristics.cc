@@ -160,25 +160,6 @@ Plan PlanFor(Body body, const SparseMlaParams& p, const DeviceFeatures& f) {
     plan.workspace_rows = WorkspaceBudgetRows(p);
   }
   plan.chunk_rows = ChunkRows(int64_t{p.heads} * kLora * 2, p.tokens);
-  if (seesaw && plan.body != Body::kSeesawGathered &&
-      p.tokens > plan.chunk_rows && f.multiprocessors > 0) {
-    // One seesaw block a multiprocessor, the blocks of a prefill about
-    // equally long: chunks of whole waves, so that only the last chunk ends
-    // on a partial wave (T = 8192 at 128 heads: 4 x 2046 + 8 rows, 125
-    // waves, where 4 x 2048 take 4 x 32 = 128).
-    const int64_t groups =
-        (p.heads + seesaw::Config::kHeads - 1) / seesaw::Config::kHeads;
-    int64_t a = f.multiprocessors, b = groups;
-    while (b != 0) {
-      const int64_t r = a % b;
-      a = b;
-      b = r;
-    }
-    const int64_t wave_rows = f.multiprocessors / a;  // rows * groups % sms
-    if (plan.chunk_rows >= wave_rows) {
-      plan.chunk_rows = plan.chunk_rows / wave_rows * wave_rows;
-    }
-  }
   if (plan.body == Body::kSeesawGathered) {
     // Whole top-k lists in the workspace, in passes of equal size (so that
     // no pass is a sliver of a wave).

@@ -50,14 +50,6 @@ namespace seesaw {
 
 using C = Config;
 
-// An L2 policy for data read once (Q): its lines go before others.
-__device__ __forceinline__ uint64_t L2EvictFirstPolicy() {
-  uint64_t policy = 0;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n"
-               : "=l"(policy));
-  return policy;
-}
-
 // Byte offset of 16-byte chunk c (dims 8 c .. 8 c + 7) of row r (a head of
 // Q or a key of a tile) in the swizzled layout; of P's element (row, key).
 __device__ __forceinline__ uint32_t ChunkOffset(int r, int c) {
@@ -188,9 +180,6 @@ struct Producer {
                         reinterpret_cast<uintptr_t>(p.q) % 16 == 0 &&
                         p.q_token_stride % 8 == 0 && p.q_head_stride % 8 == 0;
     const uint32_t q = blk.QAddr();
-    // Q is read once (each block its own heads): evicted first, so that it
-    // does not push the cache's rows out of L2.
-    const uint64_t policy = L2EvictFirstPolicy();
     constexpr int kChunks = kDim / 8;
     for (int c = tid; c < C::kHeads * kChunks; c += C::kProducerThreads) {
       const int hh = c / kChunks, part = c % kChunks;
@@ -199,9 +188,8 @@ struct Producer {
                          static_cast<int64_t>(blk.h0 + hh) * p.q_head_stride +
                          part * 8;
       if (direct) {
-        CopyAsync16L2(q + ChunkOffset(hh, part),
-                      static_cast<const uint16_t*>(p.q) + (in ? at : 0), in,
-                      policy);
+        CopyAsync16(q + ChunkOffset(hh, part),
+                    static_cast<const uint16_t*>(p.q) + (in ? at : 0), in);
       } else {
         uint32_t packed[4] = {0, 0, 0, 0};
         if (in) {
@@ -756,11 +744,8 @@ struct Consumer {
     for (int c = tid; c < rows_here * kRowChunks; c += 128) {
       const int row = c / kRowChunks;
       const int col = kG * C::kHalfDims + (c % kRowChunks) * 8;
-      // Streaming stores: W_UV reads the rows back after the whole chunk,
-      // long after L2 could hold them.
-      __stcs(
-          reinterpret_cast<uint4*>(out.latent + (out_row0 + row) * kLora + col),
-          *reinterpret_cast<const uint4*>(stage + row * C::kStageLd + col));
+      *reinterpret_cast<uint4*>(out.latent + (out_row0 + row) * kLora + col) =
+          *reinterpret_cast<const uint4*>(stage + row * C::kStageLd + col);
     }
   }
 };
