@@ -38,7 +38,8 @@ inline constexpr int kIndexChunk = 1024;
 
 // The latent output between the attention and W_UV lives in stream scratch
 // of about this size; longer batches run in token chunks, each at most one
-// launch's grid.x of rows.
+// launch's grid.y of rows (the seesaw body's grid: head groups, rows,
+// splits).
 inline constexpr int64_t kLatentScratchBytes = int64_t{256} << 20;
 inline constexpr int64_t kMaxRowsPerLaunch = 65535;
 

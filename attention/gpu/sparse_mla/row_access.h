@@ -135,11 +135,12 @@ __device__ __forceinline__ SplitRange BlockSplitRange(int topk, int splits) {
 }
 
 // Row 0 of the block's heads in the output (latent or part_o / part_lse):
-// (split, token - token_begin, head h0).
+// (split, token - token_begin, head h0), for a grid of (head groups, the
+// launch's rows, splits).
 __device__ __forceinline__ int64_t BlockOutputRow(const SparseMlaParams& p,
                                                   int64_t t,
                                                   int64_t token_begin, int h0) {
-  return (static_cast<int64_t>(blockIdx.z) * gridDim.x + (t - token_begin)) *
+  return (static_cast<int64_t>(blockIdx.z) * gridDim.y + (t - token_begin)) *
              p.heads +
          h0;
 }

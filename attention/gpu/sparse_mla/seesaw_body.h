@@ -78,11 +78,11 @@ struct Block {
       : p(params),
         s(smem),
         base(SharedAddress(&smem)),
-        t(token_begin + blockIdx.x),
-        h0(blockIdx.y * C::kHeads),
-        rr(LoadRowRequest(params, token_begin + blockIdx.x)),
+        t(token_begin + blockIdx.y),
+        h0(blockIdx.x * C::kHeads),
+        rr(LoadRowRequest(params, token_begin + blockIdx.y)),
         row_idx(params.topk_indices +
-                (token_begin + blockIdx.x) * params.topk_stride),
+                (token_begin + blockIdx.y) * params.topk_stride),
         range(BlockSplitRange(params.topk, splits)) {}
 
   __device__ __forceinline__ uint32_t Addr(const void* field) const {
@@ -749,7 +749,9 @@ struct Consumer {
 }  // namespace seesaw
 #endif  // DSA_GPU_CUDA
 
-// Grid: (rows, ceil(heads / 64), splits), 384 threads. Chosen by the
+// Grid: (ceil(heads / 64), rows, splits), 384 threads: a row's head groups
+// neighbours in the launch order (as FlashMLA's), so that they gather the
+// same cache rows at about the same time. Chosen by the
 // heuristics only for sm_90a device code; elsewhere the kernel traps.
 template <bool kFp8, Fp8Format F>
 __global__ void __launch_bounds__(seesaw::Config::kThreads, 1)
@@ -811,8 +813,8 @@ LaunchResult LaunchSeesawBody(const SparseMlaParams& p, int64_t begin,
   const LaunchResult r = OptInSharedMemory<kernel, kBytes>(
       device, "sparse_mla: shared memory opt-in");
   if (!r.ok()) return r;
-  const dim3 grid(static_cast<unsigned>(rows),
-                  static_cast<unsigned>((p.heads + C::kHeads - 1) / C::kHeads),
+  const dim3 grid(static_cast<unsigned>((p.heads + C::kHeads - 1) / C::kHeads),
+                  static_cast<unsigned>(rows),
                   static_cast<unsigned>(out.splits));
   hipLaunchKernelGGL(kernel, grid, dim3(C::kThreads), kBytes, stream, p, begin,
                      out);
