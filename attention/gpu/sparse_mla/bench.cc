@@ -3,7 +3,12 @@
 // the result against a float64 host reference, so a timing is never
 // reported for a wrong result. Prints one line per run:
 //   sparse_mla mode=... cache=... heads=H rows=T topk=K v=V median_ms=...
-//   tflops=... (FLOPs: rows * heads * (2 * topk * (576 + 512) + 2 * v * 512))
+//   tflops=... queued_ms=...
+// (FLOPs: rows * heads * (2 * topk * (576 + 512) + 2 * v * 512)). median_ms
+// is the median of single calls, each between two events and waited for:
+// the host's work before the call's first launch is inside it. queued_ms is
+// the time a call of `iters` calls enqueued back to back: the device's pace
+// where the host keeps ahead of it, as in a step.
 //
 // Modes: prefill (one request of max(T, 2 * topk) tokens, every row naming
 // topk distinct positions) and decode (--requests requests of --context
@@ -375,8 +380,10 @@ int RunOne(const Config& c) {
       rc = 1;
       continue;
     }
-    float ms = 0;
-    if (!Check(TimeMedianMs(&RunSparse, &run, 2, iters, &ms), "timing")) {
+    float ms = 0, queued_ms = 0;
+    if (!Check(TimeMedianMs(&RunSparse, &run, 2, iters, &ms), "timing") ||
+        !Check(TimeQueuedMs(&RunSparse, &run, 2, iters, &queued_ms),
+               "queued timing")) {
       rc = 1;
       continue;
     }
@@ -385,11 +392,11 @@ int RunOne(const Config& c) {
     std::printf(
         "sparse_mla mode=%s cache=%s heads=%d requests=%lld mtp=%d "
         "context=%d rows=%lld topk=%d v=%d block_size=%d path=%s "
-        "median_ms=%.4f tflops=%.1f check_worst=%.2g\n",
+        "median_ms=%.4f tflops=%.1f check_worst=%.2g queued_ms=%.4f\n",
         mode.c_str(), cache_name.c_str(), heads, static_cast<long long>(nreq),
         decode ? mtp : 0, decode ? context : 0, static_cast<long long>(rows),
         topk, v, block_size, run.path != nullptr ? run.path : SparseMlaPath(p),
-        ms, flops / (ms * 1e-3) / 1e12, worst);
+        ms, flops / (ms * 1e-3) / 1e12, worst, queued_ms);
   }
   for (void* ptr : {d_q, d_cache, d_table, d_seq, d_req, d_idx, d_w, d_out}) {
     (void)DeviceFree(ptr);
