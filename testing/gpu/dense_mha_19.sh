@@ -18,7 +18,11 @@
 # beside a copy of this script. Back under $OUT: run.txt, kt.txt,
 # ncu.txt, compare.txt, bench_full.txt, torch_full.txt; figures in
 # testing/bench/RESULTS.md ("Dense prefill: the consumers without turns
-# ...").
+# ..."). DIAG=1 (the round's second call): after the builds' kernel
+# durations, their persistent cases, Nsight Compute's sections for base's
+# and cuDNN's attention kernels (GLM-5.1 T = 8192 and 4 x 2048) and the SM
+# clock and power while base's and torch's --compare loops run (run.txt,
+# ncu.txt, ncu_sections.txt, clocks.txt, compare.txt, kt.txt).
 set -u -o pipefail
 D="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-/tmp/dense_out}"; mkdir -p "$out"
@@ -47,6 +51,65 @@ for s, name in enumerate(names):
     if a: print(f"{sys.argv[2]} {name}: attention median {a[len(a) // 2]:.1f} us, min {a[0]:.1f} (n={len(a)})")
 PY
 done
+if [ "${DIAG:-0}" = 1 ]; then
+  # The second call: where the time goes, on base (the kept kernel) and on
+  # cuDNN's SDPA kernel, and the SM clock and power while each loop runs.
+  # The other builds' persistent cases first (their schedules differ).
+  for v in $builds; do
+    [ $v = base ] && continue
+    sec "kernels_test $v: the persistent and 80-key cases"
+    timeout 40 $w/$v/dense_mha_kernels_test --gtest_brief=1 --gtest_filter='*persistent*:*80key*' > $w/kt_$v.txt 2>&1; echo "exit $?" >> $w/kt_$v.txt
+    grep -E "FAILED|Failure|PASSED|exit" $w/kt_$v.txt | tail -4; cat $w/kt_$v.txt >> $out/kt.txt
+  done
+  secs="--section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section Occupancy"
+  : > $out/ncu_sections.txt
+  # bench --once: 8 attention launches a shape; GLM-5.1 T = 8192 is the 3rd
+  # shape, GLM-5.1 4 x 2048 the 4th.
+  for skip in 19 27; do
+    sec "ncu sections: base, attention launch $skip"
+    timeout 60 ncu --clock-control none -k regex:DenseAttention --launch-skip $skip --launch-count 1 $secs $w/base/dense_mha_bench --once 2>&1 | grep -v "^dense\|^==PROF==" | tee -a $out/ncu_sections.txt | grep -E "Duration|SM Frequency|Throughput|Hit Rate|Busy|Bandwidth" | head -24
+  done
+  # torch --compare: GLM-5.1 T = 8192 first (1 probe, 5 warm-up, 20 timed
+  # calls), then GLM-5.1 4 x 2048.
+  for skip in 10 36; do
+    sec "ncu sections: cuDNN SDPA, launch $skip"
+    timeout 80 ncu --clock-control none -k regex:"sdpa|fmha|flash|attn" --launch-skip $skip --launch-count 1 $secs python3 $D/py/dense_mha/torch_baseline.py --compare 2>&1 | grep -v "^torch\|^ceiling\|^==PROF==" | tee -a $out/ncu_sections.txt | grep -E "^  [a-z_]|Duration|SM Frequency|Throughput|Hit Rate|Busy|Bandwidth" | head -26
+  done
+  sec "SM clock and power under the loops (nvidia-smi every 50 ms)"
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 50 > $w/smi.csv 2>&1 &
+  smi=$!
+  sleep 1
+  : > $w/phases.txt
+  for v in base torch; do
+    echo "$v begin $(date +%s.%N)" >> $w/phases.txt
+    if [ $v = torch ]; then timeout 60 python3 $D/py/dense_mha/torch_baseline.py --compare | tee -a $out/compare.txt
+    else timeout 40 $w/base/dense_mha_bench --compare | tee -a $out/compare.txt; fi
+    echo "$v end $(date +%s.%N)" >> $w/phases.txt
+    sleep 1
+  done
+  kill $smi
+  python3 - $w/smi.csv $w/phases.txt <<'PY' | tee $out/clocks.txt
+import sys, datetime, statistics as st
+ph = {}
+for l in open(sys.argv[2]):
+    v, k, t = l.split(); ph.setdefault(v, {})[k] = float(t)
+rows = []
+for l in open(sys.argv[1]):
+    f = [x.strip() for x in l.split(",")]
+    try:
+        t = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").replace(tzinfo=datetime.timezone.utc).timestamp()
+        rows.append((t, float(f[1]), float(f[2]), float(f[3])))
+    except (ValueError, IndexError):
+        pass
+print(f"{len(rows)} samples")
+for v, p in ph.items():
+    r = [x for x in rows if p["begin"] <= x[0] <= p["end"] and x[2] > 300]
+    if not r: print(v, "no busy samples"); continue
+    print(f"{v}: {len(r)} busy samples (> 300 W): SM clock median {st.median(x[1] for x in r):.0f} MHz (min {min(x[1] for x in r):.0f}, max {max(x[1] for x in r):.0f}), power median {st.median(x[2] for x in r):.0f} W (max {max(x[2] for x in r):.0f}), temperature max {max(x[3] for x in r):.0f} C")
+PY
+  sec done
+  exit 0
+fi
 best=$(python3 - $out/ncu.txt <<'PY'
 import sys
 m = {}

@@ -331,8 +331,8 @@ int main(int argc, char** argv) {
       ok &= Bench(*pre, "4 requests x 2048", four_2k,
                   LatentCacheType::kBFloat16, 1);
     }
-    ok &= Bench(kDeepSeek, "T=8192", {{0, 8192}}, LatentCacheType::kBFloat16,
-                1);
+    ok &=
+        Bench(kDeepSeek, "T=8192", {{0, 8192}}, LatentCacheType::kBFloat16, 1);
     return ok ? 0 : 1;
   }
   // The shapes where the call is closest to torch's, alone, so that a
@@ -341,8 +341,7 @@ int main(int argc, char** argv) {
   if (mode == "--compare") {
     bool ok = true;
     for (const Preset* pre : {&kGlm, &kDeepSeek}) {
-      ok &=
-          Bench(*pre, "T=8192", {{0, 8192}}, LatentCacheType::kBFloat16, 20);
+      ok &= Bench(*pre, "T=8192", {{0, 8192}}, LatentCacheType::kBFloat16, 20);
       ok &= Bench(*pre, "4 requests x 2048", four_2k,
                   LatentCacheType::kBFloat16, 20);
     }

@@ -38,9 +38,6 @@
 
 #if defined(DSA_GPU_CUDA)
 
-#define DSA_D19_TURNS 0
-#define DSA_D19_RESCALE 1
-
 namespace dsa::attention::gpu::dense_mha {
 
 template <int kQk, int kV, int kN>
@@ -53,9 +50,6 @@ struct Sm90TmaBody {
   using WgOAcc = ::dsa::gpu::WarpgroupBf16Mma<kV>;  // accumulator layout
   static constexpr int kPSteps = kN / 16;
   static constexpr int kConsumerWarps = Roles::kConsumerThreads / kDsaWarpSize;
-  // EXPERIMENT knobs (one build each).
-  static constexpr bool kTakeTurns = DSA_D19_TURNS || kQk <= 128;
-  static constexpr bool kRescaleBeforePV = DSA_D19_RESCALE && kQk > 128;
 
   // Shared-memory addresses of the tiles and barriers; `base` is 1024-byte
   // aligned (the swizzle's period).
@@ -249,7 +243,7 @@ struct Sm90TmaBody {
     // Group 0 issues first; the turns run on across tiles, and group 0
     // takes the last one group 1 passes (Finish).
     const PingPong<Roles::kConsumerThreads> turn{group};
-    if constexpr (kTakeTurns) turn.Start();
+    turn.Start();
     int ring = 0;  // ring items consumed so far
     for (int n = 0;; ++n) {
       MbarWait(sm.full_q(), n & 1);
@@ -265,7 +259,6 @@ struct Sm90TmaBody {
       Sm90Softmax softmax;
       softmax.Init();
       uint32_t p_frag[kPSteps][4];
-      float alpha_prev[kSm90RowSlots];
 
       // Leading key tiles that start past this warpgroup's last row see
       // none of its rows (with 64-key tiles, the diagonal tile of group 0
@@ -281,10 +274,8 @@ struct Sm90TmaBody {
         const int s = Ring::Stage(ring + i);
         MbarWait(sm.full_k(s), Ring::FullParity(ring + i));
         if (i < first) {
-          if constexpr (kTakeTurns) {
-            turn.WaitTurn();
-            turn.PassTurn();
-          }
+          turn.WaitTurn();
+          turn.PassTurn();
           // The V stage is released only once filled, so that no release
           // runs ahead of the other group's for the stage's previous use.
           MbarWait(sm.full_v(s), Ring::FullParity(ring + i));
@@ -294,27 +285,21 @@ struct Sm90TmaBody {
           }
           continue;
         }
-        if constexpr (kTakeTurns) turn.WaitTurn();
+        turn.WaitTurn();
         float sc[WgS::kAccPerThread];
         IssueScores(sc, q_rows, sm.k(s));
         const bool pv_pending = i > first;
         if (pv_pending) {
-          if constexpr (kRescaleBeforePV) {
-#pragma unroll
-            for (int e = 0; e < WgO::kAccPerThread; ++e) {
-              o[e] *= alpha_prev[(e / 2) % 2];
-            }
-          }
           const int sp = Ring::Stage(ring + i - 1);
           MbarWait(sm.full_v(sp), Ring::FullParity(ring + i - 1));
           IssuePV(o, p_frag, sm.v(sp));
-          if constexpr (kTakeTurns) turn.PassTurn();
+          turn.PassTurn();
           // S_t was committed first: waiting for all but the newest group
           // leaves PV_{t+1} running.
           asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
           WgS::FenceOperands(sc);
         } else {
-          if constexpr (kTakeTurns) turn.PassTurn();
+          turn.PassTurn();
           WgS::Wait(sc);
         }
         // Q K^T of tile t has read K_t: the stage may be refilled; after
@@ -347,22 +332,11 @@ struct Sm90TmaBody {
         if (pv_pending && lane == 0) {
           MbarArrive(sm.empty_v(Ring::Stage(ring + i - 1)));
         }
-        if constexpr (kRescaleBeforePV) {
-          alpha_prev[0] = alpha[0];
-          alpha_prev[1] = alpha[1];
-        } else {
-#pragma unroll
-          for (int e = 0; e < WgO::kAccPerThread; ++e) {
-            o[e] *= alpha[(e / 2) % 2];
-          }
-        }
-        WgO::template FromAccumulator<kN>(sc, p_frag);
-      }
-      if constexpr (kRescaleBeforePV) {
 #pragma unroll
         for (int e = 0; e < WgO::kAccPerThread; ++e) {
-          o[e] *= alpha_prev[(e / 2) % 2];
+          o[e] *= alpha[(e / 2) % 2];
         }
+        WgO::template FromAccumulator<kN>(sc, p_frag);
       }
       const int sp = Ring::Stage(ring + last);
       MbarWait(sm.full_v(sp), Ring::FullParity(ring + last));
@@ -380,7 +354,7 @@ struct Sm90TmaBody {
         StoreRows<WgOAcc>(a, w, o, inv, row_base, warp_in_group, lane);
       }
     }
-    if constexpr (kTakeTurns) turn.Finish();
+    turn.Finish();
   }
 };
 
