@@ -61,20 +61,26 @@ if [ "${DIAG:-0}" = 1 ]; then
     timeout 40 $w/$v/dense_mha_kernels_test --gtest_brief=1 --gtest_filter='*persistent*:*80key*' > $w/kt_$v.txt 2>&1; echo "exit $?" >> $w/kt_$v.txt
     grep -E "FAILED|Failure|PASSED|exit" $w/kt_$v.txt | tail -4; cat $w/kt_$v.txt >> $out/kt.txt
   done
-  secs="--section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section Occupancy"
+  secs="--section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SchedulerStats --section WarpStateStats"
   : > $out/ncu_sections.txt
   # bench --once: 8 attention launches a shape; GLM-5.1 T = 8192 is the 3rd
   # shape, GLM-5.1 4 x 2048 the 4th.
   for skip in 19 27; do
     sec "ncu sections: base, attention launch $skip"
-    timeout 60 ncu --clock-control none -k regex:DenseAttention --launch-skip $skip --launch-count 1 $secs $w/base/dense_mha_bench --once 2>&1 | grep -v "^dense\|^==PROF==" | tee -a $out/ncu_sections.txt | grep -E "Duration|SM Frequency|Throughput|Hit Rate|Busy|Bandwidth" | head -24
+    timeout 60 ncu --clock-control none -k regex:DenseAttention --launch-skip $skip --launch-count 1 $secs $w/base/dense_mha_bench --once 2>&1 | grep -v "^dense\|^==PROF==" | tee -a $out/ncu_sections.txt | grep -E "Duration|SM Frequency|Throughput|Hit Rate|Busy|Bandwidth|Issue|Stall|Warp Cycles" | head -30
   done
   # torch --compare: GLM-5.1 T = 8192 first (1 probe, 5 warm-up, 20 timed
-  # calls), then GLM-5.1 4 x 2048.
-  for skip in 10 36; do
+  # calls): one of the timed calls.
+  for skip in 10; do
     sec "ncu sections: cuDNN SDPA, launch $skip"
-    timeout 80 ncu --clock-control none -k regex:"sdpa|fmha|flash|attn" --launch-skip $skip --launch-count 1 $secs python3 $D/py/dense_mha/torch_baseline.py --compare 2>&1 | grep -v "^torch\|^ceiling\|^==PROF==" | tee -a $out/ncu_sections.txt | grep -E "^  [a-z_]|Duration|SM Frequency|Throughput|Hit Rate|Busy|Bandwidth" | head -26
+    timeout 80 ncu --clock-control none -k regex:"sdpa|fmha|flash|attn" --launch-skip $skip --launch-count 1 $secs python3 $D/py/dense_mha/torch_baseline.py --compare 2>&1 | grep -v "^torch\|^ceiling\|^==PROF==" | tee -a $out/ncu_sections.txt | grep -E "^  [a-z_]|Duration|SM Frequency|Throughput|Hit Rate|Busy|Bandwidth|Issue|Stall|Warp Cycles" | head -32
   done
+  # Every pipe's utilisation (a metric regex), GLM-5.1 T = 8192: ours, cuDNN's.
+  pipes='regex:^sm__(pipe|inst_executed_pipe)_.*(cycles_active|shared).*avg.pct_of_peak_sustained_elapsed$'
+  sec "ncu pipes: base, GLM-5.1 T = 8192"
+  timeout 40 ncu --clock-control none -k regex:DenseAttention --launch-skip 19 --launch-count 1 --metrics "$pipes" $w/base/dense_mha_bench --once 2>&1 | grep -E "sm__|ERROR" | grep -v " 0$\| 0\.00*$" | tee -a $out/ncu_sections.txt | head -30
+  sec "ncu pipes: cuDNN SDPA, GLM-5.1 T = 8192"
+  timeout 60 ncu --clock-control none -k regex:"sdpa|fmha|flash|attn" --launch-skip 10 --launch-count 1 --metrics "$pipes" python3 $D/py/dense_mha/torch_baseline.py --compare 2>&1 | grep -E "sm__|ERROR" | grep -v " 0$\| 0\.00*$" | tee -a $out/ncu_sections.txt | head -30
   sec "SM clock and power under the loops (nvidia-smi every 50 ms)"
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 50 > $w/smi.csv 2>&1 &
   smi=$!
@@ -128,6 +134,8 @@ sec "memcheck $best"
 timeout 70 compute-sanitizer --tool memcheck --print-limit 5 $w/$best/dense_mha_kernels_test --gtest_brief=1 --gtest_filter="$filt" 2>&1 | grep -E "ERROR SUMMARY|PASSED|FAILED|Invalid" | tail -5
 sec "racecheck $best"
 timeout 90 compute-sanitizer --tool racecheck --racecheck-report hazard --print-limit 5 $w/$best/dense_mha_kernels_test --gtest_brief=1 --gtest_filter='*glm_80key_persistent_1cta:*deepseek_persistent_1cta' 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED|hazard" | tail -6
+sec "ncu pipes and sections: $best, GLM-5.1 T = 8192"
+timeout 40 ncu --clock-control none -k regex:DenseAttention --launch-skip 19 --launch-count 1 --metrics 'regex:^sm__pipe_(alu|fma|tensor|shared|xu)_cycles_active.avg.pct_of_peak_sustained_elapsed$' --section SpeedOfLight --section SchedulerStats $w/$best/dense_mha_bench --once 2>&1 | grep -E "sm__|Duration|SM Frequency|Issue Slots|Eligible|ERROR" | tee $out/ncu_sections.txt
 : > $out/compare.txt
 for r in $(seq $rounds); do
   for v in base $best torch; do
