@@ -15,7 +15,10 @@
 // and the hardware's exponential (scores stay unscaled; the row maxima are
 // scaled); a warpgroup skips the leading key tile its rows cannot see (the
 // diagonal tile of the first 64 rows with 64-key tiles), taking its turn
-// without issuing; a bf16 output leaves in 16-byte stores. The kernel is
+// without issuing; a bf16 output leaves in 16-byte stores. The math warps'
+// integer work is kept off the tiles: the wgmma descriptors are built once
+// and moved by 32-bit adds, and the causal mask's branch is taken once per
+// tile (MaskRowMax), so only the diagonal tiles pay for it. The kernel is
 // persistent: a CTA per multiprocessor
 // takes (query tile, head) tiles, longest first, in config.h's
 // TmaTileOrder, the first by its index and the rest from an atomic counter;
