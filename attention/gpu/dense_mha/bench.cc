@@ -9,7 +9,7 @@
 // time where the host keeps ahead); "host" the median time the host spends
 // inside one call (planning and issuing its kernels).
 //
-//   dense_mha_bench [--quick | --t8192 | --floor | --once]
+//   dense_mha_bench [--quick | --t8192 | --floor | --once | --compare]
 //                   [--body=warp | sm90-pipelined | sm90-tma]
 // --body runs that attention body instead of the default one (for
 // comparisons; params.attention_body). Each line names the body that ran.
@@ -316,13 +316,35 @@ int main(int argc, char** argv) {
   // The floor's shapes and T = 1024, bf16 cache, full iterations.
   const bool floor_only = mode == "--floor";
   // One call per timing after the warm-ups, GLM-5.1 and DeepSeek-V3.2 at
-  // T = 1024, then GLM-5.1 at T = 8192, for a profiler.
+  // T = 1024, GLM-5.1 at T = 8192, then (after those three, which older
+  // builds' --once also ran) GLM-5.1 4 x 2048, DeepSeek-V3.2 4 x 2048 and
+  // DeepSeek-V3.2 T = 8192, for a profiler.
+  const std::vector<std::pair<int32_t, int32_t>> four_2k = {
+      {0, 2048}, {0, 2048}, {0, 2048}, {0, 2048}};
   if (mode == "--once") {
     bool ok = true;
     for (const Preset* pre : {&kGlm, &kDeepSeek}) {
       ok &= Bench(*pre, "T=1024", {{0, 1024}}, LatentCacheType::kBFloat16, 1);
     }
     ok &= Bench(kGlm, "T=8192", {{0, 8192}}, LatentCacheType::kBFloat16, 1);
+    for (const Preset* pre : {&kGlm, &kDeepSeek}) {
+      ok &= Bench(*pre, "4 requests x 2048", four_2k,
+                  LatentCacheType::kBFloat16, 1);
+    }
+    ok &=
+        Bench(kDeepSeek, "T=8192", {{0, 8192}}, LatentCacheType::kBFloat16, 1);
+    return ok ? 0 : 1;
+  }
+  // The shapes where the call is closest to torch's, alone, so that a
+  // device call can run this and torch_baseline.py --compare in turns
+  // several times and compare medians taken under the same conditions.
+  if (mode == "--compare") {
+    bool ok = true;
+    for (const Preset* pre : {&kGlm, &kDeepSeek}) {
+      ok &= Bench(*pre, "T=8192", {{0, 8192}}, LatentCacheType::kBFloat16, 20);
+      ok &= Bench(*pre, "4 requests x 2048", four_2k,
+                  LatentCacheType::kBFloat16, 20);
+    }
     return ok ? 0 : 1;
   }
   std::printf("decompression: %s (own gemm body: %s)\n",

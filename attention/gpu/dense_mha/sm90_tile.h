@@ -50,7 +50,10 @@ __device__ __forceinline__ void ScaleMaskRowMax(const AttentionArgs& a,
 // As ScaleMaskRowMax, without the scale: the masked scores stay raw and
 // the maxima are of raw scores, for a body that folds the softmax scale
 // into its exponentials (one FFMA each). The scale is positive (plan.h
-// checks), so the maximum of the scaled scores is the scaled maximum.
+// checks), so the maximum of the scaled scores is the scaled maximum. The
+// branch on `masked` (uniform across the warpgroup) is taken once per tile,
+// outside the loops: inside, the compiler turns it into a compare, a
+// predicate AND and a select per score on every tile, unmasked ones too.
 template <class Wg>
 __device__ __forceinline__ void MaskRowMax(float (&s)[Wg::kAccPerThread],
                                            bool masked, int key0, int row_pos0,
@@ -59,16 +62,19 @@ __device__ __forceinline__ void MaskRowMax(float (&s)[Wg::kAccPerThread],
   constexpr float kNegInf = -__builtin_huge_valf();
   mx[0] = kNegInf;
   mx[1] = kNegInf;
+  if (masked) {
 #pragma unroll
-  for (int e = 0; e < Wg::kAccPerThread; ++e) {
-    float x = s[e];
-    if (masked) {
+    for (int e = 0; e < Wg::kAccPerThread; ++e) {
       const int key = key0 + Wg::AccCol(lane, e);
       const int pos = row_pos0 + Wg::AccRow(warp_in_group, lane, e);
-      if (key > pos) x = kNegInf;
+      if (key > pos) s[e] = kNegInf;
+      mx[(e / 2) % 2] = fmaxf(mx[(e / 2) % 2], s[e]);
     }
-    s[e] = x;
-    mx[(e / 2) % 2] = fmaxf(mx[(e / 2) % 2], x);
+  } else {
+#pragma unroll
+    for (int e = 0; e < Wg::kAccPerThread; ++e) {
+      mx[(e / 2) % 2] = fmaxf(mx[(e / 2) % 2], s[e]);
+    }
   }
 }
 

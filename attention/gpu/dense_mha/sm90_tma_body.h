@@ -15,7 +15,10 @@
 // and the hardware's exponential (scores stay unscaled; the row maxima are
 // scaled); a warpgroup skips the leading key tile its rows cannot see (the
 // diagonal tile of the first 64 rows with 64-key tiles), taking its turn
-// without issuing; a bf16 output leaves in 16-byte stores. The kernel is
+// without issuing; a bf16 output leaves in 16-byte stores. The math warps'
+// integer work is kept off the tiles: the wgmma descriptors are built once
+// and moved by 32-bit adds, and the causal mask's branch is taken once per
+// tile (MaskRowMax), so only the diagonal tiles pay for it. The kernel is
 // persistent: a CTA per multiprocessor
 // takes (query tile, head) tiles, longest first, in config.h's
 // TmaTileOrder, the first by its index and the rest from an atomic counter;
@@ -193,41 +196,65 @@ struct Sm90TmaBody {
     }
   }
 
-  // S = Q K^T of the tile in stage K `k_base`; `q_rows`: this warpgroup's
-  // 64 rows of Q (64 rows into each 128-row block of 64 columns).
+  // A descriptor moved by `bytes` of shared memory (a multiple of 16): one
+  // 32-bit add. The start address is the low 14 bits (addresses below
+  // 256 KB), which no move inside the allocation carries out of; the other
+  // fields stay. Each product's descriptors are its operands' stage
+  // descriptors (built once, outside the tile loop) moved by constants,
+  // rather than a mask, a shift and two ORs a step.
+  __device__ __forceinline__ static uint64_t DescPlus(uint64_t desc,
+                                                      uint32_t bytes) {
+    const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+    return (desc & 0xffffffff00000000ull) | lo;
+  }
+
+  // S = Q K^T of the tile in K stage `k_desc` (the stage's descriptor);
+  // `q_desc`: this warpgroup's 64 rows of Q (64 rows into each 128-row
+  // block of 64 columns).
   __device__ __forceinline__ static void IssueScores(
-      float (&sc)[WgS::kAccPerThread], uint32_t q_rows, uint32_t k_base) {
-    using ::dsa::gpu::Bf16Sw128Descriptor;
+      float (&sc)[WgS::kAccPerThread], uint64_t q_desc, uint64_t k_desc) {
     WgS::template IssueWith<kQk / 16>(
         sc,
         [&](int j) {
-          return Bf16Sw128Descriptor(q_rows + (j / 4) * kBlockM * 128 +
-                                     (j % 4) * 32);
+          return DescPlus(q_desc, (j / 4) * kBlockM * 128 + (j % 4) * 32);
         },
         [&](int j) {
-          return Bf16Sw128Descriptor(k_base + (j / 4) * kN * 128 +
-                                     (j % 4) * 32);
+          return DescPlus(k_desc, (j / 4) * kN * 128 + (j % 4) * 32);
         },
         false);
   }
 
-  // O += P V of the tile in stage V `v_base`: steps of 16 keys in the
-  // 64-key boxes, then the 16-key tail box's one step.
+  // O += P V of the tile in V stage `v_desc` (128-byte swizzle) /
+  // `v_tail_desc` (the 32-byte swizzled 16-key box of an 80-key tile):
+  // steps of 16 keys in the 64-key boxes, then the tail box's one step.
   __device__ __forceinline__ static void IssuePV(float (&o)[WgO::kAccPerThread],
                                                  uint32_t (&p_frag)[kPSteps][4],
-                                                 uint32_t v_base) {
-    using ::dsa::gpu::Bf16Sw128Descriptor;
-    using ::dsa::gpu::Bf16Sw32Descriptor;
+                                                 uint64_t v_desc,
+                                                 uint64_t v_tail_desc) {
     WgO::IssueWith(
         o, p_frag,
         [&](int j) {
           return j < 4 * L::kVBoxes64
-                     ? Bf16Sw128Descriptor(v_base + (j / 4) * kV * 128 +
-                                           (j % 4) * 32)
-                     : Bf16Sw32Descriptor(v_base + L::kVTailOffset);
+                     ? DescPlus(v_desc, (j / 4) * kV * 128 + (j % 4) * 32)
+                     : v_tail_desc;
         },
         true);
   }
+
+  // The stage descriptors: K and V^T of stage s (V^T's tail box too, for
+  // 80-key tiles), from stage 0's moved by whole stages.
+  struct StageDescs {
+    uint64_t k0, v0, v_tail0;
+    __device__ __forceinline__ uint64_t k(int s) const {
+      return DescPlus(k0, s * L::kKBytes);
+    }
+    __device__ __forceinline__ uint64_t v(int s) const {
+      return DescPlus(v0, s * L::kVBytes);
+    }
+    __device__ __forceinline__ uint64_t v_tail(int s) const {
+      return DescPlus(v_tail0, s * L::kVBytes);
+    }
+  };
 
   // A consumer warpgroup, per tile the producer hands it: its 64 query rows
   // against every key tile, then the epilogue (which runs while the
@@ -239,7 +266,12 @@ struct Sm90TmaBody {
     const int group = warp / 4;
     const int warp_in_group = warp % 4;
     const int row_base = group * kSm90GroupRows;
-    const uint32_t q_rows = sm.q() + row_base * 128;
+    const uint64_t q_desc =
+        ::dsa::gpu::Bf16Sw128Descriptor(sm.q() + row_base * 128);
+    const StageDescs stage{
+        ::dsa::gpu::Bf16Sw128Descriptor(sm.k(0)),
+        ::dsa::gpu::Bf16Sw128Descriptor(sm.v(0)),
+        ::dsa::gpu::Bf16Sw32Descriptor(sm.v(0) + L::kVTailOffset)};
     // Group 0 issues first; the turns run on across tiles, and group 0
     // takes the last one group 1 passes (Finish).
     const PingPong<Roles::kConsumerThreads> turn{group};
@@ -287,12 +319,12 @@ struct Sm90TmaBody {
         }
         turn.WaitTurn();
         float sc[WgS::kAccPerThread];
-        IssueScores(sc, q_rows, sm.k(s));
+        IssueScores(sc, q_desc, stage.k(s));
         const bool pv_pending = i > first;
         if (pv_pending) {
           const int sp = Ring::Stage(ring + i - 1);
           MbarWait(sm.full_v(sp), Ring::FullParity(ring + i - 1));
-          IssuePV(o, p_frag, sm.v(sp));
+          IssuePV(o, p_frag, stage.v(sp), stage.v_tail(sp));
           turn.PassTurn();
           // S_t was committed first: waiting for all but the newest group
           // leaves PV_{t+1} running.
@@ -340,7 +372,7 @@ struct Sm90TmaBody {
       }
       const int sp = Ring::Stage(ring + last);
       MbarWait(sm.full_v(sp), Ring::FullParity(ring + last));
-      IssuePV(o, p_frag, sm.v(sp));
+      IssuePV(o, p_frag, stage.v(sp), stage.v_tail(sp));
       WgO::Wait(o, p_frag);
       if (lane == 0) MbarArrive(sm.empty_v(sp));
       ring += last + 1;

@@ -10,7 +10,9 @@ tokens after c tokens of context with the lower-right causal mask (the
 decompression then over all c + n latent rows). Prints one line per shape,
 in the format of dense_mha_bench.
 
-  python3 torch_baseline.py [--quick] [--floor]   (--floor: T = 8192, 1024)
+  python3 torch_baseline.py [--quick] [--floor] [--compare]
+    --floor: T = 8192, 1024; --compare: T = 8192 and 4 x 2048 of each
+    preset (dense_mha_bench --compare's shapes)
 """
 import os
 import sys
@@ -105,6 +107,11 @@ def main():
     print(f"ceiling: bf16 matmul 8192^3 {ms:.3f} ms = "
           f"{2 * 8192 ** 3 / ms / 1e9:.1f} TFLOP/s", flush=True)
     del a, b
+    if "--compare" in sys.argv:  # dense_mha_bench --compare's shapes
+        for name, heads, nope, rope, v in PRESETS:
+            bench(name, heads, nope, rope, v, 8192, iters)
+            bench(name, heads, nope, rope, v, 2048, iters, batch=4)
+        return
     # The floor's shapes (T = 8192) first.
     for t in (8192, 1024) if "--floor" in sys.argv else (8192, 1024, 1900):
         for name, heads, nope, rope, v in PRESETS:
