@@ -22,7 +22,13 @@ records on either side and the host calls under the gap.
 their counts (how many runtime and driver calls a program makes a step, which
 the tracing itself slows but does not change).
 
+`--detail K` prints the K-th window (0 first; negative from the end) record by
+record: each record's start from the window's start, its length, the device's
+idle time before it, and for idle gaps of at least `--min_gap_us` the host calls
+under them.
+
   python3 summarize.py trace.csv [--gaps 10] [--kernels 15] [--calls 20]
+                       [--detail K [--min_gap_us 20]]
 """
 
 import argparse
@@ -127,12 +133,43 @@ def ms(ns):
     return ns / 1e6
 
 
+def host_under(host, s, e, n=4):
+    """The n host calls with the most time inside [s, e)."""
+    under = collections.Counter()
+    for hs, he, _, _, _, name in host:
+        if he > s and hs < e:
+            under[name] += min(he, e) - max(hs, s)
+    return under.most_common(n)
+
+
+def detail(window, host, min_gap_ns):
+    w_start, w_end, recs = window
+    print(f"window of {len(recs)} records, {ms(w_end - w_start):.3f} ms from "
+          "its start to the synchronisation's return")
+    print(f"{'start ms':>9} {'length us':>10} {'idle before us':>15}  record")
+    prev_end = w_start
+    idle = 0
+    for s, e, kind, _, _, name in recs:
+        gap = max(0, s - prev_end)
+        idle += gap
+        print(f"{ms(s - w_start):9.3f} {(e - s) / 1e3:10.1f} "
+              f"{gap / 1e3:15.1f}  {short(name, 60)}")
+        if gap >= min_gap_ns:
+            for call, t in host_under(host, prev_end, s):
+                print(f"{'':36}{t / 1e3:9.1f} us in {call}")
+        prev_end = max(prev_end, e)
+    print(f"device idle in the window: {ms(idle):.3f} ms before its last "
+          f"record, {ms(w_end - prev_end):.3f} ms after it")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("trace")
     ap.add_argument("--gaps", type=int, default=8)
     ap.add_argument("--kernels", type=int, default=15)
     ap.add_argument("--calls", type=int, default=0)
+    ap.add_argument("--detail", type=int, default=None)
+    ap.add_argument("--min_gap_us", type=float, default=20.0)
     a = ap.parse_args()
     device, host = load(a.trace)
     if not device:
@@ -148,9 +185,17 @@ def main():
         print(f"{len(d):6d} {ms(sum(d)):10.3f} "
               f"{statistics.median(d) / 1e3:10.1f}  {name}")
 
+    all_windows = windows(device, host)
+    if a.detail is not None:
+        if not -len(all_windows) <= a.detail < len(all_windows):
+            sys.exit(f"--detail {a.detail}: the trace has {len(all_windows)} "
+                     "windows")
+        detail(all_windows[a.detail], host, a.min_gap_us * 1e3)
+        return
+
     groups = collections.OrderedDict()
     gaps = []
-    for w_start, w_end, recs in windows(device, host):
+    for w_start, w_end, recs in all_windows:
         first, last = recs[0][0], max(r[1] for r in recs)
         busy = union_ns(recs)
         row = dict(lead=first - w_start, span=last - first, busy=busy,
@@ -184,11 +229,7 @@ def main():
         for length, s, e, before, after in sorted(gaps, reverse=True)[:a.gaps]:
             print(f"  {length / 1e3:9.1f} us  after {short(before, 50)}"
                   f"  before {short(after, 50)}")
-            under = collections.Counter()
-            for hs, he, kind, _, _, name in host:
-                if he > s and hs < e:
-                    under[name] += min(he, e) - max(hs, s)
-            for name, t in under.most_common(4):
+            for name, t in host_under(host, s, e):
                 print(f"      {t / 1e3:9.1f} us in {name}")
 
 

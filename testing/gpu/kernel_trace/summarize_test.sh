@@ -40,4 +40,14 @@ grep -Eq '^ +2 +0\.500 +250\.00  runtime cublasLtMatmul$' <<<"$out" \
 grep -A3 'host calls with the most' <<<"$out" | tail -1 \
   | grep -Eq '^ +[12] +0\.200 .* runtime cuda(Event|Stream)Synchronize_v3020$' \
   || fail "the calls' order"
+# The second window record by record: the body 0.2 ms in, 0.2 ms idle
+# before it; nvjet 1.1 ms in after 0.3 ms idle, with the call under the gap.
+out=$(python3 "$summarize" "$trace" --detail 1 --min_gap_us 250)
+echo "$out"
+grep -Eq '^ +0\.200 +600\.0 +200\.0  ns::Body<64; 2>' <<<"$out" || fail "detail: body"
+grep -Eq '^ +1\.100 +400\.0 +300\.0  nvjet_tst' <<<"$out" || fail "detail: nvjet"
+grep -Eq '^ +250\.0 us in cublasLtMatmul$' <<<"$out" || fail "detail: the call"
+grep -q '^device idle in the window: 0.500 ms before its last record, 0.100 ms after it$' \
+  <<<"$out" || fail "detail: idle"
+python3 "$summarize" "$trace" --detail 3 >/dev/null 2>&1 && fail "detail: no window 3"
 echo PASS
