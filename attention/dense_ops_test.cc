@@ -246,72 +246,91 @@ TEST_P(DenseOpTest, GemmOnMisalignedStridedRows) {
   }
 }
 
+// Narrow rows, and rows at and past the longest a GPU block holds in
+// registers (8192), where the kernel reads its row again.
 TEST_P(DenseOpTest, RmsNormMatchesFloat64Reference) {
-  for (DType type : {DType::kFloat32, DType::kBFloat16}) {
-    const int64_t rows = 37, dim = 160, stride = 200;
-    std::vector<float> x = RandomFloats(rows * stride, 3.0);
-    std::vector<float> w = RandomFloats(dim);
-    RmsNorm::Args a;
-    a.x = FloatsToDevice(x, type, {rows, stride});
-    a.x.shape[1] = dim;  // a slice of wider rows, as kv_c of kv
-    a.weight = FloatsToDevice(w, type, {dim});
-    a.eps = 1e-6f;
-    a.y = Poisoned(type, {rows, dim});
-    ASSERT_THAT(Run<RmsNorm>(a), IsOk());
-    const std::vector<double> y = Read(a.y);
-    for (int64_t r = 0; r < rows; ++r) {
-      double ss = 0.0;
-      for (int64_t i = 0; i < dim; ++i)
-        ss += double{x[r * stride + i]} * x[r * stride + i];
-      const double inv = 1.0 / std::sqrt(ss / dim + 1e-6);
-      for (int64_t i = 0; i < dim; ++i) {
-        const double ref = x[r * stride + i] * inv * w[i];
-        const double tol =
-            (type == DType::kBFloat16 ? 0x1p-8 : 1e-5) * std::abs(ref) + 1e-6;
-        ASSERT_NEAR(y[r * dim + i], ref, tol) << "row " << r << " dim " << i;
-      }
-    }
-  }
-}
-
-TEST_P(DenseOpTest, RopeRotatesAStridedSliceInPlace) {
-  const int64_t tokens = 11, heads = 3, nope = 10, rope = 16;
-  const int64_t qk = nope + rope, max_position = 300;
-  const std::vector<float> cs = testing::RopeCosSinCache(max_position, rope);
-  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNeox}) {
-    std::vector<float> q = RandomFloats(tokens * heads * qk);
-    std::vector<int64_t> pos(tokens);
-    for (int64_t& p : pos) p = RandomInt(0, max_position - 1);
-    Rope::Args a;
-    a.x = MakeTensorView(nullptr, DType::kFloat32, {tokens, heads, rope});
-    a.x.strides[0] = heads * qk;
-    a.x.strides[1] = qk;
-    a.x = ToDeviceStrided(q, a.x, nope);
-    a.positions = ToDevice(pos, DType::kInt64, {tokens});
-    a.cos_sin_cache = ToDevice(cs, DType::kFloat32, {max_position, rope});
-    a.rope_style = style;
-    ASSERT_THAT(Run<Rope>(a), IsOk());
-    TensorView whole = a.x;
-    whole.data = static_cast<float*>(a.x.data) - nope;
-    const std::vector<float> got = ToHost<float>(whole, tokens * heads * qk);
-    for (int64_t t = 0; t < tokens; ++t) {
-      for (int64_t h = 0; h < heads; ++h) {
-        const float* in = q.data() + (t * heads + h) * qk;
-        const float* out = got.data() + (t * heads + h) * qk;
-        for (int64_t i = 0; i < nope; ++i) ASSERT_EQ(out[i], in[i]);
-        for (int64_t i = 0; i < rope / 2; ++i) {
-          const double c = cs[pos[t] * rope + i];
-          const double s = cs[pos[t] * rope + rope / 2 + i];
-          const int64_t ia = style == RopeStyle::kNeox ? i : 2 * i;
-          const int64_t ib =
-              style == RopeStyle::kNeox ? i + rope / 2 : 2 * i + 1;
-          const double x1 = in[nope + ia], x2 = in[nope + ib];
-          EXPECT_NEAR(out[nope + ia], x1 * c - x2 * s, 1e-5);
-          EXPECT_NEAR(out[nope + ib], x2 * c + x1 * s, 1e-5);
+  struct Shape {
+    int64_t rows, dim, stride;
+  };
+  for (const Shape& sh : {Shape{37, 160, 200}, Shape{3, 6144, 6144},
+                          Shape{2, 8192, 8200}, Shape{2, 8193, 8193}})
+    for (DType type : {DType::kFloat32, DType::kBFloat16}) {
+      SCOPED_TRACE(absl::StrCat(sh.rows, " x ", sh.dim, " ", DTypeName(type)));
+      const int64_t rows = sh.rows, dim = sh.dim, stride = sh.stride;
+      std::vector<float> x = RandomFloats(rows * stride, 3.0);
+      std::vector<float> w = RandomFloats(dim);
+      RmsNorm::Args a;
+      a.x = FloatsToDevice(x, type, {rows, stride});
+      a.x.shape[1] = dim;  // a slice of wider rows, as kv_c of kv
+      a.weight = FloatsToDevice(w, type, {dim});
+      a.eps = 1e-6f;
+      a.y = Poisoned(type, {rows, dim});
+      ASSERT_THAT(Run<RmsNorm>(a), IsOk());
+      const std::vector<double> y = Read(a.y);
+      for (int64_t r = 0; r < rows; ++r) {
+        double ss = 0.0;
+        for (int64_t i = 0; i < dim; ++i)
+          ss += double{x[r * stride + i]} * x[r * stride + i];
+        const double inv = 1.0 / std::sqrt(ss / dim + 1e-6);
+        for (int64_t i = 0; i < dim; ++i) {
+          const double ref = x[r * stride + i] * inv * w[i];
+          const double tol =
+              (type == DType::kBFloat16 ? 0x1p-8 : 1e-5) * std::abs(ref) + 1e-6;
+          ASSERT_NEAR(y[r * dim + i], ref, tol) << "row " << r << " dim " << i;
         }
       }
     }
-  }
+}
+
+// Few heads, and a query's many (GLM-5.1's 64 heads of 64; 70 heads, whose
+// 2240 pairs a token are not a whole number of a GPU thread's batches).
+TEST_P(DenseOpTest, RopeRotatesAStridedSliceInPlace) {
+  struct Shape {
+    int64_t tokens, heads, nope, rope;
+  };
+  for (const Shape& sh :
+       {Shape{11, 3, 10, 16}, Shape{5, 64, 192, 64}, Shape{3, 70, 8, 64}})
+    for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNeox}) {
+      SCOPED_TRACE(absl::StrCat(sh.tokens, " tokens x ", sh.heads, " heads, ",
+                                sh.rope, " rope dims"));
+      const int64_t tokens = sh.tokens, heads = sh.heads, nope = sh.nope,
+                    rope = sh.rope;
+      const int64_t qk = nope + rope, max_position = 300;
+      const std::vector<float> cs =
+          testing::RopeCosSinCache(max_position, rope);
+      std::vector<float> q = RandomFloats(tokens * heads * qk);
+      std::vector<int64_t> pos(tokens);
+      for (int64_t& p : pos) p = RandomInt(0, max_position - 1);
+      Rope::Args a;
+      a.x = MakeTensorView(nullptr, DType::kFloat32, {tokens, heads, rope});
+      a.x.strides[0] = heads * qk;
+      a.x.strides[1] = qk;
+      a.x = ToDeviceStrided(q, a.x, nope);
+      a.positions = ToDevice(pos, DType::kInt64, {tokens});
+      a.cos_sin_cache = ToDevice(cs, DType::kFloat32, {max_position, rope});
+      a.rope_style = style;
+      ASSERT_THAT(Run<Rope>(a), IsOk());
+      TensorView whole = a.x;
+      whole.data = static_cast<float*>(a.x.data) - nope;
+      const std::vector<float> got = ToHost<float>(whole, tokens * heads * qk);
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t h = 0; h < heads; ++h) {
+          const float* in = q.data() + (t * heads + h) * qk;
+          const float* out = got.data() + (t * heads + h) * qk;
+          for (int64_t i = 0; i < nope; ++i) ASSERT_EQ(out[i], in[i]);
+          for (int64_t i = 0; i < rope / 2; ++i) {
+            const double c = cs[pos[t] * rope + i];
+            const double s = cs[pos[t] * rope + rope / 2 + i];
+            const int64_t ia = style == RopeStyle::kNeox ? i : 2 * i;
+            const int64_t ib =
+                style == RopeStyle::kNeox ? i + rope / 2 : 2 * i + 1;
+            const double x1 = in[nope + ia], x2 = in[nope + ib];
+            EXPECT_NEAR(out[nope + ia], x1 * c - x2 * s, 1e-5);
+            EXPECT_NEAR(out[nope + ib], x2 * c + x1 * s, 1e-5);
+          }
+        }
+      }
+    }
 }
 
 TEST_P(DenseOpTest, ResidualAddAndCast) {
@@ -754,14 +773,16 @@ TEST_P(DenseOpTest, RmsNormAlsoWritesTheQuantisationOfItsOutputBitForBit) {
 
 // rms_norm with the residual: residual_add then rms_norm of the residual,
 // bit for bit (the sum, y and y's quantisation), for f32 and bf16 streams
-// and inputs, strided rows, dims that are not a multiple of the block; and
+// and inputs, strided rows, dims that are not a multiple of the block, rows
+// a GPU block holds in registers (up to 8192) and one it does not; and
 // its bad arguments named.
 TEST_P(DenseOpTest, RmsNormWithTheResidualIsResidualAddThenRmsNormBitForBit) {
   struct Shape {
     int64_t rows, dim, stride;
   };
-  for (const Shape& sh : {Shape{37, 300, 320}, Shape{64, 1024, 1024},
-                          Shape{3, 1, 4}, Shape{9, 257, 257}}) {
+  for (const Shape& sh :
+       {Shape{37, 300, 320}, Shape{64, 1024, 1024}, Shape{3, 1, 4},
+        Shape{9, 257, 257}, Shape{3, 6144, 6144}, Shape{2, 8193, 8200}}) {
     for (DType stream : {DType::kFloat32, DType::kBFloat16}) {
       for (DType x_type : {DType::kFloat32, DType::kBFloat16}) {
         for (bool quantise : {false, true}) {

@@ -10,11 +10,14 @@
 // Lines: kind,start_ns,end_ns,stream_or_thread,correlation,name
 //   kind kernel | memcpy | memset   (device time; stream id)
 //   kind runtime | driver           (host time; thread id; the call's name)
+// Only the process started with DSA_KERNEL_TRACE is traced: the variable is
+// taken out of the environment its children inherit.
 // The correlation id ties a device record to the host call that issued it.
 // A record that cannot be written is counted and reported on stderr at exit;
 // records CUPTI dropped (its buffers full) are reported the same way.
 #include <cupti.h>
 #include <cxxabi.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -23,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 namespace {
 
@@ -33,6 +37,7 @@ std::mutex g_out_mutex;
 std::atomic<uint64_t> g_records{0};
 std::atomic<uint64_t> g_dropped{0};
 std::atomic<bool> g_finished{false};
+pid_t g_owner = 0;  // the traced process; a forked child writes nothing
 
 void Report(const char* what, CUptiResult r) {
   const char* text = nullptr;
@@ -140,7 +145,9 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id,
 }
 
 void Finish() {
-  if (g_out == nullptr || g_finished.exchange(true)) return;
+  if (g_out == nullptr || getpid() != g_owner || g_finished.exchange(true)) {
+    return;
+  }
   CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   if (r != CUPTI_SUCCESS) Report("flushing the records", r);
   std::lock_guard<std::mutex> lock(g_out_mutex);
@@ -169,10 +176,16 @@ __attribute__((constructor)) void Start() {
                  "tracing\n");
     return;
   }
-  g_out = std::fopen(path, "w");
+  // The programs this one starts (a shell of popen, say) inherit
+  // LD_PRELOAD but not the output: one opening the same file would truncate
+  // it under this process.
+  const std::string out_path = path;
+  unsetenv("DSA_KERNEL_TRACE");
+  g_owner = getpid();
+  g_out = std::fopen(out_path.c_str(), "w");
   if (g_out == nullptr) {
     std::fprintf(stderr, "kernel_trace: cannot write %s: %s; not tracing\n",
-                 path, std::strerror(errno));
+                 out_path.c_str(), std::strerror(errno));
     return;
   }
   std::fputs("kind,start_ns,end_ns,stream_or_thread,correlation,name\n", g_out);
