@@ -126,6 +126,12 @@ Status ValidatePlatformDescriptor(const DsaPlatformDescriptor& d) {
                "graph_destroy must be all set or all NULL; ",
                graphs, " of the 4 are set"));
   }
+  if ((d.host_register != nullptr) != (d.host_unregister != nullptr)) {
+    return InvalidArgumentError(
+        StrCat("platform '", id,
+               "': host_register and host_unregister must be both set or "
+               "both NULL"));
+  }
   if (d.capabilities_for_arch == nullptr) {
     return InvalidArgumentError(
         StrCat("platform '", id, "': capabilities_for_arch is NULL"));

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define DSA_PLUGIN_API_MAJOR 1
-#define DSA_PLUGIN_API_MINOR 4
+#define DSA_PLUGIN_API_MINOR 5
 #define DSA_PLUGIN_GET_API_SYMBOL "DsaGetPluginApi"
 
 #if defined(__GNUC__)
@@ -235,6 +235,23 @@ typedef struct DsaPlatformDescriptor {
   DsaStatusCode (*graph_launch)(void* graph, void* stream, char* error,
                                 size_t error_size);
   DsaStatusCode (*graph_destroy)(void* graph, char* error, size_t error_size);
+
+  /* Minor version 5. Page-locked host memory: a host that copies from or
+   * into the same host buffer on every step (its step inputs, say) registers
+   * it once, so that memcpy_async moves it at the link's rate instead of
+   * staging it through the driver's pageable buffers.
+   *  - host_register: page-locks the `bytes` (> 0) at `ptr` for every device
+   *    of the process, until host_unregister. A copy of memcpy_async from or
+   *    into registered memory is asynchronous: the buffer must stay as it is
+   *    (and allocated) until the stream has done the copy
+   *    (stream_synchronize); a range that overlaps a registered one is an
+   *    error.
+   *  - host_unregister: undoes the host_register of exactly `ptr`; the
+   *    buffer's copies must be done.
+   * Both set or both NULL (a host then copies from pageable memory). */
+  DsaStatusCode (*host_register)(void* ptr, size_t bytes, char* error,
+                                 size_t error_size);
+  DsaStatusCode (*host_unregister)(void* ptr, char* error, size_t error_size);
 } DsaPlatformDescriptor;
 
 /* One kernel of one op for one platform. */

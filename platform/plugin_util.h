@@ -79,6 +79,9 @@ struct PlatformCallbacks {
       nullptr;
   decltype(DsaPlatformDescriptor::graph_launch) graph_launch = nullptr;
   decltype(DsaPlatformDescriptor::graph_destroy) graph_destroy = nullptr;
+  // Plugin API 1.5: both or none.
+  decltype(DsaPlatformDescriptor::host_register) host_register = nullptr;
+  decltype(DsaPlatformDescriptor::host_unregister) host_unregister = nullptr;
 };
 
 template <size_t N>
@@ -115,6 +118,8 @@ DsaPlatformDescriptor MakePlatformDescriptor(
   d.graph_capture_end = callbacks.graph_capture_end;
   d.graph_launch = callbacks.graph_launch;
   d.graph_destroy = callbacks.graph_destroy;
+  d.host_register = callbacks.host_register;
+  d.host_unregister = callbacks.host_unregister;
   return d;
 }
 

@@ -516,6 +516,78 @@ absl::Status DeviceRuntime::DestroyGraph(void* graph) const {
       absl::StrCat("platform '", platform_id_, "': destroying a graph"));
 }
 
+bool DeviceRuntime::has_host_registration() const {
+  // The adapter admits both or none.
+  return d_->host_register != nullptr;
+}
+
+absl::Status DeviceRuntime::RegisterHostMemory(void* ptr, size_t bytes) const {
+  if (!has_host_registration()) {
+    return absl::UnimplementedError(
+        absl::StrCat("platform '", platform_id_,
+                     "' cannot page-lock host memory (plugin API 1.5)"));
+  }
+  if (ptr == nullptr || bytes == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("platform '", platform_id_, "': page-locking ", bytes,
+                     " bytes at ", ptr == nullptr ? "NULL" : "a pointer",
+                     "; a buffer of at least one byte is needed"));
+  }
+  char error[kErrorSize] = {0};
+  return AbslCallbackStatus(
+      d_->host_register(ptr, bytes, error, sizeof(error)), error,
+      absl::StrCat("platform '", platform_id_, "': page-locking ", bytes,
+                   " bytes of host memory"));
+}
+
+absl::Status DeviceRuntime::UnregisterHostMemory(void* ptr) const {
+  if (!has_host_registration()) {
+    return absl::UnimplementedError(
+        absl::StrCat("platform '", platform_id_,
+                     "' cannot page-lock host memory (plugin API 1.5)"));
+  }
+  char error[kErrorSize] = {0};
+  return AbslCallbackStatus(
+      d_->host_unregister(ptr, error, sizeof(error)), error,
+      absl::StrCat("platform '", platform_id_,
+                   "': unlocking registered host memory"));
+}
+
+absl::StatusOr<RegisteredHostMemory> RegisteredHostMemory::Register(
+    const DeviceRuntime& runtime, void* ptr, size_t bytes) {
+  if (!runtime.has_host_registration()) return RegisteredHostMemory();
+  const absl::Status registered = runtime.RegisterHostMemory(ptr, bytes);
+  // A platform that has the calls may still answer that its runtime cannot
+  // (an old driver): the memory stays pageable.
+  if (absl::IsUnimplemented(registered)) return RegisteredHostMemory();
+  DSA_RETURN_IF_ERROR(registered);
+  return RegisteredHostMemory(runtime, ptr);
+}
+
+RegisteredHostMemory::RegisteredHostMemory(
+    RegisteredHostMemory&& other) noexcept
+    : runtime_(std::move(other.runtime_)),
+      ptr_(std::exchange(other.ptr_, nullptr)) {}
+
+RegisteredHostMemory& RegisteredHostMemory::operator=(
+    RegisteredHostMemory&& other) noexcept {
+  if (this != &other) {
+    Release();
+    runtime_ = std::move(other.runtime_);
+    ptr_ = std::exchange(other.ptr_, nullptr);
+  }
+  return *this;
+}
+
+RegisteredHostMemory::~RegisteredHostMemory() { Release(); }
+
+void RegisteredHostMemory::Release() {
+  // A failure here leaves the pages locked until the process ends; there
+  // is no caller to tell.
+  if (ptr_ != nullptr) (void)runtime_->UnregisterHostMemory(ptr_);
+  ptr_ = nullptr;
+}
+
 // ---------------------------------------------------------------------------
 // Registry
 

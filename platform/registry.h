@@ -122,11 +122,46 @@ class DeviceRuntime {
   absl::Status LaunchGraph(void* graph, void* stream) const;
   absl::Status DestroyGraph(void* graph) const;
 
+  // Page-locked host memory (plugin API 1.5; plugin_api.h says what each
+  // does). Without it RegisterHostMemory is Unimplemented and a host copies
+  // from pageable memory, as before.
+  bool has_host_registration() const;
+  absl::Status RegisterHostMemory(void* ptr, size_t bytes) const;
+  absl::Status UnregisterHostMemory(void* ptr) const;
+
  private:
   absl::Status Copy(void* dst, const void* src, size_t bytes,
                     DsaMemcpyKind kind) const;
   const DsaPlatformDescriptor* d_;
   std::string platform_id_;
+};
+
+// Host memory page-locked for a runtime's copies while this lives (none when
+// the platform cannot: a host's copies from it are then pageable ones). Move
+// only; the runtime's platform must outlive it, and the buffer's copies must
+// be done (a stream synchronised) before it goes.
+class RegisteredHostMemory {
+ public:
+  RegisteredHostMemory() = default;
+  // `bytes` at `ptr` page-locked, or an empty registration where the
+  // platform has none; the platform's error otherwise.
+  static absl::StatusOr<RegisteredHostMemory> Register(
+      const DeviceRuntime& runtime, void* ptr, size_t bytes);
+  RegisteredHostMemory(RegisteredHostMemory&& other) noexcept;
+  RegisteredHostMemory& operator=(RegisteredHostMemory&& other) noexcept;
+  RegisteredHostMemory(const RegisteredHostMemory&) = delete;
+  RegisteredHostMemory& operator=(const RegisteredHostMemory&) = delete;
+  ~RegisteredHostMemory();
+
+  // Whether the memory is page-locked (false where the platform cannot).
+  bool registered() const { return ptr_ != nullptr; }
+
+ private:
+  RegisteredHostMemory(const DeviceRuntime& runtime, void* ptr)
+      : runtime_(runtime), ptr_(ptr) {}
+  void Release();
+  std::optional<DeviceRuntime> runtime_;
+  void* ptr_ = nullptr;
 };
 
 // A registered platform. Cheap to copy; valid while its registry lives.

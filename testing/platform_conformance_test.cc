@@ -189,6 +189,48 @@ TEST_P(PlatformConformanceTest, StreamOrderedRoundTrip) {
   EXPECT_OK(rt.DestroyStream(stream));
 }
 
+// Plugin API 1.5: the GPU platforms page-lock host memory (the CPU platform
+// has no need to). Copies from and into a registered buffer on a stream land
+// once the stream is waited for; the registration goes with its object (a
+// second one of the same buffer then succeeds), and a platform without the
+// calls gives an empty registration.
+TEST_P(PlatformConformanceTest, RegisteredHostMemoryRoundTrip) {
+  DeviceRuntime rt = platform().runtime();
+  EXPECT_EQ(rt.has_host_registration(), GetParam() != "cpu");
+  if (!HasDevice()) GTEST_SKIP() << GetParam() << ": no device";
+  const size_t n = size_t{1} << 22;
+  std::vector<uint8_t> in(n), out(n, 0xAA);
+  std::mt19937 rng(11);
+  for (uint8_t& b : in) b = static_cast<uint8_t>(rng());
+  ASSERT_OK_AND_ASSIGN(void* stream, rt.CreateStream());
+  ASSERT_OK_AND_ASSIGN(void* d, rt.Allocate(n));
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    ASSERT_OK_AND_ASSIGN(
+        RegisteredHostMemory pinned_in,
+        RegisteredHostMemory::Register(rt, in.data(), in.size()));
+    ASSERT_OK_AND_ASSIGN(
+        RegisteredHostMemory pinned_out,
+        RegisteredHostMemory::Register(rt, out.data(), out.size()));
+    EXPECT_EQ(pinned_in.registered(), rt.has_host_registration());
+    if (rt.has_host_registration()) {
+      // The same pages twice while registered: the platform's error.
+      EXPECT_FALSE(rt.RegisterHostMemory(in.data() + 64, 64).ok());
+    }
+    ASSERT_OK(rt.CopyAsync(d, in.data(), n, DSA_MEMCPY_HOST_TO_DEVICE, stream));
+    ASSERT_OK(
+        rt.CopyAsync(out.data(), d, n, DSA_MEMCPY_DEVICE_TO_HOST, stream));
+    ASSERT_OK(rt.SynchronizeStream(stream));
+    EXPECT_EQ(out, in);
+    RegisteredHostMemory moved = std::move(pinned_in);
+    EXPECT_EQ(moved.registered(), rt.has_host_registration());
+    EXPECT_FALSE(pinned_in.registered());
+  }
+  EXPECT_FALSE(rt.RegisterHostMemory(nullptr, 16).ok());
+  ASSERT_OK(rt.Free(d));
+  EXPECT_OK(rt.DestroyStream(stream));
+}
+
 // Plugin API 1.3: every platform here binds devices and has collectives.
 // The ranks of a group are threads; each binds its device, makes a stream
 // and takes part in an all-reduce (float32, bf16) and an all-gather of

@@ -440,6 +440,56 @@ DsaStatusCode StreamSynchronize(void* stream, char* error, size_t error_size) {
       [&](const CudaApi& a) { return a.cuStreamSynchronize(stream); });
 }
 
+// Page-locked host memory through the driver, for every context
+// (CU_MEMHOSTREGISTER_PORTABLE).
+constexpr unsigned kCuMemHostRegisterPortable = 0x01;
+
+DsaStatusCode HostRegister(void* ptr, size_t bytes, char* error,
+                           size_t error_size) {
+  if (ptr == nullptr || bytes == 0) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: page-locking %zu bytes at %p", bytes, ptr);
+  }
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
+    return c;
+  }
+  const CudaApi& a = d.api;
+  if (a.cuMemHostRegister_v2 == nullptr || a.cuMemHostUnregister == nullptr) {
+    return PluginError(DSA_STATUS_UNIMPLEMENTED, error, error_size,
+                       "cuda: the driver cannot page-lock host memory");
+  }
+  const int err =
+      a.cuMemHostRegister_v2(ptr, bytes, kCuMemHostRegisterPortable);
+  if (err != kCudaSuccess) {
+    return CudaFail(a, err, "cuMemHostRegister", error, error_size);
+  }
+  return DSA_STATUS_OK;
+}
+
+DsaStatusCode HostUnregister(void* ptr, char* error, size_t error_size) {
+  if (ptr == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "cuda: unlocking host memory at NULL");
+  }
+  const CudaDriver& d = Driver();
+  if (DsaStatusCode c = EnterContext(d, error, error_size);
+      c != DSA_STATUS_OK) {
+    return c;
+  }
+  const CudaApi& a = d.api;
+  if (a.cuMemHostUnregister == nullptr) {
+    return PluginError(DSA_STATUS_UNIMPLEMENTED, error, error_size,
+                       "cuda: the driver cannot page-lock host memory");
+  }
+  const int err = a.cuMemHostUnregister(ptr);
+  if (err != kCudaSuccess) {
+    return CudaFail(a, err, "cuMemHostUnregister", error, error_size);
+  }
+  return DSA_STATUS_OK;
+}
+
 // Graphs through the driver: a capture on the calling thread's stream in
 // relaxed mode (CU_STREAM_CAPTURE_MODE_RELAXED: the runtime-API launches of
 // the kernels' plugins on that stream are recorded; other threads are not
@@ -591,6 +641,8 @@ DsaStatusCode Initialize(const DsaHostApi* host, char* error,
     c.graph_capture_end = &GraphCaptureEnd;
     c.graph_launch = &GraphLaunch;
     c.graph_destroy = &GraphDestroy;
+    c.host_register = &HostRegister;
+    c.host_unregister = &HostUnregister;
     return MakePlatformDescriptor("cuda", DSA_PLATFORM_KIND_CUDA, kDefaultArch,
                                   kKnownArchs, c);
   }();

@@ -56,6 +56,7 @@ struct FakeDriverHooks {
   void* (*primary_context)() = nullptr;
   int (*live_streams)() = nullptr;
   int (*last_stream_flags)() = nullptr;
+  int (*registered_ranges)() = nullptr;
 };
 
 const FakeDriverHooks& Hooks() {
@@ -83,6 +84,7 @@ const FakeDriverHooks& Hooks() {
     bind("FakeCudaPrimaryContext", &h.primary_context);
     bind("FakeCudaLiveStreams", &h.live_streams);
     bind("FakeCudaLastStreamFlags", &h.last_stream_flags);
+    bind("FakeCudaRegisteredRanges", &h.registered_ranges);
     return h;
   }();
   return hooks;
@@ -173,6 +175,62 @@ TEST(CudaPlatformTest, StreamOrderedRoundTrip) {
   ASSERT_EQ(p.stream_destroy(stream, error, sizeof(error)), DSA_STATUS_OK)
       << error;
   EXPECT_EQ(hooks.live_streams(), live);
+}
+
+// Page-locked host memory: registered through the driver, copied from and
+// into on a stream, unregistered; a range overlapping a registered one and
+// an unregistered pointer are refused with the driver's reason.
+TEST(CudaPlatformTest, PageLocksHostMemoryForStreamCopies) {
+  const DsaPlatformDescriptor& p = Platform();
+  ASSERT_NE(p.host_register, nullptr);
+  ASSERT_NE(p.host_unregister, nullptr);
+  const FakeDriverHooks& hooks = Hooks();
+  const int ranges = hooks.registered_ranges();
+  char error[256] = "";
+  std::vector<char> in(4096), out(4096, 0);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<char>(i * 5 + 3);
+  ASSERT_EQ(p.host_register(in.data(), in.size(), error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  ASSERT_EQ(p.host_register(out.data(), out.size(), error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  EXPECT_EQ(hooks.registered_ranges(), ranges + 2);
+  // Half of `in` again: refused, naming the call and the driver's reason.
+  EXPECT_NE(p.host_register(in.data() + 100, 64, error, sizeof(error)),
+            DSA_STATUS_OK);
+  EXPECT_THAT(error, HasSubstr("cuMemHostRegister"));
+  EXPECT_THAT(error, HasSubstr("already mapped"));
+  void* stream = nullptr;
+  void* d = nullptr;
+  ASSERT_EQ(p.stream_create(&stream, error, sizeof(error)), DSA_STATUS_OK);
+  ASSERT_EQ(p.device_malloc(in.size(), &d, error, sizeof(error)),
+            DSA_STATUS_OK);
+  ASSERT_EQ(p.memcpy_async(d, in.data(), in.size(), DSA_MEMCPY_HOST_TO_DEVICE,
+                           stream, error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  ASSERT_EQ(p.memcpy_async(out.data(), d, out.size(), DSA_MEMCPY_DEVICE_TO_HOST,
+                           stream, error, sizeof(error)),
+            DSA_STATUS_OK)
+      << error;
+  ASSERT_EQ(p.stream_synchronize(stream, error, sizeof(error)), DSA_STATUS_OK);
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(p.host_unregister(in.data(), error, sizeof(error)), DSA_STATUS_OK)
+      << error;
+  EXPECT_EQ(p.host_unregister(out.data(), error, sizeof(error)), DSA_STATUS_OK)
+      << error;
+  EXPECT_EQ(hooks.registered_ranges(), ranges);
+  EXPECT_NE(p.host_unregister(in.data(), error, sizeof(error)), DSA_STATUS_OK);
+  EXPECT_THAT(error, HasSubstr("cuMemHostUnregister"));
+  EXPECT_EQ(p.host_register(nullptr, 16, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(p.host_register(in.data(), 0, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(p.host_unregister(nullptr, error, sizeof(error)),
+            DSA_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(p.device_free(d, error, sizeof(error)), DSA_STATUS_OK);
+  EXPECT_EQ(p.stream_destroy(stream, error, sizeof(error)), DSA_STATUS_OK);
 }
 
 // What a kernel library keeps per stream is given back when the stream is

@@ -70,6 +70,12 @@ DSA_CUDA_OPTIONAL(cuGraphLaunch, int, (void* exec, void* stream))
 DSA_CUDA_OPTIONAL(cuGraphExecDestroy, int, (void* exec))
 DSA_CUDA_OPTIONAL(cuGraphDestroy, int, (void* graph))
 
+// Page-locked host memory (CU_MEMHOSTREGISTER_PORTABLE: for every context).
+// A driver without them pages host memory in for each copy.
+DSA_CUDA_OPTIONAL(cuMemHostRegister_v2, int,
+                  (void* ptr, size_t size, unsigned flags))
+DSA_CUDA_OPTIONAL(cuMemHostUnregister, int, (void* ptr))
+
 // Only for error messages; a numeric code is printed without it.
 DSA_CUDA_OPTIONAL(cuGetErrorString, int, (int error, const char** text))
 DSA_CUDA_OPTIONAL(cuMemGetInfo_v2, int, (size_t * free, size_t* total))

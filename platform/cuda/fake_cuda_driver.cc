@@ -15,6 +15,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <map>
+#include <mutex>
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
 
@@ -26,6 +29,8 @@ constexpr int kErrorOutOfMemory = 2;
 constexpr int kErrorNotInitialized = 3;
 constexpr int kErrorInvalidContext = 201;
 constexpr int kErrorInvalidHandle = 400;
+constexpr int kErrorHostMemoryAlreadyRegistered = 712;
+constexpr int kErrorHostMemoryNotRegistered = 713;
 constexpr size_t kFakeDeviceBytes = size_t{1} << 30;
 
 int primary_context_object = 0;
@@ -39,6 +44,10 @@ std::atomic<int> set_current_calls{0};
 std::atomic<int> get_current_calls{0};
 thread_local void* current_context = nullptr;
 std::atomic<int> live_streams{0};
+
+// Page-locked ranges: start -> bytes.
+std::mutex registered_mutex;
+std::map<uintptr_t, size_t> registered;
 std::atomic<int> stream_flags_seen{-1};
 
 struct FakeStream {
@@ -239,6 +248,32 @@ FAKE_EXPORT int cuMemGetInfo_v2(size_t* free, size_t* total) {
   return kSuccess;
 }
 
+FAKE_EXPORT int cuMemHostRegister_v2(void* ptr, size_t size, unsigned flags) {
+  if (int err = CheckContext(); err != kSuccess) return err;
+  if (ptr == nullptr || size == 0 || flags > 0x0f) return kErrorInvalidValue;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(ptr);
+  std::lock_guard<std::mutex> lock(registered_mutex);
+  auto next = registered.lower_bound(begin);
+  if (next != registered.end() && next->first < begin + size) {
+    return kErrorHostMemoryAlreadyRegistered;
+  }
+  if (next != registered.begin() &&
+      std::prev(next)->first + std::prev(next)->second > begin) {
+    return kErrorHostMemoryAlreadyRegistered;
+  }
+  registered[begin] = size;
+  return kSuccess;
+}
+
+FAKE_EXPORT int cuMemHostUnregister(void* ptr) {
+  if (int err = CheckContext(); err != kSuccess) return err;
+  std::lock_guard<std::mutex> lock(registered_mutex);
+  if (registered.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) {
+    return kErrorHostMemoryNotRegistered;
+  }
+  return kSuccess;
+}
+
 FAKE_EXPORT int cuGetErrorString(int error, const char** text) {
   if (text == nullptr) return kErrorInvalidValue;
   switch (error) {
@@ -257,6 +292,12 @@ FAKE_EXPORT int cuGetErrorString(int error, const char** text) {
     case kErrorInvalidHandle:
       *text = "invalid resource handle";
       return kSuccess;
+    case kErrorHostMemoryAlreadyRegistered:
+      *text = "part or all of the requested memory range is already mapped";
+      return kSuccess;
+    case kErrorHostMemoryNotRegistered:
+      *text = "pointer does not correspond to a registered memory region";
+      return kSuccess;
     default:
       *text = nullptr;
       return kErrorInvalidValue;
@@ -274,5 +315,9 @@ FAKE_EXPORT void* FakeCudaCurrentContext() { return current_context; }
 FAKE_EXPORT void* FakeCudaPrimaryContext() { return kPrimaryContext; }
 FAKE_EXPORT int FakeCudaLiveStreams() { return live_streams; }
 FAKE_EXPORT int FakeCudaLastStreamFlags() { return stream_flags_seen; }
+FAKE_EXPORT int FakeCudaRegisteredRanges() {
+  std::lock_guard<std::mutex> lock(registered_mutex);
+  return static_cast<int>(registered.size());
+}
 
 }  // extern "C"

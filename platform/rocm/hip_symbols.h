@@ -42,6 +42,11 @@ DSA_HIP_REQUIRED(hipMemcpyAsync, int,
 // device 0 can be bound.
 DSA_HIP_OPTIONAL(hipSetDevice, int, (int device))
 
+// Page-locked host memory (hipHostRegisterPortable: for every device); a
+// runtime without them pages host memory in for each copy.
+DSA_HIP_OPTIONAL(hipHostRegister, int, (void* ptr, size_t size, unsigned flags))
+DSA_HIP_OPTIONAL(hipHostUnregister, int, (void* ptr))
+
 // Only for error messages; a numeric code is printed without it.
 DSA_HIP_OPTIONAL(hipGetErrorString, const char*, (int error))
 DSA_HIP_OPTIONAL(hipMemGetInfo, int, (size_t * free, size_t* total))

@@ -329,6 +329,41 @@ DsaStatusCode StreamSynchronize(void* stream, char* error, size_t error_size) {
       [&](const HipApi& a) { return a.hipStreamSynchronize(stream); });
 }
 
+// Page-locked host memory for every device (hipHostRegisterPortable).
+constexpr unsigned kHipHostRegisterPortable = 0x1;
+
+DsaStatusCode HostRegister(void* ptr, size_t bytes, char* error,
+                           size_t error_size) {
+  if (ptr == nullptr || bytes == 0) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "rocm: page-locking %zu bytes at %p", bytes, ptr);
+  }
+  const HipRuntime& r = Runtime();
+  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
+  if (r.api.hipHostRegister == nullptr || r.api.hipHostUnregister == nullptr) {
+    return PluginError(DSA_STATUS_UNIMPLEMENTED, error, error_size,
+                       "rocm: the runtime cannot page-lock host memory");
+  }
+  return HipCall("hipHostRegister", error, error_size, [&](const HipApi& a) {
+    return a.hipHostRegister(ptr, bytes, kHipHostRegisterPortable);
+  });
+}
+
+DsaStatusCode HostUnregister(void* ptr, char* error, size_t error_size) {
+  if (ptr == nullptr) {
+    return PluginError(DSA_STATUS_INVALID_ARGUMENT, error, error_size,
+                       "rocm: unlocking host memory at NULL");
+  }
+  const HipRuntime& r = Runtime();
+  if (!r.load.loaded()) return RuntimeUnavailable(r, error, error_size);
+  if (r.api.hipHostUnregister == nullptr) {
+    return PluginError(DSA_STATUS_UNIMPLEMENTED, error, error_size,
+                       "rocm: the runtime cannot page-lock host memory");
+  }
+  return HipCall("hipHostUnregister", error, error_size,
+                 [&](const HipApi& a) { return a.hipHostUnregister(ptr); });
+}
+
 DsaStatusCode DeviceMemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes,
                                char* error, size_t error_size) {
   if (free_bytes == nullptr || total_bytes == nullptr) {
@@ -395,6 +430,8 @@ DsaStatusCode Initialize(const DsaHostApi* host, char* error,
     c.collective_destroy = &Collectives::Destroy;
     c.all_reduce_sum = &Collectives::AllReduceSum;
     c.all_gather = &Collectives::AllGather;
+    c.host_register = &HostRegister;
+    c.host_unregister = &HostUnregister;
     return MakePlatformDescriptor("rocm", DSA_PLATFORM_KIND_ROCM, kDefaultArch,
                                   kKnownArchs, c);
   }();
