@@ -1,6 +1,5 @@
 // RMSNorm, one block per row: memory-bound (one read, one write of the
-// activations, a few microseconds at GLM-5.1's hidden 6144 on an H200; a row
-// of up to 8192 held in registers between the two passes),
+// activations, a few microseconds at GLM-5.1's hidden 6144 on an H200),
 // optionally writing y's fp8 quantisation per token and 128 columns too (the
 // activations of the W8A8 products that read y, without a pass of their
 // own), and optionally adding x into the residual stream first and
@@ -18,30 +17,6 @@ namespace {
 
 constexpr int kRowThreads = 256;
 
-// Rows of up to kRowThreads x kCachedValues elements (8192: GLM-5.x's and
-// DeepSeek-V3.2's hidden sizes among them) are read once into registers, all
-// of a thread's loads issued before the first sum, and the second pass
-// normalises the registers; longer rows read their elements again.
-constexpr int kCachedValues = 32;
-
-// The value an element of `type` holds once v is stored in it (StoreF, then
-// LoadF): v itself in f32, v rounded to bf16 otherwise.
-__device__ __forceinline__ float AsStored(FloatFormat type, float v) {
-  if (type == FloatFormat::kFloat32) return v;
-  return __uint_as_float(static_cast<uint32_t>(ToBf16(v)) << 16);
-}
-
-// Element e of a tensor of `type` as a pointer, for 32-bit offsets from it.
-__device__ __forceinline__ const void* RowOf(const void* base, FloatFormat type,
-                                             int64_t e) {
-  return static_cast<const char*>(base) +
-         e * (type == FloatFormat::kFloat32 ? 4 : 2);
-}
-__device__ __forceinline__ void* RowOf(void* base, FloatFormat type,
-                                       int64_t e) {
-  return static_cast<char*>(base) + e * (type == FloatFormat::kFloat32 ? 4 : 2);
-}
-
 __global__ void __launch_bounds__(kRowThreads) RmsNormKernel(RmsNormParams p) {
   const int64_t r = blockIdx.x;
   __shared__ float partial[kRowThreads / 32 + 1];
@@ -52,58 +27,16 @@ __global__ void __launch_bounds__(kRowThreads) RmsNormKernel(RmsNormParams p) {
   const void* src = fused ? p.residual : p.x;
   const FloatFormat src_type = fused ? p.residual_type : p.x_type;
   const int64_t src_row = r * (fused ? p.residual_row_stride : p.x_row_stride);
-  const bool cached = p.dim <= int64_t{kRowThreads} * kCachedValues;
-  // A thread's elements are i = threadIdx.x + k kRowThreads, summed in that
-  // order whether cached or not, so both forms give the same bits.
-  float c[kCachedValues];
   float ss = 0.0f;
-  if (cached) {
-    // Row pointers once, 32-bit offsets within the row.
-    const int dim = static_cast<int>(p.dim);
-    const void* x_row = RowOf(p.x, p.x_type, r * p.x_row_stride);
-    void* res_row =
-        fused ? RowOf(p.residual, p.residual_type, src_row) : nullptr;
-#pragma unroll
-    for (int k = 0; k < kCachedValues; ++k) {
-      const int i = static_cast<int>(threadIdx.x) + k * kRowThreads;
-      c[k] = i < dim ? LoadF(x_row, p.x_type, i) : 0.0f;
-    }
+  for (int64_t i = threadIdx.x; i < p.dim; i += kRowThreads) {
+    float v = LoadF(p.x, p.x_type, r * p.x_row_stride + i);
     if (fused) {
-      // Every load before the first store (x and the residual may alias as
-      // far as the compiler knows).
-#pragma unroll
-      for (int k = 0; k < kCachedValues; ++k) {
-        const int i = static_cast<int>(threadIdx.x) + k * kRowThreads;
-        if (i < dim) {
-          c[k] = __fadd_rn(LoadF(res_row, p.residual_type, i), c[k]);
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < kCachedValues; ++k) {
-        const int i = static_cast<int>(threadIdx.x) + k * kRowThreads;
-        if (i < dim) {
-          StoreF(res_row, p.residual_type, i, c[k]);
-          c[k] = AsStored(p.residual_type, c[k]);
-        }
-      }
+      const int64_t ri = src_row + i;
+      StoreF(p.residual, p.residual_type, ri,
+             __fadd_rn(LoadF(p.residual, p.residual_type, ri), v));
+      v = LoadF(p.residual, p.residual_type, ri);
     }
-#pragma unroll
-    for (int k = 0; k < kCachedValues; ++k) {
-      if (static_cast<int>(threadIdx.x) + k * kRowThreads < dim) {
-        ss = fmaf(c[k], c[k], ss);
-      }
-    }
-  } else {
-    for (int64_t i = threadIdx.x; i < p.dim; i += kRowThreads) {
-      float v = LoadF(p.x, p.x_type, r * p.x_row_stride + i);
-      if (fused) {
-        const int64_t ri = src_row + i;
-        StoreF(p.residual, p.residual_type, ri,
-               __fadd_rn(LoadF(p.residual, p.residual_type, ri), v));
-        v = LoadF(p.residual, p.residual_type, ri);
-      }
-      ss = fmaf(v, v, ss);
-    }
+    ss = fmaf(v, v, ss);
   }
   for (int offset = kDsaWarpSize / 2; offset > 0; offset /= 2) {
     ss += DSA_SHFL_XOR(ss, offset, kDsaWarpSize);
@@ -119,19 +52,6 @@ __global__ void __launch_bounds__(kRowThreads) RmsNormKernel(RmsNormParams p) {
   }
   __syncthreads();
   const float inv = partial[kWarps];
-  if (p.y_q == nullptr && cached) {
-    const int dim = static_cast<int>(p.dim);
-    void* y_row = RowOf(p.y, p.y_type, r * p.y_row_stride);
-#pragma unroll
-    for (int k = 0; k < kCachedValues; ++k) {
-      const int i = static_cast<int>(threadIdx.x) + k * kRowThreads;
-      if (i < dim) {
-        const float w = LoadF(p.weight, p.weight_type, i * p.weight_stride);
-        StoreF(y_row, p.y_type, i, c[k] * inv * w);
-      }
-    }
-    return;
-  }
   if (p.y_q == nullptr) {
     for (int64_t i = threadIdx.x; i < p.dim; i += kRowThreads) {
       const float v = LoadF(src, src_type, src_row + i);

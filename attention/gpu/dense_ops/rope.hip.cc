@@ -13,11 +13,6 @@ namespace {
 // blockDim.y tokens a block (grid-stride over tokens), blockDim.x threads
 // over a token's heads * rope_dim / 2 pairs: 32-bit index arithmetic, one
 // position and rope-table row a token.
-// A thread's pairs of a token, kBatch at a time: every load of a batch is
-// issued before its first store (the rotation is in place, so the compiler
-// may not move a later pair's loads above an earlier pair's stores).
-constexpr int kBatch = 8;
-
 __global__ void RopeKernel(RopeParams p) {
   const int half = static_cast<int>(p.rope_dim / 2);
   const int pairs = static_cast<int>(p.heads) * half;
@@ -26,31 +21,18 @@ __global__ void RopeKernel(RopeParams p) {
     int64_t pos = p.positions[t * p.position_stride];
     pos = pos < 0 ? 0 : (pos >= p.max_position ? p.max_position - 1 : pos);
     const float* cs = p.cos_sin + pos * p.cos_sin_stride;
-    for (int j0 = threadIdx.x; j0 < pairs; j0 += kBatch * blockDim.x) {
-      int64_t ia[kBatch], ib[kBatch];
-      float x1[kBatch], x2[kBatch], c[kBatch], s[kBatch];
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const int j = j0 + k * static_cast<int>(blockDim.x);
-        if (j >= pairs) break;
-        const int h = j / half, i = j - h * half;
-        c[k] = cs[i];
-        s[k] = cs[half + i];
-        const int64_t base = t * p.token_stride + h * p.head_stride;
-        ia[k] = base + (p.neox ? i : 2 * i);
-        ib[k] = base + (p.neox ? i + half : 2 * i + 1);
-        x1[k] = LoadF(p.x, p.type, ia[k]);
-        x2[k] = LoadF(p.x, p.type, ib[k]);
-      }
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        if (j0 + k * static_cast<int>(blockDim.x) >= pairs) break;
-        // The CPU kernel's expression, each product rounded before the sum.
-        StoreF(p.x, p.type, ia[k],
-               __fsub_rn(__fmul_rn(x1[k], c[k]), __fmul_rn(x2[k], s[k])));
-        StoreF(p.x, p.type, ib[k],
-               __fadd_rn(__fmul_rn(x2[k], c[k]), __fmul_rn(x1[k], s[k])));
-      }
+    for (int j = threadIdx.x; j < pairs; j += blockDim.x) {
+      const int h = j / half, i = j - h * half;
+      const float c = cs[i];
+      const float s = cs[half + i];
+      const int64_t base = t * p.token_stride + h * p.head_stride;
+      const int64_t ia = base + (p.neox ? i : 2 * i);
+      const int64_t ib = base + (p.neox ? i + half : 2 * i + 1);
+      const float x1 = LoadF(p.x, p.type, ia);
+      const float x2 = LoadF(p.x, p.type, ib);
+      // The CPU kernel's expression, each product rounded before the sum.
+      StoreF(p.x, p.type, ia, __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s)));
+      StoreF(p.x, p.type, ib, __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s)));
     }
   }
 }
