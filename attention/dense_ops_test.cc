@@ -246,8 +246,8 @@ TEST_P(DenseOpTest, GemmOnMisalignedStridedRows) {
   }
 }
 
-// Narrow rows, and rows at and past the longest a GPU block holds in
-// registers (8192), where the kernel reads its row again.
+// Narrow rows, the models' hidden sizes, and rows longer than a GPU block
+// has threads many times over.
 TEST_P(DenseOpTest, RmsNormMatchesFloat64Reference) {
   struct Shape {
     int64_t rows, dim, stride;
@@ -282,8 +282,9 @@ TEST_P(DenseOpTest, RmsNormMatchesFloat64Reference) {
     }
 }
 
-// Few heads, and a query's many (GLM-5.1's 64 heads of 64; 70 heads, whose
-// 2240 pairs a token are not a whole number of a GPU thread's batches).
+// Few heads, and a query's many (GLM-5.1's 64 heads of 64 rope dims; 70
+// heads, whose 2240 pairs a token are not a whole number of a GPU block's
+// threads).
 TEST_P(DenseOpTest, RopeRotatesAStridedSliceInPlace) {
   struct Shape {
     int64_t tokens, heads, nope, rope;
@@ -774,7 +775,7 @@ TEST_P(DenseOpTest, RmsNormAlsoWritesTheQuantisationOfItsOutputBitForBit) {
 // rms_norm with the residual: residual_add then rms_norm of the residual,
 // bit for bit (the sum, y and y's quantisation), for f32 and bf16 streams
 // and inputs, strided rows, dims that are not a multiple of the block, rows
-// a GPU block holds in registers (up to 8192) and one it does not; and
+// of GLM-5.x's hidden size and longer; and
 // its bad arguments named.
 TEST_P(DenseOpTest, RmsNormWithTheResidualIsResidualAddThenRmsNormBitForBit) {
   struct Shape {
