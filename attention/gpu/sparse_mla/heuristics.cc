@@ -94,6 +94,8 @@ const char* BodyName(Body body) {
       return "gather+seesaw";
     case Body::kSeesawFp8:
       return "seesaw-fp8";
+    case Body::kSeesawFp8Crossover:
+      return "seesaw-fp8x2";
     case Body::kWarp:
       return "mma";
     case Body::kFma:
@@ -105,7 +107,7 @@ const char* BodyName(Body body) {
 bool ParseBody(const char* name, Body* body) {
   for (Body b :
        {Body::kFma, Body::kWarp, Body::kSeesaw, Body::kSeesawDequantised,
-        Body::kSeesawGathered, Body::kSeesawFp8}) {
+        Body::kSeesawGathered, Body::kSeesawFp8, Body::kSeesawFp8Crossover}) {
     const char* n = BodyName(b);
     int i = 0;
     while (n[i] != '\0' && n[i] == name[i]) ++i;
@@ -134,6 +136,11 @@ bool BodyRuns(Body body, const SparseMlaParams& p, const DeviceFeatures& f) {
              p.topk <= WorkspaceBudgetRows(p);
     case Body::kSeesawFp8:
       return SeesawOverFp8(p, f);
+    case Body::kSeesawFp8Crossover:
+      return SeesawOverFp8(p, f) &&
+             ((p.heads + seesaw::Config::kHeads - 1) / seesaw::Config::kHeads) %
+                     2 ==
+                 0;
   }
   return false;
 }
@@ -152,7 +159,8 @@ Plan PlanFor(Body body, const SparseMlaParams& p, const DeviceFeatures& f) {
   }
   const bool seesaw =
       plan.body == Body::kSeesaw || plan.body == Body::kSeesawDequantised ||
-      plan.body == Body::kSeesawGathered || plan.body == Body::kSeesawFp8;
+      plan.body == Body::kSeesawGathered || plan.body == Body::kSeesawFp8 ||
+      plan.body == Body::kSeesawFp8Crossover;
   plan.heads_per_block = seesaw ? seesaw::Config::kHeads
                                 : warp::HeadsPerBlock(f.warp_size, p.heads);
   if (p.cache_type != LatentCacheType::kBFloat16 && f.sm90a &&

@@ -26,6 +26,10 @@ enum class Body {
   // The seesaw body over an fp8 cache, its producer dequantising each key
   // tile into the bf16 buffers (no workspace).
   kSeesawFp8,
+  // The same in clusters of two blocks, a row's two head groups (an even
+  // number of them: 128 heads), each producer dequantising half of every
+  // tile into both blocks' buffers (FlashMLA's "crossover").
+  kSeesawFp8Crossover,
 };
 
 // The body that runs:
@@ -51,7 +55,7 @@ enum class Body {
 Body ChooseBody(const SparseMlaParams& params, const DeviceFeatures& features);
 
 // What SparseMlaPath reports for a body: "fma", "mma", "seesaw",
-// "dequant+seesaw", "gather+seesaw" or "seesaw-fp8".
+// "dequant+seesaw", "gather+seesaw", "seesaw-fp8" or "seesaw-fp8x2".
 const char* BodyName(Body body);
 
 // The body named `name` (BodyName), false for none.
@@ -62,7 +66,8 @@ bool ParseBody(const char* name, Body* body);
 // over a bf16 cache; over an fp8 cache where the seesaw body can run
 // (sm_90a code, 64 heads or more, its shared memory and scale) and, for
 // kSeesawDequantised, every position fits the workspace, for
-// kSeesawGathered one row's top-k list does.
+// kSeesawGathered one row's top-k list does, for kSeesawFp8Crossover the
+// head groups are even in number.
 bool BodyRuns(Body body, const SparseMlaParams& params,
               const DeviceFeatures& features);
 
