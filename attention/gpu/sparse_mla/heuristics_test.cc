@@ -208,6 +208,7 @@ TEST(SparseMlaHeuristicsTest, BodiesABenchMayAskFor) {
   EXPECT_TRUE(BodyRuns(Body::kWarp, p, f));
   EXPECT_TRUE(BodyRuns(Body::kSeesawGathered, p, f));
   EXPECT_TRUE(BodyRuns(Body::kSeesawFp8, p, f));
+  EXPECT_TRUE(BodyRuns(Body::kSeesawFp8Crossover, p, f));  // 2 head groups
   EXPECT_FALSE(BodyRuns(Body::kSeesawDequantised, p, f));  // 262144 > 65536
   EXPECT_FALSE(BodyRuns(Body::kSeesaw, p, f));             // an fp8 cache
   EXPECT_TRUE(BodyRuns(Body::kFma, p, f));
@@ -217,8 +218,13 @@ TEST(SparseMlaHeuristicsTest, BodiesABenchMayAskFor) {
   EXPECT_TRUE(BodyRuns(Body::kSeesawGathered, p, f));
   EXPECT_TRUE(BodyRuns(Body::kSeesawFp8, p, f));
   // None of the fp8 forms for a bf16 cache, fewer heads, or without sm_90a.
-  for (Body b :
-       {Body::kSeesawDequantised, Body::kSeesawGathered, Body::kSeesawFp8}) {
+  // The crossover: an even number of head groups.
+  EXPECT_FALSE(BodyRuns(Body::kSeesawFp8Crossover, Params(64, kFp8), f));
+  EXPECT_FALSE(BodyRuns(Body::kSeesawFp8Crossover, Params(192, kFp8), f));
+  EXPECT_TRUE(BodyRuns(Body::kSeesawFp8Crossover, Params(72, kFp8), f));
+  EXPECT_TRUE(BodyRuns(Body::kSeesawFp8Crossover, Params(256, kFp8), f));
+  for (Body b : {Body::kSeesawDequantised, Body::kSeesawGathered,
+                 Body::kSeesawFp8, Body::kSeesawFp8Crossover}) {
     EXPECT_FALSE(BodyRuns(b, Params(64, kBf16), f));
     EXPECT_FALSE(BodyRuns(b, Params(63, kFp8), f));
     EXPECT_FALSE(BodyRuns(b, Params(64, kFp8), Amd(65536)));
@@ -240,6 +246,8 @@ TEST(SparseMlaHeuristicsTest, BodiesABenchMayAskFor) {
   EXPECT_EQ(body, Body::kSeesawGathered);
   EXPECT_FALSE(ParseBody("seesaw-fp", &body));
   EXPECT_FALSE(ParseBody("seesaw-fp8x", &body));
+  EXPECT_TRUE(ParseBody("seesaw-fp8x2", &body));
+  EXPECT_EQ(body, Body::kSeesawFp8Crossover);
   EXPECT_FALSE(ParseBody("", &body));
 }
 
@@ -397,6 +405,7 @@ TEST(SparseMlaHeuristicsTest, BodyNamesAreTheReportedPaths) {
   EXPECT_STREQ(BodyName(Body::kSeesawDequantised), "dequant+seesaw");
   EXPECT_STREQ(BodyName(Body::kSeesawGathered), "gather+seesaw");
   EXPECT_STREQ(BodyName(Body::kSeesawFp8), "seesaw-fp8");
+  EXPECT_STREQ(BodyName(Body::kSeesawFp8Crossover), "seesaw-fp8x2");
   EXPECT_STREQ(BodyName(Body::kWarp), "mma");
   EXPECT_STREQ(BodyName(Body::kFma), "fma");
 }

@@ -420,10 +420,10 @@ void CheckCase(const Case& c, const std::vector<const char*>& paths) {
     }
     EXPECT_EQ(differ, 0) << "bytes of the crossover's output that differ "
                             "from the gathered workspace's";
-    std::printf("  %s: seesaw-fp8x2 and gather+seesaw, %lld of %zu bytes "
-                "differ\n",
-                c.name.c_str(), static_cast<long long>(differ),
-                gathered->size());
+    std::printf(
+        "  %s: seesaw-fp8x2 and gather+seesaw, %lld of %zu bytes "
+        "differ\n",
+        c.name.c_str(), static_cast<long long>(differ), gathered->size());
   }
 }
 

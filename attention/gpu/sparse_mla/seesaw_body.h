@@ -102,8 +102,7 @@ __device__ __forceinline__ void MbarArrivePeer(uint32_t bar) {
       : "memory");
 #endif
 }
-__device__ __forceinline__ void MbarWaitCluster(uint32_t bar,
-                                                uint32_t parity) {
+__device__ __forceinline__ void MbarWaitCluster(uint32_t bar, uint32_t parity) {
 #if defined(DSA_HAS_HOPPER_PIPELINE)
   uint32_t done = 0;
   while (done == 0) {
@@ -220,10 +219,9 @@ struct Block {
                                 : 0));
         // The consumer that reads it (kCrossover: and one arrival a warp of
         // the peer's).
-        MbarInit(KeysFree(b, part), C::kConsumerThreads / 2 +
-                                        (kCrossover ? C::kConsumerThreads /
-                                                          2 / 32
-                                                    : 0));
+        MbarInit(KeysFree(b, part),
+                 C::kConsumerThreads / 2 +
+                     (kCrossover ? C::kConsumerThreads / 2 / 32 : 0));
       }
       MbarInit(MaximaReady(b), C::kConsumerThreads / 2);
     }
@@ -537,8 +535,8 @@ struct Producer {
     // The bytes the peer stores into a part of this block's buffer: its 32
     // rows of the part's atoms.
     constexpr uint32_t kPeerBytes =
-        (C::kKeys / 2) * 128 * (kPart == 0 ? C::kFirstPartAtoms
-                                           : C::kAtoms - C::kFirstPartAtoms);
+        (C::kKeys / 2) * 128 *
+        (kPart == 0 ? C::kFirstPartAtoms : C::kAtoms - C::kFirstPartAtoms);
     uint8_t* keys = blk.s.keys[b];
     const uint32_t peer_keys = blk.Peer(blk.KeysAddr(b));
     const uint32_t peer_ready = blk.Peer(blk.KeysReady(b, kPart));
@@ -1112,8 +1110,8 @@ __global__ void __launch_bounds__(seesaw::Config::kThreads, 1)
 #define DSA_SPARSE_MLA_CLUSTER_OF_TWO
 #endif
 template <Fp8Format F>
-__global__ void __launch_bounds__(seesaw::Config::kThreads, 1)
-    DSA_SPARSE_MLA_CLUSTER_OF_TWO
+__global__ void __launch_bounds__(seesaw::Config::kThreads,
+                                  1) DSA_SPARSE_MLA_CLUSTER_OF_TWO
     SparseMlaSeesawCrossoverKernel(SparseMlaParams p, int64_t token_begin,
                                    MmaOutput out) {
 #if defined(DSA_GPU_CUDA)
@@ -1146,8 +1144,10 @@ LaunchResult LaunchSeesawBody(const SparseMlaParams& p, int64_t begin,
   const unsigned groups =
       static_cast<unsigned>((p.heads + C::kHeads - 1) / C::kHeads);
   if (kCrossover && groups % 2 != 0) {
-    return Invalid(kOp, "sparse_mla: the crossover needs an even number of "
-                   "head groups of %d, got %d heads", C::kHeads, p.heads);
+    return Invalid(kOp,
+                   "sparse_mla: the crossover needs an even number of "
+                   "head groups of %d, got %d heads",
+                   C::kHeads, p.heads);
   }
   const dim3 grid(groups, static_cast<unsigned>(rows),
                   static_cast<unsigned>(out.splits));
