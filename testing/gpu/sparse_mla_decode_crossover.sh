@@ -32,9 +32,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 cat "$here/COMMIT"
 H128="--heads=128 --v=128 --nope=128"; H64="--heads=64 --v=256 --nope=192"
 X='*SeesawFp8Crossover*'
+# A build whose crossover test hangs (rc 124) runs no more crossover steps.
+declare -A hung=([a]=0 [b]=0)
 for x in a b; do
   echo "== $(el) [$x] gtest: the crossover against the gathered workspace to the bit"
-  timeout $(lim 40) "$work/sparse_mla_kernels_test_$x" --gtest_brief=1 --gtest_filter="$X" > "$out/crossover_test_$x.txt" 2>&1; echo "rc $?"
+  timeout $(lim 40) "$work/sparse_mla_kernels_test_$x" --gtest_brief=1 --gtest_filter="$X" > "$out/crossover_test_$x.txt" 2>&1; rc=$?; echo "rc $rc"
+  [ $rc -eq 124 ] && hung[$x]=1
   grep -E "PASSED|FAILED|Failure|differ|worst|got|Expected|Which" "$out/crossover_test_$x.txt" | head -24
 done
 shapes() {  # heads flags, context, paths
@@ -49,6 +52,7 @@ shapes() {  # heads flags, context, paths
 for ctx in 8192 65536; do
   for run in "main picked" "a gather+seesaw,seesaw-fp8x2" "b seesaw-fp8x2"; do
     set -- $run; H=$H128; P=$2
+    if [ "${hung[$1]:-0}" = 1 ]; then P=${P/seesaw-fp8x2/}; P=${P%,}; [ -z "$P" ] && continue; fi
     echo "== $(el) [$1] bench: fp8, 128 heads, context $ctx ($2)"
     timeout $(lim 40) "$work/sparse_mla_bench_$1" $(shapes) > "$out/bench_$1_$ctx.txt" 2>&1; echo "rc $?"
     grep -E "fail|rror" "$out/bench_$1_$ctx.txt" | head -4
@@ -65,6 +69,7 @@ for f in $(cd "$out" && ls bench_*.txt); do
   grep -E "^sparse_mla" "$out/$f" | awk -v b="$f" '{for(i=1;i<=NF;i++){split($i,a,"="); v[a[1]]=a[2]}; printf "%s h%s r%s m%s c%s %s %s %s\n", b, v["heads"], v["requests"], v["mtp"], v["context"], v["path"], v["median_ms"], v["tflops"]}'
 done
 ncu_shape() {  # build, path, requests
+  if [ "$2" = seesaw-fp8x2 ] && [ "${hung[$1]}" = 1 ]; then return; fi
   timeout $(lim 30) ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread \
     --launch-count 4 "$work/sparse_mla_bench_$1" --mode=decode --cache=fp8 $H128 --context=8192 --requests=$3 --iters=1 --paths=$2 > "$out/ncu_$1_$2_$3.txt" 2>&1
   echo "rc $? ($1, $2, 128 heads, $3 x 8K)"
@@ -75,6 +80,7 @@ ncu_shape a seesaw-fp8x2 128
 ncu_shape a gather+seesaw 128
 ncu_shape a seesaw-fp8x2 32
 ncu_shape b seesaw-fp8x2 128
+[ "${hung[a]}" = 1 ] && X='-*SeesawFp8Crossover*'
 echo "== $(el) [a] memcheck, racecheck over the crossover's cases"
 G="$work/sparse_mla_kernels_test_a"
 timeout $(lim 45) compute-sanitizer --tool memcheck --print-limit 5 "$G" --gtest_brief=1 \
