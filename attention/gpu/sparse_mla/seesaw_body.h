@@ -256,8 +256,7 @@ struct Block {
 // loaded into registers before its part of the buffer is free, then
 // dequantised into it; the rope copied as over a bf16 cache; kCrossover:
 // this block's half of each tile, rope included, through registers into
-// both blocks' buffers, the next part's loads issued before this part's
-// stores).
+// both blocks' buffers).
 template <bool kFp8, Fp8Format F, bool kCrossover = false>
 struct Producer {
   Block<kFp8, kCrossover>& blk;
@@ -570,11 +569,13 @@ struct Producer {
   }
 
   // kCrossover: every pair in the order of Run, this block's half of each
-  // part dequantised into both blocks; each part's loads issued before the
-  // previous part's wait and stores; a buffer part is free once both
-  // blocks' consumers are done with it (the peer's arrivals acquired at
-  // cluster scope). `h`: pair 0's (ResolveHalf before the tiles are
-  // counted).
+  // part loaded before the part's wait and dequantised into both blocks
+  // after it; a buffer part is free once both blocks' consumers are done
+  // with it (the peer's arrivals acquired at cluster scope); the next
+  // pair's offsets resolved and its rows prefetched into L2 after the last
+  // part. (The next part's loads issued before this part's stores measured
+  // slower: 176 bytes spilled at 88 registers, RESULTS.md.) `h`: pair 0's
+  // (ResolveHalf before the tiles are counted).
   __device__ __forceinline__ void RunCrossover(int pairs, HalfPair& h) {
     static_assert(C::kFirstPartAtoms == 4 && C::kAtoms == 9,
                   "parts: atoms 0-3, then 4-7 and the rope");
@@ -583,32 +584,39 @@ struct Producer {
     if (pairs == 0) return;
     PrefetchHalf(h.off[0]);
     PrefetchHalf(h.off[1]);
-    HalfCodes<0> p0;
-    LoadHalf(h.off[0], p0);
     for (int i = 0; i < pairs; ++i) {
       const uint32_t parity = (i & 1) ^ 1;
-      HalfCodes<4> p1;
-      LoadHalf(h.off[1], p1);
-      MbarWaitCluster(blk.KeysFree(0, 0), parity);
-      StoreHalf(0, p0);
-      PublishValidBits(0, h.valid_bits);
-      HalfCodes<4> p2;
-      LoadHalf(h.off[0], p2);
-      MbarWaitCluster(blk.KeysFree(1, 1), parity);
-      StoreHalf(1, p1);
-      PublishValidBits(1, h.valid_bits);
-      HalfCodes<0> p3;
-      LoadHalf(h.off[1], p3);
-      MbarWaitCluster(blk.KeysFree(0, 1), parity);
-      StoreHalf(0, p2);
+      {
+        HalfCodes<0> k;
+        LoadHalf(h.off[0], k);
+        MbarWaitCluster(blk.KeysFree(0, 0), parity);
+        StoreHalf(0, k);
+        PublishValidBits(0, h.valid_bits);
+      }
+      {
+        HalfCodes<4> k;
+        LoadHalf(h.off[1], k);
+        MbarWaitCluster(blk.KeysFree(1, 1), parity);
+        StoreHalf(1, k);
+        PublishValidBits(1, h.valid_bits);
+      }
+      {
+        HalfCodes<4> k;
+        LoadHalf(h.off[0], k);
+        MbarWaitCluster(blk.KeysFree(0, 1), parity);
+        StoreHalf(0, k);
+      }
+      {
+        HalfCodes<0> k;
+        LoadHalf(h.off[1], k);
+        MbarWaitCluster(blk.KeysFree(1, 0), parity);
+        StoreHalf(1, k);
+      }
       if (i + 1 < pairs) {
         ResolveHalf(i + 1, h);
-        LoadHalf(h.off[0], p0);
         PrefetchHalf(h.off[0]);
         PrefetchHalf(h.off[1]);
       }
-      MbarWaitCluster(blk.KeysFree(1, 0), parity);
-      StoreHalf(1, p3);
     }
   }
 
