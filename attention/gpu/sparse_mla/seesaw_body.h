@@ -126,41 +126,6 @@ __device__ __forceinline__ void ClusterSync() {
 #endif
 }
 
-// Four fp8 codes (the bytes of `word`, lowest first) times `scale` as two
-// bf16 pairs, to the bit Fp8PairToBf16's of each pair (row_access.h): for
-// e4m3fn, a positive finite scale and no NaN code (low 7 bits all ones) in
-// the word, through the hardware's e4m3 -> f16 conversion (exact: every
-// e4m3 value is an f16) and the same f32 product, rounding and sign (a
-// product's rounding is symmetric); otherwise Fp8PairToBf16 itself.
-template <Fp8Format F>
-__device__ __forceinline__ uint2 Fp8QuadToBf16(uint32_t word, float scale) {
-#if defined(DSA_HAS_HOPPER_PIPELINE)
-  if constexpr (F == Fp8Format::kE4m3fn) {
-    const bool plain =
-        (((word & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) == 0u;
-    if (plain && __float_as_uint(scale) < 0x7f800000u) {
-      float v[4];
-      asm("{\n.reg .b16 a, b, c, d;\n.reg .b32 p, q;\n"
-          "mov.b32 {a, b}, %4;\n"
-          "cvt.rn.f16x2.e4m3x2 p, a;\n"
-          "cvt.rn.f16x2.e4m3x2 q, b;\n"
-          "mov.b32 {a, b}, p;\n"
-          "mov.b32 {c, d}, q;\n"
-          "cvt.f32.f16 %0, a;\n"
-          "cvt.f32.f16 %1, b;\n"
-          "cvt.f32.f16 %2, c;\n"
-          "cvt.f32.f16 %3, d;\n}\n"
-          : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
-          : "r"(word));
-      return make_uint2(::dsa::gpu::PackBf16x2(v[0] * scale, v[1] * scale),
-                        ::dsa::gpu::PackBf16x2(v[2] * scale, v[3] * scale));
-    }
-  }
-#endif
-  return make_uint2(Fp8PairToBf16<F>(word, scale),
-                    Fp8PairToBf16<F>(word >> 16, scale));
-}
-
 // What every role of a block knows (kFp8: the keys come from an fp8_ds_mla
 // cache, dequantised by the producer; kCrossover: by the producers of a
 // cluster of two blocks, the row's two head groups, each half of every
@@ -421,11 +386,12 @@ struct Producer {
 #pragma unroll
       for (int a = 0; a < 4; ++a) {
         const float sc = a < 2 ? k.scale[r].x : k.scale[r].y;
-        const uint2 lo = Fp8QuadToBf16<F>(k.c[r][a].x, sc);
-        const uint2 hi = Fp8QuadToBf16<F>(k.c[r][a].y, sc);
+        const uint2 w = k.c[r][a];
         *reinterpret_cast<uint4*>(keys + (kA0 + a) * C::kAtomBytes +
                                   ChunkOffset(row, chunk)) =
-            make_uint4(lo.x, lo.y, hi.x, hi.y);
+            make_uint4(
+                Fp8PairToBf16<F>(w.x, sc), Fp8PairToBf16<F>(w.x >> 16, sc),
+                Fp8PairToBf16<F>(w.y, sc), Fp8PairToBf16<F>(w.y >> 16, sc));
       }
     }
     ::dsa::gpu::WarpgroupBf16Mma<64>::FenceStores();
@@ -580,9 +546,10 @@ struct Producer {
 #pragma unroll
       for (int a = 0; a < 4; ++a) {
         const float sc = a < 2 ? k.scale[j].x : k.scale[j].y;
-        const uint2 lo = Fp8QuadToBf16<F>(k.c[j][a].x, sc);
-        const uint2 hi = Fp8QuadToBf16<F>(k.c[j][a].y, sc);
-        const uint4 v = make_uint4(lo.x, lo.y, hi.x, hi.y);
+        const uint2 w = k.c[j][a];
+        const uint4 v = make_uint4(
+            Fp8PairToBf16<F>(w.x, sc), Fp8PairToBf16<F>(w.x >> 16, sc),
+            Fp8PairToBf16<F>(w.y, sc), Fp8PairToBf16<F>(w.y >> 16, sc));
         const uint32_t at = (kA0 + a) * C::kAtomBytes + ChunkOffset(row, chunk);
         *reinterpret_cast<uint4*>(keys + at) = v;
         StoreToPeer(peer_keys + at, v, peer_ready);
