@@ -47,9 +47,11 @@ enum class Body {
 //   kSeesawGathered for 128 heads or more (two head groups a row), few
 //   rows (2 * tokens * head groups <= multiprocessors: the top-k list is
 //   split) or many (tokens * topk at least twice the workspace's most
-//   rows), kSeesawFp8 otherwise (64 heads, 67 to 227 rows of top-k 2048):
-//   the fastest of the three on the H200 at every decode shape measured
-//   (RESULTS.md);
+//   rows), kSeesawFp8 otherwise (64 heads, 67 to 227 rows of top-k 2048);
+//   except kSeesawFp8Crossover for an even number of head groups (128
+//   heads) once tokens * topk exceeds the workspace's most rows (114 rows
+//   of top-k 2048) and the list is not split: the fastest on the H200 at
+//   the decode shapes measured (RESULTS.md);
 // - kWarp otherwise (AMD, other NVIDIA targets, fewer heads, top-k lists
 //   empty or longer than the workspace).
 Body ChooseBody(const SparseMlaParams& params, const DeviceFeatures& features);

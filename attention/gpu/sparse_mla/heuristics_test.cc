@@ -156,9 +156,25 @@ TEST(SparseMlaHeuristicsTest,
     p.max_blocks_per_request = 8192 / 64;
     return p;
   };
-  for (int64_t rows : {1, 4, 32, 128, 512}) {
+  // 128 heads: gathered while one workspace pass holds the rows' top-k
+  // lists (233016 / 2048: 113 rows), the crossover from there.
+  for (int64_t rows : {1, 4, 32, 113}) {
     EXPECT_EQ(ChooseBody(decode(128, rows), f), Body::kSeesawGathered) << rows;
   }
+  for (int64_t rows : {114, 128, 512}) {
+    EXPECT_EQ(ChooseBody(decode(128, rows), f), Body::kSeesawFp8Crossover)
+        << rows;
+  }
+  SparseMlaParams crossover_fnuz = decode(128, 512);
+  crossover_fnuz.cache_type = kFnuz;
+  EXPECT_EQ(ChooseBody(crossover_fnuz, f), Body::kSeesawFp8Crossover);
+  // Three head groups: no pairs of blocks.
+  EXPECT_EQ(ChooseBody(decode(192, 512), f), Body::kSeesawGathered);
+  const Plan crossover = MakePlan(decode(128, 128), f);
+  EXPECT_EQ(crossover.heads_per_block, 64);
+  EXPECT_EQ(crossover.chunk_rows, 128);
+  EXPECT_EQ(crossover.splits, 1);
+  EXPECT_EQ(crossover.gather_batches, 0);
   // 64 heads: gathered while the top-k list splits (2 * rows <= 132) and
   // from two workspaces of top-k lists up (2 * 233016 / 2048: 228 rows).
   EXPECT_EQ(ChooseBody(decode(64, 1), f), Body::kSeesawGathered);
@@ -182,10 +198,12 @@ TEST(SparseMlaHeuristicsTest,
   EXPECT_EQ(MakePlan(decode(128, 16), f).gather_batches, 2);
   EXPECT_EQ(MakePlan(decode(128, 4), f).gather_batches, 1);
   EXPECT_EQ(MakePlan(decode(128, 1), f).gather_batches, 1);
-  EXPECT_EQ(MakePlan(decode(128, 512), f).gather_batches, 4);  // passes of 103
-  EXPECT_EQ(MakePlan(decode(64, 128), f).gather_batches, 0);   // seesaw-fp8
+  EXPECT_EQ(PlanFor(Body::kSeesawGathered, decode(128, 512), f).gather_batches,
+            4);                                               // passes of 103
+  EXPECT_EQ(MakePlan(decode(64, 128), f).gather_batches, 0);  // seesaw-fp8
   // 72 heads: two head groups.
-  EXPECT_EQ(ChooseBody(decode(72, 512), f), Body::kSeesawGathered);
+  EXPECT_EQ(ChooseBody(decode(72, 512), f), Body::kSeesawFp8Crossover);
+  EXPECT_EQ(ChooseBody(decode(72, 32), f), Body::kSeesawGathered);
   // An unknown multiprocessor count: no split, so 64 heads on the producer.
   DeviceFeatures unknown = f;
   unknown.multiprocessors = 0;
@@ -469,10 +487,12 @@ TEST(SparseMlaHeuristicsTest, GatheredRowsRunInEqualPassesOfTheWorkspace) {
   // 128 requests x 4 tokens (MTP 3) over 64K: 512 rows of top-k 2048; the
   // workspace holds 233016 / 2048 = 113 rows, so 5 passes of 103 (not 4 of
   // 113 and one of 60), none split.
+  // (MakePlan picks the crossover there: the gathered plan as a bench asks
+  // for it.)
   SparseMlaParams p = Params(128, kFp8, 512);
   p.num_requests = 128;
   p.max_blocks_per_request = 65536 / 64;
-  Plan plan = MakePlan(p, f);
+  Plan plan = PlanFor(Body::kSeesawGathered, p, f);
   EXPECT_EQ(plan.body, Body::kSeesawGathered);
   EXPECT_EQ(plan.workspace_rows, dequantised::kMaxRows);
   EXPECT_EQ(plan.chunk_rows, 103);
@@ -481,7 +501,7 @@ TEST(SparseMlaHeuristicsTest, GatheredRowsRunInEqualPassesOfTheWorkspace) {
   p = Params(128, kFp8, 128);
   p.num_requests = 32;
   p.max_blocks_per_request = 8192 / 64;
-  plan = MakePlan(p, f);
+  plan = PlanFor(Body::kSeesawGathered, p, f);
   EXPECT_EQ(plan.body, Body::kSeesawGathered);
   EXPECT_EQ(plan.chunk_rows, 64);
   EXPECT_EQ(plan.splits, 1);
