@@ -41,7 +41,8 @@ enum class Body {
 //   shared memory and softmax_scale > 0 (its softmax takes the maximum
 //   before the scale): kSeesaw over a bf16 cache; kSeesawDequantised over
 //   an fp8 cache when the workspace the call carves (WorkspaceBudgetRows)
-//   holds every position of its requests (WorkspaceNeededRows); else, when
+//   holds every position of its requests (WorkspaceNeededRows) and they
+//   are fewer than the rows' (row, key) pairs (tokens * topk); else, when
 //   it holds one row's top-k list (1 <= topk; at most tokens * topk rows,
 //   so the gathered pairs then number no more than the positions),
 //   kSeesawGathered for 128 heads or more (two head groups a row), few

@@ -99,16 +99,20 @@ TEST(SparseMlaHeuristicsTest,
 TEST(SparseMlaHeuristicsTest,
      TheWorkspaceHoldsEveryPositionOrEachRowsTopkEntries) {
   const DeviceFeatures f = H200();
-  // 8 rows of top-k 64 carve 512 rows: 8 blocks of 64 positions fit, 9 do
-  // not (the requests' positions, not the rows' indices, count).
+  // 8 rows of top-k 64 carve 512 rows: 7 blocks of 64 positions fit and
+  // are fewer than the 512 pairs, 8 fit but tie (the gathered workspace,
+  // faster on a tie), 9 do not (the requests' positions, not the rows'
+  // indices, count).
   SparseMlaParams p = Params(64, kFp8, 8, 64);
   p.max_blocks_per_request = 8;
   EXPECT_EQ(WorkspaceNeededRows(p), 512);
   EXPECT_EQ(WorkspaceBudgetRows(p), 512);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
+  p.max_blocks_per_request = 7;
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
   p.max_blocks_per_request = 9;
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
-  p.max_blocks_per_request = 4;
+  p.max_blocks_per_request = 3;
   p.num_requests = 2;
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
   p.num_requests = 3;
@@ -118,9 +122,17 @@ TEST(SparseMlaHeuristicsTest,
   p.num_requests = 32;
   p.max_blocks_per_request = 8192 / 64;
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
+  // One row of top-k 2048 over 2048 positions: a tie, gathered; over fewer
+  // positions (a shorter table), every position.
   p = Params(64, kFnuz, 1);
-  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);  // 2048 positions
-  p.max_blocks_per_request += 1;
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);  // 2048 positions
+  p.max_blocks_per_request -= 1;
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
+  p.max_blocks_per_request += 2;
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
+  // Decode, one request of 8K positions, 4 rows of top-k 2048: a tie.
+  p = Params(128, kFp8, 4);
+  p.max_blocks_per_request = 8192 / 64;
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
   // A top-k list longer than the workspace, or none: the warp body.
   p = Params(64, kFp8, 1, static_cast<int>(dequantised::kMaxRows));
