@@ -80,10 +80,10 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
   const bool many_rows = p.tokens * p.topk >= 2 * dequantised::kMaxRows;
   // The crossover (RESULTS.md, "... the crossover"): at 128 heads once the
   // rows' top-k lists fill more than one workspace pass (114 rows of top-k
-  // 2048 and up): 128 rows 0.8-2.7 % faster on average over 8K and 64K
-  // contexts (4-6 % at 8K, up to 3 % slower at 64K), 512 rows 11-17 %;
-  // slower where the top-k list is split or one pass holds the rows (1 to
-  // 32 rows: 5-20 %).
+  // 2048 and up): 128 rows 1-3 % faster on average over 8K and 64K
+  // contexts (1.04-1.07x at 8K, 0-3 % slower at 64K), 512 rows
+  // 1.13-1.21x; slower where the top-k list is split or one pass holds the
+  // rows (1 to 32 rows: 5-21 %).
   if (groups % 2 == 0 && !few_rows &&
       p.tokens * p.topk > dequantised::kMaxRows) {
     return Body::kSeesawFp8Crossover;
