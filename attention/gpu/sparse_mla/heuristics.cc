@@ -58,7 +58,14 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
   if (!SeesawFits(p, f)) return Body::kWarp;
   if (!fp8) return Body::kSeesaw;
   const int64_t budget = WorkspaceBudgetRows(p);
-  if (WorkspaceNeededRows(p) <= budget) return Body::kSeesawDequantised;
+  // Every position once where that is fewer entries than the rows' top-k
+  // lists; on a tie (one request of 8K positions, 4 rows of top-k 2048)
+  // the gathered workspace measured 24 % faster at 128 heads (0.0441
+  // against 0.0546 ms, RESULTS.md, "... the crossover").
+  const int64_t needed = WorkspaceNeededRows(p);
+  if (needed <= budget && needed < p.tokens * p.topk) {
+    return Body::kSeesawDequantised;
+  }
   if (p.topk < 1 || p.topk > budget) return Body::kWarp;
   // Measured on the H200 (RESULTS.md, "Sparse MLA decode over an fp8
   // cache: the gather pass at the memory's pace"): the gathered workspace
@@ -71,6 +78,16 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
       (p.heads + seesaw::Config::kHeads - 1) / seesaw::Config::kHeads;
   const bool few_rows = 2 * p.tokens * groups <= f.multiprocessors;
   const bool many_rows = p.tokens * p.topk >= 2 * dequantised::kMaxRows;
+  // The crossover (RESULTS.md, "... the crossover"): at 128 heads once the
+  // rows' top-k lists fill more than one workspace pass (114 rows of top-k
+  // 2048 and up): 128 rows 1-3 % faster on average over 8K and 64K
+  // contexts (1.04-1.07x at 8K, 0-3 % slower at 64K), 512 rows
+  // 1.13-1.21x; slower where the top-k list is split or one pass holds the
+  // rows (1 to 32 rows: 5-21 %).
+  if (groups % 2 == 0 && !few_rows &&
+      p.tokens * p.topk > dequantised::kMaxRows) {
+    return Body::kSeesawFp8Crossover;
+  }
   return groups >= 2 || few_rows || many_rows ? Body::kSeesawGathered
                                               : Body::kSeesawFp8;
 }
@@ -94,6 +111,8 @@ const char* BodyName(Body body) {
       return "gather+seesaw";
     case Body::kSeesawFp8:
       return "seesaw-fp8";
+    case Body::kSeesawFp8Crossover:
+      return "seesaw-fp8x2";
     case Body::kWarp:
       return "mma";
     case Body::kFma:
@@ -105,7 +124,7 @@ const char* BodyName(Body body) {
 bool ParseBody(const char* name, Body* body) {
   for (Body b :
        {Body::kFma, Body::kWarp, Body::kSeesaw, Body::kSeesawDequantised,
-        Body::kSeesawGathered, Body::kSeesawFp8}) {
+        Body::kSeesawGathered, Body::kSeesawFp8, Body::kSeesawFp8Crossover}) {
     const char* n = BodyName(b);
     int i = 0;
     while (n[i] != '\0' && n[i] == name[i]) ++i;
@@ -134,6 +153,11 @@ bool BodyRuns(Body body, const SparseMlaParams& p, const DeviceFeatures& f) {
              p.topk <= WorkspaceBudgetRows(p);
     case Body::kSeesawFp8:
       return SeesawOverFp8(p, f);
+    case Body::kSeesawFp8Crossover:
+      return SeesawOverFp8(p, f) &&
+             ((p.heads + seesaw::Config::kHeads - 1) / seesaw::Config::kHeads) %
+                     2 ==
+                 0;
   }
   return false;
 }
@@ -152,7 +176,8 @@ Plan PlanFor(Body body, const SparseMlaParams& p, const DeviceFeatures& f) {
   }
   const bool seesaw =
       plan.body == Body::kSeesaw || plan.body == Body::kSeesawDequantised ||
-      plan.body == Body::kSeesawGathered || plan.body == Body::kSeesawFp8;
+      plan.body == Body::kSeesawGathered || plan.body == Body::kSeesawFp8 ||
+      plan.body == Body::kSeesawFp8Crossover;
   plan.heads_per_block = seesaw ? seesaw::Config::kHeads
                                 : warp::HeadsPerBlock(f.warp_size, p.heads);
   if (p.cache_type != LatentCacheType::kBFloat16 && f.sm90a &&

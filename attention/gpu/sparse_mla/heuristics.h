@@ -26,6 +26,10 @@ enum class Body {
   // The seesaw body over an fp8 cache, its producer dequantising each key
   // tile into the bf16 buffers (no workspace).
   kSeesawFp8,
+  // The same in clusters of two blocks, a row's two head groups (an even
+  // number of them: 128 heads), each producer dequantising half of every
+  // tile into both blocks' buffers (FlashMLA's "crossover").
+  kSeesawFp8Crossover,
 };
 
 // The body that runs:
@@ -37,21 +41,24 @@ enum class Body {
 //   shared memory and softmax_scale > 0 (its softmax takes the maximum
 //   before the scale): kSeesaw over a bf16 cache; kSeesawDequantised over
 //   an fp8 cache when the workspace the call carves (WorkspaceBudgetRows)
-//   holds every position of its requests (WorkspaceNeededRows); else, when
+//   holds every position of its requests (WorkspaceNeededRows) and they
+//   are fewer than the rows' (row, key) pairs (tokens * topk); else, when
 //   it holds one row's top-k list (1 <= topk; at most tokens * topk rows,
 //   so the gathered pairs then number no more than the positions),
 //   kSeesawGathered for 128 heads or more (two head groups a row), few
 //   rows (2 * tokens * head groups <= multiprocessors: the top-k list is
 //   split) or many (tokens * topk at least twice the workspace's most
-//   rows), kSeesawFp8 otherwise (64 heads, 67 to 227 rows of top-k 2048):
-//   the fastest of the three on the H200 at every decode shape measured
-//   (RESULTS.md);
+//   rows), kSeesawFp8 otherwise (64 heads, 67 to 227 rows of top-k 2048);
+//   except kSeesawFp8Crossover for an even number of head groups (128
+//   heads) once tokens * topk exceeds the workspace's most rows (114 rows
+//   of top-k 2048) and the list is not split: the fastest on the H200 at
+//   the decode shapes measured (RESULTS.md);
 // - kWarp otherwise (AMD, other NVIDIA targets, fewer heads, top-k lists
 //   empty or longer than the workspace).
 Body ChooseBody(const SparseMlaParams& params, const DeviceFeatures& features);
 
 // What SparseMlaPath reports for a body: "fma", "mma", "seesaw",
-// "dequant+seesaw", "gather+seesaw" or "seesaw-fp8".
+// "dequant+seesaw", "gather+seesaw", "seesaw-fp8" or "seesaw-fp8x2".
 const char* BodyName(Body body);
 
 // The body named `name` (BodyName), false for none.
@@ -62,7 +69,8 @@ bool ParseBody(const char* name, Body* body);
 // over a bf16 cache; over an fp8 cache where the seesaw body can run
 // (sm_90a code, 64 heads or more, its shared memory and scale) and, for
 // kSeesawDequantised, every position fits the workspace, for
-// kSeesawGathered one row's top-k list does.
+// kSeesawGathered one row's top-k list does, for kSeesawFp8Crossover the
+// head groups are even in number.
 bool BodyRuns(Body body, const SparseMlaParams& params,
               const DeviceFeatures& features);
 

@@ -99,16 +99,20 @@ TEST(SparseMlaHeuristicsTest,
 TEST(SparseMlaHeuristicsTest,
      TheWorkspaceHoldsEveryPositionOrEachRowsTopkEntries) {
   const DeviceFeatures f = H200();
-  // 8 rows of top-k 64 carve 512 rows: 8 blocks of 64 positions fit, 9 do
-  // not (the requests' positions, not the rows' indices, count).
+  // 8 rows of top-k 64 carve 512 rows: 7 blocks of 64 positions fit and
+  // are fewer than the 512 pairs, 8 fit but tie (the gathered workspace,
+  // faster on a tie), 9 do not (the requests' positions, not the rows'
+  // indices, count).
   SparseMlaParams p = Params(64, kFp8, 8, 64);
   p.max_blocks_per_request = 8;
   EXPECT_EQ(WorkspaceNeededRows(p), 512);
   EXPECT_EQ(WorkspaceBudgetRows(p), 512);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
+  p.max_blocks_per_request = 7;
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
   p.max_blocks_per_request = 9;
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
-  p.max_blocks_per_request = 4;
+  p.max_blocks_per_request = 3;
   p.num_requests = 2;
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
   p.num_requests = 3;
@@ -118,9 +122,17 @@ TEST(SparseMlaHeuristicsTest,
   p.num_requests = 32;
   p.max_blocks_per_request = 8192 / 64;
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
+  // One row of top-k 2048 over 2048 positions: a tie, gathered; over fewer
+  // positions (a shorter table), every position.
   p = Params(64, kFnuz, 1);
-  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);  // 2048 positions
-  p.max_blocks_per_request += 1;
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);  // 2048 positions
+  p.max_blocks_per_request -= 1;
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
+  p.max_blocks_per_request += 2;
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
+  // Decode, one request of 8K positions, 4 rows of top-k 2048: a tie.
+  p = Params(128, kFp8, 4);
+  p.max_blocks_per_request = 8192 / 64;
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
   // A top-k list longer than the workspace, or none: the warp body.
   p = Params(64, kFp8, 1, static_cast<int>(dequantised::kMaxRows));
@@ -156,9 +168,25 @@ TEST(SparseMlaHeuristicsTest,
     p.max_blocks_per_request = 8192 / 64;
     return p;
   };
-  for (int64_t rows : {1, 4, 32, 128, 512}) {
+  // 128 heads: gathered while one workspace pass holds the rows' top-k
+  // lists (233016 / 2048: 113 rows), the crossover from there.
+  for (int64_t rows : {1, 4, 32, 113}) {
     EXPECT_EQ(ChooseBody(decode(128, rows), f), Body::kSeesawGathered) << rows;
   }
+  for (int64_t rows : {114, 128, 512}) {
+    EXPECT_EQ(ChooseBody(decode(128, rows), f), Body::kSeesawFp8Crossover)
+        << rows;
+  }
+  SparseMlaParams crossover_fnuz = decode(128, 512);
+  crossover_fnuz.cache_type = kFnuz;
+  EXPECT_EQ(ChooseBody(crossover_fnuz, f), Body::kSeesawFp8Crossover);
+  // Three head groups: no pairs of blocks.
+  EXPECT_EQ(ChooseBody(decode(192, 512), f), Body::kSeesawGathered);
+  const Plan crossover = MakePlan(decode(128, 128), f);
+  EXPECT_EQ(crossover.heads_per_block, 64);
+  EXPECT_EQ(crossover.chunk_rows, 128);
+  EXPECT_EQ(crossover.splits, 1);
+  EXPECT_EQ(crossover.gather_batches, 0);
   // 64 heads: gathered while the top-k list splits (2 * rows <= 132) and
   // from two workspaces of top-k lists up (2 * 233016 / 2048: 228 rows).
   EXPECT_EQ(ChooseBody(decode(64, 1), f), Body::kSeesawGathered);
@@ -182,10 +210,12 @@ TEST(SparseMlaHeuristicsTest,
   EXPECT_EQ(MakePlan(decode(128, 16), f).gather_batches, 2);
   EXPECT_EQ(MakePlan(decode(128, 4), f).gather_batches, 1);
   EXPECT_EQ(MakePlan(decode(128, 1), f).gather_batches, 1);
-  EXPECT_EQ(MakePlan(decode(128, 512), f).gather_batches, 4);  // passes of 103
-  EXPECT_EQ(MakePlan(decode(64, 128), f).gather_batches, 0);   // seesaw-fp8
+  EXPECT_EQ(PlanFor(Body::kSeesawGathered, decode(128, 512), f).gather_batches,
+            4);                                               // passes of 103
+  EXPECT_EQ(MakePlan(decode(64, 128), f).gather_batches, 0);  // seesaw-fp8
   // 72 heads: two head groups.
-  EXPECT_EQ(ChooseBody(decode(72, 512), f), Body::kSeesawGathered);
+  EXPECT_EQ(ChooseBody(decode(72, 512), f), Body::kSeesawFp8Crossover);
+  EXPECT_EQ(ChooseBody(decode(72, 32), f), Body::kSeesawGathered);
   // An unknown multiprocessor count: no split, so 64 heads on the producer.
   DeviceFeatures unknown = f;
   unknown.multiprocessors = 0;
@@ -208,6 +238,7 @@ TEST(SparseMlaHeuristicsTest, BodiesABenchMayAskFor) {
   EXPECT_TRUE(BodyRuns(Body::kWarp, p, f));
   EXPECT_TRUE(BodyRuns(Body::kSeesawGathered, p, f));
   EXPECT_TRUE(BodyRuns(Body::kSeesawFp8, p, f));
+  EXPECT_TRUE(BodyRuns(Body::kSeesawFp8Crossover, p, f));  // 2 head groups
   EXPECT_FALSE(BodyRuns(Body::kSeesawDequantised, p, f));  // 262144 > 65536
   EXPECT_FALSE(BodyRuns(Body::kSeesaw, p, f));             // an fp8 cache
   EXPECT_TRUE(BodyRuns(Body::kFma, p, f));
@@ -217,8 +248,13 @@ TEST(SparseMlaHeuristicsTest, BodiesABenchMayAskFor) {
   EXPECT_TRUE(BodyRuns(Body::kSeesawGathered, p, f));
   EXPECT_TRUE(BodyRuns(Body::kSeesawFp8, p, f));
   // None of the fp8 forms for a bf16 cache, fewer heads, or without sm_90a.
-  for (Body b :
-       {Body::kSeesawDequantised, Body::kSeesawGathered, Body::kSeesawFp8}) {
+  // The crossover: an even number of head groups.
+  EXPECT_FALSE(BodyRuns(Body::kSeesawFp8Crossover, Params(64, kFp8), f));
+  EXPECT_FALSE(BodyRuns(Body::kSeesawFp8Crossover, Params(192, kFp8), f));
+  EXPECT_TRUE(BodyRuns(Body::kSeesawFp8Crossover, Params(72, kFp8), f));
+  EXPECT_TRUE(BodyRuns(Body::kSeesawFp8Crossover, Params(256, kFp8), f));
+  for (Body b : {Body::kSeesawDequantised, Body::kSeesawGathered,
+                 Body::kSeesawFp8, Body::kSeesawFp8Crossover}) {
     EXPECT_FALSE(BodyRuns(b, Params(64, kBf16), f));
     EXPECT_FALSE(BodyRuns(b, Params(63, kFp8), f));
     EXPECT_FALSE(BodyRuns(b, Params(64, kFp8), Amd(65536)));
@@ -240,6 +276,8 @@ TEST(SparseMlaHeuristicsTest, BodiesABenchMayAskFor) {
   EXPECT_EQ(body, Body::kSeesawGathered);
   EXPECT_FALSE(ParseBody("seesaw-fp", &body));
   EXPECT_FALSE(ParseBody("seesaw-fp8x", &body));
+  EXPECT_TRUE(ParseBody("seesaw-fp8x2", &body));
+  EXPECT_EQ(body, Body::kSeesawFp8Crossover);
   EXPECT_FALSE(ParseBody("", &body));
 }
 
@@ -397,6 +435,7 @@ TEST(SparseMlaHeuristicsTest, BodyNamesAreTheReportedPaths) {
   EXPECT_STREQ(BodyName(Body::kSeesawDequantised), "dequant+seesaw");
   EXPECT_STREQ(BodyName(Body::kSeesawGathered), "gather+seesaw");
   EXPECT_STREQ(BodyName(Body::kSeesawFp8), "seesaw-fp8");
+  EXPECT_STREQ(BodyName(Body::kSeesawFp8Crossover), "seesaw-fp8x2");
   EXPECT_STREQ(BodyName(Body::kWarp), "mma");
   EXPECT_STREQ(BodyName(Body::kFma), "fma");
 }
@@ -460,10 +499,12 @@ TEST(SparseMlaHeuristicsTest, GatheredRowsRunInEqualPassesOfTheWorkspace) {
   // 128 requests x 4 tokens (MTP 3) over 64K: 512 rows of top-k 2048; the
   // workspace holds 233016 / 2048 = 113 rows, so 5 passes of 103 (not 4 of
   // 113 and one of 60), none split.
+  // (MakePlan picks the crossover there: the gathered plan as a bench asks
+  // for it.)
   SparseMlaParams p = Params(128, kFp8, 512);
   p.num_requests = 128;
   p.max_blocks_per_request = 65536 / 64;
-  Plan plan = MakePlan(p, f);
+  Plan plan = PlanFor(Body::kSeesawGathered, p, f);
   EXPECT_EQ(plan.body, Body::kSeesawGathered);
   EXPECT_EQ(plan.workspace_rows, dequantised::kMaxRows);
   EXPECT_EQ(plan.chunk_rows, 103);
@@ -472,7 +513,7 @@ TEST(SparseMlaHeuristicsTest, GatheredRowsRunInEqualPassesOfTheWorkspace) {
   p = Params(128, kFp8, 128);
   p.num_requests = 32;
   p.max_blocks_per_request = 8192 / 64;
-  plan = MakePlan(p, f);
+  plan = PlanFor(Body::kSeesawGathered, p, f);
   EXPECT_EQ(plan.body, Body::kSeesawGathered);
   EXPECT_EQ(plan.chunk_rows, 64);
   EXPECT_EQ(plan.splits, 1);

@@ -36,6 +36,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "attention/dtypes/fp8.h"
@@ -327,7 +328,8 @@ void CheckCase(const Case& c, const std::vector<const char*>& paths) {
   const std::string path = SparseMlaPath(p);
   if (std::string(c.path) == "mma") {
     EXPECT_TRUE(path == "mma" || path == "seesaw" || path == "dequant+seesaw" ||
-                path == "gather+seesaw" || path == "seesaw-fp8")
+                path == "gather+seesaw" || path == "seesaw-fp8" ||
+                path == "seesaw-fp8x2")
         << path;
   } else {
     EXPECT_EQ(path, c.path);
@@ -337,6 +339,10 @@ void CheckCase(const Case& c, const std::vector<const char*>& paths) {
       features.sm90a) {
     EXPECT_EQ(path, c.sm90a_path);
   }
+  // Each path's raw output, by name: the gathered workspace and the
+  // crossover dequantise with the same arithmetic and run the same
+  // products, so their outputs must agree to the bit.
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> outputs;
   // Runs on `run_path` (nullptr: the picked one) into the poisoned output
   // and checks every element.
   auto run_and_check = [&](const char* run_path) {
@@ -397,8 +403,28 @@ void CheckCase(const Case& c, const std::vector<const char*>& paths) {
         "  %s: path %s, %lld rows, worst error %.3g of the output scale\n",
         c.name.c_str(), run_path != nullptr ? run_path : path.c_str(),
         static_cast<long long>(tokens), worst);
+    outputs.emplace_back(run_path != nullptr ? run_path : path, raw);
   };
   for (const char* run_path : paths) run_and_check(run_path);
+  const std::vector<uint8_t>* gathered = nullptr;
+  const std::vector<uint8_t>* crossover = nullptr;
+  for (const auto& [name, raw] : outputs) {
+    if (name == "gather+seesaw") gathered = &raw;
+    if (name == "seesaw-fp8x2") crossover = &raw;
+  }
+  if (gathered != nullptr && crossover != nullptr) {
+    ASSERT_EQ(gathered->size(), crossover->size());
+    int64_t differ = 0;
+    for (size_t i = 0; i < gathered->size(); ++i) {
+      differ += (*gathered)[i] != (*crossover)[i] ? 1 : 0;
+    }
+    EXPECT_EQ(differ, 0) << "bytes of the crossover's output that differ "
+                            "from the gathered workspace's";
+    std::printf(
+        "  %s: seesaw-fp8x2 and gather+seesaw, %lld of %zu bytes "
+        "differ\n",
+        c.name.c_str(), static_cast<long long>(differ), gathered->size());
+  }
 }
 
 TEST_P(SparseMlaKernelTest, MatchesFloat64Reference) {
@@ -421,6 +447,23 @@ TEST_P(SparseMlaKernelTest, SeesawFp8MatchesFloat64Reference) {
     GTEST_SKIP() << "no sm_90a device";
   }
   CheckCase(c, {"seesaw-fp8"});
+}
+
+// The crossover (clusters of two blocks, each dequantising half of every
+// tile for both) on every fp8 case of an even number of head groups (128
+// heads), beside the gathered workspace: both against the float64
+// reference and against each other to the bit.
+TEST_P(SparseMlaKernelTest, SeesawFp8CrossoverEqualsGatheredToTheBit) {
+  const Case& c = GetParam();
+  if (c.cache == LatentCacheType::kBFloat16 || c.heads <= 64 ||
+      (c.heads + 63) / 64 % 2 != 0 || c.lora != 512 || c.rope != 64) {
+    GTEST_SKIP() << "not a case of the fp8 crossover";
+  }
+  DeviceFeatures features;
+  if (!CurrentDeviceFeatures(&features).ok() || !features.sm90a) {
+    GTEST_SKIP() << "no sm_90a device";
+  }
+  CheckCase(c, {"gather+seesaw", "seesaw-fp8x2"});
 }
 
 std::vector<Case> Cases() {
@@ -722,6 +765,28 @@ std::vector<Case> Cases() {
     c.bad_indices = true;
     c.sm90a_path = "seesaw-fp8";
     c.also_paths = {"gather+seesaw", "mma"};
+    cases.push_back(c);
+  }
+  {
+    // Decode at 128 heads over e4m3fnuz with more rows than a split takes
+    // (66 rows), -1 first (whole masked tiles before any valid key), top-k
+    // 320 (five tiles: the last pair's second tile past the list), short
+    // requests (rows of fewer keys than a tile), duplicates, bad indices,
+    // fp32 in and out; the crossover, the gathered workspace and the
+    // warp-level kernel on the same inputs.
+    Case c;
+    c.name = "Fp8FnuzCache128HeadsDecodeManyRowsLeadingPadding";
+    c.cache = LatentCacheType::kFp8E4m3fnuz;
+    c.heads = 128;
+    c.topk = 320;
+    c.block_size = 16;
+    c.seq_lens = {4000, 319, 321, 40, 1000, 64, 2, 700};
+    c.extra_rows = 40;
+    c.q_scale = 2.0;
+    c.padding = Case::Padding::kLeading;
+    c.bad_indices = true;
+    c.sm90a_path = "gather+seesaw";  // one workspace pass holds its rows
+    c.also_paths = {"mma"};
     cases.push_back(c);
   }
   {

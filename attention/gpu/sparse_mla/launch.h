@@ -77,7 +77,9 @@ LaunchResult SparseMlaGatherWorkspace(const SparseMlaParams& params,
 // cache dequantised into a bf16 workspace first), "gather+seesaw" (the same
 // over each row's top-k entries dequantised into that workspace: decode),
 // "seesaw-fp8" (the same reading an fp8 cache, dequantising in its
-// producer), "mma" (warp-level matrix kernel) or "fma".
+// producer), "seesaw-fp8x2" (the same in clusters of two blocks, a row's two
+// head groups, each producer dequantising half of every tile for both),
+// "mma" (warp-level matrix kernel) or "fma".
 const char* SparseMlaPath(const SparseMlaParams& params);
 
 }  // namespace dsa::attention::gpu

@@ -136,6 +136,13 @@ LaunchResult LaunchAttention(const SparseMlaParams& p, const Plan& plan,
                              int64_t begin, int64_t rows, const MmaOutput& out,
                              int device, hipStream_t stream) {
   constexpr Fp8Format kFn = Fp8Format::kE4m3fn, kFnuz = Fp8Format::kE4m3fnuz;
+  if (plan.body == Body::kSeesawFp8Crossover) {
+    return p.cache_type == LatentCacheType::kFp8E4m3fnuz
+               ? LaunchSeesawBody<true, kFnuz, true>(p, begin, rows, out,
+                                                     device, stream)
+               : LaunchSeesawBody<true, kFn, true>(p, begin, rows, out, device,
+                                                   stream);
+  }
   if (plan.body == Body::kSeesawFp8) {
     return p.cache_type == LatentCacheType::kFp8E4m3fnuz
                ? LaunchSeesawBody<true, kFnuz>(p, begin, rows, out, device,

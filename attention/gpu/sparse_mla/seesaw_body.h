@@ -13,7 +13,12 @@
 // the part is free, then writes them as bf16 with ordinary stores fenced
 // for the products (Fp8PairToBf16), the rope still by cp.async; measured
 // 3.6x slower than the bf16 cache at T = 8192, faster than the gathered
-// workspace only at 64 heads and many decode rows (heuristics.h).
+// workspace only at 64 heads and many decode rows (heuristics.h). At an
+// even number of head groups (kCrossover, FlashMLA's "crossover") a row's
+// two head-group blocks run as one cluster, each producer dequantising its
+// half of every tile (codes, scales and rope through registers) into its
+// own buffers and, by st.async, the peer's: at 128 heads 1.04-1.21x faster
+// than the gathered workspace from 128 rows (8K contexts), slower below.
 // Consumer g (216 registers) owns O[:, 256 g, 256 g + 256); per
 // pair it computes S = Q K^T of buffer g's tile, starting on the part it
 // waits for first, runs the online softmax with the running maxima handed
@@ -59,9 +64,78 @@ __device__ __forceinline__ uint32_t POffset(int row, int key) {
   return row * 128 + (((key / 8) ^ (row % 8)) * 16) + (key % 8) * 2;
 }
 
+// The crossover's cluster of two blocks (the two head groups of a row):
+// this block's rank in it; an address of this block's shared memory as the
+// same place in block `rank`'s; a 16-byte store into the peer's shared
+// memory that completes `bytes` on the peer's mbarrier `bar` (both
+// shared::cluster addresses); an arrival on the peer's mbarrier, releasing
+// this thread's reads and writes at cluster scope; a wait that acquires at
+// cluster scope (what the peer's arrivals released); every thread of both
+// blocks at a barrier.
+__device__ __forceinline__ uint32_t ClusterRank() {
+  uint32_t r = 0;
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+#endif
+  return r;
+}
+__device__ __forceinline__ uint32_t ClusterAddress(uint32_t addr,
+                                                   uint32_t rank) {
+  uint32_t r = addr;
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(r)
+               : "r"(addr), "r"(rank));
+#endif
+  return r;
+}
+__device__ __forceinline__ void StoreToPeer(uint32_t addr, const uint4& v,
+                                            uint32_t bar) {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], "
+      "{%1, %2, %3, %4}, [%5];\n" ::"r"(addr),
+      "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void MbarArrivePeer(uint32_t bar) {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile(
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(
+          bar)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void MbarWaitCluster(uint32_t bar, uint32_t parity) {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  uint32_t done = 0;
+  while (done == 0) {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], "
+        "%2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  }
+#endif
+}
+__device__ __forceinline__ void ClusterSync() {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile(
+      "barrier.cluster.arrive.release;\n"
+      "barrier.cluster.wait.acquire;\n" ::
+          : "memory");
+#endif
+}
+
 // What every role of a block knows (kFp8: the keys come from an fp8_ds_mla
-// cache, dequantised by the producer).
-template <bool kFp8>
+// cache, dequantised by the producer; kCrossover: by the producers of a
+// cluster of two blocks, the row's two head groups, each half of every
+// tile into both blocks' buffers).
+template <bool kFp8, bool kCrossover = false>
 struct Block {
   const SparseMlaParams& p;
   SharedMemory& s;
@@ -71,6 +145,10 @@ struct Block {
   const RowRequest rr;
   const int32_t* const row_idx;
   const SplitRange range;
+  // kCrossover: this block's rank in the cluster (which half of each tile
+  // its producer dequantises) and s in the peer's shared memory.
+  const uint32_t rank;
+  const uint32_t peer_base;
 
   __device__ __forceinline__ Block(const SparseMlaParams& params,
                                    SharedMemory& smem, int64_t token_begin,
@@ -83,7 +161,9 @@ struct Block {
         rr(LoadRowRequest(params, token_begin + blockIdx.y)),
         row_idx(params.topk_indices +
                 (token_begin + blockIdx.y) * params.topk_stride),
-        range(BlockSplitRange(params.topk, splits)) {}
+        range(BlockSplitRange(params.topk, splits)),
+        rank(kCrossover ? ClusterRank() : 0),
+        peer_base(kCrossover ? ClusterAddress(base, rank ^ 1u) : 0) {}
 
   __device__ __forceinline__ uint32_t Addr(const void* field) const {
     return base + static_cast<uint32_t>(static_cast<const uint8_t*>(field) -
@@ -103,6 +183,21 @@ struct Block {
   __device__ __forceinline__ uint32_t KeysFree(int b, int part) const {
     return Addr(&s.keys_free[b][part]);
   }
+  // kCrossover: the shared address `local` of this block as the same place
+  // in the peer's shared memory.
+  __device__ __forceinline__ uint32_t Peer(uint32_t local) const {
+    return peer_base + (local - base);
+  }
+  // A consumer thread done reading part `part` of buffer b (kCrossover: the
+  // peer's producer writes it too, so each warp of this consumer also
+  // arrives on the peer's barrier, once all its lanes are done).
+  __device__ __forceinline__ void ReleaseKeys(int b, int part) const {
+    MbarArrive(KeysFree(b, part));
+    if constexpr (kCrossover) {
+      __syncwarp();
+      if (threadIdx.x % 32 == 0) MbarArrivePeer(Peer(KeysFree(b, part)));
+    }
+  }
   // Consumer g's maxima are in s.row_max (phase i: tile pair i).
   __device__ __forceinline__ uint32_t MaximaReady(int g) const {
     return Addr(&s.maxima_ready[g]);
@@ -117,14 +212,21 @@ struct Block {
     for (int b = 0; b < 2; ++b) {
       for (int part = 0; part < 2; ++part) {
         // Every producer thread's copies (fp8: its stores, and on the
-        // second part its copies of the rope too); the flag writers (one
-        // thread a row group) on the first part.
-        const int copiers = C::kProducerThreads * (kFp8 && part == 1 ? 2 : 1);
+        // second part its copies of the rope too; kCrossover: its stores,
+        // the rope among them, one thread's arrival also expecting the
+        // peer's stores as bytes); the flag writers (one thread a row
+        // group) on the first part.
+        const int copiers =
+            C::kProducerThreads * (kFp8 && !kCrossover && part == 1 ? 2 : 1);
         MbarInit(KeysReady(b, part),
                  copiers + (part == FirstPart(b)
                                 ? C::kProducerThreads / C::kRowThreads
                                 : 0));
-        MbarInit(KeysFree(b, part), C::kConsumerThreads / 2);
+        // The consumer that reads it (kCrossover: and one arrival a warp of
+        // the peer's).
+        MbarInit(KeysFree(b, part),
+                 C::kConsumerThreads / 2 +
+                     (kCrossover ? C::kConsumerThreads / 2 / 32 : 0));
       }
       MbarInit(MaximaReady(b), C::kConsumerThreads / 2);
     }
@@ -157,15 +259,17 @@ struct Block {
 
 // The producer warpgroup: Q, then the tiles (fp8: each thread's codes
 // loaded into registers before its part of the buffer is free, then
-// dequantised into it; the rope copied as over a bf16 cache).
-template <bool kFp8, Fp8Format F>
+// dequantised into it; the rope copied as over a bf16 cache; kCrossover:
+// this block's half of each tile, rope included, through registers into
+// both blocks' buffers).
+template <bool kFp8, Fp8Format F, bool kCrossover = false>
 struct Producer {
-  Block<kFp8>& blk;
+  Block<kFp8, kCrossover>& blk;
   const int tid;        // 0 .. 127
   const int row_group;  // the tile rows row_group + 16 r
   const int chunk;      // the 16-byte chunk of each atom this thread copies
 
-  __device__ __forceinline__ explicit Producer(Block<kFp8>& b)
+  __device__ __forceinline__ explicit Producer(Block<kFp8, kCrossover>& b)
       : blk(b),
         tid(static_cast<int>(threadIdx.x) - C::kConsumerThreads),
         row_group(tid / C::kRowThreads),
@@ -341,7 +445,184 @@ struct Producer {
       blk.s.valid[b][r * (C::kProducerThreads / C::kRowThreads) + row_group] =
           off[r] >= 0 ? 1 : 0;
     }
-    MbarArrive(blk.KeysReady(b, Block<kFp8>::FirstPart(b)));
+    MbarArrive(blk.KeysReady(b, Block<kFp8, kCrossover>::FirstPart(b)));
+  }
+
+  // kCrossover: this block's rows of each tile are 32 rank + 16 j +
+  // row_group (j = 0, 1), the peer's the other 32. A pair's resolved
+  // offsets: this thread's rows of tiles 2 i and 2 i + 1 (-1: not a valid
+  // key), and bit 4 b + r set where row 16 r + row_group of tile 2 i + b is
+  // a valid key (the flags of every row: each block publishes all 64).
+  struct HalfPair {
+    int64_t off[2][2];
+    uint32_t valid_bits;
+  };
+  __device__ __forceinline__ void ResolveHalf(int i, HalfPair& h) {
+    int64_t off[2][C::kRowsPerThread];
+    Resolve(i, off);
+    h.valid_bits = 0;
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+#pragma unroll
+      for (int r = 0; r < C::kRowsPerThread; ++r) {
+        if (off[b][r] >= 0) h.valid_bits |= 1u << (4 * b + r);
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        h.off[b][j] = blk.rank != 0 ? off[b][2 + j] : off[b][j];
+      }
+    }
+  }
+  // kCrossover: buffer b's flags from the bits (one thread per row group),
+  // then its arrival on the barrier of the buffer's first part.
+  __device__ __forceinline__ void PublishValidBits(int b, uint32_t bits) {
+    if (chunk != 0) return;
+#pragma unroll
+    for (int r = 0; r < C::kRowsPerThread; ++r) {
+      blk.s.valid[b][r * (C::kProducerThreads / C::kRowThreads) + row_group] =
+          (bits >> (4 * b + r)) & 1u;
+    }
+    MbarArrive(blk.KeysReady(b, Block<kFp8, kCrossover>::FirstPart(b)));
+  }
+  // kCrossover: this thread's rows' share of the entries at `off` fetched
+  // into L2 ahead of their loads.
+  __device__ __forceinline__ void PrefetchHalf(const int64_t (&off)[2]) const {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      if (off[j] < 0) continue;
+      const uint8_t* at = blk.p.kv_cache + off[j] + chunk * 96;
+      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(at));
+    }
+  }
+  // kCrossover: the codes of atoms [kA0, kA0 + 4) (the 8 of each atom this
+  // thread writes), the scales of their two tiles and (kA0 = 4) this
+  // thread's 16 bytes of the rope, for its two rows (zeros for rows that
+  // are not valid keys).
+  template <int kA0>
+  struct HalfCodes {
+    uint2 c[2][4];
+    float2 scale[2];
+    uint4 rope[kA0 == 4 ? 2 : 1];
+  };
+  template <int kA0>
+  __device__ __forceinline__ void LoadHalf(const int64_t (&off)[2],
+                                           HalfCodes<kA0>& k) const {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      k.scale[j] = make_float2(0.0f, 0.0f);
+#pragma unroll
+      for (int a = 0; a < 4; ++a) k.c[j][a] = make_uint2(0u, 0u);
+      if constexpr (kA0 == 4) k.rope[j] = make_uint4(0u, 0u, 0u, 0u);
+      if (off[j] < 0) continue;
+      const uint8_t* src = blk.p.kv_cache + off[j];
+#pragma unroll
+      for (int a = 0; a < 4; ++a) {
+        k.c[j][a] = __ldg(
+            reinterpret_cast<const uint2*>(src + (kA0 + a) * 64 + chunk * 8));
+      }
+      k.scale[j] =
+          __ldg(reinterpret_cast<const float2*>(src + kLora + 4 * (kA0 / 2)));
+      if constexpr (kA0 == 4) {
+        k.rope[j] = __ldg(reinterpret_cast<const uint4*>(
+            src + kLora + 4 * kFp8Tiles + chunk * 16));
+      }
+    }
+  }
+  // kCrossover: those codes times their scales, as bf16 (and the rope),
+  // into buffer b of both blocks: ordinary stores here, fenced for the
+  // products' reads, then this thread's arrival on the part's barrier (one
+  // thread's also expecting the peer's stores into this block); stores that
+  // complete on the peer's barrier there.
+  template <int kA0>
+  __device__ __forceinline__ void StoreHalf(int b, const HalfCodes<kA0>& k) {
+    constexpr int kPart = kA0 == 0 ? 0 : 1;
+    // The bytes the peer stores into a part of this block's buffer: its 32
+    // rows of the part's atoms.
+    constexpr uint32_t kPeerBytes =
+        (C::kKeys / 2) * 128 *
+        (kPart == 0 ? C::kFirstPartAtoms : C::kAtoms - C::kFirstPartAtoms);
+    uint8_t* keys = blk.s.keys[b];
+    const uint32_t peer_keys = blk.Peer(blk.KeysAddr(b));
+    const uint32_t peer_ready = blk.Peer(blk.KeysReady(b, kPart));
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int row = static_cast<int>(blk.rank) * (C::kKeys / 2) +
+                      j * (C::kProducerThreads / C::kRowThreads) + row_group;
+#pragma unroll
+      for (int a = 0; a < 4; ++a) {
+        const float sc = a < 2 ? k.scale[j].x : k.scale[j].y;
+        const uint2 w = k.c[j][a];
+        const uint4 v = make_uint4(
+            Fp8PairToBf16<F>(w.x, sc), Fp8PairToBf16<F>(w.x >> 16, sc),
+            Fp8PairToBf16<F>(w.y, sc), Fp8PairToBf16<F>(w.y >> 16, sc));
+        const uint32_t at = (kA0 + a) * C::kAtomBytes + ChunkOffset(row, chunk);
+        *reinterpret_cast<uint4*>(keys + at) = v;
+        StoreToPeer(peer_keys + at, v, peer_ready);
+      }
+      if constexpr (kA0 == 4) {
+        const uint32_t at = 8 * C::kAtomBytes + ChunkOffset(row, chunk);
+        *reinterpret_cast<uint4*>(keys + at) = k.rope[j];
+        StoreToPeer(peer_keys + at, k.rope[j], peer_ready);
+      }
+    }
+    ::dsa::gpu::WarpgroupBf16Mma<64>::FenceStores();
+    if (tid == 0) {
+      MbarExpectTx(blk.KeysReady(b, kPart), kPeerBytes);
+    } else {
+      MbarArrive(blk.KeysReady(b, kPart));
+    }
+  }
+
+  // kCrossover: every pair in the order of Run, this block's half of each
+  // part loaded before the part's wait and dequantised into both blocks
+  // after it; a buffer part is free once both blocks' consumers are done
+  // with it (the peer's arrivals acquired at cluster scope); the next
+  // pair's offsets resolved and its rows prefetched into L2 after the last
+  // part. (The next part's loads issued before this part's stores measured
+  // slower: 176 bytes spilled at 88 registers, RESULTS.md.) `h`: pair 0's
+  // (ResolveHalf before the tiles are counted).
+  __device__ __forceinline__ void RunCrossover(int pairs, HalfPair& h) {
+    static_assert(C::kFirstPartAtoms == 4 && C::kAtoms == 9,
+                  "parts: atoms 0-3, then 4-7 and the rope");
+    static_assert(2 * (C::kProducerThreads / C::kRowThreads) == C::kKeys / 2,
+                  "two rows a thread of each block's half");
+    if (pairs == 0) return;
+    PrefetchHalf(h.off[0]);
+    PrefetchHalf(h.off[1]);
+    for (int i = 0; i < pairs; ++i) {
+      const uint32_t parity = (i & 1) ^ 1;
+      {
+        HalfCodes<0> k;
+        LoadHalf(h.off[0], k);
+        MbarWaitCluster(blk.KeysFree(0, 0), parity);
+        StoreHalf(0, k);
+        PublishValidBits(0, h.valid_bits);
+      }
+      {
+        HalfCodes<4> k;
+        LoadHalf(h.off[1], k);
+        MbarWaitCluster(blk.KeysFree(1, 1), parity);
+        StoreHalf(1, k);
+        PublishValidBits(1, h.valid_bits);
+      }
+      {
+        HalfCodes<4> k;
+        LoadHalf(h.off[0], k);
+        MbarWaitCluster(blk.KeysFree(0, 1), parity);
+        StoreHalf(0, k);
+      }
+      {
+        HalfCodes<0> k;
+        LoadHalf(h.off[1], k);
+        MbarWaitCluster(blk.KeysFree(1, 0), parity);
+        StoreHalf(1, k);
+      }
+      if (i + 1 < pairs) {
+        ResolveHalf(i + 1, h);
+        PrefetchHalf(h.off[0]);
+        PrefetchHalf(h.off[1]);
+      }
+    }
   }
 
   // Every pair: each part once its buffer is free, in the order the
@@ -438,14 +719,14 @@ struct Producer {
 };
 
 // A consumer warpgroup (kG: 0 or 1) and its share of the output.
-template <int kG, bool kFp8>
+template <int kG, bool kFp8, bool kCrossover = false>
 struct Consumer {
   using WgS = ::dsa::gpu::WarpgroupBf16Mma<C::kKeys>;          // S: m64n64
   using WgP = ::dsa::gpu::WarpgroupBf16MmaRegA<C::kHalfDims>;  // own P
   using WgO = ::dsa::gpu::WarpgroupBf16Mma<C::kHalfDims>;      // other's P
   static constexpr int kPSteps = C::kKeys / 16;
 
-  Block<kFp8>& blk;
+  Block<kFp8, kCrossover>& blk;
   const int lane;
   const int row0;  // this thread's accumulator rows: row0 and row0 + 8
   const float scale_log2;
@@ -455,7 +736,7 @@ struct Consumer {
   float row_max[2];              // the pair's maxima (log2 domain)
   float row_sum[2];              // this consumer's share of the row sums
 
-  __device__ __forceinline__ explicit Consumer(Block<kFp8>& b)
+  __device__ __forceinline__ explicit Consumer(Block<kFp8, kCrossover>& b)
       : blk(b),
         lane(threadIdx.x % 32),
         row0(16 * ((threadIdx.x / 32) % 4) + (threadIdx.x % 32) / 4),
@@ -630,7 +911,7 @@ struct Consumer {
       Softmax(prior);
       IssueOwnValues(0);
       WgP::Wait(o, pf);
-      MbarArrive(blk.KeysFree(0, 0));
+      blk.ReleaseKeys(0, 0);
       float factor[2];
       RescaleAndStoreP0(i, factor);
       NamedBarrierArrive<C::kConsumerThreads>(kP0Ready);
@@ -645,13 +926,13 @@ struct Consumer {
         IssueScores<0, kSplit>(0, false);
         ::dsa::gpu::WarpgroupWait<1>();
         WgO::FenceOperands(o);
-        MbarArrive(blk.KeysFree(1, 0));
+        blk.ReleaseKeys(1, 0);
         WaitKeys(0, 1, parity);
         IssueScores<kSplit, C::kAtoms>(0, true);
         WgS::Wait(sc);
       } else {
         WgO::Wait(o);
-        MbarArrive(blk.KeysFree(1, 0));
+        blk.ReleaseKeys(1, 0);
       }
     }
   }
@@ -676,9 +957,9 @@ struct Consumer {
       WgS::FenceStores();
       NamedBarrierArrive<C::kConsumerThreads>(kP1Ready);
       ::dsa::gpu::WarpgroupWait<1>();
-      MbarArrive(blk.KeysFree(1, 1));
+      blk.ReleaseKeys(1, 1);
       WgO::Wait(o);
-      MbarArrive(blk.KeysFree(0, 1));
+      blk.ReleaseKeys(0, 1);
     }
   }
 
@@ -749,6 +1030,72 @@ struct Consumer {
 }  // namespace seesaw
 #endif  // DSA_GPU_CUDA
 
+#if defined(DSA_GPU_CUDA)
+namespace seesaw {
+
+// One block of the body (kCrossover: one of the cluster's two, whose
+// producers share each tile's dequantisation).
+template <bool kFp8, Fp8Format F, bool kCrossover>
+__device__ __forceinline__ void RunBlock(const SparseMlaParams& p,
+                                         int64_t token_begin,
+                                         const MmaOutput& out) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  // Swizzle atoms must start 1024-byte aligned.
+  if ((SharedAddress(smem) & 1023u) != 0u) __trap();
+  Block<kFp8, kCrossover> block(p, *reinterpret_cast<SharedMemory*>(smem),
+                                token_begin, out.splits);
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  // Through a shuffle: a value the compiler knows is warp-uniform, so a
+  // branch on it around wgmma is not serialised.
+  const int role = __shfl_sync(0xffffffffu, warp / 4, 0);
+  if (threadIdx.x == 0) block.InitBarriers();
+  __syncthreads();
+  // The peer's barriers are initialised before any store or arrival on
+  // them.
+  if constexpr (kCrossover) ClusterSync();
+  // Q's copies and pair 0's offsets first, while the consumers count the
+  // row's tiles.
+  int64_t off[2][C::kRowsPerThread];
+  typename Producer<kFp8, F, kCrossover>::HalfPair half;
+  if (role == 2) {
+    Producer<kFp8, F, kCrossover> producer(block);
+    producer.LoadQ();
+    if constexpr (kCrossover) {
+      producer.ResolveHalf(0, half);
+    } else {
+      producer.Resolve(0, off);
+    }
+  }
+  const int pairs = (block.CountTiles() + 1) / 2;
+  if (role == 2) {
+    WarpgroupRegsDecrease<kFp8 ? C::kFp8ProducerRegs : C::kProducerRegs>();
+    if constexpr (kCrossover) {
+      Producer<kFp8, F, kCrossover>(block).RunCrossover(pairs, half);
+    } else {
+      Producer<kFp8, F, kCrossover>(block).Run(pairs, off);
+    }
+  } else {
+    WarpgroupRegsIncrease<kFp8 ? C::kFp8ConsumerRegs : C::kConsumerRegs>();
+    MbarWait(block.Addr(&block.s.q_ready), 0);
+    ::dsa::gpu::WarpgroupBf16Mma<64>::FenceStores();
+    if (role == 0) {
+      Consumer<0, kFp8, kCrossover> consumer(block);
+      consumer.Run0(pairs);
+      consumer.StoreOutput(token_begin, out);
+    } else {
+      Consumer<1, kFp8, kCrossover> consumer(block);
+      consumer.Run1(pairs);
+      consumer.StoreOutput(token_begin, out);
+    }
+  }
+  // The consumers' last arrivals on the peer's barriers land before either
+  // block exits.
+  if constexpr (kCrossover) ClusterSync();
+}
+
+}  // namespace seesaw
+#endif  // DSA_GPU_CUDA
+
 // Grid: (ceil(heads / 64), rows, splits), 384 threads: a row's head groups
 // neighbours in the launch order (as FlashMLA's), so that they gather the
 // same cache rows at about the same time. Chosen by the
@@ -761,60 +1108,61 @@ __global__ void __launch_bounds__(seesaw::Config::kThreads, 1)
   if constexpr (!::dsa::gpu::kHasWarpgroupBf16Mma) {
     __trap();
   } else {
-    using C = seesaw::Config;
-    extern __shared__ __align__(1024) uint8_t smem[];
-    // Swizzle atoms must start 1024-byte aligned.
-    if ((SharedAddress(smem) & 1023u) != 0u) __trap();
-    seesaw::Block<kFp8> block(p, *reinterpret_cast<seesaw::SharedMemory*>(smem),
-                              token_begin, out.splits);
-    const int warp = static_cast<int>(threadIdx.x) / 32;
-    // Through a shuffle: a value the compiler knows is warp-uniform, so a
-    // branch on it around wgmma is not serialised.
-    const int role = __shfl_sync(0xffffffffu, warp / 4, 0);
-    if (threadIdx.x == 0) block.InitBarriers();
-    __syncthreads();
-    // Q's copies and pair 0's offsets first, while the consumers count the
-    // row's tiles.
-    int64_t off[2][C::kRowsPerThread];
-    if (role == 2) {
-      seesaw::Producer<kFp8, F> producer(block);
-      producer.LoadQ();
-      producer.Resolve(0, off);
-    }
-    const int pairs = (block.CountTiles() + 1) / 2;
-    if (role == 2) {
-      WarpgroupRegsDecrease<kFp8 ? C::kFp8ProducerRegs : C::kProducerRegs>();
-      seesaw::Producer<kFp8, F>(block).Run(pairs, off);
-    } else {
-      WarpgroupRegsIncrease<kFp8 ? C::kFp8ConsumerRegs : C::kConsumerRegs>();
-      MbarWait(block.Addr(&block.s.q_ready), 0);
-      ::dsa::gpu::WarpgroupBf16Mma<64>::FenceStores();
-      if (role == 0) {
-        seesaw::Consumer<0, kFp8> consumer(block);
-        consumer.Run0(pairs);
-        consumer.StoreOutput(token_begin, out);
-      } else {
-        seesaw::Consumer<1, kFp8> consumer(block);
-        consumer.Run1(pairs);
-        consumer.StoreOutput(token_begin, out);
-      }
-    }
+    seesaw::RunBlock<kFp8, F, false>(p, token_begin, out);
   }
 #endif
 }
 
-template <bool kFp8, Fp8Format F>
+// The fp8 crossover (FlashMLA's sm_90 sparse fp8 decode at 128 heads): the
+// same grid, an even number of head groups, each two neighbours (a row's
+// head groups 2 c and 2 c + 1) one cluster whose producers dequantise half
+// of every tile each into both blocks' shared memory.
+#if defined(DSA_GPU_CUDA)
+#define DSA_SPARSE_MLA_CLUSTER_OF_TWO __cluster_dims__(2, 1, 1)
+#else
+#define DSA_SPARSE_MLA_CLUSTER_OF_TWO
+#endif
+template <Fp8Format F>
+__global__ void __launch_bounds__(seesaw::Config::kThreads,
+                                  1) DSA_SPARSE_MLA_CLUSTER_OF_TWO
+    SparseMlaSeesawCrossoverKernel(SparseMlaParams p, int64_t token_begin,
+                                   MmaOutput out) {
+#if defined(DSA_GPU_CUDA)
+  if constexpr (!::dsa::gpu::kHasWarpgroupBf16Mma) {
+    __trap();
+  } else {
+    seesaw::RunBlock<true, F, true>(p, token_begin, out);
+  }
+#endif
+}
+#undef DSA_SPARSE_MLA_CLUSTER_OF_TWO
+
+template <bool kFp8, Fp8Format F, bool kCrossover>
 LaunchResult LaunchSeesawBody(const SparseMlaParams& p, int64_t begin,
                               int64_t rows, const MmaOutput& out, int device,
                               hipStream_t stream) {
+  static_assert(kFp8 || !kCrossover, "the crossover reads an fp8 cache");
   using C = seesaw::Config;
   constexpr int kBytes = sizeof(seesaw::SharedMemory);
-  constexpr auto kernel = &SparseMlaSeesawKernel<kFp8, F>;
+  constexpr auto kernel = [] {
+    if constexpr (kCrossover) {
+      return &SparseMlaSeesawCrossoverKernel<F>;
+    } else {
+      return &SparseMlaSeesawKernel<kFp8, F>;
+    }
+  }();
   const LaunchResult r = OptInSharedMemory<kernel, kBytes>(
       device, "sparse_mla: shared memory opt-in");
   if (!r.ok()) return r;
-  const dim3 grid(static_cast<unsigned>((p.heads + C::kHeads - 1) / C::kHeads),
-                  static_cast<unsigned>(rows),
+  const unsigned groups =
+      static_cast<unsigned>((p.heads + C::kHeads - 1) / C::kHeads);
+  if (kCrossover && groups % 2 != 0) {
+    return Invalid(kOp,
+                   "sparse_mla: the crossover needs an even number of "
+                   "head groups of %d, got %d heads",
+                   C::kHeads, p.heads);
+  }
+  const dim3 grid(groups, static_cast<unsigned>(rows),
                   static_cast<unsigned>(out.splits));
   hipLaunchKernelGGL(kernel, grid, dim3(C::kThreads), kBytes, stream, p, begin,
                      out);
