@@ -34,6 +34,7 @@ under them.
 import argparse
 import collections
 import re
+import signal
 import statistics
 import sys
 
@@ -247,4 +248,6 @@ def main():
 
 
 if __name__ == "__main__":
+    # Output piped into `head` ends quietly when the reader has enough.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     main()
