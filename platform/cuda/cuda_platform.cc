@@ -451,21 +451,16 @@ DsaStatusCode HostRegister(void* ptr, size_t bytes, char* error,
                        "cuda: page-locking %zu bytes at %p", bytes, ptr);
   }
   const CudaDriver& d = Driver();
-  if (DsaStatusCode c = EnterContext(d, error, error_size);
-      c != DSA_STATUS_OK) {
-    return c;
-  }
-  const CudaApi& a = d.api;
-  if (a.cuMemHostRegister_v2 == nullptr || a.cuMemHostUnregister == nullptr) {
+  if (!d.usable) return EnterContext(d, error, error_size);  // no driver
+  if (d.api.cuMemHostRegister_v2 == nullptr ||
+      d.api.cuMemHostUnregister == nullptr) {
     return PluginError(DSA_STATUS_UNIMPLEMENTED, error, error_size,
                        "cuda: the driver cannot page-lock host memory");
   }
-  const int err =
-      a.cuMemHostRegister_v2(ptr, bytes, kCuMemHostRegisterPortable);
-  if (err != kCudaSuccess) {
-    return CudaFail(a, err, "cuMemHostRegister", error, error_size);
-  }
-  return DSA_STATUS_OK;
+  return InContext(
+      "cuMemHostRegister", error, error_size, [&](const CudaApi& a) {
+        return a.cuMemHostRegister_v2(ptr, bytes, kCuMemHostRegisterPortable);
+      });
 }
 
 DsaStatusCode HostUnregister(void* ptr, char* error, size_t error_size) {
@@ -474,20 +469,14 @@ DsaStatusCode HostUnregister(void* ptr, char* error, size_t error_size) {
                        "cuda: unlocking host memory at NULL");
   }
   const CudaDriver& d = Driver();
-  if (DsaStatusCode c = EnterContext(d, error, error_size);
-      c != DSA_STATUS_OK) {
-    return c;
-  }
-  const CudaApi& a = d.api;
-  if (a.cuMemHostUnregister == nullptr) {
+  if (!d.usable) return EnterContext(d, error, error_size);  // no driver
+  if (d.api.cuMemHostUnregister == nullptr) {
     return PluginError(DSA_STATUS_UNIMPLEMENTED, error, error_size,
                        "cuda: the driver cannot page-lock host memory");
   }
-  const int err = a.cuMemHostUnregister(ptr);
-  if (err != kCudaSuccess) {
-    return CudaFail(a, err, "cuMemHostUnregister", error, error_size);
-  }
-  return DSA_STATUS_OK;
+  return InContext(
+      "cuMemHostUnregister", error, error_size,
+      [&](const CudaApi& a) { return a.cuMemHostUnregister(ptr); });
 }
 
 // Graphs through the driver: a capture on the calling thread's stream in
