@@ -1,10 +1,10 @@
 // Hopper's producer / consumer plumbing for the warp-specialised kernels
-// (indexer logits, dense prefill): mbarriers and the rings of stages they
-// guard (RingStage), tensor-memory-accelerator (TMA) tile loads that
-// complete on them, named barriers between warpgroups and the ping-pong of
-// two math warpgroups (PingPong), and warpgroup register reallocation
-// (cp.async on shared-memory addresses is in async_copy.h). NVIDIA only,
-// device-compiler sources only.
+// (indexer logits, dense prefill, sparse MLA): mbarriers and the rings of
+// stages they guard (RingStage), the shared memory of a cluster's blocks,
+// tensor-memory-accelerator (TMA) tile loads that complete on them, named
+// barriers between warpgroups and the ping-pong of two math warpgroups
+// (PingPong), and warpgroup register reallocation (cp.async on shared-memory
+// addresses is in async_copy.h). NVIDIA only, device-compiler sources only.
 //
 // The mbarrier, TMA and register instructions exist on sm_90a alone
 // (DSA_HAS_HOPPER_PIPELINE, the same condition as mma.h's warpgroup
@@ -86,6 +86,73 @@ __device__ __forceinline__ bool MbarTryWait(uint32_t bar, uint32_t parity) {
 __device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
   while (!MbarTryWait(bar, parity)) {
   }
+}
+
+// --- Clusters (the sparse MLA crossover's pair of blocks): this block's
+// rank in its cluster; an address of this block's shared memory as the same
+// place in block `rank`'s; a 16-byte store into a peer's shared memory that
+// completes `bytes` on the peer's mbarrier `bar` (both shared::cluster
+// addresses); an arrival on a peer's mbarrier, releasing this thread's
+// reads and writes at cluster scope; a wait that acquires at cluster scope
+// (what the peers' arrivals released); every thread of the cluster at a
+// barrier.
+__device__ __forceinline__ uint32_t ClusterRank() {
+  uint32_t r = 0;
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+#endif
+  return r;
+}
+__device__ __forceinline__ uint32_t ClusterAddress(uint32_t addr,
+                                                   uint32_t rank) {
+  uint32_t r = addr;
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(r)
+               : "r"(addr), "r"(rank));
+#endif
+  return r;
+}
+__device__ __forceinline__ void StoreToPeer(uint32_t addr, const uint4& v,
+                                            uint32_t bar) {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], "
+      "{%1, %2, %3, %4}, [%5];\n" ::"r"(addr),
+      "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void MbarArrivePeer(uint32_t bar) {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile(
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(
+          bar)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void MbarWaitCluster(uint32_t bar, uint32_t parity) {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  uint32_t done = 0;
+  while (done == 0) {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], "
+        "%2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  }
+#endif
+}
+__device__ __forceinline__ void ClusterSync() {
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile(
+      "barrier.cluster.arrive.release;\n"
+      "barrier.cluster.wait.acquire;\n" ::
+          : "memory");
+#endif
 }
 
 // --- Rings: kStages shared-memory stages, each with a "full" barrier (the
