@@ -171,6 +171,8 @@ void CUPTIAPI OnResource(void*, CUpti_CallbackDomain domain,
 __attribute__((constructor)) void Start() {
   const char* path = std::getenv("DSA_KERNEL_TRACE");
   if (path == nullptr || path[0] == '\0') {
+    // A child of a traced program says nothing (see below).
+    if (std::getenv("DSA_KERNEL_TRACE_PARENT") != nullptr) return;
     std::fprintf(stderr,
                  "kernel_trace: DSA_KERNEL_TRACE names no output file; not "
                  "tracing\n");
@@ -181,6 +183,7 @@ __attribute__((constructor)) void Start() {
   // it under this process.
   const std::string out_path = path;
   unsetenv("DSA_KERNEL_TRACE");
+  setenv("DSA_KERNEL_TRACE_PARENT", "1", 1);
   g_owner = getpid();
   g_out = std::fopen(out_path.c_str(), "w");
   if (g_out == nullptr) {
