@@ -4,6 +4,7 @@
 // poisoned outputs.
 #include "attention/dense_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -880,6 +881,83 @@ TEST_P(DenseOpTest, RmsNormWithTheResidualIsResidualAddThenRmsNormBitForBit) {
   a.residual = a.y;  // the output in place of the stream
   EXPECT_THAT(Run<RmsNorm>(a), StatusIs(absl::StatusCode::kInvalidArgument,
                                         HasSubstr("overlap")));
+}
+
+// rms_norm gives the same bits whether its rows are aligned for vector
+// accesses or not: rows of stride dim and of stride dim + 1 (every other
+// row then starts off a vector boundary), plain and with the residual, with
+// and without the fp8 copy, at the models' hidden and narrow-norm sizes.
+TEST_P(DenseOpTest, RmsNormGivesTheSameBitsWhateverItsRowsAlignment) {
+  constexpr int64_t kRows = 5;
+  for (int64_t dim : {int64_t{6144}, int64_t{2048}, int64_t{1536}, int64_t{512},
+                      int64_t{160}, int64_t{8192}}) {
+    for (DType type : {DType::kFloat32, DType::kBFloat16}) {
+      for (bool fused : {false, true}) {
+        for (bool quantise : {false, true}) {
+          SCOPED_TRACE(absl::StrCat(dim, " ", DTypeName(type),
+                                    fused ? " with the residual" : "",
+                                    quantise ? " y_q" : ""));
+          const std::vector<float> x = RandomFloats(kRows * dim, 2.0);
+          const std::vector<float> r0 = RandomFloats(kRows * dim, 3.0);
+          std::vector<float> w = RandomFloats(dim);
+          const int64_t groups = (dim + kBlock - 1) / kBlock;
+          struct Result {
+            std::vector<uint8_t> y, residual, y_q;
+            std::vector<float> scales;
+          };
+          auto run = [&](int64_t stride) {
+            // The same rows, `stride` apart.
+            auto spread = [&](const std::vector<float>& rows) {
+              std::vector<float> out(kRows * stride, 0.0f);
+              for (int64_t r = 0; r < kRows; ++r) {
+                std::copy_n(rows.begin() + r * dim, dim,
+                            out.begin() + r * stride);
+              }
+              return out;
+            };
+            RmsNorm::Args a;
+            std::vector<float> xs = spread(x), rs = spread(r0);
+            a.x = FloatsToDevice(xs, type, {kRows, stride});
+            a.x.shape[1] = dim;
+            a.weight = FloatsToDevice(w, DType::kBFloat16, {dim});
+            a.eps = 1e-6f;
+            a.y = Poisoned(DType::kBFloat16, {kRows, dim});
+            if (fused) {
+              a.residual = FloatsToDevice(rs, type, {kRows, stride});
+              a.residual.shape[1] = dim;
+            }
+            if (quantise) {
+              a.y_q = Poisoned(DType::kFloat8E4m3fn, {kRows, dim});
+              a.y_scale_inv = PoisonedGroupMajor(kRows, groups);
+            }
+            Result res;
+            EXPECT_THAT(Run<RmsNorm>(a), IsOk());
+            res.y = ToHost<uint8_t>(a.y, kRows * dim * 2);
+            if (fused) {
+              const std::vector<uint8_t> all =
+                  ToHost<uint8_t>(a.residual, kRows * stride * DTypeSize(type));
+              for (int64_t r = 0; r < kRows; ++r) {
+                res.residual.insert(
+                    res.residual.end(),
+                    all.begin() + r * stride * DTypeSize(type),
+                    all.begin() + (r * stride + dim) * DTypeSize(type));
+              }
+            }
+            if (quantise) {
+              res.y_q = ToHost<uint8_t>(a.y_q);
+              res.scales = ToHost<float>(a.y_scale_inv, kRows * groups);
+            }
+            return res;
+          };
+          const Result aligned = run(dim), unaligned = run(dim + 1);
+          EXPECT_EQ(aligned.y, unaligned.y);
+          EXPECT_EQ(aligned.residual, unaligned.residual);
+          EXPECT_EQ(aligned.y_q, unaligned.y_q);
+          EXPECT_EQ(aligned.scales, unaligned.scales);
+        }
+      }
+    }
+  }
 }
 
 // The product of activations quantised beforehand (x_q, x_scale_inv; x

@@ -207,23 +207,53 @@ int Main(int argc, char** argv) {
         "fp8  T=%-5lld sum of the layer's projections: %.4f ms (%.2fx bf16)\n",
         static_cast<long long>(rows), fp8_total_ms, total_ms / fp8_total_ms);
     std::printf("fp8 backend: %s\n", GpuFp8GemmBackend().c_str());
-    NormCall norm;
-    norm.args.x =
-        MakeTensorView(Alloc(rows * 2048 * 4), DType::kFloat32, {rows, 2048});
-    norm.args.weight =
-        MakeTensorView(Alloc(2048 * 2), DType::kBFloat16, {2048});
-    norm.args.y =
-        MakeTensorView(Alloc(rows * 2048 * 2), DType::kBFloat16, {rows, 2048});
-    float ms = 0.0f;
-    if (TimeMedianMs(&RunNorm, &norm, 5, 30, &ms).ok()) {
-      std::printf(
-          "rms_norm T=%-5lld [%lld x 2048] f32 -> bf16 %8.4f ms  %7.1f GB/s\n",
-          static_cast<long long>(rows), static_cast<long long>(rows), ms,
-          rows * 2048 * 6.0 / ms * 1e-6);
+    // The stack's norms: the input norm with the residual add (the f32
+    // stream and o_proj's f32 output in, bf16 out) at GLM-5.x's and
+    // DeepSeek-V3.2's hidden sizes, and GLM-5.1's narrow q_a and kv_a norms
+    // over their slices of the fused q_a / kv_a output (bf16, rows of 2048 +
+    // 576).
+    struct NormCase {
+      const char* name;
+      int64_t dim, row_stride, first_col;
+      DType x_type;
+      bool residual;
+    };
+    for (const NormCase& c : {NormCase{"hidden 6144 + residual, f32 -> bf16",
+                                       6144, 6144, 0, DType::kFloat32, true},
+                              NormCase{"hidden 7168 + residual, f32 -> bf16",
+                                       7168, 7168, 0, DType::kFloat32, true},
+                              NormCase{"q_a 2048 of 2624, bf16", 2048, 2624, 0,
+                                       DType::kBFloat16, false},
+                              NormCase{"kv_a 512 of 2624, bf16", 512, 2624,
+                                       2048, DType::kBFloat16, false}}) {
+      const int64_t x_size = DTypeSize(c.x_type);
+      NormCall norm;
+      char* x = static_cast<char*>(Alloc(rows * c.row_stride * x_size));
+      norm.args.x =
+          MakeTensorView(x + c.first_col * x_size, c.x_type, {rows, c.dim});
+      norm.args.x.strides[0] = c.row_stride;
+      norm.args.weight =
+          MakeTensorView(Alloc(c.dim * 2), DType::kBFloat16, {c.dim});
+      norm.args.y = MakeTensorView(Alloc(rows * c.dim * 2), DType::kBFloat16,
+                                   {rows, c.dim});
+      if (c.residual) {
+        norm.args.residual = MakeTensorView(Alloc(rows * c.dim * 4),
+                                            DType::kFloat32, {rows, c.dim});
+      }
+      // x read, y written, the stream read and written.
+      const double bytes = static_cast<double>(rows) * c.dim *
+                           (x_size + 2 + (c.residual ? 8 : 0));
+      float ms = 0.0f;
+      if (TimeMedianMs(&RunNorm, &norm, 5, 30, &ms).ok()) {
+        std::printf("rms_norm T=%-5lld %-36s %8.4f ms  %7.1f GB/s\n",
+                    static_cast<long long>(rows), c.name, ms,
+                    bytes / ms * 1e-6);
+      }
+      DeviceFree(x);
+      DeviceFree(norm.args.weight.data);
+      DeviceFree(norm.args.y.data);
+      if (c.residual) DeviceFree(norm.args.residual.data);
     }
-    DeviceFree(norm.args.x.data);
-    DeviceFree(norm.args.weight.data);
-    DeviceFree(norm.args.y.data);
   }
   return 0;
 }
