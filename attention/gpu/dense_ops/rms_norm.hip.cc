@@ -8,13 +8,16 @@
 //
 // A thread's columns are chunks of kV consecutive ones, chunk c = t + k
 // kRowThreads for thread t: a warp's chunks of a pass are one 128-column
-// group of the fused quantisation. Rows of up to kCachedCols whose every
+// group of the fused quantisation. Rows of up to kMaxCachedCols whose every
 // tensor is aligned to the chunks (the models' hidden sizes and their
 // narrow norms) are held in registers between the passes, each thread's
 // loads issued together as vector accesses; other rows are read again from
 // memory, chunk by chunk. Both forms visit a thread's elements in the same
 // order, so the sum and y are the same bits either way.
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <utility>
 
 #include "attention/gpu/dense_ops/element_access.h"
 #include "attention/gpu/dense_ops/launch.h"
@@ -32,10 +35,19 @@ constexpr int kWarps = kRowThreads / kDsaWarpSize;
 constexpr int kV = kFp8LaneValues;
 static_assert(kV * kDsaWarpSize == kFp8BlockSize,
               "a warp's chunks are one quantisation group");
-constexpr int kCachedCols = 8192;
-constexpr int kCachedChunks = kCachedCols / (kRowThreads * kV);
+// A pass of the block over a row: kRowThreads chunks.
+constexpr int kPassCols = kRowThreads * kV;
+// The row lengths the cached kernel is built for, a thread's chunks each
+// (whole passes: 1, 2, 3, 4, 6 and 8 a thread on NVIDIA): the kernel for
+// the shortest that holds a row, so narrow rows keep the registers, and the
+// blocks a multiprocessor holds, of a few chunks.
+constexpr int kCachedCols[] = {1024, 2048, 3072, 4096, 6144, 8192};
+constexpr int kMaxCachedCols = 8192;
+static_assert(kMaxCachedCols % kPassCols == 0 && 1024 % kPassCols == 0,
+              "whole passes");
 
-using Chunks = float[kCachedChunks][kV];
+template <int kChunks>
+using Chunks = float[kChunks][kV];
 
 // One whole, aligned chunk at element e of a row of T (float or bf16 bits).
 template <typename T>
@@ -97,41 +109,43 @@ __device__ __forceinline__ void StoreChunk(T* row, int e, float (&v)[kV]) {
 // any is used: no branch around a load (a chunk past the end reads the
 // row's last and is zeroed), and the format's branch taken once, outside
 // the loop.
-template <typename T>
+template <typename T, int kChunks>
 __device__ __forceinline__ void LoadChunksAs(const void* row, int chunks,
-                                             Chunks& v) {
+                                             Chunks<kChunks>& v) {
 #pragma unroll
-  for (int k = 0; k < kCachedChunks; ++k) {
+  for (int k = 0; k < kChunks; ++k) {
     const int c = static_cast<int>(threadIdx.x) + k * kRowThreads;
     LoadChunk(static_cast<const T*>(row), min(c, chunks - 1) * kV, v[k]);
 #pragma unroll
     for (int i = 0; i < kV; ++i) v[k][i] = c < chunks ? v[k][i] : 0.0f;
   }
 }
+template <int kChunks>
 __device__ __forceinline__ void LoadChunks(const void* row, FloatFormat type,
-                                           int chunks, Chunks& v) {
+                                           int chunks, Chunks<kChunks>& v) {
   if (type == FloatFormat::kFloat32) {
-    LoadChunksAs<float>(row, chunks, v);
+    LoadChunksAs<float, kChunks>(row, chunks, v);
   } else {
-    LoadChunksAs<uint16_t>(row, chunks, v);
+    LoadChunksAs<uint16_t, kChunks>(row, chunks, v);
   }
 }
 
-template <typename T>
+template <typename T, int kChunks>
 __device__ __forceinline__ void StoreChunksAs(void* row, int chunks,
-                                              Chunks& v) {
+                                              Chunks<kChunks>& v) {
 #pragma unroll
-  for (int k = 0; k < kCachedChunks; ++k) {
+  for (int k = 0; k < kChunks; ++k) {
     const int c = static_cast<int>(threadIdx.x) + k * kRowThreads;
     if (c < chunks) StoreChunk(static_cast<T*>(row), c * kV, v[k]);
   }
 }
+template <int kChunks>
 __device__ __forceinline__ void StoreChunks(void* row, FloatFormat type,
-                                            int chunks, Chunks& v) {
+                                            int chunks, Chunks<kChunks>& v) {
   if (type == FloatFormat::kFloat32) {
-    StoreChunksAs<float>(row, chunks, v);
+    StoreChunksAs<float, kChunks>(row, chunks, v);
   } else {
-    StoreChunksAs<uint16_t>(row, chunks, v);
+    StoreChunksAs<uint16_t, kChunks>(row, chunks, v);
   }
 }
 
@@ -165,19 +179,20 @@ __device__ __forceinline__ float InverseRms(float ss, const RmsNormParams& p) {
 
 // The row in registers: x (plus the residual) read once, y written from the
 // registers. Launched only where Cacheable (below) holds.
+template <int kChunks>
 __global__ void __launch_bounds__(kRowThreads)
     RmsNormCachedKernel(RmsNormParams p) {
   const int64_t r = blockIdx.x;
   const int dim = static_cast<int>(p.dim);
   const int chunks = dim / kV;
   const bool fused = p.residual != nullptr;
-  Chunks v, w;
+  Chunks<kChunks> v, w;
   LoadChunks(At(p.x, p.x_type, r * p.x_row_stride), p.x_type, chunks, v);
   if (fused) {
     void* res = At(p.residual, p.residual_type, r * p.residual_row_stride);
     LoadChunks(res, p.residual_type, chunks, w);
 #pragma unroll
-    for (int k = 0; k < kCachedChunks; ++k) {
+    for (int k = 0; k < kChunks; ++k) {
 #pragma unroll
       for (int i = 0; i < kV; ++i) v[k][i] = __fadd_rn(w[k][i], v[k][i]);
     }
@@ -188,13 +203,13 @@ __global__ void __launch_bounds__(kRowThreads)
   LoadChunks(p.weight, p.weight_type, chunks, w);
   float ss = 0.0f;
 #pragma unroll
-  for (int k = 0; k < kCachedChunks; ++k) {
+  for (int k = 0; k < kChunks; ++k) {
 #pragma unroll
     for (int i = 0; i < kV; ++i) ss = fmaf(v[k][i], v[k][i], ss);
   }
   const float inv = InverseRms(ss, p);
 #pragma unroll
-  for (int k = 0; k < kCachedChunks; ++k) {
+  for (int k = 0; k < kChunks; ++k) {
 #pragma unroll
     for (int i = 0; i < kV; ++i) v[k][i] = v[k][i] * inv * w[k][i];
   }
@@ -206,7 +221,7 @@ __global__ void __launch_bounds__(kRowThreads)
   const int lane = threadIdx.x % kDsaWarpSize;
   const int groups = (dim + kFp8BlockSize - 1) / kFp8BlockSize;
 #pragma unroll
-  for (int k = 0; k < kCachedChunks; ++k) {
+  for (int k = 0; k < kChunks; ++k) {
     const int g = warp + k * kWarps;
     if (g >= groups) break;
     const int c0 = (static_cast<int>(threadIdx.x) + k * kRowThreads) * kV;
@@ -283,12 +298,25 @@ bool ChunkAligned(const void* base, FloatFormat type, int64_t row_stride) {
 
 // Whether the row fits the registers and every tensor the chunks' vectors.
 bool Cacheable(const RmsNormParams& p) {
-  return p.dim <= kCachedCols && p.dim % kV == 0 &&
+  return p.dim <= kMaxCachedCols && p.dim % kV == 0 &&
          ChunkAligned(p.x, p.x_type, p.x_row_stride) &&
          ChunkAligned(p.y, p.y_type, p.y_row_stride) &&
          ChunkAligned(p.weight, p.weight_type, 0) && p.weight_stride == 1 &&
          (p.residual == nullptr ||
           ChunkAligned(p.residual, p.residual_type, p.residual_row_stride));
+}
+
+using NormKernel = void (*)(RmsNormParams);
+
+// The cached kernel for the shortest of kCachedCols that holds dim.
+template <size_t... kI>
+NormKernel CachedKernelFor(int64_t dim, std::index_sequence<kI...>) {
+  NormKernel kernel = nullptr;
+  ((kernel == nullptr && dim <= kCachedCols[kI]
+        ? kernel = RmsNormCachedKernel<kCachedCols[kI] / kPassCols>
+        : kernel),
+   ...);
+  return kernel;
 }
 
 }  // namespace
@@ -305,14 +333,13 @@ LaunchResult RmsNormLaunch(const RmsNormParams& p, void* stream) {
     return Invalid(op, "the scale divisor is not positive");
   }
   if (p.rows > 0x7fffffff) return Invalid(op, "too many rows");
-  const dim3 grid(static_cast<unsigned>(p.rows));
-  if (Cacheable(p)) {
-    hipLaunchKernelGGL(RmsNormCachedKernel, grid, dim3(kRowThreads), 0,
-                       static_cast<hipStream_t>(stream), p);
-  } else {
-    hipLaunchKernelGGL(RmsNormKernel, grid, dim3(kRowThreads), 0,
-                       static_cast<hipStream_t>(stream), p);
-  }
+  const NormKernel kernel =
+      Cacheable(p)
+          ? CachedKernelFor(p.dim,
+                            std::make_index_sequence<std::size(kCachedCols)>())
+          : RmsNormKernel;
+  hipLaunchKernelGGL(kernel, dim3(static_cast<unsigned>(p.rows)),
+                     dim3(kRowThreads), 0, static_cast<hipStream_t>(stream), p);
   return CheckLaunch(op);
 }
 
