@@ -364,9 +364,19 @@ struct Sm90TmaBody {
         if (pv_pending && lane == 0) {
           MbarArrive(sm.empty_v(Ring::Stage(ring + i - 1)));
         }
+        // O rescaled by alpha, unless no row of the warp changed its
+        // maximum (alpha exactly exp2(0) = 1 on every lane): then the 128
+        // multiplies a thread would leave O as it is, bit for bit.
+        bool same_max = true;
 #pragma unroll
-        for (int e = 0; e < WgO::kAccPerThread; ++e) {
-          o[e] *= alpha[(e / 2) % 2];
+        for (int r = 0; r < kSm90RowSlots; ++r) {
+          same_max = same_max && alpha[r] == 1.0f;
+        }
+        if (!__all_sync(0xffffffffu, same_max)) {
+#pragma unroll
+          for (int e = 0; e < WgO::kAccPerThread; ++e) {
+            o[e] *= alpha[(e / 2) % 2];
+          }
         }
         WgO::template FromAccumulator<kN>(sc, p_frag);
       }
