@@ -152,7 +152,7 @@ for l in open(sys.argv[1]):
     f = l.split()
     if len(f) < 4: continue
     if f[2] == "dense":
-        shape = "T=8192" if "T=8192" in l else "4x2048"
+        shape = "T=8192" if "T=8192" in l else "8x1024" if "8 requests" in l else "4x2048"
         tot = float(re.search(r"total +([\d.]+)", l).group(1)); q = float(re.search(r"queued +([\d.]+)", l).group(1))
         ours.setdefault((f[1], f[3], shape), []).append((tot, q))
     elif f[2] == "torch" and "sdpa+matmul" in l:

@@ -335,14 +335,18 @@ int main(int argc, char** argv) {
         Bench(kDeepSeek, "T=8192", {{0, 8192}}, LatentCacheType::kBFloat16, 1);
     return ok ? 0 : 1;
   }
-  // The shapes where the call is closest to torch's, alone, so that a
-  // device call can run this and torch_baseline.py --compare in turns
-  // several times and compare medians taken under the same conditions.
+  // The shapes where the call is closest to torch's (T = 8192, 4 x 2048,
+  // 8 x 1024), alone, so that a device call can run this and
+  // torch_baseline.py --compare in turns several times and compare medians
+  // taken under the same conditions.
   if (mode == "--compare") {
     bool ok = true;
     for (const Preset* pre : {&kGlm, &kDeepSeek}) {
       ok &= Bench(*pre, "T=8192", {{0, 8192}}, LatentCacheType::kBFloat16, 20);
       ok &= Bench(*pre, "4 requests x 2048", four_2k,
+                  LatentCacheType::kBFloat16, 20);
+      ok &= Bench(*pre, "8 requests x 1024",
+                  std::vector<std::pair<int32_t, int32_t>>(8, {0, 1024}),
                   LatentCacheType::kBFloat16, 20);
     }
     return ok ? 0 : 1;

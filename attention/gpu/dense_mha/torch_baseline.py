@@ -11,7 +11,7 @@ decompression then over all c + n latent rows). Prints one line per shape,
 in the format of dense_mha_bench.
 
   python3 torch_baseline.py [--quick] [--floor] [--compare]
-    --floor: T = 8192, 1024; --compare: T = 8192 and 4 x 2048 of each
+    --floor: T = 8192, 1024; --compare: T = 8192, 4 x 2048 and 8 x 1024 of each
     preset (dense_mha_bench --compare's shapes)
 """
 import os
@@ -111,6 +111,7 @@ def main():
         for name, heads, nope, rope, v in PRESETS:
             bench(name, heads, nope, rope, v, 8192, iters)
             bench(name, heads, nope, rope, v, 2048, iters, batch=4)
+            bench(name, heads, nope, rope, v, 1024, iters, batch=8)
         return
     # The floor's shapes (T = 8192) first.
     for t in (8192, 1024) if "--floor" in sys.argv else (8192, 1024, 1900):

@@ -1,0 +1,58 @@
+#!/bin/bash
+# The rescale skip's second call (issue 19, item 1): carried as
+# .device/<name>/call.sh beside base/ and R/ (each dense_mha_bench.gz and
+# dense_mha_kernels_test.gz, bazel build --config=cuda --dynamic_mode=off -c
+# opt, stripped), py/ (torch_baseline.py, torch_timing.py) and
+# dense_mha_19.sh. First compute-sanitizer memcheck over the 80-key edge
+# case of both builds with the test's own messages (the first call saw it
+# fail under memcheck on R), R's whole kernels_test twice and base's once;
+# then ROUNDS rounds of base, R and torch --compare (T = 8192, 4 x 2048,
+# 8 x 1024) through dense_mha_19.sh's summary.
+set -u -o pipefail
+D="$(cd "$(dirname "$0")" && pwd)"
+out="${OUT:-/tmp/dense_out}"; mkdir -p "$out"
+w=/tmp/dense_rs; rm -rf $w; mkdir -p $w
+for v in base R; do mkdir -p $w/$v; for f in $D/$v/*.gz; do gzip -dc $f > $w/$v/$(basename $f .gz); done; chmod +x $w/$v/*; done
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PYTHONUNBUFFERED=1
+exec > >(tee "$out/run.txt") 2>&1
+t0=$(date +%s); sec() { echo; echo "==== [$(( $(date +%s) - t0 )) s] $*"; }
+sec card; nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
+for v in R base; do
+  for tool in memcheck none; do
+    sec "$v glm_80key_edges under $tool"
+    pre=""; [ $tool = memcheck ] && pre="compute-sanitizer --tool memcheck --print-limit 5"
+    timeout 60 $pre $w/$v/dense_mha_kernels_test --gtest_filter='*glm_80key_edges' 2>&1 | grep -vE '^\[ +(RUN|OK) ' | tail -25
+  done
+done
+sec "R kernels_test whole, twice"
+timeout 150 $w/R/dense_mha_kernels_test --gtest_brief=1 --gtest_repeat=2 2>&1 | grep -E 'FAILED|Failure|PASSED|worst' | tail -12
+sec "base kernels_test whole"
+timeout 90 $w/base/dense_mha_kernels_test --gtest_brief=1 2>&1 | grep -E 'FAILED|Failure|PASSED' | tail -6
+: > $out/compare.txt
+for r in $(seq ${ROUNDS:-5}); do
+  for v in base R torch; do
+    sec "round $r: $v --compare"
+    if [ $v = torch ]; then timeout 60 python3 $D/py/dense_mha/torch_baseline.py --compare | sed "s/^/r$r torch /" >> $out/compare.txt
+    else timeout 40 $w/$v/dense_mha_bench --compare | sed "s/^/r$r $v /" >> $out/compare.txt; fi
+  done
+done
+grep -E "glm5.1" $out/compare.txt | sed 's/  */ /g' | cut -c1-150
+python3 - $out/compare.txt <<'PY'
+import re, sys, statistics as st
+ours, peer = {}, {}
+for l in open(sys.argv[1]):
+    f = l.split()
+    if len(f) < 4: continue
+    if f[2] == "dense":
+        shape = "T=8192" if "T=8192" in l else "8x1024" if "8 requests" in l else "4x2048"
+        tot = float(re.search(r"total +([\d.]+)", l).group(1)); q = float(re.search(r"queued +([\d.]+)", l).group(1))
+        ours.setdefault((f[1], f[3], shape), []).append((tot, q))
+    elif f[2] == "torch" and "sdpa+matmul" in l:
+        peer.setdefault((f[3], f[4]), []).append(float(re.search(r"sdpa\+matmul +([\d.]+)", l).group(1)))
+for (v, pre, shape), xs in sorted(ours.items()):
+    t = st.median(x[0] for x in xs); q = st.median(x[1] for x in xs)
+    p = st.median(peer.get((pre, shape), [float("nan")]))
+    print(f"median of {len(xs)} rounds: {v:5s} {pre:11s} {shape:7s} total {t:.3f} (min {min(x[0] for x in xs):.3f} max {max(x[0] for x in xs):.3f}) queued {q:.3f} | torch {p:.3f} (min {min(peer.get((pre, shape), [0])):.3f}) | peer/ours total {p/t:.3f}x queued {p/q:.3f}x")
+PY
+sec done
