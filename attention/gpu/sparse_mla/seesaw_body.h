@@ -19,6 +19,11 @@
 // half of every tile (codes, scales and rope through registers) into its
 // own buffers and, by st.async, the peer's: at 128 heads 1.04-1.21x faster
 // than the gathered workspace from 128 rows (8K contexts), slower below.
+// Over a bf16 cache the same clusters halve each block's gather: its
+// producer loads half of every tile's rows into registers (16-byte loads)
+// and stores them into both blocks' buffers, so the row's keys cross from
+// L2 once for its two head groups (RESULTS.md, "... a row's two head
+// groups as a cluster over a bf16 cache").
 // Consumer g (216 registers) owns O[:, 256 g, 256 g + 256); per
 // pair it computes S = Q K^T of buffer g's tile, starting on the part it
 // waits for first, runs the online softmax with the running maxima handed
@@ -473,18 +478,35 @@ __global__ void __launch_bounds__(seesaw::Config::kThreads,
   }
 #endif
 }
+// The same clusters over a bf16 cache: each producer gathers half of every
+// tile (16-byte loads into registers) into both blocks' shared memory, so
+// that a row's tiles cross from L2 once, not once a head group (F unused).
+template <Fp8Format F>
+__global__ void __launch_bounds__(seesaw::Config::kThreads,
+                                  1) DSA_SPARSE_MLA_CLUSTER_OF_TWO
+    SparseMlaSeesawBf16CrossoverKernel(SparseMlaParams p, int64_t token_begin,
+                                       MmaOutput out) {
+#if defined(DSA_GPU_CUDA)
+  if constexpr (!::dsa::gpu::kHasWarpgroupBf16Mma) {
+    __trap();
+  } else {
+    seesaw::RunBlock<false, F, true>(p, token_begin, out);
+  }
+#endif
+}
 #undef DSA_SPARSE_MLA_CLUSTER_OF_TWO
 
 template <bool kFp8, Fp8Format F, bool kCrossover>
 LaunchResult LaunchSeesawBody(const SparseMlaParams& p, int64_t begin,
                               int64_t rows, const MmaOutput& out, int device,
                               hipStream_t stream) {
-  static_assert(kFp8 || !kCrossover, "the crossover reads an fp8 cache");
   using C = seesaw::Config;
   constexpr int kBytes = sizeof(seesaw::SharedMemory);
   constexpr auto kernel = [] {
-    if constexpr (kCrossover) {
+    if constexpr (kCrossover && kFp8) {
       return &SparseMlaSeesawCrossoverKernel<F>;
+    } else if constexpr (kCrossover) {
+      return &SparseMlaSeesawBf16CrossoverKernel<F>;
     } else {
       return &SparseMlaSeesawKernel<kFp8, F>;
     }

@@ -3,8 +3,9 @@
 // memory, Block (what every role of a block knows: its row, its split, its
 // barriers, and for the crossover its cluster peer) and Producer (Q, then
 // the row's key tiles: gathered by cp.async from a bf16 cache, dequantised
-// from an fp8 one, or, in the crossover, half of each tile dequantised into
-// both blocks' buffers). Device-compiler sources only.
+// from an fp8 one, or, in the crossover, half of each tile (dequantised,
+// or bf16 through registers) into both blocks' buffers). Device-compiler
+// sources only.
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_SEESAW_PRODUCER_H_
 #define DSA_ATTENTION_GPU_SPARSE_MLA_SEESAW_PRODUCER_H_
 
@@ -24,6 +25,22 @@ namespace dsa::attention::gpu::sparse_mla {
 namespace seesaw {
 
 using C = Config;
+
+// 16 bytes of global memory that no block writes, loaded with an L2 cache
+// policy (L2EvictLastPolicy) and a hint that the 256 bytes around them are
+// worth fetching into L2, not kept in L1.
+__device__ __forceinline__ uint4 LoadGlobal16L2(const void* src,
+                                                uint64_t policy) {
+  uint4 v = make_uint4(0u, 0u, 0u, 0u);
+#if defined(DSA_HAS_HOPPER_PIPELINE)
+  asm volatile(
+      "ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 "
+      "{%0, %1, %2, %3}, [%4], %5;\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(src), "l"(policy));
+#endif
+  return v;
+}
 
 // Byte offset of 16-byte chunk c (dims 8 c .. 8 c + 7) of row r (a head of
 // Q or a key of a tile) in the swizzled layout; of P's element (row, key).
@@ -485,6 +502,10 @@ struct Producer {
   // slower: 176 bytes spilled at 88 registers, RESULTS.md.) `h`: pair 0's
   // (ResolveHalf before the tiles are counted).
   __device__ __forceinline__ void RunCrossover(int pairs, HalfPair& h) {
+    if constexpr (!kFp8) {
+      RunCrossoverBf16(pairs, h);
+      return;
+    }
     static_assert(C::kFirstPartAtoms == 4 && C::kAtoms == 9,
                   "parts: atoms 0-3, then 4-7 and the rope");
     static_assert(2 * (C::kProducerThreads / C::kRowThreads) == C::kKeys / 2,
@@ -525,6 +546,105 @@ struct Producer {
         PrefetchHalf(h.off[0]);
         PrefetchHalf(h.off[1]);
       }
+    }
+  }
+
+  // kCrossover over a bf16 cache: atoms [kA0, kA1) of this thread's two
+  // rows (16 bytes of each atom, zeros for rows that are not valid keys),
+  // loaded into registers with the gather's L2 policy and 256-byte hint,
+  // not kept in L1 (each block reads a row once).
+  template <int kA0, int kA1>
+  struct HalfRows {
+    uint4 v[2][kA1 - kA0];
+  };
+  template <int kA0, int kA1>
+  __device__ __forceinline__ void LoadHalfRows(const int64_t (&off)[2],
+                                               uint64_t policy,
+                                               HalfRows<kA0, kA1>& k) const {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int a = 0; a < kA1 - kA0; ++a)
+        k.v[j][a] = make_uint4(0u, 0u, 0u, 0u);
+      if (off[j] < 0) continue;
+      const uint8_t* src = blk.p.kv_cache + off[j] + chunk * 16;
+#pragma unroll
+      for (int a = 0; a < kA1 - kA0; ++a) {
+        k.v[j][a] = LoadGlobal16L2(src + (kA0 + a) * 128, policy);
+      }
+    }
+  }
+  // kCrossover over a bf16 cache: those rows into buffer b of both blocks
+  // (ordinary stores here, fenced for the products' reads; stores that
+  // complete on the peer's barrier there), then this thread's arrival on
+  // the part's barrier (one thread's also expecting the peer's stores into
+  // this block), as StoreHalf.
+  template <int kA0, int kA1>
+  __device__ __forceinline__ void StoreHalfRows(int b,
+                                                const HalfRows<kA0, kA1>& k) {
+    constexpr int kPart = kA0 == 0 ? 0 : 1;
+    static_assert(kA0 == (kPart == 0 ? 0 : C::kFirstPartAtoms) &&
+                      kA1 == (kPart == 0 ? C::kFirstPartAtoms : C::kAtoms),
+                  "a whole part");
+    constexpr uint32_t kPeerBytes = (C::kKeys / 2) * 128 * (kA1 - kA0);
+    uint8_t* keys = blk.s.keys[b];
+    const uint32_t peer_keys = blk.Peer(blk.KeysAddr(b));
+    const uint32_t peer_ready = blk.Peer(blk.KeysReady(b, kPart));
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int row = static_cast<int>(blk.rank) * (C::kKeys / 2) +
+                      j * (C::kProducerThreads / C::kRowThreads) + row_group;
+#pragma unroll
+      for (int a = 0; a < kA1 - kA0; ++a) {
+        const uint32_t at = (kA0 + a) * C::kAtomBytes + ChunkOffset(row, chunk);
+        *reinterpret_cast<uint4*>(keys + at) = k.v[j][a];
+        StoreToPeer(peer_keys + at, k.v[j][a], peer_ready);
+      }
+    }
+    ::dsa::gpu::WarpgroupBf16Mma<64>::FenceStores();
+    if (tid == 0) {
+      MbarExpectTx(blk.KeysReady(b, kPart), kPeerBytes);
+    } else {
+      MbarArrive(blk.KeysReady(b, kPart));
+    }
+  }
+  // kCrossover over a bf16 cache: RunCrossover's order, each part's two
+  // rows a thread loaded before the part's wait and stored into both
+  // blocks after it.
+  __device__ __forceinline__ void RunCrossoverBf16(int pairs, HalfPair& h) {
+    constexpr int kSplit = C::kFirstPartAtoms;
+    static_assert(2 * (C::kProducerThreads / C::kRowThreads) == C::kKeys / 2,
+                  "two rows a thread of each block's half");
+    const uint64_t policy = L2EvictLastPolicy();
+    for (int i = 0; i < pairs; ++i) {
+      const uint32_t parity = (i & 1) ^ 1;
+      {
+        HalfRows<0, kSplit> k;
+        LoadHalfRows(h.off[0], policy, k);
+        MbarWaitCluster(blk.KeysFree(0, 0), parity);
+        StoreHalfRows(0, k);
+        PublishValidBits(0, h.valid_bits);
+      }
+      {
+        HalfRows<kSplit, C::kAtoms> k;
+        LoadHalfRows(h.off[1], policy, k);
+        MbarWaitCluster(blk.KeysFree(1, 1), parity);
+        StoreHalfRows(1, k);
+        PublishValidBits(1, h.valid_bits);
+      }
+      {
+        HalfRows<kSplit, C::kAtoms> k;
+        LoadHalfRows(h.off[0], policy, k);
+        MbarWaitCluster(blk.KeysFree(0, 1), parity);
+        StoreHalfRows(0, k);
+      }
+      {
+        HalfRows<0, kSplit> k;
+        LoadHalfRows(h.off[1], policy, k);
+        MbarWaitCluster(blk.KeysFree(1, 0), parity);
+        StoreHalfRows(1, k);
+      }
+      if (i + 1 < pairs) ResolveHalf(i + 1, h);
     }
   }
 
