@@ -96,6 +96,6 @@ echo "== $(el) racecheck (x2: $R)"
 timeout 110 compute-sanitizer --tool racecheck --racecheck-report all --print-limit 20 "$G" --gtest_brief=1 \
   --gtest_filter="$R" > "$out/racecheck.txt" 2>&1; echo "rc $?"
 grep -E "RACECHECK SUMMARY|PASSED|FAILED|differ" "$out/racecheck.txt"; grep -E "^=+ (Error|Warning)" "$out/racecheck.txt" | sort | uniq -c | sort -rn | head -6
-before 420 && round 2
-before 480 && round 3
+before 330 && round 2
+before 390 && round 3
 echo "== $(el) done"
