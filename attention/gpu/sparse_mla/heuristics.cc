@@ -60,12 +60,14 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
       (p.heads + seesaw::Config::kHeads - 1) / seesaw::Config::kHeads;
   const bool few_rows = 2 * p.tokens * groups <= f.multiprocessors;
   // A bf16 cache at an even number of head groups, the top-k list not
-  // split: a row's two head groups as a cluster sharing each gathered tile
+  // split, the driver's tensor maps: a row's two head groups as a cluster
+  // sharing each gathered tile (TMA multicast)
   // (RESULTS.md, "... a row's two head groups as a cluster over a bf16
   // cache").
   if (!fp8) {
-    return groups % 2 == 0 && !few_rows ? Body::kSeesawCrossover
-                                        : Body::kSeesaw;
+    return groups % 2 == 0 && !few_rows && f.tensor_maps
+               ? Body::kSeesawCrossover
+               : Body::kSeesaw;
   }
   const int64_t budget = WorkspaceBudgetRows(p);
   // Every position once where that is fewer entries than the rows' top-k
@@ -156,6 +158,7 @@ bool BodyRuns(Body body, const SparseMlaParams& p, const DeviceFeatures& f) {
       return chosen == Body::kSeesaw || chosen == Body::kSeesawCrossover;
     case Body::kSeesawCrossover:
       return (chosen == Body::kSeesaw || chosen == Body::kSeesawCrossover) &&
+             f.tensor_maps &&
              ((p.heads + seesaw::Config::kHeads - 1) / seesaw::Config::kHeads) %
                      2 ==
                  0;

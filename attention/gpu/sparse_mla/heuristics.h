@@ -45,7 +45,8 @@ enum class Body {
 //   shared memory and softmax_scale > 0 (its softmax takes the maximum
 //   before the scale): over a bf16 cache kSeesawCrossover for an even
 //   number of head groups (128 heads) where the top-k list is not split
-//   (more than multiprocessors / (2 x head groups) rows), else kSeesaw;
+//   (more than multiprocessors / (2 x head groups) rows) and the driver
+//   encodes tensor maps, else kSeesaw;
 //   kSeesawDequantised over
 //   an fp8 cache when the workspace the call carves (WorkspaceBudgetRows)
 //   holds every position of its requests (WorkspaceNeededRows) and they
@@ -75,9 +76,9 @@ bool ParseBody(const char* name, Body* body);
 // Whether `body` can run the call on the device: kFma always; kWarp
 // wherever ChooseBody picks a matrix body; kSeesaw where ChooseBody picks
 // a seesaw body over a bf16 cache, kSeesawCrossover there too at an even
-// number of head groups; over an fp8 cache where the seesaw body can run
-// (sm_90a code, 64 heads or more, its shared memory and scale) and, for
-// kSeesawDequantised, every position fits the workspace, for
+// number of head groups with the driver's tensor maps; over an fp8 cache where
+// the seesaw body can run (sm_90a code, 64 heads or more, its shared memory and
+// scale) and, for kSeesawDequantised, every position fits the workspace, for
 // kSeesawGathered one row's top-k list does, for kSeesawFp8Crossover the
 // head groups are even in number.
 bool BodyRuns(Body body, const SparseMlaParams& params,

@@ -78,6 +78,11 @@ TEST(SparseMlaHeuristicsTest, H200RunsTheSeesawBodyFrom64HeadsOnBf16) {
   EXPECT_EQ(ChooseBody(Params(128, kBf16, 33), f), Body::kSeesaw);
   EXPECT_EQ(ChooseBody(Params(128, kBf16, 1), f), Body::kSeesaw);
   EXPECT_EQ(MakePlan(Params(128, kBf16, 34), f).splits, 1);
+  // Its gather is TMA multicast: the driver's tensor maps.
+  DeviceFeatures no_maps = f;
+  no_maps.tensor_maps = false;
+  EXPECT_EQ(ChooseBody(Params(128, kBf16), no_maps), Body::kSeesaw);
+  EXPECT_FALSE(BodyRuns(Body::kSeesawCrossover, Params(128, kBf16), no_maps));
 }
 
 TEST(SparseMlaHeuristicsTest,

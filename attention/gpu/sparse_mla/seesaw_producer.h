@@ -4,7 +4,7 @@
 // barriers, and for the crossover its cluster peer) and Producer (Q, then
 // the row's key tiles: gathered by cp.async from a bf16 cache, dequantised
 // from an fp8 one, or, in the crossover, half of each tile (dequantised,
-// or bf16 through registers) into both blocks' buffers). Device-compiler
+// or bf16 by TMA multicast) into both blocks' buffers). Device-compiler
 // sources only.
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_SEESAW_PRODUCER_H_
 #define DSA_ATTENTION_GPU_SPARSE_MLA_SEESAW_PRODUCER_H_
@@ -25,22 +25,6 @@ namespace dsa::attention::gpu::sparse_mla {
 namespace seesaw {
 
 using C = Config;
-
-// 16 bytes of global memory that no block writes, loaded with an L2 cache
-// policy (L2EvictLastPolicy) and a hint that the 256 bytes around them are
-// worth fetching into L2, not kept in L1.
-__device__ __forceinline__ uint4 LoadGlobal16L2(const void* src,
-                                                uint64_t policy) {
-  uint4 v = make_uint4(0u, 0u, 0u, 0u);
-#if defined(DSA_HAS_HOPPER_PIPELINE)
-  asm volatile(
-      "ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 "
-      "{%0, %1, %2, %3}, [%4], %5;\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(src), "l"(policy));
-#endif
-  return v;
-}
 
 // Byte offset of 16-byte chunk c (dims 8 c .. 8 c + 7) of row r (a head of
 // Q or a key of a tile) in the swizzled layout; of P's element (row, key).
@@ -502,10 +486,6 @@ struct Producer {
   // slower: 176 bytes spilled at 88 registers, RESULTS.md.) `h`: pair 0's
   // (ResolveHalf before the tiles are counted).
   __device__ __forceinline__ void RunCrossover(int pairs, HalfPair& h) {
-    if constexpr (!kFp8) {
-      RunCrossoverBf16(pairs, h);
-      return;
-    }
     static_assert(C::kFirstPartAtoms == 4 && C::kAtoms == 9,
                   "parts: atoms 0-3, then 4-7 and the rope");
     static_assert(2 * (C::kProducerThreads / C::kRowThreads) == C::kKeys / 2,
@@ -549,102 +529,107 @@ struct Producer {
     }
   }
 
-  // kCrossover over a bf16 cache: atoms [kA0, kA1) of this thread's two
-  // rows (16 bytes of each atom, zeros for rows that are not valid keys),
-  // loaded into registers with the gather's L2 policy and 256-byte hint,
-  // not kept in L1 (each block reads a row once).
-  template <int kA0, int kA1>
-  struct HalfRows {
-    uint4 v[2][kA1 - kA0];
+  // kCrossover over a bf16 cache: where pair i's rows of this block's half
+  // are in the cache's tensor map (launch: dims {64, 9 atoms, block_size,
+  // num_blocks}), as block and position (block -1 for a row that is not a
+  // valid key: a box wholly outside the tensor, zeros), and bit 4 b + r set
+  // where row 16 r + row_group of tile 2 i + b is a valid key (EntryOffset's
+  // rule, every row of both tiles).
+  struct HalfCoords {
+    int32_t block[2][2];
+    int32_t pos[2][2];
+    uint32_t valid_bits;
   };
-  template <int kA0, int kA1>
-  __device__ __forceinline__ void LoadHalfRows(const int64_t (&off)[2],
-                                               uint64_t policy,
-                                               HalfRows<kA0, kA1>& k) const {
+  __device__ __forceinline__ void ResolveCoords(int i, HalfCoords& h) {
+    const SparseMlaParams& p = blk.p;
+    int32_t idx[2][C::kRowsPerThread];
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
+    for (int b = 0; b < 2; ++b) {
 #pragma unroll
-      for (int a = 0; a < kA1 - kA0; ++a)
-        k.v[j][a] = make_uint4(0u, 0u, 0u, 0u);
-      if (off[j] < 0) continue;
-      const uint8_t* src = blk.p.kv_cache + off[j] + chunk * 16;
+      for (int r = 0; r < C::kRowsPerThread; ++r) {
+        const int pos = blk.range.begin + (2 * i + b) * C::kKeys +
+                        r * (C::kProducerThreads / C::kRowThreads) + row_group;
+        idx[b][r] = pos < blk.range.end ? __ldg(blk.row_idx + pos) : -1;
+      }
+    }
+    h.valid_bits = 0;
 #pragma unroll
-      for (int a = 0; a < kA1 - kA0; ++a) {
-        k.v[j][a] = LoadGlobal16L2(src + (kA0 + a) * 128, policy);
+    for (int b = 0; b < 2; ++b) {
+#pragma unroll
+      for (int r = 0; r < C::kRowsPerThread; ++r) {
+        const int32_t x = idx[b][r];
+        int32_t block = -1;
+        if (x >= 0 && x < blk.rr.seq_len) {
+          block = p.block_table[blk.rr.request * p.block_table_stride +
+                                x / p.block_size];
+          if (block >= p.num_blocks) block = -1;
+        }
+        if (block >= 0) h.valid_bits |= 1u << (4 * b + r);
+        if (r / 2 == static_cast<int>(blk.rank)) {
+          h.block[b][r % 2] = block < 0 ? -1 : block;
+          h.pos[b][r % 2] = block < 0 ? 0 : x % p.block_size;
+        }
       }
     }
   }
-  // kCrossover over a bf16 cache: those rows into buffer b of both blocks
-  // (ordinary stores here, fenced for the products' reads; stores that
-  // complete on the peer's barrier there), then this thread's arrival on
-  // the part's barrier (one thread's also expecting the peer's stores into
-  // this block), as StoreHalf.
+  // kCrossover over a bf16 cache: atoms [kA0, kA1) (a whole part) of this
+  // block's 32 rows of buffer b's tile, one 128-byte box a row and atom by
+  // TMA multicast into both blocks' buffer b at the same offset (the
+  // 128-byte swizzle follows the shared address, so a box at row r lands as
+  // ChunkOffset places it), completing on both blocks' keys_ready; the 8
+  // threads of a row take an atom each. Then this thread's arrival (one
+  // thread's expecting the part's bytes of all 64 rows: its own boxes and
+  // the peer's).
   template <int kA0, int kA1>
-  __device__ __forceinline__ void StoreHalfRows(int b,
-                                                const HalfRows<kA0, kA1>& k) {
+  __device__ __forceinline__ void MulticastPart(int b, const HalfCoords& h,
+                                                int tile,
+                                                const CUtensorMap* map,
+                                                uint64_t policy) {
     constexpr int kPart = kA0 == 0 ? 0 : 1;
-    static_assert(kA0 == (kPart == 0 ? 0 : C::kFirstPartAtoms) &&
-                      kA1 == (kPart == 0 ? C::kFirstPartAtoms : C::kAtoms),
-                  "a whole part");
-    constexpr uint32_t kPeerBytes = (C::kKeys / 2) * 128 * (kA1 - kA0);
-    uint8_t* keys = blk.s.keys[b];
-    const uint32_t peer_keys = blk.Peer(blk.KeysAddr(b));
-    const uint32_t peer_ready = blk.Peer(blk.KeysReady(b, kPart));
+    static_assert(kA1 - kA0 <= C::kRowThreads, "an atom a thread of a row");
+    const uint32_t keys = blk.KeysAddr(b);
+    const uint32_t ready = blk.KeysReady(b, kPart);
+    if (chunk < kA1 - kA0) {
+      const int a = kA0 + chunk;
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int row = static_cast<int>(blk.rank) * (C::kKeys / 2) +
-                      j * (C::kProducerThreads / C::kRowThreads) + row_group;
-#pragma unroll
-      for (int a = 0; a < kA1 - kA0; ++a) {
-        const uint32_t at = (kA0 + a) * C::kAtomBytes + ChunkOffset(row, chunk);
-        *reinterpret_cast<uint4*>(keys + at) = k.v[j][a];
-        StoreToPeer(peer_keys + at, k.v[j][a], peer_ready);
+      for (int j = 0; j < 2; ++j) {
+        const int row = static_cast<int>(blk.rank) * (C::kKeys / 2) +
+                        j * (C::kProducerThreads / C::kRowThreads) + row_group;
+        TmaLoad4dMulticast(keys + a * C::kAtomBytes + row * 128, map, 0, a,
+                           h.pos[tile][j], h.block[tile][j], ready, 0x3,
+                           policy);
       }
     }
-    ::dsa::gpu::WarpgroupBf16Mma<64>::FenceStores();
     if (tid == 0) {
-      MbarExpectTx(blk.KeysReady(b, kPart), kPeerBytes);
+      MbarExpectTx(ready, C::kKeys * 128 * (kA1 - kA0));
     } else {
-      MbarArrive(blk.KeysReady(b, kPart));
+      MbarArrive(ready);
     }
   }
-  // kCrossover over a bf16 cache: RunCrossover's order, each part's two
-  // rows a thread loaded before the part's wait and stored into both
-  // blocks after it.
-  __device__ __forceinline__ void RunCrossoverBf16(int pairs, HalfPair& h) {
+  // kCrossover over a bf16 cache: RunCrossover's order, each part's boxes
+  // issued once the part is free in both blocks; the next pair's rows
+  // resolved after the last part. `h`: pair 0's (ResolveCoords before the
+  // tiles are counted).
+  __device__ __forceinline__ void RunMulticast(int pairs, HalfCoords& h,
+                                               const CUtensorMap* map) {
     constexpr int kSplit = C::kFirstPartAtoms;
     static_assert(2 * (C::kProducerThreads / C::kRowThreads) == C::kKeys / 2,
                   "two rows a thread of each block's half");
     const uint64_t policy = L2EvictLastPolicy();
+    if (tid == 0) TmaPrefetchMap(map);
     for (int i = 0; i < pairs; ++i) {
       const uint32_t parity = (i & 1) ^ 1;
-      {
-        HalfRows<0, kSplit> k;
-        LoadHalfRows(h.off[0], policy, k);
-        MbarWaitCluster(blk.KeysFree(0, 0), parity);
-        StoreHalfRows(0, k);
-        PublishValidBits(0, h.valid_bits);
-      }
-      {
-        HalfRows<kSplit, C::kAtoms> k;
-        LoadHalfRows(h.off[1], policy, k);
-        MbarWaitCluster(blk.KeysFree(1, 1), parity);
-        StoreHalfRows(1, k);
-        PublishValidBits(1, h.valid_bits);
-      }
-      {
-        HalfRows<kSplit, C::kAtoms> k;
-        LoadHalfRows(h.off[0], policy, k);
-        MbarWaitCluster(blk.KeysFree(0, 1), parity);
-        StoreHalfRows(0, k);
-      }
-      {
-        HalfRows<0, kSplit> k;
-        LoadHalfRows(h.off[1], policy, k);
-        MbarWaitCluster(blk.KeysFree(1, 0), parity);
-        StoreHalfRows(1, k);
-      }
-      if (i + 1 < pairs) ResolveHalf(i + 1, h);
+      MbarWaitCluster(blk.KeysFree(0, 0), parity);
+      MulticastPart<0, kSplit>(0, h, 0, map, policy);
+      PublishValidBits(0, h.valid_bits);
+      MbarWaitCluster(blk.KeysFree(1, 1), parity);
+      MulticastPart<kSplit, C::kAtoms>(1, h, 1, map, policy);
+      PublishValidBits(1, h.valid_bits);
+      MbarWaitCluster(blk.KeysFree(0, 1), parity);
+      MulticastPart<kSplit, C::kAtoms>(0, h, 0, map, policy);
+      MbarWaitCluster(blk.KeysFree(1, 0), parity);
+      MulticastPart<0, kSplit>(1, h, 1, map, policy);
+      if (i + 1 < pairs) ResolveCoords(i + 1, h);
     }
   }
 
