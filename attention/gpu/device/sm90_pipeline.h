@@ -203,22 +203,6 @@ __device__ __forceinline__ void TmaLoad3d(uint32_t dst, const CUtensorMap* map,
       : "memory");
 #endif
 }
-// A 4-d box into shared address `dst` of every block of the cluster in
-// `mask` (bit r: rank r), each completing its bytes on its own mbarrier at
-// `bar` (the same offsets in every block), under an L2 cache policy.
-__device__ __forceinline__ void TmaLoad4dMulticast(
-    uint32_t dst, const CUtensorMap* map, int32_t c0, int32_t c1, int32_t c2,
-    int32_t c3, uint32_t bar, uint16_t mask, uint64_t policy) {
-#if defined(DSA_HAS_HOPPER_PIPELINE)
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_"
-      "tx::bytes.multicast::cluster.L2::cache_hint [%0], [%1, {%2, %3, %4, "
-      "%5}], [%6], %7, %8;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
-      "r"(bar), "h"(mask), "l"(policy)
-      : "memory");
-#endif
-}
 // Fetches a tensor map into the TMA unit's cache ahead of its first load.
 __device__ __forceinline__ void TmaPrefetchMap(const CUtensorMap* map) {
 #if defined(DSA_HAS_HOPPER_PIPELINE)

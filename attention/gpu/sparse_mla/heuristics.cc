@@ -56,19 +56,7 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
   }
   if (!f.sm90a || p.heads < seesaw::Config::kHeads) return Body::kWarp;
   if (!SeesawFits(p, f)) return Body::kWarp;
-  const int64_t groups =
-      (p.heads + seesaw::Config::kHeads - 1) / seesaw::Config::kHeads;
-  const bool few_rows = 2 * p.tokens * groups <= f.multiprocessors;
-  // A bf16 cache at an even number of head groups, the top-k list not
-  // split, the driver's tensor maps: a row's two head groups as a cluster
-  // sharing each gathered tile (TMA multicast)
-  // (RESULTS.md, "... a row's two head groups as a cluster over a bf16
-  // cache").
-  if (!fp8) {
-    return groups % 2 == 0 && !few_rows && f.tensor_maps
-               ? Body::kSeesawCrossover
-               : Body::kSeesaw;
-  }
+  if (!fp8) return Body::kSeesaw;
   const int64_t budget = WorkspaceBudgetRows(p);
   // Every position once where that is fewer entries than the rows' top-k
   // lists; on a tie (one request of 8K positions, 4 rows of top-k 2048)
@@ -86,6 +74,9 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
   // (256 and 512 rows of top-k 2048: 12-16 % faster); the dequantising
   // producer at 64 heads below that (128 rows: 1-1.5 % faster; 129 to 227
   // rows not measured).
+  const int64_t groups =
+      (p.heads + seesaw::Config::kHeads - 1) / seesaw::Config::kHeads;
+  const bool few_rows = 2 * p.tokens * groups <= f.multiprocessors;
   const bool many_rows = p.tokens * p.topk >= 2 * dequantised::kMaxRows;
   // The crossover (RESULTS.md, "... the crossover"): at 128 heads once the
   // rows' top-k lists fill more than one workspace pass (114 rows of top-k
@@ -114,8 +105,6 @@ const char* BodyName(Body body) {
   switch (body) {
     case Body::kSeesaw:
       return "seesaw";
-    case Body::kSeesawCrossover:
-      return "seesaw-x2";
     case Body::kSeesawDequantised:
       return "dequant+seesaw";
     case Body::kSeesawGathered:
@@ -133,9 +122,9 @@ const char* BodyName(Body body) {
 }
 
 bool ParseBody(const char* name, Body* body) {
-  for (Body b : {Body::kFma, Body::kWarp, Body::kSeesaw, Body::kSeesawCrossover,
-                 Body::kSeesawDequantised, Body::kSeesawGathered,
-                 Body::kSeesawFp8, Body::kSeesawFp8Crossover}) {
+  for (Body b :
+       {Body::kFma, Body::kWarp, Body::kSeesaw, Body::kSeesawDequantised,
+        Body::kSeesawGathered, Body::kSeesawFp8, Body::kSeesawFp8Crossover}) {
     const char* n = BodyName(b);
     int i = 0;
     while (n[i] != '\0' && n[i] == name[i]) ++i;
@@ -155,13 +144,7 @@ bool BodyRuns(Body body, const SparseMlaParams& p, const DeviceFeatures& f) {
     case Body::kWarp:
       return chosen != Body::kFma;
     case Body::kSeesaw:
-      return chosen == Body::kSeesaw || chosen == Body::kSeesawCrossover;
-    case Body::kSeesawCrossover:
-      return (chosen == Body::kSeesaw || chosen == Body::kSeesawCrossover) &&
-             f.tensor_maps &&
-             ((p.heads + seesaw::Config::kHeads - 1) / seesaw::Config::kHeads) %
-                     2 ==
-                 0;
+      return chosen == Body::kSeesaw;
     case Body::kSeesawDequantised:
       return SeesawOverFp8(p, f) &&
              WorkspaceNeededRows(p) <= WorkspaceBudgetRows(p);
@@ -192,8 +175,7 @@ Plan PlanFor(Body body, const SparseMlaParams& p, const DeviceFeatures& f) {
     return plan;
   }
   const bool seesaw =
-      plan.body == Body::kSeesaw || plan.body == Body::kSeesawCrossover ||
-      plan.body == Body::kSeesawDequantised ||
+      plan.body == Body::kSeesaw || plan.body == Body::kSeesawDequantised ||
       plan.body == Body::kSeesawGathered || plan.body == Body::kSeesawFp8 ||
       plan.body == Body::kSeesawFp8Crossover;
   plan.heads_per_block = seesaw ? seesaw::Config::kHeads

@@ -16,10 +16,6 @@ enum class Body {
   kFma,     // the FMA kernels (plain_kernels.hip.cc): any shape
   kWarp,    // the warp-level matrix body (warp_body.h)
   kSeesaw,  // the sm_90a seesaw body (seesaw_body.h)
-  // The same over a bf16 cache in clusters of two blocks, a row's two head
-  // groups (an even number of them: 128 heads), each producer gathering
-  // half of every tile into both blocks' buffers.
-  kSeesawCrossover,
   // An fp8 cache dequantised into a bf16 workspace (dequantise.hip.cc),
   // then the seesaw body over it (config.h: dequantised::).
   kSeesawDequantised,
@@ -43,11 +39,7 @@ enum class Body {
 //   without a device, are taken to have it);
 // - on sm_90a device code, for 64 heads or more, with the seesaw body's
 //   shared memory and softmax_scale > 0 (its softmax takes the maximum
-//   before the scale): over a bf16 cache kSeesawCrossover for an even
-//   number of head groups (128 heads) where the top-k list is not split
-//   (more than multiprocessors / (2 x head groups) rows) and the driver
-//   encodes tensor maps, else kSeesaw;
-//   kSeesawDequantised over
+//   before the scale): kSeesaw over a bf16 cache; kSeesawDequantised over
 //   an fp8 cache when the workspace the call carves (WorkspaceBudgetRows)
 //   holds every position of its requests (WorkspaceNeededRows) and they
 //   are fewer than the rows' (row, key) pairs (tokens * topk); else, when
@@ -66,19 +58,17 @@ enum class Body {
 Body ChooseBody(const SparseMlaParams& params, const DeviceFeatures& features);
 
 // What SparseMlaPath reports for a body: "fma", "mma", "seesaw",
-// "seesaw-x2", "dequant+seesaw", "gather+seesaw", "seesaw-fp8" or
-// "seesaw-fp8x2".
+// "dequant+seesaw", "gather+seesaw", "seesaw-fp8" or "seesaw-fp8x2".
 const char* BodyName(Body body);
 
 // The body named `name` (BodyName), false for none.
 bool ParseBody(const char* name, Body* body);
 
 // Whether `body` can run the call on the device: kFma always; kWarp
-// wherever ChooseBody picks a matrix body; kSeesaw where ChooseBody picks
-// a seesaw body over a bf16 cache, kSeesawCrossover there too at an even
-// number of head groups with the driver's tensor maps; over an fp8 cache where
-// the seesaw body can run (sm_90a code, 64 heads or more, its shared memory and
-// scale) and, for kSeesawDequantised, every position fits the workspace, for
+// wherever ChooseBody picks a matrix body; kSeesaw as ChooseBody's rule
+// over a bf16 cache; over an fp8 cache where the seesaw body can run
+// (sm_90a code, 64 heads or more, its shared memory and scale) and, for
+// kSeesawDequantised, every position fits the workspace, for
 // kSeesawGathered one row's top-k list does, for kSeesawFp8Crossover the
 // head groups are even in number.
 bool BodyRuns(Body body, const SparseMlaParams& params,

@@ -66,23 +66,10 @@ constexpr LatentCacheType kFnuz = LatentCacheType::kFp8E4m3fnuz;
 TEST(SparseMlaHeuristicsTest, H200RunsTheSeesawBodyFrom64HeadsOnBf16) {
   const DeviceFeatures f = H200();
   EXPECT_EQ(ChooseBody(Params(64, kBf16), f), Body::kSeesaw);
-  EXPECT_EQ(ChooseBody(Params(192, kBf16), f), Body::kSeesaw);  // 3 groups
+  EXPECT_EQ(ChooseBody(Params(128, kBf16), f), Body::kSeesaw);
+  EXPECT_EQ(ChooseBody(Params(72, kBf16), f), Body::kSeesaw);
   EXPECT_EQ(ChooseBody(Params(63, kBf16), f), Body::kWarp);
   EXPECT_EQ(ChooseBody(Params(1, kBf16), f), Body::kWarp);
-  // An even number of head groups: the crossover, unless the top-k list is
-  // split (2 x rows x groups <= 132: 33 rows at 128 heads).
-  EXPECT_EQ(ChooseBody(Params(128, kBf16), f), Body::kSeesawCrossover);
-  EXPECT_EQ(ChooseBody(Params(72, kBf16), f), Body::kSeesawCrossover);
-  EXPECT_EQ(ChooseBody(Params(256, kBf16), f), Body::kSeesawCrossover);
-  EXPECT_EQ(ChooseBody(Params(128, kBf16, 34), f), Body::kSeesawCrossover);
-  EXPECT_EQ(ChooseBody(Params(128, kBf16, 33), f), Body::kSeesaw);
-  EXPECT_EQ(ChooseBody(Params(128, kBf16, 1), f), Body::kSeesaw);
-  EXPECT_EQ(MakePlan(Params(128, kBf16, 34), f).splits, 1);
-  // Its gather is TMA multicast: the driver's tensor maps.
-  DeviceFeatures no_maps = f;
-  no_maps.tensor_maps = false;
-  EXPECT_EQ(ChooseBody(Params(128, kBf16), no_maps), Body::kSeesaw);
-  EXPECT_FALSE(BodyRuns(Body::kSeesawCrossover, Params(128, kBf16), no_maps));
 }
 
 TEST(SparseMlaHeuristicsTest,
@@ -274,17 +261,6 @@ TEST(SparseMlaHeuristicsTest, BodiesABenchMayAskFor) {
   }
   EXPECT_TRUE(BodyRuns(Body::kSeesaw, Params(64, kBf16), f));
   EXPECT_TRUE(BodyRuns(Body::kWarp, Params(64, kBf16), f));
-  // The bf16 crossover: an even number of head groups, split or not; the
-  // body without clusters wherever it runs.
-  EXPECT_TRUE(BodyRuns(Body::kSeesaw, Params(128, kBf16), f));
-  EXPECT_TRUE(BodyRuns(Body::kSeesawCrossover, Params(128, kBf16), f));
-  EXPECT_TRUE(BodyRuns(Body::kSeesawCrossover, Params(128, kBf16, 1), f));
-  EXPECT_TRUE(BodyRuns(Body::kSeesawCrossover, Params(72, kBf16), f));
-  EXPECT_FALSE(BodyRuns(Body::kSeesawCrossover, Params(64, kBf16), f));
-  EXPECT_FALSE(BodyRuns(Body::kSeesawCrossover, Params(192, kBf16), f));
-  EXPECT_FALSE(BodyRuns(Body::kSeesawCrossover, Params(128, kFp8), f));
-  EXPECT_FALSE(
-      BodyRuns(Body::kSeesawCrossover, Params(128, kBf16), Amd(65536)));
   // Other shapes: the FMA kernels only.
   p = Params(64, kBf16);
   p.kv_lora_rank = 256;
@@ -302,8 +278,6 @@ TEST(SparseMlaHeuristicsTest, BodiesABenchMayAskFor) {
   EXPECT_FALSE(ParseBody("seesaw-fp8x", &body));
   EXPECT_TRUE(ParseBody("seesaw-fp8x2", &body));
   EXPECT_EQ(body, Body::kSeesawFp8Crossover);
-  EXPECT_TRUE(ParseBody("seesaw-x2", &body));
-  EXPECT_EQ(body, Body::kSeesawCrossover);
   EXPECT_FALSE(ParseBody("", &body));
 }
 
@@ -458,7 +432,6 @@ TEST(SparseMlaHeuristicsTest, UnknownFeaturesAssumeTheWarpBodyFits) {
 
 TEST(SparseMlaHeuristicsTest, BodyNamesAreTheReportedPaths) {
   EXPECT_STREQ(BodyName(Body::kSeesaw), "seesaw");
-  EXPECT_STREQ(BodyName(Body::kSeesawCrossover), "seesaw-x2");
   EXPECT_STREQ(BodyName(Body::kSeesawDequantised), "dequant+seesaw");
   EXPECT_STREQ(BodyName(Body::kSeesawGathered), "gather+seesaw");
   EXPECT_STREQ(BodyName(Body::kSeesawFp8), "seesaw-fp8");

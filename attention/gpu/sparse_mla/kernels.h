@@ -40,9 +40,9 @@ struct MmaOutput {
 // warp-level one with HC heads per block (warp_body.h) or the sm_90a
 // seesaw one (seesaw_body.h: a bf16 cache, or an fp8 cache's bf16
 // workspace). kFp8: an fp8_ds_mla cache of format F (F is unused for a bf16
-// cache); kCrossover: the cache read by clusters of two blocks, a row's
-// two head groups, each gathering (fp8: dequantising) half of every tile
-// for both (an even number of head groups). `device`: the current device.
+// cache); kCrossover: the fp8 cache read by clusters of two blocks, a row's
+// two head groups, each dequantising half of every tile for both (an even
+// number of head groups). `device`: the current device.
 template <int HC, bool kFp8, Fp8Format F>
 LaunchResult LaunchWarpBody(const SparseMlaParams& p, int64_t begin,
                             int64_t rows, const MmaOutput& out, int device,

@@ -327,9 +327,9 @@ void CheckCase(const Case& c, const std::vector<const char*>& paths) {
   // cache) or the warp-level one.
   const std::string path = SparseMlaPath(p);
   if (std::string(c.path) == "mma") {
-    EXPECT_TRUE(path == "mma" || path == "seesaw" || path == "seesaw-x2" ||
-                path == "dequant+seesaw" || path == "gather+seesaw" ||
-                path == "seesaw-fp8" || path == "seesaw-fp8x2")
+    EXPECT_TRUE(path == "mma" || path == "seesaw" || path == "dequant+seesaw" ||
+                path == "gather+seesaw" || path == "seesaw-fp8" ||
+                path == "seesaw-fp8x2")
         << path;
   } else {
     EXPECT_EQ(path, c.path);
@@ -406,26 +406,24 @@ void CheckCase(const Case& c, const std::vector<const char*>& paths) {
     outputs.emplace_back(run_path != nullptr ? run_path : path, raw);
   };
   for (const char* run_path : paths) run_and_check(run_path);
-  // Each crossover against the body without clusters that runs the same
-  // products in the same order.
-  for (const auto& [single, crossover] :
-       {std::pair<std::string, std::string>{"gather+seesaw", "seesaw-fp8x2"},
-        std::pair<std::string, std::string>{"seesaw", "seesaw-x2"}}) {
-    const std::vector<uint8_t>* a = nullptr;
-    const std::vector<uint8_t>* b = nullptr;
-    for (const auto& [name, raw] : outputs) {
-      if (name == single) a = &raw;
-      if (name == crossover) b = &raw;
-    }
-    if (a == nullptr || b == nullptr) continue;
-    ASSERT_EQ(a->size(), b->size());
+  const std::vector<uint8_t>* gathered = nullptr;
+  const std::vector<uint8_t>* crossover = nullptr;
+  for (const auto& [name, raw] : outputs) {
+    if (name == "gather+seesaw") gathered = &raw;
+    if (name == "seesaw-fp8x2") crossover = &raw;
+  }
+  if (gathered != nullptr && crossover != nullptr) {
+    ASSERT_EQ(gathered->size(), crossover->size());
     int64_t differ = 0;
-    for (size_t i = 0; i < a->size(); ++i) differ += (*a)[i] != (*b)[i] ? 1 : 0;
-    EXPECT_EQ(differ, 0) << "bytes of " << crossover
-                         << "'s output that differ from " << single << "'s";
-    std::printf("  %s: %s and %s, %lld of %zu bytes differ\n", c.name.c_str(),
-                crossover.c_str(), single.c_str(),
-                static_cast<long long>(differ), a->size());
+    for (size_t i = 0; i < gathered->size(); ++i) {
+      differ += (*gathered)[i] != (*crossover)[i] ? 1 : 0;
+    }
+    EXPECT_EQ(differ, 0) << "bytes of the crossover's output that differ "
+                            "from the gathered workspace's";
+    std::printf(
+        "  %s: seesaw-fp8x2 and gather+seesaw, %lld of %zu bytes "
+        "differ\n",
+        c.name.c_str(), static_cast<long long>(differ), gathered->size());
   }
 }
 
@@ -466,24 +464,6 @@ TEST_P(SparseMlaKernelTest, SeesawFp8CrossoverEqualsGatheredToTheBit) {
     GTEST_SKIP() << "no sm_90a device";
   }
   CheckCase(c, {"gather+seesaw", "seesaw-fp8x2"});
-}
-
-// The crossover over a bf16 cache (clusters of two blocks, each gathering
-// half of every tile for both) on every bf16 case of an even number of head
-// groups (72 to 128 heads), beside the body without clusters: both against
-// the float64 reference and against each other to the bit (split top-k
-// lists where the case has few rows).
-TEST_P(SparseMlaKernelTest, SeesawCrossoverEqualsSeesawToTheBit) {
-  const Case& c = GetParam();
-  if (c.cache != LatentCacheType::kBFloat16 || c.heads <= 64 ||
-      (c.heads + 63) / 64 % 2 != 0 || c.lora != 512 || c.rope != 64) {
-    GTEST_SKIP() << "not a case of the bf16 crossover";
-  }
-  DeviceFeatures features;
-  if (!CurrentDeviceFeatures(&features).ok() || !features.sm90a) {
-    GTEST_SKIP() << "no sm_90a device";
-  }
-  CheckCase(c, {"seesaw", "seesaw-x2"});
 }
 
 std::vector<Case> Cases() {
@@ -591,38 +571,6 @@ std::vector<Case> Cases() {
     c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
     c.q_scale = 2.0;
     c.padding = Case::Padding::kTrailing;
-    cases.push_back(c);
-  }
-  {
-    // The bf16 crossover as the heuristics pick it (rows enough that the
-    // top-k list is not split): 128 heads, 5 tiles of 64 (the last pair
-    // half empty), bad indices, bf16 in and out.
-    Case c;
-    c.name = "Bf16Cache128HeadsManyRows";
-    c.heads = 128;
-    c.topk = 320;
-    c.block_size = 16;
-    c.seq_lens = {319, 320, 700};
-    c.q_format = c.w_format = c.out_format = FloatFormat::kBFloat16;
-    c.q_scale = 2.0;
-    c.bad_indices = true;
-    c.extra_rows = 30;
-    c.sm90a_path = "seesaw-x2";
-    cases.push_back(c);
-  }
-  {
-    // The same at 100 heads (a second head group of 36), -1 first (whole
-    // masked tiles before any valid key in both blocks of a cluster), fp32
-    // q and output.
-    Case c;
-    c.name = "Bf16Cache100HeadsManyRowsLeadingPadding";
-    c.heads = 100;
-    c.topk = 200;
-    c.block_size = 32;
-    c.seq_lens = {199, 200, 500};
-    c.extra_rows = 30;
-    c.padding = Case::Padding::kLeading;
-    c.sm90a_path = "seesaw-x2";
     cases.push_back(c);
   }
   {

@@ -73,9 +73,7 @@ LaunchResult SparseMlaGatherWorkspace(const SparseMlaParams& params,
 
 // Which attention kernel SparseMlaLaunch picks (sparse_mla/heuristics.h,
 // the one place that decides): "seesaw" (the sm_90a seesaw kernel: 64
-// heads or more, a bf16 cache), "seesaw-x2" (the same in clusters of two
-// blocks, a row's two head groups, each producer gathering half of every
-// tile for both), "dequant+seesaw" (the same over an fp8
+// heads or more, a bf16 cache), "dequant+seesaw" (the same over an fp8
 // cache dequantised into a bf16 workspace first), "gather+seesaw" (the same
 // over each row's top-k entries dequantised into that workspace: decode),
 // "seesaw-fp8" (the same reading an fp8 cache, dequantising in its

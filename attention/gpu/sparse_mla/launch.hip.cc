@@ -143,10 +143,6 @@ LaunchResult LaunchAttention(const SparseMlaParams& p, const Plan& plan,
                : LaunchSeesawBody<true, kFn, true>(p, begin, rows, out, device,
                                                    stream);
   }
-  if (plan.body == Body::kSeesawCrossover) {
-    return LaunchSeesawBody<false, kFn, true>(p, begin, rows, out, device,
-                                              stream);
-  }
   if (plan.body == Body::kSeesawFp8) {
     return p.cache_type == LatentCacheType::kFp8E4m3fnuz
                ? LaunchSeesawBody<true, kFnuz>(p, begin, rows, out, device,

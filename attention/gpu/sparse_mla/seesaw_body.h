@@ -19,11 +19,6 @@
 // half of every tile (codes, scales and rope through registers) into its
 // own buffers and, by st.async, the peer's: at 128 heads 1.04-1.21x faster
 // than the gathered workspace from 128 rows (8K contexts), slower below.
-// Over a bf16 cache the same clusters halve each block's gather: its
-// producer issues half of every tile's rows as TMA boxes (a row's 128 bytes
-// of an atom each) multicast into both blocks' buffers, so the row's keys
-// cross from L2 once for its two head groups (RESULTS.md, "... a row's two head
-// groups as a cluster over a bf16 cache").
 // Consumer g (216 registers) owns O[:, 256 g, 256 g + 256); per
 // pair it computes S = Q K^T of buffer g's tile, starting on the part it
 // waits for first, runs the online softmax with the running maxima handed
@@ -377,12 +372,11 @@ struct Consumer {
 namespace seesaw {
 
 // One block of the body (kCrossover: one of the cluster's two, whose
-// producers share each tile's dequantisation, or over a bf16 cache its
-// gather: `cache_map`, the cache's tensor map).
+// producers share each tile's dequantisation).
 template <bool kFp8, Fp8Format F, bool kCrossover>
-__device__ __forceinline__ void RunBlock(
-    const SparseMlaParams& p, int64_t token_begin, const MmaOutput& out,
-    const CUtensorMap* cache_map = nullptr) {
+__device__ __forceinline__ void RunBlock(const SparseMlaParams& p,
+                                         int64_t token_begin,
+                                         const MmaOutput& out) {
   extern __shared__ __align__(1024) uint8_t smem[];
   // Swizzle atoms must start 1024-byte aligned.
   if ((SharedAddress(smem) & 1023u) != 0u) __trap();
@@ -401,13 +395,10 @@ __device__ __forceinline__ void RunBlock(
   // row's tiles.
   int64_t off[2][C::kRowsPerThread];
   typename Producer<kFp8, F, kCrossover>::HalfPair half;
-  typename Producer<kFp8, F, kCrossover>::HalfCoords coords;
   if (role == 2) {
     Producer<kFp8, F, kCrossover> producer(block);
     producer.LoadQ();
-    if constexpr (kCrossover && !kFp8) {
-      producer.ResolveCoords(0, coords);
-    } else if constexpr (kCrossover) {
+    if constexpr (kCrossover) {
       producer.ResolveHalf(0, half);
     } else {
       producer.Resolve(0, off);
@@ -416,10 +407,7 @@ __device__ __forceinline__ void RunBlock(
   const int pairs = (block.CountTiles() + 1) / 2;
   if (role == 2) {
     WarpgroupRegsDecrease<kFp8 ? C::kFp8ProducerRegs : C::kProducerRegs>();
-    if constexpr (kCrossover && !kFp8) {
-      Producer<kFp8, F, kCrossover>(block).RunMulticast(pairs, coords,
-                                                        cache_map);
-    } else if constexpr (kCrossover) {
+    if constexpr (kCrossover) {
       Producer<kFp8, F, kCrossover>(block).RunCrossover(pairs, half);
     } else {
       Producer<kFp8, F, kCrossover>(block).Run(pairs, off);
@@ -485,108 +473,38 @@ __global__ void __launch_bounds__(seesaw::Config::kThreads,
   }
 #endif
 }
-// The same clusters over a bf16 cache: each producer gathers half of every
-// tile by TMA multicast into both blocks' shared memory, so that a row's
-// tiles cross from L2 once, not once a head group (F unused). `cache_map`:
-// the cache as {64, 9 atoms, block_size, num_blocks} bf16, boxes of one
-// 128-byte row of an atom, 128-byte swizzle (LaunchSeesawBody).
-#if defined(DSA_GPU_CUDA)
-template <Fp8Format F>
-__global__ void __launch_bounds__(seesaw::Config::kThreads,
-                                  1) DSA_SPARSE_MLA_CLUSTER_OF_TWO
-    SparseMlaSeesawBf16CrossoverKernel(
-        SparseMlaParams p, int64_t token_begin, MmaOutput out,
-        const __grid_constant__ CUtensorMap cache_map) {
-  if constexpr (!::dsa::gpu::kHasWarpgroupBf16Mma) {
-    __trap();
-  } else {
-    seesaw::RunBlock<false, F, true>(p, token_begin, out, &cache_map);
-  }
-}
-#endif
 #undef DSA_SPARSE_MLA_CLUSTER_OF_TWO
-
-#if defined(DSA_GPU_CUDA)
-// The bf16 cache's tensor map of the crossover: dims {64, 9 atoms,
-// block_size, num_blocks} (innermost first), strides 128 bytes, the token
-// and the block strides, boxes of {64, 1, 1, 1}, 128-byte swizzle.
-inline LaunchResult EncodeCacheRowMap(const SparseMlaParams& p,
-                                      CUtensorMap* map) {
-  const EncodeTiledFn encode = TensorMapEncoder();
-  if (encode == nullptr) {
-    return Invalid(kOp, "sparse_mla: the driver encodes no tensor maps");
-  }
-  const cuuint64_t dims[4] = {64, seesaw::Config::kAtoms,
-                              static_cast<cuuint64_t>(p.block_size),
-                              static_cast<cuuint64_t>(p.num_blocks)};
-  const cuuint64_t strides[3] = {128,
-                                 static_cast<cuuint64_t>(p.cache_token_stride),
-                                 static_cast<cuuint64_t>(p.cache_block_stride)};
-  const cuuint32_t box[4] = {64, 1, 1, 1};
-  const cuuint32_t unit[4] = {1, 1, 1, 1};
-  const CUresult r = encode(
-      map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
-      const_cast<uint8_t*>(p.kv_cache), dims, strides, box, unit,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r == CUDA_SUCCESS) return LaunchResult{};
-  return Invalid(kOp, "sparse_mla: cuTensorMapEncodeTiled of the cache: %d",
-                 static_cast<int>(r));
-}
-#endif
 
 template <bool kFp8, Fp8Format F, bool kCrossover>
 LaunchResult LaunchSeesawBody(const SparseMlaParams& p, int64_t begin,
                               int64_t rows, const MmaOutput& out, int device,
                               hipStream_t stream) {
+  static_assert(kFp8 || !kCrossover, "the crossover reads an fp8 cache");
   using C = seesaw::Config;
   constexpr int kBytes = sizeof(seesaw::SharedMemory);
+  constexpr auto kernel = [] {
+    if constexpr (kCrossover) {
+      return &SparseMlaSeesawCrossoverKernel<F>;
+    } else {
+      return &SparseMlaSeesawKernel<kFp8, F>;
+    }
+  }();
+  const LaunchResult r = OptInSharedMemory<kernel, kBytes>(
+      device, "sparse_mla: shared memory opt-in");
+  if (!r.ok()) return r;
   const unsigned groups =
       static_cast<unsigned>((p.heads + C::kHeads - 1) / C::kHeads);
+  if (kCrossover && groups % 2 != 0) {
+    return Invalid(kOp,
+                   "sparse_mla: the crossover needs an even number of "
+                   "head groups of %d, got %d heads",
+                   C::kHeads, p.heads);
+  }
   const dim3 grid(groups, static_cast<unsigned>(rows),
                   static_cast<unsigned>(out.splits));
-  if constexpr (kCrossover && !kFp8) {
-#if defined(DSA_GPU_CUDA)
-    constexpr auto kernel = &SparseMlaSeesawBf16CrossoverKernel<F>;
-    LaunchResult r = OptInSharedMemory<kernel, kBytes>(
-        device, "sparse_mla: shared memory opt-in");
-    if (!r.ok()) return r;
-    if (groups % 2 != 0) {
-      return Invalid(kOp,
-                     "sparse_mla: the crossover needs an even number of "
-                     "head groups of %d, got %d heads",
-                     C::kHeads, p.heads);
-    }
-    CUtensorMap map;
-    r = EncodeCacheRowMap(p, &map);
-    if (!r.ok()) return r;
-    hipLaunchKernelGGL(kernel, grid, dim3(C::kThreads), kBytes, stream, p,
-                       begin, out, map);
-    return CheckLaunch(kOp);
-#else
-    return Invalid(kOp, "sparse_mla: the bf16 crossover is sm_90a code");
-#endif
-  } else {
-    constexpr auto kernel = [] {
-      if constexpr (kCrossover) {
-        return &SparseMlaSeesawCrossoverKernel<F>;
-      } else {
-        return &SparseMlaSeesawKernel<kFp8, F>;
-      }
-    }();
-    const LaunchResult r = OptInSharedMemory<kernel, kBytes>(
-        device, "sparse_mla: shared memory opt-in");
-    if (!r.ok()) return r;
-    if (kCrossover && groups % 2 != 0) {
-      return Invalid(kOp,
-                     "sparse_mla: the crossover needs an even number of "
-                     "head groups of %d, got %d heads",
-                     C::kHeads, p.heads);
-    }
-    hipLaunchKernelGGL(kernel, grid, dim3(C::kThreads), kBytes, stream, p,
-                       begin, out);
-    return CheckLaunch(kOp);
-  }
+  hipLaunchKernelGGL(kernel, grid, dim3(C::kThreads), kBytes, stream, p, begin,
+                     out);
+  return CheckLaunch(kOp);
 }
 
 }  // namespace dsa::attention::gpu::sparse_mla

@@ -3,9 +3,8 @@
 // memory, Block (what every role of a block knows: its row, its split, its
 // barriers, and for the crossover its cluster peer) and Producer (Q, then
 // the row's key tiles: gathered by cp.async from a bf16 cache, dequantised
-// from an fp8 one, or, in the crossover, half of each tile (dequantised,
-// or bf16 by TMA multicast) into both blocks' buffers). Device-compiler
-// sources only.
+// from an fp8 one, or, in the crossover, half of each tile dequantised into
+// both blocks' buffers). Device-compiler sources only.
 #ifndef DSA_ATTENTION_GPU_SPARSE_MLA_SEESAW_PRODUCER_H_
 #define DSA_ATTENTION_GPU_SPARSE_MLA_SEESAW_PRODUCER_H_
 
@@ -526,110 +525,6 @@ struct Producer {
         PrefetchHalf(h.off[0]);
         PrefetchHalf(h.off[1]);
       }
-    }
-  }
-
-  // kCrossover over a bf16 cache: where pair i's rows of this block's half
-  // are in the cache's tensor map (launch: dims {64, 9 atoms, block_size,
-  // num_blocks}), as block and position (block -1 for a row that is not a
-  // valid key: a box wholly outside the tensor, zeros), and bit 4 b + r set
-  // where row 16 r + row_group of tile 2 i + b is a valid key (EntryOffset's
-  // rule, every row of both tiles).
-  struct HalfCoords {
-    int32_t block[2][2];
-    int32_t pos[2][2];
-    uint32_t valid_bits;
-  };
-  __device__ __forceinline__ void ResolveCoords(int i, HalfCoords& h) {
-    const SparseMlaParams& p = blk.p;
-    int32_t idx[2][C::kRowsPerThread];
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-#pragma unroll
-      for (int r = 0; r < C::kRowsPerThread; ++r) {
-        const int pos = blk.range.begin + (2 * i + b) * C::kKeys +
-                        r * (C::kProducerThreads / C::kRowThreads) + row_group;
-        idx[b][r] = pos < blk.range.end ? __ldg(blk.row_idx + pos) : -1;
-      }
-    }
-    h.valid_bits = 0;
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-#pragma unroll
-      for (int r = 0; r < C::kRowsPerThread; ++r) {
-        const int32_t x = idx[b][r];
-        int32_t block = -1;
-        if (x >= 0 && x < blk.rr.seq_len) {
-          block = p.block_table[blk.rr.request * p.block_table_stride +
-                                x / p.block_size];
-          if (block >= p.num_blocks) block = -1;
-        }
-        if (block >= 0) h.valid_bits |= 1u << (4 * b + r);
-        if (r / 2 == static_cast<int>(blk.rank)) {
-          h.block[b][r % 2] = block < 0 ? -1 : block;
-          h.pos[b][r % 2] = block < 0 ? 0 : x % p.block_size;
-        }
-      }
-    }
-  }
-  // kCrossover over a bf16 cache: atoms [kA0, kA1) (a whole part) of this
-  // block's 32 rows of buffer b's tile, one 128-byte box a row and atom by
-  // TMA multicast into both blocks' buffer b at the same offset (the
-  // 128-byte swizzle follows the shared address, so a box at row r lands as
-  // ChunkOffset places it), completing on both blocks' keys_ready; the 8
-  // threads of a row take an atom each. Then this thread's arrival (one
-  // thread's expecting the part's bytes of all 64 rows: its own boxes and
-  // the peer's).
-  template <int kA0, int kA1>
-  __device__ __forceinline__ void MulticastPart(int b, const HalfCoords& h,
-                                                int tile,
-                                                const CUtensorMap* map,
-                                                uint64_t policy) {
-    constexpr int kPart = kA0 == 0 ? 0 : 1;
-    static_assert(kA1 - kA0 <= C::kRowThreads, "an atom a thread of a row");
-    const uint32_t keys = blk.KeysAddr(b);
-    const uint32_t ready = blk.KeysReady(b, kPart);
-    if (chunk < kA1 - kA0) {
-      const int a = kA0 + chunk;
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int row = static_cast<int>(blk.rank) * (C::kKeys / 2) +
-                        j * (C::kProducerThreads / C::kRowThreads) + row_group;
-        TmaLoad4dMulticast(keys + a * C::kAtomBytes + row * 128, map, 0, a,
-                           h.pos[tile][j], h.block[tile][j], ready, 0x3,
-                           policy);
-      }
-    }
-    if (tid == 0) {
-      MbarExpectTx(ready, C::kKeys * 128 * (kA1 - kA0));
-    } else {
-      MbarArrive(ready);
-    }
-  }
-  // kCrossover over a bf16 cache: RunCrossover's order, each part's boxes
-  // issued once the part is free in both blocks; the next pair's rows
-  // resolved after the last part. `h`: pair 0's (ResolveCoords before the
-  // tiles are counted).
-  __device__ __forceinline__ void RunMulticast(int pairs, HalfCoords& h,
-                                               const CUtensorMap* map) {
-    constexpr int kSplit = C::kFirstPartAtoms;
-    static_assert(2 * (C::kProducerThreads / C::kRowThreads) == C::kKeys / 2,
-                  "two rows a thread of each block's half");
-    const uint64_t policy = L2EvictLastPolicy();
-    if (tid == 0) TmaPrefetchMap(map);
-    for (int i = 0; i < pairs; ++i) {
-      const uint32_t parity = (i & 1) ^ 1;
-      MbarWaitCluster(blk.KeysFree(0, 0), parity);
-      MulticastPart<0, kSplit>(0, h, 0, map, policy);
-      PublishValidBits(0, h.valid_bits);
-      MbarWaitCluster(blk.KeysFree(1, 1), parity);
-      MulticastPart<kSplit, C::kAtoms>(1, h, 1, map, policy);
-      PublishValidBits(1, h.valid_bits);
-      MbarWaitCluster(blk.KeysFree(0, 1), parity);
-      MulticastPart<kSplit, C::kAtoms>(0, h, 0, map, policy);
-      MbarWaitCluster(blk.KeysFree(1, 0), parity);
-      MulticastPart<0, kSplit>(1, h, 1, map, policy);
-      if (i + 1 < pairs) ResolveCoords(i + 1, h);
     }
   }
 
