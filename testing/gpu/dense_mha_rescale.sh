@@ -7,7 +7,7 @@
 # case of both builds with the test's own messages (the first call saw it
 # fail under memcheck on R), R's whole kernels_test twice and base's once;
 # then ROUNDS rounds of base, R and torch --compare (T = 8192, 4 x 2048,
-# 8 x 1024) through dense_mha_19.sh's summary.
+# 8 x 1024) through dense_mha_19.sh's summary; last, with bin/, prefill_bench.
 set -u -o pipefail
 D="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-/tmp/dense_out}"; mkdir -p "$out"
@@ -55,4 +55,15 @@ for (v, pre, shape), xs in sorted(ours.items()):
     p = st.median(peer.get((pre, shape), [float("nan")]))
     print(f"median of {len(xs)} rounds: {v:5s} {pre:11s} {shape:7s} total {t:.3f} (min {min(x[0] for x in xs):.3f} max {max(x[0] for x in xs):.3f}) queued {q:.3f} | torch {p:.3f} (min {min(peer.get((pre, shape), [0])):.3f}) | peer/ours total {p/t:.3f}x queued {p/q:.3f}x")
 PY
+# With bin/prefill_bench.gz and lib/ (Debian's Abseil and protobuf objects):
+# the stack at this tree, GLM-5.1 bf16, 1k_c1 and 1900_c1.
+if [ -f $D/bin/prefill_bench.gz ]; then
+  gzip -dc $D/bin/prefill_bench.gz > $w/prefill_bench; chmod +x $w/prefill_bench
+  sec "prefill_bench $(cat $D/COMMIT 2>/dev/null)"
+  LD_LIBRARY_PATH="$D/lib:$LD_LIBRARY_PATH" timeout 150 $w/prefill_bench --platform=cuda --model=glm-5.1 --workloads=1k_c1,1900_c1 --arms=main,skip --runs=1 --json=$out/p.json 2>&1 | grep -E '^(1k_c1|1900_c1)|rror'
+  python3 -c "
+import json;d=json.load(open('$out/p.json'))
+for w in d['workloads']:
+  for n,a in w['arms'].items(): print(w['name'], n, 'ttft', a['median_ttft_ms'], 'issue', round(a['host_issue_ms'],3), 'tail', round(a['device_tail_ms'],3), 'eq', a['outputs_equal_to_main'], a['caches_equal_to_main'])"
+fi
 sec done

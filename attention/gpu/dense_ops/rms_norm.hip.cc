@@ -42,7 +42,7 @@ constexpr int kPassCols = kRowThreads * kV;
 // the shortest that holds a row, so narrow rows keep the registers, and the
 // blocks a multiprocessor holds, of a few chunks.
 constexpr int kCachedCols[] = {1024, 2048, 3072, 4096, 6144, 8192};
-constexpr int kMaxCachedCols = 8192;
+constexpr int kMaxCachedCols = kCachedCols[std::size(kCachedCols) - 1];
 static_assert(kMaxCachedCols % kPassCols == 0 && 1024 % kPassCols == 0,
               "whole passes");
 
