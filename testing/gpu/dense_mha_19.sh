@@ -15,7 +15,8 @@
 #                  //attention/gpu/dense_mha:bench, stripped, gzipped), one
 #                  folder called base and any others (BUILDS lists them);
 #   py/dense_mha/torch_baseline.py, py/device/torch_timing.py
-# beside a copy of this script. Back under $OUT: run.txt, kt.txt,
+# beside a copy of this script, run from the repository root (the rounds'
+# medians: testing/gpu/dense_mha_compare_summary.py). Back under $OUT: run.txt, kt.txt,
 # ncu.txt, compare.txt, bench_full.txt, torch_full.txt; figures in
 # testing/bench/RESULTS.md ("Dense prefill: the consumers without turns
 # ..."). DIAG=1 (the round's second call): after the builds' kernel
@@ -145,23 +146,7 @@ for r in $(seq $rounds); do
     else timeout 40 $w/$v/dense_mha_bench --compare | sed "s/^/r$r $v /" | tee -a $out/compare.txt; fi
   done
 done
-python3 - $out/compare.txt <<'PY' | tee -a $out/ncu.txt
-import re, sys, statistics as st
-ours, peer = {}, {}
-for l in open(sys.argv[1]):
-    f = l.split()
-    if len(f) < 4: continue
-    if f[2] == "dense":
-        shape = "T=8192" if "T=8192" in l else "8x1024" if "8 requests" in l else "4x2048"
-        tot = float(re.search(r"total +([\d.]+)", l).group(1)); q = float(re.search(r"queued +([\d.]+)", l).group(1))
-        ours.setdefault((f[1], f[3], shape), []).append((tot, q))
-    elif f[2] == "torch" and "sdpa+matmul" in l:
-        peer.setdefault((f[3], f[4]), []).append(float(re.search(r"sdpa\+matmul +([\d.]+)", l).group(1)))
-for (v, pre, shape), xs in sorted(ours.items()):
-    t = st.median(x[0] for x in xs); q = st.median(x[1] for x in xs)
-    p = st.median(peer.get((pre, shape), [float("nan")]))
-    print(f"median of {len(xs)} rounds: {v:5s} {pre:11s} {shape:7s} total {t:.3f} queued {q:.3f} | torch sdpa+matmul {p:.3f} | peer/ours total {p/t:.3f}x queued {p/q:.3f}x")
-PY
+python3 testing/gpu/dense_mha_compare_summary.py $out/compare.txt | tee -a $out/ncu.txt
 sec "bench $best: every shape"; timeout 70 $w/$best/dense_mha_bench > $out/bench_full.txt 2>&1; echo "exit $?"; cat $out/bench_full.txt
 if [ "${FULL_TORCH:-1}" = 1 ]; then sec "torch: every shape"; timeout 70 python3 $D/py/dense_mha/torch_baseline.py > $out/torch_full.txt 2>&1; cat $out/torch_full.txt; fi
 [ $rc -ne 0 ] && echo "KERNELS_TEST FAILED"

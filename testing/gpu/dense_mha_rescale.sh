@@ -2,12 +2,12 @@
 # The rescale skip's second call (issue 19, item 1): carried as
 # .device/<name>/call.sh beside base/ and R/ (each dense_mha_bench.gz and
 # dense_mha_kernels_test.gz, bazel build --config=cuda --dynamic_mode=off -c
-# opt, stripped), py/ (torch_baseline.py, torch_timing.py) and
-# dense_mha_19.sh. First compute-sanitizer memcheck over the 80-key edge
+# opt, stripped) and py/ (torch_baseline.py, torch_timing.py). First compute-sanitizer memcheck over the 80-key edge
 # case of both builds with the test's own messages (the first call saw it
 # fail under memcheck on R), R's whole kernels_test twice and base's once;
 # then ROUNDS rounds of base, R and torch --compare (T = 8192, 4 x 2048,
-# 8 x 1024) through dense_mha_19.sh's summary; last, with bin/, prefill_bench.
+# 8 x 1024) through dense_mha_compare_summary.py (from the repository root,
+# where the device tool runs it); last, with bin/, prefill_bench.
 set -u -o pipefail
 D="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-/tmp/dense_out}"; mkdir -p "$out"
@@ -38,23 +38,7 @@ for r in $(seq ${ROUNDS:-5}); do
   done
 done
 grep -E "glm5.1" $out/compare.txt | sed 's/  */ /g' | cut -c1-150
-python3 - $out/compare.txt <<'PY'
-import re, sys, statistics as st
-ours, peer = {}, {}
-for l in open(sys.argv[1]):
-    f = l.split()
-    if len(f) < 4: continue
-    if f[2] == "dense":
-        shape = "T=8192" if "T=8192" in l else "8x1024" if "8 requests" in l else "4x2048"
-        tot = float(re.search(r"total +([\d.]+)", l).group(1)); q = float(re.search(r"queued +([\d.]+)", l).group(1))
-        ours.setdefault((f[1], f[3], shape), []).append((tot, q))
-    elif f[2] == "torch" and "sdpa+matmul" in l:
-        peer.setdefault((f[3], f[4]), []).append(float(re.search(r"sdpa\+matmul +([\d.]+)", l).group(1)))
-for (v, pre, shape), xs in sorted(ours.items()):
-    t = st.median(x[0] for x in xs); q = st.median(x[1] for x in xs)
-    p = st.median(peer.get((pre, shape), [float("nan")]))
-    print(f"median of {len(xs)} rounds: {v:5s} {pre:11s} {shape:7s} total {t:.3f} (min {min(x[0] for x in xs):.3f} max {max(x[0] for x in xs):.3f}) queued {q:.3f} | torch {p:.3f} (min {min(peer.get((pre, shape), [0])):.3f}) | peer/ours total {p/t:.3f}x queued {p/q:.3f}x")
-PY
+python3 testing/gpu/dense_mha_compare_summary.py $out/compare.txt
 # With bin/prefill_bench.gz and lib/ (Debian's Abseil and protobuf objects):
 # the stack at this tree, GLM-5.1 bf16, 1k_c1 and 1900_c1.
 if [ -f $D/bin/prefill_bench.gz ]; then

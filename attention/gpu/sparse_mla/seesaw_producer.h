@@ -564,54 +564,44 @@ struct Producer {
     }
   }
 
-  // The same order over an fp8 cache: each part's codes loaded before its
-  // wait, dequantised into the buffer after it, then announced (the rope
-  // of the second parts by its copies' arrival as well); the next pair's
-  // offsets resolved and their rows prefetched into L2 after the last part
-  // of this pair.
+  // Part `part` of buffer b over an fp8 cache, atoms from kA0 (0: the first
+  // part; else the second, with the rope): its codes loaded before the
+  // buffer's wait, dequantised into it after, then announced (the second
+  // part's rope by its copies' arrival as well).
+  template <int kA0>
+  __device__ __forceinline__ void Fp8Part(
+      int b, int part, const int64_t (&row_off)[C::kRowsPerThread],
+      uint32_t parity, uint64_t policy) {
+    Codes<kA0> k;
+    LoadCodes(row_off, k);
+    MbarWait(blk.KeysFree(b, part), parity);
+    if constexpr (kA0 != 0) {
+      CopyRope(b, row_off, policy);
+      CopyAsyncArriveOnMbar(blk.KeysReady(b, part));
+    }
+    StoreCodes(b, k);
+    MbarArrive(blk.KeysReady(b, part));
+  }
+
+  // The same order over an fp8 cache, a part at a time (Fp8Part); the next
+  // pair's offsets resolved and their rows prefetched into L2 after the
+  // last part of this pair.
   __device__ __forceinline__ void RunFp8(int pairs,
                                          int64_t (&off)[2][C::kRowsPerThread]) {
     static_assert(C::kFirstPartAtoms == 4 && C::kAtoms == 9,
                   "parts: atoms 0-3, then 4-7 and the rope");
+    constexpr int kSplit = C::kFirstPartAtoms;
     const uint64_t policy = L2EvictLastPolicy();
     PrefetchRows(off[0]);
     PrefetchRows(off[1]);
     for (int i = 0; i < pairs; ++i) {
       const uint32_t parity = (i & 1) ^ 1;
-      {
-        Codes<0> k;
-        LoadCodes(off[0], k);
-        MbarWait(blk.KeysFree(0, 0), parity);
-        StoreCodes(0, k);
-        MbarArrive(blk.KeysReady(0, 0));
-        PublishValid(0, off[0]);
-      }
-      {
-        Codes<4> k;
-        LoadCodes(off[1], k);
-        MbarWait(blk.KeysFree(1, 1), parity);
-        CopyRope(1, off[1], policy);
-        CopyAsyncArriveOnMbar(blk.KeysReady(1, 1));
-        StoreCodes(1, k);
-        MbarArrive(blk.KeysReady(1, 1));
-        PublishValid(1, off[1]);
-      }
-      {
-        Codes<4> k;
-        LoadCodes(off[0], k);
-        MbarWait(blk.KeysFree(0, 1), parity);
-        CopyRope(0, off[0], policy);
-        CopyAsyncArriveOnMbar(blk.KeysReady(0, 1));
-        StoreCodes(0, k);
-        MbarArrive(blk.KeysReady(0, 1));
-      }
-      {
-        Codes<0> k;
-        LoadCodes(off[1], k);
-        MbarWait(blk.KeysFree(1, 0), parity);
-        StoreCodes(1, k);
-        MbarArrive(blk.KeysReady(1, 0));
-      }
+      Fp8Part<0>(0, 0, off[0], parity, policy);
+      PublishValid(0, off[0]);
+      Fp8Part<kSplit>(1, 1, off[1], parity, policy);
+      PublishValid(1, off[1]);
+      Fp8Part<kSplit>(0, 1, off[0], parity, policy);
+      Fp8Part<0>(1, 0, off[1], parity, policy);
       if (i + 1 < pairs) {
         Resolve(i + 1, off);
         PrefetchRows(off[0]);
