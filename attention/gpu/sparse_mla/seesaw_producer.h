@@ -264,6 +264,19 @@ struct Producer {
     uint2 c[C::kRowsPerThread][4];
     float2 scale[C::kRowsPerThread];
   };
+  // One entry's codes of atoms kA0 .. kA0 + 3 for this thread's chunk and
+  // their two tiles' scales, from the entry at `src`.
+  template <int kA0>
+  __device__ __forceinline__ void LoadEntryCodes(const uint8_t* src,
+                                                 uint2 (&c)[4],
+                                                 float2& scale) const {
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      c[a] = __ldg(
+          reinterpret_cast<const uint2*>(src + (kA0 + a) * 64 + chunk * 8));
+    }
+    scale = __ldg(reinterpret_cast<const float2*>(src + kLora + 4 * (kA0 / 2)));
+  }
   template <int kA0>
   __device__ __forceinline__ void LoadCodes(
       const int64_t (&off)[C::kRowsPerThread], Codes<kA0>& k) const {
@@ -273,14 +286,7 @@ struct Producer {
 #pragma unroll
       for (int a = 0; a < 4; ++a) k.c[r][a] = make_uint2(0u, 0u);
       if (off[r] < 0) continue;
-      const uint8_t* src = blk.p.kv_cache + off[r];
-#pragma unroll
-      for (int a = 0; a < 4; ++a) {
-        k.c[r][a] = __ldg(
-            reinterpret_cast<const uint2*>(src + (kA0 + a) * 64 + chunk * 8));
-      }
-      k.scale[r] =
-          __ldg(reinterpret_cast<const float2*>(src + kLora + 4 * (kA0 / 2)));
+      LoadEntryCodes<kA0>(blk.p.kv_cache + off[r], k.c[r], k.scale[r]);
     }
   }
   // fp8: those codes times their scales, as bf16, into buffer b (ordinary
@@ -418,13 +424,7 @@ struct Producer {
       if constexpr (kA0 == 4) k.rope[j] = make_uint4(0u, 0u, 0u, 0u);
       if (off[j] < 0) continue;
       const uint8_t* src = blk.p.kv_cache + off[j];
-#pragma unroll
-      for (int a = 0; a < 4; ++a) {
-        k.c[j][a] = __ldg(
-            reinterpret_cast<const uint2*>(src + (kA0 + a) * 64 + chunk * 8));
-      }
-      k.scale[j] =
-          __ldg(reinterpret_cast<const float2*>(src + kLora + 4 * (kA0 / 2)));
+      LoadEntryCodes<kA0>(src, k.c[j], k.scale[j]);
       if constexpr (kA0 == 4) {
         k.rope[j] = __ldg(reinterpret_cast<const uint4*>(
             src + kLora + 4 * kFp8Tiles + chunk * 16));
