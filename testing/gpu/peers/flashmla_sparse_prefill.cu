@@ -1,0 +1,315 @@
+// Times FlashMLA's sm_90 sparse prefill kernel (the issue's peer) on the
+// inputs `sparse_mla_bench --mode=prefill` builds, in the same way: every
+// query row names `topk` distinct positions (a j + b) mod s_kv of one
+// sequence, all valid; the median of single calls (the host waiting for
+// each) and the time per call of calls queued back to back. Adds the W_UV
+// product over the latent output (cuBLAS, a strided batch over heads), so
+// that "FlashMLA + W_UV" is measured in the same process as our op. Checks
+// two rows of the kernel's output against a float64 reference first.
+//
+// Built against a FlashMLA checkout by testing/gpu/peers/build_flashmla.sh
+// (nvcc, sm_90a); not part of the Bazel build.
+//
+//   flashmla_sparse_prefill --heads=128 --tokens=8192 --topk=2048 --v=128
+//       [--iters=20] [--then ...]
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "params.h"
+#include "sm90/prefill/sparse/phase1.h"
+
+namespace {
+
+constexpr int kDim = 576;
+constexpr int kLora = 512;
+
+#define PEER_CHECK(call)                                                 \
+  do {                                                                   \
+    const cudaError_t e_ = (call);                                       \
+    if (e_ != cudaSuccess) {                                             \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+                   cudaGetErrorString(e_));                              \
+      std::exit(1);                                                      \
+    }                                                                    \
+  } while (0)
+
+uint64_t Next(uint64_t& s) {
+  s ^= s << 13;
+  s ^= s >> 7;
+  s ^= s << 17;
+  return s;
+}
+
+float Bf16ToFloat(uint16_t x) {
+  const uint32_t bits = static_cast<uint32_t>(x) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t RandomBf16(uint64_t& s) {
+  // Uniform in [-1, 1), rounded to bf16 by truncation (any bf16 will do).
+  const float f = static_cast<float>(Next(s) >> 40) / 16777216.0f * 2 - 1;
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+struct Config {
+  int heads = 128, tokens = 8192, topk = 2048, v = 128, iters = 20;
+};
+
+bool Parse(const char* arg, const char* name, int* out) {
+  const size_t n = std::strlen(name);
+  if (std::strncmp(arg, "--", 2) != 0 || std::strncmp(arg + 2, name, n) != 0 ||
+      arg[2 + n] != '=') {
+    return false;
+  }
+  *out = std::atoi(arg + 3 + n);
+  return true;
+}
+
+struct Run {
+  SparseAttnFwdParams p;
+  cublasHandle_t blas;
+  const __nv_bfloat16* w_uv;  // [heads, 512, v]
+  __nv_bfloat16* projected;   // [s_q, heads, v]
+  int heads, v, rows;
+  bool with_wuv;
+};
+
+void Call(const Run& r) {
+  sm90::fwd::run_fwd_phase1_kernel<576, false>(r.p);
+  if (!r.with_wuv) return;
+  // projected[t, h, :] = out[t, h, :] W_UV[h]: per head, (rows x 512) times
+  // (512 x v); column-major: C^T (v x rows) = W^T (v x 512) * O^T (512 x
+  // rows), O^T's columns strided by heads * 512.
+  const float one = 1.0f, zero = 0.0f;
+  const cublasStatus_t st = cublasGemmStridedBatchedEx(
+      r.blas, CUBLAS_OP_N, CUBLAS_OP_N, r.v, r.rows, kLora, &one, r.w_uv,
+      CUDA_R_16BF, r.v, int64_t{kLora} * r.v, r.p.out, CUDA_R_16BF,
+      r.heads * kLora, kLora, &zero, r.projected, CUDA_R_16BF, r.heads * r.v,
+      r.v, r.heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "cublasGemmStridedBatchedEx: %d\n",
+                 static_cast<int>(st));
+    std::exit(1);
+  }
+}
+
+float MedianMs(const Run& r, int iters) {
+  cudaEvent_t a, b;
+  PEER_CHECK(cudaEventCreate(&a));
+  PEER_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 2; ++i) Call(r);
+  PEER_CHECK(cudaDeviceSynchronize());
+  std::vector<float> t;
+  for (int i = 0; i < iters; ++i) {
+    PEER_CHECK(cudaEventRecord(a, r.p.stream));
+    Call(r);
+    PEER_CHECK(cudaEventRecord(b, r.p.stream));
+    PEER_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    PEER_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  PEER_CHECK(cudaEventDestroy(a));
+  PEER_CHECK(cudaEventDestroy(b));
+  return t[t.size() / 2];
+}
+
+float QueuedMs(const Run& r, int iters) {
+  cudaEvent_t a, b;
+  PEER_CHECK(cudaEventCreate(&a));
+  PEER_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 2; ++i) Call(r);
+  PEER_CHECK(cudaDeviceSynchronize());
+  PEER_CHECK(cudaEventRecord(a, r.p.stream));
+  for (int i = 0; i < iters; ++i) Call(r);
+  PEER_CHECK(cudaEventRecord(b, r.p.stream));
+  PEER_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  PEER_CHECK(cudaEventElapsedTime(&ms, a, b));
+  PEER_CHECK(cudaEventDestroy(a));
+  PEER_CHECK(cudaEventDestroy(b));
+  return ms / iters;
+}
+
+int RunOne(const Config& c) {
+  const int heads = c.heads, rows = c.tokens, topk = c.topk, v = c.v;
+  if (heads % 64 != 0 || topk % 128 != 0 || rows < 1 || v < 1 || c.iters < 1) {
+    std::fprintf(stderr, "bad sizes (heads a multiple of 64, topk of 128)\n");
+    return 2;
+  }
+  int64_t seq = 1;
+  while (seq < std::max<int64_t>(rows, 2 * int64_t{topk})) seq *= 2;
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  std::vector<uint16_t> q(int64_t{rows} * heads * kDim), kv(seq * kDim),
+      w(int64_t{heads} * kLora * v);
+  for (auto& x : q) x = RandomBf16(s);
+  for (auto& x : kv) x = RandomBf16(s);
+  for (auto& x : w) x = RandomBf16(s);
+  std::vector<int32_t> idx(int64_t{rows} * topk);
+  for (int64_t t = 0; t < rows; ++t) {
+    const int64_t a = 2 * (Next(s) % (seq / 2)) + 1, b = Next(s) % seq;
+    for (int j = 0; j < topk; ++j) {
+      idx[t * topk + j] = static_cast<int32_t>((a * j + b) % seq);
+    }
+  }
+  void *d_q, *d_kv, *d_idx, *d_out, *d_max, *d_lse, *d_w, *d_proj;
+  PEER_CHECK(cudaMalloc(&d_q, q.size() * 2));
+  PEER_CHECK(cudaMalloc(&d_kv, kv.size() * 2));
+  PEER_CHECK(cudaMalloc(&d_idx, idx.size() * 4));
+  PEER_CHECK(cudaMalloc(&d_out, int64_t{rows} * heads * kLora * 2));
+  PEER_CHECK(cudaMalloc(&d_max, int64_t{rows} * heads * 4));
+  PEER_CHECK(cudaMalloc(&d_lse, int64_t{rows} * heads * 4));
+  PEER_CHECK(cudaMalloc(&d_w, w.size() * 2));
+  PEER_CHECK(cudaMalloc(&d_proj, int64_t{rows} * heads * v * 2));
+  PEER_CHECK(cudaMemcpy(d_q, q.data(), q.size() * 2, cudaMemcpyHostToDevice));
+  PEER_CHECK(
+      cudaMemcpy(d_kv, kv.data(), kv.size() * 2, cudaMemcpyHostToDevice));
+  PEER_CHECK(
+      cudaMemcpy(d_idx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
+  PEER_CHECK(cudaMemcpy(d_w, w.data(), w.size() * 2, cudaMemcpyHostToDevice));
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kDim));
+  Run r{};
+  SparseAttnFwdParams& p = r.p;
+  p.s_q = rows;
+  p.s_kv = static_cast<int>(seq);
+  p.h_q = heads;
+  p.h_kv = 1;
+  p.d_qk = kDim;
+  p.d_v = kLora;
+  p.topk = topk;
+  p.sm_scale = scale;
+  p.sm_scale_div_log2 = scale * 1.4426950408889634f;
+  p.q = static_cast<cutlass::bfloat16_t*>(d_q);
+  p.kv = static_cast<cutlass::bfloat16_t*>(d_kv);
+  p.indices = static_cast<int*>(d_idx);
+  p.attn_sink = nullptr;
+  p.topk_length = nullptr;
+  p.stride_q_s_q = heads * kDim;
+  p.stride_q_h_q = kDim;
+  p.stride_kv_s_kv = kDim;
+  p.stride_kv_h_kv = kDim;
+  p.stride_indices_s_q = topk;
+  p.stride_indices_h_kv = topk;
+  p.out = static_cast<cutlass::bfloat16_t*>(d_out);
+  p.max_logits = static_cast<float*>(d_max);
+  p.lse = static_cast<float*>(d_lse);
+  int device = 0;
+  PEER_CHECK(cudaGetDevice(&device));
+  PEER_CHECK(cudaDeviceGetAttribute(&p.num_sm, cudaDevAttrMultiProcessorCount,
+                                    device));
+  PEER_CHECK(cudaStreamCreate(&p.stream));
+  if (cublasCreate(&r.blas) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetStream(r.blas, p.stream) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "cublas handle\n");
+    return 1;
+  }
+  r.w_uv = static_cast<const __nv_bfloat16*>(d_w);
+  r.projected = static_cast<__nv_bfloat16*>(d_proj);
+  r.heads = heads;
+  r.v = v;
+  r.rows = rows;
+
+  // The kernel's output of rows 0 and rows - 1 against float64.
+  r.with_wuv = false;
+  PEER_CHECK(cudaMemset(d_out, 0xff, int64_t{rows} * heads * kLora * 2));
+  Call(r);
+  PEER_CHECK(cudaStreamSynchronize(p.stream));
+  double worst = 0;
+  for (const int64_t t : {int64_t{0}, int64_t{rows} - 1}) {
+    std::vector<uint16_t> got(int64_t{heads} * kLora);
+    PEER_CHECK(cudaMemcpy(got.data(),
+                          static_cast<uint8_t*>(d_out) + t * heads * kLora * 2,
+                          got.size() * 2, cudaMemcpyDeviceToHost));
+    for (int h = 0; h < heads; ++h) {
+      const uint16_t* qh = q.data() + (t * heads + h) * kDim;
+      std::vector<double> sc(topk);
+      double mx = -1e300;
+      for (int j = 0; j < topk; ++j) {
+        const uint16_t* k = kv.data() + int64_t{idx[t * topk + j]} * kDim;
+        double d = 0;
+        for (int e = 0; e < kDim; ++e) {
+          d += double{Bf16ToFloat(qh[e])} * Bf16ToFloat(k[e]);
+        }
+        sc[j] = d * scale;
+        mx = std::max(mx, sc[j]);
+      }
+      double sum = 0;
+      for (auto& x : sc) sum += (x = std::exp(x - mx));
+      std::vector<double> o(kLora, 0.0);
+      for (int j = 0; j < topk; ++j) {
+        const uint16_t* k = kv.data() + int64_t{idx[t * topk + j]} * kDim;
+        for (int e = 0; e < kLora; ++e) o[e] += sc[j] / sum * Bf16ToFloat(k[e]);
+      }
+      double vmax = 0;
+      for (double x : o) vmax = std::max(vmax, std::fabs(x));
+      for (int e = 0; e < kLora; ++e) {
+        const double err =
+            std::fabs(Bf16ToFloat(got[h * kLora + e]) - o[e]) / vmax;
+        worst = std::max(worst, err);
+      }
+    }
+  }
+  if (!(worst <= 1.0 / 64)) {
+    std::fprintf(stderr, "flashmla: worst error %g of the output scale\n",
+                 worst);
+    return 1;
+  }
+  r.with_wuv = false;
+  const float kernel_ms = MedianMs(r, c.iters);
+  const float kernel_queued = QueuedMs(r, c.iters);
+  r.with_wuv = true;
+  const float ms = MedianMs(r, c.iters);
+  const float queued = QueuedMs(r, c.iters);
+  const double flops =
+      static_cast<double>(rows) * heads * 2.0 * topk * (kDim + kLora);
+  std::printf(
+      "flashmla_sparse_prefill heads=%d rows=%d topk=%d v=%d "
+      "kernel_ms=%.4f kernel_queued_ms=%.4f kernel_tflops=%.1f "
+      "with_wuv_ms=%.4f with_wuv_queued_ms=%.4f check_worst=%.2g\n",
+      heads, rows, topk, v, kernel_ms, kernel_queued,
+      flops / (kernel_ms * 1e-3) / 1e12, ms, queued, worst);
+  cublasDestroy(r.blas);
+  PEER_CHECK(cudaStreamDestroy(p.stream));
+  for (void* ptr : {d_q, d_kv, d_idx, d_out, d_max, d_lse, d_w, d_proj}) {
+    PEER_CHECK(cudaFree(ptr));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  Config c;
+  int rc = 0;
+  for (int i = 1; i <= argc; ++i) {
+    if (i == argc || std::strcmp(argv[i], "--then") == 0) {
+      rc |= RunOne(c);
+      continue;
+    }
+    if (!Parse(argv[i], "heads", &c.heads) &&
+        !Parse(argv[i], "tokens", &c.tokens) &&
+        !Parse(argv[i], "topk", &c.topk) && !Parse(argv[i], "v", &c.v) &&
+        !Parse(argv[i], "iters", &c.iters)) {
+      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  return rc;
+}
