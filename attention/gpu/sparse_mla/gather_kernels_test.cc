@@ -27,7 +27,9 @@ using sparse_mla_test::ShuffledBlockTable;
 // used before it was rewritten for its loads), to the bit: each valid (row,
 // top-k entry) pair's workspace row equals that position's row of the
 // every-position workspace, and both equal the host's fp8 value times its
-// scale (all 256 codes, NaNs included); every other row is not written, its
+// scale (all 256 codes, NaNs included; scales of any mantissa, +0,
+// subnormal and large, the fast and the general conversion of
+// row_access.h); every other row is not written, its
 // table entry -1; the rows' ids and lengths. Inputs: -1 padding, duplicates,
 // indices past the request, below -1 and huge, a row with no valid key, an
 // invalid request, block-table entries outside the cache, a pass starting
@@ -56,7 +58,22 @@ void CheckGatherWorkspace(LatentCacheType cache_type) {
   for (uint8_t& b : cache) b = static_cast<uint8_t>(rng());  // every code
   for (int64_t slot = 0; slot < num_blocks * kBs; ++slot) {
     for (int tile = 0; tile < 4; ++tile) {
-      const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 9) - 6);
+      // Mostly the cache writer's powers of two; also scales of any
+      // mantissa, +0, subnormal, and from 2^7 up (which Fp8Fast leaves to
+      // the general conversion).
+      const int kind = static_cast<int>(rng() % 16);
+      float scale = std::ldexp(1.0f, static_cast<int>(rng() % 9) - 6);
+      if (kind < 4) {
+        scale =
+            std::ldexp(1.0f + static_cast<float>(rng() % 8388608) / 8388608.0f,
+                       static_cast<int>(rng() % 27) - 20);
+      } else if (kind == 4) {
+        scale = 0.0f;
+      } else if (kind == 5) {
+        scale = std::ldexp(static_cast<float>(1 + rng() % 1000), -140);
+      } else if (kind == 6) {
+        scale = std::ldexp(1.5f, 7 + static_cast<int>(rng() % 14));
+      }
       std::memcpy(cache.data() + slot * kTokenStride + kLora + 4 * tile, &scale,
                   4);
     }
@@ -197,7 +214,8 @@ void CheckGatherWorkspace(LatentCacheType cache_type) {
             std::memcpy(&scale, e + kLora + 4 * (d / 128), 4);
             const float x = Fp8ToFloat(e[d], traits) * scale;
             nan = std::isnan(x);
-            want = nan ? 0x7fc0 : Bf16Bits(x);  // exact: power-of-two scales
+            // The f32 product rounded to bf16, as the kernels do.
+            want = nan ? 0x7fc0 : Bf16Bits(x);
           } else {
             std::memcpy(&want, e + kLora + 16 + 2 * (d - kLora), 2);
           }

@@ -68,16 +68,16 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
   }
   if (p.topk < 1 || p.topk > budget) return Body::kWarp;
   // Measured on the H200 (RESULTS.md, "Sparse MLA decode over an fp8
-  // cache: the gather pass at the memory's pace"): the gathered workspace
-  // is fastest at 128 heads, wherever the top-k list is split (few rows),
-  // and at 64 heads once the rows' lists fill the workspace twice or more
-  // (256 and 512 rows of top-k 2048: 12-16 % faster); the dequantising
-  // producer at 64 heads below that (128 rows: 1-1.5 % faster; 129 to 227
-  // rows not measured).
+  // cache: the producers' fast conversion"): at one head group (64 heads)
+  // the dequantising producer from 32 rows on (32 rows 3-5 % faster than
+  // the gathered workspace, 128 rows 1.5x, 512 rows 1.32-1.37x; rows past
+  // 512 not measured, where the workspace's bytes only grow), the gathered
+  // workspace below (one row: 22-24 % faster; 2 to 31 rows not measured);
+  // the gathered workspace at 128 heads wherever the crossover below is
+  // not taken, and at three or more odd head groups.
   const int64_t groups =
       (p.heads + seesaw::Config::kHeads - 1) / seesaw::Config::kHeads;
   const bool few_rows = 2 * p.tokens * groups <= f.multiprocessors;
-  const bool many_rows = p.tokens * p.topk >= 2 * dequantised::kMaxRows;
   // The crossover (RESULTS.md, "... the crossover"): at 128 heads once the
   // rows' top-k lists fill more than one workspace pass (114 rows of top-k
   // 2048 and up): 128 rows 1-3 % faster on average over 8K and 64K
@@ -88,8 +88,8 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
       p.tokens * p.topk > dequantised::kMaxRows) {
     return Body::kSeesawFp8Crossover;
   }
-  return groups >= 2 || few_rows || many_rows ? Body::kSeesawGathered
-                                              : Body::kSeesawFp8;
+  return groups == 1 && p.tokens >= kSeesawFp8MinRows ? Body::kSeesawFp8
+                                                      : Body::kSeesawGathered;
 }
 
 int64_t WorkspaceNeededRows(const SparseMlaParams& p) {

@@ -45,17 +45,18 @@ enum class Body {
 //   are fewer than the rows' (row, key) pairs (tokens * topk); else, when
 //   it holds one row's top-k list (1 <= topk; at most tokens * topk rows,
 //   so the gathered pairs then number no more than the positions),
-//   kSeesawGathered for 128 heads or more (two head groups a row), few
-//   rows (2 * tokens * head groups <= multiprocessors: the top-k list is
-//   split) or many (tokens * topk at least twice the workspace's most
-//   rows), kSeesawFp8 otherwise (64 heads, 67 to 227 rows of top-k 2048);
-//   except kSeesawFp8Crossover for an even number of head groups (128
-//   heads) once tokens * topk exceeds the workspace's most rows (114 rows
+//   kSeesawFp8 for one head group (64 heads) and kSeesawFp8MinRows rows or
+//   more, kSeesawGathered otherwise (fewer rows, or two head groups or
+//   more a row); except kSeesawFp8Crossover for an even number of head groups
+//   (128 heads) once tokens * topk exceeds the workspace's most rows (114 rows
 //   of top-k 2048) and the list is not split: the fastest on the H200 at
 //   the decode shapes measured (RESULTS.md);
 // - kWarp otherwise (AMD, other NVIDIA targets, fewer heads, top-k lists
 //   empty or longer than the workspace).
 Body ChooseBody(const SparseMlaParams& params, const DeviceFeatures& features);
+
+// The fewest rows for which ChooseBody takes kSeesawFp8 at one head group.
+inline constexpr int64_t kSeesawFp8MinRows = 32;
 
 // What SparseMlaPath reports for a body: "fma", "mma", "seesaw",
 // "dequant+seesaw", "gather+seesaw", "seesaw-fp8" or "seesaw-fp8x2".

@@ -152,14 +152,14 @@ TEST(SparseMlaHeuristicsTest,
   p.max_blocks_per_request = 1;
   p.block_size = static_cast<int32_t>(dequantised::kMaxRows);
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
-  // (8192 rows of 64 heads: each row's top-k entries, 73 passes; the rule
-  // of 256 and 512 rows, not measured at 8192.)
+  // (8192 rows of 64 heads past the workspace: the dequantising producer,
+  // the rule of 32 to 512 rows, not measured at 8192.)
   p.block_size += 1;
-  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawFp8);
 }
 
 TEST(SparseMlaHeuristicsTest,
-     Fp8DecodeGathersAt128HeadsFewRowsOrManyRowsElseFp8Seesaw) {
+     Fp8DecodeGathersAt128HeadsAndFewRowsElseFp8Seesaw) {
   const DeviceFeatures f = H200();
   // Requests of 8K positions, more than the workspace's tokens * topk rows.
   auto decode = [](int heads, int64_t rows) {
@@ -187,23 +187,23 @@ TEST(SparseMlaHeuristicsTest,
   EXPECT_EQ(crossover.chunk_rows, 128);
   EXPECT_EQ(crossover.splits, 1);
   EXPECT_EQ(crossover.gather_batches, 0);
-  // 64 heads: gathered while the top-k list splits (2 * rows <= 132) and
-  // from two workspaces of top-k lists up (2 * 233016 / 2048: 228 rows).
+  // 64 heads: gathered below kSeesawFp8MinRows rows, the dequantising
+  // producer from there, however many rows.
   EXPECT_EQ(ChooseBody(decode(64, 1), f), Body::kSeesawGathered);
-  EXPECT_EQ(ChooseBody(decode(64, 32), f), Body::kSeesawGathered);
-  EXPECT_EQ(ChooseBody(decode(64, 66), f), Body::kSeesawGathered);
-  EXPECT_EQ(ChooseBody(decode(64, 67), f), Body::kSeesawFp8);
-  EXPECT_EQ(ChooseBody(decode(64, 128), f), Body::kSeesawFp8);
-  EXPECT_EQ(ChooseBody(decode(64, 227), f), Body::kSeesawFp8);
-  EXPECT_EQ(ChooseBody(decode(64, 228), f), Body::kSeesawGathered);
-  EXPECT_EQ(ChooseBody(decode(64, 256), f), Body::kSeesawGathered);
-  EXPECT_EQ(ChooseBody(decode(64, 512), f), Body::kSeesawGathered);
+  EXPECT_EQ(ChooseBody(decode(64, kSeesawFp8MinRows - 1), f),
+            Body::kSeesawGathered);
+  for (int64_t rows : {kSeesawFp8MinRows, int64_t{66}, int64_t{128},
+                       int64_t{228}, int64_t{512}}) {
+    EXPECT_EQ(ChooseBody(decode(64, rows), f), Body::kSeesawFp8) << rows;
+  }
   SparseMlaParams fnuz = decode(64, 128);
   fnuz.cache_type = kFnuz;
   EXPECT_EQ(ChooseBody(fnuz, f), Body::kSeesawFp8);
   fnuz = decode(64, 512);
   fnuz.cache_type = kFnuz;
-  EXPECT_EQ(ChooseBody(fnuz, f), Body::kSeesawGathered);
+  EXPECT_EQ(ChooseBody(fnuz, f), Body::kSeesawFp8);
+  // At 32 rows the top-k list still splits (2 * 32 <= 132 multiprocessors).
+  EXPECT_EQ(MakePlan(decode(64, 32), f).splits, 4);
   // The gather pass's batches a group: four at 32 rows of top-k 2048 (512
   // blocks), fewer where a pass would leave multiprocessors idle.
   EXPECT_EQ(MakePlan(decode(128, 32), f).gather_batches, 4);
@@ -216,10 +216,12 @@ TEST(SparseMlaHeuristicsTest,
   // 72 heads: two head groups.
   EXPECT_EQ(ChooseBody(decode(72, 512), f), Body::kSeesawFp8Crossover);
   EXPECT_EQ(ChooseBody(decode(72, 32), f), Body::kSeesawGathered);
-  // An unknown multiprocessor count: no split, so 64 heads on the producer.
+  // An unknown multiprocessor count: no split; the rows decide as before.
   DeviceFeatures unknown = f;
   unknown.multiprocessors = 0;
-  EXPECT_EQ(ChooseBody(decode(64, 1), unknown), Body::kSeesawFp8);
+  EXPECT_EQ(ChooseBody(decode(64, 1), unknown), Body::kSeesawGathered);
+  EXPECT_EQ(MakePlan(decode(64, 1), unknown).splits, 1);
+  EXPECT_EQ(ChooseBody(decode(64, 32), unknown), Body::kSeesawFp8);
   // Its plan: 64 heads a block, the workspace still carved (the shapes
   // alone decide it).
   const Plan plan = MakePlan(decode(64, 128), f);
