@@ -67,10 +67,10 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
     return Body::kSeesawDequantised;
   }
   if (p.topk < 1 || p.topk > budget) return Body::kWarp;
-  // Measured on the H200 (RESULTS.md, "Sparse MLA decode over an fp8
-  // cache: the producers' fast conversion"): at one head group (64 heads)
-  // the dequantising producer from 32 rows on (32 rows 3-5 % faster than
-  // the gathered workspace, 128 rows 1.5x, 512 rows 1.32-1.37x; rows past
+  // Measured on the H200 (RESULTS.md, "Sparse MLA against FlashMLA on the
+  // same card ...; the fp8 producers' fast conversion"): at one head group
+  // (64 heads) the dequantising producer from 32 rows on (32 rows 3-5 % faster
+  // than the gathered workspace, 128 rows 1.5x, 512 rows 1.32-1.37x; rows past
   // 512 not measured, where the workspace's bytes only grow), the gathered
   // workspace below (one row: 22-24 % faster; 2 to 31 rows not measured);
   // the gathered workspace at 128 heads wherever the crossover below is

@@ -11,9 +11,9 @@
 // `valid`. Over an fp8 cache (88 producer registers, 208 consumer) each
 // producer thread loads a part's codes and scales into registers before
 // the part is free, then writes them as bf16 with ordinary stores fenced
-// for the products (Fp8PairToBf16), the rope still by cp.async; measured
-// 3.6x slower than the bf16 cache at T = 8192, faster than the gathered
-// workspace only at 64 heads and many decode rows (heuristics.h). At an
+// for the products (Fp8Fast, row_access.h), the rope still by cp.async;
+// measured 2.1x slower than the bf16 cache at T = 8192, faster than the
+// gathered workspace at 64 heads from 32 decode rows (heuristics.h). At an
 // even number of head groups (kCrossover, FlashMLA's "crossover") a row's
 // two head-group blocks run as one cluster, each producer dequantising its
 // half of every tile (codes, scales and rope through registers) into its
