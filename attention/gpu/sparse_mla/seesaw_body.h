@@ -3,7 +3,8 @@
 // (query row, 64 heads, top-k split), FlashMLA's sm_90 sparse prefill
 // schedule over the paged latent cache.
 //
-// Roles. The producer warpgroup (72 registers) loads Q, then gathers the
+// Roles. The producer warpgroup (72 registers) loads Q (by TMA, nine boxes
+// from one thread, where q is bf16 at 16-byte strides: QMap), then gathers the
 // row's key tiles of 64 top-k entries with 16-byte cp.async into two
 // buffers (tile 2 i of pair i into keys[0], 2 i + 1 into keys[1]), each
 // tile in two parts with their own mbarriers (atoms 0-3: dims 0-255;
@@ -45,6 +46,7 @@
 #include "attention/gpu/device/launch_util.h"
 #include "attention/gpu/device/mma.h"
 #include "attention/gpu/device/sm90_pipeline.h"
+#include "attention/gpu/device/small_cache.h"
 #include "attention/gpu/device/softmax.h"
 #include "attention/gpu/sparse_mla/config.h"
 #include "attention/gpu/sparse_mla/kernels.h"
@@ -376,12 +378,13 @@ namespace seesaw {
 template <bool kFp8, Fp8Format F, bool kCrossover>
 __device__ __forceinline__ void RunBlock(const SparseMlaParams& p,
                                          int64_t token_begin,
-                                         const MmaOutput& out) {
+                                         const MmaOutput& out,
+                                         const QMap& qmap) {
   extern __shared__ __align__(1024) uint8_t smem[];
   // Swizzle atoms must start 1024-byte aligned.
   if ((SharedAddress(smem) & 1023u) != 0u) __trap();
   Block<kFp8, kCrossover> block(p, *reinterpret_cast<SharedMemory*>(smem),
-                                token_begin, out.splits);
+                                token_begin, out.splits, qmap);
   const int warp = static_cast<int>(threadIdx.x) / 32;
   // Through a shuffle: a value the compiler knows is warp-uniform, so a
   // branch on it around wgmma is not serialised.
@@ -434,19 +437,25 @@ __device__ __forceinline__ void RunBlock(const SparseMlaParams& p,
 }  // namespace seesaw
 #endif  // DSA_GPU_CUDA
 
+#if defined(DSA_GPU_CUDA)
+#define DSA_SEESAW_GRID_CONSTANT __grid_constant__
+#else
+#define DSA_SEESAW_GRID_CONSTANT
+#endif
+
 // Grid: (ceil(heads / 64), rows, splits), 384 threads: a row's head groups
 // neighbours in the launch order (as FlashMLA's), so that they gather the
 // same cache rows at about the same time. Chosen by the
 // heuristics only for sm_90a device code; elsewhere the kernel traps.
 template <bool kFp8, Fp8Format F>
 __global__ void __launch_bounds__(seesaw::Config::kThreads, 1)
-    SparseMlaSeesawKernel(SparseMlaParams p, int64_t token_begin,
-                          MmaOutput out) {
+    SparseMlaSeesawKernel(SparseMlaParams p, int64_t token_begin, MmaOutput out,
+                          const DSA_SEESAW_GRID_CONSTANT seesaw::QMap qmap) {
 #if defined(DSA_GPU_CUDA)
   if constexpr (!::dsa::gpu::kHasWarpgroupBf16Mma) {
     __trap();
   } else {
-    seesaw::RunBlock<kFp8, F, false>(p, token_begin, out);
+    seesaw::RunBlock<kFp8, F, false>(p, token_begin, out, qmap);
   }
 #endif
 }
@@ -463,17 +472,73 @@ __global__ void __launch_bounds__(seesaw::Config::kThreads, 1)
 template <Fp8Format F>
 __global__ void __launch_bounds__(seesaw::Config::kThreads,
                                   1) DSA_SPARSE_MLA_CLUSTER_OF_TWO
-    SparseMlaSeesawCrossoverKernel(SparseMlaParams p, int64_t token_begin,
-                                   MmaOutput out) {
+    SparseMlaSeesawCrossoverKernel(
+        SparseMlaParams p, int64_t token_begin, MmaOutput out,
+        const DSA_SEESAW_GRID_CONSTANT seesaw::QMap qmap) {
 #if defined(DSA_GPU_CUDA)
   if constexpr (!::dsa::gpu::kHasWarpgroupBf16Mma) {
     __trap();
   } else {
-    seesaw::RunBlock<true, F, true>(p, token_begin, out);
+    seesaw::RunBlock<true, F, true>(p, token_begin, out, qmap);
   }
 #endif
 }
 #undef DSA_SPARSE_MLA_CLUSTER_OF_TWO
+
+#if defined(DSA_GPU_CUDA)
+namespace seesaw {
+
+// What a QMap encodes.
+struct QMapKey {
+  const void* q = nullptr;
+  int64_t tokens = 0, token_stride = 0, head_stride = 0;
+  int32_t heads = 0;
+  bool operator==(const QMapKey& o) const {
+    return q == o.q && tokens == o.tokens && token_stride == o.token_stride &&
+           head_stride == o.head_stride && heads == o.heads;
+  }
+};
+
+// The QMap of the call's q (its p.tokens rows; every chunk's launch finds
+// the same map) through the calling thread's cache of its last few
+// (encoding is a driver call; a step's layers pass the same q buffer), or
+// null where Q goes by cp.async: q not bf16, not at 16-byte strides, or no
+// encoder.
+inline const QMap* CachedQMap(const SparseMlaParams& p) {
+  const int64_t tokens = p.tokens;
+  if (p.q_format != FloatFormat::kBFloat16 ||
+      reinterpret_cast<uintptr_t>(p.q) % 16 != 0 || p.q_token_stride % 8 != 0 ||
+      p.q_head_stride % 8 != 0 || TensorMapEncoder() == nullptr) {
+    return nullptr;
+  }
+  static thread_local SmallCache<QMapKey, QMap, 4> cache;
+  QMapKey key;
+  key.q = p.q;
+  key.tokens = tokens;
+  key.token_stride = p.q_token_stride;
+  key.head_stride = p.q_head_stride;
+  key.heads = p.heads;
+  return cache.Find(key, [&](QMap* m) {
+    const cuuint64_t dims[3] = {static_cast<cuuint64_t>(kDim),
+                                static_cast<cuuint64_t>(p.heads),
+                                static_cast<cuuint64_t>(tokens)};
+    const cuuint64_t strides[2] = {
+        static_cast<cuuint64_t>(p.q_head_stride) * 2,
+        static_cast<cuuint64_t>(p.q_token_stride) * 2};
+    const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(Config::kHeads), 1};
+    const cuuint32_t unit[3] = {1, 1, 1};
+    m->tma = 1;
+    return TensorMapEncoder()(
+               &m->map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
+               const_cast<void*>(p.q), dims, strides, box, unit,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  });
+}
+
+}  // namespace seesaw
+#endif  // DSA_GPU_CUDA
 
 template <bool kFp8, Fp8Format F, bool kCrossover>
 LaunchResult LaunchSeesawBody(const SparseMlaParams& p, int64_t begin,
@@ -502,10 +567,18 @@ LaunchResult LaunchSeesawBody(const SparseMlaParams& p, int64_t begin,
   }
   const dim3 grid(groups, static_cast<unsigned>(rows),
                   static_cast<unsigned>(out.splits));
+  seesaw::QMap qmap{};
+#if defined(DSA_GPU_CUDA)
+  if (const seesaw::QMap* cached = seesaw::CachedQMap(p)) {
+    qmap = *cached;
+  }
+#endif
   hipLaunchKernelGGL(kernel, grid, dim3(C::kThreads), kBytes, stream, p, begin,
-                     out);
+                     out, qmap);
   return CheckLaunch(kOp);
 }
+
+#undef DSA_SEESAW_GRID_CONSTANT
 
 }  // namespace dsa::attention::gpu::sparse_mla
 

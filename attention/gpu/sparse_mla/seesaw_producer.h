@@ -34,6 +34,16 @@ __device__ __forceinline__ uint32_t POffset(int row, int key) {
   return row * 128 + (((key / 8) ^ (row % 8)) * 16) + (key % 8) * 2;
 }
 
+// Q by TMA: a 3-D map over q {576 dims, heads, tokens} (bf16, 128-byte
+// swizzle), boxes of 64 dims x 64 heads x 1 token, each one swizzle atom of
+// the block's Q, heads past the last landing as zeros; `tma` 0 where q is
+// not bf16 at 16-byte strides or the driver encodes no maps (Q then comes
+// by the producer threads' cp.async).
+struct QMap {
+  CUtensorMap map;
+  int32_t tma;
+};
+
 // What every role of a block knows (kFp8: the keys come from an fp8_ds_mla
 // cache, dequantised by the producer; kCrossover: by the producers of a
 // cluster of two blocks, the row's two head groups, each half of every
@@ -52,10 +62,11 @@ struct Block {
   // its producer dequantises) and s in the peer's shared memory.
   const uint32_t rank;
   const uint32_t peer_base;
+  const QMap& qmap;
 
   __device__ __forceinline__ Block(const SparseMlaParams& params,
                                    SharedMemory& smem, int64_t token_begin,
-                                   int splits)
+                                   int splits, const QMap& q_map)
       : p(params),
         s(smem),
         base(SharedAddress(&smem)),
@@ -66,7 +77,8 @@ struct Block {
                 (token_begin + blockIdx.y) * params.topk_stride),
         range(BlockSplitRange(params.topk, splits)),
         rank(kCrossover ? ClusterRank() : 0),
-        peer_base(kCrossover ? ClusterAddress(base, rank ^ 1u) : 0) {}
+        peer_base(kCrossover ? ClusterAddress(base, rank ^ 1u) : 0),
+        qmap(q_map) {}
 
   __device__ __forceinline__ uint32_t Addr(const void* field) const {
     return base + static_cast<uint32_t>(static_cast<const uint8_t*>(field) -
@@ -111,7 +123,8 @@ struct Block {
 
   // One thread, before anything else.
   __device__ __forceinline__ void InitBarriers() {
-    MbarInit(Addr(&s.q_ready), C::kProducerThreads);
+    // One thread's TMA loads, else every producer thread's copies.
+    MbarInit(Addr(&s.q_ready), qmap.tma ? 1 : C::kProducerThreads);
     for (int b = 0; b < 2; ++b) {
       for (int part = 0; part < 2; ++part) {
         // Every producer thread's copies (fp8: its stores, and on the
@@ -178,11 +191,24 @@ struct Producer {
         row_group(tid / C::kRowThreads),
         chunk(tid % C::kRowThreads) {}
 
-  // Q (bf16, swizzled; heads past the last zeros), completing q_ready:
+  // Q (bf16, swizzled; heads past the last zeros), completing q_ready: by
+  // TMA, one box an atom from one thread, where the map is there; else
   // cp.async straight from a 16-byte aligned bf16 q, else converted through
   // registers.
   __device__ __forceinline__ void LoadQ() {
     const SparseMlaParams& p = blk.p;
+    if (blk.qmap.tma) {
+      if (tid == 0) {
+        const uint32_t bar = blk.Addr(&blk.s.q_ready);
+        MbarExpectTx(bar, C::kHeads * kDim * 2);
+#pragma unroll
+        for (int a = 0; a < C::kAtoms; ++a) {
+          TmaLoad3d(blk.QAddr() + a * C::kAtomBytes, &blk.qmap.map, 64 * a,
+                    blk.h0, static_cast<int32_t>(blk.t), bar);
+        }
+      }
+      return;
+    }
     const bool direct = p.q_format == FloatFormat::kBFloat16 &&
                         reinterpret_cast<uintptr_t>(p.q) % 16 == 0 &&
                         p.q_token_stride % 8 == 0 && p.q_head_stride % 8 == 0;
@@ -667,6 +693,13 @@ struct Producer {
   }
 };
 
+}  // namespace seesaw
+#else
+namespace seesaw {
+// AMD has no TMA; the seesaw body runs on sm_90a only (its kernels trap).
+struct QMap {
+  int32_t tma;
+};
 }  // namespace seesaw
 #endif  // DSA_GPU_CUDA
 
