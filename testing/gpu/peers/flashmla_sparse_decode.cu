@@ -23,45 +23,20 @@
 #include <vector>
 
 #include "params.h"
+#include "peer_util.h"
 #include "sm90/decode/sparse_fp8/splitkv_mla.h"
 #include "smxx/decode/combine/combine.h"
 #include "smxx/decode/get_decoding_sched_meta/get_decoding_sched_meta.h"
 
 namespace {
 
+using peer::Bf16ToFloat;
+using peer::Next;
+using peer::Parse;
+using peer::RandomBf16;
+
 constexpr int kDim = 576, kLora = 512, kRope = 64, kEntry = 656;
 constexpr int kPage = 64;
-
-#define PEER_CHECK(call)                                                 \
-  do {                                                                   \
-    const cudaError_t e_ = (call);                                       \
-    if (e_ != cudaSuccess) {                                             \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-                   cudaGetErrorString(e_));                              \
-      std::exit(1);                                                      \
-    }                                                                    \
-  } while (0)
-
-uint64_t Next(uint64_t& s) {
-  s ^= s << 13;
-  s ^= s >> 7;
-  s ^= s << 17;
-  return s;
-}
-
-float Bf16ToFloat(uint16_t x) {
-  const uint32_t bits = static_cast<uint32_t>(x) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t RandomBf16(uint64_t& s) {
-  const float f = static_cast<float>(Next(s) >> 40) / 16777216.0f * 2 - 1;
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  return static_cast<uint16_t>(bits >> 16);
-}
 
 // e4m3fn code to float (no NaN codes are drawn).
 double E4m3(uint8_t c) {
@@ -75,16 +50,6 @@ struct Config {
   int heads = 128, requests = 32, context = 8192, mtp = 1, topk = 2048,
       iters = 50;
 };
-
-bool Parse(const char* arg, const char* name, int* out) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(arg, "--", 2) != 0 || std::strncmp(arg + 2, name, n) != 0 ||
-      arg[2 + n] != '=') {
-    return false;
-  }
-  *out = std::atoi(arg + 3 + n);
-  return true;
-}
 
 struct Run {
   SparseAttnDecodeParams p;
@@ -100,45 +65,6 @@ void Call(Run& r) {
         ModelType::V32, 128>(r.p);
   }
   smxx::decode::run_flash_mla_combine_kernel<cutlass::bfloat16_t>(r.combine);
-}
-
-float MedianMs(Run& r, int iters) {
-  cudaEvent_t a, b;
-  PEER_CHECK(cudaEventCreate(&a));
-  PEER_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) Call(r);
-  PEER_CHECK(cudaDeviceSynchronize());
-  std::vector<float> t;
-  for (int i = 0; i < iters; ++i) {
-    PEER_CHECK(cudaEventRecord(a, r.p.stream));
-    Call(r);
-    PEER_CHECK(cudaEventRecord(b, r.p.stream));
-    PEER_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    PEER_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  PEER_CHECK(cudaEventDestroy(a));
-  PEER_CHECK(cudaEventDestroy(b));
-  return t[t.size() / 2];
-}
-
-float QueuedMs(Run& r, int iters) {
-  cudaEvent_t a, b;
-  PEER_CHECK(cudaEventCreate(&a));
-  PEER_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) Call(r);
-  PEER_CHECK(cudaDeviceSynchronize());
-  PEER_CHECK(cudaEventRecord(a, r.p.stream));
-  for (int i = 0; i < iters; ++i) Call(r);
-  PEER_CHECK(cudaEventRecord(b, r.p.stream));
-  PEER_CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  PEER_CHECK(cudaEventElapsedTime(&ms, a, b));
-  PEER_CHECK(cudaEventDestroy(a));
-  PEER_CHECK(cudaEventDestroy(b));
-  return ms / iters;
 }
 
 int RunOne(const Config& c) {
@@ -363,8 +289,9 @@ int RunOne(const Config& c) {
         stderr, "flashmla decode: worst error %g of the output scale\n", worst);
     return 1;
   }
-  const float ms = MedianMs(r, c.iters);
-  const float queued = QueuedMs(r, c.iters);
+  const auto call = [&] { Call(r); };
+  const float ms = peer::MedianMs(call, stream, c.iters);
+  const float queued = peer::QueuedMs(call, stream, c.iters);
   const double flops =
       static_cast<double>(rows) * heads * 2.0 * topk * (kDim + kLora);
   std::printf(

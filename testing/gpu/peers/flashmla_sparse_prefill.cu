@@ -26,58 +26,22 @@
 #include <vector>
 
 #include "params.h"
+#include "peer_util.h"
 #include "sm90/prefill/sparse/phase1.h"
 
 namespace {
 
+using peer::Bf16ToFloat;
+using peer::Next;
+using peer::Parse;
+using peer::RandomBf16;
+
 constexpr int kDim = 576;
 constexpr int kLora = 512;
-
-#define PEER_CHECK(call)                                                 \
-  do {                                                                   \
-    const cudaError_t e_ = (call);                                       \
-    if (e_ != cudaSuccess) {                                             \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
-                   cudaGetErrorString(e_));                              \
-      std::exit(1);                                                      \
-    }                                                                    \
-  } while (0)
-
-uint64_t Next(uint64_t& s) {
-  s ^= s << 13;
-  s ^= s >> 7;
-  s ^= s << 17;
-  return s;
-}
-
-float Bf16ToFloat(uint16_t x) {
-  const uint32_t bits = static_cast<uint32_t>(x) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t RandomBf16(uint64_t& s) {
-  // Uniform in [-1, 1), rounded to bf16 by truncation (any bf16 will do).
-  const float f = static_cast<float>(Next(s) >> 40) / 16777216.0f * 2 - 1;
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  return static_cast<uint16_t>(bits >> 16);
-}
 
 struct Config {
   int heads = 128, tokens = 8192, topk = 2048, v = 128, iters = 20;
 };
-
-bool Parse(const char* arg, const char* name, int* out) {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(arg, "--", 2) != 0 || std::strncmp(arg + 2, name, n) != 0 ||
-      arg[2 + n] != '=') {
-    return false;
-  }
-  *out = std::atoi(arg + 3 + n);
-  return true;
-}
 
 struct Run {
   SparseAttnFwdParams p;
@@ -105,45 +69,6 @@ void Call(const Run& r) {
                  static_cast<int>(st));
     std::exit(1);
   }
-}
-
-float MedianMs(const Run& r, int iters) {
-  cudaEvent_t a, b;
-  PEER_CHECK(cudaEventCreate(&a));
-  PEER_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 2; ++i) Call(r);
-  PEER_CHECK(cudaDeviceSynchronize());
-  std::vector<float> t;
-  for (int i = 0; i < iters; ++i) {
-    PEER_CHECK(cudaEventRecord(a, r.p.stream));
-    Call(r);
-    PEER_CHECK(cudaEventRecord(b, r.p.stream));
-    PEER_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    PEER_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  PEER_CHECK(cudaEventDestroy(a));
-  PEER_CHECK(cudaEventDestroy(b));
-  return t[t.size() / 2];
-}
-
-float QueuedMs(const Run& r, int iters) {
-  cudaEvent_t a, b;
-  PEER_CHECK(cudaEventCreate(&a));
-  PEER_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 2; ++i) Call(r);
-  PEER_CHECK(cudaDeviceSynchronize());
-  PEER_CHECK(cudaEventRecord(a, r.p.stream));
-  for (int i = 0; i < iters; ++i) Call(r);
-  PEER_CHECK(cudaEventRecord(b, r.p.stream));
-  PEER_CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  PEER_CHECK(cudaEventElapsedTime(&ms, a, b));
-  PEER_CHECK(cudaEventDestroy(a));
-  PEER_CHECK(cudaEventDestroy(b));
-  return ms / iters;
 }
 
 int RunOne(const Config& c) {
@@ -271,11 +196,12 @@ int RunOne(const Config& c) {
     return 1;
   }
   r.with_wuv = false;
-  const float kernel_ms = MedianMs(r, c.iters);
-  const float kernel_queued = QueuedMs(r, c.iters);
+  const auto call = [&] { Call(r); };
+  const float kernel_ms = peer::MedianMs(call, p.stream, c.iters);
+  const float kernel_queued = peer::QueuedMs(call, p.stream, c.iters);
   r.with_wuv = true;
-  const float ms = MedianMs(r, c.iters);
-  const float queued = QueuedMs(r, c.iters);
+  const float ms = peer::MedianMs(call, p.stream, c.iters);
+  const float queued = peer::QueuedMs(call, p.stream, c.iters);
   const double flops =
       static_cast<double>(rows) * heads * 2.0 * topk * (kDim + kLora);
   std::printf(

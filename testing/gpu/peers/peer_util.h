@@ -1,0 +1,109 @@
+// What the peer harnesses (flashmla_sparse_prefill.cu, _decode.cu) share:
+// the error check, the bench's random draws (sparse_mla/bench.cc's
+// xorshift and bf16 values), flag parsing and the two timings the bench
+// takes (the median of single calls, the host waiting for each, and the
+// time a call of calls queued back to back).
+#ifndef DSA_TESTING_GPU_PEERS_PEER_UTIL_H_
+#define DSA_TESTING_GPU_PEERS_PEER_UTIL_H_
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define PEER_CHECK(call)                                                 \
+  do {                                                                   \
+    const cudaError_t e_ = (call);                                       \
+    if (e_ != cudaSuccess) {                                             \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+                   cudaGetErrorString(e_));                              \
+      std::exit(1);                                                      \
+    }                                                                    \
+  } while (0)
+
+namespace peer {
+
+inline uint64_t Next(uint64_t& s) {
+  s ^= s << 13;
+  s ^= s >> 7;
+  s ^= s << 17;
+  return s;
+}
+
+inline float Bf16ToFloat(uint16_t x) {
+  const uint32_t bits = static_cast<uint32_t>(x) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Uniform in [-1, 1), truncated to bf16 (any bf16 will do).
+inline uint16_t RandomBf16(uint64_t& s) {
+  const float f = static_cast<float>(Next(s) >> 40) / 16777216.0f * 2 - 1;
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+// --name=N into *out.
+inline bool Parse(const char* arg, const char* name, int* out) {
+  const size_t n = std::strlen(name);
+  if (std::strncmp(arg, "--", 2) != 0 || std::strncmp(arg + 2, name, n) != 0 ||
+      arg[2 + n] != '=') {
+    return false;
+  }
+  *out = std::atoi(arg + 3 + n);
+  return true;
+}
+
+// The median of `iters` single calls of `call` on `stream`, each waited
+// for, after 3 warm-up calls.
+template <class Call>
+float MedianMs(Call&& call, cudaStream_t stream, int iters) {
+  cudaEvent_t a, b;
+  PEER_CHECK(cudaEventCreate(&a));
+  PEER_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) call();
+  PEER_CHECK(cudaDeviceSynchronize());
+  std::vector<float> t;
+  for (int i = 0; i < iters; ++i) {
+    PEER_CHECK(cudaEventRecord(a, stream));
+    call();
+    PEER_CHECK(cudaEventRecord(b, stream));
+    PEER_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    PEER_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  PEER_CHECK(cudaEventDestroy(a));
+  PEER_CHECK(cudaEventDestroy(b));
+  return t[t.size() / 2];
+}
+
+// The time a call of `iters` calls queued back to back, after 3 warm-ups.
+template <class Call>
+float QueuedMs(Call&& call, cudaStream_t stream, int iters) {
+  cudaEvent_t a, b;
+  PEER_CHECK(cudaEventCreate(&a));
+  PEER_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) call();
+  PEER_CHECK(cudaDeviceSynchronize());
+  PEER_CHECK(cudaEventRecord(a, stream));
+  for (int i = 0; i < iters; ++i) call();
+  PEER_CHECK(cudaEventRecord(b, stream));
+  PEER_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  PEER_CHECK(cudaEventElapsedTime(&ms, a, b));
+  PEER_CHECK(cudaEventDestroy(a));
+  PEER_CHECK(cudaEventDestroy(b));
+  return ms / iters;
+}
+
+}  // namespace peer
+
+#endif  // DSA_TESTING_GPU_PEERS_PEER_UTIL_H_
