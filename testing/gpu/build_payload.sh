@@ -41,6 +41,7 @@ binaries=(
   indexer_ops_test=//attention:indexer_ops_test=2,3
   mla_ops_test=//attention:mla_ops_test=2,3
   dense_ops_test=//attention:dense_ops_test=2
+  dense_fp8_ops_test=//attention:dense_fp8_ops_test=2
   model_runner_test=//model/deepseek_v32:model_runner_test=2
   model_runner_ops_test=//model/deepseek_v32:model_runner_ops_test=2
   step_faults_gpu_test=//model/deepseek_v32:step_faults_gpu_test=2

@@ -149,6 +149,7 @@ section "gtest: op suites, dense ops, runner and platform on cuda"
 echo "-- indexer_ops_test"; gtest 40 "$B/indexer_ops_test" --gtest_filter='*/cuda*'
 echo "-- mla_ops_test"; gtest 60 "$B/mla_ops_test" --gtest_filter='*/cuda*'
 echo "-- dense_ops_test"; gtest 30 "$B/dense_ops_test" --gtest_filter='*/cuda*'
+echo "-- dense_fp8_ops_test"; gtest 30 "$B/dense_fp8_ops_test" --gtest_filter='*/cuda*'
 echo "-- model_runner_test"; gtest 60 "$B/model_runner_test" --gtest_filter='*/cuda*'
 echo "-- model_runner_ops_test"; gtest 40 "$B/model_runner_ops_test" --gtest_filter='*/cuda*'
 echo "-- platform_conformance_test"; gtest 20 "$B/platform_conformance_test"
