@@ -32,7 +32,6 @@ namespace {
 
 using peer::Bf16ToFloat;
 using peer::Next;
-using peer::Parse;
 using peer::RandomBf16;
 
 constexpr int kDim = 576, kLora = 512, kRope = 64, kEntry = 656;
@@ -313,20 +312,12 @@ int RunOne(const Config& c) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Config c;
-  int rc = 0;
-  for (int i = 1; i <= argc; ++i) {
-    if (i == argc || std::strcmp(argv[i], "--then") == 0) {
-      rc |= RunOne(c);
-      continue;
-    }
-    if (!Parse(argv[i], "heads", &c.heads) &&
-        !Parse(argv[i], "requests", &c.requests) &&
-        !Parse(argv[i], "context", &c.context) &&
-        !Parse(argv[i], "mtp", &c.mtp) && !Parse(argv[i], "topk", &c.topk) &&
-        !Parse(argv[i], "iters", &c.iters)) {
-      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
-      return 2;
-    }
-  }
-  return rc;
+  return peer::RunEach(argc, argv,
+                       {{"heads", &c.heads},
+                        {"requests", &c.requests},
+                        {"context", &c.context},
+                        {"mtp", &c.mtp},
+                        {"topk", &c.topk},
+                        {"iters", &c.iters}},
+                       [&] { return RunOne(c); });
 }

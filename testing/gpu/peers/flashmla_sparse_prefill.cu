@@ -33,7 +33,6 @@ namespace {
 
 using peer::Bf16ToFloat;
 using peer::Next;
-using peer::Parse;
 using peer::RandomBf16;
 
 constexpr int kDim = 576;
@@ -223,19 +222,11 @@ int RunOne(const Config& c) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Config c;
-  int rc = 0;
-  for (int i = 1; i <= argc; ++i) {
-    if (i == argc || std::strcmp(argv[i], "--then") == 0) {
-      rc |= RunOne(c);
-      continue;
-    }
-    if (!Parse(argv[i], "heads", &c.heads) &&
-        !Parse(argv[i], "tokens", &c.tokens) &&
-        !Parse(argv[i], "topk", &c.topk) && !Parse(argv[i], "v", &c.v) &&
-        !Parse(argv[i], "iters", &c.iters)) {
-      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
-      return 2;
-    }
-  }
-  return rc;
+  return peer::RunEach(argc, argv,
+                       {{"heads", &c.heads},
+                        {"tokens", &c.tokens},
+                        {"topk", &c.topk},
+                        {"v", &c.v},
+                        {"iters", &c.iters}},
+                       [&] { return RunOne(c); });
 }

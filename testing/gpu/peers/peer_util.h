@@ -1,6 +1,6 @@
 // What the peer harnesses (flashmla_sparse_prefill.cu, _decode.cu) share:
 // the error check, the bench's random draws (sparse_mla/bench.cc's
-// xorshift and bf16 values), flag parsing and the two timings the bench
+// xorshift and bf16 values), the command line and the two timings the bench
 // takes (the median of single calls, the host waiting for each, and the
 // time a call of calls queued back to back).
 #ifndef DSA_TESTING_GPU_PEERS_PEER_UTIL_H_
@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 #define PEER_CHECK(call)                                                 \
@@ -58,6 +59,35 @@ inline bool Parse(const char* arg, const char* name, int* out) {
   }
   *out = std::atoi(arg + 3 + n);
   return true;
+}
+
+// A flag of the command line and where its value goes.
+struct Flag {
+  const char* name;
+  int* value;
+};
+
+// The harnesses' command line: flags (--name=N, kept from one run to the
+// next) and --then between runs; run() after each group. The runs' codes
+// or'ed, or 2 for an unknown flag.
+template <class Run>
+int RunEach(int argc, char** argv, std::initializer_list<Flag> flags,
+            Run&& run) {
+  int rc = 0;
+  for (int i = 1; i <= argc; ++i) {
+    if (i == argc || std::strcmp(argv[i], "--then") == 0) {
+      rc |= run();
+      continue;
+    }
+    bool known = false;
+    for (const Flag& f : flags)
+      known = known || Parse(argv[i], f.name, f.value);
+    if (!known) {
+      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  return rc;
 }
 
 // The median of `iters` single calls of `call` on `stream`, each waited
