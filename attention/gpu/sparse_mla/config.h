@@ -272,8 +272,8 @@ struct Config {
   static constexpr int kConsumerRegs = 216;
   // Over an fp8 cache the producer holds a part's codes between their loads
   // and its stores (40 registers): 88, the consumers 208 (no spills).
-  static constexpr int kFp8ProducerRegs = 88;
-  static constexpr int kFp8ConsumerRegs = 208;
+  static constexpr int kFp8ProducerRegs = 104;
+  static constexpr int kFp8ConsumerRegs = 200;
   static constexpr int kStageLd = kLora + 8;  // output staging rows (bf16)
   // The running row maximum before any key: finite, so that a tile whose
   // keys are all masked rescales by exp2(0) = 1, not NaN.

@@ -28,13 +28,12 @@ using sparse_mla_test::ShuffledBlockTable;
 // top-k entry) pair's workspace row equals that position's row of the
 // every-position workspace, and both equal the host's fp8 value times its
 // scale (all 256 codes, NaNs included; scales of any mantissa, +0,
-// subnormal and large, the fast and the general conversion of
-// row_access.h); every other row is not written, its
-// table entry -1; the rows' ids and lengths. Inputs: -1 padding, duplicates,
-// indices past the request, below -1 and huge, a row with no valid key, an
-// invalid request, block-table entries outside the cache, a pass starting
-// at a later row, a top-k that cuts the pass's blocks mid-row and a last
-// block not full.
+// subnormal and large, each of row_access.h's conversions); every other row is
+// not written, its table entry -1; the rows' ids and lengths. Inputs: -1
+// padding, duplicates, indices past the request, below -1 and huge, a row with
+// no valid key, an invalid request, block-table entries outside the cache, a
+// pass starting at a later row, a top-k that cuts the pass's blocks mid-row and
+// a last block not full.
 void CheckGatherWorkspace(LatentCacheType cache_type) {
   if (!kBuilt) GTEST_SKIP() << "built without a GPU backend";
   std::mt19937 rng(std::random_device{}());
@@ -59,11 +58,17 @@ void CheckGatherWorkspace(LatentCacheType cache_type) {
   for (int64_t slot = 0; slot < num_blocks * kBs; ++slot) {
     for (int tile = 0; tile < 4; ++tile) {
       // Mostly the cache writer's powers of two; also scales of any
-      // mantissa, +0, subnormal, and from 2^7 up (which Fp8Fast leaves to
-      // the general conversion).
+      // mantissa, +0, subnormal, from 2^7 up (which Fp8Fast leaves to the
+      // general conversion), of bf16's 8 significant bits (Fp8Bf16Form's
+      // too) and powers of two about 2^-100 (its lower bound).
       const int kind = static_cast<int>(rng() % 16);
       float scale = std::ldexp(1.0f, static_cast<int>(rng() % 9) - 6);
-      if (kind < 4) {
+      if (kind == 7) {
+        scale = std::ldexp(1.0f + static_cast<float>(rng() % 128) / 128.0f,
+                           static_cast<int>(rng() % 27) - 20);
+      } else if (kind == 8) {
+        scale = std::ldexp(1.0f, -103 + static_cast<int>(rng() % 6));
+      } else if (kind < 4) {
         scale =
             std::ldexp(1.0f + static_cast<float>(rng() % 8388608) / 8388608.0f,
                        static_cast<int>(rng() % 27) - 20);

@@ -67,29 +67,20 @@ Body ChooseBody(const SparseMlaParams& p, const DeviceFeatures& f) {
     return Body::kSeesawDequantised;
   }
   if (p.topk < 1 || p.topk > budget) return Body::kWarp;
-  // Measured on the H200 (RESULTS.md, "Sparse MLA against FlashMLA on the
-  // same card ...; the fp8 producers' fast conversion"): at one head group
-  // (64 heads) the dequantising producer from 32 rows on (32 rows 3-5 % faster
-  // than the gathered workspace, 128 rows 1.5x, 512 rows 1.32-1.37x; rows past
-  // 512 not measured, where the workspace's bytes only grow), the gathered
-  // workspace below (one row: 22-24 % faster; 2 to 31 rows not measured);
-  // the gathered workspace at 128 heads wherever the crossover below is
-  // not taken, and at three or more odd head groups.
+  // Measured on the H200 at top-k 2048 (RESULTS.md, "Sparse MLA fp8 decode:
+  // lane-resolved entries, 16-byte code loads and the bf16-domain
+  // conversion"): the producers that dequantise from kSeesawFp8MinRows rows
+  // on, the gathered workspace below (1 and 4 rows: 5-15 % faster; 5 to 31
+  // rows not measured). At 32 rows and up the crossover (an even number of
+  // head groups, 128 heads) is 1.07-1.19x faster than the gathered
+  // workspace, the single-block producer (one head group, 64 heads)
+  // 1.28-2.1x; three or more odd head groups take the gathered workspace
+  // (the single-block producer not measured there).
   const int64_t groups =
       (p.heads + seesaw::Config::kHeads - 1) / seesaw::Config::kHeads;
-  const bool few_rows = 2 * p.tokens * groups <= f.multiprocessors;
-  // The crossover (RESULTS.md, "... the crossover"): at 128 heads once the
-  // rows' top-k lists fill more than one workspace pass (114 rows of top-k
-  // 2048 and up): 128 rows 1-3 % faster on average over 8K and 64K
-  // contexts (1.04-1.07x at 8K, 0-3 % slower at 64K), 512 rows
-  // 1.13-1.21x; slower where the top-k list is split or one pass holds the
-  // rows (1 to 32 rows: 5-21 %).
-  if (groups % 2 == 0 && !few_rows &&
-      p.tokens * p.topk > dequantised::kMaxRows) {
-    return Body::kSeesawFp8Crossover;
-  }
-  return groups == 1 && p.tokens >= kSeesawFp8MinRows ? Body::kSeesawFp8
-                                                      : Body::kSeesawGathered;
+  if (p.tokens < kSeesawFp8MinRows) return Body::kSeesawGathered;
+  if (groups % 2 == 0) return Body::kSeesawFp8Crossover;
+  return groups == 1 ? Body::kSeesawFp8 : Body::kSeesawGathered;
 }
 
 int64_t WorkspaceNeededRows(const SparseMlaParams& p) {

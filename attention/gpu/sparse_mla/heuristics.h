@@ -44,18 +44,17 @@ enum class Body {
 //   holds every position of its requests (WorkspaceNeededRows) and they
 //   are fewer than the rows' (row, key) pairs (tokens * topk); else, when
 //   it holds one row's top-k list (1 <= topk; at most tokens * topk rows,
-//   so the gathered pairs then number no more than the positions),
-//   kSeesawFp8 for one head group (64 heads) and kSeesawFp8MinRows rows or
-//   more, kSeesawGathered otherwise (fewer rows, or two head groups or
-//   more a row); except kSeesawFp8Crossover for an even number of head groups
-//   (128 heads) once tokens * topk exceeds the workspace's most rows (114 rows
-//   of top-k 2048) and the list is not split: the fastest on the H200 at
-//   the decode shapes measured (RESULTS.md);
+//   so the gathered pairs then number no more than the positions), from
+//   kSeesawFp8MinRows rows on kSeesawFp8Crossover for an even number of
+//   head groups (128 heads), kSeesawFp8 for one (64 heads), else (fewer
+//   rows, or three or more odd head groups) kSeesawGathered: the fastest
+//   on the H200 at the decode shapes measured (RESULTS.md);
 // - kWarp otherwise (AMD, other NVIDIA targets, fewer heads, top-k lists
 //   empty or longer than the workspace).
 Body ChooseBody(const SparseMlaParams& params, const DeviceFeatures& features);
 
-// The fewest rows for which ChooseBody takes kSeesawFp8 at one head group.
+// The fewest rows for which ChooseBody takes a producer that dequantises
+// (kSeesawFp8, kSeesawFp8Crossover) over the gathered workspace.
 inline constexpr int64_t kSeesawFp8MinRows = 32;
 
 // What SparseMlaPath reports for a body: "fma", "mma", "seesaw",

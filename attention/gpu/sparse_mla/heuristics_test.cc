@@ -117,9 +117,14 @@ TEST(SparseMlaHeuristicsTest,
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawDequantised);
   p.num_requests = 3;
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
-  // Decode, 32 requests x 8K: 262144 positions for 65536 (row, key) pairs.
+  // Decode, 32 requests x 8K: 262144 positions for 65536 (row, key) pairs;
+  // 32 rows of 128 heads, the crossover over the fp8 cache itself.
   p = Params(128, kFp8, 32);
   p.num_requests = 32;
+  p.max_blocks_per_request = 8192 / 64;
+  EXPECT_EQ(ChooseBody(p, f), Body::kSeesawFp8Crossover);
+  p = Params(128, kFp8, kSeesawFp8MinRows - 1);
+  p.num_requests = static_cast<int32_t>(kSeesawFp8MinRows - 1);
   p.max_blocks_per_request = 8192 / 64;
   EXPECT_EQ(ChooseBody(p, f), Body::kSeesawGathered);
   // One row of top-k 2048 over 2048 positions: a tie, gathered; over fewer
@@ -159,7 +164,7 @@ TEST(SparseMlaHeuristicsTest,
 }
 
 TEST(SparseMlaHeuristicsTest,
-     Fp8DecodeGathersAt128HeadsAndFewRowsElseFp8Seesaw) {
+     Fp8DecodeGathersFewRowsElseDequantisesInTheProducers) {
   const DeviceFeatures f = H200();
   // Requests of 8K positions, more than the workspace's tokens * topk rows.
   auto decode = [](int heads, int64_t rows) {
@@ -168,15 +173,18 @@ TEST(SparseMlaHeuristicsTest,
     p.max_blocks_per_request = 8192 / 64;
     return p;
   };
-  // 128 heads: gathered while one workspace pass holds the rows' top-k
-  // lists (233016 / 2048: 113 rows), the crossover from there.
-  for (int64_t rows : {1, 4, 32, 113}) {
+  // 128 heads: gathered below kSeesawFp8MinRows rows, the crossover from
+  // there, however many rows (split or not, one workspace pass or more).
+  for (int64_t rows : {int64_t{1}, int64_t{4}, kSeesawFp8MinRows - 1}) {
     EXPECT_EQ(ChooseBody(decode(128, rows), f), Body::kSeesawGathered) << rows;
   }
-  for (int64_t rows : {114, 128, 512}) {
+  for (int64_t rows : {kSeesawFp8MinRows, int64_t{113}, int64_t{114},
+                       int64_t{128}, int64_t{512}}) {
     EXPECT_EQ(ChooseBody(decode(128, rows), f), Body::kSeesawFp8Crossover)
         << rows;
   }
+  // At 32 rows its top-k list splits in two (2 x 32 x 2 <= 132).
+  EXPECT_EQ(MakePlan(decode(128, 32), f).splits, 2);
   SparseMlaParams crossover_fnuz = decode(128, 512);
   crossover_fnuz.cache_type = kFnuz;
   EXPECT_EQ(ChooseBody(crossover_fnuz, f), Body::kSeesawFp8Crossover);
@@ -206,7 +214,8 @@ TEST(SparseMlaHeuristicsTest,
   EXPECT_EQ(MakePlan(decode(64, 32), f).splits, 4);
   // The gather pass's batches a group: four at 32 rows of top-k 2048 (512
   // blocks), fewer where a pass would leave multiprocessors idle.
-  EXPECT_EQ(MakePlan(decode(128, 32), f).gather_batches, 4);
+  EXPECT_EQ(PlanFor(Body::kSeesawGathered, decode(128, 32), f).gather_batches,
+            4);
   EXPECT_EQ(MakePlan(decode(128, 16), f).gather_batches, 2);
   EXPECT_EQ(MakePlan(decode(128, 4), f).gather_batches, 1);
   EXPECT_EQ(MakePlan(decode(128, 1), f).gather_batches, 1);
@@ -215,7 +224,8 @@ TEST(SparseMlaHeuristicsTest,
   EXPECT_EQ(MakePlan(decode(64, 128), f).gather_batches, 0);  // seesaw-fp8
   // 72 heads: two head groups.
   EXPECT_EQ(ChooseBody(decode(72, 512), f), Body::kSeesawFp8Crossover);
-  EXPECT_EQ(ChooseBody(decode(72, 32), f), Body::kSeesawGathered);
+  EXPECT_EQ(ChooseBody(decode(72, 32), f), Body::kSeesawFp8Crossover);
+  EXPECT_EQ(ChooseBody(decode(72, 31), f), Body::kSeesawGathered);
   // An unknown multiprocessor count: no split; the rows decide as before.
   DeviceFeatures unknown = f;
   unknown.multiprocessors = 0;
@@ -297,10 +307,14 @@ TEST(SparseMlaHeuristicsTest, TheWorkspaceCarvedDependsOnTheShapesOnly) {
   p.num_requests = 32;
   p.max_blocks_per_request = 8192 / 64;
   plan = MakePlan(p, f);
-  EXPECT_EQ(plan.body, Body::kSeesawGathered);
+  EXPECT_EQ(plan.body, Body::kSeesawFp8Crossover);
   EXPECT_EQ(plan.workspace_rows, 32 * 2048);
   EXPECT_EQ(plan.chunk_rows, 32);
   EXPECT_EQ(plan.splits, 2);  // 64 blocks on 132 multiprocessors
+  plan = PlanFor(Body::kSeesawGathered, p, f);
+  EXPECT_EQ(plan.workspace_rows, 32 * 2048);
+  EXPECT_EQ(plan.chunk_rows, 32);
+  EXPECT_EQ(plan.splits, 2);
   // The warp body's plan on the same call (a bench's comparison).
   plan = PlanFor(Body::kWarp, p, f);
   EXPECT_EQ(plan.body, Body::kWarp);

@@ -59,16 +59,30 @@ __device__ __forceinline__ RowRequest LoadRowRequest(const SparseMlaParams& p,
 
 // Byte offset of the cache entry of top-k index `idx`, or -1 when the index
 // is padding or invalid (outside the request, or its block outside the
-// cache).
+// cache). In two steps where a lookahead wants its block-table load waited
+// on only where the offset is used: EntryBlock (the table's entry, -1 for
+// padding or an index outside the request), then EntryOffsetOf.
+__device__ __forceinline__ int32_t EntryBlock(const SparseMlaParams& p,
+                                              const RowRequest& rr,
+                                              int32_t idx) {
+  return idx >= 0 && idx < rr.seq_len
+             ? p.block_table[rr.request * p.block_table_stride +
+                             idx / p.block_size]
+             : -1;
+}
+__device__ __forceinline__ int64_t EntryOffsetOf(const SparseMlaParams& p,
+                                                 const RowRequest& rr,
+                                                 int32_t idx, int32_t block) {
+  if (idx < 0 || idx >= rr.seq_len || block < 0 || block >= p.num_blocks) {
+    return -1;
+  }
+  return block * p.cache_block_stride +
+         static_cast<int64_t>(idx % p.block_size) * p.cache_token_stride;
+}
 __device__ __forceinline__ int64_t EntryOffset(const SparseMlaParams& p,
                                                const RowRequest& rr,
                                                int32_t idx) {
-  if (idx < 0 || idx >= rr.seq_len) return -1;
-  const int32_t block =
-      p.block_table[rr.request * p.block_table_stride + idx / p.block_size];
-  if (block < 0 || block >= p.num_blocks) return -1;
-  return block * p.cache_block_stride +
-         static_cast<int64_t>(idx % p.block_size) * p.cache_token_stride;
+  return EntryOffsetOf(p, rr, idx, EntryBlock(p, rr, idx));
 }
 
 // 2^(127 - exponent bias): 2^120 (e4m3fn), 2^119 (e4m3fnuz).
@@ -149,9 +163,61 @@ struct Fp8Fast {
   }
 };
 
+#if defined(DSA_GPU_CUDA)
+// Fp8PairToBf16 in the bf16 domain, giving the same bits where it applies:
+// codes that are not NaN, and a scale s that bf16 holds exactly (the low 16
+// bits of its float clear: every ue8m0 scale) with 2^-100 <= s <
+// Fp8Fast's limit, or s = +0, so that s 2^(127 - bias) is an exact finite
+// bf16 (Fold) and no product of a nonzero code underflows bf16's normal
+// range. A code becomes a bf16 of value code x 2^(bias - 127) by bits
+// alone, sign at bit 15 and the 7 other bits at 4-10 (a byte permute that
+// sign-extends two codes to 16 bits each, a shift by 4 and a mask, for two
+// codes at once), then one bf16 multiply by the folded scale rounds the
+// exact product once, as Fp8PairToBf16's float product (exact: 4 by 8
+// significant bits) rounded to bf16 does: 2 instructions a code, half of
+// Fp8Fast's. The multiply reads codes of exponent field 0 as bf16
+// subnormals, which bf16 arithmetic keeps (the gather test checks every
+// code). CUDA only; the caller checks Folds and Fp8Fast::NanBytes over a
+// thread's scales and codes once.
+template <Fp8Format F>
+struct Fp8Bf16Form {
+  // 2^-100 as float bits.
+  static constexpr uint32_t kMinScaleBits = (127u - 100u) << 23;
+
+  __device__ __forceinline__ static bool Folds(float scale) {
+    const uint32_t bits = __float_as_uint(scale);
+    return (bits & 0xffffu) == 0 &&
+           (bits == 0 ||
+            (bits >= kMinScaleBits && bits < Fp8Fast<F>::kScaleBitsLimit));
+  }
+  // The folded scale, as two equal bf16.
+  __device__ __forceinline__ static uint32_t Fold(float scale) {
+    const uint32_t b = __float_as_uint(scale * kFp8Rebias<F>) >> 16;
+    return b | (b << 16);
+  }
+  // Codes 2 kJ and 2 kJ + 1 of w (bits 16 kJ .. 16 kJ + 15) times the
+  // folded scale, as two bf16.
+  template <int kJ>
+  __device__ __forceinline__ static uint32_t Pair(uint32_t w, uint32_t folded) {
+    // Byte 2 i + 1 of x repeats the sign of code 2 kJ + i (selector bit 3).
+    constexpr uint32_t kSelect = kJ == 0 ? 0x9180u : 0xb3a2u;
+    uint32_t x;
+    asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(x) : "r"(w), "n"(kSelect));
+    const uint32_t bits = (x << 4) & 0x87f087f0u;
+    uint32_t r;
+    // bf16 x2 multiply (fma with -0, exact for every sign of zero): sm_80.
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n"
+        : "=r"(r)
+        : "r"(bits), "r"(folded), "r"(0x80008000u));
+    return r;
+  }
+};
+#endif  // DSA_GPU_CUDA
+
 // One fp8_ds_mla entry as 576 bf16 (the 512 codes times their tile's
 // scale, then the rope) at `out`, by 32 threads (any warp width) of lane
-// 0 .. 31: 16 codes each (Fp8Fast, else Fp8PairToBf16), 8 of them copying
+// 0 .. 31: 16 codes each (Fp8Bf16Form on CUDA, else Fp8Fast, else
+// Fp8PairToBf16), 8 of them copying
 // the rope.
 // Needs the entry and `out` 16-byte aligned.
 template <Fp8Format F>
@@ -163,9 +229,21 @@ __device__ __forceinline__ void DequantiseEntry(const uint8_t* entry,
   const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
   uint32_t bf16[8];
   using Fast = Fp8Fast<F>;
-  if (Fast::Folds(scale) &&
+  const bool no_nan =
       (Fast::NanBytes(words[0]) | Fast::NanBytes(words[1]) |
-       Fast::NanBytes(words[2]) | Fast::NanBytes(words[3])) == 0) {
+       Fast::NanBytes(words[2]) | Fast::NanBytes(words[3])) == 0;
+#if defined(DSA_GPU_CUDA)
+  using Bf16Form = Fp8Bf16Form<F>;
+  if (no_nan && Bf16Form::Folds(scale)) {
+    const uint32_t folded = Bf16Form::Fold(scale);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      bf16[2 * k] = Bf16Form::template Pair<0>(words[k], folded);
+      bf16[2 * k + 1] = Bf16Form::template Pair<1>(words[k], folded);
+    }
+  } else
+#endif
+      if (no_nan && Fast::Folds(scale)) {
     const float folded = Fast::Fold(scale);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {

@@ -394,15 +394,15 @@ __device__ __forceinline__ void RunBlock(const SparseMlaParams& p,
   // The peer's barriers are initialised before any store or arrival on
   // them.
   if constexpr (kCrossover) ClusterSync();
-  // Q's copies and pair 0's offsets first, while the consumers count the
-  // row's tiles.
+  // Q's copies and pair 0's offsets first (fp8: this lane's entry of it),
+  // while the consumers count the row's tiles.
   int64_t off[2][C::kRowsPerThread];
-  typename Producer<kFp8, F, kCrossover>::HalfPair half;
+  int64_t own = -1;
   if (role == 2) {
     Producer<kFp8, F, kCrossover> producer(block);
     producer.LoadQ();
-    if constexpr (kCrossover) {
-      producer.ResolveHalf(0, half);
+    if constexpr (kFp8) {
+      own = producer.ResolveLane(0);
     } else {
       producer.Resolve(0, off);
     }
@@ -410,8 +410,8 @@ __device__ __forceinline__ void RunBlock(const SparseMlaParams& p,
   const int pairs = (block.CountTiles() + 1) / 2;
   if (role == 2) {
     WarpgroupRegsDecrease<kFp8 ? C::kFp8ProducerRegs : C::kProducerRegs>();
-    if constexpr (kCrossover) {
-      Producer<kFp8, F, kCrossover>(block).RunCrossover(pairs, half);
+    if constexpr (kFp8) {
+      Producer<kFp8, F, kCrossover>(block).RunFp8(pairs, own);
     } else {
       Producer<kFp8, F, kCrossover>(block).Run(pairs, off);
     }

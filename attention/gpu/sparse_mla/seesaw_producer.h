@@ -269,109 +269,186 @@ struct Producer {
     }
   }
 
-  // fp8: this thread's share of the entries at `off` fetched into L2 ahead
-  // of their loads (8 threads a row, 96 bytes apart: every 128-byte line of
-  // a 656-byte entry at least once).
-  __device__ __forceinline__ void PrefetchRows(
-      const int64_t (&off)[C::kRowsPerThread]) const {
+  // fp8: the entries of a pair are resolved a lane each. Lane l of producer
+  // warp w resolves row 16 ((l / 4) % 4) + 4 w + l % 4 of the pair's tile
+  // l / 16: the rows of the warp's four row groups, so that the thread of
+  // row group 4 w + g finds its row r of tile b at lane 16 b + 4 r + g
+  // (TileOffsets). One index and one block-table load a lane a pair, where
+  // each of a row's 8 threads made all of them.
+  __device__ __forceinline__ int LanePosition(int i) const {
+    const int lane = tid % 32;
+    const int row = ((lane / 4) % 4) * (C::kProducerThreads / C::kRowThreads) +
+                    4 * (tid / 32) + lane % 4;
+    return blk.range.begin + (2 * i + lane / 16) * C::kKeys + row;
+  }
+  // This lane's top-k index of pair i (-1 past the split).
+  __device__ __forceinline__ int32_t LaneIndex(int i) const {
+    const int pos = LanePosition(i);
+    return pos < blk.range.end ? __ldg(blk.row_idx + pos) : -1;
+  }
+  // This lane's entry of pair i: its cache offset, -1 for none.
+  __device__ __forceinline__ int64_t ResolveLane(int i) const {
+    return EntryOffset(blk.p, blk.rr, LaneIndex(i));
+  }
+  // This thread's rows of tile b of the pair whose entries the warp's lanes
+  // hold in `lane_off` (kRowsPerThread rows, from row r0).
+  template <int kRows = C::kRowsPerThread>
+  __device__ __forceinline__ void TileOffsets(int64_t lane_off, int b, int r0,
+                                              int64_t (&off)[kRows]) const {
 #pragma unroll
-    for (int r = 0; r < C::kRowsPerThread; ++r) {
-      if (off[r] < 0) continue;
-      const uint8_t* at = blk.p.kv_cache + off[r] + chunk * 96;
-      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(at));
+    for (int r = 0; r < kRows; ++r) {
+      off[r] = __shfl_sync(0xffffffffu, lane_off,
+                           16 * b + 4 * (r0 + r) + GroupInWarp());
     }
+  }
+  // This thread's row group's place among its warp's four.
+  __device__ __forceinline__ int GroupInWarp() const { return (tid % 32) / 8; }
+  // This lane's entry fetched into L2 whole (one bulk prefetch), a pair
+  // ahead of its loads.
+  __device__ __forceinline__ void PrefetchLane(int64_t lane_off) const {
+    if (lane_off < 0) return;
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(
+                     blk.p.kv_cache + lane_off),
+                 "n"(kFp8EntryBytes)
+                 : "memory");
   }
 
-  // fp8: the codes of atoms [kA0, kA0 + 4) (dims 64 kA0 .. 64 kA0 + 255,
-  // the 8 of each atom this thread writes) and the scales of their two
-  // tiles, for this thread's rows (zeros for rows that are not valid keys).
-  template <int kA0>
+  // fp8: codes of atoms [kA0, kA0 + 4) (dims 64 kA0 .. 64 kA0 + 255) and
+  // their tiles' scales, for kRows of this thread's rows (zeros for rows
+  // that are not valid keys): 16-byte loads, load j of a row (j = 0, 1)
+  // being 16 codes of atom kA0 + chunk / 4 + 2 j (scale j of the two),
+  // chunks 2 (chunk % 4) and 2 (chunk % 4) + 1 of it, so that a row's 8
+  // threads read its 256 codes as one contiguous run a load.
+  template <int kA0, int kRows = C::kRowsPerThread>
   struct Codes {
-    uint2 c[C::kRowsPerThread][4];
-    float2 scale[C::kRowsPerThread];
+    uint4 c[kRows][2];
+    float scale[kRows][2];
   };
-  // One entry's codes of atoms kA0 .. kA0 + 3 for this thread's chunk and
-  // their two tiles' scales, from the entry at `src`.
-  template <int kA0>
-  __device__ __forceinline__ void LoadEntryCodes(const uint8_t* src,
-                                                 uint2 (&c)[4],
-                                                 float2& scale) const {
-#pragma unroll
-    for (int a = 0; a < 4; ++a) {
-      c[a] = __ldg(
-          reinterpret_cast<const uint2*>(src + (kA0 + a) * 64 + chunk * 8));
-    }
-    scale = __ldg(reinterpret_cast<const float2*>(src + kLora + 4 * (kA0 / 2)));
+  __device__ __forceinline__ int CodeAtom(int j) const {
+    return chunk / 4 + 2 * j;
   }
-  template <int kA0>
-  __device__ __forceinline__ void LoadCodes(
-      const int64_t (&off)[C::kRowsPerThread], Codes<kA0>& k) const {
+  template <int kA0, int kRows>
+  __device__ __forceinline__ void LoadCodes(const int64_t (&off)[kRows],
+                                            Codes<kA0, kRows>& k) const {
 #pragma unroll
-    for (int r = 0; r < C::kRowsPerThread; ++r) {
-      k.scale[r] = make_float2(0.0f, 0.0f);
+    for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-      for (int a = 0; a < 4; ++a) k.c[r][a] = make_uint2(0u, 0u);
+      for (int j = 0; j < 2; ++j) {
+        k.c[r][j] = make_uint4(0u, 0u, 0u, 0u);
+        k.scale[r][j] = 0.0f;
+      }
       if (off[r] < 0) continue;
-      LoadEntryCodes<kA0>(blk.p.kv_cache + off[r], k.c[r], k.scale[r]);
+      const uint8_t* src = blk.p.kv_cache + off[r];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        k.c[r][j] = __ldg(reinterpret_cast<const uint4*>(
+            src + (kA0 + CodeAtom(j)) * 64 + (chunk % 4) * 16));
+      }
+      const float2 both =
+          __ldg(reinterpret_cast<const float2*>(src + kLora + 4 * (kA0 / 2)));
+      k.scale[r][0] = both.x;
+      k.scale[r][1] = both.y;
     }
   }
-  // fp8: those codes times their scales, as bf16, into buffer b (ordinary
-  // stores, fenced for the products' reads): Fp8Fast where this thread's
-  // scales fold and its codes hold no NaN, else Fp8PairToBf16.
-  template <int kA0>
-  __device__ __forceinline__ void StoreCodes(int b, const Codes<kA0>& k) {
+  // Which conversion a thread's codes take: Fp8Bf16Form where its scales
+  // are bf16 and in range (the cache writer's ue8m0 scales) and its codes
+  // hold no NaN, else Fp8Fast where the scales fold, else Fp8PairToBf16.
+  enum class Form { kBf16, kFast, kGeneral };
+  template <int kA0, int kRows>
+  __device__ __forceinline__ static Form FormOf(const Codes<kA0, kRows>& k) {
     using Fast = Fp8Fast<F>;
-    bool fast = true;
+    bool bf16 = true, fast = true;
     uint32_t nan = 0;
 #pragma unroll
-    for (int r = 0; r < C::kRowsPerThread; ++r) {
-      fast = fast & Fast::Folds(k.scale[r].x) & Fast::Folds(k.scale[r].y);
+    for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-      for (int a = 0; a < 4; ++a) {
-        nan |= Fast::NanBytes(k.c[r][a].x) | Fast::NanBytes(k.c[r][a].y);
+      for (int j = 0; j < 2; ++j) {
+        bf16 = bf16 & Fp8Bf16Form<F>::Folds(k.scale[r][j]);
+        fast = fast & Fast::Folds(k.scale[r][j]);
+        nan |= Fast::NanBytes(k.c[r][j].x) | Fast::NanBytes(k.c[r][j].y) |
+               Fast::NanBytes(k.c[r][j].z) | Fast::NanBytes(k.c[r][j].w);
       }
     }
-    // Both forms inlined: ptxas spills 52 bytes at the producer's 88
-    // registers (88 before the fast form); the general form out of line
-    // (__noinline__, no spills) measured 1.85x slower on the H200, its
-    // codes passed through the stack.
-    if (fast && nan == 0) {
-      StoreCodesAs<true>(b, k);
-    } else {
-      StoreCodesAs<false>(b, k);
-    }
-    ::dsa::gpu::WarpgroupBf16Mma<64>::FenceStores();
+    if (nan != 0) return Form::kGeneral;
+    return bf16 ? Form::kBf16 : fast ? Form::kFast : Form::kGeneral;
   }
-  template <bool kFast, int kA0>
-  __device__ __forceinline__ void StoreCodesAs(int b, const Codes<kA0>& k) {
-    uint8_t* keys = blk.s.keys[b];
+  // Sixteen codes times their scale as sixteen bf16 (two 16-byte chunks).
+  template <Form kForm>
+  __device__ __forceinline__ static void ToBf16x16(const uint4& w, float scale,
+                                                   uint4 (&out)[2]) {
+    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+    uint32_t v[8];
+    if constexpr (kForm == Form::kBf16) {
+      using B = Fp8Bf16Form<F>;
+      const uint32_t folded = B::Fold(scale);
 #pragma unroll
-    for (int r = 0; r < C::kRowsPerThread; ++r) {
-      const int row = r * (C::kProducerThreads / C::kRowThreads) + row_group;
-#pragma unroll
-      for (int a = 0; a < 4; ++a) {
-        const float sc = a < 2 ? k.scale[r].x : k.scale[r].y;
-        *reinterpret_cast<uint4*>(keys + (kA0 + a) * C::kAtomBytes +
-                                  ChunkOffset(row, chunk)) =
-            ToBf16x8<kFast>(k.c[r][a], sc);
+      for (int k = 0; k < 4; ++k) {
+        v[2 * k] = B::template Pair<0>(words[k], folded);
+        v[2 * k + 1] = B::template Pair<1>(words[k], folded);
       }
-    }
-  }
-  // Eight codes times their scale as eight bf16: Fp8Fast (kFast) or
-  // Fp8PairToBf16.
-  template <bool kFast>
-  __device__ __forceinline__ static uint4 ToBf16x8(uint2 w, float scale) {
-    if constexpr (kFast) {
+    } else if constexpr (kForm == Form::kFast) {
       using Fast = Fp8Fast<F>;
       const float folded = Fast::Fold(scale);
-      return make_uint4(Fast::template Pair<0>(w.x, folded),
-                        Fast::template Pair<1>(w.x, folded),
-                        Fast::template Pair<0>(w.y, folded),
-                        Fast::template Pair<1>(w.y, folded));
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        v[2 * k] = Fast::template Pair<0>(words[k], folded);
+        v[2 * k + 1] = Fast::template Pair<1>(words[k], folded);
+      }
     } else {
-      return make_uint4(
-          Fp8PairToBf16<F>(w.x, scale), Fp8PairToBf16<F>(w.x >> 16, scale),
-          Fp8PairToBf16<F>(w.y, scale), Fp8PairToBf16<F>(w.y >> 16, scale));
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        v[2 * k] = Fp8PairToBf16<F>(words[k], scale);
+        v[2 * k + 1] = Fp8PairToBf16<F>(words[k] >> 16, scale);
+      }
+    }
+    out[0] = make_uint4(v[0], v[1], v[2], v[3]);
+    out[1] = make_uint4(v[4], v[5], v[6], v[7]);
+  }
+  // The byte offset, in a buffer, of chunk `half` (0, 1) of the two that
+  // a load of atom a's codes writes for tile row `row`.
+  __device__ __forceinline__ uint32_t CodeChunkOffset(int row, int a,
+                                                      int half) const {
+    return a * C::kAtomBytes + ChunkOffset(row, 2 * (chunk % 4) + half);
+  }
+  // fp8: those codes times their scales, as bf16, into buffer b at tile
+  // rows row(r) (ordinary stores, fenced for the products' reads; `peer`:
+  // also into the peer's buffer by st.async, completing on `peer_ready`).
+  template <bool kPeer, int kA0, int kRows, typename RowOf>
+  __device__ __forceinline__ void StoreCodes(int b, const Codes<kA0, kRows>& k,
+                                             RowOf row_of,
+                                             uint32_t peer_ready = 0) {
+    const Form form = FormOf(k);
+    // Each form inline: the general one out of line measured 1.85x slower
+    // on the H200 (its codes passed through the stack).
+    if (form == Form::kBf16) {
+      StoreCodesAs<Form::kBf16, kPeer>(b, k, row_of, peer_ready);
+    } else if (form == Form::kFast) {
+      StoreCodesAs<Form::kFast, kPeer>(b, k, row_of, peer_ready);
+    } else {
+      StoreCodesAs<Form::kGeneral, kPeer>(b, k, row_of, peer_ready);
+    }
+  }
+  template <Form kForm, bool kPeer, int kA0, int kRows, typename RowOf>
+  __device__ __forceinline__ void StoreCodesAs(int b,
+                                               const Codes<kA0, kRows>& k,
+                                               RowOf row_of,
+                                               uint32_t peer_ready) {
+    uint8_t* keys = blk.s.keys[b];
+    const uint32_t peer_keys = kPeer ? blk.Peer(blk.KeysAddr(b)) : 0;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int row = row_of(r);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        uint4 v[2];
+        ToBf16x16<kForm>(k.c[r][j], k.scale[r][j], v);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t at = CodeChunkOffset(row, kA0 + CodeAtom(j), h);
+          *reinterpret_cast<uint4*>(keys + at) = v[h];
+          if constexpr (kPeer) StoreToPeer(peer_keys + at, v[h], peer_ready);
+        }
+      }
     }
   }
   // fp8: the rope (atom 8, bf16 in the entry) of this thread's rows into
@@ -409,7 +486,9 @@ struct Producer {
   }
 
   // Buffer b's flags (one thread per row group), then its arrival on the
-  // barrier of the buffer's first part.
+  // barrier of the buffer's first part: from this thread's rows' offsets
+  // (a bf16 cache), or from the warp's lanes' entries of the pair (fp8,
+  // ResolveLane: every row of the tile, the crossover's peer's half too).
   __device__ __forceinline__ void PublishValid(
       int b, const int64_t (&off)[C::kRowsPerThread]) {
     if (chunk != 0) return;
@@ -420,106 +499,63 @@ struct Producer {
     }
     MbarArrive(blk.KeysReady(b, Block<kFp8, kCrossover>::FirstPart(b)));
   }
-
-  // kCrossover: this block's rows of each tile are 32 rank + 16 j +
-  // row_group (j = 0, 1), the peer's the other 32. A pair's resolved
-  // offsets: this thread's rows of tiles 2 i and 2 i + 1 (-1: not a valid
-  // key), and bit 4 b + r set where row 16 r + row_group of tile 2 i + b is
-  // a valid key (the flags of every row: each block publishes all 64).
-  struct HalfPair {
-    int64_t off[2][2];
-    uint32_t valid_bits;
-  };
-  __device__ __forceinline__ void ResolveHalf(int i, HalfPair& h) {
-    int64_t off[2][C::kRowsPerThread];
-    Resolve(i, off);
-    h.valid_bits = 0;
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-#pragma unroll
-      for (int r = 0; r < C::kRowsPerThread; ++r) {
-        if (off[b][r] >= 0) h.valid_bits |= 1u << (4 * b + r);
-      }
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        h.off[b][j] = blk.rank != 0 ? off[b][2 + j] : off[b][j];
-      }
-    }
-  }
-  // kCrossover: buffer b's flags from the bits (one thread per row group),
-  // then its arrival on the barrier of the buffer's first part.
-  __device__ __forceinline__ void PublishValidBits(int b, uint32_t bits) {
+  __device__ __forceinline__ void PublishValidLanes(int b, int64_t lane_off) {
+    const uint32_t valid = __ballot_sync(0xffffffffu, lane_off >= 0);
     if (chunk != 0) return;
 #pragma unroll
     for (int r = 0; r < C::kRowsPerThread; ++r) {
       blk.s.valid[b][r * (C::kProducerThreads / C::kRowThreads) + row_group] =
-          (bits >> (4 * b + r)) & 1u;
+          (valid >> (16 * b + 4 * r + GroupInWarp())) & 1u;
     }
     MbarArrive(blk.KeysReady(b, Block<kFp8, kCrossover>::FirstPart(b)));
   }
-  // kCrossover: this thread's rows' share of the entries at `off` fetched
-  // into L2 ahead of their loads.
-  __device__ __forceinline__ void PrefetchHalf(const int64_t (&off)[2]) const {
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      if (off[j] < 0) continue;
-      const uint8_t* at = blk.p.kv_cache + off[j] + chunk * 96;
-      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(at));
-    }
-  }
-  // kCrossover: the codes of atoms [kA0, kA0 + 4) (the 8 of each atom this
-  // thread writes), the scales of their two tiles and (kA0 = 4) this
-  // thread's 16 bytes of the rope, for its two rows (zeros for rows that
-  // are not valid keys).
+
+  // kCrossover: this block's rows of each tile are 32 rank + 16 j +
+  // row_group (j = 0, 1: the thread's rows r = 2 rank + j), the peer's the
+  // other 32. Part `part` of buffer b, atoms from kA0 (the second part with
+  // the rope: this thread's 16 bytes of it for each row): this block's
+  // half loaded before the part's wait, dequantised into both blocks'
+  // buffers after it (ordinary stores here, fenced for the products'
+  // reads, then this thread's arrival on the part's barrier, one thread's
+  // also expecting the peer's stores into this block; stores that complete
+  // on the peer's barrier there). A part is free once both blocks'
+  // consumers are done with it (the peer's arrivals acquired at cluster
+  // scope).
   template <int kA0>
-  struct HalfCodes {
-    uint2 c[2][4];
-    float2 scale[2];
-    uint4 rope[kA0 == 4 ? 2 : 1];
-  };
-  template <int kA0>
-  __device__ __forceinline__ void LoadHalf(const int64_t (&off)[2],
-                                           HalfCodes<kA0>& k) const {
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      k.scale[j] = make_float2(0.0f, 0.0f);
-#pragma unroll
-      for (int a = 0; a < 4; ++a) k.c[j][a] = make_uint2(0u, 0u);
-      if constexpr (kA0 == 4) k.rope[j] = make_uint4(0u, 0u, 0u, 0u);
-      if (off[j] < 0) continue;
-      const uint8_t* src = blk.p.kv_cache + off[j];
-      LoadEntryCodes<kA0>(src, k.c[j], k.scale[j]);
-      if constexpr (kA0 == 4) {
-        k.rope[j] = __ldg(reinterpret_cast<const uint4*>(
-            src + kLora + 4 * kFp8Tiles + chunk * 16));
-      }
-    }
-  }
-  // kCrossover: those codes times their scales, as bf16 (Fp8Fast where this
-  // thread's scales fold and its codes hold no NaN, else Fp8PairToBf16; and
-  // the rope), into buffer b of both blocks: ordinary stores here, fenced
-  // for the products' reads, then this thread's arrival on the part's
-  // barrier (one thread's also expecting the peer's stores into this
-  // block); stores that complete on the peer's barrier there.
-  template <int kA0>
-  __device__ __forceinline__ void StoreHalf(int b, const HalfCodes<kA0>& k) {
-    using Fast = Fp8Fast<F>;
-    bool fast = true;
-    uint32_t nan = 0;
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      fast = fast & Fast::Folds(k.scale[j].x) & Fast::Folds(k.scale[j].y);
-#pragma unroll
-      for (int a = 0; a < 4; ++a) {
-        nan |= Fast::NanBytes(k.c[j][a].x) | Fast::NanBytes(k.c[j][a].y);
-      }
-    }
-    if (fast && nan == 0) {
-      StoreHalfAs<true>(b, k);
-    } else {
-      StoreHalfAs<false>(b, k);
-    }
+  __device__ __forceinline__ void HalfPart(int b, int64_t lane_off,
+                                           uint32_t parity) {
     constexpr int kPart = kA0 == 0 ? 0 : 1;
+    const int r0 = 2 * static_cast<int>(blk.rank);
+    int64_t off[2];
+    TileOffsets<2>(lane_off, b, r0, off);
+    Codes<kA0, 2> k;
+    LoadCodes(off, k);
+    uint4 rope[2];
+    if constexpr (kA0 != 0) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        rope[j] = off[j] < 0 ? make_uint4(0u, 0u, 0u, 0u)
+                             : __ldg(reinterpret_cast<const uint4*>(
+                                   blk.p.kv_cache + off[j] + kLora +
+                                   4 * kFp8Tiles + chunk * 16));
+      }
+    }
+    MbarWaitCluster(blk.KeysFree(b, kPart), parity);
+    const uint32_t peer_ready = blk.Peer(blk.KeysReady(b, kPart));
+    const auto row_of = [&](int j) {
+      return (r0 + j) * (C::kProducerThreads / C::kRowThreads) + row_group;
+    };
+    StoreCodes<true>(b, k, row_of, peer_ready);
+    if constexpr (kA0 != 0) {
+      uint8_t* keys = blk.s.keys[b];
+      const uint32_t peer_keys = blk.Peer(blk.KeysAddr(b));
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const uint32_t at = 8 * C::kAtomBytes + ChunkOffset(row_of(j), chunk);
+        *reinterpret_cast<uint4*>(keys + at) = rope[j];
+        StoreToPeer(peer_keys + at, rope[j], peer_ready);
+      }
+    }
     // The bytes the peer stores into a part of this block's buffer: its 32
     // rows of the part's atoms.
     constexpr uint32_t kPeerBytes =
@@ -532,80 +568,71 @@ struct Producer {
       MbarArrive(blk.KeysReady(b, kPart));
     }
   }
-  template <bool kFast, int kA0>
-  __device__ __forceinline__ void StoreHalfAs(int b, const HalfCodes<kA0>& k) {
-    constexpr int kPart = kA0 == 0 ? 0 : 1;
-    uint8_t* keys = blk.s.keys[b];
-    const uint32_t peer_keys = blk.Peer(blk.KeysAddr(b));
-    const uint32_t peer_ready = blk.Peer(blk.KeysReady(b, kPart));
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int row = static_cast<int>(blk.rank) * (C::kKeys / 2) +
-                      j * (C::kProducerThreads / C::kRowThreads) + row_group;
-#pragma unroll
-      for (int a = 0; a < 4; ++a) {
-        const float sc = a < 2 ? k.scale[j].x : k.scale[j].y;
-        const uint4 v = ToBf16x8<kFast>(k.c[j][a], sc);
-        const uint32_t at = (kA0 + a) * C::kAtomBytes + ChunkOffset(row, chunk);
-        *reinterpret_cast<uint4*>(keys + at) = v;
-        StoreToPeer(peer_keys + at, v, peer_ready);
-      }
-      if constexpr (kA0 == 4) {
-        const uint32_t at = 8 * C::kAtomBytes + ChunkOffset(row, chunk);
-        *reinterpret_cast<uint4*>(keys + at) = k.rope[j];
-        StoreToPeer(peer_keys + at, k.rope[j], peer_ready);
-      }
-    }
-  }
 
-  // kCrossover: every pair in the order of Run, this block's half of each
-  // part loaded before the part's wait and dequantised into both blocks
-  // after it; a buffer part is free once both blocks' consumers are done
-  // with it (the peer's arrivals acquired at cluster scope); the next
-  // pair's offsets resolved and its rows prefetched into L2 after the last
-  // part. (The next part's loads issued before this part's stores measured
-  // slower: 176 bytes spilled at 88 registers, RESULTS.md.) `h`: pair 0's
-  // (ResolveHalf before the tiles are counted).
-  __device__ __forceinline__ void RunCrossover(int pairs, HalfPair& h) {
+  // fp8, every pair in the order of Run, a part at a time: its codes
+  // loaded before the part's wait, dequantised into the buffer after it
+  // (Fp8Part; kCrossover: HalfPart, this block's half into both blocks);
+  // this lane's entries a pair and two ahead resolved meanwhile (pair
+  // i + 2's index loaded before pair i's first part, its block-table entry
+  // after the second, checked only at the pair's end: EntryBlock,
+  // EntryOffsetOf). `own`: this lane's entry of pair 0 (ResolveLane before the
+  // tiles are counted). kCrossover: this block's rows of pair i + 1 also
+  // fetched into L2 whole once pair i's are loaded (PrefetchLane: the lanes
+  // of this block's rows).
+  //
+  // Measured on the H200 (RESULTS.md, "... lane-resolved entries"): the
+  // prefetch 1-1.5 % faster in the crossover, 3 % slower at one head group,
+  // which has none. Loading the next part before this part's stores
+  // measured slower everywhere: in the crossover 1-2 % within a pair
+  // (10-20 % across pairs too, 108 bytes spilled), at one head group 40 %
+  // with each of a row's next loads just before the same load of this part
+  // converts (84 bytes spilled).
+  __device__ __forceinline__ void RunFp8(int pairs, int64_t own) {
     static_assert(C::kFirstPartAtoms == 4 && C::kAtoms == 9,
                   "parts: atoms 0-3, then 4-7 and the rope");
     static_assert(2 * (C::kProducerThreads / C::kRowThreads) == C::kKeys / 2,
-                  "two rows a thread of each block's half");
+                  "two rows a thread of each crossover block's half");
+    static_assert(
+        C::kProducerThreads / C::kRowThreads == 16 && C::kRowsPerThread == 4,
+        "a warp's 32 lanes resolve its 4 row groups' rows of a pair");
+    constexpr int kSplit = C::kFirstPartAtoms;
     if (pairs == 0) return;
-    PrefetchHalf(h.off[0]);
-    PrefetchHalf(h.off[1]);
-    for (int i = 0; i < pairs; ++i) {
-      const uint32_t parity = (i & 1) ^ 1;
-      {
-        HalfCodes<0> k;
-        LoadHalf(h.off[0], k);
-        MbarWaitCluster(blk.KeysFree(0, 0), parity);
-        StoreHalf(0, k);
-        PublishValidBits(0, h.valid_bits);
+    const uint64_t policy = L2EvictLastPolicy();
+    int64_t next = pairs > 1 ? ResolveLane(1) : -1;
+    if constexpr (kCrossover) {
+      const bool prefetches =
+          ((tid % 32) / 4) % 4 / 2 == static_cast<int>(blk.rank);
+      if (prefetches) {
+        PrefetchLane(own);
+        PrefetchLane(next);
       }
-      {
-        HalfCodes<4> k;
-        LoadHalf(h.off[1], k);
-        MbarWaitCluster(blk.KeysFree(1, 1), parity);
-        StoreHalf(1, k);
-        PublishValidBits(1, h.valid_bits);
+      for (int i = 0; i < pairs; ++i) {
+        const uint32_t parity = (i & 1) ^ 1;
+        const int32_t idx2 = i + 2 < pairs ? LaneIndex(i + 2) : -1;
+        HalfPart<0>(0, own, parity);
+        PublishValidLanes(0, own);
+        HalfPart<kSplit>(1, own, parity);
+        PublishValidLanes(1, own);
+        const int32_t block2 = EntryBlock(blk.p, blk.rr, idx2);
+        HalfPart<kSplit>(0, own, parity);
+        HalfPart<0>(1, own, parity);
+        own = next;
+        next = EntryOffsetOf(blk.p, blk.rr, idx2, block2);
+        if (prefetches) PrefetchLane(next);
       }
-      {
-        HalfCodes<4> k;
-        LoadHalf(h.off[0], k);
-        MbarWaitCluster(blk.KeysFree(0, 1), parity);
-        StoreHalf(0, k);
-      }
-      {
-        HalfCodes<0> k;
-        LoadHalf(h.off[1], k);
-        MbarWaitCluster(blk.KeysFree(1, 0), parity);
-        StoreHalf(1, k);
-      }
-      if (i + 1 < pairs) {
-        ResolveHalf(i + 1, h);
-        PrefetchHalf(h.off[0]);
-        PrefetchHalf(h.off[1]);
+    } else {
+      for (int i = 0; i < pairs; ++i) {
+        const uint32_t parity = (i & 1) ^ 1;
+        const int32_t idx2 = i + 2 < pairs ? LaneIndex(i + 2) : -1;
+        Fp8Part<0>(0, 0, own, parity, policy);
+        PublishValidLanes(0, own);
+        Fp8Part<kSplit>(1, 1, own, parity, policy);
+        PublishValidLanes(1, own);
+        const int32_t block2 = EntryBlock(blk.p, blk.rr, idx2);
+        Fp8Part<kSplit>(0, 1, own, parity, policy);
+        Fp8Part<0>(1, 0, own, parity, policy);
+        own = next;
+        next = EntryOffsetOf(blk.p, blk.rr, idx2, block2);
       }
     }
   }
@@ -614,12 +641,9 @@ struct Producer {
   // consumers need them (tile 2 i's first part, 2 i + 1's first part, then
   // the second parts); the next pair's offsets resolved while the
   // consumers work. `off`: pair 0's (Resolve before the tiles are counted).
+  // A bf16 cache: 16-byte cp.async straight into the buffers.
   __device__ __forceinline__ void Run(int pairs,
                                       int64_t (&off)[2][C::kRowsPerThread]) {
-    if constexpr (kFp8) {
-      RunFp8(pairs, off);
-      return;
-    }
     constexpr int kSplit = C::kFirstPartAtoms;
     const uint64_t policy = L2EvictLastPolicy();
     for (int i = 0; i < pairs; ++i) {
@@ -647,49 +671,27 @@ struct Producer {
   }
 
   // Part `part` of buffer b over an fp8 cache, atoms from kA0 (0: the first
-  // part; else the second, with the rope): its codes loaded before the
-  // buffer's wait, dequantised into it after, then announced (the second
-  // part's rope by its copies' arrival as well).
+  // part; else the second, with the rope): this thread's rows' offsets from
+  // the warp's lanes, their codes loaded before the buffer's wait,
+  // dequantised into it after, then announced (the second part's rope by
+  // its copies' arrival as well).
   template <int kA0>
-  __device__ __forceinline__ void Fp8Part(
-      int b, int part, const int64_t (&row_off)[C::kRowsPerThread],
-      uint32_t parity, uint64_t policy) {
+  __device__ __forceinline__ void Fp8Part(int b, int part, int64_t lane_off,
+                                          uint32_t parity, uint64_t policy) {
+    int64_t off[C::kRowsPerThread];
+    TileOffsets(lane_off, b, 0, off);
     Codes<kA0> k;
-    LoadCodes(row_off, k);
+    LoadCodes(off, k);
     MbarWait(blk.KeysFree(b, part), parity);
     if constexpr (kA0 != 0) {
-      CopyRope(b, row_off, policy);
+      CopyRope(b, off, policy);
       CopyAsyncArriveOnMbar(blk.KeysReady(b, part));
     }
-    StoreCodes(b, k);
+    StoreCodes<false>(b, k, [&](int r) {
+      return r * (C::kProducerThreads / C::kRowThreads) + row_group;
+    });
+    ::dsa::gpu::WarpgroupBf16Mma<64>::FenceStores();
     MbarArrive(blk.KeysReady(b, part));
-  }
-
-  // The same order over an fp8 cache, a part at a time (Fp8Part); the next
-  // pair's offsets resolved and their rows prefetched into L2 after the
-  // last part of this pair.
-  __device__ __forceinline__ void RunFp8(int pairs,
-                                         int64_t (&off)[2][C::kRowsPerThread]) {
-    static_assert(C::kFirstPartAtoms == 4 && C::kAtoms == 9,
-                  "parts: atoms 0-3, then 4-7 and the rope");
-    constexpr int kSplit = C::kFirstPartAtoms;
-    const uint64_t policy = L2EvictLastPolicy();
-    PrefetchRows(off[0]);
-    PrefetchRows(off[1]);
-    for (int i = 0; i < pairs; ++i) {
-      const uint32_t parity = (i & 1) ^ 1;
-      Fp8Part<0>(0, 0, off[0], parity, policy);
-      PublishValid(0, off[0]);
-      Fp8Part<kSplit>(1, 1, off[1], parity, policy);
-      PublishValid(1, off[1]);
-      Fp8Part<kSplit>(0, 1, off[0], parity, policy);
-      Fp8Part<0>(1, 0, off[1], parity, policy);
-      if (i + 1 < pairs) {
-        Resolve(i + 1, off);
-        PrefetchRows(off[0]);
-        PrefetchRows(off[1]);
-      }
-    }
   }
 };
 
