@@ -40,7 +40,7 @@ prefill=$!
   "$csrc/sm90/decode/sparse_fp8/instantiations/v32_persistent_h128.cu" \
   "$csrc/smxx/decode/combine/combine.cu" \
   "$csrc/smxx/decode/get_decoding_sched_meta/get_decoding_sched_meta.cu" \
-  -lcuda &
+  -lcublas -lcuda &
 decode=$!
 wait "$prefill" && wait "$decode"
 echo "built $out/flashmla_sparse_prefill $out/flashmla_sparse_decode"

@@ -4,14 +4,17 @@
 // of `context` tokens in pages of 64 on a random block table, `mtp` query
 // tokens a request, each naming `topk` distinct positions of its request.
 // The scheduler's metadata is computed once (as an engine does once a step
-// for all layers); what is timed is the decode kernel and its combine: the
-// median of single calls and the time per call queued back to back. Checks
-// the first and last rows against a float64 reference first.
+// for all layers); what is timed is the decode kernel and its combine, then
+// the same with the W_UV product by cuBLAS after them (our op's work:
+// `v` values a head): the median of single calls and the time per call
+// queued back to back. Checks the first and last rows against a float64
+// reference first.
 //
 // Built against a FlashMLA checkout by testing/gpu/peers/build_flashmla.sh.
 //
 //   flashmla_sparse_decode --heads=128 --requests=32 --context=8192 \
-//       --mtp=1 [--topk=2048] [--iters=50] [--then ...]
+//       --mtp=1 [--topk=2048] [--v=128] [--iters=50] [--then ...]
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -46,13 +49,18 @@ double E4m3(uint8_t c) {
 }
 
 struct Config {
-  int heads = 128, requests = 32, context = 8192, mtp = 1, topk = 2048,
+  int heads = 128, requests = 32, context = 8192, mtp = 1, topk = 2048, v = 128,
       iters = 50;
 };
 
 struct Run {
   SparseAttnDecodeParams p;
   CombineParams combine;
+  cublasHandle_t blas;
+  const void* w_uv;  // [heads, 512, v] bf16
+  void* projected;   // [rows, heads, v] bf16
+  int rows, heads, v;
+  bool with_wuv;
 };
 
 void Call(Run& r) {
@@ -64,16 +72,21 @@ void Call(Run& r) {
         ModelType::V32, 128>(r.p);
   }
   smxx::decode::run_flash_mla_combine_kernel<cutlass::bfloat16_t>(r.combine);
+  if (r.with_wuv) {
+    peer::WuvProduct(r.blas, r.w_uv, r.p.out, r.projected, r.rows, r.heads,
+                     r.v);
+  }
 }
 
 int RunOne(const Config& c) {
   const int heads = c.heads, nreq = c.requests, context = c.context,
             mtp = c.mtp, topk = c.topk;
   if ((heads != 64 && heads != 128) || nreq < 1 || mtp < 1 || topk < 64 ||
-      topk % 64 != 0 || context < topk || context % kPage != 0 || c.iters < 1) {
+      topk % 64 != 0 || context < topk || context % kPage != 0 || c.v < 1 ||
+      c.iters < 1) {
     std::fprintf(stderr,
                  "bad sizes (heads 64 or 128; topk a multiple of 64; context "
-                 ">= topk, a multiple of 64)\n");
+                 ">= topk, a multiple of 64; v >= 1)\n");
     return 2;
   }
   const int64_t rows = int64_t{nreq} * mtp;
@@ -119,6 +132,8 @@ int RunOne(const Config& c) {
   }
   std::vector<uint16_t> q(rows * heads * kDim);
   for (auto& x : q) x = RandomBf16(s);
+  std::vector<uint16_t> w(int64_t{heads} * kLora * c.v);
+  for (auto& x : w) x = RandomBf16(s);
 
   Run r{};
   SparseAttnDecodeParams& p = r.p;
@@ -133,7 +148,7 @@ int RunOne(const Config& c) {
   // overhead of 5 blocks of 64 a request (csrc/api/sparse_decode.h).
   const int num_sm_parts = std::max(num_sms / mtp / (heads / 64), 1);
   void *d_q, *d_kv, *d_idx, *d_out, *d_lse, *d_meta, *d_splits, *d_lse_acc,
-      *d_o_acc;
+      *d_o_acc, *d_w, *d_proj;
   PEER_CHECK(cudaMalloc(&d_q, q.size() * 2));
   PEER_CHECK(cudaMalloc(&d_kv, cache.size()));
   PEER_CHECK(cudaMalloc(&d_idx, idx.size() * 4));
@@ -145,6 +160,9 @@ int RunOne(const Config& c) {
   const int64_t total_splits = nreq + num_sm_parts;
   PEER_CHECK(cudaMalloc(&d_lse_acc, total_splits * mtp * heads * 4));
   PEER_CHECK(cudaMalloc(&d_o_acc, total_splits * mtp * heads * kLora * 4));
+  PEER_CHECK(cudaMalloc(&d_w, w.size() * 2));
+  PEER_CHECK(cudaMalloc(&d_proj, rows * heads * c.v * 2));
+  PEER_CHECK(cudaMemcpy(d_w, w.data(), w.size() * 2, cudaMemcpyHostToDevice));
   PEER_CHECK(cudaMemcpy(d_q, q.data(), q.size() * 2, cudaMemcpyHostToDevice));
   PEER_CHECK(
       cudaMemcpy(d_kv, cache.data(), cache.size(), cudaMemcpyHostToDevice));
@@ -152,6 +170,17 @@ int RunOne(const Config& c) {
       cudaMemcpy(d_idx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
   cudaStream_t stream;
   PEER_CHECK(cudaStreamCreate(&stream));
+  if (cublasCreate(&r.blas) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetStream(r.blas, stream) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "cublas handle\n");
+    return 1;
+  }
+  r.w_uv = d_w;
+  r.projected = d_proj;
+  r.rows = static_cast<int>(rows);
+  r.heads = heads;
+  r.v = c.v;
+  r.with_wuv = false;
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(kDim));
   p.b = nreq;
@@ -291,17 +320,22 @@ int RunOne(const Config& c) {
   const auto call = [&] { Call(r); };
   const float ms = peer::MedianMs(call, stream, c.iters);
   const float queued = peer::QueuedMs(call, stream, c.iters);
+  r.with_wuv = true;
+  const float wuv_ms = peer::MedianMs(call, stream, c.iters);
+  const float wuv_queued = peer::QueuedMs(call, stream, c.iters);
   const double flops =
       static_cast<double>(rows) * heads * 2.0 * topk * (kDim + kLora);
   std::printf(
       "flashmla_sparse_decode cache=fp8 heads=%d requests=%d mtp=%d "
-      "context=%d topk=%d sm_parts=%d median_ms=%.4f queued_ms=%.4f "
-      "tflops=%.1f check_worst=%.2g\n",
-      heads, nreq, mtp, context, topk, num_sm_parts, ms, queued,
-      flops / (ms * 1e-3) / 1e12, worst);
+      "context=%d topk=%d v=%d sm_parts=%d median_ms=%.4f queued_ms=%.4f "
+      "tflops=%.1f with_wuv_ms=%.4f with_wuv_queued_ms=%.4f "
+      "check_worst=%.2g\n",
+      heads, nreq, mtp, context, topk, c.v, num_sm_parts, ms, queued,
+      flops / (ms * 1e-3) / 1e12, wuv_ms, wuv_queued, worst);
+  cublasDestroy(r.blas);
   PEER_CHECK(cudaStreamDestroy(stream));
-  for (void* ptr :
-       {d_q, d_kv, d_idx, d_out, d_lse, d_meta, d_splits, d_lse_acc, d_o_acc}) {
+  for (void* ptr : {d_q, d_kv, d_idx, d_out, d_lse, d_meta, d_splits, d_lse_acc,
+                    d_o_acc, d_w, d_proj}) {
     PEER_CHECK(cudaFree(ptr));
   }
   return 0;
@@ -318,6 +352,7 @@ int main(int argc, char** argv) {
                         {"context", &c.context},
                         {"mtp", &c.mtp},
                         {"topk", &c.topk},
+                        {"v", &c.v},
                         {"iters", &c.iters}},
                        [&] { return RunOne(c); });
 }

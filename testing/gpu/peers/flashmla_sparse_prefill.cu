@@ -54,20 +54,7 @@ struct Run {
 void Call(const Run& r) {
   sm90::fwd::run_fwd_phase1_kernel<576, false>(r.p);
   if (!r.with_wuv) return;
-  // projected[t, h, :] = out[t, h, :] W_UV[h]: per head, (rows x 512) times
-  // (512 x v); column-major: C^T (v x rows) = W^T (v x 512) * O^T (512 x
-  // rows), O^T's columns strided by heads * 512.
-  const float one = 1.0f, zero = 0.0f;
-  const cublasStatus_t st = cublasGemmStridedBatchedEx(
-      r.blas, CUBLAS_OP_N, CUBLAS_OP_N, r.v, r.rows, kLora, &one, r.w_uv,
-      CUDA_R_16BF, r.v, int64_t{kLora} * r.v, r.p.out, CUDA_R_16BF,
-      r.heads * kLora, kLora, &zero, r.projected, CUDA_R_16BF, r.heads * r.v,
-      r.v, r.heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  if (st != CUBLAS_STATUS_SUCCESS) {
-    std::fprintf(stderr, "cublasGemmStridedBatchedEx: %d\n",
-                 static_cast<int>(st));
-    std::exit(1);
-  }
+  peer::WuvProduct(r.blas, r.w_uv, r.p.out, r.projected, r.rows, r.heads, r.v);
 }
 
 int RunOne(const Config& c) {

@@ -1,11 +1,13 @@
 // What the peer harnesses (flashmla_sparse_prefill.cu, _decode.cu) share:
 // the error check, the bench's random draws (sparse_mla/bench.cc's
-// xorshift and bf16 values), the command line and the two timings the bench
+// xorshift and bf16 values), the command line, the W_UV product that makes
+// "FlashMLA + W_UV" the same work as our op, and the two timings the bench
 // takes (the median of single calls, the host waiting for each, and the
 // time a call of calls queued back to back).
 #ifndef DSA_TESTING_GPU_PEERS_PEER_UTIL_H_
 #define DSA_TESTING_GPU_PEERS_PEER_UTIL_H_
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -48,6 +50,26 @@ inline uint16_t RandomBf16(uint64_t& s) {
   uint32_t bits;
   std::memcpy(&bits, &f, 4);
   return static_cast<uint16_t>(bits >> 16);
+}
+
+// projected[t, h, :v] = o[t, h, :512] W_UV[h] for `rows` rows (bf16, fp32
+// accumulation): per head, (rows x 512) times (512 x v); column-major,
+// C^T (v x rows) = W^T (v x 512) O^T (512 x rows), O^T's columns strided by
+// heads * 512. Exits on a cuBLAS error.
+inline void WuvProduct(cublasHandle_t blas, const void* w_uv, const void* o,
+                       void* projected, int rows, int heads, int v) {
+  constexpr int kLatent = 512;
+  const float one = 1.0f, zero = 0.0f;
+  const cublasStatus_t st = cublasGemmStridedBatchedEx(
+      blas, CUBLAS_OP_N, CUBLAS_OP_N, v, rows, kLatent, &one, w_uv, CUDA_R_16BF,
+      v, int64_t{kLatent} * v, o, CUDA_R_16BF, heads * kLatent, kLatent, &zero,
+      projected, CUDA_R_16BF, heads * v, v, heads, CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "cublasGemmStridedBatchedEx: %d\n",
+                 static_cast<int>(st));
+    std::exit(1);
+  }
 }
 
 // --name=N into *out.
