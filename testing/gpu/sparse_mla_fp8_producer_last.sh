@@ -8,35 +8,18 @@
 # product by cuBLAS (the same work as our op); bf16 decode at 128 and 512
 # rows and prefill at T = 8192 over bf16 and fp8 caches, new and old
 # interleaved, FlashMLA + W_UV. Folder layout: bin/{old,new}_bench.gz,
-# bin/new_kernels_test.gz, bin/flashmla_sparse_{decode,prefill}.gz.
-set -u -o pipefail
+# bin/new_kernels_test.gz, bin/flashmla_sparse_{decode,prefill}.gz, COMMIT.
+# Run from the repository root with the payload folder (call_lib.sh):
+#   bash testing/gpu/sparse_mla_fp8_producer_last.sh DIR
 here="$(cd "$(dirname "$0")" && pwd)"
-out="${OUT:-/tmp/final3_out}"; mkdir -p "$out"
-work=/tmp/final3_run; rm -rf "$work"; mkdir -p "$work"
-for f in "$here"/bin/*.gz; do gzip -dc "$f" > "$work/$(basename "$f" .gz)"; done
-chmod +x "$work"/*
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-exec > >(tee "$out/run.txt") 2>&1
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s]"; }
-cat "$here/COMMIT"
-smi() { nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv,noheader; }
+source "$here/call_lib.sh"
+call_begin final3 "${1:?the payload folder}"
 echo "== $(el) sparse_mla kernels_test"
-timeout 100 "$work/new_kernels_test" --gtest_brief=1 > "$out/kernels_test.txt" 2>&1; echo "rc $?"
-grep -E "PASSED|FAILED|Failure|seed|differ|not compared" "$out/kernels_test.txt" | head -30
-H64="--heads=64 --v=256 --nope=192"; H128="--heads=128 --v=128 --nope=128"
+sparse_mla_suite "$work/new_kernels_test"
 for CTX in 8192 65536; do
   echo "== $(el) decode, fp8 cache, context $CTX: new (picked), FlashMLA"
-  args=(); pargs=()
-  for h in 128 64; do
-    if [ $h = 128 ]; then hh="$H128"; v=128; else hh="$H64"; v=256; fi
-    for rm in "1 1" "1 4" "32 1" "32 4" "128 1" "128 4"; do set -- $rm
-      [ ${#args[@]} -gt 0 ] && args+=(--then) && pargs+=(--then)
-      args+=(--mode=decode --cache=fp8 $hh --context=$CTX --requests=$1 --mtp=$2 --iters=30)
-      pargs+=(--heads=$h --v=$v --context=$CTX --requests=$1 --mtp=$2 --iters=30)
-    done
-  done
-  timeout 120 "$work/new_bench" "${args[@]}" 2>&1 | grep -E "^sparse_mla|fail|rror" | sed "s/^/new /"
-  timeout 90 "$work/flashmla_sparse_decode" "${pargs[@]}" 2>&1 | grep -vE "^\[" | sed 's/^/peer /'
+  fp8_decode new $CTX ""
+  flashmla_decode $CTX
   smi
 done
 echo "== $(el) bf16 decode and prefill: new, old interleaved; FlashMLA + W_UV"
