@@ -24,6 +24,7 @@ namespace dsa::attention {
 namespace {
 
 using dense_ops_test::DenseOpTest;
+using dense_ops_test::GemmMismatches;
 using dense_ops_test::GemmShape;
 using dense_ops_test::GemmTolerance;
 using ::dsa::testing::IsOk;
@@ -283,24 +284,20 @@ TEST_P(DenseOpTest, Fp8BlockGemmOnARowSliceOfAConcatenatedWeight) {
   ASSERT_THAT(Run<Fp8BlockGemm>(a), IsOk());
   const std::vector<double> y = Read(a.y);
   const QuantizedRef xq = QuantizeRef(x, rows, in, 1, DType::kFloat8E4m3fn);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t o = 0; o < second; ++o) {
-      double ref = 0.0, mag = 0.0;
-      for (int64_t i = 0; i < in; ++i) {
-        const double wd = reference::Fp8Value(w.codes[(first + o) * in + i],
-                                              reference::Fp8Kind::kE4m3fn) *
-                          w.scales[((first + o) / kBlock) * 2 + i / kBlock];
-        const double xd = reference::Fp8Value(xq.codes[r * in + i],
-                                              reference::Fp8Kind::kE4m3fn) *
-                          xq.scales[r * 2 + i / kBlock];
-        ref += xd * wd;
-        mag += std::abs(xd * wd);
-      }
-      ASSERT_LE(std::abs(y[r * second + o] - ref),
-                GemmTolerance(mag, in, DType::kFloat32, ref))
-          << "y[" << r << ", " << o << "]";
-    }
-  }
+  EXPECT_EQ(
+      GemmMismatches(
+          rows, second, in, DType::kFloat32, "y",
+          [&](int64_t r, int64_t o) { return y[r * second + o]; },
+          [&](int64_t r, int64_t o, int64_t i) {
+            const double wd = reference::Fp8Value(w.codes[(first + o) * in + i],
+                                                  reference::Fp8Kind::kE4m3fn) *
+                              w.scales[((first + o) / kBlock) * 2 + i / kBlock];
+            const double xd = reference::Fp8Value(xq.codes[r * in + i],
+                                                  reference::Fp8Kind::kE4m3fn) *
+                              xq.scales[r * 2 + i / kBlock];
+            return xd * wd;
+          }),
+      0);
 }
 
 // Quantising a weight with the op (block_rows 128) and multiplying with the
@@ -326,24 +323,18 @@ TEST_P(DenseOpTest, Fp8BlockQuantOfAWeightFeedsTheProduct) {
   const QuantizedRef w =
       QuantizeRef(w_full, out, in, kBlock, DType::kFloat8E4m3fn);
   const QuantizedRef xq = QuantizeRef(x, rows, in, 1, DType::kFloat8E4m3fn);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t o = 0; o < out; ++o) {
-      double ref = 0.0, mag = 0.0;
-      for (int64_t i = 0; i < in; ++i) {
-        const double p = reference::Fp8Value(xq.codes[r * in + i],
+  EXPECT_EQ(GemmMismatches(
+                rows, out, in, DType::kFloat32, "y",
+                [&](int64_t r, int64_t o) { return y[r * out + o]; },
+                [&](int64_t r, int64_t o, int64_t i) {
+                  return reference::Fp8Value(xq.codes[r * in + i],
                                              reference::Fp8Kind::kE4m3fn) *
                          xq.scales[r * 3 + i / kBlock] *
                          reference::Fp8Value(w.codes[o * in + i],
                                              reference::Fp8Kind::kE4m3fn) *
                          w.scales[(o / kBlock) * 3 + i / kBlock];
-        ref += p;
-        mag += std::abs(p);
-      }
-      ASSERT_LE(std::abs(y[r * out + o] - ref),
-                GemmTolerance(mag, in, DType::kFloat32, ref))
-          << "y[" << r << ", " << o << "]";
-    }
-  }
+                }),
+            0);
 }
 
 // RMSNorm with y_q writes y unchanged and, beside it, y's quantisation per
@@ -653,29 +644,17 @@ TEST_P(DenseOpTest, Fp8BlockGemmOfQuantisedActivationsIsTheProductOfX) {
         const std::vector<double> y = Read(b.y);
         const QuantizedRef xq = QuantizeRef(x, sh.rows, sh.in, 1, fp8);
         const reference::Fp8Kind kind = testing::KindOf(fp8);
-        int bad = 0;
-        for (int64_t r = 0; r < sh.rows; ++r) {
-          for (int64_t o = 0; o < sh.out; ++o) {
-            double ref = 0.0, mag = 0.0;
-            for (int64_t i = 0; i < sh.in; ++i) {
-              const double p =
-                  reference::Fp8Value(xq.codes[r * sh.in + i], kind) *
-                  xq.scales[r * groups + i / kBlock] *
-                  reference::Fp8Value(w.codes[o * sh.in + i], kind) *
-                  w.scales[(o / kBlock) * groups + i / kBlock];
-              ref += p;
-              mag += std::abs(p);
-            }
-            const double got = y[r * sh.out + o];
-            if (!(std::abs(got - ref) <=
-                  GemmTolerance(mag, sh.in, y_type, ref)) &&
-                ++bad <= 5) {
-              ADD_FAILURE() << "y[" << r << ", " << o << "] = " << got
-                            << ", expected " << ref;
-            }
-          }
-        }
-        EXPECT_EQ(bad, 0);
+        EXPECT_EQ(
+            GemmMismatches(
+                sh.rows, sh.out, sh.in, y_type, "y",
+                [&](int64_t r, int64_t o) { return y[r * sh.out + o]; },
+                [&](int64_t r, int64_t o, int64_t i) {
+                  return reference::Fp8Value(xq.codes[r * sh.in + i], kind) *
+                         xq.scales[r * groups + i / kBlock] *
+                         reference::Fp8Value(w.codes[o * sh.in + i], kind) *
+                         w.scales[(o / kBlock) * groups + i / kBlock];
+                }),
+            0);
       }
     }
   }

@@ -25,8 +25,8 @@ namespace dsa::attention {
 namespace {
 
 using dense_ops_test::DenseOpTest;
+using dense_ops_test::GemmMismatches;
 using dense_ops_test::GemmShape;
-using dense_ops_test::GemmTolerance;
 using ::dsa::testing::IsOk;
 using ::dsa::testing::StatusIs;
 using ::testing::HasSubstr;
@@ -47,26 +47,14 @@ TEST_P(DenseOpTest, GemmMatchesFloat64ReferenceForEveryTypeAndShape) {
         a.y = Poisoned(y_type, {1, s.rows, s.out});
         ASSERT_THAT(Run<Gemm>(a), IsOk());
         const std::vector<double> y = Read(a.y);
-        int bad = 0;
-        for (int64_t r = 0; r < s.rows; ++r) {
-          for (int64_t o = 0; o < s.out; ++o) {
-            double ref = 0.0, mag = 0.0;
-            for (int64_t i = 0; i < s.in; ++i) {
-              const double p = double{x[r * s.in + i]} *
+        EXPECT_EQ(GemmMismatches(
+                      s.rows, s.out, s.in, y_type, "y",
+                      [&](int64_t r, int64_t o) { return y[r * s.out + o]; },
+                      [&](int64_t r, int64_t o, int64_t i) {
+                        return double{x[r * s.in + i]} *
                                reference::Bf16Value(w[o * s.in + i]);
-              ref += p;
-              mag += std::abs(p);
-            }
-            const double got = y[r * s.out + o];
-            if (!(std::abs(got - ref) <=
-                  GemmTolerance(mag, s.in, y_type, ref)) &&
-                ++bad <= 5) {
-              ADD_FAILURE() << "y[" << r << ", " << o << "] = " << got
-                            << ", expected " << ref;
-            }
-          }
-        }
-        EXPECT_EQ(bad, 0);
+                      }),
+                  0);
       }
     }
   }
@@ -112,33 +100,26 @@ TEST_P(DenseOpTest, BatchedGemmOverStridedAndTransposedViews) {
     a.y = ToDeviceStrided(out, a.y);
     ASSERT_THAT(Run<Gemm>(a), IsOk());
     const std::vector<float> got = ToHost<float>(a.y, tokens * heads * width);
-    int bad = 0;
-    for (int64_t t = 0; t < tokens; ++t) {
-      for (int64_t h = 0; h < heads; ++h) {
-        for (int64_t j = 0; j < width; ++j) {
-          const float g = got[(t * heads + h) * width + j];
-          if (j >= kv_lora) {
-            if (g != -7.0f && ++bad <= 5) ADD_FAILURE() << "tail written";
-            continue;
-          }
-          double ref = 0.0, mag = 0.0;
-          for (int64_t n = 0; n < nope; ++n) {
-            const double p =
-                double{q[(t * heads + h) * qk + n]} *
-                reference::Bf16Value(kv_b[(h * (nope + v) + n) * kv_lora + j]);
-            ref += p;
-            mag += std::abs(p);
-          }
-          if (!(std::abs(g - ref) <=
-                GemmTolerance(mag, nope, DType::kFloat32, ref)) &&
-              ++bad <= 5) {
-            ADD_FAILURE() << "q_abs[" << t << ", " << h << ", " << j
-                          << "] = " << g << ", expected " << ref;
-          }
+    // Row t * heads + h of q_abs is (t, h).
+    int tails = 0;
+    for (int64_t r = 0; r < tokens * heads; ++r) {
+      for (int64_t j = kv_lora; j < width; ++j) {
+        if (got[r * width + j] != -7.0f && ++tails <= 5) {
+          ADD_FAILURE() << "tail written";
         }
       }
     }
-    EXPECT_EQ(bad, 0);
+    EXPECT_EQ(tails, 0);
+    EXPECT_EQ(GemmMismatches(
+                  tokens * heads, kv_lora, nope, DType::kFloat32, "q_abs",
+                  [&](int64_t r, int64_t j) { return got[r * width + j]; },
+                  [&](int64_t r, int64_t j, int64_t n) {
+                    const int64_t h = r % heads;
+                    return double{q[r * qk + n]} *
+                           reference::Bf16Value(
+                               kv_b[(h * (nope + v) + n) * kv_lora + j]);
+                  }),
+              0);
   }
 }
 
@@ -166,23 +147,19 @@ TEST_P(DenseOpTest, GemmOnMisalignedStridedRows) {
   const std::vector<float> got = ToHost<float>(whole, 1 + rows * y_stride);
   EXPECT_EQ(got[0], -3.0f);
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t o = 0; o < y_stride; ++o) {
-      const float g = got[1 + r * y_stride + o];
-      if (o >= out) {
-        ASSERT_EQ(g, -3.0f) << "row " << r << " padding " << o;
-        continue;
-      }
-      double ref = 0.0, mag = 0.0;
-      for (int64_t i = 0; i < in; ++i) {
-        const double p = reference::Bf16Value(x[1 + r * x_stride + i]) *
-                         reference::Bf16Value(w[o * in + i]);
-        ref += p;
-        mag += std::abs(p);
-      }
-      ASSERT_LE(std::abs(g - ref), GemmTolerance(mag, in, DType::kFloat32, ref))
-          << "y[" << r << ", " << o << "]";
+    for (int64_t o = out; o < y_stride; ++o) {
+      ASSERT_EQ(got[1 + r * y_stride + o], -3.0f)
+          << "row " << r << " padding " << o;
     }
   }
+  EXPECT_EQ(GemmMismatches(
+                rows, out, in, DType::kFloat32, "y",
+                [&](int64_t r, int64_t o) { return got[1 + r * y_stride + o]; },
+                [&](int64_t r, int64_t o, int64_t i) {
+                  return reference::Bf16Value(x[1 + r * x_stride + i]) *
+                         reference::Bf16Value(w[o * in + i]);
+                }),
+            0);
 }
 
 // Narrow rows, the models' hidden sizes, and rows longer than a GPU block

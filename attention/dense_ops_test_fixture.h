@@ -31,6 +31,33 @@ inline double GemmTolerance(double magnitude, int64_t in, DType out,
   return tol;
 }
 
+// Gemm elements off their float64 references: for every r < rows and
+// o < out, got(r, o) against sum_i term(r, o, i) over i < in, within
+// GemmTolerance for a `y_type` output; the first five named as
+// what[r, o]. 0 where every element holds.
+template <class Got, class Term>
+int GemmMismatches(int64_t rows, int64_t out, int64_t in, DType y_type,
+                   const char* what, Got got, Term term) {
+  int bad = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double ref = 0.0, mag = 0.0;
+      for (int64_t i = 0; i < in; ++i) {
+        const double p = term(r, o, i);
+        ref += p;
+        mag += std::abs(p);
+      }
+      const double g = got(r, o);
+      if (!(std::abs(g - ref) <= GemmTolerance(mag, in, y_type, ref)) &&
+          ++bad <= 5) {
+        ADD_FAILURE() << what << "[" << r << ", " << o << "] = " << g
+                      << ", expected " << ref;
+      }
+    }
+  }
+  return bad;
+}
+
 // Elements read back as double.
 inline std::vector<double> AsDoubles(const std::vector<uint8_t>& bytes,
                                      DType dtype) {
