@@ -271,7 +271,9 @@ struct Config {
   static constexpr int kProducerRegs = 72;
   static constexpr int kConsumerRegs = 216;
   // Over an fp8 cache the producer holds a part's codes between their loads
-  // and its stores (40 registers): 88, the consumers 208 (no spills).
+  // and its stores (40 registers) and its lanes' entries two pairs ahead:
+  // 104, the consumers 200 (no spills; at 88 / 208 ptxas spilled 72
+  // bytes, at 120 / 192 the consumers 72).
   static constexpr int kFp8ProducerRegs = 104;
   static constexpr int kFp8ConsumerRegs = 200;
   static constexpr int kStageLd = kLora + 8;  // output staging rows (bf16)

@@ -9,12 +9,12 @@
 // buffers (tile 2 i of pair i into keys[0], 2 i + 1 into keys[1]), each
 // tile in two parts with their own mbarriers (atoms 0-3: dims 0-255;
 // atoms 4-8: dims 256-575), invalid keys zero-filled and flagged in
-// `valid`. Over an fp8 cache (88 producer registers, 208 consumer) each
+// `valid`. Over an fp8 cache (104 producer registers, 200 consumer) each
 // producer thread loads a part's codes and scales into registers before
-// the part is free, then writes them as bf16 with ordinary stores fenced
-// for the products (Fp8Fast, row_access.h), the rope still by cp.async;
-// measured 2.1x slower than the bf16 cache at T = 8192, faster than the
-// gathered workspace at 64 heads from 32 decode rows (heuristics.h). At an
+// the part is free (16-byte loads; the pair's entries resolved a lane
+// each), then writes them as bf16 with ordinary stores fenced for the
+// products (Fp8Bf16Form, row_access.h), the rope still by cp.async;
+// faster than the gathered workspace from 32 decode rows (heuristics.h). At an
 // even number of head groups (kCrossover, FlashMLA's "crossover") a row's
 // two head-group blocks run as one cluster, each producer dequantising its
 // half of every tile (codes, scales and rope through registers) into its
