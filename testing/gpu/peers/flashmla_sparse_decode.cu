@@ -289,27 +289,9 @@ int RunOne(const Config& c) {
       }
     }
     for (int h = 0; h < heads; ++h) {
-      const uint16_t* qh = q.data() + (t * heads + h) * kDim;
-      std::vector<double> sc(topk);
-      double mx = -1e300;
-      for (int j = 0; j < topk; ++j) {
-        double d = 0;
-        for (int e = 0; e < kDim; ++e) d += Bf16ToFloat(qh[e]) * keys[j][e];
-        sc[j] = d * scale;
-        mx = std::max(mx, sc[j]);
-      }
-      double sum = 0;
-      for (auto& x : sc) sum += (x = std::exp(x - mx));
-      std::vector<double> o(kLora, 0.0);
-      for (int j = 0; j < topk; ++j) {
-        for (int e = 0; e < kLora; ++e) o[e] += sc[j] / sum * keys[j][e];
-      }
-      double vmax = 0;
-      for (double x : o) vmax = std::max(vmax, std::fabs(x));
-      for (int e = 0; e < kLora; ++e) {
-        worst = std::max(
-            worst, std::fabs(Bf16ToFloat(got[h * kLora + e]) - o[e]) / vmax);
-      }
+      worst = std::max(worst, peer::HeadWorstError(
+                                  q.data() + (t * heads + h) * kDim, keys, kDim,
+                                  kLora, scale, got.data() + h * kLora));
     }
   }
   if (!(worst <= 1.0 / 64)) {

@@ -147,33 +147,15 @@ int RunOne(const Config& c) {
     PEER_CHECK(cudaMemcpy(got.data(),
                           static_cast<uint8_t*>(d_out) + t * heads * kLora * 2,
                           got.size() * 2, cudaMemcpyDeviceToHost));
+    std::vector<std::vector<double>> keys(topk, std::vector<double>(kDim));
+    for (int j = 0; j < topk; ++j) {
+      const uint16_t* k = kv.data() + int64_t{idx[t * topk + j]} * kDim;
+      for (int e = 0; e < kDim; ++e) keys[j][e] = Bf16ToFloat(k[e]);
+    }
     for (int h = 0; h < heads; ++h) {
-      const uint16_t* qh = q.data() + (t * heads + h) * kDim;
-      std::vector<double> sc(topk);
-      double mx = -1e300;
-      for (int j = 0; j < topk; ++j) {
-        const uint16_t* k = kv.data() + int64_t{idx[t * topk + j]} * kDim;
-        double d = 0;
-        for (int e = 0; e < kDim; ++e) {
-          d += double{Bf16ToFloat(qh[e])} * Bf16ToFloat(k[e]);
-        }
-        sc[j] = d * scale;
-        mx = std::max(mx, sc[j]);
-      }
-      double sum = 0;
-      for (auto& x : sc) sum += (x = std::exp(x - mx));
-      std::vector<double> o(kLora, 0.0);
-      for (int j = 0; j < topk; ++j) {
-        const uint16_t* k = kv.data() + int64_t{idx[t * topk + j]} * kDim;
-        for (int e = 0; e < kLora; ++e) o[e] += sc[j] / sum * Bf16ToFloat(k[e]);
-      }
-      double vmax = 0;
-      for (double x : o) vmax = std::max(vmax, std::fabs(x));
-      for (int e = 0; e < kLora; ++e) {
-        const double err =
-            std::fabs(Bf16ToFloat(got[h * kLora + e]) - o[e]) / vmax;
-        worst = std::max(worst, err);
-      }
+      worst = std::max(worst, peer::HeadWorstError(
+                                  q.data() + (t * heads + h) * kDim, keys, kDim,
+                                  kLora, scale, got.data() + h * kLora));
     }
   }
   if (!(worst <= 1.0 / 64)) {

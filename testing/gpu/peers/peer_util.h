@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -70,6 +71,36 @@ inline void WuvProduct(cublasHandle_t blas, const void* w_uv, const void* o,
                  static_cast<int>(st));
     std::exit(1);
   }
+}
+
+// The worst error of one head's output against float64 attention, relative
+// to the output's largest magnitude: got (bf16, `lora` values) against
+// o = sum_j softmax_j(scale q . k_j) k_j[:lora], for q (bf16, `dim`
+// values) and keys[j] (`dim` values each).
+inline double HeadWorstError(const uint16_t* q,
+                             const std::vector<std::vector<double>>& keys,
+                             int dim, int lora, double scale,
+                             const uint16_t* got) {
+  std::vector<double> sc(keys.size());
+  double mx = -1e300;
+  for (size_t j = 0; j < keys.size(); ++j) {
+    double d = 0;
+    for (int e = 0; e < dim; ++e) d += double{Bf16ToFloat(q[e])} * keys[j][e];
+    sc[j] = d * scale;
+    mx = std::max(mx, sc[j]);
+  }
+  double sum = 0;
+  for (double& x : sc) sum += (x = std::exp(x - mx));
+  std::vector<double> o(lora, 0.0);
+  for (size_t j = 0; j < keys.size(); ++j) {
+    for (int e = 0; e < lora; ++e) o[e] += sc[j] / sum * keys[j][e];
+  }
+  double vmax = 0, worst = 0;
+  for (double x : o) vmax = std::max(vmax, std::fabs(x));
+  for (int e = 0; e < lora; ++e) {
+    worst = std::max(worst, std::fabs(Bf16ToFloat(got[e]) - o[e]) / vmax);
+  }
+  return worst;
 }
 
 // --name=N into *out.
